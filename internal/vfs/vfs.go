@@ -1,0 +1,83 @@
+// Package vfs is the small file-system interface every Strand file access
+// goes through, so that tests can run the storage code on an in-memory file
+// system that loses unsynced data on a simulated crash.
+//
+// Default is the operating system's file system. NewMem returns the
+// in-memory one; its Crash method returns the file system as a power cut
+// at that moment would leave it.
+package vfs
+
+import (
+	"errors"
+	"io"
+	"os"
+)
+
+// FS is a hierarchical file system. Names are slash-separated paths as used
+// by package path/filepath on the host.
+type FS interface {
+	// Create creates the named file for reading and writing, truncating it
+	// if it exists.
+	Create(name string) (File, error)
+	// Open opens the named file read-only.
+	Open(name string) (File, error)
+	// OpenReadWrite opens an existing file for reading and writing.
+	OpenReadWrite(name string) (File, error)
+	// OpenDir opens a directory so that it can be synced after files in it
+	// were created, renamed or removed.
+	OpenDir(name string) (File, error)
+	// Remove removes a file or an empty directory.
+	Remove(name string) error
+	// RemoveAll removes a directory and everything in it.
+	RemoveAll(name string) error
+	// Rename atomically replaces newname with oldname.
+	Rename(oldname, newname string) error
+	// MkdirAll creates a directory and any missing parents.
+	MkdirAll(dir string, perm os.FileMode) error
+	// List returns the names of the entries of a directory, sorted.
+	List(dir string) ([]string, error)
+	// Stat describes the named file.
+	Stat(name string) (os.FileInfo, error)
+	// Lock takes an exclusive advisory lock on the named file, creating it
+	// if needed. It fails with ErrLocked if another holder has it.
+	Lock(name string) (io.Closer, error)
+}
+
+// File is an open file. ReadAt and WriteAt are safe for concurrent use;
+// Write writes sequentially from the file's current offset, which starts
+// at zero.
+type File interface {
+	io.Closer
+	io.ReaderAt
+	io.WriterAt
+	io.Writer
+	// Stat describes the file; Size is the current length, including
+	// bytes not yet synced.
+	Stat() (os.FileInfo, error)
+	// Sync makes the file's data durable (fdatasync). On a directory it
+	// makes the directory's entries durable.
+	Sync() error
+	// Truncate changes the file's length.
+	Truncate(size int64) error
+	// Map maps the first size bytes of the file into memory for reading and
+	// writing, growing the file if it is shorter. Writes through the
+	// mapping are made durable by Sync on the file or the mapping. The file
+	// must not be truncated or written with WriteAt or Write while mapped.
+	Map(size int) (Mapping, error)
+	// Fd returns the file descriptor of an OS file, for sendfile; ok is
+	// false for files that have none.
+	Fd() (fd uintptr, ok bool)
+}
+
+// Mapping is a memory mapping of a file.
+type Mapping interface {
+	// Bytes returns the mapped memory. It is valid until Close.
+	Bytes() []byte
+	// Sync makes writes through the mapping durable (msync).
+	Sync() error
+	// Close unmaps the memory.
+	Close() error
+}
+
+// ErrLocked is returned by FS.Lock when the file is already locked.
+var ErrLocked = errors.New("vfs: file is locked by another holder")
