@@ -1,0 +1,418 @@
+package segment
+
+import (
+	"encoding/binary"
+	"fmt"
+	"iter"
+	"math"
+	"math/bits"
+	"slices"
+	"sync"
+)
+
+// Record is one record of a batch. Its layout inside the batch is, with
+// zig-zag varints (apache/kafka:clients/.../common/record/DefaultRecord.java):
+//
+//	length varint | attributes int8 (unused) | timestamp delta varlong |
+//	offset delta varint | key length varint (-1 = null) | key |
+//	value length varint (-1 = null) | value | header count varint | headers
+type Record struct {
+	// Offset is the record's absolute offset. Records fills it in;
+	// AppendBatch reads it only with BuildOptions.KeepOffsets.
+	Offset int64
+
+	// Timestamp is in milliseconds since the Unix epoch. For a
+	// LogAppendTime batch, Records reports the batch's MaxTimestamp.
+	Timestamp int64
+
+	// Key and Value are nil for a null key or value (a record with a key
+	// and a null value is a tombstone) and non-nil, possibly empty,
+	// otherwise. Records returns slices that alias the batch's bytes when
+	// the batch is not compressed.
+	Key, Value []byte
+
+	Headers []Header
+}
+
+// Header is a record header. Kafka requires a key; the value may be null.
+type Header struct {
+	Key   string
+	Value []byte // nil for null
+}
+
+// Producer identifies the idempotent or transactional producer of a batch
+// and the sequence number of its first record.
+type Producer struct {
+	ID           int64
+	Epoch        int16
+	BaseSequence int32
+}
+
+// BuildOptions sets the header fields of a batch built by AppendBatch. The
+// zero value builds what a non-idempotent Kafka producer sends:
+// uncompressed, base offset 0, producer fields -1, CreateTime timestamps,
+// partition leader epoch -1.
+type BuildOptions struct {
+	// BaseOffset is the batch's base offset. Producers leave it 0 and the
+	// log stamps the real one with Batch.SetBaseOffset.
+	BaseOffset int64
+
+	// Codec compresses the records: CodecNone, CodecGzip or CodecLZ4.
+	Codec Codec
+
+	// Producer is nil for a producer without idempotence (all three
+	// fields -1).
+	Producer *Producer
+
+	// Transactional marks the batch as part of a transaction; it needs a
+	// Producer.
+	Transactional bool
+
+	// Control marks the batch as holding control records (transaction
+	// markers).
+	Control bool
+
+	// KeepOffsets takes each record's offset from Record.Offset, which must
+	// increase strictly and start at or after BaseOffset, as compaction
+	// needs when it rewrites the records it keeps. Otherwise records get
+	// BaseOffset, BaseOffset+1, and so on, and Record.Offset is ignored.
+	KeepOffsets bool
+}
+
+func (o *BuildOptions) producer() Producer {
+	if o.Producer == nil {
+		return Producer{ID: -1, Epoch: -1, BaseSequence: -1}
+	}
+	return *o.Producer
+}
+
+// scratch holds the uncompressed records of a compressed batch while it is
+// being built.
+var scratch = sync.Pool{New: func() any { return new([]byte) }}
+
+// AppendBatch appends a batch holding recs to dst and returns the extended
+// slice; reusing dst lets a caller build batches without allocating. The
+// batch's base timestamp is the first record's timestamp, and its max
+// timestamp, last offset delta and CRC are computed from the records.
+//
+// On error dst is returned unchanged. The error wraps ErrInvalidRecords for
+// records or options that cannot be encoded, ErrBatchTooLarge if the batch
+// would not fit the format's 32-bit sizes, and ErrUnsupportedCodec for a
+// codec other than none, gzip and lz4.
+func AppendBatch(dst []byte, recs []Record, opts BuildOptions) ([]byte, error) {
+	switch {
+	case len(recs) == 0:
+		return dst, fmt.Errorf("%w: a batch needs at least one record", ErrInvalidRecords)
+	case opts.Transactional && opts.Producer == nil:
+		return dst, fmt.Errorf("%w: a transactional batch needs a producer", ErrInvalidRecords)
+	case opts.Codec != CodecNone && opts.Codec != CodecGzip && opts.Codec != CodecLZ4:
+		return dst, fmt.Errorf("segment: building a batch: %w", &CodecError{Codec: opts.Codec})
+	}
+	start := len(dst)
+	// Every header byte is written by putHeader once the records are in.
+	out := slices.Grow(dst, HeaderSize)[:start+HeaderSize]
+	var (
+		enc encoded
+		err error
+	)
+	if opts.Codec == CodecNone {
+		out, enc, err = appendRecords(out, recs, &opts)
+	} else {
+		buf := scratch.Get().(*[]byte)
+		*buf, enc, err = appendRecords((*buf)[:0], recs, &opts)
+		if err == nil {
+			out, err = compress(out, *buf, opts.Codec)
+		}
+		scratch.Put(buf)
+	}
+	if err != nil {
+		return dst, err
+	}
+	if size := len(out) - start; size-lengthOverhead > math.MaxInt32 {
+		return dst, fmt.Errorf("%w: %d bytes, the length field holds at most %d",
+			ErrBatchTooLarge, size, math.MaxInt32+lengthOverhead)
+	}
+	attrs := uint16(opts.Codec)
+	if opts.Transactional {
+		attrs |= attrTransactional
+	}
+	if opts.Control {
+		attrs |= attrControl
+	}
+	putHeader(out[start:], &opts, attrs, enc.lastOffsetDelta, recs[0].Timestamp, enc.maxTimestamp, len(recs))
+	return out, nil
+}
+
+// encoded is what appendRecords learns about the records for the header.
+type encoded struct {
+	lastOffsetDelta int32
+	maxTimestamp    int64
+}
+
+// appendRecords appends the encoding of recs to dst.
+func appendRecords(dst []byte, recs []Record, o *BuildOptions) ([]byte, encoded, error) {
+	if len(recs)-1 > math.MaxInt32 {
+		return dst, encoded{}, fmt.Errorf("%w: %d records, at most %d fit", ErrBatchTooLarge, len(recs), math.MaxInt32+1)
+	}
+	baseTS := recs[0].Timestamp
+	enc := encoded{lastOffsetDelta: -1, maxTimestamp: math.MinInt64}
+	for i := range recs {
+		r := &recs[i]
+		delta := int64(i)
+		if o.KeepOffsets {
+			delta = r.Offset - o.BaseOffset
+			if delta <= int64(enc.lastOffsetDelta) || delta > math.MaxInt32 {
+				return dst, encoded{}, fmt.Errorf("%w: record %d: offset %d after offset %d, base offset %d: offsets must increase within [base, base+2^31)",
+					ErrInvalidRecords, i, r.Offset, o.BaseOffset+int64(enc.lastOffsetDelta), o.BaseOffset)
+			}
+		}
+		var err error
+		// The delta wraps for extreme timestamps, and base+delta wraps back.
+		if dst, err = appendRecord(dst, r, delta, r.Timestamp-baseTS); err != nil {
+			return dst, encoded{}, fmt.Errorf("%w: record %d", err, i)
+		}
+		enc.lastOffsetDelta = int32(delta)
+		enc.maxTimestamp = max(enc.maxTimestamp, r.Timestamp)
+	}
+	return dst, enc, nil
+}
+
+func appendRecord(dst []byte, r *Record, offsetDelta, timestampDelta int64) ([]byte, error) {
+	size := 1 + varintLen(timestampDelta) + varintLen(offsetDelta) +
+		bytesLen(r.Key) + bytesLen(r.Value) + varintLen(int64(len(r.Headers)))
+	for _, h := range r.Headers {
+		size += varintLen(int64(len(h.Key))) + len(h.Key) + bytesLen(h.Value)
+	}
+	if size > math.MaxInt32 {
+		return dst, fmt.Errorf("%w: record of %d bytes", ErrBatchTooLarge, size)
+	}
+	dst = binary.AppendVarint(dst, int64(size))
+	dst = append(dst, 0) // attributes, unused since v2
+	dst = binary.AppendVarint(dst, timestampDelta)
+	dst = binary.AppendVarint(dst, offsetDelta)
+	dst = appendBytes(dst, r.Key)
+	dst = appendBytes(dst, r.Value)
+	dst = binary.AppendVarint(dst, int64(len(r.Headers)))
+	for _, h := range r.Headers {
+		dst = binary.AppendVarint(dst, int64(len(h.Key)))
+		dst = append(dst, h.Key...)
+		dst = appendBytes(dst, h.Value)
+	}
+	return dst, nil
+}
+
+// varintLen returns the size of v as a zig-zag varint.
+func varintLen(v int64) int {
+	u := uint64(v<<1) ^ uint64(v>>63)
+	return (bits.Len64(u|1) + 6) / 7
+}
+
+// bytesLen returns the encoded size of a length-prefixed, nullable field.
+func bytesLen(b []byte) int {
+	if b == nil {
+		return 1
+	}
+	return varintLen(int64(len(b))) + len(b)
+}
+
+func appendBytes(dst, b []byte) []byte {
+	if b == nil {
+		return binary.AppendVarint(dst, -1)
+	}
+	dst = binary.AppendVarint(dst, int64(len(b)))
+	return append(dst, b...)
+}
+
+// Records returns an iterator over the batch's records, with absolute
+// offsets and timestamps. It decompresses a gzip or lz4 batch first, into
+// at most MaxDecompressedSize bytes. Keys, values and header values alias
+// the batch when it is not compressed, so they are only valid as long as
+// the batch's bytes are.
+//
+// An error ends the iteration: it is yielded with a zero Record. Records
+// does not check the CRC (see Validate) but checks every length and count
+// against the bytes, and that offsets increase within the batch's range; a
+// snappy or zstd batch yields an error matching ErrUnsupportedCodec.
+func (b Batch) Records() iter.Seq2[Record, error] {
+	return func(yield func(Record, error) bool) {
+		d, err := b.newRecordDecoder()
+		if err != nil {
+			yield(Record{}, err)
+			return
+		}
+		for i := range d.count {
+			r, err := d.next(i)
+			if err != nil {
+				yield(Record{}, err)
+				return
+			}
+			if !yield(r, nil) {
+				return
+			}
+		}
+		if len(d.buf) > d.off {
+			yield(Record{}, d.errorf(d.count, "%d bytes after the last record", len(d.buf)-d.off))
+		}
+	}
+}
+
+// recordDecoder decodes the records section of a batch.
+type recordDecoder struct {
+	buf        []byte // the records, decompressed
+	off        int    // where the next field starts in buf
+	end        int    // where the record being decoded ends in buf
+	count      int    // records the header promises
+	compressed bool
+
+	baseOffset      int64
+	lastOffsetDelta int64
+	baseTimestamp   int64
+	appendTime      int64 // with logAppendTime, every record's timestamp
+	logAppendTime   bool
+	prevDelta       int64
+}
+
+func (b Batch) newRecordDecoder() (*recordDecoder, error) {
+	if len(b) < HeaderSize {
+		return nil, fmt.Errorf("%w: %d bytes, a batch header needs %d", ErrShortBatch, len(b), HeaderSize)
+	}
+	if b.Size() < HeaderSize || b.Size() > len(b) {
+		return nil, fmt.Errorf("%w at base offset %d: length field says %d bytes, have %d",
+			ErrShortBatch, b.BaseOffset(), b.Size(), len(b))
+	}
+	if b.NumRecords() < 0 {
+		return nil, fmt.Errorf("%w at base offset %d: negative record count %d", ErrCorrupt, b.BaseOffset(), b.NumRecords())
+	}
+	d := &recordDecoder{
+		buf:             b[HeaderSize:b.Size()],
+		count:           int(b.NumRecords()),
+		baseOffset:      b.BaseOffset(),
+		lastOffsetDelta: int64(b.LastOffsetDelta()),
+		baseTimestamp:   b.BaseTimestamp(),
+		appendTime:      b.MaxTimestamp(),
+		logAppendTime:   b.LogAppendTime(),
+		prevDelta:       -1,
+	}
+	if c := b.Codec(); c != CodecNone && d.count > 0 {
+		buf, err := decompress(d.buf, c, MaxDecompressedSize)
+		if err != nil {
+			return nil, fmt.Errorf("segment: batch at base offset %d: %w", b.BaseOffset(), err)
+		}
+		d.buf, d.compressed = buf, true
+	}
+	return d, nil
+}
+
+// field names a record field in errors; header is the index of the header
+// it belongs to, or -1.
+type field struct {
+	name   string
+	header int
+}
+
+func (f field) String() string {
+	if f.header < 0 {
+		return f.name
+	}
+	return fmt.Sprintf("header %d %s", f.header, f.name)
+}
+
+// errorf returns an ErrCorrupt error that names the batch, the record and
+// where in the records it went wrong.
+func (d *recordDecoder) errorf(i int, format string, args ...any) error {
+	where := "batch"
+	pos := d.off + HeaderSize
+	if d.compressed {
+		where, pos = "decompressed records", d.off
+	}
+	return fmt.Errorf("%w at base offset %d: record %d at byte %d of the %s: %s",
+		ErrCorrupt, d.baseOffset, i, pos, where, fmt.Sprintf(format, args...))
+}
+
+// varint reads a zig-zag varint of the current record into [lo, hi].
+func (d *recordDecoder) varint(i int, f field, lo, hi int64) (int64, error) {
+	v, n := binary.Varint(d.buf[d.off:d.end])
+	if n <= 0 {
+		return 0, d.errorf(i, "%v: bad varint", f)
+	}
+	if v < lo || v > hi {
+		return 0, d.errorf(i, "%v %d out of range [%d, %d]", f, v, lo, hi)
+	}
+	d.off += n
+	return v, nil
+}
+
+// bytes reads a length-prefixed field of the current record; a length of
+// -1 is null if nullable.
+func (d *recordDecoder) bytes(i int, f field, nullable bool) ([]byte, error) {
+	lo := int64(0)
+	if nullable {
+		lo = -1
+	}
+	n, err := d.varint(i, f, lo, math.MaxInt32)
+	if err != nil || n < 0 {
+		return nil, err
+	}
+	if n > int64(d.end-d.off) {
+		return nil, d.errorf(i, "%v length %d, record has %d bytes left", f, n, d.end-d.off)
+	}
+	b := d.buf[d.off : d.off+int(n) : d.off+int(n)]
+	d.off += int(n)
+	return b, nil
+}
+
+// next decodes record i.
+func (d *recordDecoder) next(i int) (Record, error) {
+	d.end = len(d.buf)
+	size, err := d.varint(i, field{"record length", -1}, 1, math.MaxInt32)
+	if err != nil {
+		return Record{}, err
+	}
+	if size > int64(len(d.buf)-d.off) {
+		return Record{}, d.errorf(i, "record length %d, %d bytes left", size, len(d.buf)-d.off)
+	}
+	start := d.off
+	d.end = d.off + int(size)
+	d.off++ // attributes: unused
+	tsDelta, err := d.varint(i, field{"timestamp delta", -1}, math.MinInt64, math.MaxInt64)
+	if err != nil {
+		return Record{}, err
+	}
+	offDelta, err := d.varint(i, field{"offset delta", -1}, d.prevDelta+1, d.lastOffsetDelta)
+	if err != nil {
+		return Record{}, err
+	}
+	d.prevDelta = offDelta
+	r := Record{Offset: d.baseOffset + offDelta, Timestamp: d.baseTimestamp + tsDelta}
+	if d.logAppendTime {
+		r.Timestamp = d.appendTime
+	}
+	if r.Key, err = d.bytes(i, field{"key", -1}, true); err != nil {
+		return Record{}, err
+	}
+	if r.Value, err = d.bytes(i, field{"value", -1}, true); err != nil {
+		return Record{}, err
+	}
+	// Each header takes at least two bytes, which bounds the allocation.
+	nh, err := d.varint(i, field{"header count", -1}, 0, int64(d.end-d.off)/2)
+	if err != nil {
+		return Record{}, err
+	}
+	if nh > 0 {
+		r.Headers = make([]Header, nh)
+		for j := range r.Headers {
+			key, err := d.bytes(i, field{"key", j}, false)
+			if err != nil {
+				return Record{}, err
+			}
+			r.Headers[j].Key = string(key)
+			if r.Headers[j].Value, err = d.bytes(i, field{"value", j}, true); err != nil {
+				return Record{}, err
+			}
+		}
+	}
+	if d.off != d.end {
+		return Record{}, d.errorf(i, "record length %d but its fields take %d bytes", size, d.off-start)
+	}
+	return r, nil
+}
