@@ -1,0 +1,106 @@
+package assign
+
+import (
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// This file reproduces the few Java behaviours Kafka's assignors depend on:
+// String.compareTo order, String.hashCode and HashMap iteration order.
+
+// compareJava compares two strings as Java's String.compareTo does, by UTF-16
+// code units. That is byte order for UTF-8 except when a character at or above
+// U+10000 meets one in U+E000..U+FFFF, which UTF-16 orders the other way.
+func compareJava(a, b string) int {
+	n := min(len(a), len(b))
+	i := 0
+	for i < n && a[i] == b[i] {
+		i++
+	}
+	if i == n {
+		return cmpInt(len(a), len(b))
+	}
+	if a[i] < utf8.RuneSelf || b[i] < utf8.RuneSelf {
+		return cmpInt(int(a[i]), int(b[i]))
+	}
+	for i > 0 && !utf8.RuneStart(a[i]) {
+		i--
+	}
+	ra, _ := utf8.DecodeRuneInString(a[i:])
+	rb, _ := utf8.DecodeRuneInString(b[i:])
+	ua, ub := utf16Units(ra), utf16Units(rb)
+	for k := 0; k < len(ua) && k < len(ub); k++ {
+		if ua[k] != ub[k] {
+			return cmpInt(int(ua[k]), int(ub[k]))
+		}
+	}
+	return cmpInt(len(ua), len(ub))
+}
+
+func utf16Units(r rune) []uint16 {
+	if r >= 0x10000 {
+		hi, lo := utf16.EncodeRune(r)
+		return []uint16{uint16(hi), uint16(lo)}
+	}
+	return []uint16{uint16(r)}
+}
+
+func cmpInt(a, b int) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// javaHash is Java's String.hashCode: s[0]*31^(n-1) + ... + s[n-1] over
+// UTF-16 code units, in int32 arithmetic.
+func javaHash(s string) int32 {
+	var h int32
+	for i := 0; i < len(s); {
+		if s[i] < utf8.RuneSelf {
+			h = 31*h + int32(s[i])
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		for _, u := range utf16Units(r) {
+			h = 31*h + int32(u)
+		}
+		i += size
+	}
+	return h
+}
+
+// javaHashMapOrder returns the indexes of keys in the order a java.util.HashMap
+// with default capacity and load factor iterates them after they were put in
+// index order: by bucket (the spread hash masked by the table size), then by
+// insertion order within a bucket, which resizes preserve. Bins that Java would
+// turn into trees (eight or more keys in one bucket) are not modelled; with a
+// load factor of 0.75 they practically never occur for distinct member ids.
+func javaHashMapOrder(keys []string) []int {
+	capacity := 16
+	for len(keys) > capacity*3/4 {
+		capacity *= 2
+	}
+	buckets := make([]int32, len(keys))
+	counts := make([]int, capacity+1)
+	for i, k := range keys {
+		h := uint32(javaHash(k))
+		b := int32((h ^ h>>16) & uint32(capacity-1))
+		buckets[i] = b
+		counts[b+1]++
+	}
+	for i := 1; i <= capacity; i++ {
+		counts[i] += counts[i-1]
+	}
+	order := make([]int, len(keys))
+	for i := range keys {
+		b := buckets[i]
+		order[counts[b]] = i
+		counts[b]++
+	}
+	return order
+}
