@@ -31,10 +31,10 @@ var goldenBatch = []byte{
 	0, 0, 0, 100, // base sequence 100
 	0, 0, 0, 2, // 2 records
 	// record 0
-	0x18,    // length 12
-	0,       // attributes
-	0,       // timestamp delta 0
-	0,       // offset delta 0
+	0x18,   // length 12
+	0,      // attributes
+	0,      // timestamp delta 0
+	0,      // offset delta 0
 	2, 'k', // key "k"
 	4, 'v', '1', // value "v1"
 	2,      // 1 header
