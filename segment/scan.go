@@ -1,0 +1,86 @@
+package segment
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/strandlog/strand/internal/vfs"
+)
+
+// scanChunk is how much of a log file a scanner reads at a time: many
+// small batch headers come from one read.
+const scanChunk = 64 << 10
+
+// scanner steps through the batches of a log file between two positions,
+// reading the file in chunks.
+type scanner struct {
+	f        vfs.File
+	name     string
+	pos, end int64
+
+	buf    []byte // file bytes from bufPos
+	bufPos int64
+}
+
+func newScanner(f vfs.File, name string, pos, end int64) *scanner {
+	return &scanner{f: f, name: name, pos: pos, end: end}
+}
+
+// next returns the batch at the scanner's position and moves past it:
+// only its header, or the whole batch if whole. It returns io.EOF at the
+// end, an error wrapping ErrShortBatch if the file ends inside the batch,
+// and one wrapping ErrCorrupt if its framing is bad. A whole batch is
+// valid until the next call.
+func (s *scanner) next(whole bool) (Batch, error) {
+	if s.pos >= s.end {
+		return nil, io.EOF
+	}
+	b, err := s.bytes(min(HeaderSize, s.end-s.pos))
+	if err != nil {
+		return nil, err
+	}
+	h, err := ParseBatchHeader(b)
+	if err != nil {
+		return nil, err
+	}
+	size := int64(h.Size())
+	if s.pos+size > s.end {
+		return nil, fmt.Errorf("%w at base offset %d: %d-byte batch, %d bytes left in the file",
+			ErrShortBatch, h.BaseOffset(), size, s.end-s.pos)
+	}
+	if whole {
+		if b, err = s.bytes(size); err != nil {
+			return nil, err
+		}
+		h = Batch(b)
+	}
+	s.pos += size
+	return h, nil
+}
+
+// bytes returns n bytes of the file at the scanner's position.
+func (s *scanner) bytes(n int64) ([]byte, error) {
+	if off := s.pos - s.bufPos; off >= 0 && off+n <= int64(len(s.buf)) {
+		return s.buf[off : off+n], nil
+	}
+	want := min(max(n, scanChunk), s.end-s.pos)
+	if int64(cap(s.buf)) < want {
+		s.buf = make([]byte, want)
+	}
+	s.buf = s.buf[:want]
+	got, err := s.f.ReadAt(s.buf, s.pos)
+	if int64(got) < want {
+		if err == nil || err == io.EOF {
+			err = fmt.Errorf("%w: file ends at %d", ErrShortBatch, s.pos+int64(got))
+		}
+		s.buf = s.buf[:0]
+		return nil, err
+	}
+	s.bufPos = s.pos
+	return s.buf[:n], nil
+}
+
+// wrap names the file and position of an error met at pos.
+func (s *scanner) wrap(pos int64, err error) error {
+	return fmt.Errorf("segment %s: position %d: %w", s.name, pos, err)
+}

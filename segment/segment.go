@@ -1,0 +1,619 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	iofs "io/fs"
+	"math"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	"github.com/strandlog/strand/index"
+	"github.com/strandlog/strand/internal/vfs"
+)
+
+// File name suffixes of a segment's files, as Kafka names them.
+const (
+	LogSuffix       = ".log"
+	IndexSuffix     = ".index"
+	TimeIndexSuffix = ".timeindex"
+)
+
+// Defaults for Options, Kafka's index.interval.bytes and
+// segment.index.bytes.
+const (
+	DefaultIndexIntervalBytes = 4096
+	DefaultMaxIndexBytes      = 10 << 20
+)
+
+// Errors returned by a Segment, besides the batch errors above.
+var (
+	// ErrSegmentFull means a batch does not fit: positions are int32 in
+	// Kafka's index format, so a segment stays below 2 GiB, and relative
+	// offsets are int32 too. The log rolls a new segment before this.
+	ErrSegmentFull = errors.New("segment: segment full")
+
+	// ErrOffsetOrder means an appended batch does not start after the last
+	// one, or starts below the segment's base offset.
+	ErrOffsetOrder = errors.New("segment: offset out of order")
+
+	// ErrOffsetNotFound means no batch in the segment holds the offset.
+	ErrOffsetNotFound = errors.New("segment: offset not in segment")
+
+	// ErrClosed means the segment was closed.
+	ErrClosed = errors.New("segment: segment closed")
+)
+
+// Options configure a segment. The zero value means Kafka's defaults.
+type Options struct {
+	// IndexIntervalBytes is how many bytes of batches are appended between
+	// two index entries (Kafka's index.interval.bytes, default 4096).
+	IndexIntervalBytes int
+	// MaxIndexBytes is the size each index file is preallocated to while
+	// its segment is active (Kafka's segment.index.bytes, default 10 MiB).
+	MaxIndexBytes int
+}
+
+func (o Options) withDefaults() Options {
+	if o.IndexIntervalBytes <= 0 {
+		o.IndexIntervalBytes = DefaultIndexIntervalBytes
+	}
+	if o.MaxIndexBytes <= 0 {
+		o.MaxIndexBytes = DefaultMaxIndexBytes
+	}
+	return o
+}
+
+// FileName returns the name of a segment file in dir: the base offset
+// zero-padded to 20 digits, so that ls sorts segments by offset, then the
+// suffix.
+func FileName(dir string, baseOffset int64, suffix string) string {
+	return filepath.Join(dir, fmt.Sprintf("%020d%s", baseOffset, suffix))
+}
+
+// Segment is one segment of a partition log: a .log file of record batches,
+// its sparse offset index (.index) and its time index (.timeindex).
+//
+// One goroutine at a time may change a segment (Append, TruncateTo, Seal,
+// Unseal, Rename, Close); reads (Read, FindOffset, FindTimestamp and the
+// accessors) may run concurrently with Append and with each other. A read
+// sees every batch whose Append returned before the read began.
+type Segment struct {
+	fs   vfs.FS
+	dir  string
+	base int64
+	opts Options
+
+	log     vfs.File
+	logName string
+	offsets *index.OffsetIndex
+	times   *index.TimeIndex
+
+	size       atomic.Int64 // bytes of whole batches in the log file
+	nextOffset atomic.Int64 // offset after the last batch; base if empty
+
+	// Written by the one writer only.
+	maxTimestamp      int64 // largest batch max timestamp so far, -1 if none
+	offsetOfMaxTime   int64 // last offset of the batch with maxTimestamp
+	firstBatchMaxTime int64 // max timestamp of the first batch, -1 if empty
+	sinceIndexEntry   int   // bytes appended since the last index entry
+
+	closeOnce sync.Once
+}
+
+// Create creates an empty active segment with base offset base in dir,
+// replacing any files of that name. The caller syncs dir to make the new
+// names durable.
+func Create(fs vfs.FS, dir string, base int64, opts Options) (*Segment, error) {
+	opts = opts.withDefaults()
+	s := newSegment(fs, dir, base, opts)
+	var err error
+	if s.log, err = fs.Create(s.logName); err != nil {
+		return nil, fmt.Errorf("segment: create %s: %w", s.logName, err)
+	}
+	for _, name := range []string{FileName(dir, base, IndexSuffix), FileName(dir, base, TimeIndexSuffix)} {
+		if err := fs.Remove(name); err != nil && !errors.Is(err, iofs.ErrNotExist) {
+			return nil, errors.Join(err, s.log.Close())
+		}
+	}
+	if err := s.openIndexes(true); err != nil {
+		return nil, errors.Join(err, s.log.Close())
+	}
+	return s, nil
+}
+
+// Open opens an existing segment whose log can be trusted: one written
+// before a clean shutdown or below the recovery point. Its indexes are
+// checked and rebuilt from the log if they do not pass. The segment is
+// opened sealed; Unseal makes it the active one.
+//
+// Open reads the log only from its last index entry to find the next
+// offset; a framing error there is returned, wrapping ErrCorrupt, with the
+// file and position.
+func Open(fs vfs.FS, dir string, base int64, opts Options) (*Segment, error) {
+	s, err := openLog(fs, dir, base, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.openIndexes(false); err != nil {
+		if !errors.Is(err, index.ErrCorrupt) && !errors.Is(err, iofs.ErrNotExist) {
+			return nil, errors.Join(err, s.Close())
+		}
+		if err := errors.Join(s.rebuild(false), s.Seal()); err != nil {
+			return nil, errors.Join(err, s.Close())
+		}
+		return s, nil
+	}
+	if err := s.loadTail(); err != nil {
+		return nil, errors.Join(err, s.Close())
+	}
+	return s, nil
+}
+
+// Recover opens a segment whose log cannot be trusted, after an unclean
+// shutdown: it validates every batch, truncates the log at the first batch
+// that is short, corrupt or out of order, and rebuilds both indexes. It
+// returns the number of bytes truncated. The segment is opened active.
+func Recover(fs vfs.FS, dir string, base int64, opts Options) (s *Segment, truncated int64, err error) {
+	s, err = openLog(fs, dir, base, opts)
+	if err != nil {
+		return nil, 0, err
+	}
+	for _, suffix := range []string{IndexSuffix, TimeIndexSuffix} {
+		if err := fs.Remove(FileName(dir, base, suffix)); err != nil && !errors.Is(err, iofs.ErrNotExist) {
+			return nil, 0, errors.Join(err, s.Close())
+		}
+	}
+	if err := s.openIndexes(true); err != nil {
+		return nil, 0, errors.Join(err, s.Close())
+	}
+	fileSize := s.size.Load()
+	if err := s.rebuild(true); err != nil {
+		return nil, 0, errors.Join(err, s.Close())
+	}
+	return s, fileSize - s.size.Load(), nil
+}
+
+func newSegment(fs vfs.FS, dir string, base int64, opts Options) *Segment {
+	s := &Segment{
+		fs: fs, dir: dir, base: base, opts: opts,
+		logName:           FileName(dir, base, LogSuffix),
+		maxTimestamp:      -1,
+		offsetOfMaxTime:   -1,
+		firstBatchMaxTime: -1,
+	}
+	s.nextOffset.Store(base)
+	return s
+}
+
+func openLog(fs vfs.FS, dir string, base int64, opts Options) (*Segment, error) {
+	s := newSegment(fs, dir, base, opts.withDefaults())
+	var err error
+	if s.log, err = fs.OpenReadWrite(s.logName); err != nil {
+		return nil, fmt.Errorf("segment: open %s: %w", s.logName, err)
+	}
+	fi, err := s.log.Stat()
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("segment: stat %s: %w", s.logName, err), s.log.Close())
+	}
+	if fi.Size() > math.MaxInt32 {
+		return nil, errors.Join(fmt.Errorf("%w: %s is %d bytes, more than 2^31-1", ErrCorrupt, s.logName, fi.Size()), s.log.Close())
+	}
+	s.size.Store(fi.Size())
+	return s, nil
+}
+
+func (s *Segment) openIndexes(active bool) error {
+	var err error
+	s.offsets, err = index.OpenOffset(s.fs, FileName(s.dir, s.base, IndexSuffix), s.base, s.opts.MaxIndexBytes, active)
+	if err != nil {
+		return err
+	}
+	s.times, err = index.OpenTime(s.fs, FileName(s.dir, s.base, TimeIndexSuffix), s.base, s.opts.MaxIndexBytes, active)
+	if err != nil {
+		err = errors.Join(err, s.offsets.Close())
+		s.offsets = nil
+		return err
+	}
+	return nil
+}
+
+// rebuild scans the log from the start, checking framing and offsets (and
+// CRCs if validate), and rebuilds both indexes. With validate, it truncates
+// the log at the first bad batch; without, a bad batch is an error.
+func (s *Segment) rebuild(validate bool) error {
+	if s.offsets == nil {
+		for _, suffix := range []string{IndexSuffix, TimeIndexSuffix} {
+			if err := s.fs.Remove(FileName(s.dir, s.base, suffix)); err != nil && !errors.Is(err, iofs.ErrNotExist) {
+				return err
+			}
+		}
+		if err := s.openIndexes(true); err != nil {
+			return err
+		}
+	} else if err := errors.Join(s.offsets.Reset(), s.times.Reset()); err != nil {
+		return err
+	}
+	end := s.size.Load()
+	s.size.Store(0)
+	s.nextOffset.Store(s.base)
+	s.maxTimestamp, s.offsetOfMaxTime, s.firstBatchMaxTime, s.sinceIndexEntry = -1, -1, -1, 0
+
+	sc := newScanner(s.log, s.logName, 0, end)
+	for {
+		pos := sc.pos
+		b, err := sc.next(validate)
+		if err == io.EOF {
+			break
+		}
+		if err == nil && validate {
+			err = b.Validate()
+		}
+		if err == nil {
+			err = s.checkOrder(b)
+		}
+		if err != nil {
+			if !validate {
+				return sc.wrap(pos, err)
+			}
+			if err := s.log.Truncate(pos); err != nil {
+				return fmt.Errorf("segment: truncate %s to %d: %w", s.logName, pos, err)
+			}
+			break
+		}
+		if err := s.indexBatch(b, pos); err != nil {
+			return err
+		}
+		s.size.Store(pos + int64(b.Size()))
+	}
+	return nil
+}
+
+// loadTail finds the next offset and the largest timestamp of a segment
+// whose indexes passed their check, reading batch headers from the last
+// offset index entry (Kafka's LogSegment.readNextOffset).
+func (s *Segment) loadTail() error {
+	last := s.offsets.LastEntry()
+	if t := s.times.LastEntry(); t.Timestamp >= 0 {
+		s.maxTimestamp, s.offsetOfMaxTime = t.Timestamp, t.Offset
+	}
+	sc := newScanner(s.log, s.logName, int64(last.Position), s.size.Load())
+	for {
+		pos := sc.pos
+		b, err := sc.next(false)
+		if err == io.EOF {
+			break
+		}
+		if err == nil && b.BaseOffset() < s.nextOffset.Load() {
+			err = fmt.Errorf("%w: base offset %d follows offset %d", ErrCorrupt, b.BaseOffset(), s.nextOffset.Load()-1)
+		}
+		if err != nil {
+			return sc.wrap(pos, err)
+		}
+		s.nextOffset.Store(b.LastOffset() + 1)
+		// The time index has an entry for the batches up to the last
+		// offset index entry; the ones after it are scanned here.
+		if b.MaxTimestamp() > s.maxTimestamp {
+			s.maxTimestamp, s.offsetOfMaxTime = b.MaxTimestamp(), b.LastOffset()
+		}
+	}
+	if s.size.Load() > 0 {
+		first, err := newScanner(s.log, s.logName, 0, s.size.Load()).next(false)
+		if err != nil {
+			return fmt.Errorf("segment %s: position 0: %w", s.logName, err)
+		}
+		s.firstBatchMaxTime = first.MaxTimestamp()
+	}
+	return nil
+}
+
+func (s *Segment) checkOrder(b Batch) error {
+	switch next := s.nextOffset.Load(); {
+	case b.BaseOffset() < next:
+		return fmt.Errorf("%w: batch at base offset %d, expected at least %d", ErrOffsetOrder, b.BaseOffset(), next)
+	case b.LastOffset() < b.BaseOffset() || b.LastOffset()-s.base > math.MaxInt32:
+		return fmt.Errorf("%w: batch with last offset %d does not fit a segment based at %d", ErrSegmentFull, b.LastOffset(), s.base)
+	}
+	return nil
+}
+
+// indexBatch updates the indexes and the timestamps for the batch b just
+// written at pos, by Kafka's LogSegment.append rule: an index entry maps
+// the batch's last offset to its start once more than IndexIntervalBytes
+// were appended since the last entry.
+func (s *Segment) indexBatch(b Batch, pos int64) error {
+	if s.firstBatchMaxTime < 0 {
+		s.firstBatchMaxTime = b.MaxTimestamp()
+	}
+	if b.MaxTimestamp() > s.maxTimestamp {
+		s.maxTimestamp, s.offsetOfMaxTime = b.MaxTimestamp(), b.LastOffset()
+	}
+	if s.sinceIndexEntry > s.opts.IndexIntervalBytes {
+		if err := s.offsets.Append(b.LastOffset(), uint32(pos)); err != nil {
+			return err
+		}
+		if err := s.times.MaybeAppend(s.maxTimestamp, s.offsetOfMaxTime, false); err != nil {
+			return err
+		}
+		s.sinceIndexEntry = 0
+	}
+	s.sinceIndexEntry += b.Size()
+	s.nextOffset.Store(b.LastOffset() + 1)
+	return nil
+}
+
+// Append writes one whole batch at the end of the segment. The batch must
+// carry its final offsets: its base offset at or after NextOffset. Append
+// does not sync. If the write fails, the segment is left as it was before.
+func (s *Segment) Append(b Batch) error {
+	pos := s.size.Load()
+	if err := s.checkOrder(b); err != nil {
+		return fmt.Errorf("segment %s: %w", s.logName, err)
+	}
+	if pos+int64(len(b)) > math.MaxInt32 {
+		return fmt.Errorf("%w: %s: %d bytes and a %d-byte batch exceed 2^31-1", ErrSegmentFull, s.logName, pos, len(b))
+	}
+	if s.offsets.IsFull() || s.times.IsFull() {
+		return fmt.Errorf("%w: %s: index full", ErrSegmentFull, s.logName)
+	}
+	if _, err := s.log.WriteAt(b, pos); err != nil {
+		// Whatever part was written lies past size and is overwritten by
+		// the next append, cut by recovery, or cut here.
+		return errors.Join(fmt.Errorf("segment: write %s at %d: %w", s.logName, pos, err), s.log.Truncate(pos))
+	}
+	if err := s.indexBatch(b, pos); err != nil {
+		return fmt.Errorf("segment %s: index batch at %d: %w", s.logName, pos, err)
+	}
+	s.size.Store(pos + int64(len(b)))
+	return nil
+}
+
+// BaseOffset returns the offset of the segment's first batch, or the one
+// it was created for.
+func (s *Segment) BaseOffset() int64 { return s.base }
+
+// NextOffset returns the offset after the segment's last batch.
+func (s *Segment) NextOffset() int64 { return s.nextOffset.Load() }
+
+// Size returns the size of the segment's log in bytes.
+func (s *Segment) Size() int64 { return s.size.Load() }
+
+// MaxTimestamp returns the largest batch timestamp in the segment, or -1
+// if it has none. Retention by age compares it to the clock.
+func (s *Segment) MaxTimestamp() int64 { return s.maxTimestamp }
+
+// FirstBatchTimestamp returns the max timestamp of the segment's first
+// batch, or -1 if the segment is empty. The log rolls by age from it.
+func (s *Segment) FirstBatchTimestamp() int64 { return s.firstBatchMaxTime }
+
+// IndexFull reports whether either index has no room left for an entry, in
+// which case the log rolls a new segment.
+func (s *Segment) IndexFull() bool { return s.offsets.IsFull() || s.times.IsFull() }
+
+// Batch positions: find, read.
+
+// FindOffset returns the position of the first batch whose last offset is
+// at or after offset, and that batch's header. It returns ErrOffsetNotFound
+// if every batch ends before offset.
+func (s *Segment) FindOffset(offset int64) (pos int64, header Batch, err error) {
+	return s.findOffset(offset, s.size.Load())
+}
+
+func (s *Segment) findOffset(offset, end int64) (int64, Batch, error) {
+	start := s.offsets.Lookup(offset)
+	sc := newScanner(s.log, s.logName, int64(start.Position), end)
+	for {
+		pos := sc.pos
+		b, err := sc.next(false)
+		if err == io.EOF {
+			return 0, nil, fmt.Errorf("%w: offset %d in %s (next offset %d)", ErrOffsetNotFound, offset, s.logName, s.nextOffset.Load())
+		}
+		if err != nil {
+			return 0, nil, sc.wrap(pos, err)
+		}
+		if b.LastOffset() >= offset {
+			return pos, b, nil
+		}
+	}
+}
+
+// Read returns the whole batches that start at the batch holding offset and
+// end before maxOffset (exclusive), up to maxBytes; at least one batch is
+// returned if the first one ends before maxOffset, even if it is larger
+// than maxBytes, so that a reader always makes progress (Kafka's
+// minOneMessage). An empty Slice means no batch qualifies.
+func (s *Segment) Read(offset, maxOffset int64, maxBytes int) (Slice, error) {
+	end := s.size.Load()
+	pos, first, err := s.findOffset(offset, end)
+	if err != nil {
+		return Slice{}, err
+	}
+	sl := Slice{f: s.log, name: s.logName, pos: pos}
+	if first.LastOffset() >= maxOffset {
+		return sl, nil
+	}
+	sc := newScanner(s.log, s.logName, pos, end)
+	for {
+		at := sc.pos
+		b, err := sc.next(false)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return Slice{}, sc.wrap(at, err)
+		}
+		if b.LastOffset() >= maxOffset || (sl.n > 0 && sl.n+int64(b.Size()) > int64(maxBytes)) {
+			break
+		}
+		sl.n += int64(b.Size())
+	}
+	return sl, nil
+}
+
+// FindTimestamp returns the offset of the first record whose timestamp is
+// at or after ts, by Kafka's rule: the time index gives an offset at or
+// before it, the offset index a position, and a scan finds the first batch
+// whose max timestamp is at or after ts, whose records are then searched.
+// ok is false if no record in the segment is that late.
+func (s *Segment) FindTimestamp(ts int64) (offset int64, ok bool, err error) {
+	end := s.size.Load()
+	from := s.times.Lookup(ts)
+	start := s.offsets.Lookup(from.Offset)
+	sc := newScanner(s.log, s.logName, int64(start.Position), end)
+	for {
+		pos := sc.pos
+		h, err := sc.next(false)
+		if err == io.EOF {
+			return 0, false, nil
+		}
+		if err != nil {
+			return 0, false, sc.wrap(pos, err)
+		}
+		if h.MaxTimestamp() < ts {
+			continue
+		}
+		whole, err := newScanner(s.log, s.logName, pos, end).next(true)
+		if err == nil {
+			err = whole.Validate()
+		}
+		if err != nil {
+			return 0, false, fmt.Errorf("segment %s: position %d: %w", s.logName, pos, err)
+		}
+		for r, err := range whole.Records() {
+			if err != nil {
+				return 0, false, fmt.Errorf("segment %s: position %d: %w", s.logName, pos, err)
+			}
+			if r.Timestamp >= ts {
+				return r.Offset, true, nil
+			}
+		}
+		// LogAppendTime batches stamp one time on all records; the batch
+		// qualifies as a whole.
+		return h.BaseOffset(), true, nil
+	}
+}
+
+// TruncateTo removes every batch at or after the one holding offset, so
+// that NextOffset becomes at most offset. Kafka's LogSegment.truncateTo
+// also drops the whole batch holding offset if offset falls inside it. It
+// returns the number of bytes removed. A sealed segment is unsealed: after
+// a truncation it is the active one.
+func (s *Segment) TruncateTo(offset int64) (int64, error) {
+	size := s.size.Load()
+	pos, _, err := s.FindOffset(offset)
+	if errors.Is(err, ErrOffsetNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	if err := s.offsets.TruncateTo(offset); err != nil {
+		return 0, err
+	}
+	if err := s.times.TruncateTo(offset); err != nil {
+		return 0, err
+	}
+	if err := s.log.Truncate(pos); err != nil {
+		return 0, fmt.Errorf("segment: truncate %s to %d: %w", s.logName, pos, err)
+	}
+	s.size.Store(pos)
+	if err := s.Unseal(); err != nil {
+		return 0, err
+	}
+	// Recompute what the removed batches may have contributed.
+	if err := s.rebuildTailState(); err != nil {
+		return 0, err
+	}
+	return size - pos, nil
+}
+
+func (s *Segment) rebuildTailState() error {
+	s.nextOffset.Store(s.base)
+	s.maxTimestamp, s.offsetOfMaxTime, s.firstBatchMaxTime = -1, -1, -1
+	if err := s.loadTail(); err != nil {
+		return err
+	}
+	// Kafka resets the interval after a truncation; the next append is
+	// indexed once IndexIntervalBytes more bytes have gone by.
+	s.sinceIndexEntry = 0
+	return nil
+}
+
+// Sync makes the log and both indexes durable.
+func (s *Segment) Sync() error {
+	if err := s.log.Sync(); err != nil {
+		return fmt.Errorf("segment: sync %s: %w", s.logName, err)
+	}
+	return errors.Join(s.offsets.Sync(), s.times.Sync())
+}
+
+// SyncLog makes the log durable, not the indexes: they are rebuilt from
+// the log after an unclean shutdown. This is the append path's fsync.
+func (s *Segment) SyncLog() error {
+	if err := s.log.Sync(); err != nil {
+		return fmt.Errorf("segment: sync %s: %w", s.logName, err)
+	}
+	return nil
+}
+
+// Seal makes the segment read-only, as when the log rolls past it: the
+// time index gets its final entry (the largest timestamp, which retention
+// reads) and both index files are trimmed to their entries. It does not
+// sync.
+func (s *Segment) Seal() error {
+	if s.maxTimestamp >= 0 {
+		if err := s.times.MaybeAppend(s.maxTimestamp, s.offsetOfMaxTime, true); err != nil {
+			return err
+		}
+	}
+	return errors.Join(s.offsets.Seal(), s.times.Seal())
+}
+
+// Unseal makes a sealed segment active again: its indexes are grown back
+// to their preallocated size.
+func (s *Segment) Unseal() error {
+	return errors.Join(s.offsets.Unseal(), s.times.Unseal())
+}
+
+// Rename renames the segment's files by replacing the base offset and
+// suffix naming with suffix appended (".deleted", ".swap", ...), keeping
+// them open. Rename("") restores the plain names.
+func (s *Segment) Rename(suffix string) error {
+	logName := FileName(s.dir, s.base, LogSuffix) + suffix
+	if err := s.fs.Rename(s.logName, logName); err != nil {
+		return err
+	}
+	s.logName = logName
+	return errors.Join(
+		s.offsets.Rename(FileName(s.dir, s.base, IndexSuffix)+suffix),
+		s.times.Rename(FileName(s.dir, s.base, TimeIndexSuffix)+suffix),
+	)
+}
+
+// Close closes the segment's files without syncing or sealing them.
+func (s *Segment) Close() error {
+	err := ErrClosed
+	s.closeOnce.Do(func() {
+		err = s.log.Close()
+		if s.offsets != nil {
+			err = errors.Join(err, s.offsets.Close(), s.times.Close())
+		}
+	})
+	return err
+}
+
+// Remove closes the segment and removes its files.
+func (s *Segment) Remove() error {
+	err := s.Close()
+	if errors.Is(err, ErrClosed) {
+		err = nil
+	}
+	for _, name := range []string{s.logName, s.offsets.Name(), s.times.Name()} {
+		if rerr := s.fs.Remove(name); rerr != nil && !errors.Is(rerr, iofs.ErrNotExist) {
+			err = errors.Join(err, rerr)
+		}
+	}
+	return err
+}

@@ -1,0 +1,117 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"syscall"
+
+	"github.com/strandlog/strand/internal/vfs"
+	"golang.org/x/sys/unix"
+)
+
+// Slice is a read-only view of whole batches in a segment's log file, to
+// hand to a consumer or a follower without copying them through user
+// space: WriteTo sends it with sendfile when the destination is a socket
+// or file and the segment is on the OS file system.
+//
+// A Slice reads the file when it is used; it stays valid as long as the
+// segment's file is open.
+type Slice struct {
+	f    vfs.File
+	name string
+	pos  int64
+	n    int64
+}
+
+// Len returns the size of the slice in bytes.
+func (s Slice) Len() int64 { return s.n }
+
+// Position returns where the slice starts in the segment's log file.
+func (s Slice) Position() int64 { return s.pos }
+
+// ReadAt reads the slice's bytes from off, relative to its start.
+func (s Slice) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 || off >= s.n {
+		if off == s.n {
+			return 0, io.EOF
+		}
+		return 0, fmt.Errorf("segment: read %s: offset %d outside a %d-byte slice", s.name, off, s.n)
+	}
+	eof := false
+	if int64(len(p)) > s.n-off {
+		p, eof = p[:s.n-off], true
+	}
+	n, err := s.f.ReadAt(p, s.pos+off)
+	if err == nil && eof {
+		err = io.EOF
+	}
+	return n, err
+}
+
+// Bytes reads the whole slice into memory.
+func (s Slice) Bytes() ([]byte, error) {
+	b := make([]byte, s.n)
+	if n, err := s.f.ReadAt(b, s.pos); n < len(b) {
+		return nil, fmt.Errorf("segment: read %s at %d: %w", s.name, s.pos+int64(n), err)
+	}
+	return b, nil
+}
+
+// WriteTo writes the slice to w. If w is an OS file or socket
+// (syscall.Conn) and the segment's file has a descriptor, the kernel copies
+// the bytes with sendfile(2) from the slice's position; otherwise they are
+// read and written.
+func (s Slice) WriteTo(w io.Writer) (int64, error) {
+	if fd, ok := s.f.Fd(); ok {
+		if conn, ok := w.(syscall.Conn); ok {
+			if n, done, err := s.sendfile(conn, int(fd)); done {
+				return n, err
+			}
+		}
+	}
+	return io.Copy(w, io.NewSectionReader(s.f, s.pos, s.n))
+}
+
+// sendfile sends the slice with sendfile(2). done is false if the
+// destination refused it before anything was sent, so the caller falls
+// back to copying.
+func (s Slice) sendfile(conn syscall.Conn, src int) (written int64, done bool, err error) {
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return 0, false, nil
+	}
+	off := s.pos
+	var serr error
+	werr := raw.Write(func(dst uintptr) bool {
+		for written < s.n {
+			n, err := unix.Sendfile(int(dst), src, &off, int(min(s.n-written, 1<<30)))
+			if n > 0 {
+				written += int64(n)
+			}
+			switch {
+			case err == unix.EAGAIN:
+				return false // wait until the destination is writable
+			case err == unix.EINTR:
+				continue
+			case err != nil:
+				serr = err
+				return true
+			case n == 0:
+				serr = io.ErrUnexpectedEOF // the file is shorter than the slice
+				return true
+			}
+		}
+		return true
+	})
+	if written == 0 && (errors.Is(serr, unix.EINVAL) || errors.Is(serr, unix.ENOSYS)) {
+		return 0, false, nil
+	}
+	if serr == nil {
+		serr = werr
+	}
+	if serr != nil {
+		return written, true, fmt.Errorf("segment: sendfile %s at %d: %w", s.name, off, serr)
+	}
+	return written, true, nil
+}
