@@ -122,7 +122,7 @@ func (x *file) load(check checkEntry) error {
 		at := i * x.size
 		if nz := firstNonZero(x.buf[at:]); nz >= 0 {
 			if firstNonZero(x.buf[at:at+x.size]) < 0 {
-				return fmt.Errorf("%w: %s: entry %d (byte %d) is unused but byte %d after it is not zero", ErrCorrupt, x.name, i, at, at+nz)
+				return fmt.Errorf("%w: %s: entry %d (byte %d) is unused but byte %d (in entry %d) after it is not zero", ErrCorrupt, x.name, i, at, at+nz, (at+nz)/x.size)
 			}
 			return fmt.Errorf("%w: %s: entry %d (byte %d): %s", ErrCorrupt, x.name, i, at, why)
 		}

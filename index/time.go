@@ -139,11 +139,8 @@ func (x *TimeIndex) MaybeAppend(timestamp, offset int64, skipFullCheck bool) err
 		return err
 	}
 	room := len(x.buf) / TimeEntrySize
-	if !skipFullCheck {
-		room--
-	}
-	if x.entries >= room {
-		return fmt.Errorf("%w: %s: %d entries, cannot append timestamp %d at offset %d", ErrIndexFull, x.name, x.entries, timestamp, offset)
+	if !skipFullCheck && x.entries >= room-1 {
+		return x.full(timestamp, offset)
 	}
 	rel, err := x.relative(offset)
 	if err != nil {
@@ -161,9 +158,16 @@ func (x *TimeIndex) MaybeAppend(timestamp, offset int64, skipFullCheck bool) err
 	if timestamp <= last.Timestamp || (timestamp == 0 && rel == 0) {
 		return nil
 	}
+	if x.entries >= room {
+		return x.full(timestamp, offset)
+	}
 	e := x.buf[x.entries*TimeEntrySize:]
 	binary.BigEndian.PutUint64(e, uint64(timestamp))
 	binary.BigEndian.PutUint32(e[8:], rel)
 	x.entries++
 	return nil
+}
+
+func (x *TimeIndex) full(timestamp, offset int64) error {
+	return fmt.Errorf("%w: %s: %d entries, cannot append timestamp %d at offset %d", ErrIndexFull, x.name, x.entries, timestamp, offset)
 }
