@@ -150,10 +150,11 @@ var (
 	lz4Decoders  = sync.Pool{New: func() any { return &decoder{zr: lz4.NewReader(nil)} }}
 )
 
-// decompress returns src decompressed with c in a new slice, which the
-// caller owns. It fails with ErrBatchTooLarge past limit bytes and with
-// ErrCorrupt if src is not a valid stream.
-func decompress(src []byte, c Codec, limit int) ([]byte, error) {
+// decompress returns src, the records of the batch at baseOffset,
+// decompressed with c into a new slice, which the caller owns. It fails with
+// ErrBatchTooLarge past limit bytes and with ErrCorrupt if src is not a valid
+// stream.
+func decompress(src []byte, c Codec, limit int, baseOffset int64) ([]byte, error) {
 	var pool *sync.Pool
 	switch c {
 	case CodecGzip:
@@ -161,7 +162,7 @@ func decompress(src []byte, c Codec, limit int) ([]byte, error) {
 	case CodecLZ4:
 		pool = &lz4Decoders
 	default:
-		return nil, &CodecError{Codec: c}
+		return nil, fmt.Errorf("segment: batch at base offset %d: %w", baseOffset, &CodecError{Codec: c})
 	}
 	d := pool.Get().(*decoder)
 	defer pool.Put(d)
@@ -169,7 +170,7 @@ func decompress(src []byte, c Codec, limit int) ([]byte, error) {
 	switch zr := d.zr.(type) {
 	case *gzip.Reader:
 		if err := zr.Reset(&d.src); err != nil {
-			return nil, fmt.Errorf("%w: %v stream: %w", ErrCorrupt, c, err)
+			return nil, fmt.Errorf("%w at base offset %d: %v stream: %w", ErrCorrupt, baseOffset, c, err)
 		}
 	case *lz4.Reader:
 		zr.Reset(&d.src)
@@ -179,8 +180,8 @@ func decompress(src []byte, c Codec, limit int) ([]byte, error) {
 	out := make([]byte, 0, min(limit+1, 4*len(src)+512))
 	for {
 		if len(out) > limit {
-			return nil, fmt.Errorf("%w: %v records decompress to more than %d bytes",
-				ErrBatchTooLarge, c, limit)
+			return nil, fmt.Errorf("%w at base offset %d: %v records decompress to more than %d bytes",
+				ErrBatchTooLarge, baseOffset, c, limit)
 		}
 		if len(out) == cap(out) {
 			out = slices.Grow(out, min(len(out), limit+1-len(out)))
@@ -191,7 +192,8 @@ func decompress(src []byte, c Codec, limit int) ([]byte, error) {
 			return out, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v stream at decompressed byte %d: %w", ErrCorrupt, c, len(out), err)
+			return nil, fmt.Errorf("%w at base offset %d: %v stream at decompressed byte %d: %w",
+				ErrCorrupt, baseOffset, c, len(out), err)
 		}
 	}
 }

@@ -276,7 +276,10 @@ func (b Batch) newRecordDecoder() (*recordDecoder, error) {
 	if len(b) < HeaderSize {
 		return nil, fmt.Errorf("%w: %d bytes, a batch header needs %d", ErrShortBatch, len(b), HeaderSize)
 	}
-	if b.Size() < HeaderSize || b.Size() > len(b) {
+	if _, err := checkFraming(b); err != nil {
+		return nil, err
+	}
+	if b.Size() > len(b) {
 		return nil, fmt.Errorf("%w at base offset %d: length field says %d bytes, have %d",
 			ErrShortBatch, b.BaseOffset(), b.Size(), len(b))
 	}
@@ -294,9 +297,9 @@ func (b Batch) newRecordDecoder() (*recordDecoder, error) {
 		prevDelta:       -1,
 	}
 	if c := b.Codec(); c != CodecNone && d.count > 0 {
-		buf, err := decompress(d.buf, c, MaxDecompressedSize)
+		buf, err := decompress(d.buf, c, MaxDecompressedSize, d.baseOffset)
 		if err != nil {
-			return nil, fmt.Errorf("segment: batch at base offset %d: %w", b.BaseOffset(), err)
+			return nil, err
 		}
 		d.buf, d.compressed = buf, true
 	}
@@ -304,17 +307,25 @@ func (b Batch) newRecordDecoder() (*recordDecoder, error) {
 }
 
 // field names a record field in errors; header is the index of the header
-// it belongs to, or -1.
+// it belongs to, or -1, and length marks the length prefix of the field.
 type field struct {
 	name   string
 	header int
+	length bool
 }
 
+func recordField(name string) field        { return field{name: name, header: -1} }
+func headerField(j int, name string) field { return field{name: name, header: j} }
+
 func (f field) String() string {
-	if f.header < 0 {
-		return f.name
+	s := f.name
+	if f.header >= 0 {
+		s = fmt.Sprintf("header %d %s", f.header, f.name)
 	}
-	return fmt.Sprintf("header %d %s", f.header, f.name)
+	if f.length {
+		s += " length"
+	}
+	return s
 }
 
 // errorf returns an ErrCorrupt error that names the batch, the record and
@@ -349,12 +360,13 @@ func (d *recordDecoder) bytes(i int, f field, nullable bool) ([]byte, error) {
 	if nullable {
 		lo = -1
 	}
+	f.length = true
 	n, err := d.varint(i, f, lo, math.MaxInt32)
 	if err != nil || n < 0 {
 		return nil, err
 	}
 	if n > int64(d.end-d.off) {
-		return nil, d.errorf(i, "%v length %d, record has %d bytes left", f, n, d.end-d.off)
+		return nil, d.errorf(i, "%v %d, record has %d bytes left", f, n, d.end-d.off)
 	}
 	b := d.buf[d.off : d.off+int(n) : d.off+int(n)]
 	d.off += int(n)
@@ -364,7 +376,7 @@ func (d *recordDecoder) bytes(i int, f field, nullable bool) ([]byte, error) {
 // next decodes record i.
 func (d *recordDecoder) next(i int) (Record, error) {
 	d.end = len(d.buf)
-	size, err := d.varint(i, field{"record length", -1}, 1, math.MaxInt32)
+	size, err := d.varint(i, recordField("record length"), 1, math.MaxInt32)
 	if err != nil {
 		return Record{}, err
 	}
@@ -374,11 +386,11 @@ func (d *recordDecoder) next(i int) (Record, error) {
 	start := d.off
 	d.end = d.off + int(size)
 	d.off++ // attributes: unused
-	tsDelta, err := d.varint(i, field{"timestamp delta", -1}, math.MinInt64, math.MaxInt64)
+	tsDelta, err := d.varint(i, recordField("timestamp delta"), math.MinInt64, math.MaxInt64)
 	if err != nil {
 		return Record{}, err
 	}
-	offDelta, err := d.varint(i, field{"offset delta", -1}, d.prevDelta+1, d.lastOffsetDelta)
+	offDelta, err := d.varint(i, recordField("offset delta"), d.prevDelta+1, d.lastOffsetDelta)
 	if err != nil {
 		return Record{}, err
 	}
@@ -387,26 +399,29 @@ func (d *recordDecoder) next(i int) (Record, error) {
 	if d.logAppendTime {
 		r.Timestamp = d.appendTime
 	}
-	if r.Key, err = d.bytes(i, field{"key", -1}, true); err != nil {
+	if r.Key, err = d.bytes(i, recordField("key"), true); err != nil {
 		return Record{}, err
 	}
-	if r.Value, err = d.bytes(i, field{"value", -1}, true); err != nil {
+	if r.Value, err = d.bytes(i, recordField("value"), true); err != nil {
+		return Record{}, err
+	}
+	nh, err := d.varint(i, recordField("header count"), 0, math.MaxInt32)
+	if err != nil {
 		return Record{}, err
 	}
 	// Each header takes at least two bytes, which bounds the allocation.
-	nh, err := d.varint(i, field{"header count", -1}, 0, int64(d.end-d.off)/2)
-	if err != nil {
-		return Record{}, err
+	if nh > int64(d.end-d.off)/2 {
+		return Record{}, d.errorf(i, "%d headers cannot fit in %d bytes", nh, d.end-d.off)
 	}
 	if nh > 0 {
 		r.Headers = make([]Header, nh)
 		for j := range r.Headers {
-			key, err := d.bytes(i, field{"key", j}, false)
+			key, err := d.bytes(i, headerField(j, "key"), false)
 			if err != nil {
 				return Record{}, err
 			}
 			r.Headers[j].Key = string(key)
-			if r.Headers[j].Value, err = d.bytes(i, field{"value", j}, true); err != nil {
+			if r.Headers[j].Value, err = d.bytes(i, headerField(j, "value"), true); err != nil {
 				return Record{}, err
 			}
 		}
