@@ -141,7 +141,7 @@ func Open(fs vfs.FS, dir string, base int64, opts Options) (*Segment, error) {
 		if !errors.Is(err, index.ErrCorrupt) && !errors.Is(err, iofs.ErrNotExist) {
 			return nil, errors.Join(err, s.Close())
 		}
-		if err := errors.Join(s.rebuild(false), s.Seal()); err != nil {
+		if err := errors.Join(s.rebuild(false, 0), s.Seal()); err != nil {
 			return nil, errors.Join(err, s.Close())
 		}
 		return s, nil
@@ -156,7 +156,12 @@ func Open(fs vfs.FS, dir string, base int64, opts Options) (*Segment, error) {
 // shutdown: it validates every batch, truncates the log at the first batch
 // that is short, corrupt or out of order, and rebuilds both indexes. It
 // returns the number of bytes truncated. The segment is opened active.
-func Recover(fs vfs.FS, dir string, base int64, opts Options) (s *Segment, truncated int64, err error) {
+//
+// Offsets below durable were synced before the crash, so a bad batch
+// holding them is corruption, not a torn write: Recover then truncates
+// nothing and returns an error wrapping ErrCorrupt that names the file and
+// position. Pass the segment's base offset to treat every batch as torn.
+func Recover(fs vfs.FS, dir string, base int64, opts Options, durable int64) (s *Segment, truncated int64, err error) {
 	s, err = openLog(fs, dir, base, opts)
 	if err != nil {
 		return nil, 0, err
@@ -170,7 +175,7 @@ func Recover(fs vfs.FS, dir string, base int64, opts Options) (s *Segment, trunc
 		return nil, 0, errors.Join(err, s.Close())
 	}
 	fileSize := s.size.Load()
-	if err := s.rebuild(true); err != nil {
+	if err := s.rebuild(true, durable); err != nil {
 		return nil, 0, errors.Join(err, s.Close())
 	}
 	return s, fileSize - s.size.Load(), nil
@@ -222,8 +227,9 @@ func (s *Segment) openIndexes(active bool) error {
 
 // rebuild scans the log from the start, checking framing and offsets (and
 // CRCs if validate), and rebuilds both indexes. With validate, it truncates
-// the log at the first bad batch; without, a bad batch is an error.
-func (s *Segment) rebuild(validate bool) error {
+// the log at the first bad batch unless that batch holds offsets below
+// durable; without, a bad batch is an error.
+func (s *Segment) rebuild(validate bool, durable int64) error {
 	if s.offsets == nil {
 		for _, suffix := range []string{IndexSuffix, TimeIndexSuffix} {
 			if err := s.fs.Remove(FileName(s.dir, s.base, suffix)); err != nil && !errors.Is(err, iofs.ErrNotExist) {
@@ -257,6 +263,12 @@ func (s *Segment) rebuild(validate bool) error {
 		if err != nil {
 			if !validate {
 				return sc.wrap(pos, err)
+			}
+			if next := s.nextOffset.Load(); next < durable {
+				if !errors.Is(err, ErrCorrupt) {
+					err = fmt.Errorf("%w: %w", ErrCorrupt, err)
+				}
+				return sc.wrap(pos, fmt.Errorf("offset %d is below the durable offset %d: %w", next, durable, err))
 			}
 			if err := s.log.Truncate(pos); err != nil {
 				return fmt.Errorf("segment: truncate %s to %d: %w", s.logName, pos, err)

@@ -287,14 +287,14 @@ func TestRecoverTornTailAtEveryByte(t *testing.T) {
 	good := len(concat(keep))
 	for cut := good; cut < len(full); cut++ {
 		fs, dir := writeLog(t, full[:cut])
-		s, truncated, err := Recover(fs, dir, 0, smallIndex)
+		s, truncated, err := Recover(fs, dir, 0, smallIndex, 0)
 		require.NoError(t, err, "cut at %d", cut)
 		require.EqualValues(t, cut-good, truncated, "cut at %d", cut)
 		requireHolds(t, s, keep)
 		require.NoError(t, s.Close())
 	}
 	fs, dir := writeLog(t, full)
-	s, truncated, err := Recover(fs, dir, 0, smallIndex)
+	s, truncated, err := Recover(fs, dir, 0, smallIndex, 0)
 	require.NoError(t, err)
 	require.Zero(t, truncated)
 	requireHolds(t, s, bs)
@@ -318,7 +318,7 @@ func TestRecoverTruncatesACorruptLastBatch(t *testing.T) {
 			data := bytes.Clone(full)
 			data[i] ^= 1 << bit
 			fs, dir := writeLog(t, data)
-			s, truncated, err := Recover(fs, dir, 0, smallIndex)
+			s, truncated, err := Recover(fs, dir, 0, smallIndex, 0)
 			require.NoError(t, err)
 			require.EqualValues(t, len(full)-good, truncated, "bit %d of byte %d", bit, i-good)
 			requireHolds(t, s, bs[:len(bs)-1])
@@ -327,11 +327,32 @@ func TestRecoverTruncatesACorruptLastBatch(t *testing.T) {
 	}
 }
 
+func TestRecoverRefusesToCutDurableOffsets(t *testing.T) {
+	bs := testBatches(t, 5, 4, 100, 0, 0)
+	data := concat(bs)
+	pos := len(concat(bs[:2]))
+	data[pos+40] ^= 1 // inside batch 2, offsets 8 to 11
+	for _, durable := range []int64{9, 12, 20} {
+		fs, dir := writeLog(t, data)
+		_, _, err := Recover(fs, dir, 0, smallIndex, durable)
+		require.ErrorIs(t, err, ErrCorrupt, "durable %d", durable)
+		require.ErrorContains(t, err, fmt.Sprintf("position %d", pos))
+		fi, err := fs.Stat(FileName(dir, 0, LogSuffix))
+		require.NoError(t, err)
+		require.EqualValues(t, len(data), fi.Size(), "nothing is cut")
+	}
+	fs, dir := writeLog(t, data)
+	s, _, err := Recover(fs, dir, 0, smallIndex, 8)
+	require.NoError(t, err, "a bad batch at the durable offset is a torn write")
+	requireHolds(t, s, bs[:2])
+	require.NoError(t, s.Close())
+}
+
 func TestRecoverStopsAtOffsetsGoingBackwards(t *testing.T) {
 	bs := testBatches(t, 3, 2, 10, 0, 0)
 	bs = append(bs, testBatches(t, 1, 2, 10, 2, 0)...) // repeats offsets 2 and 3
 	fs, dir := writeLog(t, concat(bs))
-	s, truncated, err := Recover(fs, dir, 0, smallIndex)
+	s, truncated, err := Recover(fs, dir, 0, smallIndex, 0)
 	require.NoError(t, err)
 	require.EqualValues(t, len(bs[3]), truncated)
 	requireHolds(t, s, bs[:3])
@@ -438,7 +459,7 @@ func TestCrashAtEveryOperation(t *testing.T) {
 				require.Zero(t, synced, "stop %d: the log vanished after a sync", stop)
 				continue
 			}
-			s, _, err := Recover(after, "/p-0", 0, smallIndex)
+			s, _, err := Recover(after, "/p-0", 0, smallIndex, 0)
 			require.NoError(t, err, "stop %d", stop)
 			got := s.NextOffset()
 			require.GreaterOrEqual(t, got, int64(synced*3), "stop %d seed %d: synced batches lost", stop, seed)
@@ -485,7 +506,7 @@ func FuzzRecover(f *testing.F) {
 	f.Add(bytes.Repeat([]byte{0xff}, 200))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fs, dir := writeLog(t, data)
-		s, truncated, err := Recover(fs, dir, 0, Options{IndexIntervalBytes: 64, MaxIndexBytes: 1024})
+		s, truncated, err := Recover(fs, dir, 0, Options{IndexIntervalBytes: 64, MaxIndexBytes: 1024}, 0)
 		if err != nil {
 			return
 		}
