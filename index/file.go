@@ -55,36 +55,37 @@ const maxFileBytes = math.MaxInt32
 // (apache/kafka:storage/.../log/AbstractIndex.java, warmEntries).
 const warmBytes = 8192
 
-func openFile(fsys vfs.FS, name string, base int64, maxBytes int, active bool, size, offCol int, check checkEntry) (*file, error) {
+// open opens the file and loads its entries; see OpenOffset.
+func (x *file) open(fsys vfs.FS, name string, base int64, maxBytes int, active bool, size, offCol int, check checkEntry) error {
 	if maxBytes < size || maxBytes > maxFileBytes {
-		return nil, fmt.Errorf("%w: %s: %d bytes, want %d to %d", ErrInvalidMaxBytes, name, maxBytes, size, maxFileBytes)
+		return fmt.Errorf("%w: %s: %d bytes, want %d to %d", ErrInvalidMaxBytes, name, maxBytes, size, maxFileBytes)
 	}
 	if base < 0 || base > math.MaxInt64-math.MaxInt32 {
-		return nil, fmt.Errorf("%w: %s: base offset %d out of range", ErrInvalidOffset, name, base)
+		return fmt.Errorf("%w: %s: base offset %d out of range", ErrInvalidOffset, name, base)
 	}
-	x := &file{fs: fsys, name: name, base: base, size: size, offCol: offCol, maxBytes: maxBytes / size * size}
+	x.fs, x.name, x.base, x.size, x.offCol, x.maxBytes = fsys, name, base, size, offCol, maxBytes/size*size
 	f, err := fsys.OpenReadWrite(name) // read-write even when sealed: vfs maps read-write
 	if active && errors.Is(err, iofs.ErrNotExist) {
 		f, err = fsys.Create(name)
 	}
 	if err != nil {
-		return nil, err
+		return err
 	}
 	x.f = f
 	if err := x.load(check); err != nil {
 		x.unmap()
 		f.Close()
-		return nil, err
+		return err
 	}
 	if !active {
 		x.sealed = true
-		return x, nil
+		return nil
 	}
 	if err := x.remap(max(x.maxBytes, x.entries*size)); err != nil {
 		x.Close()
-		return nil, err
+		return err
 	}
-	return x, nil
+	return nil
 }
 
 // load maps the file and counts its entries: the longest prefix of valid

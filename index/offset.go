@@ -23,7 +23,7 @@ type OffsetPosition struct {
 // safe for concurrent use: lookups run in parallel with each other and are
 // serialized with appends.
 type OffsetIndex struct {
-	*file
+	file
 }
 
 // OpenOffset opens the offset index file name of the segment starting at
@@ -36,11 +36,11 @@ type OffsetIndex struct {
 // zeros; anything else fails with ErrCorrupt, after which the caller
 // removes the file and rebuilds the index from the log.
 func OpenOffset(fsys vfs.FS, name string, baseOffset int64, maxBytes int, active bool) (*OffsetIndex, error) {
-	f, err := openFile(fsys, name, baseOffset, maxBytes, active, OffsetEntrySize, 0, checkOffsetEntry)
-	if err != nil {
+	x := &OffsetIndex{}
+	if err := x.open(fsys, name, baseOffset, maxBytes, active, OffsetEntrySize, 0, checkOffsetEntry); err != nil {
 		return nil, err
 	}
-	return &OffsetIndex{f}, nil
+	return x, nil
 }
 
 // checkOffsetEntry enforces what every offset index Kafka writes satisfies:

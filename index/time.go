@@ -28,17 +28,17 @@ type TimestampOffset struct {
 // concurrent use: lookups run in parallel with each other and are
 // serialized with appends.
 type TimeIndex struct {
-	*file
+	file
 }
 
 // OpenTime opens the time index file name of the segment starting at
 // baseOffset, with the same rules as OpenOffset.
 func OpenTime(fsys vfs.FS, name string, baseOffset int64, maxBytes int, active bool) (*TimeIndex, error) {
-	f, err := openFile(fsys, name, baseOffset, maxBytes, active, TimeEntrySize, 8, checkTimeEntry)
-	if err != nil {
+	x := &TimeIndex{}
+	if err := x.open(fsys, name, baseOffset, maxBytes, active, TimeEntrySize, 8, checkTimeEntry); err != nil {
 		return nil, err
 	}
-	return &TimeIndex{f}, nil
+	return x, nil
 }
 
 // checkTimeEntry enforces what every time index Kafka writes satisfies
