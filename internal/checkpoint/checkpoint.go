@@ -31,11 +31,11 @@ import (
 // ErrCorrupt is matched (errors.Is) by the error Read returns for a file
 // that is not a well-formed checkpoint of the expected version. The error's
 // message names the file and the line.
-var ErrCorrupt = errors.New("corrupt checkpoint file")
+var ErrCorrupt = errors.New("checkpoint: corrupt file")
 
 // ErrInvalidEntry is matched by the error Write returns for an entry that
 // cannot be stored on one line: an empty entry or one holding a line break.
-var ErrInvalidEntry = errors.New("invalid checkpoint entry")
+var ErrInvalidEntry = errors.New("checkpoint: invalid entry")
 
 // tmpSuffix is the suffix Kafka gives a checkpoint being written; a
 // leftover name.tmp is harmless and is overwritten by the next Write.
@@ -52,7 +52,7 @@ func Write(fs vfs.FS, name string, version int, entries []string) error {
 	buf.WriteByte('\n')
 	for i, e := range entries {
 		if e == "" || strings.ContainsAny(e, "\r\n") {
-			return fmt.Errorf("checkpoint %s: entry %d %q: %w", name, i, e, ErrInvalidEntry)
+			return fmt.Errorf("%w %q for %s (entry %d)", ErrInvalidEntry, e, name, i)
 		}
 		buf.WriteString(e)
 		buf.WriteByte('\n')

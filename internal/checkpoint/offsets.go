@@ -35,7 +35,7 @@ func WriteOffsets(fs vfs.FS, name string, offsets map[TopicPartition]int64) erro
 	entries := make([]string, len(tps))
 	for i, tp := range tps {
 		if tp.Topic == "" || strings.ContainsFunc(tp.Topic, isSpace) {
-			return fmt.Errorf("checkpoint %s: topic %q: %w", name, tp.Topic, ErrInvalidEntry)
+			return fmt.Errorf("%w: topic %q for %s", ErrInvalidEntry, tp.Topic, name)
 		}
 		entries[i] = tp.Topic + " " + strconv.FormatInt(int64(tp.Partition), 10) + " " + strconv.FormatInt(offsets[tp], 10)
 	}
