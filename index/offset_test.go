@@ -322,3 +322,33 @@ func TestOpenArguments(t *testing.T) {
 	_, err := OpenOffset(fsys, "/missing.index", 0, 80, false)
 	require.Error(t, err, "a sealed index must exist")
 }
+
+// TestOffsetTruncateKafkaSequence is the sequence of Kafka's
+// OffsetIndexTest.truncate
+// (apache/kafka:storage/src/test/java/org/apache/kafka/storage/internals/log/OffsetIndexTest.java):
+// entries (i, i) for i in 1..9, then truncations each followed by an append.
+// Its final append of (0, 0) is left out: position 0 is never indexed here.
+func TestOffsetTruncateKafkaSequence(t *testing.T) {
+	x := newOffset(t, vfs.NewMem(), "/", 0, 10*OffsetEntrySize)
+	require.NoError(t, x.Reset())
+	for i := int64(1); i < 10; i++ {
+		require.NoError(t, x.Append(i, uint32(i)))
+	}
+	for _, step := range []struct {
+		truncateTo int64
+		wantLast   OffsetPosition // Lookup(10) after the truncation
+		thenAppend int64
+	}{
+		{12, OffsetPosition{9, 9}, 10}, // past the end: unchanged
+		{10, OffsetPosition{9, 9}, 10}, // at the end: drops the entry just appended
+		{9, OffsetPosition{8, 8}, 9},
+		{5, OffsetPosition{4, 4}, 5},
+	} {
+		require.NoError(t, x.TruncateTo(step.truncateTo))
+		require.Equal(t, step.wantLast, x.Lookup(10), "after truncating to %d", step.truncateTo)
+		require.Equal(t, step.wantLast, x.LastEntry())
+		require.NoError(t, x.Append(step.thenAppend, uint32(step.thenAppend)))
+	}
+	require.NoError(t, x.Reset())
+	require.Equal(t, 0, x.Entries(), "full truncation leaves no entries")
+}
