@@ -1,0 +1,461 @@
+package assign
+
+import (
+	"container/heap"
+	"slices"
+)
+
+// general assigns a group whose members subscribe to different topics. The
+// first fill is Kafka's GeneralAssignmentBuilder's; the balancing after it is
+// ours (see Sticky) and reaches the state Kafka's isBalanced accepts.
+func (st *sticky) general() {
+	g := st.g
+	// Kafka keeps every valid owned partition, however many, and then
+	// balances; dropping one for a topic no longer subscribed or on another
+	// rack means a revocation.
+	wasOwned := make([]bool, g.total)
+	revocationRequired := false
+	for m, list := range st.owned {
+		for _, fp := range list {
+			// Unlike the constrained builder, Kafka's general builder keeps a
+			// contested partition that a higher generation won afterwards.
+			switch {
+			case !g.subscribes(m, st.topic[fp]) || st.racks.mismatch(m, fp):
+				revocationRequired = true
+			default:
+				st.own[fp] = int32(m)
+				st.count[m]++
+				wasOwned[fp] = true
+			}
+		}
+	}
+	subscribers := subscribersInOrder(g, st.byRank())
+	order := make([]int32, len(g.names))
+	for t := range order {
+		order[t] = int32(t)
+	}
+	// Topics with fewer potential consumers first, then by name (TopicComparator).
+	slices.SortStableFunc(order, func(a, b int32) int { return len(subscribers[a]) - len(subscribers[b]) })
+	if st.racks != nil {
+		for _, t := range order {
+			st.fillRackAware(t, subscribers[t])
+		}
+	}
+	f := &filler{st: st}
+	for _, t := range order {
+		f.fill(t, subscribers[t])
+	}
+	lo, hi := st.count[0], st.count[0]
+	for _, n := range st.count {
+		lo, hi = min(lo, n), max(hi, n)
+	}
+	if hi-lo <= 1 {
+		return // nothing can move
+	}
+	// Kafka first passes over the partitions it just assigned (unless owned
+	// partitions had to be dropped), then over all, in first-fill order.
+	var all, fresh []int32
+	for _, t := range order {
+		for fp := int32(st.g.base[t]); fp < int32(st.g.base[t])+st.g.counts[t]; fp++ {
+			all = append(all, fp)
+			if !wasOwned[fp] {
+				fresh = append(fresh, fp)
+			}
+		}
+	}
+	b := newBalancer(st)
+	if !revocationRequired {
+		b.pass(fresh)
+	}
+	b.pass(all)
+}
+
+// byRank returns the members in member id order.
+func (st *sticky) byRank() []int {
+	out := make([]int, len(st.rank))
+	for m, r := range st.rank {
+		out[r] = m
+	}
+	return out
+}
+
+// less orders members as Kafka's SubscriptionComparator: by partitions
+// assigned, then member id.
+func (st *sticky) less(a, b int) bool {
+	if st.count[a] != st.count[b] {
+		return st.count[a] < st.count[b]
+	}
+	return st.rank[a] < st.rank[b]
+}
+
+// fillRackAware is Kafka's first maybeAssign pass with racks: each unassigned
+// partition of topic t goes to the least loaded subscriber whose rack does not
+// mismatch it, if any.
+func (st *sticky) fillRackAware(t int32, subs []int) {
+	base := int32(st.g.base[t])
+	for fp := base; fp < base+st.g.counts[t]; fp++ {
+		if st.own[fp] >= 0 {
+			continue
+		}
+		best := -1
+		for _, m := range subs {
+			if !st.racks.mismatch(m, fp) && (best < 0 || st.less(m, best)) {
+				best = m
+			}
+		}
+		if best >= 0 {
+			st.own[fp] = int32(best)
+			st.count[best]++
+		}
+	}
+}
+
+// filler is Kafka's maybeAssign without racks, computed per topic in time
+// linear in partitions and subscribers: giving each partition to the least
+// loaded subscriber (by size, then member id) takes the members of the lowest
+// level in id order, each rising one level, and a level, once exhausted, is
+// followed by the merge of the members it raised and those already there.
+type filler struct {
+	st                   *sticky
+	sorted, level, raise []int
+}
+
+func (f *filler) fill(t int32, subs []int) {
+	st := f.st
+	base := int32(st.g.base[t])
+	end := base + st.g.counts[t]
+	fp := base
+	for fp < end && st.own[fp] >= 0 {
+		fp++
+	}
+	if fp == end || len(subs) == 0 {
+		return
+	}
+	f.sorted = append(f.sorted[:0], subs...)
+	slices.SortStableFunc(f.sorted, func(a, b int) int { return int(st.count[a] - st.count[b]) })
+	rest := f.sorted
+	cur := st.count[rest[0]]
+	f.level, f.raise = f.level[:0], f.raise[:0]
+	for len(rest) > 0 && st.count[rest[0]] == cur {
+		f.level = append(f.level, rest[0])
+		rest = rest[1:]
+	}
+	next := 0
+	for ; fp < end; fp++ {
+		if st.own[fp] >= 0 {
+			continue
+		}
+		if next == len(f.level) {
+			cur++
+			var same []int
+			for len(rest) > 0 && st.count[rest[0]] == cur {
+				same = append(same, rest[0])
+				rest = rest[1:]
+			}
+			f.level = mergeByRank(st, f.level[:0], f.raise, same)
+			f.raise, next = f.raise[:0], 0
+		}
+		m := f.level[next]
+		next++
+		st.own[fp] = int32(m)
+		st.count[m]++
+		f.raise = append(f.raise, m)
+	}
+}
+
+// mergeByRank appends to dst the merge of a and b, both in member id order.
+// dst must not share memory with a or b beyond what it has consumed.
+func mergeByRank(st *sticky, dst, a, b []int) []int {
+	merged := make([]int, 0, len(a)+len(b))
+	for len(a) > 0 && len(b) > 0 {
+		if st.rank[a[0]] < st.rank[b[0]] {
+			merged, a = append(merged, a[0]), a[1:]
+		} else {
+			merged, b = append(merged, b[0]), b[1:]
+		}
+	}
+	merged = append(append(merged, a...), b...)
+	return append(dst, merged...)
+}
+
+// balancer is Kafka's GeneralAssignmentBuilder.performReassignments: passes
+// over partitions, in the order of the first fill, moving each partition
+// whose owner has at least two more partitions than the least loaded member
+// subscribed to its topic, to that member (or back to its owner of an earlier
+// generation), until a pass moves nothing. Members with the same
+// subscription form a class whose members a heap keeps least loaded first,
+// so the least loaded subscriber of a topic is the best top of the classes
+// subscribed to it.
+type balancer struct {
+	st      *sticky
+	class   []int32   // member -> class, -1 when subscribed to nothing
+	byTopic [][]int32 // topic -> classes subscribed to it
+	heaps   []*classHeap
+	pos     []int               // member -> index in its class heap
+	prev    []int32             // flat partition -> owner of an older generation, or -1
+	moves   map[int32]move      // flat partition -> net move so far
+	byPair  map[pairKey][]int32 // partitions of a topic moved from one member to another
+}
+
+type move struct{ src, dst int32 }
+
+type pairKey struct{ topic, src, dst int32 }
+
+func newBalancer(st *sticky) *balancer {
+	g := st.g
+	b := &balancer{
+		st:      st,
+		class:   make([]int32, len(g.members)),
+		byTopic: make([][]int32, len(g.names)),
+		pos:     make([]int, len(g.members)),
+		moves:   map[int32]move{},
+		byPair:  map[pairKey][]int32{},
+	}
+	ids := map[*int32]int32{}
+	for m, subs := range g.subs {
+		if len(subs) == 0 {
+			b.class[m] = -1
+			continue
+		}
+		id, ok := ids[&subs[0]] // members with equal subscriptions share the resolved slice
+		if !ok {
+			id = int32(len(b.heaps))
+			ids[&subs[0]] = id
+			for _, t := range subs {
+				b.byTopic[t] = append(b.byTopic[t], id)
+			}
+			b.heaps = append(b.heaps, &classHeap{b: b})
+		}
+		b.class[m] = id
+		b.heaps[id].members = append(b.heaps[id].members, m)
+	}
+	for _, h := range b.heaps {
+		for i, m := range h.members {
+			b.pos[m] = i
+		}
+		heap.Init(h)
+	}
+	b.prev = st.previousOwners()
+	return b
+}
+
+// previousOwners is Kafka's prepopulateCurrentAssignments: for each partition
+// claimed by members of a generation older than the newest, the claimant of
+// the highest such generation (the first in HashMap order on a tie).
+func (st *sticky) previousOwners() []int32 {
+	g := st.g
+	maxGen := int32(-1)
+	for i := range g.members {
+		maxGen = max(maxGen, g.members[i].Generation)
+	}
+	prev := make([]int32, g.total)
+	for i := range prev {
+		prev[i] = -1
+	}
+	for _, m := range st.hash {
+		mem := &g.members[m]
+		if mem.Generation >= maxGen {
+			continue
+		}
+		for name, ps := range mem.Owned {
+			for _, p := range ps {
+				if fp := st.flat(name, p); fp >= 0 && (prev[fp] < 0 || mem.Generation > g.members[prev[fp]].Generation) {
+					prev[fp] = int32(m)
+				}
+			}
+		}
+	}
+	return prev
+}
+
+// least returns the least loaded member subscribed to topic t.
+func (b *balancer) least(t int32) int {
+	best := -1
+	for _, c := range b.byTopic[t] {
+		if top := b.heaps[c].members[0]; best < 0 || b.st.less(top, best) {
+			best = top
+		}
+	}
+	return best
+}
+
+// pass runs performReassignments over list and reports whether it moved anything.
+func (b *balancer) pass(list []int32) bool {
+	st := b.st
+	moved := false
+	for modified := true; modified; {
+		modified = false
+		for _, fp := range list {
+			c := int(st.own[fp])
+			if c < 0 {
+				continue
+			}
+			t := st.topic[fp]
+			if p := int(b.prev[fp]); p >= 0 && p != c && st.g.subscribes(p, t) && st.count[c] > st.count[p]+1 {
+				b.move(fp, c, p)
+				modified = true
+				continue
+			}
+			if to := b.least(t); st.count[c] > st.count[to]+1 {
+				b.move(b.actual(fp, c, to), c, to)
+				modified = true
+			}
+		}
+		moved = moved || modified
+	}
+	return moved
+}
+
+// actual is Kafka's getTheActualPartitionToBeMoved: when a partition of the
+// same topic moved the opposite way before, that one moves back instead, so
+// that no topic's partitions swap between two members. Kafka takes the first
+// in HashSet order; Strand takes the lowest.
+func (b *balancer) actual(fp int32, from, to int) int32 {
+	if m, ok := b.moves[fp]; ok {
+		from = int(m.src)
+	}
+	back := b.byPair[pairKey{b.st.topic[fp], int32(to), int32(from)}]
+	if len(back) == 0 {
+		return fp
+	}
+	return slices.Min(back)
+}
+
+// move gives fp, owned by from, to to, recording the net movement.
+func (b *balancer) move(fp int32, from, to int) {
+	st := b.st
+	from = int(st.own[fp])
+	src := int32(from)
+	if m, ok := b.moves[fp]; ok {
+		b.forget(fp, m)
+		src = m.src
+	}
+	if src != int32(to) {
+		m := move{src, int32(to)}
+		b.moves[fp] = m
+		k := pairKey{st.topic[fp], m.src, m.dst}
+		b.byPair[k] = append(b.byPair[k], fp)
+	}
+	st.own[fp] = int32(to)
+	// One count at a time: heap.Fix repairs a single changed element.
+	st.count[from]--
+	heap.Fix(b.heaps[b.class[from]], b.pos[from])
+	st.count[to]++
+	heap.Fix(b.heaps[b.class[to]], b.pos[to])
+}
+
+func (b *balancer) forget(fp int32, m move) {
+	delete(b.moves, fp)
+	k := pairKey{b.st.topic[fp], m.src, m.dst}
+	list := b.byPair[k]
+	if i := slices.Index(list, fp); i >= 0 {
+		list = slices.Delete(list, i, i+1)
+	}
+	if len(list) == 0 {
+		delete(b.byPair, k)
+	} else {
+		b.byPair[k] = list
+	}
+}
+
+// classHeap holds the members of one class, least loaded (then lowest member
+// id) on top.
+type classHeap struct {
+	b       *balancer
+	members []int
+}
+
+func (h *classHeap) Len() int           { return len(h.members) }
+func (h *classHeap) Less(i, j int) bool { return h.b.st.less(h.members[i], h.members[j]) }
+func (h *classHeap) Swap(i, j int) {
+	h.members[i], h.members[j] = h.members[j], h.members[i]
+	h.b.pos[h.members[i]] = i
+	h.b.pos[h.members[j]] = j
+}
+func (h *classHeap) Push(any) {}
+func (h *classHeap) Pop() any { return nil }
+
+// holdBackTransfers is CooperativeStickyAssignor.computePartitionsTransferringOwnership
+// and adjustAssignment for the general case: a partition given to a member
+// that did not own it, and no longer given to a member that did, is left out
+// until that member has revoked it.
+func (st *sticky) holdBackTransfers() {
+	g := st.g
+	revoked := make([]bool, g.total)
+	kept := make([]bool, g.total)
+	for m := range g.members {
+		for name, ps := range g.members[m].Owned {
+			for _, p := range ps {
+				if fp := st.flat(name, p); fp >= 0 {
+					if st.own[fp] == int32(m) {
+						kept[fp] = true
+					} else {
+						revoked[fp] = true
+					}
+				}
+			}
+		}
+	}
+	for fp, m := range st.own {
+		if m >= 0 && !kept[fp] && revoked[fp] {
+			st.own[fp] = -1
+		}
+	}
+}
+
+// planFromOwners builds a Plan from the owner of each flat partition in one
+// pass: walking partitions in order gives each member its topics and
+// partitions already sorted.
+func planFromOwners(g *group, own []int32, topic []int32) Plan {
+	n := len(g.members)
+	size := make([]int32, n)
+	topics := make([]int32, n)
+	last := make([]int32, n)
+	for i := range last {
+		last[i] = -1
+	}
+	for fp, m := range own {
+		if m < 0 {
+			continue
+		}
+		size[m]++
+		if t := topic[fp]; last[m] != t {
+			last[m] = t
+			topics[m]++
+		}
+	}
+	backing := make([]int32, len(own))
+	start := make([]int32, n) // member -> start of its region in backing
+	fill := make([]int32, n)  // member -> next free index in backing
+	off := int32(0)
+	plan := make(Plan, n)
+	maps := make([]map[string][]int32, n)
+	for m := range g.members {
+		start[m], fill[m] = off, off
+		off += size[m]
+		maps[m] = make(map[string][]int32, topics[m])
+		plan[g.members[m].ID] = maps[m]
+		last[m] = -1
+	}
+	runStart := start // reused: start of the current topic's run per member
+	for fp, m := range own {
+		if m < 0 {
+			continue
+		}
+		t := topic[fp]
+		if last[m] != t {
+			if last[m] >= 0 {
+				maps[m][g.names[last[m]]] = backing[runStart[m]:fill[m]:fill[m]]
+			}
+			last[m], runStart[m] = t, fill[m]
+		}
+		backing[fill[m]] = int32(fp - g.base[t])
+		fill[m]++
+	}
+	for m := range g.members {
+		if last[m] >= 0 {
+			maps[m][g.names[last[m]]] = backing[runStart[m]:fill[m]:fill[m]]
+		}
+	}
+	return plan
+}
