@@ -365,7 +365,7 @@ func TestMemberOrder(t *testing.T) {
 
 func TestAssignorErrors(t *testing.T) {
 	topics := map[string]Topic{"t": {Partitions: 3}}
-	for _, a := range []Assignor{Range, RoundRobin, Sticky, CooperativeSticky} {
+	for _, a := range []Assignor{Range, RoundRobin, Sticky, CooperativeSticky, Uniform, ServerRange} {
 		t.Run(a.Name(), func(t *testing.T) {
 			_, err := a.Assign([]Member{{ID: "m", Topics: topicsOf("t")}, {ID: "m", Topics: topicsOf("t")}}, topics)
 			if !errors.Is(err, ErrDuplicateMember) {

@@ -131,7 +131,7 @@ func TestStickyVectors(t *testing.T) {
 		// (consumer3, consumer2, consumer1), which Strand reproduces: consumer2
 		// takes the one max-quota slot before consumer1 can.
 		{name: "max quota consumers more than expected", topics: []decl{{"topic1", 2}, {"topic2", 2}},
-			members: []Member{owner("consumer1", t12, "topic1-0, topic2-0", 1), owner("consumer2", t12, "topic1-1, topic2-1", 1), owner("consumer3", t12, "", 1)},
+			members:  []Member{owner("consumer1", t12, "topic1-0, topic2-0", 1), owner("consumer2", t12, "topic1-1, topic2-1", 1), owner("consumer3", t12, "", 1)},
 			want:     map[string]string{"consumer1": "topic1-0", "consumer2": "topic1-1, topic2-1", "consumer3": "topic2-0"},
 			transfer: map[string]string{"topic2-0": "consumer3"}},
 		{name: "all consumers under min quota", topics: []decl{{"topic1", 2}, {"topic2", 3}},
@@ -168,7 +168,7 @@ func TestStickyVectors(t *testing.T) {
 			members: []Member{owner("consumer1", t23, "topic-0, topic-2, topic2-1", 10), owner("consumer2", t23, "topic-0, topic-2, topic2-1", -1)},
 			want:    map[string]string{"consumer1": "topic-0, topic-2, topic2-1", "consumer2": "topic-1, topic2-0, topic2-2"}},
 		{name: "partition claimed twice in one generation is transferred", topics: []decl{{"topic", 3}},
-			members: []Member{owner("consumer1", one, "topic-0, topic-1", 1), owner("consumer2", one, "topic-0, topic-2", 1), owner("consumer3", one, "", 1)},
+			members:  []Member{owner("consumer1", one, "topic-0, topic-1", 1), owner("consumer2", one, "topic-0, topic-2", 1), owner("consumer3", one, "", 1)},
 			want:     map[string]string{"consumer1": "topic-1", "consumer2": "topic-2", "consumer3": "topic-0"},
 			transfer: map[string]string{"topic-0": "consumer3"}},
 		{name: "partitions assigned to highest generation", topics: []decl{{"topic", 3}, {"topic2", 3}, {"topic3", 3}},
