@@ -94,11 +94,12 @@ type Segment struct {
 	size       atomic.Int64 // bytes of whole batches in the log file
 	nextOffset atomic.Int64 // offset after the last batch; base if empty
 
-	// Written by the one writer only.
-	maxTimestamp      int64 // largest batch max timestamp so far, -1 if none
-	offsetOfMaxTime   int64 // last offset of the batch with maxTimestamp
-	firstBatchMaxTime int64 // max timestamp of the first batch, -1 if empty
-	sinceIndexEntry   int   // bytes appended since the last index entry
+	maxTimestamp      atomic.Int64 // largest batch max timestamp so far, -1 if none
+	firstBatchMaxTime atomic.Int64 // max timestamp of the first batch, -1 if empty
+
+	// Written and read by the one writer only.
+	offsetOfMaxTime int64 // last offset of the batch with maxTimestamp
+	sinceIndexEntry int   // bytes appended since the last index entry
 
 	closeOnce sync.Once
 }
@@ -184,12 +185,12 @@ func Recover(fs vfs.FS, dir string, base int64, opts Options, durable int64) (s 
 func newSegment(fs vfs.FS, dir string, base int64, opts Options) *Segment {
 	s := &Segment{
 		fs: fs, dir: dir, base: base, opts: opts,
-		logName:           FileName(dir, base, LogSuffix),
-		maxTimestamp:      -1,
-		offsetOfMaxTime:   -1,
-		firstBatchMaxTime: -1,
+		logName:         FileName(dir, base, LogSuffix),
+		offsetOfMaxTime: -1,
 	}
 	s.nextOffset.Store(base)
+	s.maxTimestamp.Store(-1)
+	s.firstBatchMaxTime.Store(-1)
 	return s
 }
 
@@ -245,7 +246,8 @@ func (s *Segment) rebuild(validate bool, durable int64) error {
 	end := s.size.Load()
 	s.size.Store(0)
 	s.nextOffset.Store(s.base)
-	s.maxTimestamp, s.offsetOfMaxTime, s.firstBatchMaxTime, s.sinceIndexEntry = -1, -1, -1, 0
+	s.resetTimestamps()
+	s.sinceIndexEntry = 0
 
 	sc := newScanner(s.log, s.logName, 0, end)
 	for {
@@ -289,7 +291,7 @@ func (s *Segment) rebuild(validate bool, durable int64) error {
 func (s *Segment) loadTail() error {
 	last := s.offsets.LastEntry()
 	if t := s.times.LastEntry(); t.Timestamp >= 0 {
-		s.maxTimestamp, s.offsetOfMaxTime = t.Timestamp, t.Offset
+		s.setMaxTimestamp(t.Timestamp, t.Offset)
 	}
 	sc := newScanner(s.log, s.logName, int64(last.Position), s.size.Load())
 	for {
@@ -307,16 +309,14 @@ func (s *Segment) loadTail() error {
 		s.nextOffset.Store(b.LastOffset() + 1)
 		// The time index has an entry for the batches up to the last
 		// offset index entry; the ones after it are scanned here.
-		if b.MaxTimestamp() > s.maxTimestamp {
-			s.maxTimestamp, s.offsetOfMaxTime = b.MaxTimestamp(), b.LastOffset()
-		}
+		s.setMaxTimestamp(b.MaxTimestamp(), b.LastOffset())
 	}
 	if s.size.Load() > 0 {
 		first, err := newScanner(s.log, s.logName, 0, s.size.Load()).next(false)
 		if err != nil {
 			return fmt.Errorf("segment %s: position 0: %w", s.logName, err)
 		}
-		s.firstBatchMaxTime = first.MaxTimestamp()
+		s.firstBatchMaxTime.Store(first.MaxTimestamp())
 	}
 	return nil
 }
@@ -336,17 +336,15 @@ func (s *Segment) checkOrder(b Batch) error {
 // the batch's last offset to its start once more than IndexIntervalBytes
 // were appended since the last entry.
 func (s *Segment) indexBatch(b Batch, pos int64) error {
-	if s.firstBatchMaxTime < 0 {
-		s.firstBatchMaxTime = b.MaxTimestamp()
+	if s.firstBatchMaxTime.Load() < 0 {
+		s.firstBatchMaxTime.Store(b.MaxTimestamp())
 	}
-	if b.MaxTimestamp() > s.maxTimestamp {
-		s.maxTimestamp, s.offsetOfMaxTime = b.MaxTimestamp(), b.LastOffset()
-	}
+	s.setMaxTimestamp(b.MaxTimestamp(), b.LastOffset())
 	if s.sinceIndexEntry > s.opts.IndexIntervalBytes {
 		if err := s.offsets.Append(b.LastOffset(), uint32(pos)); err != nil {
 			return err
 		}
-		if err := s.times.MaybeAppend(s.maxTimestamp, s.offsetOfMaxTime, false); err != nil {
+		if err := s.times.MaybeAppend(s.maxTimestamp.Load(), s.offsetOfMaxTime, false); err != nil {
 			return err
 		}
 		s.sinceIndexEntry = 0
@@ -394,11 +392,24 @@ func (s *Segment) Size() int64 { return s.size.Load() }
 
 // MaxTimestamp returns the largest batch timestamp in the segment, or -1
 // if it has none. Retention by age compares it to the clock.
-func (s *Segment) MaxTimestamp() int64 { return s.maxTimestamp }
+func (s *Segment) MaxTimestamp() int64 { return s.maxTimestamp.Load() }
+
+func (s *Segment) setMaxTimestamp(ts, offset int64) {
+	if ts > s.maxTimestamp.Load() {
+		s.maxTimestamp.Store(ts)
+		s.offsetOfMaxTime = offset
+	}
+}
+
+func (s *Segment) resetTimestamps() {
+	s.maxTimestamp.Store(-1)
+	s.firstBatchMaxTime.Store(-1)
+	s.offsetOfMaxTime = -1
+}
 
 // FirstBatchTimestamp returns the max timestamp of the segment's first
 // batch, or -1 if the segment is empty. The log rolls by age from it.
-func (s *Segment) FirstBatchTimestamp() int64 { return s.firstBatchMaxTime }
+func (s *Segment) FirstBatchTimestamp() int64 { return s.firstBatchMaxTime.Load() }
 
 // IndexFull reports whether either index has no room left for an entry, in
 // which case the log rolls a new segment.
@@ -543,7 +554,7 @@ func (s *Segment) TruncateTo(offset int64) (int64, error) {
 
 func (s *Segment) rebuildTailState() error {
 	s.nextOffset.Store(s.base)
-	s.maxTimestamp, s.offsetOfMaxTime, s.firstBatchMaxTime = -1, -1, -1
+	s.resetTimestamps()
 	if err := s.loadTail(); err != nil {
 		return err
 	}
@@ -575,8 +586,8 @@ func (s *Segment) SyncLog() error {
 // reads) and both index files are trimmed to their entries. It does not
 // sync.
 func (s *Segment) Seal() error {
-	if s.maxTimestamp >= 0 {
-		if err := s.times.MaybeAppend(s.maxTimestamp, s.offsetOfMaxTime, true); err != nil {
+	if ts := s.maxTimestamp.Load(); ts >= 0 {
+		if err := s.times.MaybeAppend(ts, s.offsetOfMaxTime, true); err != nil {
 			return err
 		}
 	}

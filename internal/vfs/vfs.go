@@ -81,3 +81,17 @@ type Mapping interface {
 
 // ErrLocked is returned by FS.Lock when the file is already locked.
 var ErrLocked = errors.New("vfs: file is locked by another holder")
+
+// SyncDir makes the entries of directory dir durable: the files created,
+// renamed or removed in it.
+func SyncDir(fs FS, dir string) error {
+	d, err := fs.OpenDir(dir)
+	if err != nil {
+		return err
+	}
+	if err := d.Sync(); err != nil {
+		d.Close()
+		return err
+	}
+	return d.Close()
+}

@@ -1,0 +1,498 @@
+package log
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/strandlog/strand/internal/vfs"
+	"github.com/strandlog/strand/segment"
+)
+
+// Errors returned by a Log. Errors from the layers below (segment.ErrCorrupt
+// and friends, file-system errors) are wrapped, so errors.Is finds them too.
+var (
+	// ErrClosed is returned by every method of a closed log.
+	ErrClosed = errors.New("log: closed")
+
+	// ErrInvalidOption means an Options field is out of range; the message
+	// names the field and the allowed range.
+	ErrInvalidOption = errors.New("log: invalid option")
+
+	// ErrOffsetOutOfRange means an offset lies outside the log; the error
+	// is an *OffsetOutOfRangeError carrying the bounds.
+	ErrOffsetOutOfRange = errors.New("log: offset out of range")
+
+	// ErrFailed means a sync failed: what was written since the last good
+	// sync may or may not be durable, so the log refuses further appends.
+	// Reopening it recovers what is on disk.
+	ErrFailed = errors.New("log: failed")
+
+	// ErrStaleEpoch means a leader epoch lower than the current one.
+	ErrStaleEpoch = errors.New("log: stale leader epoch")
+
+	// ErrCorrupt is segment.ErrCorrupt, for convenience: data that was made
+	// durable does not read back as valid batches.
+	ErrCorrupt = segment.ErrCorrupt
+)
+
+// OffsetOutOfRangeError reports an offset outside [Start, End]: the log
+// start offset and the bound of the read (the high watermark or the log end
+// offset). It matches ErrOffsetOutOfRange.
+type OffsetOutOfRangeError struct {
+	Offset, Start, End int64
+}
+
+func (e *OffsetOutOfRangeError) Error() string {
+	return fmt.Sprintf("log: offset %d out of range [%d, %d]", e.Offset, e.Start, e.End)
+}
+
+// Is makes errors.Is(err, ErrOffsetOutOfRange) true.
+func (e *OffsetOutOfRangeError) Is(target error) bool { return target == ErrOffsetOutOfRange }
+
+// AppendResult is where an append went: the offsets assigned to the batch
+// and the time the log appended it.
+type AppendResult struct {
+	BaseOffset, LastOffset int64
+	AppendTime             time.Time
+}
+
+// Log is one partition's durable log in a directory: a sequence of
+// segments, a leader epoch cache and checkpoint files.
+//
+// A Log is safe for concurrent use. Appends from many goroutines are
+// coalesced: one of them writes the batches of all that are waiting and
+// syncs once for them (group commit). Readers never block appends.
+type Log struct {
+	dir  string
+	opts Options
+	fs   vfs.FS
+
+	mu     sync.RWMutex
+	segs   []*segRef // ascending base offsets, the last active; replaced, never changed in place
+	closed bool
+
+	logStart, hw, leo atomic.Int64
+
+	// The writer's state, guarded by wmu: appends, rolls, truncation,
+	// syncs and checkpoints run one at a time.
+	wmu            sync.Mutex
+	epochs         *EpochCache
+	epoch          int32 // leader epoch stamped on appended batches, -1 if none
+	failed         error
+	recoveryPoint  int64 // every offset below is synced
+	unflushedMsgs  int64
+	unflushedBytes int64
+	lastCheckpoint time.Time
+	flushTimer     *time.Timer
+	timers         sync.WaitGroup
+
+	// Group commit: appenders queue here; one at a time leads.
+	qmu     sync.Mutex
+	queue   []*pending
+	leading bool
+
+	nmu      sync.Mutex
+	advanced chan struct{} // closed when hw or leo move, or the log closes
+
+	stats counters
+}
+
+// pending is an append waiting for its group's commit.
+type pending struct {
+	batch    segment.Batch
+	follower bool
+	res      AppendResult
+	err      error
+	wake     chan bool // true: lead the next group; false: done
+}
+
+// Append builds a batch from recs, compressed with Options.Compression,
+// and appends it. A record whose Timestamp is zero gets the append time.
+// It returns once the batch is written and, under FsyncAlways, durable.
+func (l *Log) Append(recs []segment.Record) (AppendResult, error) {
+	now := l.opts.Now()
+	if i := slices.IndexFunc(recs, func(r segment.Record) bool { return r.Timestamp == 0 }); i >= 0 {
+		recs = slices.Clone(recs)
+		for i := range recs {
+			if recs[i].Timestamp == 0 {
+				recs[i].Timestamp = now.UnixMilli()
+			}
+		}
+	}
+	b, err := segment.AppendBatch(nil, recs, segment.BuildOptions{Codec: l.opts.Compression})
+	if err != nil {
+		return AppendResult{}, fmt.Errorf("log %s: %w", l.dir, err)
+	}
+	return l.enqueue(&pending{batch: b})
+}
+
+// AppendBatch appends a batch a producer built, as a Kafka leader does: it
+// checks the batch, assigns it the next offsets and stamps the current
+// leader epoch into it (both fields are outside the CRC). The log owns b
+// until AppendBatch returns.
+func (l *Log) AppendBatch(b segment.Batch) (AppendResult, error) {
+	if err := l.checkBatch(b); err != nil {
+		return AppendResult{}, err
+	}
+	return l.enqueue(&pending{batch: b})
+}
+
+// AppendReplicated appends a batch copied from the leader, as a Kafka
+// follower does: its offsets and leader epoch are kept, and its base offset
+// must be at or after the log end offset.
+func (l *Log) AppendReplicated(b segment.Batch) (AppendResult, error) {
+	if err := l.checkBatch(b); err != nil {
+		return AppendResult{}, err
+	}
+	return l.enqueue(&pending{batch: b, follower: true})
+}
+
+func (l *Log) checkBatch(b segment.Batch) error {
+	if len(b) > l.opts.MaxBatchBytes {
+		return fmt.Errorf("log %s: %w: %d bytes, MaxBatchBytes is %d", l.dir, segment.ErrBatchTooLarge, len(b), l.opts.MaxBatchBytes)
+	}
+	if err := b.Validate(); err != nil {
+		return fmt.Errorf("log %s: %w", l.dir, err)
+	}
+	return nil
+}
+
+// enqueue waits for p's group to be committed, leading the commit if no
+// other appender is.
+func (l *Log) enqueue(p *pending) (AppendResult, error) {
+	p.wake = make(chan bool, 1)
+	l.qmu.Lock()
+	l.queue = append(l.queue, p)
+	if l.leading {
+		l.qmu.Unlock()
+		if lead := <-p.wake; !lead {
+			return p.res, p.err
+		}
+		l.qmu.Lock()
+	}
+	l.leading = true
+	group := l.queue
+	l.queue = nil
+	l.qmu.Unlock()
+
+	l.commit(group)
+
+	l.qmu.Lock()
+	if len(l.queue) > 0 {
+		l.queue[0].wake <- true // hand the lead to the oldest waiter
+	} else {
+		l.leading = false
+	}
+	l.qmu.Unlock()
+	return p.res, p.err
+}
+
+// commit writes a group of batches, syncs them as the policy says, and
+// wakes their appenders but the calling one.
+func (l *Log) commit(group []*pending) {
+	l.wmu.Lock()
+	now := l.opts.Now()
+	written := false
+	for _, p := range group {
+		p.err = l.writeLocked(p, now)
+		written = written || p.err == nil
+	}
+	if written {
+		if err := l.afterWriteLocked(now); err != nil {
+			for _, p := range group {
+				if p.err == nil {
+					p.err = err
+				}
+			}
+		}
+	}
+	l.wmu.Unlock()
+	for _, p := range group {
+		if p != group[0] || len(p.wake) == 0 {
+			select {
+			case p.wake <- false:
+			default:
+			}
+		}
+	}
+}
+
+func (l *Log) writeLocked(p *pending, now time.Time) error {
+	if l.isClosed() {
+		return ErrClosed
+	}
+	if l.failed != nil {
+		return l.failed
+	}
+	b := p.batch
+	leo := l.leo.Load()
+	if p.follower {
+		if b.BaseOffset() < leo {
+			return fmt.Errorf("log %s: %w: replicated batch at base offset %d, log end offset is %d",
+				l.dir, segment.ErrOffsetOrder, b.BaseOffset(), leo)
+		}
+	} else {
+		b.SetBaseOffset(leo)
+		b.SetPartitionLeaderEpoch(l.epoch)
+	}
+	if e := b.PartitionLeaderEpoch(); e >= 0 {
+		if err := l.epochs.Assign(e, b.BaseOffset()); err != nil {
+			return fmt.Errorf("log %s: %w", l.dir, err)
+		}
+	}
+	active, err := l.maybeRollLocked(b, now)
+	if err != nil {
+		return err
+	}
+	if err := active.Append(b); err != nil {
+		return fmt.Errorf("log %s: %w", l.dir, err)
+	}
+	l.leo.Store(b.LastOffset() + 1)
+	n := int64(b.LastOffsetDelta()) + 1
+	l.unflushedMsgs += n
+	l.unflushedBytes += int64(len(b))
+	l.stats.appends.Add(1)
+	l.stats.records.Add(n)
+	l.stats.bytes.Add(int64(len(b)))
+	p.res = AppendResult{BaseOffset: b.BaseOffset(), LastOffset: b.LastOffset(), AppendTime: now}
+	return nil
+}
+
+// afterWriteLocked syncs as the fsync policy says after a group was
+// written, moves the high watermark and checkpoints when due.
+func (l *Log) afterWriteLocked(now time.Time) error {
+	p := l.opts.Fsync
+	switch {
+	case p.mode == fsyncAlways,
+		p.mode == fsyncEvery && ((p.messages > 0 && l.unflushedMsgs >= p.messages) || (p.bytes > 0 && l.unflushedBytes >= p.bytes)):
+		if err := l.flushLocked(); err != nil {
+			return err
+		}
+	case p.mode == fsyncInterval && l.flushTimer == nil:
+		l.timers.Add(1)
+		l.flushTimer = time.AfterFunc(p.interval, l.flushOnTimer)
+	}
+	if !l.opts.ExternalHighWatermark {
+		l.hw.Store(l.leo.Load())
+	}
+	l.notify()
+	if now.Sub(l.lastCheckpoint) >= l.opts.CheckpointInterval {
+		return l.writeCheckpointsLocked(now)
+	}
+	return nil
+}
+
+// flushLocked syncs the active segment's log: the earlier segments were
+// synced when they rolled.
+func (l *Log) flushLocked() error {
+	leo := l.leo.Load()
+	if l.recoveryPoint >= leo {
+		return nil
+	}
+	start := time.Now()
+	if err := l.active().SyncLog(); err != nil {
+		l.failed = fmt.Errorf("%w: %s: %w", ErrFailed, l.dir, err)
+		return l.failed
+	}
+	l.stats.fsync(time.Since(start))
+	l.recoveryPoint = leo
+	l.unflushedMsgs, l.unflushedBytes = 0, 0
+	return nil
+}
+
+func (l *Log) flushOnTimer() {
+	defer l.timers.Done()
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	l.flushTimer = nil
+	if l.isClosed() || l.failed != nil {
+		return
+	}
+	_ = l.flushLocked() // a failure is sticky: the next append reports it
+}
+
+// maybeRollLocked returns the segment b goes to, rolling a new one first
+// by Kafka's LogSegment.shouldRoll: the batch would not fit, the
+// timestamps in the segment span SegmentAge, an index is full, or the
+// batch's offsets do not fit the segment's relative offsets.
+func (l *Log) maybeRollLocked(b segment.Batch, now time.Time) (*segRef, error) {
+	active := l.active()
+	size := active.Size()
+	if size == 0 {
+		if active.BaseOffset() == b.BaseOffset() {
+			return active, nil
+		}
+		// A follower's first batch after a gap: start the segment there.
+		return l.rollLocked(b.BaseOffset(), true)
+	}
+	waited := now.Sub(active.created)
+	if first := active.FirstBatchTimestamp(); first >= 0 && b.MaxTimestamp() >= 0 {
+		waited = time.Duration(b.MaxTimestamp()-first) * time.Millisecond
+	}
+	if size > l.opts.SegmentBytes-int64(len(b)) ||
+		waited > l.opts.SegmentAge ||
+		active.IndexFull() ||
+		b.LastOffset()-active.BaseOffset() > math.MaxInt32 {
+		return l.rollLocked(b.BaseOffset(), false)
+	}
+	return active, nil
+}
+
+// rollLocked seals and syncs the active segment and starts a new one at
+// base; with replaceEmpty the empty active segment is removed instead.
+func (l *Log) rollLocked(base int64, replaceEmpty bool) (*segRef, error) {
+	old := l.active()
+	if !replaceEmpty {
+		start := time.Now()
+		if err := errors.Join(old.Seal(), old.Sync()); err != nil {
+			l.failed = fmt.Errorf("%w: %s: roll: %w", ErrFailed, l.dir, err)
+			return nil, l.failed
+		}
+		l.stats.fsync(time.Since(start))
+	}
+	seg, err := segment.Create(l.fs, l.dir, base, l.opts.segmentOptions())
+	if err != nil {
+		return nil, fmt.Errorf("log %s: roll: %w", l.dir, err)
+	}
+	ref := l.newRef(seg)
+	l.mu.Lock()
+	segs := slices.Clone(l.segs)
+	if replaceEmpty {
+		segs = segs[:len(segs)-1]
+	}
+	l.segs = append(segs, ref)
+	l.mu.Unlock()
+	if replaceEmpty {
+		old.discard(false)
+	}
+	if err := vfs.SyncDir(l.fs, l.dir); err != nil {
+		return nil, fmt.Errorf("log %s: roll: %w", l.dir, err)
+	}
+	if !replaceEmpty {
+		l.recoveryPoint = max(l.recoveryPoint, old.NextOffset())
+		l.unflushedMsgs, l.unflushedBytes = 0, 0
+		if err := l.writeCheckpointsLocked(l.opts.Now()); err != nil {
+			return nil, err
+		}
+	}
+	return ref, nil
+}
+
+// active returns the segment appends go to.
+func (l *Log) active() *segRef {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.segs[len(l.segs)-1]
+}
+
+func (l *Log) isClosed() bool {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.closed
+}
+
+// notify wakes the goroutines in Wait.
+func (l *Log) notify() {
+	l.nmu.Lock()
+	close(l.advanced)
+	l.advanced = make(chan struct{})
+	l.nmu.Unlock()
+}
+
+// Dir returns the log's directory.
+func (l *Log) Dir() string { return l.dir }
+
+// LogStartOffset returns the first offset a read may ask for.
+func (l *Log) LogStartOffset() int64 { return l.logStart.Load() }
+
+// HighWatermark returns the offset below which records are committed:
+// what consumers may read.
+func (l *Log) HighWatermark() int64 { return l.hw.Load() }
+
+// LogEndOffset returns the offset the next appended record will get.
+func (l *Log) LogEndOffset() int64 { return l.leo.Load() }
+
+// SetHighWatermark sets the high watermark, clamped to the log start and
+// end offsets, and returns the value set. It is for logs opened with
+// ExternalHighWatermark, whose replication layer owns it.
+func (l *Log) SetHighWatermark(offset int64) (int64, error) {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if l.isClosed() {
+		return 0, ErrClosed
+	}
+	offset = min(max(offset, l.logStart.Load()), l.leo.Load())
+	if l.hw.Swap(offset) != offset {
+		l.notify()
+	}
+	return offset, nil
+}
+
+// LeaderEpoch returns the epoch the log stamps on appended batches, -1 if
+// none was set.
+func (l *Log) LeaderEpoch() int32 {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	return l.epoch
+}
+
+// SetLeaderEpoch makes epoch the one stamped on batches appended from now
+// on, as when this replica becomes the leader of that epoch. The epoch
+// cache learns that epoch starts at the log end offset (Kafka's
+// LeaderEpochFileCache.assign). A lower epoch than the current one is
+// ErrStaleEpoch.
+func (l *Log) SetLeaderEpoch(epoch int32) error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if l.isClosed() {
+		return ErrClosed
+	}
+	if epoch < l.epoch || epoch < 0 {
+		return fmt.Errorf("%w: epoch %d, current %d", ErrStaleEpoch, epoch, l.epoch)
+	}
+	if err := l.epochs.Assign(epoch, l.leo.Load()); err != nil {
+		return fmt.Errorf("log %s: %w", l.dir, err)
+	}
+	l.epoch = epoch
+	return nil
+}
+
+// EndOffsetForEpoch answers a follower's OffsetsForLeaderEpoch request: the
+// largest epoch at or below epoch that the log knows and the offset where
+// it ends (KIP-101 and KIP-279). It returns (-1, -1) if the log knows no
+// epoch that old.
+func (l *Log) EndOffsetForEpoch(epoch int32) (int32, int64, error) {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if l.isClosed() {
+		return 0, 0, ErrClosed
+	}
+	e, off := l.epochs.EndOffsetFor(epoch, l.leo.Load())
+	return e, off, nil
+}
+
+// Epochs returns the leader epoch cache's entries: each epoch and the
+// offset it starts at.
+func (l *Log) Epochs() []EpochEntry {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	return l.epochs.Entries()
+}
+
+// Sync makes everything appended so far durable, whatever the policy.
+func (l *Log) Sync() error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if l.isClosed() {
+		return ErrClosed
+	}
+	if l.failed != nil {
+		return l.failed
+	}
+	return l.flushLocked()
+}

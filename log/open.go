@@ -1,0 +1,325 @@
+package log
+
+import (
+	"errors"
+	"fmt"
+	iofs "io/fs"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/strandlog/strand/internal/checkpoint"
+	"github.com/strandlog/strand/internal/vfs"
+	"github.com/strandlog/strand/segment"
+)
+
+// Files in a log's directory besides the segments.
+const (
+	recoveryPointFile = "recovery-point-offset-checkpoint"
+	logStartFile      = "log-start-offset-checkpoint"
+	highWatermarkFile = "replication-offset-checkpoint"
+	cleanShutdownFile = ".clean-shutdown"
+	deletedSuffix     = ".deleted"
+	cleanedSuffix     = ".cleaned"
+	swapSuffix        = ".swap"
+)
+
+// Open opens the log in dir, creating the directory and an empty log if
+// there is none.
+//
+// After a clean Close, Open reads no batches. After a crash, it recovers
+// the segments at and after the recovery point (the offset below which
+// everything was synced, checkpointed at every roll and periodically):
+// each batch is checked, and the log is cut at the first one that is torn
+// or corrupt. Corruption below the recovery point is not cut: Open fails
+// with an error wrapping ErrCorrupt that names the file and position.
+func Open(dir string, opts Options) (*Log, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	l := &Log{dir: dir, opts: opts, fs: opts.FS, advanced: make(chan struct{}), lastCheckpoint: opts.Now()}
+	if err := l.load(); err != nil {
+		for _, s := range l.segs {
+			s.release()
+		}
+		return nil, err
+	}
+	return l, nil
+}
+
+func (l *Log) load() error {
+	if err := l.fs.MkdirAll(l.dir, 0o755); err != nil {
+		return fmt.Errorf("log: create %s: %w", l.dir, err)
+	}
+	if err := vfs.SyncDir(l.fs, filepath.Dir(l.dir)); err != nil {
+		return fmt.Errorf("log: sync parent of %s: %w", l.dir, err)
+	}
+	bases, err := l.cleanDir()
+	if err != nil {
+		return err
+	}
+	_, statErr := l.fs.Stat(filepath.Join(l.dir, cleanShutdownFile))
+	clean := statErr == nil
+	logStart, err := l.readOffset(logStartFile)
+	if err != nil {
+		return err
+	}
+	recoveryPoint, err := l.readOffset(recoveryPointFile)
+	if err != nil {
+		return err
+	}
+	hw, err := l.readOffset(highWatermarkFile)
+	if err != nil {
+		return err
+	}
+
+	if len(bases) == 0 {
+		seg, err := segment.Create(l.fs, l.dir, logStart, l.opts.segmentOptions())
+		if err != nil {
+			return fmt.Errorf("log %s: %w", l.dir, err)
+		}
+		l.segs = append(l.segs, l.newRef(seg))
+	}
+	for i, base := range bases {
+		last := i == len(bases)-1
+		trusted := clean || (!last && bases[i+1] <= recoveryPoint)
+		if trusted {
+			seg, err := segment.Open(l.fs, l.dir, base, l.opts.segmentOptions())
+			if err != nil {
+				return fmt.Errorf("log %s: %w", l.dir, err)
+			}
+			l.segs = append(l.segs, l.newRef(seg))
+			continue
+		}
+		seg, truncated, err := segment.Recover(l.fs, l.dir, base, l.opts.segmentOptions(), max(recoveryPoint, base))
+		if err != nil {
+			return fmt.Errorf("log %s: recovering past the recovery point %d: %w", l.dir, recoveryPoint, err)
+		}
+		l.segs = append(l.segs, l.newRef(seg))
+		if truncated > 0 && !last {
+			// Kafka's LogLoader: a torn segment ends the log; the ones
+			// after it are beyond what was written in order.
+			for _, b := range bases[i+1:] {
+				if err := l.removeSegmentFiles(b); err != nil {
+					return err
+				}
+			}
+			break
+		}
+		if !last {
+			if err := seg.Seal(); err != nil {
+				return fmt.Errorf("log %s: %w", l.dir, err)
+			}
+		}
+	}
+	active := l.segs[len(l.segs)-1]
+	if err := active.Unseal(); err != nil {
+		return fmt.Errorf("log %s: %w", l.dir, err)
+	}
+	leo := active.NextOffset()
+	l.leo.Store(leo)
+	l.logStart.Store(min(max(logStart, l.segs[0].BaseOffset()), leo))
+	if l.opts.ExternalHighWatermark {
+		l.hw.Store(min(max(hw, l.logStart.Load()), leo))
+	} else {
+		l.hw.Store(leo)
+	}
+
+	if l.epochs, err = OpenEpochCache(l.fs, l.dir); err != nil {
+		return fmt.Errorf("log %s: %w", l.dir, err)
+	}
+	if err := errors.Join(l.epochs.TruncateFromEnd(leo), l.epochs.TruncateFromStart(l.logStart.Load())); err != nil {
+		return fmt.Errorf("log %s: %w", l.dir, err)
+	}
+	l.epoch = l.epochs.LatestEpoch()
+
+	// Whatever recovery kept is made durable before the log moves on, so
+	// that the recovery point can start at the log end.
+	if !clean {
+		for _, s := range l.segs {
+			if s.NextOffset() > recoveryPoint {
+				if err := s.Sync(); err != nil {
+					return fmt.Errorf("log %s: %w", l.dir, err)
+				}
+			}
+		}
+	}
+	l.recoveryPoint = leo
+	if err := l.writeCheckpointsLocked(l.opts.Now()); err != nil {
+		return err
+	}
+	// From here on a crash is an unclean shutdown.
+	if clean {
+		if err := l.fs.Remove(filepath.Join(l.dir, cleanShutdownFile)); err != nil {
+			return fmt.Errorf("log %s: %w", l.dir, err)
+		}
+		if err := vfs.SyncDir(l.fs, l.dir); err != nil {
+			return fmt.Errorf("log %s: %w", l.dir, err)
+		}
+	}
+	return nil
+}
+
+// cleanDir finishes what a crash interrupted, as Kafka's LogLoader does:
+// files of deleted segments and half-built cleaned segments are removed,
+// swap files (complete replacements) take their place, and index files
+// without a log are removed. It returns the base offsets of the segments.
+func (l *Log) cleanDir() ([]int64, error) {
+	names, err := l.fs.List(l.dir)
+	if err != nil {
+		return nil, fmt.Errorf("log: list %s: %w", l.dir, err)
+	}
+	logs := make(map[int64]bool)
+	var bases []int64
+	for _, name := range names {
+		path := filepath.Join(l.dir, name)
+		switch {
+		case strings.HasSuffix(name, deletedSuffix), strings.HasSuffix(name, cleanedSuffix):
+			if err := l.fs.Remove(path); err != nil {
+				return nil, fmt.Errorf("log: %w", err)
+			}
+		case strings.HasSuffix(name, swapSuffix):
+			if err := l.fs.Rename(path, strings.TrimSuffix(path, swapSuffix)); err != nil {
+				return nil, fmt.Errorf("log: %w", err)
+			}
+			if base, ok := segmentBase(strings.TrimSuffix(name, swapSuffix), segment.LogSuffix); ok && !logs[base] {
+				logs[base] = true
+				bases = append(bases, base)
+			}
+		default:
+			if base, ok := segmentBase(name, segment.LogSuffix); ok && !logs[base] {
+				logs[base] = true
+				bases = append(bases, base)
+			}
+		}
+	}
+	for _, name := range names {
+		for _, suffix := range []string{segment.IndexSuffix, segment.TimeIndexSuffix} {
+			if base, ok := segmentBase(name, suffix); ok && !logs[base] {
+				if err := l.fs.Remove(filepath.Join(l.dir, name)); err != nil && !errors.Is(err, iofs.ErrNotExist) {
+					return nil, fmt.Errorf("log: %w", err)
+				}
+			}
+		}
+	}
+	slices.Sort(bases)
+	return bases, vfs.SyncDir(l.fs, l.dir)
+}
+
+// segmentBase parses a segment file name: 20 digits and suffix.
+func segmentBase(name, suffix string) (int64, bool) {
+	digits, ok := strings.CutSuffix(name, suffix)
+	if !ok || len(digits) != 20 {
+		return 0, false
+	}
+	base, err := strconv.ParseInt(digits, 10, 64)
+	return base, err == nil && base >= 0
+}
+
+func (l *Log) removeSegmentFiles(base int64) error {
+	for _, suffix := range []string{segment.LogSuffix, segment.IndexSuffix, segment.TimeIndexSuffix} {
+		if err := l.fs.Remove(segment.FileName(l.dir, base, suffix)); err != nil && !errors.Is(err, iofs.ErrNotExist) {
+			return fmt.Errorf("log: %w", err)
+		}
+	}
+	return nil
+}
+
+// readOffset reads a one-offset checkpoint file; a missing one is 0.
+func (l *Log) readOffset(name string) (int64, error) {
+	var off int64
+	n := 0
+	err := checkpoint.Read(l.fs, filepath.Join(l.dir, name), 0, func(entry string) error {
+		var err error
+		n++
+		if n > 1 {
+			return errors.New("more than one entry")
+		}
+		if off, err = strconv.ParseInt(entry, 10, 64); err != nil || off < 0 {
+			return fmt.Errorf("offset %q is not a non-negative int64", entry)
+		}
+		return nil
+	})
+	if errors.Is(err, iofs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("log %s: %w", l.dir, err)
+	}
+	return off, nil
+}
+
+func (l *Log) writeOffset(name string, off int64) error {
+	if err := checkpoint.Write(l.fs, filepath.Join(l.dir, name), 0, []string{strconv.FormatInt(off, 10)}); err != nil {
+		return fmt.Errorf("log %s: %w", l.dir, err)
+	}
+	return nil
+}
+
+// writeCheckpointsLocked writes the recovery point, the high watermark and
+// the log start offset.
+func (l *Log) writeCheckpointsLocked(now time.Time) error {
+	l.lastCheckpoint = now
+	return errors.Join(
+		l.writeOffset(recoveryPointFile, l.recoveryPoint),
+		l.writeOffset(highWatermarkFile, l.hw.Load()),
+		l.writeOffset(logStartFile, l.logStart.Load()),
+	)
+}
+
+// Close syncs the log, writes its checkpoints and the clean-shutdown
+// marker, and closes its files. Appends waiting to be written fail with
+// ErrClosed; goroutines in Wait return ErrClosed. Batches that readers
+// still hold stay readable until they are closed.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return ErrClosed
+	}
+	l.closed = true
+	l.mu.Unlock()
+	l.notify()
+
+	l.wmu.Lock()
+	if l.flushTimer != nil && l.flushTimer.Stop() {
+		l.timers.Done()
+	}
+	l.flushTimer = nil
+	l.wmu.Unlock()
+	l.timers.Wait() // a timer that fired takes wmu, sees closed and returns
+
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+
+	var err error
+	if l.failed == nil {
+		active := l.active()
+		err = errors.Join(active.Seal(), active.Sync())
+		if err == nil {
+			l.recoveryPoint = l.leo.Load()
+			err = l.writeCheckpointsLocked(l.opts.Now())
+		}
+		if err == nil {
+			err = l.writeMarker()
+		}
+	}
+	for _, s := range l.segs {
+		err = errors.Join(err, s.release())
+	}
+	return err
+}
+
+func (l *Log) writeMarker() error {
+	f, err := l.fs.Create(filepath.Join(l.dir, cleanShutdownFile))
+	if err != nil {
+		return fmt.Errorf("log %s: %w", l.dir, err)
+	}
+	if err := errors.Join(f.Sync(), f.Close()); err != nil {
+		return fmt.Errorf("log %s: %w", l.dir, err)
+	}
+	return vfs.SyncDir(l.fs, l.dir)
+}

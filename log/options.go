@@ -1,0 +1,188 @@
+package log
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/strandlog/strand/internal/vfs"
+	"github.com/strandlog/strand/segment"
+)
+
+// FsyncPolicy says when appended data is made durable with fsync, and so
+// what a power failure (not a process crash: the OS keeps written data then)
+// can take away. The zero value is FsyncAlways.
+type FsyncPolicy struct {
+	mode     fsyncMode
+	interval time.Duration
+	messages int64
+	bytes    int64
+}
+
+type fsyncMode int8
+
+const (
+	fsyncAlways fsyncMode = iota
+	fsyncNever
+	fsyncInterval
+	fsyncEvery
+)
+
+// FsyncAlways syncs before an append returns: an acknowledged record
+// survives a power failure. Concurrent appends share one fsync (group
+// commit). It is the default.
+func FsyncAlways() FsyncPolicy { return FsyncPolicy{mode: fsyncAlways} }
+
+// FsyncNever leaves flushing to the OS, as Kafka does by default (relying
+// on replication): a power failure loses what the OS had not yet written,
+// typically up to 30 seconds of appends. The log still syncs each segment
+// when it rolls and on Close.
+func FsyncNever() FsyncPolicy { return FsyncPolicy{mode: fsyncNever} }
+
+// FsyncInterval syncs at most d after an append (Kafka's flush.ms): a power
+// failure loses up to d of acknowledged appends.
+func FsyncInterval(d time.Duration) FsyncPolicy { return FsyncPolicy{mode: fsyncInterval, interval: d} }
+
+// FsyncEvery syncs once messages records or bytes bytes were appended since
+// the last sync, whichever comes first; zero means no limit of that kind
+// (Kafka's flush.messages). A power failure loses up to that many
+// acknowledged records or bytes.
+func FsyncEvery(messages, bytes int64) FsyncPolicy {
+	return FsyncPolicy{mode: fsyncEvery, messages: messages, bytes: bytes}
+}
+
+func (p FsyncPolicy) String() string {
+	switch p.mode {
+	case fsyncNever:
+		return "never"
+	case fsyncInterval:
+		return "interval(" + p.interval.String() + ")"
+	case fsyncEvery:
+		return fmt.Sprintf("every(%d messages, %d bytes)", p.messages, p.bytes)
+	}
+	return "always"
+}
+
+// Options configure a Log. The zero value is usable: each field's comment
+// gives its default, which is Kafka's where Kafka has one.
+type Options struct {
+	// FS is the file system; default the operating system's.
+	FS vfs.FS
+
+	// Fsync is the durability policy; default FsyncAlways.
+	Fsync FsyncPolicy
+
+	// SegmentBytes is the size at which the log rolls a new segment
+	// (segment.bytes); default 1 GiB, allowed 4 KiB to 2 GiB-1.
+	SegmentBytes int64
+
+	// SegmentAge rolls a new segment once the timestamps in the active one
+	// span this long (segment.ms); default 7 days.
+	SegmentAge time.Duration
+
+	// IndexIntervalBytes and MaxIndexBytes size the segments' indexes
+	// (index.interval.bytes, segment.index.bytes); defaults 4096 and 10 MiB.
+	IndexIntervalBytes int
+	MaxIndexBytes      int
+
+	// MaxBatchBytes is the largest batch an append accepts
+	// (message.max.bytes); default 1 MiB + 12 bytes, as Kafka.
+	MaxBatchBytes int
+
+	// Compression is the codec Append uses to build batches; default none.
+	Compression segment.Codec
+
+	// CheckpointInterval is how often the recovery point and high
+	// watermark are written while appends go on
+	// (log.flush.offset.checkpoint.interval.ms); default 60 seconds.
+	CheckpointInterval time.Duration
+
+	// ExternalHighWatermark hands the high watermark to the log's owner,
+	// the replication layer, which sets it with SetHighWatermark. By
+	// default the log advances it to the log end as appends become durable
+	// under the fsync policy, as a single-replica Kafka partition does.
+	ExternalHighWatermark bool
+
+	// Now is the clock, for append times and segment age; default
+	// time.Now.
+	Now func() time.Time
+}
+
+// Option defaults and limits.
+const (
+	DefaultSegmentBytes       = 1 << 30
+	DefaultSegmentAge         = 7 * 24 * time.Hour
+	DefaultMaxBatchBytes      = 1<<20 + 12
+	DefaultCheckpointInterval = time.Minute
+	minSegmentBytes           = 4 << 10
+)
+
+// withDefaults validates o and fills in its defaults. A bad value is an
+// ErrInvalidOption naming the option and its allowed range.
+func (o Options) withDefaults() (Options, error) {
+	bad := func(name string, v any, allowed string) error {
+		return fmt.Errorf("%w: %s is %v, allowed %s", ErrInvalidOption, name, v, allowed)
+	}
+	if o.FS == nil {
+		o.FS = vfs.Default
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	switch {
+	case o.SegmentBytes == 0:
+		o.SegmentBytes = DefaultSegmentBytes
+	case o.SegmentBytes < minSegmentBytes || o.SegmentBytes > math.MaxInt32:
+		return o, bad("SegmentBytes", o.SegmentBytes, "4096 to 2147483647")
+	}
+	switch {
+	case o.SegmentAge == 0:
+		o.SegmentAge = DefaultSegmentAge
+	case o.SegmentAge < time.Millisecond:
+		return o, bad("SegmentAge", o.SegmentAge, "1ms or more")
+	}
+	switch {
+	case o.IndexIntervalBytes == 0:
+		o.IndexIntervalBytes = segment.DefaultIndexIntervalBytes
+	case o.IndexIntervalBytes < 0:
+		return o, bad("IndexIntervalBytes", o.IndexIntervalBytes, "0 or more")
+	}
+	switch {
+	case o.MaxIndexBytes == 0:
+		o.MaxIndexBytes = segment.DefaultMaxIndexBytes
+	case o.MaxIndexBytes < 1024 || o.MaxIndexBytes > math.MaxInt32:
+		return o, bad("MaxIndexBytes", o.MaxIndexBytes, "1024 to 2147483647")
+	}
+	switch {
+	case o.MaxBatchBytes == 0:
+		o.MaxBatchBytes = DefaultMaxBatchBytes
+	case o.MaxBatchBytes < segment.HeaderSize || int64(o.MaxBatchBytes) > o.SegmentBytes:
+		return o, bad("MaxBatchBytes", o.MaxBatchBytes, fmt.Sprintf("%d to SegmentBytes (%d)", segment.HeaderSize, o.SegmentBytes))
+	}
+	switch o.Compression {
+	case segment.CodecNone, segment.CodecGzip, segment.CodecLZ4:
+	default:
+		return o, bad("Compression", o.Compression, "none, gzip or lz4")
+	}
+	switch {
+	case o.CheckpointInterval == 0:
+		o.CheckpointInterval = DefaultCheckpointInterval
+	case o.CheckpointInterval < 0:
+		return o, bad("CheckpointInterval", o.CheckpointInterval, "more than 0")
+	}
+	switch p := o.Fsync; p.mode {
+	case fsyncInterval:
+		if p.interval <= 0 {
+			return o, bad("Fsync", p, "an interval above 0")
+		}
+	case fsyncEvery:
+		if p.messages < 0 || p.bytes < 0 || (p.messages == 0 && p.bytes == 0) {
+			return o, bad("Fsync", p, "a message or byte count above 0")
+		}
+	}
+	return o, nil
+}
+
+func (o *Options) segmentOptions() segment.Options {
+	return segment.Options{IndexIntervalBytes: o.IndexIntervalBytes, MaxIndexBytes: o.MaxIndexBytes}
+}

@@ -1,0 +1,216 @@
+package log
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"sort"
+	"sync/atomic"
+
+	"github.com/strandlog/strand/segment"
+)
+
+// Isolation is how far a read may go, as Kafka's FetchIsolation.
+type Isolation int8
+
+const (
+	// ReadCommitted reads up to the high watermark: what consumers see.
+	ReadCommitted Isolation = iota
+	// ReadLogEnd reads up to the log end offset: what followers replicate.
+	ReadLogEnd
+)
+
+func (l *Log) bound(iso Isolation) int64 {
+	if iso == ReadLogEnd {
+		return l.leo.Load()
+	}
+	return l.hw.Load()
+}
+
+// Batches is the result of a read: whole batches from one segment, as a
+// file slice that can be sent with sendfile (WriteTo) or read. It holds the
+// segment's files open, even if retention deletes the segment meanwhile,
+// until Close.
+type Batches struct {
+	segment.Slice
+	ref    *segRef
+	closed atomic.Bool
+}
+
+// Close releases the segment. It is safe to call more than once.
+func (b *Batches) Close() error {
+	if b.ref == nil || !b.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	return b.ref.release()
+}
+
+// All reads the batches into memory and yields them one by one, each
+// validated (CRC included).
+func (b *Batches) All() iter.Seq2[segment.Batch, error] {
+	return func(yield func(segment.Batch, error) bool) {
+		if b.Len() == 0 {
+			return
+		}
+		data, err := b.Bytes()
+		for err == nil && len(data) > 0 {
+			var batch segment.Batch
+			if batch, data, err = segment.ParseBatch(data); err == nil {
+				err = batch.Validate()
+			}
+			if err == nil && !yield(batch, nil) {
+				return
+			}
+		}
+		if err != nil {
+			yield(nil, fmt.Errorf("log: batches at position %d: %w", b.Position(), err))
+		}
+	}
+}
+
+// Read returns whole batches starting with the one that holds offset, up
+// to maxBytes (at least one batch, however large, so that a reader always
+// progresses) and below the bound iso sets. The batches come from one
+// segment; a read that reaches the segment's end returns fewer bytes. An
+// offset at or past the bound returns no batches. An offset outside the
+// log start and end offsets is an *OffsetOutOfRangeError.
+//
+// The caller must Close the result.
+func (l *Log) Read(offset int64, maxBytes int, iso Isolation) (*Batches, error) {
+	for {
+		l.mu.RLock()
+		if l.closed {
+			l.mu.RUnlock()
+			return nil, ErrClosed
+		}
+		start, leo, bound := l.logStart.Load(), l.leo.Load(), l.bound(iso)
+		if offset < start || offset > leo {
+			l.mu.RUnlock()
+			return nil, &OffsetOutOfRangeError{Offset: offset, Start: start, End: leo}
+		}
+		if offset >= bound {
+			l.mu.RUnlock()
+			return &Batches{}, nil
+		}
+		i := sort.Search(len(l.segs), func(i int) bool { return l.segs[i].BaseOffset() > offset }) - 1
+		i = max(i, 0)
+		ref := l.segs[i]
+		last := i == len(l.segs)-1
+		var next int64
+		if !last {
+			next = l.segs[i+1].BaseOffset()
+		}
+		ok := ref.acquire()
+		l.mu.RUnlock()
+		if !ok {
+			continue // deleted and closed under us: look again
+		}
+		sl, err := ref.Read(offset, bound, maxBytes)
+		switch {
+		case err == nil:
+			return &Batches{Slice: sl, ref: ref}, nil
+		case errors.Is(err, segment.ErrOffsetNotFound) && !last:
+			// The offset falls in a gap at the segment's end (compaction
+			// removed it): carry on at the next segment.
+			offset = next
+			ref.release()
+		default:
+			ref.release()
+			return nil, fmt.Errorf("log %s: %w", l.dir, err)
+		}
+	}
+}
+
+// Records yields the records from offset from up to the bound iso sets,
+// reading the log in chunks. It stops at the bound as it stands when the
+// iteration reaches it; Wait tells when there is more.
+func (l *Log) Records(from int64, iso Isolation) iter.Seq2[segment.Record, error] {
+	return func(yield func(segment.Record, error) bool) {
+		for {
+			bs, err := l.Read(from, 1<<20, iso)
+			if err != nil {
+				yield(segment.Record{}, err)
+				return
+			}
+			if bs.Len() == 0 {
+				return
+			}
+			bound := l.bound(iso)
+			for b, err := range bs.All() {
+				if err != nil {
+					bs.Close()
+					yield(segment.Record{}, err)
+					return
+				}
+				for r, err := range b.Records() {
+					if err != nil {
+						bs.Close()
+						yield(segment.Record{}, fmt.Errorf("log %s: %w", l.dir, err))
+						return
+					}
+					if r.Offset < from || r.Offset >= bound {
+						continue
+					}
+					if !yield(r, nil) {
+						bs.Close()
+						return
+					}
+				}
+				from = max(from, b.LastOffset()+1)
+			}
+			bs.Close()
+		}
+	}
+}
+
+// Wait blocks until the bound iso sets passes offset, so that a read of
+// offset returns batches: for long polls and tailing consumers. It returns
+// ctx's error if ctx ends first and ErrClosed if the log closes.
+func (l *Log) Wait(ctx context.Context, offset int64, iso Isolation) error {
+	for {
+		l.nmu.Lock()
+		ch := l.advanced
+		l.nmu.Unlock()
+		if l.isClosed() {
+			return ErrClosed
+		}
+		if l.bound(iso) > offset {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ch:
+		}
+	}
+}
+
+// OffsetForTimestamp returns the offset of the first record whose
+// timestamp is at or after ts (Kafka's ListOffsets by time); ok is false if
+// no record is that late.
+func (l *Log) OffsetForTimestamp(ts int64) (offset int64, ok bool, err error) {
+	l.mu.RLock()
+	if l.closed {
+		l.mu.RUnlock()
+		return 0, false, ErrClosed
+	}
+	var ref *segRef
+	for _, s := range l.segs {
+		if s.MaxTimestamp() >= ts && s.acquire() {
+			ref = s
+			break
+		}
+	}
+	start := l.logStart.Load()
+	l.mu.RUnlock()
+	if ref == nil {
+		return 0, false, nil
+	}
+	defer ref.release()
+	offset, ok, err = ref.FindTimestamp(ts)
+	if err != nil {
+		return 0, false, fmt.Errorf("log %s: %w", l.dir, err)
+	}
+	return max(offset, start), ok, nil
+}

@@ -1,0 +1,60 @@
+package log
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Stats are a log's counters since it was opened and its current shape.
+type Stats struct {
+	Appends int64 // batches appended
+	Records int64 // records appended
+	Bytes   int64 // bytes of batches appended
+
+	Fsyncs    int64         // syncs of segment data
+	FsyncTime time.Duration // time spent in them
+	MaxFsync  time.Duration // the longest one
+
+	Segments  int // segments in the log
+	OpenFiles int // files open: three per segment still held by the log or a reader
+
+	LogStartOffset, HighWatermark, LogEndOffset int64
+}
+
+type counters struct {
+	appends, records, bytes atomic.Int64
+	fsyncs, fsyncNanos      atomic.Int64
+	maxFsyncNanos           atomic.Int64
+	openSegments            atomic.Int64
+}
+
+func (c *counters) fsync(d time.Duration) {
+	c.fsyncs.Add(1)
+	c.fsyncNanos.Add(int64(d))
+	for {
+		m := c.maxFsyncNanos.Load()
+		if int64(d) <= m || c.maxFsyncNanos.CompareAndSwap(m, int64(d)) {
+			return
+		}
+	}
+}
+
+// Stats returns the log's counters.
+func (l *Log) Stats() Stats {
+	l.mu.RLock()
+	segments := len(l.segs)
+	l.mu.RUnlock()
+	return Stats{
+		Appends:        l.stats.appends.Load(),
+		Records:        l.stats.records.Load(),
+		Bytes:          l.stats.bytes.Load(),
+		Fsyncs:         l.stats.fsyncs.Load(),
+		FsyncTime:      time.Duration(l.stats.fsyncNanos.Load()),
+		MaxFsync:       time.Duration(l.stats.maxFsyncNanos.Load()),
+		Segments:       segments,
+		OpenFiles:      3 * int(l.stats.openSegments.Load()),
+		LogStartOffset: l.logStart.Load(),
+		HighWatermark:  l.hw.Load(),
+		LogEndOffset:   l.leo.Load(),
+	}
+}

@@ -1,0 +1,172 @@
+package log
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/strandlog/strand/internal/vfs"
+	"github.com/strandlog/strand/segment"
+)
+
+// TruncateTo removes every record at or after offset, as a follower does
+// when its log diverged from the leader's (KIP-101). A batch that holds
+// offset is removed whole, so the log end offset may end up below offset.
+// An offset below the first segment empties the log and restarts it at
+// offset (Kafka's truncateFullyAndStartAt). Readers holding batches of the
+// removed range may fail to read them.
+func (l *Log) TruncateTo(offset int64) error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if l.isClosed() {
+		return ErrClosed
+	}
+	if l.failed != nil {
+		return l.failed
+	}
+	if offset < 0 {
+		return &OffsetOutOfRangeError{Offset: offset, Start: l.logStart.Load(), End: l.leo.Load()}
+	}
+	if offset >= l.leo.Load() {
+		return nil
+	}
+	l.mu.RLock()
+	segs := l.segs
+	l.mu.RUnlock()
+	if offset < segs[0].BaseOffset() {
+		return l.truncateFullyLocked(offset)
+	}
+	keep := slices.IndexFunc(segs, func(s *segRef) bool { return s.BaseOffset() >= offset })
+	if keep < 0 {
+		keep = len(segs)
+	}
+	if err := l.dropTailLocked(max(keep, 1)); err != nil {
+		return err
+	}
+	active := l.active()
+	if _, err := active.TruncateTo(offset); err != nil {
+		return l.fail(err)
+	}
+	// The segment may have been sealed if it was not the active one.
+	if err := errors.Join(active.Unseal(), active.Sync()); err != nil {
+		return l.fail(err)
+	}
+	return l.afterTruncateLocked()
+}
+
+// truncateFullyLocked removes every segment and starts an empty log at
+// offset.
+func (l *Log) truncateFullyLocked(offset int64) error {
+	seg, err := segment.Create(l.fs, l.dir, offset, l.opts.segmentOptions())
+	if err != nil {
+		return fmt.Errorf("log %s: %w", l.dir, err)
+	}
+	ref := l.newRef(seg)
+	l.mu.Lock()
+	old := l.segs
+	l.segs = []*segRef{ref}
+	l.mu.Unlock()
+	var errs []error
+	for _, s := range old {
+		errs = append(errs, s.discard(true))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return l.fail(err)
+	}
+	l.logStart.Store(offset)
+	if err := l.epochs.Clear(); err != nil {
+		return l.fail(err)
+	}
+	return l.afterTruncateLocked()
+}
+
+// dropTailLocked removes the segments from index keep on, making the one
+// before them active.
+func (l *Log) dropTailLocked(keep int) error {
+	l.mu.Lock()
+	old := l.segs
+	l.segs = slices.Clone(old[:keep])
+	l.mu.Unlock()
+	var errs []error
+	for _, s := range old[keep:] {
+		errs = append(errs, s.discard(true))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return l.fail(err)
+	}
+	return nil
+}
+
+func (l *Log) afterTruncateLocked() error {
+	leo := l.active().NextOffset()
+	l.leo.Store(leo)
+	l.hw.Store(min(l.hw.Load(), leo))
+	l.recoveryPoint = min(l.recoveryPoint, leo)
+	l.unflushedMsgs, l.unflushedBytes = 0, 0
+	if err := l.epochs.TruncateFromEnd(leo); err != nil {
+		return l.fail(err)
+	}
+	if err := vfs.SyncDir(l.fs, l.dir); err != nil {
+		return l.fail(err)
+	}
+	l.notify()
+	return l.writeCheckpointsLocked(l.opts.Now())
+}
+
+// fail records an error after which the log's files may not match its
+// state, so that further writes are refused until the log is reopened.
+func (l *Log) fail(err error) error {
+	l.failed = fmt.Errorf("%w: %s: %w", ErrFailed, l.dir, err)
+	return l.failed
+}
+
+// DeleteRecordsBefore advances the log start offset to offset, as Kafka's
+// DeleteRecords does: reads below it fail from now on, and segments wholly
+// below it are deleted. An offset above the high watermark is an
+// *OffsetOutOfRangeError; one at or below the log start does nothing.
+func (l *Log) DeleteRecordsBefore(offset int64) error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if l.isClosed() {
+		return ErrClosed
+	}
+	if hw := l.hw.Load(); offset > hw {
+		return &OffsetOutOfRangeError{Offset: offset, Start: l.logStart.Load(), End: hw}
+	}
+	if offset <= l.logStart.Load() {
+		return nil
+	}
+	l.logStart.Store(offset)
+	if err := l.writeOffset(logStartFile, offset); err != nil {
+		return err
+	}
+	if err := l.epochs.TruncateFromStart(offset); err != nil {
+		return fmt.Errorf("log %s: %w", l.dir, err)
+	}
+	l.mu.RLock()
+	segs := l.segs
+	l.mu.RUnlock()
+	n := 0
+	for n+1 < len(segs) && segs[n+1].BaseOffset() <= offset {
+		n++
+	}
+	return l.deleteHeadLocked(n)
+}
+
+// deleteHeadLocked deletes the n oldest segments. The log start offset
+// moved first, so no read asks for them; readers that hold them go on
+// reading until they let go, then the files are removed.
+func (l *Log) deleteHeadLocked(n int) error {
+	if n == 0 {
+		return nil
+	}
+	l.mu.Lock()
+	old := l.segs
+	l.segs = slices.Clone(old[n:])
+	l.mu.Unlock()
+	var errs []error
+	for _, s := range old[:n] {
+		errs = append(errs, s.discard(true))
+	}
+	return errors.Join(errs...)
+}
