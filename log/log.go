@@ -355,7 +355,7 @@ func (l *Log) rollLocked(base int64, replaceEmpty bool) (*segRef, error) {
 		}
 		l.stats.fsync(time.Since(start))
 	}
-	seg, err := segment.Create(l.fs, l.dir, base, l.opts.segmentOptions())
+	seg, err := segment.Create(l.dir, base, l.opts.segmentOptions())
 	if err != nil {
 		return nil, fmt.Errorf("log %s: roll: %w", l.dir, err)
 	}

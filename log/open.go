@@ -77,7 +77,7 @@ func (l *Log) load() error {
 	}
 
 	if len(bases) == 0 {
-		seg, err := segment.Create(l.fs, l.dir, logStart, l.opts.segmentOptions())
+		seg, err := segment.Create(l.dir, logStart, l.opts.segmentOptions())
 		if err != nil {
 			return fmt.Errorf("log %s: %w", l.dir, err)
 		}
@@ -87,14 +87,14 @@ func (l *Log) load() error {
 		last := i == len(bases)-1
 		trusted := clean || (!last && bases[i+1] <= recoveryPoint)
 		if trusted {
-			seg, err := segment.Open(l.fs, l.dir, base, l.opts.segmentOptions())
+			seg, err := segment.Open(l.dir, base, l.opts.segmentOptions())
 			if err != nil {
 				return fmt.Errorf("log %s: %w", l.dir, err)
 			}
 			l.segs = append(l.segs, l.newRef(seg))
 			continue
 		}
-		seg, truncated, err := segment.Recover(l.fs, l.dir, base, l.opts.segmentOptions(), max(recoveryPoint, base))
+		seg, truncated, err := segment.Recover(l.dir, base, l.opts.segmentOptions(), max(recoveryPoint, base))
 		if err != nil {
 			return fmt.Errorf("log %s: recovering past the recovery point %d: %w", l.dir, recoveryPoint, err)
 		}

@@ -184,5 +184,5 @@ func (o Options) withDefaults() (Options, error) {
 }
 
 func (o *Options) segmentOptions() segment.Options {
-	return segment.Options{IndexIntervalBytes: o.IndexIntervalBytes, MaxIndexBytes: o.MaxIndexBytes}
+	return segment.Options{FS: o.FS, IndexIntervalBytes: o.IndexIntervalBytes, MaxIndexBytes: o.MaxIndexBytes}
 }

@@ -57,7 +57,7 @@ func (l *Log) TruncateTo(offset int64) error {
 // truncateFullyLocked removes every segment and starts an empty log at
 // offset.
 func (l *Log) truncateFullyLocked(offset int64) error {
-	seg, err := segment.Create(l.fs, l.dir, offset, l.opts.segmentOptions())
+	seg, err := segment.Create(l.dir, offset, l.opts.segmentOptions())
 	if err != nil {
 		return fmt.Errorf("log %s: %w", l.dir, err)
 	}

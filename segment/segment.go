@@ -46,8 +46,12 @@ var (
 	ErrClosed = errors.New("segment: segment closed")
 )
 
-// Options configure a segment. The zero value means Kafka's defaults.
+// Options configure a segment. The zero value means Kafka's defaults on
+// the operating system's file system.
 type Options struct {
+	// FS is the file system; default the operating system's.
+	FS vfs.FS
+
 	// IndexIntervalBytes is how many bytes of batches are appended between
 	// two index entries (Kafka's index.interval.bytes, default 4096).
 	IndexIntervalBytes int
@@ -57,6 +61,9 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
+	if o.FS == nil {
+		o.FS = vfs.Default
+	}
 	if o.IndexIntervalBytes <= 0 {
 		o.IndexIntervalBytes = DefaultIndexIntervalBytes
 	}
@@ -107,9 +114,10 @@ type Segment struct {
 // Create creates an empty active segment with base offset base in dir,
 // replacing any files of that name. The caller syncs dir to make the new
 // names durable.
-func Create(fs vfs.FS, dir string, base int64, opts Options) (*Segment, error) {
+func Create(dir string, base int64, opts Options) (*Segment, error) {
 	opts = opts.withDefaults()
-	s := newSegment(fs, dir, base, opts)
+	fs := opts.FS
+	s := newSegment(dir, base, opts)
 	var err error
 	if s.log, err = fs.Create(s.logName); err != nil {
 		return nil, fmt.Errorf("segment: create %s: %w", s.logName, err)
@@ -133,8 +141,8 @@ func Create(fs vfs.FS, dir string, base int64, opts Options) (*Segment, error) {
 // Open reads the log only from its last index entry to find the next
 // offset; a framing error there is returned, wrapping ErrCorrupt, with the
 // file and position.
-func Open(fs vfs.FS, dir string, base int64, opts Options) (*Segment, error) {
-	s, err := openLog(fs, dir, base, opts)
+func Open(dir string, base int64, opts Options) (*Segment, error) {
+	s, err := openLog(dir, base, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -162,13 +170,13 @@ func Open(fs vfs.FS, dir string, base int64, opts Options) (*Segment, error) {
 // holding them is corruption, not a torn write: Recover then truncates
 // nothing and returns an error wrapping ErrCorrupt that names the file and
 // position. Pass the segment's base offset to treat every batch as torn.
-func Recover(fs vfs.FS, dir string, base int64, opts Options, durable int64) (s *Segment, truncated int64, err error) {
-	s, err = openLog(fs, dir, base, opts)
+func Recover(dir string, base int64, opts Options, durable int64) (s *Segment, truncated int64, err error) {
+	s, err = openLog(dir, base, opts)
 	if err != nil {
 		return nil, 0, err
 	}
 	for _, suffix := range []string{IndexSuffix, TimeIndexSuffix} {
-		if err := fs.Remove(FileName(dir, base, suffix)); err != nil && !errors.Is(err, iofs.ErrNotExist) {
+		if err := s.fs.Remove(FileName(dir, base, suffix)); err != nil && !errors.Is(err, iofs.ErrNotExist) {
 			return nil, 0, errors.Join(err, s.Close())
 		}
 	}
@@ -182,9 +190,9 @@ func Recover(fs vfs.FS, dir string, base int64, opts Options, durable int64) (s 
 	return s, fileSize - s.size.Load(), nil
 }
 
-func newSegment(fs vfs.FS, dir string, base int64, opts Options) *Segment {
+func newSegment(dir string, base int64, opts Options) *Segment {
 	s := &Segment{
-		fs: fs, dir: dir, base: base, opts: opts,
+		fs: opts.FS, dir: dir, base: base, opts: opts,
 		logName:         FileName(dir, base, LogSuffix),
 		offsetOfMaxTime: -1,
 	}
@@ -194,10 +202,10 @@ func newSegment(fs vfs.FS, dir string, base int64, opts Options) *Segment {
 	return s
 }
 
-func openLog(fs vfs.FS, dir string, base int64, opts Options) (*Segment, error) {
-	s := newSegment(fs, dir, base, opts.withDefaults())
+func openLog(dir string, base int64, opts Options) (*Segment, error) {
+	s := newSegment(dir, base, opts.withDefaults())
 	var err error
-	if s.log, err = fs.OpenReadWrite(s.logName); err != nil {
+	if s.log, err = s.fs.OpenReadWrite(s.logName); err != nil {
 		return nil, fmt.Errorf("segment: open %s: %w", s.logName, err)
 	}
 	fi, err := s.log.Stat()

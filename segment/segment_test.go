@@ -38,6 +38,12 @@ func testBatches(t testing.TB, n, recs, valueSize int, base, ts0 int64) []Batch 
 	return out
 }
 
+// on returns opts for the file system fs.
+func on(fs vfs.FS, opts Options) Options {
+	opts.FS = fs
+	return opts
+}
+
 func newMemDir(t testing.TB) (*vfs.MemFS, string) {
 	fs := vfs.NewMem()
 	require.NoError(t, fs.MkdirAll("/p-0", 0o755))
@@ -87,7 +93,7 @@ func requireHolds(t *testing.T, s *Segment, want []Batch) {
 
 func TestAppendIndexesAfterEveryIntervalBytes(t *testing.T) {
 	fs, dir := newMemDir(t)
-	s, err := Create(fs, dir, 100, smallIndex)
+	s, err := Create(dir, 100, on(fs, smallIndex))
 	require.NoError(t, err)
 	defer s.Close()
 	bs := testBatches(t, 40, 3, 400, 100, 1000) // ~1.3 KiB batches
@@ -116,7 +122,7 @@ func TestAppendIndexesAfterEveryIntervalBytes(t *testing.T) {
 
 func TestAppendRejectsOffsetsOutOfOrder(t *testing.T) {
 	fs, dir := newMemDir(t)
-	s, err := Create(fs, dir, 10, smallIndex)
+	s, err := Create(dir, 10, on(fs, smallIndex))
 	require.NoError(t, err)
 	defer s.Close()
 	bs := testBatches(t, 2, 5, 10, 10, 0)
@@ -132,7 +138,7 @@ func TestAppendRejectsOffsetsOutOfOrder(t *testing.T) {
 
 func TestReadReturnsWholeBatches(t *testing.T) {
 	fs, dir := newMemDir(t)
-	s, err := Create(fs, dir, 0, smallIndex)
+	s, err := Create(dir, 0, on(fs, smallIndex))
 	require.NoError(t, err)
 	defer s.Close()
 	bs := testBatches(t, 10, 4, 100, 0, 0)
@@ -168,7 +174,7 @@ func TestReadReturnsWholeBatches(t *testing.T) {
 
 func TestFindTimestamp(t *testing.T) {
 	fs, dir := newMemDir(t)
-	s, err := Create(fs, dir, 0, Options{IndexIntervalBytes: 100, MaxIndexBytes: 4096})
+	s, err := Create(dir, 0, on(fs, Options{IndexIntervalBytes: 100, MaxIndexBytes: 4096}))
 	require.NoError(t, err)
 	defer s.Close()
 	bs := testBatches(t, 30, 5, 50, 0, 1000) // record i has timestamp 1000+10i
@@ -193,7 +199,7 @@ func TestFindTimestamp(t *testing.T) {
 
 func TestReopenAfterSeal(t *testing.T) {
 	fs, dir := newMemDir(t)
-	s, err := Create(fs, dir, 7, smallIndex)
+	s, err := Create(dir, 7, on(fs, smallIndex))
 	require.NoError(t, err)
 	bs := testBatches(t, 25, 3, 500, 7, 50)
 	appendAll(t, s, bs)
@@ -202,7 +208,7 @@ func TestReopenAfterSeal(t *testing.T) {
 	require.NoError(t, s.Sync())
 	require.NoError(t, s.Close())
 
-	s, err = Open(fs, dir, 7, smallIndex)
+	s, err = Open(dir, 7, on(fs, smallIndex))
 	require.NoError(t, err)
 	defer s.Close()
 	requireHolds(t, s, bs)
@@ -218,7 +224,7 @@ func TestReopenAfterSeal(t *testing.T) {
 
 func TestOpenRebuildsACorruptIndex(t *testing.T) {
 	fs, dir := newMemDir(t)
-	s, err := Create(fs, dir, 0, smallIndex)
+	s, err := Create(dir, 0, on(fs, smallIndex))
 	require.NoError(t, err)
 	bs := testBatches(t, 20, 3, 500, 0, 50)
 	appendAll(t, s, bs)
@@ -232,7 +238,7 @@ func TestOpenRebuildsACorruptIndex(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
 
-	s, err = Open(fs, dir, 0, smallIndex)
+	s, err = Open(dir, 0, on(fs, smallIndex))
 	require.NoError(t, err)
 	defer s.Close()
 	requireHolds(t, s, bs)
@@ -240,7 +246,7 @@ func TestOpenRebuildsACorruptIndex(t *testing.T) {
 
 func TestOpenReportsCorruptionItTrusts(t *testing.T) {
 	fs, dir := newMemDir(t)
-	s, err := Create(fs, dir, 0, smallIndex)
+	s, err := Create(dir, 0, on(fs, smallIndex))
 	require.NoError(t, err)
 	bs := testBatches(t, 3, 3, 100, 0, 50)
 	appendAll(t, s, bs)
@@ -255,7 +261,7 @@ func TestOpenReportsCorruptionItTrusts(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
 
-	_, err = Open(fs, dir, 0, smallIndex)
+	_, err = Open(dir, 0, on(fs, smallIndex))
 	require.ErrorIs(t, err, ErrCorrupt)
 	require.ErrorContains(t, err, fmt.Sprintf("position %d", pos))
 	require.ErrorContains(t, err, "00000000000000000000.log")
@@ -287,14 +293,14 @@ func TestRecoverTornTailAtEveryByte(t *testing.T) {
 	good := len(concat(keep))
 	for cut := good; cut < len(full); cut++ {
 		fs, dir := writeLog(t, full[:cut])
-		s, truncated, err := Recover(fs, dir, 0, smallIndex, 0)
+		s, truncated, err := Recover(dir, 0, on(fs, smallIndex), 0)
 		require.NoError(t, err, "cut at %d", cut)
 		require.EqualValues(t, cut-good, truncated, "cut at %d", cut)
 		requireHolds(t, s, keep)
 		require.NoError(t, s.Close())
 	}
 	fs, dir := writeLog(t, full)
-	s, truncated, err := Recover(fs, dir, 0, smallIndex, 0)
+	s, truncated, err := Recover(dir, 0, on(fs, smallIndex), 0)
 	require.NoError(t, err)
 	require.Zero(t, truncated)
 	requireHolds(t, s, bs)
@@ -318,7 +324,7 @@ func TestRecoverTruncatesACorruptLastBatch(t *testing.T) {
 			data := bytes.Clone(full)
 			data[i] ^= 1 << bit
 			fs, dir := writeLog(t, data)
-			s, truncated, err := Recover(fs, dir, 0, smallIndex, 0)
+			s, truncated, err := Recover(dir, 0, on(fs, smallIndex), 0)
 			require.NoError(t, err)
 			require.EqualValues(t, len(full)-good, truncated, "bit %d of byte %d", bit, i-good)
 			requireHolds(t, s, bs[:len(bs)-1])
@@ -334,7 +340,7 @@ func TestRecoverRefusesToCutDurableOffsets(t *testing.T) {
 	data[pos+40] ^= 1 // inside batch 2, offsets 8 to 11
 	for _, durable := range []int64{9, 12, 20} {
 		fs, dir := writeLog(t, data)
-		_, _, err := Recover(fs, dir, 0, smallIndex, durable)
+		_, _, err := Recover(dir, 0, on(fs, smallIndex), durable)
 		require.ErrorIs(t, err, ErrCorrupt, "durable %d", durable)
 		require.ErrorContains(t, err, fmt.Sprintf("position %d", pos))
 		fi, err := fs.Stat(FileName(dir, 0, LogSuffix))
@@ -342,7 +348,7 @@ func TestRecoverRefusesToCutDurableOffsets(t *testing.T) {
 		require.EqualValues(t, len(data), fi.Size(), "nothing is cut")
 	}
 	fs, dir := writeLog(t, data)
-	s, _, err := Recover(fs, dir, 0, smallIndex, 8)
+	s, _, err := Recover(dir, 0, on(fs, smallIndex), 8)
 	require.NoError(t, err, "a bad batch at the durable offset is a torn write")
 	requireHolds(t, s, bs[:2])
 	require.NoError(t, s.Close())
@@ -352,7 +358,7 @@ func TestRecoverStopsAtOffsetsGoingBackwards(t *testing.T) {
 	bs := testBatches(t, 3, 2, 10, 0, 0)
 	bs = append(bs, testBatches(t, 1, 2, 10, 2, 0)...) // repeats offsets 2 and 3
 	fs, dir := writeLog(t, concat(bs))
-	s, truncated, err := Recover(fs, dir, 0, smallIndex, 0)
+	s, truncated, err := Recover(dir, 0, on(fs, smallIndex), 0)
 	require.NoError(t, err)
 	require.EqualValues(t, len(bs[3]), truncated)
 	requireHolds(t, s, bs[:3])
@@ -361,7 +367,7 @@ func TestRecoverStopsAtOffsetsGoingBackwards(t *testing.T) {
 
 func TestTruncateTo(t *testing.T) {
 	fs, dir := newMemDir(t)
-	s, err := Create(fs, dir, 0, Options{IndexIntervalBytes: 200, MaxIndexBytes: 4096})
+	s, err := Create(dir, 0, on(fs, Options{IndexIntervalBytes: 200, MaxIndexBytes: 4096}))
 	require.NoError(t, err)
 	defer s.Close()
 	bs := testBatches(t, 20, 5, 60, 0, 0)
@@ -399,7 +405,7 @@ func TestTruncateTo(t *testing.T) {
 func TestCrashAtEveryOperation(t *testing.T) {
 	bs := testBatches(t, 16, 3, 700, 0, 0)
 	run := func(fs *vfs.MemFS) (synced int) {
-		s, err := Create(fs, "/p-0", 0, smallIndex)
+		s, err := Create("/p-0", 0, on(fs, smallIndex))
 		if err != nil {
 			return 0
 		}
@@ -459,7 +465,7 @@ func TestCrashAtEveryOperation(t *testing.T) {
 				require.Zero(t, synced, "stop %d: the log vanished after a sync", stop)
 				continue
 			}
-			s, _, err := Recover(after, "/p-0", 0, smallIndex, 0)
+			s, _, err := Recover("/p-0", 0, on(after, smallIndex), 0)
 			require.NoError(t, err, "stop %d", stop)
 			got := s.NextOffset()
 			require.GreaterOrEqual(t, got, int64(synced*3), "stop %d seed %d: synced batches lost", stop, seed)
@@ -472,7 +478,7 @@ func TestCrashAtEveryOperation(t *testing.T) {
 
 func TestSliceWriteTo(t *testing.T) {
 	dir := t.TempDir()
-	s, err := Create(vfs.Default, dir, 0, smallIndex)
+	s, err := Create(dir, 0, on(vfs.Default, smallIndex))
 	require.NoError(t, err)
 	defer s.Close()
 	bs := testBatches(t, 10, 10, 200, 0, 0)
@@ -506,7 +512,7 @@ func FuzzRecover(f *testing.F) {
 	f.Add(bytes.Repeat([]byte{0xff}, 200))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fs, dir := writeLog(t, data)
-		s, truncated, err := Recover(fs, dir, 0, Options{IndexIntervalBytes: 64, MaxIndexBytes: 1024}, 0)
+		s, truncated, err := Recover(dir, 0, on(fs, Options{IndexIntervalBytes: 64, MaxIndexBytes: 1024}), 0)
 		if err != nil {
 			return
 		}
@@ -525,7 +531,7 @@ func FuzzRecover(f *testing.F) {
 		requireHolds(t, s, kept)
 		require.NoError(t, s.Seal())
 		require.NoError(t, s.Close())
-		s, err = Open(fs, dir, 0, Options{IndexIntervalBytes: 64, MaxIndexBytes: 1024})
+		s, err = Open(dir, 0, on(fs, Options{IndexIntervalBytes: 64, MaxIndexBytes: 1024}))
 		require.NoError(t, err)
 		requireHolds(t, s, kept)
 	})
