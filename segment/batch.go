@@ -265,10 +265,10 @@ func (b Batch) BaseTimestamp() int64 { return int64(binary.BigEndian.Uint64(b[of
 func (b Batch) MaxTimestamp() int64 { return int64(binary.BigEndian.Uint64(b[offMaxTimestamp:])) }
 
 // SetLogAppendTime marks the batch's timestamps as the broker's append time
-// ms and recomputes the CRC, which covers both fields. This is how a Kafka
-// broker stamps a producer's batch for a topic with
-// message.timestamp.type=LogAppendTime (LogValidator, in place when no
-// recompression is needed).
+// ms and recomputes the CRC, which covers both fields, so b must be the
+// whole batch. This is how a Kafka broker stamps a producer's batch for a
+// topic with message.timestamp.type=LogAppendTime (LogValidator, in place
+// when no recompression is needed).
 func (b Batch) SetLogAppendTime(ms int64) {
 	binary.BigEndian.PutUint16(b[offAttributes:], b.attributes()|attrLogAppendTime)
 	binary.BigEndian.PutUint64(b[offMaxTimestamp:], uint64(ms))

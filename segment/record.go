@@ -161,9 +161,13 @@ func appendRecords(dst []byte, recs []Record, o *BuildOptions) ([]byte, encoded,
 		delta := int64(i)
 		if o.KeepOffsets {
 			delta = r.Offset - o.BaseOffset
-			if delta <= int64(enc.lastOffsetDelta) || delta > math.MaxInt32 {
-				return dst, encoded{}, fmt.Errorf("%w: record %d: offset %d after offset %d, base offset %d: offsets must increase within [base, base+2^31)",
-					ErrInvalidRecords, i, r.Offset, o.BaseOffset+int64(enc.lastOffsetDelta), o.BaseOffset)
+			switch {
+			case delta < 0 || delta > math.MaxInt32:
+				return dst, encoded{}, fmt.Errorf("%w: record %d: offset %d outside [base offset %d, base offset + 2^31)",
+					ErrInvalidRecords, i, r.Offset, o.BaseOffset)
+			case delta <= int64(enc.lastOffsetDelta):
+				return dst, encoded{}, fmt.Errorf("%w: record %d: offset %d does not follow offset %d",
+					ErrInvalidRecords, i, r.Offset, o.BaseOffset+int64(enc.lastOffsetDelta))
 			}
 		}
 		var err error

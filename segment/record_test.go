@@ -103,11 +103,11 @@ func TestAppendBatchErrors(t *testing.T) {
 		{"zstd", []Record{{}}, BuildOptions{Codec: CodecZstd}, ErrUnsupportedCodec, "unsupported codec zstd"},
 		{"unknown codec", []Record{{}}, BuildOptions{Codec: 7}, ErrUnsupportedCodec, "unsupported codec Codec(7)"},
 		{"offset below base", []Record{{Offset: 9}}, BuildOptions{BaseOffset: 10, KeepOffsets: true}, ErrInvalidRecords,
-			"segment: invalid records: record 0: offset 9 after offset 9, base offset 10"},
+			"segment: invalid records: record 0: offset 9 outside [base offset 10, base offset + 2^31)"},
 		{"offsets repeat", []Record{{Offset: 3}, {Offset: 3}}, BuildOptions{KeepOffsets: true}, ErrInvalidRecords,
-			"record 1: offset 3 after offset 3"},
+			"record 1: offset 3 does not follow offset 3"},
 		{"offset delta past int32", []Record{{Offset: math.MaxInt32 + 1}}, BuildOptions{KeepOffsets: true},
-			ErrInvalidRecords, "record 0: offset 2147483648"},
+			ErrInvalidRecords, "record 0: offset 2147483648 outside [base offset 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dst := []byte("prefix")
