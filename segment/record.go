@@ -128,9 +128,8 @@ func AppendBatch(dst []byte, recs []Record, opts BuildOptions) ([]byte, error) {
 	if err != nil {
 		return dst, err
 	}
-	if size := len(out) - start; size-lengthOverhead > math.MaxInt32 {
-		return dst, fmt.Errorf("%w: %d bytes, the length field holds at most %d",
-			ErrBatchTooLarge, size, math.MaxInt32+lengthOverhead)
+	if size := len(out) - start; size > math.MaxInt32 {
+		return dst, fmt.Errorf("%w: %d bytes, a batch holds at most %d", ErrBatchTooLarge, size, math.MaxInt32)
 	}
 	attrs := uint16(opts.Codec)
 	if opts.Transactional {
