@@ -47,9 +47,9 @@ func (c Codec) String() string {
 	return "Codec(" + strconv.Itoa(int(c)) + ")"
 }
 
-// MaxDecompressedSize bounds the decompressed records of one batch. A batch
-// is at most 2 GiB, but a few kilobytes of hostile gzip can claim far more
-// than that; Records stops with ErrBatchTooLarge instead.
+// MaxDecompressedSize bounds the decompressed records of one batch. Gzip
+// expands up to a thousandfold, so a hostile batch of a few megabytes could
+// otherwise demand gigabytes; Records stops with ErrBatchTooLarge past it.
 const MaxDecompressedSize = 64 << 20
 
 // ErrUnsupportedCodec is matched by errors.Is for every *CodecError.
@@ -61,6 +61,8 @@ type CodecError struct {
 	Codec Codec
 }
 
+// Error says which codec; this package wraps it with the batch or the
+// operation that needed the codec.
 func (e *CodecError) Error() string { return "unsupported codec " + e.Codec.String() }
 
 // Is makes errors.Is(err, ErrUnsupportedCodec) true for a *CodecError.

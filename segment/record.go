@@ -171,8 +171,8 @@ func appendRecords(dst []byte, recs []Record, o *BuildOptions) ([]byte, encoded,
 		}
 		var err error
 		// The delta wraps for extreme timestamps, and base+delta wraps back.
-		if dst, err = appendRecord(dst, r, delta, r.Timestamp-baseTS); err != nil {
-			return dst, encoded{}, fmt.Errorf("%w: record %d", err, i)
+		if dst, err = appendRecord(dst, r, i, delta, r.Timestamp-baseTS); err != nil {
+			return dst, encoded{}, err
 		}
 		enc.lastOffsetDelta = int32(delta)
 		enc.maxTimestamp = max(enc.maxTimestamp, r.Timestamp)
@@ -180,14 +180,15 @@ func appendRecords(dst []byte, recs []Record, o *BuildOptions) ([]byte, encoded,
 	return dst, enc, nil
 }
 
-func appendRecord(dst []byte, r *Record, offsetDelta, timestampDelta int64) ([]byte, error) {
+// appendRecord appends r, record i of its batch.
+func appendRecord(dst []byte, r *Record, i int, offsetDelta, timestampDelta int64) ([]byte, error) {
 	size := 1 + varintLen(timestampDelta) + varintLen(offsetDelta) +
 		bytesLen(r.Key) + bytesLen(r.Value) + varintLen(int64(len(r.Headers)))
 	for _, h := range r.Headers {
 		size += varintLen(int64(len(h.Key))) + len(h.Key) + bytesLen(h.Value)
 	}
 	if size > math.MaxInt32 {
-		return dst, fmt.Errorf("%w: record of %d bytes", ErrBatchTooLarge, size)
+		return dst, fmt.Errorf("%w: record %d takes %d bytes, at most %d fit", ErrBatchTooLarge, i, size, math.MaxInt32)
 	}
 	dst = binary.AppendVarint(dst, int64(size))
 	dst = append(dst, 0) // attributes, unused since v2
