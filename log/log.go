@@ -88,6 +88,7 @@ type Log struct {
 	unflushedMsgs  int64
 	unflushedBytes int64
 	lastCheckpoint time.Time
+	checkpointed   [3]int64 // recovery point, high watermark, log start as last written
 	flushTimer     *time.Timer
 	timers         sync.WaitGroup
 

@@ -75,6 +75,7 @@ func (l *Log) load() error {
 	if err != nil {
 		return err
 	}
+	l.checkpointed = [3]int64{recoveryPoint, hw, logStart}
 
 	if len(bases) == 0 {
 		seg, err := segment.Create(l.dir, logStart, l.opts.segmentOptions())
@@ -82,6 +83,9 @@ func (l *Log) load() error {
 			return fmt.Errorf("log %s: %w", l.dir, err)
 		}
 		l.segs = append(l.segs, l.newRef(seg))
+		if err := vfs.SyncDir(l.fs, l.dir); err != nil {
+			return fmt.Errorf("log %s: %w", l.dir, err)
+		}
 	}
 	for i, base := range bases {
 		last := i == len(bases)-1
@@ -260,14 +264,24 @@ func (l *Log) writeOffset(name string, off int64) error {
 }
 
 // writeCheckpointsLocked writes the recovery point, the high watermark and
-// the log start offset.
+// the log start offset, each only if it changed since it was last written.
 func (l *Log) writeCheckpointsLocked(now time.Time) error {
 	l.lastCheckpoint = now
-	return errors.Join(
-		l.writeOffset(recoveryPointFile, l.recoveryPoint),
-		l.writeOffset(highWatermarkFile, l.hw.Load()),
-		l.writeOffset(logStartFile, l.logStart.Load()),
-	)
+	var errs []error
+	for i, c := range [...]struct {
+		name string
+		off  int64
+	}{{recoveryPointFile, l.recoveryPoint}, {highWatermarkFile, l.hw.Load()}, {logStartFile, l.logStart.Load()}} {
+		if l.checkpointed[i] == c.off {
+			continue
+		}
+		if err := l.writeOffset(c.name, c.off); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		l.checkpointed[i] = c.off
+	}
+	return errors.Join(errs...)
 }
 
 // Close syncs the log, writes its checkpoints and the clean-shutdown

@@ -136,12 +136,8 @@ func (l *Log) DeleteRecordsBefore(offset int64) error {
 	if offset <= l.logStart.Load() {
 		return nil
 	}
-	l.logStart.Store(offset)
-	if err := l.writeOffset(logStartFile, offset); err != nil {
+	if err := l.advanceLogStartLocked(offset); err != nil {
 		return err
-	}
-	if err := l.epochs.TruncateFromStart(offset); err != nil {
-		return fmt.Errorf("log %s: %w", l.dir, err)
 	}
 	l.mu.RLock()
 	segs := l.segs
@@ -151,6 +147,22 @@ func (l *Log) DeleteRecordsBefore(offset int64) error {
 		n++
 	}
 	return l.deleteHeadLocked(n)
+}
+
+// advanceLogStartLocked moves the log start offset to offset and makes it
+// durable before any segment below it goes.
+func (l *Log) advanceLogStartLocked(offset int64) error {
+	if offset <= l.logStart.Load() {
+		return nil
+	}
+	l.logStart.Store(offset)
+	if err := l.writeCheckpointsLocked(l.opts.Now()); err != nil {
+		return err
+	}
+	if err := l.epochs.TruncateFromStart(offset); err != nil {
+		return l.fail(err)
+	}
+	return nil
 }
 
 // deleteHeadLocked deletes the n oldest segments. The log start offset
