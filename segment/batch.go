@@ -95,8 +95,7 @@ type Batch []byte
 // Validate to check the CRC before trusting bytes from a file or a network.
 //
 // If b ends before the batch does, the error wraps ErrShortBatch; if the
-// header cannot be that of a v2 batch, it wraps ErrCorrupt, or
-// ErrBatchTooLarge if the length field claims more than 2^31-1 bytes.
+// header cannot be that of a v2 batch, it wraps ErrCorrupt.
 func ParseBatch(b []byte) (batch Batch, rest []byte, err error) {
 	size, err := checkFraming(b)
 	if err != nil {
@@ -139,9 +138,9 @@ func checkFraming(b []byte) (int, error) {
 			ErrCorrupt, baseOffset(b), length, HeaderSize-lengthOverhead)
 	}
 	if length > math.MaxInt32-lengthOverhead {
-		// Kafka holds a batch's size in an int32 too.
+		// Kafka holds a batch's size in an int32 too, so no batch is larger.
 		return 0, fmt.Errorf("%w at base offset %d: length field %d makes the batch larger than %d bytes",
-			ErrBatchTooLarge, baseOffset(b), length, math.MaxInt32)
+			ErrCorrupt, baseOffset(b), length, math.MaxInt32)
 	}
 	if len(b) <= offMagic {
 		return 0, fmt.Errorf("%w at base offset %d: %d bytes, a batch header needs %d",

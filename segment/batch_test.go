@@ -319,7 +319,7 @@ func TestParseBatchErrors(t *testing.T) {
 		{"length past int32", func(b []byte) []byte {
 			binary.BigEndian.PutUint32(b[offLength:], math.MaxInt32-11)
 			return b
-		}, ErrBatchTooLarge, "segment: batch too large at base offset 42: length field 2147483636 makes the batch larger than 2147483647 bytes"},
+		}, ErrCorrupt, "segment: corrupt batch at base offset 42: length field 2147483636 makes the batch larger than 2147483647 bytes"},
 		{"magic 1", func(b []byte) []byte { b[offMagic] = 1; return b }, ErrCorrupt,
 			"segment: corrupt batch at base offset 42: magic 1, want 2"},
 		{"wrong magic is corrupt once the byte is there", func(b []byte) []byte { b[offMagic] = 3; return b[:17] },
