@@ -276,21 +276,21 @@ type recordDecoder struct {
 	prevDelta       int64
 }
 
-func (b Batch) newRecordDecoder() (*recordDecoder, error) {
+func (b Batch) newRecordDecoder() (recordDecoder, error) {
 	if len(b) < HeaderSize {
-		return nil, fmt.Errorf("%w: %d bytes, a batch header needs %d", ErrShortBatch, len(b), HeaderSize)
+		return recordDecoder{}, fmt.Errorf("%w: %d bytes, a batch header needs %d", ErrShortBatch, len(b), HeaderSize)
 	}
 	if _, err := checkFraming(b); err != nil {
-		return nil, err
+		return recordDecoder{}, err
 	}
 	if b.Size() > len(b) {
-		return nil, fmt.Errorf("%w at base offset %d: length field says %d bytes, have %d",
+		return recordDecoder{}, fmt.Errorf("%w at base offset %d: length field says %d bytes, have %d",
 			ErrShortBatch, b.BaseOffset(), b.Size(), len(b))
 	}
 	if b.NumRecords() < 0 {
-		return nil, fmt.Errorf("%w at base offset %d: negative record count %d", ErrCorrupt, b.BaseOffset(), b.NumRecords())
+		return recordDecoder{}, fmt.Errorf("%w at base offset %d: negative record count %d", ErrCorrupt, b.BaseOffset(), b.NumRecords())
 	}
-	d := &recordDecoder{
+	d := recordDecoder{
 		buf:             b[HeaderSize:b.Size()],
 		count:           int(b.NumRecords()),
 		baseOffset:      b.BaseOffset(),
@@ -303,7 +303,7 @@ func (b Batch) newRecordDecoder() (*recordDecoder, error) {
 	if c := b.Codec(); c != CodecNone && d.count > 0 {
 		buf, err := decompress(d.buf, c, MaxDecompressedSize, d.baseOffset)
 		if err != nil {
-			return nil, err
+			return recordDecoder{}, err
 		}
 		d.buf, d.compressed = buf, true
 	}
