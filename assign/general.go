@@ -403,59 +403,49 @@ func (st *sticky) holdBackTransfers() {
 	}
 }
 
-// planFromOwners builds a Plan from the owner of each flat partition in one
-// pass: walking partitions in order gives each member its topics and
-// partitions already sorted.
+// planFromOwners builds a Plan from the owner of each flat partition.
+// Walking partitions in order lays each member's out, sorted, in one shared
+// array; each member's map is then built in one go, which keeps the map
+// writes of a large group cache friendly.
 func planFromOwners(g *group, own []int32, topic []int32) Plan {
 	n := len(g.members)
-	size := make([]int32, n)
-	topics := make([]int32, n)
-	last := make([]int32, n)
-	for i := range last {
-		last[i] = -1
+	start := make([]int32, n+1) // member m's partitions are backing[start[m]:start[m+1]]
+	for _, m := range own {
+		if m >= 0 {
+			start[m+1]++
+		}
 	}
+	for m := range n {
+		start[m+1] += start[m]
+	}
+	backing := make([]int32, start[n])
+	fill := slices.Clone(start[:n])
 	for fp, m := range own {
-		if m < 0 {
-			continue
-		}
-		size[m]++
-		if t := topic[fp]; last[m] != t {
-			last[m] = t
-			topics[m]++
+		if m >= 0 {
+			backing[fill[m]] = int32(fp)
+			fill[m]++
 		}
 	}
-	backing := make([]int32, len(own))
-	start := make([]int32, n) // member -> start of its region in backing
-	fill := make([]int32, n)  // member -> next free index in backing
-	off := int32(0)
 	plan := make(Plan, n)
-	maps := make([]map[string][]int32, n)
-	for m := range g.members {
-		start[m], fill[m] = off, off
-		off += size[m]
-		maps[m] = make(map[string][]int32, topics[m])
-		plan[g.members[m].ID] = maps[m]
-		last[m] = -1
-	}
-	runStart := start // reused: start of the current topic's run per member
-	for fp, m := range own {
-		if m < 0 {
-			continue
-		}
-		t := topic[fp]
-		if last[m] != t {
-			if last[m] >= 0 {
-				maps[m][g.names[last[m]]] = backing[runStart[m]:fill[m]:fill[m]]
+	for m := range n {
+		part := backing[start[m]:start[m+1]]
+		topics := 0
+		for i, fp := range part {
+			if i == 0 || topic[fp] != topic[part[i-1]] {
+				topics++
 			}
-			last[m], runStart[m] = t, fill[m]
 		}
-		backing[fill[m]] = int32(fp - g.base[t])
-		fill[m]++
-	}
-	for m := range g.members {
-		if last[m] >= 0 {
-			maps[m][g.names[last[m]]] = backing[runStart[m]:fill[m]:fill[m]]
+		mp := make(map[string][]int32, topics)
+		for i := 0; i < len(part); {
+			t := topic[part[i]]
+			j := i
+			for ; j < len(part) && topic[part[j]] == t; j++ {
+				part[j] -= int32(g.base[t])
+			}
+			mp[g.names[t]] = part[i:j:j]
+			i = j
 		}
+		plan[g.members[m].ID] = mp
 	}
 	return plan
 }

@@ -117,7 +117,9 @@ func kgoRun(b kgo.GroupBalancer, g *group) func() error {
 		if err != nil {
 			return err
 		}
-		if plan, ok := into.(interface{ AsMemberIDMap() map[string]map[string][]int32 }); ok {
+		if plan, ok := into.(interface {
+			AsMemberIDMap() map[string]map[string][]int32
+		}); ok {
 			_ = plan.AsMemberIDMap()
 		}
 		return nil
