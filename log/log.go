@@ -269,7 +269,7 @@ func (l *Log) writeLocked(p *pending, now time.Time) error {
 func (l *Log) afterWriteLocked(now time.Time) error {
 	p := l.opts.Fsync
 	switch {
-	case p.mode == fsyncAlways,
+	case p.mode == fsyncAlways || p.mode == fsyncDefault,
 		p.mode == fsyncEvery && ((p.messages > 0 && l.unflushedMsgs >= p.messages) || (p.bytes > 0 && l.unflushedBytes >= p.bytes)):
 		if err := l.flushLocked(); err != nil {
 			return err

@@ -3,6 +3,8 @@ package log
 import (
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/strandlog/strand/internal/vfs"
@@ -11,7 +13,8 @@ import (
 
 // FsyncPolicy says when appended data is made durable with fsync, and so
 // what a power failure (not a process crash: the OS keeps written data then)
-// can take away. The zero value is FsyncAlways.
+// can take away. The zero value means the default, FsyncAlways (a topic
+// whose policy is zero takes its data directory's).
 type FsyncPolicy struct {
 	mode     fsyncMode
 	interval time.Duration
@@ -22,7 +25,8 @@ type FsyncPolicy struct {
 type fsyncMode int8
 
 const (
-	fsyncAlways fsyncMode = iota
+	fsyncDefault fsyncMode = iota
+	fsyncAlways
 	fsyncNever
 	fsyncInterval
 	fsyncEvery
@@ -51,16 +55,59 @@ func FsyncEvery(messages, bytes int64) FsyncPolicy {
 	return FsyncPolicy{mode: fsyncEvery, messages: messages, bytes: bytes}
 }
 
+// String returns the policy in the form ParseFsyncPolicy reads.
 func (p FsyncPolicy) String() string {
 	switch p.mode {
 	case fsyncNever:
 		return "never"
 	case fsyncInterval:
-		return "interval(" + p.interval.String() + ")"
+		return "interval:" + p.interval.String()
 	case fsyncEvery:
-		return fmt.Sprintf("every(%d messages, %d bytes)", p.messages, p.bytes)
+		return fmt.Sprintf("every:%d:%d", p.messages, p.bytes)
 	}
 	return "always"
+}
+
+// ParseFsyncPolicy reads a policy as String writes it: "always", "never",
+// "interval:DURATION" (such as "interval:100ms") or
+// "every:MESSAGES:BYTES" (such as "every:1000:0").
+func ParseFsyncPolicy(s string) (FsyncPolicy, error) {
+	kind, arg, _ := strings.Cut(s, ":")
+	switch kind {
+	case "always":
+		if arg == "" {
+			return FsyncAlways(), nil
+		}
+	case "never":
+		if arg == "" {
+			return FsyncNever(), nil
+		}
+	case "interval":
+		if d, err := time.ParseDuration(arg); err == nil && d > 0 {
+			return FsyncInterval(d), nil
+		}
+	case "every":
+		m, b, _ := strings.Cut(arg, ":")
+		msgs, err1 := strconv.ParseInt(m, 10, 64)
+		bytes, err2 := strconv.ParseInt(b, 10, 64)
+		if err1 == nil && err2 == nil && msgs >= 0 && bytes >= 0 && msgs+bytes > 0 {
+			return FsyncEvery(msgs, bytes), nil
+		}
+	}
+	return FsyncPolicy{}, fmt.Errorf("%w: fsync policy %q, allowed always, never, interval:DURATION or every:MESSAGES:BYTES", ErrInvalidOption, s)
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (p FsyncPolicy) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (p *FsyncPolicy) UnmarshalText(b []byte) error {
+	v, err := ParseFsyncPolicy(string(b))
+	if err != nil {
+		return err
+	}
+	*p = v
+	return nil
 }
 
 // Options configure a Log. The zero value is usable: each field's comment

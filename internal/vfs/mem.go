@@ -424,6 +424,13 @@ func (fs *MemFS) Lock(name string) (io.Closer, error) {
 	if fs.locks[name] {
 		return nil, pathErr("lock", name, ErrLocked)
 	}
+	n, parent, base, err := fs.lookup(name)
+	if err != nil || parent == nil {
+		return nil, pathErr("lock", name, syscall.ENOENT)
+	}
+	if n == nil {
+		parent.children[base] = &memNode{name: base, modTime: time.Now()}
+	}
 	fs.locks[name] = true
 	return &memLock{fs: fs, name: name}, nil
 }

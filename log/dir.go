@@ -1,0 +1,710 @@
+package log
+
+import (
+	"container/list"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	iofs "io/fs"
+	"iter"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/strandlog/strand/internal/vfs"
+	"github.com/strandlog/strand/segment"
+)
+
+// DirOptions configure a data directory.
+type DirOptions struct {
+	// Log holds the options every partition's Log starts from: the file
+	// system, index sizes, MaxBatchBytes, CheckpointInterval, Now. Its
+	// SegmentBytes, SegmentAge, Fsync and Compression are overridden by the
+	// topic's configuration.
+	Log Options
+
+	// Defaults fill in the zero fields of a topic's configuration.
+	// Defaults.Partitions is the partition count of a topic created
+	// without one (default 1).
+	Defaults TopicConfig
+
+	// MaxOpenFiles bounds the files the partitions keep open (three per
+	// segment); the least recently used partitions are closed, and reopened
+	// when next used. Partitions in use stay open even past the bound.
+	// Default 1024.
+	MaxOpenFiles int
+
+	// MaintenanceInterval is how often retention and compaction run in the
+	// background (Kafka's log.retention.check.interval.ms); default 5
+	// minutes; negative: never, only when Maintain is called.
+	MaintenanceInterval time.Duration
+}
+
+const (
+	topicsDir        = ".topics"
+	lockFile         = ".lock"
+	deletingSuffix   = "-delete"
+	defaultOpenFiles = 1024
+	evictRecount     = 256
+)
+
+// Dir is a data directory of topics, each split into partitions, each a
+// Log in a folder named <topic>-<partition> as in Kafka. A Dir is safe for
+// concurrent use. Partitions are opened when first used and closed when
+// too many files are open; the Partition handles hide both.
+type Dir struct {
+	path string
+	opts DirOptions
+	fs   vfs.FS
+	lock io.Closer
+
+	mu      sync.Mutex
+	changed *sync.Cond // a partition finished opening or closing
+	topics  map[string]*topic
+	open    *list.List // open partitions, most recently used first
+	closed  bool
+
+	openFiles  int // files of the open partitions, as last counted
+	evictCalls int
+
+	stop chan struct{}
+	done sync.WaitGroup
+}
+
+type topic struct {
+	name  string
+	cfg   TopicConfig // merged with the defaults
+	parts []*Partition
+}
+
+// OpenDir opens the data directory at path, creating it if needed. Only
+// one Dir may have a directory open at a time; another gets ErrDirLocked.
+func OpenDir(path string, opts DirOptions) (*Dir, error) {
+	if _, err := opts.Log.withDefaults(); err != nil {
+		return nil, err
+	}
+	if opts.Log.FS == nil {
+		opts.Log.FS = vfs.Default
+	}
+	if opts.Defaults.Partitions == 0 {
+		opts.Defaults.Partitions = 1
+	}
+	if opts.Defaults.Partitions < 0 {
+		return nil, fmt.Errorf("%w: Defaults.Partitions is %d, allowed 1 or more", ErrInvalidOption, opts.Defaults.Partitions)
+	}
+	switch {
+	case opts.MaxOpenFiles == 0:
+		opts.MaxOpenFiles = defaultOpenFiles
+	case opts.MaxOpenFiles < 3:
+		return nil, fmt.Errorf("%w: MaxOpenFiles is %d, allowed 3 or more", ErrInvalidOption, opts.MaxOpenFiles)
+	}
+	if opts.MaintenanceInterval == 0 {
+		opts.MaintenanceInterval = 5 * time.Minute
+	}
+	d := &Dir{path: path, opts: opts, fs: opts.Log.FS, topics: make(map[string]*topic), open: list.New(), stop: make(chan struct{})}
+	d.changed = sync.NewCond(&d.mu)
+	if err := d.fs.MkdirAll(filepath.Join(path, topicsDir), 0o755); err != nil {
+		return nil, fmt.Errorf("log: create %s: %w", path, err)
+	}
+	lock, err := d.fs.Lock(filepath.Join(path, lockFile))
+	if err != nil {
+		if errors.Is(err, vfs.ErrLocked) {
+			return nil, fmt.Errorf("%w: %s is in use by another process: %w", ErrDirLocked, path, err)
+		}
+		return nil, fmt.Errorf("log: lock %s: %w", path, err)
+	}
+	d.lock = lock
+	if err := d.load(); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	if opts.MaintenanceInterval > 0 {
+		d.done.Add(1)
+		go d.maintainEvery(opts.MaintenanceInterval)
+	}
+	return d, nil
+}
+
+// load reads the topic configurations and removes partition folders that
+// no topic owns: the remains of a create or delete a crash interrupted.
+func (d *Dir) load() error {
+	for _, dir := range []string{filepath.Dir(d.path), d.path} {
+		if err := vfs.SyncDir(d.fs, dir); err != nil {
+			return fmt.Errorf("log: sync %s: %w", dir, err)
+		}
+	}
+	names, err := d.fs.List(filepath.Join(d.path, topicsDir))
+	if err != nil {
+		return fmt.Errorf("log: %w", err)
+	}
+	for _, name := range names {
+		topicName, ok := strings.CutSuffix(name, ".json")
+		if !ok || ValidateTopic(topicName) != nil {
+			continue // a leftover temporary file of writeConfig
+		}
+		cfg, err := d.readConfig(topicName)
+		if err != nil {
+			return err
+		}
+		d.topics[topicName] = d.newTopic(topicName, cfg)
+	}
+	entries, err := d.fs.List(d.path)
+	if err != nil {
+		return fmt.Errorf("log: %w", err)
+	}
+	for _, name := range entries {
+		if name == topicsDir || name == lockFile {
+			continue
+		}
+		t, p, ok := parsePartitionDir(name)
+		if ok {
+			if tp := d.topics[t]; tp != nil && p < tp.cfg.Partitions {
+				continue
+			}
+		}
+		if ok || strings.HasSuffix(name, deletingSuffix) {
+			if err := d.fs.RemoveAll(filepath.Join(d.path, name)); err != nil {
+				return fmt.Errorf("log: remove stray %s: %w", name, err)
+			}
+		}
+	}
+	return vfs.SyncDir(d.fs, d.path)
+}
+
+// parsePartitionDir splits "<topic>-<partition>".
+func parsePartitionDir(name string) (string, int32, bool) {
+	i := strings.LastIndexByte(name, '-')
+	if i <= 0 {
+		return "", 0, false
+	}
+	p, err := strconv.ParseInt(name[i+1:], 10, 32)
+	if err != nil || p < 0 || ValidateTopic(name[:i]) != nil {
+		return "", 0, false
+	}
+	return name[:i], int32(p), true
+}
+
+func (d *Dir) newTopic(name string, cfg TopicConfig) *topic {
+	t := &topic{name: name, cfg: cfg}
+	t.grow(d, cfg.Partitions)
+	return t
+}
+
+func (t *topic) grow(d *Dir, n int32) {
+	for p := int32(len(t.parts)); p < n; p++ {
+		t.parts = append(t.parts, &Partition{d: d, topic: t, id: p})
+	}
+}
+
+func (d *Dir) configName(topic string) string {
+	return filepath.Join(d.path, topicsDir, topic+".json")
+}
+
+func (d *Dir) readConfig(topic string) (TopicConfig, error) {
+	f, err := d.fs.Open(d.configName(topic))
+	if err != nil {
+		return TopicConfig{}, fmt.Errorf("log: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.NewSectionReader(f, 0, 1<<20))
+	if err != nil {
+		return TopicConfig{}, fmt.Errorf("log: read %s: %w", d.configName(topic), err)
+	}
+	var cfg TopicConfig
+	if err := json.Unmarshal(data, &cfg); err != nil || cfg.Partitions <= 0 {
+		return TopicConfig{}, fmt.Errorf("%w: topic configuration %s: %v", ErrCorrupt, d.configName(topic), err)
+	}
+	return cfg, nil
+}
+
+// writeConfig replaces a topic's configuration atomically: temporary file,
+// sync, rename, directory sync. It is the commit point of a create or a
+// partition increase.
+func (d *Dir) writeConfig(topic string, cfg TopicConfig) error {
+	data, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		return err
+	}
+	name := d.configName(topic)
+	tmp := name + ".tmp"
+	f, err := d.fs.Create(tmp)
+	if err != nil {
+		return fmt.Errorf("log: %w", err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("log: write %s: %w", tmp, err)
+	}
+	if err := errors.Join(f.Sync(), f.Close()); err != nil {
+		return fmt.Errorf("log: write %s: %w", tmp, err)
+	}
+	if err := d.fs.Rename(tmp, name); err != nil {
+		return fmt.Errorf("log: %w", err)
+	}
+	return vfs.SyncDir(d.fs, filepath.Dir(name))
+}
+
+// CreateTopic creates a topic. Zero fields of cfg take the Dir's
+// defaults.
+func (d *Dir) CreateTopic(name string, cfg TopicConfig) error {
+	if err := ValidateTopic(name); err != nil {
+		return err
+	}
+	cfg = cfg.merged(d.opts.Defaults)
+	if cfg.Partitions <= 0 {
+		return fmt.Errorf("%w: topic %s: Partitions is %d, allowed 1 or more", ErrInvalidOption, name, cfg.Partitions)
+	}
+	if _, err := cfg.logOptions(d.opts.Log).withDefaults(); err != nil {
+		return fmt.Errorf("topic %s: %w", name, err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return ErrClosed
+	}
+	if _, ok := d.topics[name]; ok {
+		return fmt.Errorf("%w: %s", ErrTopicExists, name)
+	}
+	if err := d.writeConfig(name, cfg); err != nil {
+		return err
+	}
+	d.topics[name] = d.newTopic(name, cfg)
+	return nil
+}
+
+// AddPartitions grows a topic to n partitions, as Kafka's
+// kafka-topics --alter --partitions does; it cannot shrink one.
+func (d *Dir) AddPartitions(name string, n int32) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return ErrClosed
+	}
+	t, ok := d.topics[name]
+	if !ok {
+		return fmt.Errorf("%w: %s", ErrUnknownTopic, name)
+	}
+	if n < t.cfg.Partitions {
+		return fmt.Errorf("%w: topic %s has %d partitions, cannot shrink to %d", ErrInvalidOption, name, t.cfg.Partitions, n)
+	}
+	cfg := t.cfg
+	cfg.Partitions = n
+	if err := d.writeConfig(name, cfg); err != nil {
+		return err
+	}
+	t.cfg = cfg
+	t.grow(d, n)
+	return nil
+}
+
+// DeleteTopic deletes a topic and its data. Its partitions' pending
+// operations fail with ErrClosed; readers holding batches of it go on
+// reading them until they close them.
+func (d *Dir) DeleteTopic(name string) error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return ErrClosed
+	}
+	t, ok := d.topics[name]
+	if !ok {
+		d.mu.Unlock()
+		return fmt.Errorf("%w: %s", ErrUnknownTopic, name)
+	}
+	delete(d.topics, name)
+	var victims []*Partition
+	for _, p := range t.parts {
+		p.deleted = true
+		if d.detachLocked(p) {
+			victims = append(victims, p)
+		}
+	}
+	d.mu.Unlock()
+	errs := []error{d.closeAll(victims)}
+	d.waitClosed(t.parts)
+	// The configuration goes first: from then on the topic is gone, and a
+	// crash leaves only stray folders that the next OpenDir removes.
+	if err := d.fs.Remove(d.configName(name)); err != nil {
+		return errors.Join(append(errs, fmt.Errorf("log: %w", err))...)
+	}
+	if err := vfs.SyncDir(d.fs, filepath.Join(d.path, topicsDir)); err != nil {
+		errs = append(errs, err)
+	}
+	for _, p := range t.parts {
+		if err := d.fs.RemoveAll(p.dir()); err != nil && !errors.Is(err, iofs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(append(errs, vfs.SyncDir(d.fs, d.path))...)
+}
+
+// Topics returns the names of the topics, sorted.
+func (d *Dir) Topics() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	names := make([]string, 0, len(d.topics))
+	for name := range d.topics {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// TopicConfig returns a topic's configuration, its zero fields filled in
+// from the Dir's defaults.
+func (d *Dir) TopicConfig(name string) (TopicConfig, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	t, ok := d.topics[name]
+	if !ok {
+		return TopicConfig{}, fmt.Errorf("%w: %s", ErrUnknownTopic, name)
+	}
+	return t.cfg, nil
+}
+
+// Partition returns the handle of one partition of a topic.
+func (d *Dir) Partition(topicName string, partition int32) (*Partition, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, ErrClosed
+	}
+	t, ok := d.topics[topicName]
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", ErrUnknownTopic, topicName)
+	}
+	if partition < 0 || int(partition) >= len(t.parts) {
+		return nil, fmt.Errorf("%w: %s-%d, the topic has partitions 0 to %d", ErrUnknownPartition, topicName, partition, len(t.parts)-1)
+	}
+	return t.parts[partition], nil
+}
+
+// Maintain applies retention and compaction to every partition now, as
+// the background maintenance does at each interval. It returns the
+// partitions' errors joined.
+func (d *Dir) Maintain() error {
+	d.mu.Lock()
+	var parts []*Partition
+	for _, t := range d.topics {
+		if t.cfg.Retention != (Retention{}) || t.cfg.Compact {
+			parts = append(parts, t.parts...)
+		}
+	}
+	d.mu.Unlock()
+	var errs []error
+	for _, p := range parts {
+		if err := p.maintain(); err != nil && !errors.Is(err, ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (d *Dir) maintainEvery(interval time.Duration) {
+	defer d.done.Done()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-d.stop:
+			return
+		case <-t.C:
+			_ = d.Maintain() // each partition's log reports its own failures to its users
+		}
+	}
+}
+
+// Close closes every partition and releases the directory. Operations in
+// progress on partitions fail with ErrClosed.
+func (d *Dir) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return ErrClosed
+	}
+	d.closed = true
+	var victims, all []*Partition
+	for e := d.open.Front(); e != nil; {
+		p := e.Value.(*Partition)
+		e = e.Next()
+		d.detachLocked(p)
+		victims = append(victims, p)
+	}
+	for _, t := range d.topics {
+		all = append(all, t.parts...)
+	}
+	d.mu.Unlock()
+	close(d.stop)
+	d.done.Wait()
+	err := d.closeAll(victims)
+	d.waitClosed(all)
+	return errors.Join(err, d.lock.Close())
+}
+
+// waitClosed waits until no partition of parts is opening or closing.
+func (d *Dir) waitClosed(parts []*Partition) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, p := range parts {
+		for p.state == partOpening || p.state == partClosing {
+			d.changed.Wait()
+		}
+	}
+}
+
+// Partition states.
+const (
+	partClosed = iota
+	partOpening
+	partOpen
+	partClosing
+)
+
+// Partition is one partition of a topic in a Dir. Its methods open the
+// partition's Log when needed; they are safe for concurrent use.
+type Partition struct {
+	d     *Dir
+	topic *topic
+	id    int32
+
+	// Guarded by d.mu.
+	state   int8
+	deleted bool
+	log     *Log
+	pins    int           // operations using log
+	elem    *list.Element // in d.open while open
+	files   int           // open files of log, as last counted
+}
+
+// Topic returns the partition's topic.
+func (p *Partition) Topic() string { return p.topic.name }
+
+// ID returns the partition's number.
+func (p *Partition) ID() int32 { return p.id }
+
+func (p *Partition) dir() string {
+	return filepath.Join(p.d.path, p.topic.name+"-"+strconv.Itoa(int(p.id)))
+}
+
+// acquire returns the partition's open log, opening it if needed, and pins
+// it until release.
+func (p *Partition) acquire() (*Log, error) {
+	d := p.d
+	d.mu.Lock()
+	for {
+		switch {
+		case d.closed:
+			d.mu.Unlock()
+			return nil, ErrClosed
+		case p.deleted:
+			d.mu.Unlock()
+			return nil, fmt.Errorf("%w: %s", ErrUnknownTopic, p.topic.name)
+		case p.state == partOpen:
+			p.pins++
+			d.open.MoveToFront(p.elem)
+			l := p.log
+			d.mu.Unlock()
+			return l, nil
+		case p.state == partClosed:
+			p.state = partOpening
+			p.pins++
+			opts := p.topic.cfg.logOptions(d.opts.Log)
+			d.mu.Unlock()
+			l, err := Open(p.dir(), opts)
+			d.mu.Lock()
+			if err != nil {
+				p.state = partClosed
+				p.pins--
+				d.changed.Broadcast()
+				d.mu.Unlock()
+				return nil, err
+			}
+			if d.closed || p.deleted {
+				// Closed or deleted while opening: nobody else will close it.
+				p.state = partClosed
+				p.pins--
+				d.changed.Broadcast()
+				d.mu.Unlock()
+				l.Close()
+				return nil, ErrClosed
+			}
+			p.log, p.state = l, partOpen
+			p.elem = d.open.PushFront(p)
+			p.files = l.Stats().OpenFiles
+			d.openFiles += p.files
+			d.changed.Broadcast()
+			victims := d.evictLocked()
+			d.mu.Unlock()
+			_ = d.closeAll(victims) // as in release
+			return l, nil
+		default: // opening or closing elsewhere
+			d.changed.Wait()
+		}
+	}
+}
+
+// release unpins the log acquire returned.
+func (p *Partition) release() {
+	d := p.d
+	d.mu.Lock()
+	p.pins--
+	victims := d.evictLocked()
+	d.mu.Unlock()
+	_ = d.closeAll(victims) // a failed sync is found again, and reported, when the log reopens
+}
+
+// evictLocked picks the least recently used unpinned partitions to close
+// while the open files exceed the bound, and detaches their logs.
+//
+// The files of open logs are counted when they open; segments rolled since
+// make that an underestimate, so it is recounted every evictRecount calls
+// and whenever it passes the bound.
+func (d *Dir) evictLocked() []*Partition {
+	if d.evictCalls++; d.openFiles <= d.opts.MaxOpenFiles && d.evictCalls%evictRecount != 0 {
+		return nil
+	}
+	files := 0
+	for e := d.open.Front(); e != nil; e = e.Next() {
+		p := e.Value.(*Partition)
+		p.files = p.log.Stats().OpenFiles
+		files += p.files
+	}
+	d.openFiles = files
+	var victims []*Partition
+	for e := d.open.Back(); e != nil && files > d.opts.MaxOpenFiles; {
+		p := e.Value.(*Partition)
+		e = e.Prev()
+		if p.pins > 0 {
+			continue
+		}
+		files -= p.files
+		d.detachLocked(p)
+		victims = append(victims, p)
+	}
+	return victims
+}
+
+// detachLocked takes an open partition's log out of the open set for
+// closeAll to close; the partition is closing until then.
+func (d *Dir) detachLocked(p *Partition) bool {
+	if p.state != partOpen {
+		return false
+	}
+	d.open.Remove(p.elem)
+	d.openFiles -= p.files
+	p.elem, p.state = nil, partClosing
+	return true
+}
+
+// closeAll closes the logs of detached partitions and marks them closed.
+func (d *Dir) closeAll(parts []*Partition) error {
+	var errs []error
+	for _, p := range parts {
+		if err := p.log.Close(); err != nil && !errors.Is(err, ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	if len(parts) > 0 {
+		d.mu.Lock()
+		for _, p := range parts {
+			p.log, p.state = nil, partClosed
+		}
+		d.changed.Broadcast()
+		d.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+// with runs fn on the partition's open log.
+func with[T any](p *Partition, fn func(*Log) (T, error)) (T, error) {
+	l, err := p.acquire()
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	defer p.release()
+	return fn(l)
+}
+
+// Append appends records to the partition; see Log.Append.
+func (p *Partition) Append(recs []segment.Record) (AppendResult, error) {
+	return with(p, func(l *Log) (AppendResult, error) { return l.Append(recs) })
+}
+
+// AppendBatch appends a producer's batch; see Log.AppendBatch.
+func (p *Partition) AppendBatch(b segment.Batch) (AppendResult, error) {
+	return with(p, func(l *Log) (AppendResult, error) { return l.AppendBatch(b) })
+}
+
+// Read reads whole batches; see Log.Read. The result stays readable after
+// the partition is closed, until it is closed itself.
+func (p *Partition) Read(offset int64, maxBytes int, iso Isolation) (*Batches, error) {
+	return with(p, func(l *Log) (*Batches, error) { return l.Read(offset, maxBytes, iso) })
+}
+
+// Records yields records from offset from; see Log.Records.
+func (p *Partition) Records(from int64, iso Isolation) iter.Seq2[segment.Record, error] {
+	return func(yield func(segment.Record, error) bool) {
+		l, err := p.acquire()
+		if err != nil {
+			yield(segment.Record{}, err)
+			return
+		}
+		defer p.release()
+		l.Records(from, iso)(yield)
+	}
+}
+
+// Wait waits until a read of offset would return records; see Log.Wait.
+func (p *Partition) Wait(ctx context.Context, offset int64, iso Isolation) error {
+	_, err := with(p, func(l *Log) (struct{}, error) { return struct{}{}, l.Wait(ctx, offset, iso) })
+	return err
+}
+
+// Offsets returns the partition's log start offset, high watermark and log
+// end offset.
+func (p *Partition) Offsets() (start, highWatermark, end int64, err error) {
+	l, err := p.acquire()
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	defer p.release()
+	return l.LogStartOffset(), l.HighWatermark(), l.LogEndOffset(), nil
+}
+
+// OffsetForTimestamp looks an offset up by time; see
+// Log.OffsetForTimestamp.
+func (p *Partition) OffsetForTimestamp(ts int64) (int64, bool, error) {
+	l, err := p.acquire()
+	if err != nil {
+		return 0, false, err
+	}
+	defer p.release()
+	return l.OffsetForTimestamp(ts)
+}
+
+// DeleteRecordsBefore advances the log start offset; see
+// Log.DeleteRecordsBefore.
+func (p *Partition) DeleteRecordsBefore(offset int64) error {
+	_, err := with(p, func(l *Log) (struct{}, error) { return struct{}{}, l.DeleteRecordsBefore(offset) })
+	return err
+}
+
+// Stats returns the partition's log statistics; see Log.Stats.
+func (p *Partition) Stats() (Stats, error) {
+	return with(p, func(l *Log) (Stats, error) { return l.Stats(), nil })
+}
+
+// maintain applies the topic's retention and compaction.
+func (p *Partition) maintain() error {
+	cfg := p.topic.cfg
+	_, err := with(p, func(l *Log) (int, error) {
+		return l.ApplyRetention(l.opts.Now(), cfg.Retention)
+	})
+	return err
+}

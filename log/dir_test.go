@@ -1,0 +1,284 @@
+package log
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/strandlog/strand/internal/vfs"
+	"github.com/strandlog/strand/segment"
+	"github.com/stretchr/testify/require"
+)
+
+func dirOptions(fs vfs.FS) DirOptions {
+	return DirOptions{Log: memOptions(fs), MaintenanceInterval: -1}
+}
+
+func TestTopicNamesFollowKafka(t *testing.T) {
+	// Kafka's TopicTest.testTopicHasCollisionChars and testInvalidTopicNames
+	// (clients/src/test/java/org/apache/kafka/common/internals/TopicTest.java).
+	for _, name := range []string{"valid", "TOPIC", "nAmEs", "ar6", "VaL1d", "_0-9_.", "...", strings.Repeat("a", 249)} {
+		require.NoError(t, ValidateTopic(name), name)
+	}
+	for _, name := range []string{"", "foo bar", "..", "foo:bar", "foo=bar", ".", strings.Repeat("a", 250), "bad/topic", "ümlaut"} {
+		err := ValidateTopic(name)
+		require.ErrorIs(t, err, ErrInvalidTopic, "%q", name)
+	}
+}
+
+func TestDirTopics(t *testing.T) {
+	fs := newMemFS(t)
+	d, err := OpenDir("/data", dirOptions(fs))
+	require.NoError(t, err)
+	require.NoError(t, d.CreateTopic("orders", TopicConfig{Partitions: 3, Retention: Retention{Age: time.Hour}}))
+	require.NoError(t, d.CreateTopic("users", TopicConfig{Compact: true}))
+	require.ErrorIs(t, d.CreateTopic("orders", TopicConfig{}), ErrTopicExists)
+	require.ErrorIs(t, d.CreateTopic("bad topic", TopicConfig{}), ErrInvalidTopic)
+	require.ErrorIs(t, d.CreateTopic("neg", TopicConfig{Partitions: -2}), ErrInvalidOption)
+	require.Equal(t, []string{"orders", "users"}, d.Topics())
+
+	_, err = d.Partition("nope", 0)
+	require.ErrorIs(t, err, ErrUnknownTopic)
+	_, err = d.Partition("orders", 3)
+	require.ErrorIs(t, err, ErrUnknownPartition)
+	require.ErrorContains(t, err, "orders-3, the topic has partitions 0 to 2")
+
+	for p := int32(0); p < 3; p++ {
+		part, err := d.Partition("orders", p)
+		require.NoError(t, err)
+		appendPartition(t, part, 0, 10*int(p+1))
+	}
+	require.NoError(t, d.AddPartitions("orders", 5))
+	require.ErrorIs(t, d.AddPartitions("orders", 4), ErrInvalidOption)
+	part, err := d.Partition("orders", 4)
+	require.NoError(t, err)
+	appendPartition(t, part, 0, 7)
+	require.NoError(t, d.Close())
+
+	d, err = OpenDir("/data", dirOptions(fs))
+	require.NoError(t, err)
+	defer d.Close()
+	cfg, err := d.TopicConfig("orders")
+	require.NoError(t, err)
+	require.Equal(t, int32(5), cfg.Partitions)
+	require.Equal(t, time.Hour, cfg.Retention.Age)
+	for p, n := range []int{10, 20, 30, 0, 7} {
+		part, err := d.Partition("orders", int32(p))
+		require.NoError(t, err)
+		_, _, end, err := part.Offsets()
+		require.NoError(t, err)
+		require.EqualValues(t, n, end, "partition %d", p)
+	}
+
+	part = must(d.Partition("orders", 1))
+	require.NoError(t, d.DeleteTopic("orders"))
+	require.ErrorIs(t, d.DeleteTopic("orders"), ErrUnknownTopic)
+	_, _, _, err = part.Offsets()
+	require.ErrorIs(t, err, ErrUnknownTopic, "a deleted topic's handle fails")
+	names, err := fs.List("/data")
+	require.NoError(t, err)
+	for _, n := range names {
+		require.False(t, strings.HasPrefix(n, "orders-"), "folder %s left behind", n)
+	}
+	require.NoError(t, d.CreateTopic("orders", TopicConfig{Partitions: 1}))
+	part, err = d.Partition("orders", 0)
+	require.NoError(t, err)
+	_, _, end, err := part.Offsets()
+	require.NoError(t, err)
+	require.Zero(t, end, "a recreated topic starts empty")
+}
+
+func appendPartition(t testing.TB, p *Partition, from, n int) {
+	t.Helper()
+	for i := from; i < from+n; i++ {
+		res, err := p.Append([]segment.Record{record(i, 50)})
+		require.NoError(t, err)
+		require.EqualValues(t, i, res.BaseOffset)
+	}
+}
+
+func TestDirIsLockedAgainstASecondOpen(t *testing.T) {
+	dir := t.TempDir()
+	d, err := OpenDir(dir, DirOptions{MaintenanceInterval: -1})
+	require.NoError(t, err)
+	_, err = OpenDir(dir, DirOptions{MaintenanceInterval: -1})
+	require.ErrorIs(t, err, ErrDirLocked)
+	require.ErrorContains(t, err, dir)
+	require.NoError(t, d.Close())
+	d, err = OpenDir(dir, DirOptions{MaintenanceInterval: -1})
+	require.NoError(t, err)
+	require.NoError(t, d.Close())
+}
+
+func TestDirBoundsOpenFiles(t *testing.T) {
+	fs := newMemFS(t)
+	opts := dirOptions(fs)
+	opts.MaxOpenFiles = 12 // four single-segment partitions
+	d, err := OpenDir("/data", opts)
+	require.NoError(t, err)
+	require.NoError(t, d.CreateTopic("t", TopicConfig{Partitions: 20}))
+	for round := 0; round < 3; round++ {
+		for p := int32(0); p < 20; p++ {
+			part, err := d.Partition("t", p)
+			require.NoError(t, err)
+			appendPartition(t, part, round*5, 5)
+			d.mu.Lock()
+			open := d.open.Len()
+			d.mu.Unlock()
+			require.LessOrEqual(t, open, 4, "open partitions after appending to %d", p)
+		}
+	}
+	for p := int32(0); p < 20; p++ {
+		part, err := d.Partition("t", p)
+		require.NoError(t, err)
+		requireRecords(t, must(part.acquire()), 0, 15, 50)
+		part.release()
+	}
+	require.NoError(t, d.Close())
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+func TestDirRemovesStrayPartitions(t *testing.T) {
+	fs := newMemFS(t)
+	d, err := OpenDir("/data", dirOptions(fs))
+	require.NoError(t, err)
+	require.NoError(t, d.CreateTopic("t", TopicConfig{Partitions: 2}))
+	require.NoError(t, d.Close())
+	// What a crash leaves of a create that never wrote its configuration,
+	// of a partition increase and of a delete.
+	for _, dir := range []string{"/data/ghost-0", "/data/t-2", "/data/t-0.x-delete"} {
+		require.NoError(t, fs.MkdirAll(dir, 0o755))
+	}
+	d, err = OpenDir("/data", dirOptions(fs))
+	require.NoError(t, err)
+	defer d.Close()
+	names, err := fs.List("/data")
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{".lock", ".topics"}, names, "partition folders are made when first used")
+}
+
+func TestDirFullDiskKeepsAcknowledgedRecords(t *testing.T) {
+	fs := newMemFS(t)
+	d, err := OpenDir("/data", dirOptions(fs))
+	require.NoError(t, err)
+	require.NoError(t, d.CreateTopic("t", TopicConfig{}))
+	part := must(d.Partition("t", 0))
+	appendPartition(t, part, 0, 10)
+	var full sync.Mutex
+	isFull := true
+	fs.SetHook(func(op vfs.Op) error {
+		full.Lock()
+		defer full.Unlock()
+		if isFull && op.Kind == vfs.OpWrite {
+			return syscall.ENOSPC
+		}
+		return nil
+	})
+	_, err = part.Append([]segment.Record{record(10, 50)})
+	require.ErrorIs(t, err, syscall.ENOSPC)
+	full.Lock()
+	isFull = false
+	full.Unlock()
+	appendPartition(t, part, 10, 5)
+	require.NoError(t, d.Close())
+	d, err = OpenDir("/data", dirOptions(fs))
+	require.NoError(t, err)
+	defer d.Close()
+	l := must(must(d.Partition("t", 0)).acquire())
+	requireRecords(t, l, 0, 15, 50)
+}
+
+func TestDirMaintainAppliesRetention(t *testing.T) {
+	fs := newMemFS(t)
+	now := time.UnixMilli(1_000_000)
+	opts := dirOptions(fs)
+	opts.Log.Now = func() time.Time { return now }
+	d, err := OpenDir("/data", opts)
+	require.NoError(t, err)
+	defer d.Close()
+	require.NoError(t, d.CreateTopic("t", TopicConfig{Retention: Retention{Age: time.Minute}}))
+	part := must(d.Partition("t", 0))
+	for i := 0; i < 400; i += 10 {
+		var recs []segment.Record
+		for j := i; j < i+10; j++ {
+			recs = append(recs, record(j, 100)) // timestamps 1000+j ms: long expired
+		}
+		_, err := part.Append(recs)
+		require.NoError(t, err)
+	}
+	require.NoError(t, d.Maintain())
+	start, _, end, err := part.Offsets()
+	require.NoError(t, err)
+	require.Equal(t, end, start, "everything expired")
+}
+
+func TestProducerBatchesConcurrentProduces(t *testing.T) {
+	fs := newMemFS(t)
+	opts := dirOptions(fs)
+	opts.Log.SegmentBytes = 1 << 20
+	opts.Log.MaxIndexBytes = 64 << 10
+	d, err := OpenDir("/data", opts)
+	require.NoError(t, err)
+	defer d.Close()
+	require.NoError(t, d.CreateTopic("events", TopicConfig{Partitions: 4}))
+	pr, err := d.NewProducer(ProducerOptions{Linger: 2 * time.Millisecond})
+	require.NoError(t, err)
+
+	const goroutines, each = 32, 40
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	got := make(map[Produced]string)
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				key := fmt.Sprintf("g%d-%d", g, i)
+				res, err := pr.Produce(context.Background(), "events", AnyPartition, segment.Record{Key: []byte(key), Value: []byte(key)})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				_, dup := got[res]
+				got[res] = key
+				mu.Unlock()
+				if dup {
+					t.Errorf("%v assigned twice", res)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	require.NoError(t, pr.Close())
+	require.Len(t, got, goroutines*each)
+
+	var appends int64
+	for p := int32(0); p < 4; p++ {
+		part := must(d.Partition("events", p))
+		st, err := part.Stats()
+		require.NoError(t, err)
+		appends += st.Appends
+		for r, err := range part.Records(0, ReadCommitted) {
+			require.NoError(t, err)
+			require.Equal(t, got[Produced{Partition: p, Offset: r.Offset}], string(r.Value))
+			// Kafka's murmur2 routing: the same key, the same partition.
+			require.Equal(t, p, HashPartitioner(nil).Partition(r.Key, 4))
+		}
+	}
+	require.Less(t, appends, int64(goroutines*each), "records were batched")
+	t.Logf("%d records in %d appends", goroutines*each, appends)
+
+	_, err = pr.Produce(context.Background(), "events", 0, segment.Record{})
+	require.ErrorIs(t, err, ErrClosed)
+}

@@ -1,0 +1,216 @@
+package log
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/strandlog/strand/segment"
+)
+
+// ProducerOptions configure a Producer.
+type ProducerOptions struct {
+	// BatchBytes closes a partition's batch once its records reach this
+	// size (Kafka's batch.size); default 16 KiB.
+	BatchBytes int
+	// Linger is how long a batch waits for more records before it is
+	// appended (linger.ms); default 5 ms, Kafka's since 4.0.
+	Linger time.Duration
+	// Partitioner picks the partition of a record produced without one;
+	// default HashPartitioner(nil): Kafka's murmur2 for keyed records,
+	// sticky for keyless ones (KIP-480). One is made per topic.
+	Partitioner func() BatchPartitioner
+}
+
+// AnyPartition asks Produce to pick the partition with the partitioner.
+const AnyPartition int32 = -1
+
+// Produced is where a produced record went.
+type Produced struct {
+	Partition int32
+	Offset    int64
+}
+
+// Producer produces records into a Dir from many goroutines, gathering the
+// records bound for the same partition into one batch, as a Kafka producer
+// does, so that many small concurrent produces cost few appends and syncs.
+type Producer struct {
+	d    *Dir
+	opts ProducerOptions
+
+	mu          sync.Mutex
+	closed      bool
+	open        map[*Partition]*pendingBatch
+	partitioner map[string]BatchPartitioner
+	lingering   sync.WaitGroup // linger timers that may fire
+	flushing    sync.WaitGroup // batches being appended
+}
+
+// pendingBatch gathers records for one partition.
+type pendingBatch struct {
+	p     *Partition
+	recs  []segment.Record
+	bytes int
+	timer *time.Timer
+
+	done chan struct{} // closed once appended
+	base int64
+	err  error
+}
+
+// NewProducer returns a producer into d.
+func (d *Dir) NewProducer(opts ProducerOptions) (*Producer, error) {
+	switch {
+	case opts.BatchBytes == 0:
+		opts.BatchBytes = 16 << 10
+	case opts.BatchBytes < 0:
+		return nil, fmt.Errorf("%w: BatchBytes is %d, allowed 0 or more", ErrInvalidOption, opts.BatchBytes)
+	}
+	switch {
+	case opts.Linger == 0:
+		opts.Linger = 5 * time.Millisecond
+	case opts.Linger < 0:
+		return nil, fmt.Errorf("%w: Linger is %v, allowed 0 or more", ErrInvalidOption, opts.Linger)
+	}
+	if opts.Partitioner == nil {
+		opts.Partitioner = func() BatchPartitioner { return HashPartitioner(nil) }
+	}
+	return &Producer{d: d, opts: opts, open: make(map[*Partition]*pendingBatch), partitioner: make(map[string]BatchPartitioner)}, nil
+}
+
+// Produce appends rec to partition of topic, or to the partition the
+// partitioner picks if partition is AnyPartition, and waits until it is
+// appended (and durable, under FsyncAlways). A Timestamp of zero means the
+// append time. If ctx ends first, Produce returns its error, but the record
+// may still be appended.
+func (pr *Producer) Produce(ctx context.Context, topicName string, partition int32, rec segment.Record) (Produced, error) {
+	pr.mu.Lock()
+	if pr.closed {
+		pr.mu.Unlock()
+		return Produced{}, ErrClosed
+	}
+	if partition == AnyPartition {
+		t, err := pr.topic(topicName)
+		if err != nil {
+			pr.mu.Unlock()
+			return Produced{}, err
+		}
+		partition = pr.partitionerLocked(topicName).Partition(rec.Key, t.cfg.Partitions)
+	}
+	p, err := pr.d.Partition(topicName, partition)
+	if err != nil {
+		pr.mu.Unlock()
+		return Produced{}, err
+	}
+	b := pr.open[p]
+	if b == nil {
+		b = &pendingBatch{p: p, done: make(chan struct{})}
+		pr.open[p] = b
+		pr.lingering.Add(1)
+		b.timer = time.AfterFunc(pr.opts.Linger, func() {
+			defer pr.lingering.Done()
+			pr.flushIf(b)
+		})
+	}
+	i := len(b.recs)
+	b.recs = append(b.recs, rec)
+	b.bytes += len(rec.Key) + len(rec.Value) + 20
+	full := b.bytes >= pr.opts.BatchBytes
+	if full {
+		pr.detachLocked(b)
+	}
+	pr.mu.Unlock()
+	if full {
+		pr.append(b)
+	}
+
+	select {
+	case <-b.done:
+		if b.err != nil {
+			return Produced{}, b.err
+		}
+		return Produced{Partition: partition, Offset: b.base + int64(i)}, nil
+	case <-ctx.Done():
+		return Produced{}, ctx.Err()
+	}
+}
+
+func (pr *Producer) topic(name string) (*topic, error) {
+	pr.d.mu.Lock()
+	defer pr.d.mu.Unlock()
+	t, ok := pr.d.topics[name]
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", ErrUnknownTopic, name)
+	}
+	return t, nil
+}
+
+func (pr *Producer) partitionerLocked(topic string) BatchPartitioner {
+	bp := pr.partitioner[topic]
+	if bp == nil {
+		bp = pr.opts.Partitioner()
+		pr.partitioner[topic] = bp
+	}
+	return bp
+}
+
+// detachLocked closes b to new records; the caller appends it.
+func (pr *Producer) detachLocked(b *pendingBatch) {
+	delete(pr.open, b.p)
+	if b.timer.Stop() {
+		pr.lingering.Done()
+	}
+	pr.flushing.Add(1)
+	// KIP-480: a completed batch moves keyless records to another partition.
+	pr.partitionerLocked(b.p.Topic()).OnNewBatch(b.p.ID())
+}
+
+// flushIf appends b when its linger time is up, unless it already went.
+func (pr *Producer) flushIf(b *pendingBatch) {
+	pr.mu.Lock()
+	if pr.open[b.p] != b {
+		pr.mu.Unlock()
+		return
+	}
+	pr.detachLocked(b)
+	pr.mu.Unlock()
+	pr.append(b)
+}
+
+func (pr *Producer) append(b *pendingBatch) {
+	defer pr.flushing.Done()
+	res, err := b.p.Append(b.recs)
+	b.base, b.err = res.BaseOffset, err
+	close(b.done)
+}
+
+// Flush appends every gathered batch now and waits for them.
+func (pr *Producer) Flush() {
+	pr.mu.Lock()
+	batches := make([]*pendingBatch, 0, len(pr.open))
+	for _, b := range pr.open {
+		pr.detachLocked(b)
+		batches = append(batches, b)
+	}
+	pr.mu.Unlock()
+	for _, b := range batches {
+		pr.append(b)
+	}
+	pr.flushing.Wait()
+}
+
+// Close flushes the producer and stops it; later Produce calls return
+// ErrClosed.
+func (pr *Producer) Close() error {
+	pr.mu.Lock()
+	if pr.closed {
+		pr.mu.Unlock()
+		return ErrClosed
+	}
+	pr.closed = true
+	pr.mu.Unlock()
+	pr.Flush()
+	pr.lingering.Wait()
+	return nil
+}

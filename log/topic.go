@@ -1,0 +1,105 @@
+package log
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/strandlog/strand/segment"
+)
+
+// Errors of a data directory (Dir).
+var (
+	// ErrUnknownTopic means no topic of that name exists.
+	ErrUnknownTopic = errors.New("log: unknown topic")
+	// ErrTopicExists means a topic of that name already exists.
+	ErrTopicExists = errors.New("log: topic already exists")
+	// ErrInvalidTopic means a topic name breaks Kafka's rules.
+	ErrInvalidTopic = errors.New("log: invalid topic name")
+	// ErrUnknownPartition means a partition number outside the topic.
+	ErrUnknownPartition = errors.New("log: unknown partition")
+	// ErrDirLocked means another process (or Dir) has the data directory
+	// open.
+	ErrDirLocked = errors.New("log: data directory locked")
+)
+
+// maxTopicLength is Kafka's limit: 249, so that "<topic>-<partition>" and
+// the suffixes Kafka adds fit in a 255-byte file name (Topic.java).
+const maxTopicLength = 249
+
+// ValidateTopic reports whether name is a legal topic name by Kafka's rules
+// (org.apache.kafka.common.internals.Topic.validate): 1 to 249 characters
+// from ASCII letters, digits, '.', '_' and '-', and not "." or "..".
+func ValidateTopic(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: the name is empty", ErrInvalidTopic)
+	case name == "." || name == "..":
+		return fmt.Errorf("%w: %q is not allowed", ErrInvalidTopic, name)
+	case len(name) > maxTopicLength:
+		return fmt.Errorf("%w: %d characters, at most %d", ErrInvalidTopic, len(name), maxTopicLength)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("%w: %q has %q at byte %d; allowed are ASCII letters, digits, '.', '_' and '-'", ErrInvalidTopic, name, c, i)
+		}
+	}
+	return nil
+}
+
+// TopicConfig is a topic's configuration, stored in the data directory. A
+// zero field takes the value of the Dir's defaults (DirOptions.Defaults),
+// and then the Log's.
+type TopicConfig struct {
+	// Partitions is the number of partitions.
+	Partitions int32 `json:"partitions"`
+
+	// Retention deletes old segments (cleanup.policy=delete).
+	Retention Retention `json:"retention"`
+
+	// Compact keeps the latest record per key (cleanup.policy=compact; with
+	// a Retention too, compact,delete).
+	Compact bool `json:"compact,omitempty"`
+
+	// SegmentBytes, SegmentAge, Fsync and Compression are the Log options
+	// of the topic's partitions.
+	SegmentBytes int64         `json:"segment_bytes,omitempty"`
+	SegmentAge   time.Duration `json:"segment_age,omitempty"`
+	Fsync        FsyncPolicy   `json:"fsync"`
+	Compression  segment.Codec `json:"compression,omitempty"`
+}
+
+// merged returns c with its zero fields taken from d.
+func (c TopicConfig) merged(d TopicConfig) TopicConfig {
+	if c.Partitions == 0 {
+		c.Partitions = d.Partitions
+	}
+	if c.Retention == (Retention{}) {
+		c.Retention = d.Retention
+	}
+	c.Compact = c.Compact || d.Compact
+	if c.SegmentBytes == 0 {
+		c.SegmentBytes = d.SegmentBytes
+	}
+	if c.SegmentAge == 0 {
+		c.SegmentAge = d.SegmentAge
+	}
+	if c.Fsync == (FsyncPolicy{}) {
+		c.Fsync = d.Fsync
+	}
+	if c.Compression == segment.CodecNone {
+		c.Compression = d.Compression
+	}
+	return c
+}
+
+// logOptions returns the options of a partition of the topic, on top of
+// the Dir's base options.
+func (c TopicConfig) logOptions(base Options) Options {
+	base.SegmentBytes = c.SegmentBytes
+	base.SegmentAge = c.SegmentAge
+	base.Fsync = c.Fsync
+	base.Compression = c.Compression
+	return base
+}
