@@ -58,6 +58,12 @@ type Options struct {
 	// MaxIndexBytes is the size each index file is preallocated to while
 	// its segment is active (Kafka's segment.index.bytes, default 10 MiB).
 	MaxIndexBytes int
+
+	// Suffix is appended to the names of the segment's files, so that a
+	// segment can be built beside the one it replaces: log compaction
+	// writes "<base>.log.cleaned" (Kafka's temporary suffixes). Rename
+	// changes it. Default none.
+	Suffix string
 }
 
 func (o Options) withDefaults() Options {
@@ -95,6 +101,7 @@ type Segment struct {
 
 	log     vfs.File
 	logName string
+	suffix  string // after each file's name: Options.Suffix, then Rename's
 	offsets *index.OffsetIndex
 	times   *index.TimeIndex
 
@@ -122,7 +129,7 @@ func Create(dir string, base int64, opts Options) (*Segment, error) {
 	if s.log, err = fs.Create(s.logName); err != nil {
 		return nil, fmt.Errorf("segment: create %s: %w", s.logName, err)
 	}
-	for _, name := range []string{FileName(dir, base, IndexSuffix), FileName(dir, base, TimeIndexSuffix)} {
+	for _, name := range []string{s.fileName(IndexSuffix), s.fileName(TimeIndexSuffix)} {
 		if err := fs.Remove(name); err != nil && !errors.Is(err, iofs.ErrNotExist) {
 			return nil, errors.Join(err, s.log.Close())
 		}
@@ -176,7 +183,7 @@ func Recover(dir string, base int64, opts Options, durable int64) (s *Segment, t
 		return nil, 0, err
 	}
 	for _, suffix := range []string{IndexSuffix, TimeIndexSuffix} {
-		if err := s.fs.Remove(FileName(dir, base, suffix)); err != nil && !errors.Is(err, iofs.ErrNotExist) {
+		if err := s.fs.Remove(s.fileName(suffix)); err != nil && !errors.Is(err, iofs.ErrNotExist) {
 			return nil, 0, errors.Join(err, s.Close())
 		}
 	}
@@ -192,15 +199,19 @@ func Recover(dir string, base int64, opts Options, durable int64) (s *Segment, t
 
 func newSegment(dir string, base int64, opts Options) *Segment {
 	s := &Segment{
-		fs: opts.FS, dir: dir, base: base, opts: opts,
-		logName:         FileName(dir, base, LogSuffix),
+		fs: opts.FS, dir: dir, base: base, opts: opts, suffix: opts.Suffix,
 		offsetOfMaxTime: -1,
 	}
+	s.logName = s.fileName(LogSuffix)
 	s.nextOffset.Store(base)
 	s.maxTimestamp.Store(-1)
 	s.firstBatchMaxTime.Store(-1)
 	return s
 }
+
+// fileName returns the name of one of the segment's files: kind is
+// LogSuffix, IndexSuffix or TimeIndexSuffix.
+func (s *Segment) fileName(kind string) string { return FileName(s.dir, s.base, kind) + s.suffix }
 
 func openLog(dir string, base int64, opts Options) (*Segment, error) {
 	s := newSegment(dir, base, opts.withDefaults())
@@ -221,11 +232,11 @@ func openLog(dir string, base int64, opts Options) (*Segment, error) {
 
 func (s *Segment) openIndexes(active bool) error {
 	var err error
-	s.offsets, err = index.OpenOffset(s.fs, FileName(s.dir, s.base, IndexSuffix), s.base, s.opts.MaxIndexBytes, active)
+	s.offsets, err = index.OpenOffset(s.fs, s.fileName(IndexSuffix), s.base, s.opts.MaxIndexBytes, active)
 	if err != nil {
 		return err
 	}
-	s.times, err = index.OpenTime(s.fs, FileName(s.dir, s.base, TimeIndexSuffix), s.base, s.opts.MaxIndexBytes, active)
+	s.times, err = index.OpenTime(s.fs, s.fileName(TimeIndexSuffix), s.base, s.opts.MaxIndexBytes, active)
 	if err != nil {
 		err = errors.Join(err, s.offsets.Close())
 		s.offsets = nil
@@ -241,7 +252,7 @@ func (s *Segment) openIndexes(active bool) error {
 func (s *Segment) rebuild(validate bool, durable int64) error {
 	if s.offsets == nil {
 		for _, suffix := range []string{IndexSuffix, TimeIndexSuffix} {
-			if err := s.fs.Remove(FileName(s.dir, s.base, suffix)); err != nil && !errors.Is(err, iofs.ErrNotExist) {
+			if err := s.fs.Remove(s.fileName(suffix)); err != nil && !errors.Is(err, iofs.ErrNotExist) {
 				return err
 			}
 		}
@@ -616,10 +627,10 @@ func (s *Segment) Rename(suffix string) error {
 	if err := s.fs.Rename(s.logName, logName); err != nil {
 		return err
 	}
-	s.logName = logName
+	s.logName, s.suffix = logName, suffix
 	return errors.Join(
-		s.offsets.Rename(FileName(s.dir, s.base, IndexSuffix)+suffix),
-		s.times.Rename(FileName(s.dir, s.base, TimeIndexSuffix)+suffix),
+		s.offsets.Rename(s.fileName(IndexSuffix)),
+		s.times.Rename(s.fileName(TimeIndexSuffix)),
 	)
 }
 
