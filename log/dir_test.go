@@ -223,6 +223,12 @@ func TestDirMaintainAppliesRetention(t *testing.T) {
 }
 
 func TestProducerBatchesConcurrentProduces(t *testing.T) {
+	for _, linger := range []time.Duration{0, 2 * time.Millisecond} {
+		t.Run(fmt.Sprint("linger=", linger), func(t *testing.T) { testProducer(t, linger) })
+	}
+}
+
+func testProducer(t *testing.T, linger time.Duration) {
 	fs := newMemFS(t)
 	opts := dirOptions(fs)
 	opts.Log.SegmentBytes = 1 << 20
@@ -231,7 +237,7 @@ func TestProducerBatchesConcurrentProduces(t *testing.T) {
 	require.NoError(t, err)
 	defer d.Close()
 	require.NoError(t, d.CreateTopic("events", TopicConfig{Partitions: 4}))
-	pr, err := d.NewProducer(ProducerOptions{Linger: 2 * time.Millisecond})
+	pr, err := d.NewProducer(ProducerOptions{Linger: linger})
 	require.NoError(t, err)
 
 	const goroutines, each = 32, 40

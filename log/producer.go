@@ -15,7 +15,10 @@ type ProducerOptions struct {
 	// size (Kafka's batch.size); default 16 KiB.
 	BatchBytes int
 	// Linger is how long a batch waits for more records before it is
-	// appended (linger.ms); default 5 ms, Kafka's since 4.0.
+	// appended (Kafka's linger.ms). Zero, the default, adapts instead: a
+	// batch is appended as soon as its partition has no append in progress,
+	// and gathers records while one is, so a lone record waits for nothing
+	// and a busy partition gets large batches.
 	Linger time.Duration
 	// Partitioner picks the partition of a record produced without one;
 	// default HashPartitioner(nil): Kafka's murmur2 for keyed records,
@@ -41,7 +44,8 @@ type Producer struct {
 
 	mu          sync.Mutex
 	closed      bool
-	open        map[*Partition]*pendingBatch
+	open        map[*Partition]*pendingBatch // batches gathering records
+	appending   map[*Partition]bool          // partitions with an append in progress
 	partitioner map[string]BatchPartitioner
 	lingering   sync.WaitGroup // linger timers that may fire
 	flushing    sync.WaitGroup // batches being appended
@@ -67,16 +71,18 @@ func (d *Dir) NewProducer(opts ProducerOptions) (*Producer, error) {
 	case opts.BatchBytes < 0:
 		return nil, fmt.Errorf("%w: BatchBytes is %d, allowed 0 or more", ErrInvalidOption, opts.BatchBytes)
 	}
-	switch {
-	case opts.Linger == 0:
-		opts.Linger = 5 * time.Millisecond
-	case opts.Linger < 0:
+	if opts.Linger < 0 {
 		return nil, fmt.Errorf("%w: Linger is %v, allowed 0 or more", ErrInvalidOption, opts.Linger)
 	}
 	if opts.Partitioner == nil {
 		opts.Partitioner = func() BatchPartitioner { return HashPartitioner(nil) }
 	}
-	return &Producer{d: d, opts: opts, open: make(map[*Partition]*pendingBatch), partitioner: make(map[string]BatchPartitioner)}, nil
+	return &Producer{
+		d: d, opts: opts,
+		open:        make(map[*Partition]*pendingBatch),
+		appending:   make(map[*Partition]bool),
+		partitioner: make(map[string]BatchPartitioner),
+	}, nil
 }
 
 // Produce appends rec to partition of topic, or to the partition the
@@ -107,21 +113,23 @@ func (pr *Producer) Produce(ctx context.Context, topicName string, partition int
 	if b == nil {
 		b = &pendingBatch{p: p, done: make(chan struct{})}
 		pr.open[p] = b
-		pr.lingering.Add(1)
-		b.timer = time.AfterFunc(pr.opts.Linger, func() {
-			defer pr.lingering.Done()
-			pr.flushIf(b)
-		})
+		if pr.opts.Linger > 0 {
+			pr.lingering.Add(1)
+			b.timer = time.AfterFunc(pr.opts.Linger, func() {
+				defer pr.lingering.Done()
+				pr.flushIf(b)
+			})
+		}
 	}
 	i := len(b.recs)
 	b.recs = append(b.recs, rec)
 	b.bytes += len(rec.Key) + len(rec.Value) + 20
-	full := b.bytes >= pr.opts.BatchBytes
-	if full {
+	send := b.bytes >= pr.opts.BatchBytes || (pr.opts.Linger == 0 && !pr.appending[p])
+	if send {
 		pr.detachLocked(b)
 	}
 	pr.mu.Unlock()
-	if full {
+	if send {
 		pr.append(b)
 	}
 
@@ -158,9 +166,10 @@ func (pr *Producer) partitionerLocked(topic string) BatchPartitioner {
 // detachLocked closes b to new records; the caller appends it.
 func (pr *Producer) detachLocked(b *pendingBatch) {
 	delete(pr.open, b.p)
-	if b.timer.Stop() {
+	if b.timer != nil && b.timer.Stop() {
 		pr.lingering.Done()
 	}
+	pr.appending[b.p] = true
 	pr.flushing.Add(1)
 	// KIP-480: a completed batch moves keyless records to another partition.
 	pr.partitionerLocked(b.p.Topic()).OnNewBatch(b.p.ID())
@@ -178,11 +187,21 @@ func (pr *Producer) flushIf(b *pendingBatch) {
 	pr.append(b)
 }
 
+// append appends b; with an adaptive linger, the batch that gathered
+// meanwhile goes next, from a new goroutine so that b's producers return.
 func (pr *Producer) append(b *pendingBatch) {
 	defer pr.flushing.Done()
 	res, err := b.p.Append(b.recs)
 	b.base, b.err = res.BaseOffset, err
 	close(b.done)
+
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	delete(pr.appending, b.p)
+	if next := pr.open[b.p]; next != nil && pr.opts.Linger == 0 {
+		pr.detachLocked(next)
+		go pr.append(next)
+	}
 }
 
 // Flush appends every gathered batch now and waits for them.
