@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -22,8 +23,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestKillDuringAppends deals SIGKILL to a real process appending with
-// FsyncAlways. The short variant runs in every `go test`; the long one is
+// killCount sets how many children TestKillDuringAppends kills. Its short
+// variant (12) runs in every `go test`; the long one is
 //
 //	go test -run TestKillDuringAppends -strand.kills=200 ./log
 var killCount = flag.Int("strand.kills", 0, "how many times TestKillDuringAppends kills its appending child (default 12)")
@@ -99,7 +100,9 @@ func killValue(key string) []byte {
 // runKillChild opens the log in dir, prints "ready <log end offset>", and
 // appends from killWriters goroutines until it is killed, printing
 // "ack <base offset> <writer> <seq> <records>" after each append returns.
-// Each line is one write, so a kill never tears one.
+// Each line is one write, so a kill never tears one. On SIGTERM it closes
+// the log and prints "closed", so that the next child opens a cleanly shut
+// down log (unless a SIGKILL lands in Close).
 func runKillChild(dir, genStr, seedStr string) error {
 	gen, err := strconv.Atoi(genStr)
 	if err != nil {
@@ -116,6 +119,8 @@ func runKillChild(dir, genStr, seedStr string) error {
 	if _, err := fmt.Fprintf(os.Stdout, "ready %d\n", l.LogEndOffset()); err != nil {
 		return err
 	}
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
 	errc := make(chan error, killWriters)
 	for w := range killWriters {
 		go func() {
@@ -134,6 +139,9 @@ func runKillChild(dir, genStr, seedStr string) error {
 				if err == nil {
 					_, err = fmt.Fprintf(os.Stdout, "ack %d %d %d %d\n", res.BaseOffset, w, seq, n)
 				}
+				if errors.Is(err, ErrClosed) {
+					return
+				}
 				if err != nil {
 					errc <- err
 					return
@@ -142,16 +150,33 @@ func runKillChild(dir, genStr, seedStr string) error {
 			}
 		}()
 	}
-	return <-errc
+	select {
+	case err := <-errc:
+		return err
+	case <-term:
+		if err := l.Close(); err != nil {
+			return err
+		}
+		_, err := fmt.Fprintln(os.Stdout, "closed")
+		return err
+	}
 }
 
 // killRun is what the parent saw of one child.
 type killRun struct {
-	ready bool  // the child finished opening the log
-	leo   int64 // the log end offset it opened at
-	acked map[int64]string
+	ready  bool  // the child finished opening the log
+	closed bool  // the child closed the log before it was killed
+	leo    int64 // the log end offset it opened at
+	acked  map[int64]string
 }
 
+// TestKillDuringAppends deals SIGKILL at random moments to a real process
+// appending with FsyncAlways from several goroutines, one child after the
+// other on the same directory, so that kills land in appends, group
+// commits, rolls, checkpoints, Open's recovery of the previous kill and,
+// now and then, a clean Close. After each child it checks a copy of the
+// log as the kill left it (checkKilledLog) and that the next child
+// recovers the same log end offset.
 func TestKillDuringAppends(t *testing.T) {
 	kills := 12
 	if *killCount > 0 {
@@ -165,7 +190,7 @@ func TestKillDuringAppends(t *testing.T) {
 	acked := make(map[int64]string) // every acknowledged record of every child
 	var leo int64                   // the log end offset after the last kill
 	startupLatency := 100 * time.Millisecond
-	var beforeReady, records int
+	var beforeReady, closed, records int
 	start := time.Now()
 	for gen := range kills {
 		run := killChild(t, dir, gen, rng, &startupLatency)
@@ -173,6 +198,9 @@ func TestKillDuringAppends(t *testing.T) {
 			require.Equal(t, leo, run.leo, "child %d recovered a different log end offset than the check before it", gen)
 		} else {
 			beforeReady++
+		}
+		if run.closed {
+			closed++
 		}
 		for off, key := range run.acked {
 			_, dup := acked[off]
@@ -182,8 +210,8 @@ func TestKillDuringAppends(t *testing.T) {
 		leo = checkKilledLog(t, dir, acked)
 		records += int(leo)
 	}
-	t.Logf("%d kills (%d before the child finished opening the log) in %v: %d records acknowledged, log end offset %d, %d records checked",
-		kills, beforeReady, time.Since(start).Round(time.Millisecond), len(acked), leo, records)
+	t.Logf("%d children (%d killed before they finished opening the log, %d closed it first) in %v: %d records acknowledged, log end offset %d, %d records checked",
+		kills, beforeReady, closed, time.Since(start).Round(time.Millisecond), len(acked), leo, records)
 }
 
 // killChild starts a child appending to dir, kills it at a random moment
@@ -228,18 +256,26 @@ func killChild(t *testing.T, dir string, gen int, rng *rand.Rand, startupLatency
 		*startupLatency = time.Since(began)
 		time.Sleep(time.Duration(rng.Int64N(int64(100 * time.Millisecond))))
 	}
+	if rng.IntN(6) == 0 {
+		// A clean shutdown, or a kill in the middle of it.
+		require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+		time.Sleep(time.Duration(rng.Int64N(int64(20 * time.Millisecond))))
+	}
 	killErr := cmd.Process.Signal(syscall.SIGKILL)
 	ls := <-lines
 	waitErr := cmd.Wait()
 	var exit *exec.ExitError
-	if !errors.As(waitErr, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-		t.Fatalf("child %d was not killed (signal: %v, wait: %v); stderr:\n%s", gen, killErr, waitErr, stderr.Bytes())
+	killed := errors.As(waitErr, &exit) && exit.Sys().(syscall.WaitStatus).Signal() == syscall.SIGKILL
+	if !killed && !(waitErr == nil && len(ls) > 0 && ls[len(ls)-1] == "closed") {
+		t.Fatalf("child %d was neither killed nor closed the log (signal: %v, wait: %v); stderr:\n%s", gen, killErr, waitErr, stderr.Bytes())
 	}
 
 	run := killRun{acked: make(map[int64]string)}
 	for _, line := range ls {
 		f := strings.Fields(line)
 		switch {
+		case len(f) == 1 && f[0] == "closed":
+			run.closed = true
 		case len(f) == 2 && f[0] == "ready":
 			run.ready = true
 			run.leo, err = strconv.ParseInt(f[1], 10, 64)

@@ -55,6 +55,29 @@ func (b *offsetBook) checkRecord(r segment.Record, next int64) error {
 	return b.see(r.Offset, string(r.Key))
 }
 
+// checkBatches checks the records of bs from offset *next on, advancing
+// *next past them.
+func (b *offsetBook) checkBatches(bs *Batches, next *int64) error {
+	for batch, err := range bs.All() {
+		if err != nil {
+			return err
+		}
+		for r, err := range batch.Records() {
+			if err != nil {
+				return err
+			}
+			if r.Offset < *next {
+				continue // the first batch may start before the offset asked for
+			}
+			if err := b.checkRecord(r, *next); err != nil {
+				return err
+			}
+			*next++
+		}
+	}
+	return nil
+}
+
 // errorUnless reports err unless it is nil or one of allowed.
 func errorUnless(t *testing.T, err error, allowed ...error) {
 	t.Helper()
@@ -119,7 +142,7 @@ func raceThenClose(t *testing.T, dir string, opts Options) {
 		appended atomic.Int64
 		wg       sync.WaitGroup
 	)
-	goNamed := func(f func(rng *rand.Rand)) {
+	spawn := func(f func(rng *rand.Rand)) {
 		wg.Add(1)
 		seed := rand.Uint64()
 		go func() {
@@ -130,7 +153,7 @@ func raceThenClose(t *testing.T, dir string, opts Options) {
 
 	// Appenders, one of them with batches it builds itself.
 	for w := range 3 {
-		goNamed(func(rng *rand.Rand) {
+		spawn(func(rng *rand.Rand) {
 			for seq := 0; ; {
 				recs, keys := raceRecords(w, seq, 1+rng.IntN(3))
 				var res AppendResult
@@ -169,7 +192,7 @@ func raceThenClose(t *testing.T, dir string, opts Options) {
 	}
 
 	// A reader of batches up to the high watermark.
-	goNamed(func(rng *rand.Rand) {
+	spawn(func(rng *rand.Rand) {
 		var next int64
 		for {
 			bs, err := l.Read(next, 1+rng.IntN(8<<10), ReadCommitted)
@@ -180,37 +203,22 @@ func raceThenClose(t *testing.T, dir string, opts Options) {
 				return
 			}
 			if bs.Len() == 0 {
+				errorUnless(t, bs.Close())
 				if err := l.Wait(context.Background(), next, ReadCommitted); err != nil {
 					errorUnless(t, err, ErrClosed)
 					return
 				}
 				continue
 			}
-			for b, err := range bs.All() {
-				if err != nil {
-					t.Error(err)
-					break
-				}
-				for r, err := range b.Records() {
-					if err == nil && r.Offset < next {
-						continue // the batch starts before the offset asked for
-					}
-					if err == nil {
-						err = book.checkRecord(r, next)
-					}
-					if err != nil {
-						t.Error(err)
-						break
-					}
-					next++
-				}
+			if err := errors.Join(book.checkBatches(bs, &next), bs.Close()); err != nil {
+				t.Error(err)
+				return
 			}
-			errorUnless(t, bs.Close())
 		}
 	})
 
 	// A tailing reader of records up to the log end.
-	goNamed(func(*rand.Rand) {
+	spawn(func(*rand.Rand) {
 		var next int64
 		for {
 			var rerr error
@@ -235,7 +243,7 @@ func raceThenClose(t *testing.T, dir string, opts Options) {
 
 	// A sender that writes batches from random offsets to io.Discard and
 	// holds each result until the next, across deletions and Close.
-	goNamed(func(rng *rand.Rand) {
+	spawn(func(rng *rand.Rand) {
 		var held *Batches
 		var heldBytes []byte
 		// letGo checks that the held batches still read as they did, even
@@ -267,6 +275,7 @@ func raceThenClose(t *testing.T, dir string, opts Options) {
 				return
 			}
 			if bs.Len() == 0 {
+				errorUnless(t, bs.Close())
 				continue // at the high watermark: TestEmptyReadIsUsable
 			}
 			n, err := bs.WriteTo(io.Discard)
@@ -292,7 +301,7 @@ func raceThenClose(t *testing.T, dir string, opts Options) {
 	// Waiters for a little past the end, and one for an offset never
 	// reached, which only Close ends.
 	for _, iso := range []Isolation{ReadCommitted, ReadLogEnd} {
-		goNamed(func(rng *rand.Rand) {
+		spawn(func(rng *rand.Rand) {
 			for {
 				off := l.LogEndOffset() + rng.Int64N(5)
 				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
@@ -311,14 +320,14 @@ func raceThenClose(t *testing.T, dir string, opts Options) {
 			}
 		})
 	}
-	goNamed(func(*rand.Rand) {
+	spawn(func(*rand.Rand) {
 		if err := l.Wait(context.Background(), 1<<62, ReadLogEnd); !errors.Is(err, ErrClosed) {
 			t.Errorf("Wait for an offset never reached returned %v, want ErrClosed", err)
 		}
 	})
 
 	// A deleter of old records, which also syncs and asks for stats.
-	goNamed(func(rng *rand.Rand) {
+	spawn(func(rng *rand.Rand) {
 		for {
 			off := l.HighWatermark() - rng.Int64N(300)
 			err := l.DeleteRecordsBefore(off)
@@ -482,12 +491,16 @@ func TestDeleteRecordsWhileReading(t *testing.T) {
 			reads.Add(1)
 		}
 	}()
-	for off := range int64(n) {
+	l.mu.RLock()
+	segs := l.segs
+	l.mu.RUnlock()
+	for _, s := range segs[1:] {
 		for start := reads.Load(); reads.Load() == start; {
-			runtime.Gosched() // let the reader in first
+			runtime.Gosched() // let the reader into the segment first
 		}
-		require.NoError(t, l.DeleteRecordsBefore(off))
+		require.NoError(t, l.DeleteRecordsBefore(s.BaseOffset()))
 	}
+	require.NoError(t, l.DeleteRecordsBefore(n-1))
 	<-done
 	require.Equal(t, 1, l.Stats().Segments)
 }
