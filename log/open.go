@@ -88,6 +88,18 @@ func (l *Log) load() error {
 		}
 	}
 	for i, base := range bases {
+		if n := len(l.segs); n > 0 && base < l.segs[n-1].NextOffset() {
+			// The segment before holds this one's offsets: compaction
+			// merged this segment into it, and the crash came after the
+			// swap but before this one's files were renamed .deleted.
+			// The merged segment ends where the last one it replaced did
+			// (compaction keeps the last batch of a group), so every
+			// segment it replaced is caught here.
+			if err := l.removeSegmentFiles(base); err != nil {
+				return err
+			}
+			continue
+		}
 		last := i == len(bases)-1
 		trusted := clean || (!last && bases[i+1] <= recoveryPoint)
 		if trusted {
@@ -176,6 +188,16 @@ func (l *Log) cleanDir() ([]int64, error) {
 	if err != nil {
 		return nil, fmt.Errorf("log: list %s: %w", l.dir, err)
 	}
+	// A compaction's swap replaces a segment's indexes with its log: old
+	// index files must not pair with the new log, whether or not the new
+	// ones made it (missing ones are rebuilt).
+	for _, name := range names {
+		if base, ok := segmentBase(strings.TrimSuffix(name, swapSuffix), segment.LogSuffix); ok && strings.HasSuffix(name, swapSuffix) {
+			if err := l.removeFiles(base, segment.IndexSuffix, segment.TimeIndexSuffix); err != nil {
+				return nil, err
+			}
+		}
+	}
 	logs := make(map[int64]bool)
 	var bases []int64
 	for _, name := range names {
@@ -224,7 +246,13 @@ func segmentBase(name, suffix string) (int64, bool) {
 }
 
 func (l *Log) removeSegmentFiles(base int64) error {
-	for _, suffix := range []string{segment.LogSuffix, segment.IndexSuffix, segment.TimeIndexSuffix} {
+	return l.removeFiles(base, segment.LogSuffix, segment.IndexSuffix, segment.TimeIndexSuffix)
+}
+
+// removeFiles removes the files of the segment at base with the suffixes
+// given, those that exist.
+func (l *Log) removeFiles(base int64, suffixes ...string) error {
+	for _, suffix := range suffixes {
 		if err := l.fs.Remove(segment.FileName(l.dir, base, suffix)); err != nil && !errors.Is(err, iofs.ErrNotExist) {
 			return fmt.Errorf("log: %w", err)
 		}

@@ -1,0 +1,653 @@
+package log
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/strandlog/strand/internal/vfs"
+	"github.com/strandlog/strand/segment"
+)
+
+// cleanerCheckpointFile holds the first dirty offset: where the part of the
+// log that no compaction has seen begins (Kafka's
+// cleaner-offset-checkpoint, kept per log directory here).
+const cleanerCheckpointFile = "cleaner-offset-checkpoint"
+
+// Defaults for CompactOptions, Kafka's.
+const (
+	DefaultDeleteRetention        = 24 * time.Hour // delete.retention.ms
+	DefaultMinCleanableDirtyRatio = 0.5            // min.cleanable.dirty.ratio
+	DefaultKeyMapBytes            = 16 << 20
+)
+
+// CompactOptions configure a compaction (cleanup.policy=compact). The zero
+// value means the defaults given with each field.
+type CompactOptions struct {
+	// DeleteRetention is how long a tombstone (a record with a key and a
+	// null value) stays after compaction first sees it, so that a consumer
+	// that reaches the head within this time sees the delete
+	// (delete.retention.ms); default 24 hours.
+	DeleteRetention time.Duration
+
+	// MinCleanableDirtyRatio is the share of the cleanable bytes that must
+	// be dirty, not yet compacted, for Compact to run
+	// (min.cleanable.dirty.ratio); default 0.5, allowed above 0 to 1.
+	MinCleanableDirtyRatio float64
+
+	// MinCompactionLag keeps records this recent out of compaction, a
+	// segment at a time: a segment whose newest record is younger is not
+	// cleaned, nor any after it (min.compaction.lag.ms); default 0.
+	MinCompactionLag time.Duration
+
+	// MaxCompactionLag makes Compact run whatever the dirty ratio once the
+	// oldest dirty record is this old (max.compaction.lag.ms, KIP-354);
+	// default 0, no limit.
+	MaxCompactionLag time.Duration
+
+	// KeyMapBytes is the memory for the map from keys to their latest
+	// offsets, 24 bytes a key at a load of at most 3/4
+	// (log.cleaner.dedupe.buffer.size). A dirty section with more keys is
+	// compacted over several calls. Default 16 MiB, at least 1 KiB.
+	KeyMapBytes int
+
+	// Force compacts whatever the dirty ratio and MaxCompactionLag say.
+	Force bool
+
+	// hash is the key map's first hash; tests set it to force collisions.
+	hash func([]byte) uint64
+}
+
+const minKeyMapBytes = 1 << 10
+
+func (o CompactOptions) withDefaults() (CompactOptions, error) {
+	bad := func(name string, v any, allowed string) error {
+		return fmt.Errorf("%w: %s is %v, allowed %s", ErrInvalidOption, name, v, allowed)
+	}
+	switch {
+	case o.DeleteRetention == 0:
+		o.DeleteRetention = DefaultDeleteRetention
+	case o.DeleteRetention < 0:
+		return o, bad("DeleteRetention", o.DeleteRetention, "0 or more")
+	}
+	switch {
+	case o.MinCleanableDirtyRatio == 0:
+		o.MinCleanableDirtyRatio = DefaultMinCleanableDirtyRatio
+	case !(o.MinCleanableDirtyRatio > 0 && o.MinCleanableDirtyRatio <= 1):
+		return o, bad("MinCleanableDirtyRatio", o.MinCleanableDirtyRatio, "above 0 to 1")
+	}
+	if o.MinCompactionLag < 0 {
+		return o, bad("MinCompactionLag", o.MinCompactionLag, "0 or more")
+	}
+	if o.MaxCompactionLag < 0 {
+		return o, bad("MaxCompactionLag", o.MaxCompactionLag, "0 or more")
+	}
+	switch {
+	case o.KeyMapBytes == 0:
+		o.KeyMapBytes = DefaultKeyMapBytes
+	case o.KeyMapBytes < minKeyMapBytes:
+		return o, bad("KeyMapBytes", o.KeyMapBytes, "1024 or more")
+	}
+	if o.hash == nil {
+		o.hash = xxhash.Sum64
+	}
+	return o, nil
+}
+
+// CompactStats say what a Compact call did.
+type CompactStats struct {
+	// Segments is how many segments were rewritten, and Groups how many
+	// segments replaced them.
+	Segments, Groups int
+
+	BytesRead, BytesWritten     int64
+	RecordsRead, RecordsRemoved int64
+
+	// FirstDirtyOffset is where the part of the log that compaction has
+	// not yet seen begins, after this call.
+	FirstDirtyOffset int64
+
+	Duration time.Duration
+}
+
+// Compact compacts the log if the triggers in opts say so: it keeps the
+// latest record of every key, by Kafka's log cleaner rules
+// (apache/kafka:storage/src/main/java/org/apache/kafka/storage/internals/log/Cleaner.java):
+//
+//   - Offsets never change: records are removed, never moved, so reads
+//     from any offset go on working (a read in a gap carries on at the
+//     next record).
+//   - Only the cleanable part is compacted: whole segments from the log
+//     start, stopping before the active segment, the segment holding the
+//     high watermark, and the first segment whose newest record is within
+//     MinCompactionLag of now.
+//   - It runs when the dirty (never compacted) bytes are at least
+//     MinCleanableDirtyRatio of the cleanable bytes, when the oldest dirty
+//     record is older than MaxCompactionLag, or with Force.
+//   - A record is kept if no later record in the dirty part has its key.
+//     Records without a key are removed.
+//   - A tombstone (null value) is kept until DeleteRetention after the
+//     first compaction that saw it, which stamps that time on its batch as
+//     the delete horizon (KIP-534); a compaction after the horizon removes
+//     it.
+//   - A batch of an idempotent producer whose records are all removed is
+//     kept as a header if it is the producer's last in the log, so that
+//     its sequence numbers survive (Kafka's BatchRetention.RETAIN_EMPTY).
+//     Control batches (transaction markers) are kept whole.
+//   - Batches compressed with a codec this library cannot decode (snappy,
+//     zstd) are kept whole, and their keys make no older record go.
+//
+// The segments are rewritten in groups that fit SegmentBytes, each into
+// one new segment that takes the group's place crash-safely: built as
+// .cleaned files, synced, renamed .swap, then the old files are renamed
+// .deleted and the new ones given their plain names. A crash at any point
+// leaves either the old segments or the new one (Open finishes the swap).
+// Readers holding the old segments go on reading them until they close.
+//
+// Appends go on while the key map is built; each group's rewrite holds the
+// log's writer lock, so appends wait for one group at a time. A
+// truncation meanwhile abandons the compaction.
+func (l *Log) Compact(now time.Time, opts CompactOptions) (CompactStats, error) {
+	start := time.Now()
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return CompactStats{}, err
+	}
+	p, err := l.planCompaction(now, opts)
+	if err != nil {
+		return CompactStats{Duration: time.Since(start)}, err
+	}
+	defer p.release()
+	if len(p.segs) > 0 {
+		err = l.compact(p, now, opts)
+	}
+	p.st.Duration = time.Since(start)
+	return p.st, err
+}
+
+func (l *Log) compact(p *plan, now time.Time, opts CompactOptions) error {
+	c := &cleaner{l: l, plan: p, opts: opts, now: now.UnixMilli(), keys: newKeyMap(opts.KeyMapBytes, opts.hash)}
+	if err := c.buildKeyMap(); err != nil {
+		return err
+	}
+	cleaned := slices.IndexFunc(p.segs, func(s *segRef) bool { return s.BaseOffset() >= c.end })
+	if cleaned < 0 {
+		cleaned = len(p.segs)
+	}
+	complete := true
+	for _, g := range l.groupSegments(p.segs[:cleaned]) {
+		done, err := c.cleanGroup(g)
+		switch {
+		case err != nil:
+			return err
+		case done == groupTruncated:
+			// The key map may name offsets that hold other records now.
+			return nil
+		case done == groupSkipped:
+			complete = false
+		}
+	}
+	if !complete {
+		// Another compaction or retention got there first; the next
+		// call starts from the old checkpoint again.
+		return nil
+	}
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	end := max(c.end, p.firstDirty)
+	if err := l.writeOffset(cleanerCheckpointFile, end); err != nil {
+		return err
+	}
+	p.st.FirstDirtyOffset = end
+	return nil
+}
+
+// plan is what a compaction works on: the segments up to the first
+// uncleanable one, held so that their files stay open.
+type plan struct {
+	segs        []*segRef // from the first segment to the last cleanable one; none if nothing is to be done
+	active      *segRef   // the active segment when planned: gone means truncated
+	dirty       int       // index in segs of the first segment with dirty records
+	firstDirty  int64
+	uncleanable int64 // the base offset after the last cleanable segment
+	st          CompactStats
+}
+
+func (p *plan) release() {
+	for _, s := range p.segs {
+		s.release()
+	}
+	p.segs = nil
+}
+
+// planCompaction finds the cleanable segments and checks the triggers
+// (Kafka's LogCleanerManager.cleanableOffsets and the dirty ratio). It
+// returns a plan without segments if there is nothing to do.
+func (l *Log) planCompaction(now time.Time, opts CompactOptions) (*plan, error) {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if l.isClosed() {
+		return nil, ErrClosed
+	}
+	if l.failed != nil {
+		return nil, l.failed
+	}
+	firstDirty, err := l.readOffset(cleanerCheckpointFile)
+	if err != nil {
+		return nil, err
+	}
+	logStart, leo, hw := l.logStart.Load(), l.leo.Load(), l.hw.Load()
+	if firstDirty < logStart || firstDirty > leo {
+		firstDirty = logStart
+	}
+	l.mu.RLock()
+	segs := l.segs
+	l.mu.RUnlock()
+
+	p := &plan{active: segs[len(segs)-1], firstDirty: firstDirty}
+	p.st.FirstDirtyOffset = firstDirty
+	p.dirty = slices.IndexFunc(segs, func(s *segRef) bool { return s.NextOffset() > firstDirty })
+	if p.dirty < 0 {
+		return p, nil
+	}
+	lag := now.Add(-opts.MinCompactionLag).UnixMilli()
+	n := p.dirty
+	for n < len(segs)-1 && segs[n].NextOffset() <= hw &&
+		(opts.MinCompactionLag == 0 || segs[n].MaxTimestamp() <= lag) {
+		n++
+	}
+	if n == p.dirty && (!opts.Force || n == 0) {
+		// Nothing dirty is cleanable. Forced, the clean part is rewritten
+		// all the same: small segments merge, and tombstones past their
+		// horizon go.
+		return p, nil
+	}
+	p.uncleanable = segs[n].BaseOffset()
+	var clean, dirty int64
+	for i, s := range segs[:n] {
+		if i < p.dirty {
+			clean += s.Size()
+		} else {
+			dirty += s.Size()
+		}
+	}
+	first := segs[min(p.dirty, n)].FirstBatchTimestamp()
+	overdue := opts.MaxCompactionLag > 0 && first >= 0 && now.Sub(time.UnixMilli(first)) > opts.MaxCompactionLag
+	if !opts.Force && !overdue && float64(dirty) < opts.MinCleanableDirtyRatio*float64(clean+dirty) {
+		return p, nil
+	}
+	for _, s := range segs[:n] {
+		s.acquire() // the log holds them, under wmu
+		p.segs = append(p.segs, s)
+	}
+	return p, nil
+}
+
+// groupSegments splits segs into runs that each fit one segment (Kafka's
+// Cleaner.groupSegmentsBySize): at most SegmentBytes, an index that cannot
+// fill, and offsets within 2^31 of the base. The new segment is no larger
+// than the sum of the old ones.
+func (l *Log) groupSegments(segs []*segRef) [][]*segRef {
+	var groups [][]*segRef
+	for len(segs) > 0 {
+		n, size := 1, segs[0].Size()
+		for n < len(segs) {
+			next := segs[n]
+			end := next.NextOffset()
+			if n+1 < len(segs) {
+				end = segs[n+1].BaseOffset()
+			}
+			if size+next.Size() > l.opts.SegmentBytes || !l.indexFits(size+next.Size()) ||
+				end-1-segs[0].BaseOffset() > math.MaxInt32 {
+				break
+			}
+			size += next.Size()
+			n++
+		}
+		groups = append(groups, segs[:n])
+		segs = segs[n:]
+	}
+	return groups
+}
+
+// indexFits reports whether the indexes of a segment of size bytes cannot
+// fill: an offset index entry takes at least IndexIntervalBytes+1 bytes of
+// batches and one batch, and the time index has at most one entry more,
+// of 12 bytes.
+func (l *Log) indexFits(size int64) bool {
+	per := max(int64(l.opts.IndexIntervalBytes)+1, segment.HeaderSize)
+	entries := size/per + 2
+	return entries*12 <= int64(l.opts.MaxIndexBytes)
+}
+
+// cleaner is one compaction's state.
+type cleaner struct {
+	l    *Log
+	plan *plan
+	opts CompactOptions
+	now  int64 // ms
+	keys *keyMap
+
+	// end is the offset up to which the key map knows every key: a record
+	// at or past it is kept whatever its key.
+	end int64
+
+	// lastOfProducer maps each producer id to the last offset of its last
+	// batch up to the first uncleanable offset.
+	lastOfProducer map[int64]int64
+
+	kept []segment.Record
+	buf  []byte
+}
+
+// buildKeyMap reads the dirty segments and maps each key to its latest
+// offset, until the map is full (Kafka's Cleaner.buildOffsetMap). It also
+// learns each producer's last batch, from all the cleanable segments.
+func (c *cleaner) buildKeyMap() error {
+	p := c.plan
+	c.lastOfProducer = make(map[int64]int64)
+	c.end = p.uncleanable
+	for i, s := range p.segs {
+		dirty := i >= p.dirty
+		// Once the map is full, the rest of the segment is still read for
+		// its producers: the whole segment is rewritten.
+		full := false
+		for b, err := range s.Batches(s.BaseOffset(), dirty) {
+			if err != nil {
+				return fmt.Errorf("log %s: compaction: %w", c.l.dir, err)
+			}
+			if b.ProducerID() >= 0 {
+				c.lastOfProducer[b.ProducerID()] = b.LastOffset()
+			}
+			if !dirty || full {
+				continue
+			}
+			p.st.BytesRead += int64(len(b))
+			if full, err = c.mapBatch(b, p.firstDirty); err != nil {
+				return fmt.Errorf("log %s: compaction: %w", c.l.dir, err)
+			}
+		}
+		if full {
+			return nil
+		}
+	}
+	return nil
+}
+
+// mapBatch puts the keys of b's records at or after from into the map. If
+// the map fills, it sets c.end after the last record mapped and returns
+// true.
+func (c *cleaner) mapBatch(b segment.Batch, from int64) (full bool, err error) {
+	if err := b.Validate(); err != nil {
+		return false, err
+	}
+	if b.Control() {
+		return false, nil
+	}
+	last := b.BaseOffset() - 1
+	for r, err := range b.Records() {
+		if errors.Is(err, segment.ErrUnsupportedCodec) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		if r.Key == nil || r.Offset < from {
+			continue
+		}
+		if !c.keys.put(r.Key, r.Offset) {
+			c.end = max(last+1, from)
+			return true, nil
+		}
+		last = r.Offset
+	}
+	return false, nil
+}
+
+// What cleanGroup did.
+type groupResult int8
+
+const (
+	groupCleaned groupResult = iota
+	// groupSkipped: retention or another compaction replaced the group.
+	groupSkipped
+	// groupTruncated: a truncation removed the segment that was active
+	// when the compaction began, so the key map cannot be trusted.
+	groupTruncated
+)
+
+// cleanGroup rewrites one group of segments into a new one and swaps it
+// in, holding the writer lock.
+func (c *cleaner) cleanGroup(group []*segRef) (groupResult, error) {
+	l := c.l
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if l.isClosed() {
+		return 0, ErrClosed
+	}
+	if l.failed != nil {
+		return 0, l.failed
+	}
+	l.mu.RLock()
+	segs := l.segs
+	l.mu.RUnlock()
+	if !slices.Contains(segs, c.plan.active) {
+		return groupTruncated, nil
+	}
+	at := slices.Index(segs, group[0])
+	if at < 0 || at+len(group) > len(segs) || !slices.Equal(segs[at:at+len(group)], group) {
+		return groupSkipped, nil
+	}
+
+	opts := l.opts.segmentOptions()
+	opts.Suffix = cleanedSuffix
+	seg, err := segment.Create(l.dir, group[0].BaseOffset(), opts)
+	if err != nil {
+		return 0, fmt.Errorf("log %s: compaction: %w", l.dir, err)
+	}
+	err = c.rewrite(seg, group)
+	if err == nil {
+		err = errors.Join(seg.Seal(), seg.Sync())
+	}
+	if err == nil {
+		err = seg.Rename(swapSuffix)
+	}
+	if err == nil {
+		err = vfs.SyncDir(l.fs, l.dir)
+	}
+	if err != nil {
+		return 0, errors.Join(fmt.Errorf("log %s: compaction: %w", l.dir, err), seg.Remove())
+	}
+
+	// The .swap files are complete and durable: from here on a crash ends
+	// with the new segment in place (Open completes the swap, and removes
+	// the old segments its offsets cover).
+	ref := l.newRef(seg)
+	l.mu.Lock()
+	l.segs = slices.Concat(segs[:at], []*segRef{ref}, segs[at+len(group):])
+	l.mu.Unlock()
+	var errs []error
+	for _, s := range group {
+		errs = append(errs, s.discard(true))
+	}
+	err = errors.Join(errs...)
+	if err == nil {
+		// The old names must be gone for good before the new segment
+		// takes its plain name, or a crash could leave both live.
+		err = vfs.SyncDir(l.fs, l.dir)
+	}
+	if err == nil {
+		err = seg.Rename("")
+	}
+	if err == nil {
+		err = vfs.SyncDir(l.fs, l.dir)
+	}
+	if err != nil {
+		return 0, l.fail(fmt.Errorf("compaction swap: %w", err))
+	}
+	c.plan.st.Segments += len(group)
+	c.plan.st.Groups++
+	c.plan.st.BytesWritten += seg.Size()
+	return groupCleaned, nil
+}
+
+// rewrite writes the batches of group that compaction keeps to seg.
+func (c *cleaner) rewrite(seg *segment.Segment, group []*segRef) error {
+	for i, s := range group {
+		lastSeg := i == len(group)-1
+		end := s.NextOffset()
+		for b, err := range s.Batches(s.BaseOffset(), true) {
+			if err != nil {
+				return err
+			}
+			c.plan.st.BytesRead += int64(len(b))
+			// The group's last batch stays, if only as a header, so that
+			// the new segment ends where the old ones did: Open then knows
+			// which old segments a finished swap replaced (Kafka keeps
+			// the last batch of each cleaning round for its offset).
+			out, err := c.filter(b, lastSeg && b.LastOffset()+1 == end)
+			if err != nil {
+				return err
+			}
+			if out == nil {
+				continue
+			}
+			if err := seg.Append(out); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// filter returns what compaction keeps of b: b itself, a rebuilt batch,
+// or nil. keepEmpty keeps a header-only batch if every record goes.
+func (c *cleaner) filter(b segment.Batch, keepEmpty bool) (segment.Batch, error) {
+	if err := b.Validate(); err != nil {
+		return nil, err
+	}
+	n := int64(b.NumRecords())
+	c.plan.st.RecordsRead += n
+	if b.Control() {
+		return b, nil
+	}
+	horizon, hasHorizon := b.DeleteHorizon()
+	expired := hasHorizon && c.now >= horizon
+	c.kept = c.kept[:0]
+	tombstones := false
+	for r, err := range b.Records() {
+		if errors.Is(err, segment.ErrUnsupportedCodec) {
+			return b, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		// Kafka's Cleaner.shouldRetainRecord: past the map, everything
+		// stays; within it, the latest record of each key, a tombstone
+		// only until its horizon.
+		if r.Offset < c.end && (r.Key == nil || r.Offset < c.keys.get(r.Key) || (r.Value == nil && expired)) {
+			continue
+		}
+		tombstones = tombstones || r.Value == nil
+		c.kept = append(c.kept, r)
+	}
+	c.plan.st.RecordsRemoved += n - int64(len(c.kept))
+	needHorizon := tombstones && !hasHorizon
+	if int64(len(c.kept)) == n && !needHorizon {
+		return b, nil
+	}
+	switch {
+	case needHorizon:
+		horizon = c.now + c.opts.DeleteRetention.Milliseconds()
+	case !hasHorizon:
+		horizon = -1
+	}
+	if len(c.kept) == 0 {
+		pid := b.ProducerID()
+		if last, ok := c.lastOfProducer[pid]; !keepEmpty && !(pid >= 0 && ok && last == b.LastOffset()) {
+			return nil, nil
+		}
+	}
+	var err error
+	c.buf, err = segment.AppendRetained(c.buf[:0], b, c.kept, horizon)
+	return c.buf, err
+}
+
+// keyMap maps keys to offsets in a fixed amount of memory, as Kafka's
+// SkimpyOffsetMap does with an MD5 of the key: it stores a 128-bit hash of
+// each key, never the key, in an open-addressing table.
+//
+// A collision of two keys' hashes would make the older key's latest record
+// look superseded, and compaction would delete it: data loss. Two 64-bit
+// hashes make that as unlikely as MD5's 128 bits do: xxhash of the key,
+// which places the entry, and xxhash seeded with a random value chosen for
+// each map, which an adversary cannot aim at. With the 2^19 keys of the
+// default 16 MiB, the chance that any two of them collide is about 2^-90.
+type keyMap struct {
+	slots []keySlot
+	n     int // slots in use
+	limit int // slots that may be used: 3/4 of them, to keep probes short
+
+	hash   func([]byte) uint64
+	seed   uint64
+	digest *xxhash.Digest
+}
+
+// keySlot is one entry; offset is the record's offset plus one, so that
+// the zero slot is empty.
+type keySlot struct {
+	h1, h2 uint64
+	offset int64
+}
+
+func newKeyMap(bytes int, hash func([]byte) uint64) *keyMap {
+	n := bytes / 24
+	seed := rand.Uint64()
+	return &keyMap{slots: make([]keySlot, n), limit: n * 3 / 4, hash: hash, seed: seed, digest: xxhash.NewWithSeed(seed)}
+}
+
+func (m *keyMap) hashes(key []byte) (uint64, uint64) {
+	m.digest.ResetWithSeed(m.seed)
+	m.digest.Write(key)
+	return m.hash(key), m.digest.Sum64()
+}
+
+// find returns the slot of key's hashes, or the empty slot where they go.
+func (m *keyMap) find(h1, h2 uint64) *keySlot {
+	hi, _ := bits.Mul64(h1, uint64(len(m.slots))) // h1 scaled to [0, len)
+	for i := int(hi); ; i++ {
+		if i == len(m.slots) {
+			i = 0
+		}
+		s := &m.slots[i]
+		if s.offset == 0 || (s.h1 == h1 && s.h2 == h2) {
+			return s
+		}
+	}
+}
+
+// put records offset as key's latest. It returns false, changing nothing,
+// if key is new and the map is full.
+func (m *keyMap) put(key []byte, offset int64) bool {
+	h1, h2 := m.hashes(key)
+	s := m.find(h1, h2)
+	if s.offset == 0 {
+		if m.n >= m.limit {
+			return false
+		}
+		m.n++
+		s.h1, s.h2 = h1, h2
+	}
+	s.offset = offset + 1
+	return true
+}
+
+// get returns key's latest offset, or -1 if the map does not have it.
+func (m *keyMap) get(key []byte) int64 {
+	return m.find(m.hashes(key)).offset - 1
+}
