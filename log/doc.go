@@ -1,4 +1,26 @@
-// Package log implements one partition's durable log (log.Log) and a data
-// directory of many partitions (log.Dir), with Kafka's on-disk format and
-// rules: segments, leader epochs, partitioners.
+// Package log implements a partition's durable log and a data directory of
+// many partitions, with Kafka's on-disk format and rules.
+//
+// A Log is one partition in a directory: a sequence of segments (Kafka's
+// .log, .index and .timeindex files), a leader epoch cache and checkpoint
+// files. Appends from many goroutines are coalesced into one write and one
+// fsync (group commit); reads return whole batches as file slices that can
+// be sent with sendfile, or records through an iterator; Wait blocks until
+// more is readable. The fsync policy (FsyncAlways, FsyncEvery,
+// FsyncInterval, FsyncNever) says what a power failure can take away.
+// After a crash, Open scans only what lies past the recovery point and cuts
+// a torn tail there; corruption below it is an error, never a silent cut.
+//
+// A Dir is a data directory of topics, each split into partitions that are
+// Logs in folders named <topic>-<partition>. Partitions open when first
+// used and close when too many files are open. A Producer gathers records
+// from many goroutines into one batch per partition, routed by Kafka's
+// partitioners (murmur2 for keys, sticky for keyless records). Retention
+// deletes whole old segments, never at or past the high watermark.
+//
+// The offsets are Kafka's: the log start offset is the first readable
+// offset, the high watermark the end of what consumers may read
+// (ReadCommitted), the log end offset the next offset to be written
+// (ReadLogEnd, what followers replicate). All three are exclusive ends or
+// inclusive starts as in Kafka.
 package log

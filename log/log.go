@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -125,12 +126,20 @@ func (l *Log) Append(recs []segment.Record) (AppendResult, error) {
 			}
 		}
 	}
-	b, err := segment.AppendBatch(nil, recs, segment.BuildOptions{Codec: l.opts.Compression})
+	buf := batchBuffers.Get().(*[]byte)
+	defer batchBuffers.Put(buf)
+	b, err := segment.AppendBatch((*buf)[:0], recs, segment.BuildOptions{Codec: l.opts.Compression})
 	if err != nil {
 		return AppendResult{}, fmt.Errorf("log %s: %w", l.dir, err)
 	}
+	*buf = b
+	// The batch is written to the file before enqueue returns, so the
+	// buffer is free again then.
 	return l.enqueue(&pending{batch: b})
 }
+
+// batchBuffers holds the buffers Append builds batches in.
+var batchBuffers = sync.Pool{New: func() any { return new([]byte) }}
 
 // AppendBatch appends a batch a producer built, as a Kafka leader does: it
 // checks the batch, assigns it the next offsets and stamps the current
@@ -177,6 +186,11 @@ func (l *Log) enqueue(p *pending) (AppendResult, error) {
 		l.qmu.Lock()
 	}
 	l.leading = true
+	l.qmu.Unlock()
+	// Let the appenders the last commit woke queue up again, so that they
+	// share this commit's sync rather than wait for the next.
+	runtime.Gosched()
+	l.qmu.Lock()
 	group := l.queue
 	l.queue = nil
 	l.qmu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"path/filepath"
 	"sync"
@@ -467,4 +468,71 @@ func TestCrashAtEveryOperation(t *testing.T) {
 		appendN(t, l, leo, 5, 5, 150) // and it takes appends again
 		require.NoError(t, l.Close())
 	}
+}
+
+// TestRollRules checks each of Kafka's LogSegment.shouldRoll conditions.
+func TestRollRules(t *testing.T) {
+	t.Run("size", func(t *testing.T) {
+		l, err := Open("/data/s-0", memOptions(newMemFS(t)))
+		require.NoError(t, err)
+		defer l.Close()
+		appendN(t, l, 0, 100, 10, 200) // ~2.2 KiB batches into 8 KiB segments
+		l.mu.RLock()
+		defer l.mu.RUnlock()
+		for _, s := range l.segs {
+			require.LessOrEqual(t, s.Size(), int64(8<<10))
+		}
+		require.Greater(t, len(l.segs), 2)
+	})
+	t.Run("age by record timestamps", func(t *testing.T) {
+		opts := memOptions(newMemFS(t))
+		opts.SegmentBytes = 1 << 20
+		opts.SegmentAge = time.Second
+		l, err := Open("/data/a-0", opts)
+		require.NoError(t, err)
+		defer l.Close()
+		for i, ts := range []int64{1000, 1500, 2000, 2001, 3500} {
+			_, err := l.Append([]segment.Record{{Value: []byte{byte(i)}, Timestamp: ts}})
+			require.NoError(t, err)
+		}
+		// 2001-1000 > 1s rolls before offset 3; 3500-2001 > 1s before 4.
+		require.Equal(t, []int64{0, 3, 4}, segmentBases(l))
+	})
+	t.Run("full index", func(t *testing.T) {
+		opts := memOptions(newMemFS(t))
+		opts.SegmentBytes = 1 << 20
+		opts.MaxIndexBytes = 1024 // time index: 85 entries, full at 84
+		opts.IndexIntervalBytes = 1
+		l, err := Open("/data/i-0", opts)
+		require.NoError(t, err)
+		defer l.Close()
+		appendN(t, l, 0, 200, 1, 10)
+		bases := segmentBases(l)
+		require.Equal(t, []int64{0, 85, 170}, bases, "one entry a batch after the first: 84 entries, then a roll")
+		requireRecords(t, l, 0, 200, 10)
+	})
+	t.Run("relative offset overflow", func(t *testing.T) {
+		l, err := Open("/data/o-0", memOptions(newMemFS(t)))
+		require.NoError(t, err)
+		defer l.Close()
+		far := int64(math.MaxInt32) + 10
+		for _, base := range []int64{0, far} {
+			b, err := segment.AppendBatch(nil, []segment.Record{{Value: []byte("x"), Timestamp: 1}}, segment.BuildOptions{BaseOffset: base})
+			require.NoError(t, err)
+			_, err = l.AppendReplicated(b)
+			require.NoError(t, err)
+		}
+		require.Equal(t, []int64{0, far}, segmentBases(l))
+		require.Equal(t, far+1, l.LogEndOffset())
+	})
+}
+
+func segmentBases(l *Log) []int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	var bases []int64
+	for _, s := range l.segs {
+		bases = append(bases, s.BaseOffset())
+	}
+	return bases
 }

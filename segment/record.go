@@ -153,6 +153,16 @@ func appendRecords(dst []byte, recs []Record, o *BuildOptions) ([]byte, encoded,
 	if len(recs)-1 > math.MaxInt32 {
 		return dst, encoded{}, fmt.Errorf("%w: %d records, at most %d fit", ErrBatchTooLarge, len(recs), math.MaxInt32+1)
 	}
+	// One growth for the whole batch: records are at most 21 bytes of
+	// framing beyond their keys, values and headers.
+	need := 0
+	for i := range recs {
+		need += 21 + len(recs[i].Key) + len(recs[i].Value)
+		for _, h := range recs[i].Headers {
+			need += 10 + len(h.Key) + len(h.Value)
+		}
+	}
+	dst = slices.Grow(dst, need)
 	baseTS := recs[0].Timestamp
 	enc := encoded{lastOffsetDelta: -1, maxTimestamp: math.MinInt64}
 	for i := range recs {

@@ -20,6 +20,7 @@ type scanner struct {
 
 	buf    []byte // file bytes from bufPos
 	bufPos int64
+	large  bool // the last batch was large: read headers alone
 }
 
 func newScanner(f vfs.File, name string, pos, end int64) *scanner {
@@ -55,6 +56,7 @@ func (s *scanner) next(whole bool) (Batch, error) {
 		h = Batch(b)
 	}
 	s.pos += size
+	s.large = size > scanChunk/4
 	return h, nil
 }
 
@@ -63,7 +65,12 @@ func (s *scanner) bytes(n int64) ([]byte, error) {
 	if off := s.pos - s.bufPos; off >= 0 && off+n <= int64(len(s.buf)) {
 		return s.buf[off : off+n], nil
 	}
-	want := min(max(n, scanChunk), s.end-s.pos)
+	// Read ahead a chunk when batches are small, so that many headers come
+	// from one read; when they are large, a chunk would hold one header.
+	want := min(n, s.end-s.pos)
+	if !s.large {
+		want = min(max(n, scanChunk), s.end-s.pos)
+	}
 	if int64(cap(s.buf)) < want {
 		s.buf = make([]byte, want)
 	}

@@ -100,8 +100,8 @@ type Segment struct {
 	opts Options
 
 	log     vfs.File
-	logName string
-	suffix  string // after each file's name: Options.Suffix, then Rename's
+	logPath atomic.Pointer[string] // changed by Rename while readers use it
+	suffix  string                 // after each file's name: Options.Suffix, then Rename's
 	offsets *index.OffsetIndex
 	times   *index.TimeIndex
 
@@ -126,8 +126,8 @@ func Create(dir string, base int64, opts Options) (*Segment, error) {
 	fs := opts.FS
 	s := newSegment(dir, base, opts)
 	var err error
-	if s.log, err = fs.Create(s.logName); err != nil {
-		return nil, fmt.Errorf("segment: create %s: %w", s.logName, err)
+	if s.log, err = fs.Create(s.logName()); err != nil {
+		return nil, fmt.Errorf("segment: create %s: %w", s.logName(), err)
 	}
 	for _, name := range []string{s.fileName(IndexSuffix), s.fileName(TimeIndexSuffix)} {
 		if err := fs.Remove(name); err != nil && !errors.Is(err, iofs.ErrNotExist) {
@@ -197,12 +197,15 @@ func Recover(dir string, base int64, opts Options, durable int64) (s *Segment, t
 	return s, fileSize - s.size.Load(), nil
 }
 
+func (s *Segment) logName() string        { return *s.logPath.Load() }
+func (s *Segment) setLogName(name string) { s.logPath.Store(&name) }
+
 func newSegment(dir string, base int64, opts Options) *Segment {
 	s := &Segment{
 		fs: opts.FS, dir: dir, base: base, opts: opts, suffix: opts.Suffix,
 		offsetOfMaxTime: -1,
 	}
-	s.logName = s.fileName(LogSuffix)
+	s.setLogName(s.fileName(LogSuffix))
 	s.nextOffset.Store(base)
 	s.maxTimestamp.Store(-1)
 	s.firstBatchMaxTime.Store(-1)
@@ -216,15 +219,15 @@ func (s *Segment) fileName(kind string) string { return FileName(s.dir, s.base, 
 func openLog(dir string, base int64, opts Options) (*Segment, error) {
 	s := newSegment(dir, base, opts.withDefaults())
 	var err error
-	if s.log, err = s.fs.OpenReadWrite(s.logName); err != nil {
-		return nil, fmt.Errorf("segment: open %s: %w", s.logName, err)
+	if s.log, err = s.fs.OpenReadWrite(s.logName()); err != nil {
+		return nil, fmt.Errorf("segment: open %s: %w", s.logName(), err)
 	}
 	fi, err := s.log.Stat()
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("segment: stat %s: %w", s.logName, err), s.log.Close())
+		return nil, errors.Join(fmt.Errorf("segment: stat %s: %w", s.logName(), err), s.log.Close())
 	}
 	if fi.Size() > math.MaxInt32 {
-		return nil, errors.Join(fmt.Errorf("%w: %s is %d bytes, more than 2^31-1", ErrCorrupt, s.logName, fi.Size()), s.log.Close())
+		return nil, errors.Join(fmt.Errorf("%w: %s is %d bytes, more than 2^31-1", ErrCorrupt, s.logName(), fi.Size()), s.log.Close())
 	}
 	s.size.Store(fi.Size())
 	return s, nil
@@ -268,7 +271,7 @@ func (s *Segment) rebuild(validate bool, durable int64) error {
 	s.resetTimestamps()
 	s.sinceIndexEntry = 0
 
-	sc := newScanner(s.log, s.logName, 0, end)
+	sc := newScanner(s.log, s.logName(), 0, end)
 	for {
 		pos := sc.pos
 		b, err := sc.next(validate)
@@ -292,7 +295,7 @@ func (s *Segment) rebuild(validate bool, durable int64) error {
 				return sc.wrap(pos, fmt.Errorf("offset %d is below the durable offset %d: %w", next, durable, err))
 			}
 			if err := s.log.Truncate(pos); err != nil {
-				return fmt.Errorf("segment: truncate %s to %d: %w", s.logName, pos, err)
+				return fmt.Errorf("segment: truncate %s to %d: %w", s.logName(), pos, err)
 			}
 			break
 		}
@@ -312,7 +315,7 @@ func (s *Segment) loadTail() error {
 	if t := s.times.LastEntry(); t.Timestamp >= 0 {
 		s.setMaxTimestamp(t.Timestamp, t.Offset)
 	}
-	sc := newScanner(s.log, s.logName, int64(last.Position), s.size.Load())
+	sc := newScanner(s.log, s.logName(), int64(last.Position), s.size.Load())
 	for {
 		pos := sc.pos
 		b, err := sc.next(false)
@@ -331,9 +334,9 @@ func (s *Segment) loadTail() error {
 		s.setMaxTimestamp(b.MaxTimestamp(), b.LastOffset())
 	}
 	if s.size.Load() > 0 {
-		first, err := newScanner(s.log, s.logName, 0, s.size.Load()).next(false)
+		first, err := newScanner(s.log, s.logName(), 0, s.size.Load()).next(false)
 		if err != nil {
-			return fmt.Errorf("segment %s: position 0: %w", s.logName, err)
+			return fmt.Errorf("segment %s: position 0: %w", s.logName(), err)
 		}
 		s.firstBatchMaxTime.Store(first.MaxTimestamp())
 	}
@@ -379,21 +382,21 @@ func (s *Segment) indexBatch(b Batch, pos int64) error {
 func (s *Segment) Append(b Batch) error {
 	pos := s.size.Load()
 	if err := s.checkOrder(b); err != nil {
-		return fmt.Errorf("segment %s: %w", s.logName, err)
+		return fmt.Errorf("segment %s: %w", s.logName(), err)
 	}
 	if pos+int64(len(b)) > math.MaxInt32 {
-		return fmt.Errorf("%w: %s: %d bytes and a %d-byte batch exceed 2^31-1", ErrSegmentFull, s.logName, pos, len(b))
+		return fmt.Errorf("%w: %s: %d bytes and a %d-byte batch exceed 2^31-1", ErrSegmentFull, s.logName(), pos, len(b))
 	}
 	if s.offsets.IsFull() || s.times.IsFull() {
-		return fmt.Errorf("%w: %s: index full", ErrSegmentFull, s.logName)
+		return fmt.Errorf("%w: %s: index full", ErrSegmentFull, s.logName())
 	}
 	if _, err := s.log.WriteAt(b, pos); err != nil {
 		// Whatever part was written lies past size and is overwritten by
 		// the next append, cut by recovery, or cut here.
-		return errors.Join(fmt.Errorf("segment: write %s at %d: %w", s.logName, pos, err), s.log.Truncate(pos))
+		return errors.Join(fmt.Errorf("segment: write %s at %d: %w", s.logName(), pos, err), s.log.Truncate(pos))
 	}
 	if err := s.indexBatch(b, pos); err != nil {
-		return fmt.Errorf("segment %s: index batch at %d: %w", s.logName, pos, err)
+		return fmt.Errorf("segment %s: index batch at %d: %w", s.logName(), pos, err)
 	}
 	s.size.Store(pos + int64(len(b)))
 	return nil
@@ -445,12 +448,12 @@ func (s *Segment) FindOffset(offset int64) (pos int64, header Batch, err error) 
 
 func (s *Segment) findOffset(offset, end int64) (int64, Batch, error) {
 	start := s.offsets.Lookup(offset)
-	sc := newScanner(s.log, s.logName, int64(start.Position), end)
+	sc := newScanner(s.log, s.logName(), int64(start.Position), end)
 	for {
 		pos := sc.pos
 		b, err := sc.next(false)
 		if err == io.EOF {
-			return 0, nil, fmt.Errorf("%w: offset %d in %s (next offset %d)", ErrOffsetNotFound, offset, s.logName, s.nextOffset.Load())
+			return 0, nil, fmt.Errorf("%w: offset %d in %s (next offset %d)", ErrOffsetNotFound, offset, s.logName(), s.nextOffset.Load())
 		}
 		if err != nil {
 			return 0, nil, sc.wrap(pos, err)
@@ -472,11 +475,11 @@ func (s *Segment) Read(offset, maxOffset int64, maxBytes int) (Slice, error) {
 	if err != nil {
 		return Slice{}, err
 	}
-	sl := Slice{f: s.log, name: s.logName, pos: pos}
+	sl := Slice{f: s.log, name: s.logName(), pos: pos}
 	if first.LastOffset() >= maxOffset {
 		return sl, nil
 	}
-	sc := newScanner(s.log, s.logName, pos, end)
+	sc := newScanner(s.log, s.logName(), pos, end)
 	for {
 		at := sc.pos
 		b, err := sc.next(false)
@@ -503,7 +506,7 @@ func (s *Segment) FindTimestamp(ts int64) (offset int64, ok bool, err error) {
 	end := s.size.Load()
 	from := s.times.Lookup(ts)
 	start := s.offsets.Lookup(from.Offset)
-	sc := newScanner(s.log, s.logName, int64(start.Position), end)
+	sc := newScanner(s.log, s.logName(), int64(start.Position), end)
 	for {
 		pos := sc.pos
 		h, err := sc.next(false)
@@ -516,16 +519,16 @@ func (s *Segment) FindTimestamp(ts int64) (offset int64, ok bool, err error) {
 		if h.MaxTimestamp() < ts {
 			continue
 		}
-		whole, err := newScanner(s.log, s.logName, pos, end).next(true)
+		whole, err := newScanner(s.log, s.logName(), pos, end).next(true)
 		if err == nil {
 			err = whole.Validate()
 		}
 		if err != nil {
-			return 0, false, fmt.Errorf("segment %s: position %d: %w", s.logName, pos, err)
+			return 0, false, fmt.Errorf("segment %s: position %d: %w", s.logName(), pos, err)
 		}
 		for r, err := range whole.Records() {
 			if err != nil {
-				return 0, false, fmt.Errorf("segment %s: position %d: %w", s.logName, pos, err)
+				return 0, false, fmt.Errorf("segment %s: position %d: %w", s.logName(), pos, err)
 			}
 			if r.Timestamp >= ts {
 				return r.Offset, true, nil
@@ -558,7 +561,7 @@ func (s *Segment) TruncateTo(offset int64) (int64, error) {
 		return 0, err
 	}
 	if err := s.log.Truncate(pos); err != nil {
-		return 0, fmt.Errorf("segment: truncate %s to %d: %w", s.logName, pos, err)
+		return 0, fmt.Errorf("segment: truncate %s to %d: %w", s.logName(), pos, err)
 	}
 	s.size.Store(pos)
 	if err := s.Unseal(); err != nil {
@@ -586,7 +589,7 @@ func (s *Segment) rebuildTailState() error {
 // Sync makes the log and both indexes durable.
 func (s *Segment) Sync() error {
 	if err := s.log.Sync(); err != nil {
-		return fmt.Errorf("segment: sync %s: %w", s.logName, err)
+		return fmt.Errorf("segment: sync %s: %w", s.logName(), err)
 	}
 	return errors.Join(s.offsets.Sync(), s.times.Sync())
 }
@@ -595,7 +598,7 @@ func (s *Segment) Sync() error {
 // the log after an unclean shutdown. This is the append path's fsync.
 func (s *Segment) SyncLog() error {
 	if err := s.log.Sync(); err != nil {
-		return fmt.Errorf("segment: sync %s: %w", s.logName, err)
+		return fmt.Errorf("segment: sync %s: %w", s.logName(), err)
 	}
 	return nil
 }
@@ -624,10 +627,11 @@ func (s *Segment) Unseal() error {
 // them open. Rename("") restores the plain names.
 func (s *Segment) Rename(suffix string) error {
 	logName := FileName(s.dir, s.base, LogSuffix) + suffix
-	if err := s.fs.Rename(s.logName, logName); err != nil {
+	if err := s.fs.Rename(s.logName(), logName); err != nil {
 		return err
 	}
-	s.logName, s.suffix = logName, suffix
+	s.setLogName(logName)
+	s.suffix = suffix
 	return errors.Join(
 		s.offsets.Rename(s.fileName(IndexSuffix)),
 		s.times.Rename(s.fileName(TimeIndexSuffix)),
@@ -652,7 +656,7 @@ func (s *Segment) Remove() error {
 	if errors.Is(err, ErrClosed) {
 		err = nil
 	}
-	for _, name := range []string{s.logName, s.offsets.Name(), s.times.Name()} {
+	for _, name := range []string{s.logName(), s.offsets.Name(), s.times.Name()} {
 		if rerr := s.fs.Remove(name); rerr != nil && !errors.Is(rerr, iofs.ErrNotExist) {
 			err = errors.Join(err, rerr)
 		}

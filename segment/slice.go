@@ -16,7 +16,7 @@ import (
 // or file and the segment is on the OS file system.
 //
 // A Slice reads the file when it is used; it stays valid as long as the
-// segment's file is open.
+// segment's file is open. The zero Slice is empty.
 type Slice struct {
 	f    vfs.File
 	name string
@@ -32,6 +32,9 @@ func (s Slice) Position() int64 { return s.pos }
 
 // ReadAt reads the slice's bytes from off, relative to its start.
 func (s Slice) ReadAt(p []byte, off int64) (int, error) {
+	if len(p) == 0 && off == 0 {
+		return 0, nil
+	}
 	if off < 0 || off >= s.n {
 		if off == s.n {
 			return 0, io.EOF
@@ -52,6 +55,9 @@ func (s Slice) ReadAt(p []byte, off int64) (int, error) {
 // Bytes reads the whole slice into memory.
 func (s Slice) Bytes() ([]byte, error) {
 	b := make([]byte, s.n)
+	if s.n == 0 {
+		return b, nil
+	}
 	if n, err := s.f.ReadAt(b, s.pos); n < len(b) {
 		return nil, fmt.Errorf("segment: read %s at %d: %w", s.name, s.pos+int64(n), err)
 	}
@@ -63,6 +69,9 @@ func (s Slice) Bytes() ([]byte, error) {
 // the bytes with sendfile(2) from the slice's position; otherwise they are
 // read and written.
 func (s Slice) WriteTo(w io.Writer) (int64, error) {
+	if s.n == 0 {
+		return 0, nil
+	}
 	if fd, ok := s.f.Fd(); ok {
 		if conn, ok := w.(syscall.Conn); ok {
 			if n, done, err := s.sendfile(conn, int(fd)); done {
