@@ -2,12 +2,18 @@ package log
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
+	"math"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/strandlog/strand/internal/vfs"
 	"github.com/strandlog/strand/segment"
 	"github.com/stretchr/testify/require"
@@ -36,12 +42,13 @@ func compactOptions(fs vfs.FS, now *time.Time) Options {
 // tombstone.
 type model struct {
 	recs      map[int64]segment.Record
-	producers map[int64]int64     // producer id: last offset of its last batch
-	seen      map[int64]time.Time // tombstone offset: the first Compact after its append
+	maybe     map[int64]segment.Record // appends that failed: there or not
+	producers map[int64]int64          // producer id: last offset of its last batch
+	seen      map[int64]time.Time      // tombstone offset: the first Compact after its append
 }
 
 func newModel() *model {
-	return &model{recs: map[int64]segment.Record{}, producers: map[int64]int64{}, seen: map[int64]time.Time{}}
+	return &model{recs: map[int64]segment.Record{}, maybe: map[int64]segment.Record{}, producers: map[int64]int64{}, seen: map[int64]time.Time{}}
 }
 
 // append appends recs as one batch, from producer pid if pid >= 0.
@@ -96,6 +103,9 @@ func (m *model) check(t testing.TB, l *Log, now time.Time, retention time.Durati
 			for r, err := range b.Records() {
 				require.NoError(t, err, msg)
 				want, ok := m.recs[r.Offset]
+				if !ok {
+					want, ok = m.maybe[r.Offset]
+				}
 				require.True(t, ok, "%s: offset %d was never appended", msg, r.Offset)
 				require.Equal(t, want.Key, r.Key, "%s: key at %d", msg, r.Offset)
 				require.Equal(t, want.Value, r.Value, "%s: value at %d", msg, r.Offset)
@@ -275,4 +285,596 @@ func TestCompactKeepsLatestOfEachKey(t *testing.T) {
 	require.NoError(t, l.Close())
 	l = compactLog(t, fs, &now)
 	m.check(t, l, now, DefaultDeleteRetention, keepFrom, "reopened")
+}
+
+// batchesOf returns the headers of the log's batches.
+func batchesOf(t testing.TB, l *Log) []segment.Batch {
+	t.Helper()
+	var out []segment.Batch
+	for off := l.LogStartOffset(); off < l.LogEndOffset(); {
+		bs, err := l.Read(off, 1<<20, ReadLogEnd)
+		require.NoError(t, err)
+		n := 0
+		for b, err := range bs.All() {
+			require.NoError(t, err)
+			out = append(out, slices.Clone(b))
+			off = b.LastOffset() + 1
+			n++
+		}
+		require.NoError(t, bs.Close())
+		if n == 0 {
+			break
+		}
+	}
+	return out
+}
+
+// fill appends keyed records until the log has rolled n more segments.
+func fill(t testing.TB, l *Log, m *model, now time.Time, n int, key func(i int) string) {
+	t.Helper()
+	for target, i := l.Stats().Segments+n, 0; l.Stats().Segments < target; i++ {
+		m.append(t, l, []segment.Record{{Timestamp: now.UnixMilli(), Key: []byte(key(i)), Value: bytes.Repeat([]byte("v"), 200)}}, -1)
+	}
+}
+
+// TestTombstonesStayUntilTheirHorizon follows KIP-534: the first
+// compaction that sees a tombstone stamps now+DeleteRetention on its batch;
+// compactions before that time keep it, the first one after removes it.
+func TestTombstonesStayUntilTheirHorizon(t *testing.T) {
+	now := t0
+	l := compactLog(t, newMemFS(t), &now)
+	defer l.Close()
+	m := newModel()
+	m.append(t, l, []segment.Record{{Timestamp: now.UnixMilli(), Key: []byte("gone"), Value: []byte("v1")}}, -1)
+	res := m.append(t, l, []segment.Record{
+		{Timestamp: now.UnixMilli(), Key: []byte("gone"), Value: nil},
+		{Timestamp: now.UnixMilli() + 5, Key: []byte("stays"), Value: []byte("v")},
+	}, -1)
+	tombstone := res.BaseOffset
+	fill(t, l, m, now, 2, func(i int) string { return fmt.Sprint("other", i) })
+
+	const retention = time.Hour
+	opts := CompactOptions{DeleteRetention: retention, Force: true}
+	horizonOf := func() (int64, bool) {
+		for _, b := range batchesOf(t, l) {
+			if b.BaseOffset() == tombstone {
+				h, ok := b.DeleteHorizon()
+				require.True(t, ok, "the tombstone's batch has a horizon")
+				return h, true
+			}
+		}
+		return 0, false
+	}
+	hasTombstone := func() bool {
+		for r, err := range l.Records(0, ReadLogEnd) {
+			require.NoError(t, err)
+			if r.Offset == tombstone {
+				require.Nil(t, r.Value)
+				return true
+			}
+		}
+		return false
+	}
+
+	_, err := l.Compact(now, opts)
+	require.NoError(t, err)
+	require.True(t, hasTombstone())
+	horizon, ok := horizonOf()
+	require.True(t, ok)
+	require.Equal(t, now.Add(retention).UnixMilli(), horizon)
+
+	later := now.Add(retention - time.Millisecond)
+	_, err = l.Compact(later, opts)
+	require.NoError(t, err)
+	require.True(t, hasTombstone(), "a millisecond before the horizon")
+	h, _ := horizonOf()
+	require.Equal(t, horizon, h, "a later compaction keeps the horizon")
+
+	st, err := l.Compact(now.Add(retention), opts)
+	require.NoError(t, err)
+	require.False(t, hasTombstone(), "at the horizon")
+	require.EqualValues(t, 1, st.RecordsRemoved)
+	m.compacted(now)
+	m.check(t, l, now.Add(retention), retention, activeBase(l), "after the horizon")
+}
+
+// TestProducerLastBatchKeptEmpty checks Kafka's RETAIN_EMPTY: a producer's
+// batch whose records are all superseded stays as a bare header if it is
+// the producer's last, with its offsets and sequence numbers; an earlier
+// one goes.
+func TestProducerLastBatchKeptEmpty(t *testing.T) {
+	now := t0
+	l := compactLog(t, newMemFS(t), &now)
+	defer l.Close()
+	m := newModel()
+	rec := func(key, value string) segment.Record {
+		return segment.Record{Timestamp: now.UnixMilli(), Key: []byte(key), Value: []byte(value)}
+	}
+	first := m.append(t, l, []segment.Record{rec("a", "1"), rec("b", "1")}, 7)
+	last := m.append(t, l, []segment.Record{rec("a", "2"), rec("b", "2"), rec("c", "2")}, 7)
+	fill(t, l, m, now, 1, func(int) string { return "filler" })
+	// Supersede every record of producer 7, from producer-less batches.
+	m.append(t, l, []segment.Record{rec("a", "3"), rec("b", "3"), rec("c", "3")}, -1)
+	fill(t, l, m, now, 1, func(int) string { return "filler" })
+
+	st, err := l.Compact(now, CompactOptions{Force: true})
+	require.NoError(t, err)
+	require.Positive(t, st.RecordsRemoved)
+	m.check(t, l, now, DefaultDeleteRetention, activeBase(l), "after compaction")
+	var found bool
+	for _, b := range batchesOf(t, l) {
+		require.NotEqual(t, first.BaseOffset, b.BaseOffset(), "the producer's earlier batch went")
+		if b.ProducerID() != 7 {
+			continue
+		}
+		found = true
+		require.Len(t, b, segment.HeaderSize)
+		require.NoError(t, b.Validate())
+		require.EqualValues(t, 0, b.NumRecords())
+		require.Equal(t, last.BaseOffset, b.BaseOffset())
+		require.Equal(t, last.LastOffset, b.LastOffset())
+		require.EqualValues(t, 2, b.BaseSequence(), "the base sequence the producer sent")
+	}
+	require.True(t, found, "the producer's last batch stays as a header")
+}
+
+// TestCollidingKeysLoseNothing forces every key onto the same first
+// 64-bit hash: with that hash alone, the newest key would make the others'
+// latest records look superseded. The second hash tells them apart.
+func TestCollidingKeysLoseNothing(t *testing.T) {
+	now := t0
+	l := compactLog(t, newMemFS(t), &now)
+	defer l.Close()
+	m := newModel()
+	fill(t, l, m, now, 3, func(i int) string { return fmt.Sprint("key", i%5) })
+	opts := CompactOptions{Force: true, hash: func([]byte) uint64 { return 42 }}
+	keepFrom := activeBase(l)
+	st, err := l.Compact(now, opts)
+	require.NoError(t, err)
+	require.Positive(t, st.RecordsRemoved)
+	m.check(t, l, now, DefaultDeleteRetention, keepFrom, "colliding keys")
+	keys := map[string]bool{}
+	for r, err := range l.Records(0, ReadLogEnd) {
+		require.NoError(t, err)
+		if r.Offset < keepFrom {
+			keys[string(r.Key)] = true
+		}
+	}
+	require.Len(t, keys, 5, "each key keeps its latest record")
+}
+
+func TestKeyMap(t *testing.T) {
+	m := newKeyMap(minKeyMapBytes, func([]byte) uint64 { return 1 })
+	require.Equal(t, 42, len(m.slots))
+	require.Equal(t, 31, m.limit)
+	for i := range m.limit {
+		require.True(t, m.put(fmt.Appendf(nil, "k%d", i), int64(i)))
+	}
+	require.True(t, m.put([]byte("k3"), 100), "a known key updates when full")
+	require.False(t, m.put([]byte("new"), 101), "a new key does not fit")
+	require.EqualValues(t, 100, m.get([]byte("k3")))
+	require.EqualValues(t, 4, m.get([]byte("k4")))
+	require.EqualValues(t, -1, m.get([]byte("new")))
+	require.EqualValues(t, -1, m.get([]byte("absent")))
+
+	// Real hashes spread the keys over the whole table.
+	m = newKeyMap(24<<10, xxhash.Sum64)
+	for i := range m.limit {
+		require.True(t, m.put(fmt.Appendf(nil, "key-%d", i), int64(i)))
+	}
+	for i := range m.limit {
+		require.EqualValues(t, i, m.get(fmt.Appendf(nil, "key-%d", i)))
+	}
+}
+
+// TestKeyMapFullCleansAPrefix gives the key map room for 31 keys while the
+// dirty part has 100: each compaction cleans the prefix the map covers,
+// and the next one goes on from there (Kafka's partial cleaning).
+func TestKeyMapFullCleansAPrefix(t *testing.T) {
+	now := t0
+	l := compactLog(t, newMemFS(t), &now)
+	defer l.Close()
+	m := newModel()
+	fill(t, l, m, now, 6, func(i int) string { return fmt.Sprint("key", i%100) })
+	keepFrom := activeBase(l)
+	opts := CompactOptions{KeyMapBytes: minKeyMapBytes, Force: true}
+	var dirty []int64
+	for range 10 {
+		st, err := l.Compact(now, opts)
+		require.NoError(t, err)
+		m.check(t, l, now, DefaultDeleteRetention, keepFrom, "partial")
+		dirty = append(dirty, st.FirstDirtyOffset)
+		if st.FirstDirtyOffset == keepFrom {
+			break
+		}
+	}
+	require.Greater(t, len(dirty), 2, "the map cannot cover the dirty part at once: %v", dirty)
+	require.True(t, slices.IsSorted(dirty), "each compaction goes further: %v", dirty)
+	require.Equal(t, keepFrom, dirty[len(dirty)-1])
+}
+
+func TestCompactOptionsAreValidated(t *testing.T) {
+	l := compactLog(t, newMemFS(t), &t0)
+	defer l.Close()
+	for _, tc := range []struct {
+		opts CompactOptions
+		want string
+	}{
+		{CompactOptions{DeleteRetention: -1}, "DeleteRetention is -1ns"},
+		{CompactOptions{MinCleanableDirtyRatio: 1.5}, "MinCleanableDirtyRatio is 1.5, allowed above 0 to 1"},
+		{CompactOptions{MinCleanableDirtyRatio: -0.1}, "MinCleanableDirtyRatio is -0.1"},
+		{CompactOptions{MinCompactionLag: -time.Second}, "MinCompactionLag is -1s"},
+		{CompactOptions{MaxCompactionLag: -time.Second}, "MaxCompactionLag is -1s"},
+		{CompactOptions{KeyMapBytes: 1023}, "KeyMapBytes is 1023, allowed 1024 or more"},
+	} {
+		_, err := l.Compact(t0, tc.opts)
+		require.ErrorIs(t, err, ErrInvalidOption)
+		require.ErrorContains(t, err, tc.want)
+	}
+	require.NoError(t, l.Close())
+	_, err := l.Compact(t0, CompactOptions{})
+	require.ErrorIs(t, err, ErrClosed)
+}
+
+// TestCompactTriggers checks when Compact runs by itself: the dirty ratio,
+// MinCompactionLag and MaxCompactionLag (Kafka's LogCleanerManager).
+func TestCompactTriggers(t *testing.T) {
+	now := t0
+	l := compactLog(t, newMemFS(t), &now)
+	defer l.Close()
+	m := newModel()
+	fill(t, l, m, now, 4, func(i int) string { return fmt.Sprint("key", i%3) })
+	st, err := l.Compact(now, CompactOptions{MinCompactionLag: time.Minute})
+	require.NoError(t, err)
+	require.Zero(t, st.Segments, "every segment is younger than the minimum lag")
+
+	st, err = l.Compact(now.Add(time.Minute), CompactOptions{MinCompactionLag: time.Minute})
+	require.NoError(t, err)
+	require.Equal(t, 4, st.Segments, "all dirty: ratio 1")
+
+	// One dirty segment beside four clean ones: ratio 1/2 at most.
+	now = now.Add(time.Hour)
+	fill(t, l, m, now, 1, func(i int) string { return fmt.Sprint("key", i%3) })
+	st, err = l.Compact(now, CompactOptions{MinCleanableDirtyRatio: 0.99})
+	require.NoError(t, err)
+	require.Zero(t, st.Segments, "dirty ratio below 0.99")
+	st, err = l.Compact(now.Add(time.Hour), CompactOptions{MinCleanableDirtyRatio: 0.99, MaxCompactionLag: 2 * time.Hour})
+	require.NoError(t, err)
+	require.Zero(t, st.Segments, "the dirty records are an hour old, not two")
+	st, err = l.Compact(now.Add(3*time.Hour), CompactOptions{MinCleanableDirtyRatio: 0.99, MaxCompactionLag: 2 * time.Hour})
+	require.NoError(t, err)
+	require.Positive(t, st.Segments, "past the maximum lag")
+	m.check(t, l, now, DefaultDeleteRetention, activeBase(l), "triggers")
+}
+
+// TestCompactionKeepsTheHighWatermarkOut leaves the segment holding the
+// high watermark, and those after it, as they are.
+func TestCompactionKeepsTheHighWatermarkOut(t *testing.T) {
+	now := t0
+	opts := compactOptions(newMemFS(t), &now)
+	opts.ExternalHighWatermark = true
+	l, err := Open("/data/c-0", opts)
+	require.NoError(t, err)
+	defer l.Close()
+	m := newModel()
+	fill(t, l, m, now, 5, func(i int) string { return fmt.Sprint("key", i%3) })
+	l.mu.RLock()
+	hw := l.segs[2].BaseOffset() + 1
+	l.mu.RUnlock()
+	_, err = l.SetHighWatermark(hw)
+	require.NoError(t, err)
+	st, err := l.Compact(now, CompactOptions{Force: true})
+	require.NoError(t, err)
+	require.Equal(t, 2, st.Segments)
+	require.LessOrEqual(t, st.FirstDirtyOffset, hw)
+	m.check(t, l, now, DefaultDeleteRetention, hw-1, "high watermark")
+}
+
+// TestReadersKeepOldSegments holds a read of a segment across the
+// compaction that replaces it: the reader still reads the old bytes.
+func TestReadersKeepOldSegments(t *testing.T) {
+	now := t0
+	l := compactLog(t, newMemFS(t), &now)
+	defer l.Close()
+	m := newModel()
+	fill(t, l, m, now, 3, func(i int) string { return fmt.Sprint("key", i%3) })
+	bs, err := l.Read(0, 1<<20, ReadLogEnd)
+	require.NoError(t, err)
+	before, err := bs.Bytes()
+	require.NoError(t, err)
+	st, err := l.Compact(now, CompactOptions{Force: true})
+	require.NoError(t, err)
+	require.Positive(t, st.RecordsRemoved)
+	after, err := bs.Bytes()
+	require.NoError(t, err)
+	require.Equal(t, before, after)
+	require.NoError(t, bs.Close())
+	m.check(t, l, now, DefaultDeleteRetention, activeBase(l), "after")
+}
+
+// TestTruncationAbandonsCompaction truncates the log between the key map
+// and the rewrite: the map may name offsets that now hold other records,
+// so nothing is rewritten.
+func TestTruncationAbandonsCompaction(t *testing.T) {
+	now := t0
+	l := compactLog(t, newMemFS(t), &now)
+	defer l.Close()
+	m := newModel()
+	fill(t, l, m, now, 4, func(i int) string { return fmt.Sprint("key", i%3) })
+	opts, err := CompactOptions{Force: true}.withDefaults()
+	require.NoError(t, err)
+	p, err := l.planCompaction(now, opts)
+	require.NoError(t, err)
+	defer p.release()
+	c := &cleaner{l: l, plan: p, opts: opts, now: now.UnixMilli(), keys: newKeyMap(opts.KeyMapBytes, opts.hash)}
+	require.NoError(t, c.buildKeyMap())
+	require.NoError(t, l.TruncateTo(p.segs[2].BaseOffset()))
+	res, err := c.cleanGroup(p.segs[:1])
+	require.NoError(t, err)
+	require.Equal(t, groupTruncated, res)
+	requireRecordsIntact(t, l, m)
+}
+
+// requireRecordsIntact checks that every record the log holds is the one
+// appended at its offset and that nothing below the log end went.
+func requireRecordsIntact(t testing.TB, l *Log, m *model) {
+	t.Helper()
+	next := l.LogStartOffset()
+	for r, err := range l.Records(next, ReadLogEnd) {
+		require.NoError(t, err)
+		require.Equal(t, next, r.Offset)
+		require.Equal(t, m.recs[r.Offset].Value, r.Value)
+		next++
+	}
+	require.Equal(t, l.LogEndOffset(), next)
+}
+
+// TestCrashDuringCompaction cuts the power before each file-system
+// operation that two compactions make, in turn. The log must reopen with
+// every record read back as it was appended, every key's latest record
+// and every producer's last batch, and everything past the cleanable part;
+// it must then compact and take appends again.
+func TestCrashDuringCompaction(t *testing.T) {
+	type run struct {
+		m        *model
+		keepFrom int64 // the active segment's base when the last compaction began
+	}
+	script := func(fs *vfs.MemFS, r *run, compacting func(bool)) {
+		now := t0
+		l, err := Open("/data/c-0", compactOptions(fs, &now))
+		if err != nil {
+			return
+		}
+		defer l.Close()
+		rng := rand.New(rand.NewPCG(1, 2))
+		for round := range 2 {
+			for range 12 {
+				pid := int64(-1)
+				if rng.IntN(3) == 0 {
+					pid = int64(rng.IntN(2))
+				}
+				recs := randomBatch(rng, now, 12)
+				if err := r.m.tryAppend(l, recs, pid); err != nil {
+					return
+				}
+			}
+			r.keepFrom = activeBase(l)
+			compacting(true)
+			_, err := l.Compact(now, CompactOptions{Force: true, KeyMapBytes: []int{0, minKeyMapBytes}[round]})
+			compacting(false)
+			if err != nil {
+				return
+			}
+			r.m.compacted(now)
+		}
+	}
+
+	var during []int // the operations made while compacting
+	n, in := 0, false
+	fs := newMemFS(t)
+	fs.SetHook(func(vfs.Op) error {
+		if in {
+			during = append(during, n)
+		}
+		n++
+		return nil
+	})
+	full := &run{m: newModel(), keepFrom: math.MaxInt64}
+	script(fs, full, func(c bool) { in = c })
+	require.Greater(t, len(during), 20)
+	require.Positive(t, full.m.seenCount(), "the script compacts tombstones")
+
+	errCrash := errors.New("power cut")
+	states := map[string]int{} // temporary suffixes a crash left, to show every step is hit
+	for _, stop := range during {
+		fs := newMemFS(t)
+		var after *vfs.MemFS
+		n := 0
+		fs.SetHook(func(vfs.Op) error {
+			if n == stop {
+				after = fs.Crash(vfs.CrashConfig{Rand: rand.New(rand.NewPCG(uint64(stop), 9))})
+			}
+			n++
+			if n > stop {
+				return errCrash
+			}
+			return nil
+		})
+		r := &run{m: newModel(), keepFrom: math.MaxInt64}
+		script(fs, r, func(bool) {})
+		require.NotNil(t, after)
+
+		names, err := after.List("/data/c-0")
+		require.NoError(t, err)
+		state := ""
+		for _, suffix := range []string{cleanedSuffix, swapSuffix, deletedSuffix} {
+			if slices.ContainsFunc(names, func(n string) bool { return strings.HasSuffix(n, segment.LogSuffix+suffix) }) {
+				state += suffix
+			}
+		}
+		states[state]++
+
+		now := t0
+		msg := fmt.Sprintf("crash at operation %d", stop)
+		l, err := Open("/data/c-0", compactOptions(after, &now))
+		require.NoError(t, err, msg)
+		names, err = after.List("/data/c-0")
+		require.NoError(t, err)
+		for _, name := range names {
+			require.NotRegexp(t, `\.(cleaned|swap|deleted)$`, name, msg)
+		}
+		r.m.check(t, l, now, DefaultDeleteRetention, r.keepFrom, msg)
+		_, err = l.Compact(now, CompactOptions{Force: true})
+		require.NoError(t, err, msg)
+		r.m.check(t, l, now, DefaultDeleteRetention, activeBase(l), msg+", compacted again")
+		r.m.append(t, l, []segment.Record{{Timestamp: now.UnixMilli(), Key: []byte("after"), Value: []byte("crash")}}, -1)
+		require.NoError(t, l.Close())
+	}
+	// No temporary files; a complete new segment beside the old; the old
+	// renamed .deleted with the new one still .swap, or already in place.
+	// (The .cleaned names are never synced, so the in-memory file system
+	// loses them; TestOpenAfterInterruptedSwaps leaves them.)
+	for _, state := range []string{"", swapSuffix, swapSuffix + deletedSuffix, deletedSuffix} {
+		require.Positive(t, states[state], "no crash left the files in state %q: %v", state, states)
+	}
+}
+
+// tryAppend appends like append, for a script that may crash: the records
+// of an append that fails may be there after recovery, or not.
+func (m *model) tryAppend(l *Log, recs []segment.Record, pid int64) error {
+	opts := segment.BuildOptions{}
+	if pid >= 0 {
+		opts.Producer = &segment.Producer{ID: pid, Epoch: 0, BaseSequence: int32(len(m.recs))}
+	}
+	b, err := segment.AppendBatch(nil, recs, opts)
+	if err != nil {
+		return err
+	}
+	leo := l.LogEndOffset()
+	res, err := l.AppendBatch(b)
+	if err != nil {
+		for i, r := range recs {
+			r.Offset = leo + int64(i)
+			m.maybe[r.Offset] = r
+		}
+		return err
+	}
+	m.add(recs, res, pid)
+	return nil
+}
+
+func (m *model) seenCount() int { return len(m.seen) }
+
+// TestOpenAfterInterruptedSwaps builds by hand what a file system that
+// does not keep renames in order could leave of a compaction, and checks
+// what Open makes of it:
+//   - .cleaned files are removed, the old segments stay;
+//   - an old segment whose offsets the merged one covers is removed;
+//   - a .swap log takes its place without the old segment's indexes.
+func TestOpenAfterInterruptedSwaps(t *testing.T) {
+	now := t0
+	fs := newMemFS(t)
+	l := compactLog(t, fs, &now)
+	m := newModel()
+	fill(t, l, m, now, 3, func(i int) string { return fmt.Sprint("key", i%4) })
+	// The first segment's index as it was before any compaction: a
+	// stale index with entries.
+	staleIndex := readFile(t, fs, segment.FileName("/data/c-0", 0, segment.IndexSuffix))
+	require.NotEmpty(t, staleIndex)
+	// A first compaction shrinks the segments, so that the next merges
+	// them.
+	_, err := l.Compact(now, CompactOptions{Force: true})
+	require.NoError(t, err)
+	l.mu.RLock()
+	var bases []int64
+	for _, s := range l.segs[:len(l.segs)-1] {
+		bases = append(bases, s.BaseOffset())
+	}
+	l.mu.RUnlock()
+	require.Len(t, bases, 3)
+	require.NoError(t, l.Close())
+	dir := "/data/c-0"
+	oldFiles := map[string][]byte{}
+	for _, base := range bases {
+		for _, suffix := range []string{segment.LogSuffix, segment.IndexSuffix, segment.TimeIndexSuffix} {
+			name := segment.FileName(dir, base, suffix)
+			oldFiles[name] = readFile(t, fs, name)
+		}
+	}
+	covered := func(name string) bool {
+		return slices.ContainsFunc(bases[1:], func(b int64) bool {
+			return strings.HasPrefix(filepath.Base(name), fmt.Sprintf("%020d.", b))
+		})
+	}
+
+	l = compactLog(t, fs, &now)
+	keepFrom := activeBase(l)
+	st, err := l.Compact(now, CompactOptions{Force: true})
+	require.NoError(t, err)
+	require.Equal(t, 1, st.Groups, "the three segments merge")
+	require.NoError(t, l.Close())
+	merged := readFile(t, fs, segment.FileName(dir, 0, segment.LogSuffix))
+
+	reopen := func(msg string) {
+		t.Helper()
+		l := compactLog(t, fs, &now)
+		m.check(t, l, now, DefaultDeleteRetention, keepFrom, msg)
+		require.Equal(t, 2, l.Stats().Segments, msg)
+		require.NoError(t, l.Close())
+		names, err := fs.List(dir)
+		require.NoError(t, err)
+		for _, name := range names {
+			require.NotRegexp(t, `\.(cleaned|swap|deleted)$`, name, msg)
+			require.False(t, covered(name), "%s: %s is left", msg, name)
+		}
+	}
+
+	// A half-built compaction beside the merged segment.
+	for name, data := range oldFiles {
+		writeFile(t, fs, name+cleanedSuffix, data)
+	}
+	reopen(".cleaned files")
+
+	// The merged segment in place, the old ones after it still live.
+	for name, data := range oldFiles {
+		if covered(name) {
+			writeFile(t, fs, name, data)
+		}
+	}
+	reopen("old segments the merged one covers")
+
+	// The merged log as .swap beside all the old files, its indexes lost
+	// and an index with entries where it goes.
+	for name, data := range oldFiles {
+		writeFile(t, fs, name, data)
+	}
+	writeFile(t, fs, segment.FileName(dir, 0, segment.IndexSuffix), staleIndex)
+	writeFile(t, fs, segment.FileName(dir, 0, segment.LogSuffix)+swapSuffix, merged)
+	reopen("a .swap log beside the old segments' indexes")
+	require.Equal(t, merged, readFile(t, fs, segment.FileName(dir, 0, segment.LogSuffix)))
+}
+
+func readFile(t testing.TB, fs vfs.FS, name string) []byte {
+	t.Helper()
+	f, err := fs.Open(name)
+	require.NoError(t, err)
+	defer f.Close()
+	fi, err := f.Stat()
+	require.NoError(t, err)
+	data := make([]byte, fi.Size())
+	if _, err := f.ReadAt(data, 0); err != nil && !(errors.Is(err, io.EOF) && len(data) == 0) {
+		require.NoError(t, err)
+	}
+	return data
+}
+
+// writeFile writes a file and makes it and its name durable.
+func writeFile(t testing.TB, fs vfs.FS, name string, data []byte) {
+	t.Helper()
+	f, err := fs.Create(name)
+	require.NoError(t, err)
+	_, err = f.Write(data)
+	require.NoError(t, err)
+	require.NoError(t, errors.Join(f.Sync(), f.Close()))
+	require.NoError(t, vfs.SyncDir(fs, filepath.Dir(name)))
 }
