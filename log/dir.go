@@ -262,6 +262,9 @@ func (d *Dir) CreateTopic(name string, cfg TopicConfig) error {
 	if _, err := cfg.logOptions(d.opts.Log).withDefaults(); err != nil {
 		return fmt.Errorf("topic %s: %w", name, err)
 	}
+	if _, err := cfg.compactOptions().withDefaults(); err != nil {
+		return fmt.Errorf("topic %s: %w", name, err)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
@@ -703,8 +706,17 @@ func (p *Partition) Stats() (Stats, error) {
 // maintain applies the topic's retention and compaction.
 func (p *Partition) maintain() error {
 	cfg := p.topic.cfg
-	_, err := with(p, func(l *Log) (int, error) {
-		return l.ApplyRetention(l.opts.Now(), cfg.Retention)
+	_, err := with(p, func(l *Log) (struct{}, error) {
+		now := l.opts.Now()
+		if _, err := l.ApplyRetention(now, cfg.Retention); err != nil {
+			return struct{}{}, err
+		}
+		if cfg.Compact {
+			if _, err := l.Compact(now, cfg.compactOptions()); err != nil {
+				return struct{}{}, err
+			}
+		}
+		return struct{}{}, nil
 	})
 	return err
 }

@@ -288,3 +288,27 @@ func testProducer(t *testing.T, linger time.Duration) {
 	_, err = pr.Produce(context.Background(), "events", 0, segment.Record{})
 	require.ErrorIs(t, err, ErrClosed)
 }
+
+func TestDirMaintainCompacts(t *testing.T) {
+	fs := newMemFS(t)
+	d, err := OpenDir("/data", dirOptions(fs))
+	require.NoError(t, err)
+	defer d.Close()
+	require.NoError(t, d.CreateTopic("users", TopicConfig{Compact: true}))
+	part := must(d.Partition("users", 0))
+	for i := 0; i < 600; i++ {
+		_, err := part.Append([]segment.Record{{Key: fmt.Appendf(nil, "user-%d", i%10), Value: fmt.Appendf(nil, "v%d", i), Timestamp: int64(1000 + i)}})
+		require.NoError(t, err)
+	}
+	require.NoError(t, d.Maintain())
+	latest := make(map[string]string)
+	n := 0
+	for r, err := range part.Records(0, ReadCommitted) {
+		require.NoError(t, err)
+		latest[string(r.Key)] = string(r.Value)
+		n++
+	}
+	require.Less(t, n, 300, "older versions of the keys were compacted away")
+	require.Len(t, latest, 10)
+	require.Equal(t, "v599", latest["user-9"])
+}

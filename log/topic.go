@@ -59,8 +59,13 @@ type TopicConfig struct {
 	Retention Retention `json:"retention"`
 
 	// Compact keeps the latest record per key (cleanup.policy=compact; with
-	// a Retention too, compact,delete).
-	Compact bool `json:"compact,omitempty"`
+	// a Retention too, compact,delete), by the CompactOptions rules; the
+	// four fields after it are the topic's CompactOptions.
+	Compact                bool          `json:"compact,omitempty"`
+	DeleteRetention        time.Duration `json:"delete_retention,omitempty"`
+	MinCleanableDirtyRatio float64       `json:"min_cleanable_dirty_ratio,omitempty"`
+	MinCompactionLag       time.Duration `json:"min_compaction_lag,omitempty"`
+	MaxCompactionLag       time.Duration `json:"max_compaction_lag,omitempty"`
 
 	// SegmentBytes, SegmentAge, Fsync and Compression are the Log options
 	// of the topic's partitions.
@@ -79,6 +84,18 @@ func (c TopicConfig) merged(d TopicConfig) TopicConfig {
 		c.Retention = d.Retention
 	}
 	c.Compact = c.Compact || d.Compact
+	if c.DeleteRetention == 0 {
+		c.DeleteRetention = d.DeleteRetention
+	}
+	if c.MinCleanableDirtyRatio == 0 {
+		c.MinCleanableDirtyRatio = d.MinCleanableDirtyRatio
+	}
+	if c.MinCompactionLag == 0 {
+		c.MinCompactionLag = d.MinCompactionLag
+	}
+	if c.MaxCompactionLag == 0 {
+		c.MaxCompactionLag = d.MaxCompactionLag
+	}
 	if c.SegmentBytes == 0 {
 		c.SegmentBytes = d.SegmentBytes
 	}
@@ -94,12 +111,29 @@ func (c TopicConfig) merged(d TopicConfig) TopicConfig {
 	return c
 }
 
-// logOptions returns the options of a partition of the topic, on top of
-// the Dir's base options.
+func (c TopicConfig) compactOptions() CompactOptions {
+	return CompactOptions{
+		DeleteRetention:        c.DeleteRetention,
+		MinCleanableDirtyRatio: c.MinCleanableDirtyRatio,
+		MinCompactionLag:       c.MinCompactionLag,
+		MaxCompactionLag:       c.MaxCompactionLag,
+	}
+}
+
+// logOptions returns the options of a partition of the topic: the Dir's
+// base options with the topic's set fields on top.
 func (c TopicConfig) logOptions(base Options) Options {
-	base.SegmentBytes = c.SegmentBytes
-	base.SegmentAge = c.SegmentAge
-	base.Fsync = c.Fsync
-	base.Compression = c.Compression
+	if c.SegmentBytes != 0 {
+		base.SegmentBytes = c.SegmentBytes
+	}
+	if c.SegmentAge != 0 {
+		base.SegmentAge = c.SegmentAge
+	}
+	if c.Fsync != (FsyncPolicy{}) {
+		base.Fsync = c.Fsync
+	}
+	if c.Compression != segment.CodecNone {
+		base.Compression = c.Compression
+	}
 	return base
 }
