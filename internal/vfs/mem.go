@@ -244,6 +244,7 @@ func clean(name string) string {
 	return path.Clean("/" + filepath.ToSlash(name))
 }
 
+// Create implements FS.
 func (fs *MemFS) Create(name string) (File, error) {
 	if err := fs.before(Op{Kind: OpCreate, Name: name}); err != nil {
 		return nil, err
@@ -290,10 +291,16 @@ func (fs *MemFS) open(name string, write, dir bool) (File, error) {
 	return &memFile{fs: fs, n: n, name: name, write: write}, nil
 }
 
-func (fs *MemFS) Open(name string) (File, error)          { return fs.open(name, false, false) }
-func (fs *MemFS) OpenReadWrite(name string) (File, error) { return fs.open(name, true, false) }
-func (fs *MemFS) OpenDir(name string) (File, error)       { return fs.open(name, false, true) }
+// Open implements FS.
+func (fs *MemFS) Open(name string) (File, error) { return fs.open(name, false, false) }
 
+// OpenReadWrite implements FS.
+func (fs *MemFS) OpenReadWrite(name string) (File, error) { return fs.open(name, true, false) }
+
+// OpenDir implements FS.
+func (fs *MemFS) OpenDir(name string) (File, error) { return fs.open(name, false, true) }
+
+// Remove implements FS.
 func (fs *MemFS) Remove(name string) error {
 	if err := fs.before(Op{Kind: OpRemove, Name: name}); err != nil {
 		return err
@@ -314,6 +321,7 @@ func (fs *MemFS) Remove(name string) error {
 	return nil
 }
 
+// RemoveAll implements FS.
 func (fs *MemFS) RemoveAll(name string) error {
 	if err := fs.before(Op{Kind: OpRemove, Name: name}); err != nil {
 		return err
@@ -331,6 +339,7 @@ func (fs *MemFS) RemoveAll(name string) error {
 	return nil
 }
 
+// Rename implements FS.
 func (fs *MemFS) Rename(oldname, newname string) error {
 	if err := fs.before(Op{Kind: OpRename, Name: oldname}); err != nil {
 		return err
@@ -360,6 +369,7 @@ func (fs *MemFS) Rename(oldname, newname string) error {
 	return nil
 }
 
+// MkdirAll implements FS.
 func (fs *MemFS) MkdirAll(dir string, perm os.FileMode) error {
 	if err := fs.before(Op{Kind: OpMkdir, Name: dir}); err != nil {
 		return err
@@ -383,6 +393,7 @@ func (fs *MemFS) MkdirAll(dir string, perm os.FileMode) error {
 	return nil
 }
 
+// List implements FS.
 func (fs *MemFS) List(dir string) ([]string, error) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
@@ -404,6 +415,7 @@ func (fs *MemFS) List(dir string) ([]string, error) {
 	return names, nil
 }
 
+// Stat implements FS.
 func (fs *MemFS) Stat(name string) (os.FileInfo, error) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
@@ -417,6 +429,7 @@ func (fs *MemFS) Stat(name string) (os.FileInfo, error) {
 	return n.info(), nil
 }
 
+// Lock implements FS.
 func (fs *MemFS) Lock(name string) (io.Closer, error) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
