@@ -116,11 +116,11 @@ func runKillChild(dir, genStr, seedStr string) error {
 	if err != nil {
 		return err
 	}
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM) // before "ready": the parent may send it then
 	if _, err := fmt.Fprintf(os.Stdout, "ready %d\n", l.LogEndOffset()); err != nil {
 		return err
 	}
-	term := make(chan os.Signal, 1)
-	signal.Notify(term, syscall.SIGTERM)
 	errc := make(chan error, killWriters)
 	for w := range killWriters {
 		go func() {
@@ -256,10 +256,15 @@ func killChild(t *testing.T, dir string, gen int, rng *rand.Rand, startupLatency
 		*startupLatency = time.Since(began)
 		time.Sleep(time.Duration(rng.Int64N(int64(100 * time.Millisecond))))
 	}
-	if rng.IntN(6) == 0 {
-		// A clean shutdown, or a kill in the middle of it.
-		require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
-		time.Sleep(time.Duration(rng.Int64N(int64(20 * time.Millisecond))))
+	select {
+	case <-ready:
+		if rng.IntN(6) == 0 {
+			// A clean shutdown, or a kill in the middle of it.
+			if err := cmd.Process.Signal(syscall.SIGTERM); err == nil {
+				time.Sleep(time.Duration(rng.Int64N(int64(20 * time.Millisecond))))
+			}
+		}
+	default: // SIGTERM would end a child that does not handle it yet
 	}
 	killErr := cmd.Process.Signal(syscall.SIGKILL)
 	ls := <-lines
