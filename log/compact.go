@@ -320,9 +320,14 @@ func (l *Log) groupSegments(segs []*segRef) [][]*segRef {
 // batches and one batch, and the time index has at most one entry more,
 // of 12 bytes.
 func (l *Log) indexFits(size int64) bool {
+	return l.indexBytes(size) <= int64(l.opts.MaxIndexBytes)
+}
+
+// indexBytes bounds the size of the larger index, the time index, of a
+// segment of size bytes.
+func (l *Log) indexBytes(size int64) int64 {
 	per := max(int64(l.opts.IndexIntervalBytes)+1, segment.HeaderSize)
-	entries := size/per + 2
-	return entries*12 <= int64(l.opts.MaxIndexBytes)
+	return (size/per + 2) * 12
 }
 
 // cleaner is one compaction's state.
@@ -446,6 +451,14 @@ func (c *cleaner) cleanGroup(group []*segRef) (groupResult, error) {
 
 	opts := l.opts.segmentOptions()
 	opts.Suffix = cleanedSuffix
+	// The indexes need room for the group's bytes at most, not for a
+	// whole segment's: preallocating less makes them cheaper to map and
+	// trim.
+	var size int64
+	for _, s := range group {
+		size += s.Size()
+	}
+	opts.MaxIndexBytes = int(min(int64(opts.MaxIndexBytes), max(l.indexBytes(size), 1024)))
 	seg, err := segment.Create(l.dir, group[0].BaseOffset(), opts)
 	if err != nil {
 		return 0, fmt.Errorf("log %s: compaction: %w", l.dir, err)
