@@ -570,6 +570,12 @@ func (c *cleaner) filter(b segment.Batch, keepEmpty bool) (segment.Batch, error)
 		c.kept = append(c.kept, r)
 	}
 	c.plan.st.RecordsRemoved += n - int64(len(c.kept))
+	if len(c.kept) == 0 {
+		pid := b.ProducerID()
+		if last, ok := c.lastOfProducer[pid]; !keepEmpty && !(pid >= 0 && ok && last == b.LastOffset()) {
+			return nil, nil // including a header kept before for a producer that wrote again
+		}
+	}
 	needHorizon := tombstones && !hasHorizon
 	if int64(len(c.kept)) == n && !needHorizon {
 		return b, nil
@@ -579,12 +585,6 @@ func (c *cleaner) filter(b segment.Batch, keepEmpty bool) (segment.Batch, error)
 		horizon = c.now + c.opts.DeleteRetention.Milliseconds()
 	case !hasHorizon:
 		horizon = -1
-	}
-	if len(c.kept) == 0 {
-		pid := b.ProducerID()
-		if last, ok := c.lastOfProducer[pid]; !keepEmpty && !(pid >= 0 && ok && last == b.LastOffset()) {
-			return nil, nil
-		}
 	}
 	var err error
 	c.buf, err = segment.AppendRetained(c.buf[:0], b, c.kept, horizon)

@@ -417,6 +417,18 @@ func TestProducerLastBatchKeptEmpty(t *testing.T) {
 		require.EqualValues(t, 2, b.BaseSequence(), "the base sequence the producer sent")
 	}
 	require.True(t, found, "the producer's last batch stays as a header")
+
+	// Once the producer writes again, the header is no longer its last.
+	next := m.append(t, l, []segment.Record{rec("d", "1")}, 7)
+	fill(t, l, m, now, 1, func(int) string { return "filler" })
+	_, err = l.Compact(now, CompactOptions{Force: true})
+	require.NoError(t, err)
+	m.check(t, l, now, DefaultDeleteRetention, activeBase(l), "after the producer wrote again")
+	for _, b := range batchesOf(t, l) {
+		if b.ProducerID() == 7 {
+			require.Equal(t, next.BaseOffset, b.BaseOffset(), "only the producer's new last batch")
+		}
+	}
 }
 
 // TestCollidingKeysLoseNothing forces every key onto the same first
