@@ -3,9 +3,10 @@ module github.com/strandlog/strand
 go 1.26.0
 
 require (
-	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/pierrec/lz4/v4 v4.1.33 // indirect
-	github.com/stretchr/testify v1.12.1 // indirect
-	go.yaml.in/yaml/v3 v3.0.5 // indirect
-	golang.org/x/sys v0.50.0 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0
+	github.com/pierrec/lz4/v4 v4.1.33
+	github.com/stretchr/testify v1.12.1
+	golang.org/x/sys v0.50.0
 )
+
+require go.yaml.in/yaml/v3 v3.0.5 // indirect
