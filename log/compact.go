@@ -229,14 +229,10 @@ func (p *plan) release() {
 // (Kafka's LogCleanerManager.cleanableOffsets and the dirty ratio). It
 // returns a plan without segments if there is nothing to do.
 func (l *Log) planCompaction(now time.Time, opts CompactOptions) (*plan, error) {
-	l.wmu.Lock()
+	if err := l.lockWriter(true); err != nil {
+		return nil, err
+	}
 	defer l.wmu.Unlock()
-	if l.isClosed() {
-		return nil, ErrClosed
-	}
-	if l.failed != nil {
-		return nil, l.failed
-	}
 	firstDirty, err := l.readOffset(cleanerCheckpointFile)
 	if err != nil {
 		return nil, err
@@ -430,14 +426,10 @@ const (
 // in, holding the writer lock.
 func (c *cleaner) cleanGroup(group []*segRef) (groupResult, error) {
 	l := c.l
-	l.wmu.Lock()
+	if err := l.lockWriter(true); err != nil {
+		return 0, err
+	}
 	defer l.wmu.Unlock()
-	if l.isClosed() {
-		return 0, ErrClosed
-	}
-	if l.failed != nil {
-		return 0, l.failed
-	}
 	l.mu.RLock()
 	segs := l.segs
 	l.mu.RUnlock()

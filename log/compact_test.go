@@ -697,25 +697,10 @@ func TestCrashDuringCompaction(t *testing.T) {
 	require.Greater(t, len(during), 20)
 	require.Positive(t, full.m.seenCount(), "the script compacts tombstones")
 
-	errCrash := errors.New("power cut")
 	states := map[string]int{} // temporary suffixes a crash left, to show every step is hit
 	for _, stop := range during {
-		fs := newMemFS(t)
-		var after *vfs.MemFS
-		n := 0
-		fs.SetHook(func(vfs.Op) error {
-			if n == stop {
-				after = fs.Crash(vfs.CrashConfig{Rand: rand.New(rand.NewPCG(uint64(stop), 9))})
-			}
-			n++
-			if n > stop {
-				return errCrash
-			}
-			return nil
-		})
 		r := &run{m: newModel(), keepFrom: math.MaxInt64}
-		script(fs, r, func(bool) {})
-		require.NotNil(t, after)
+		after := crashedAt(t, stop, 9, func(fs *vfs.MemFS) { script(fs, r, func(bool) {}) })
 
 		names, err := after.List("/data/c-0")
 		require.NoError(t, err)

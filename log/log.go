@@ -398,6 +398,22 @@ func (l *Log) rollLocked(base int64, replaceEmpty bool) (*segRef, error) {
 	return ref, nil
 }
 
+// lockWriter takes the writer lock if the log is open and, if change, has
+// not failed; on error the lock is not held.
+func (l *Log) lockWriter(change bool) error {
+	l.wmu.Lock()
+	switch {
+	case l.isClosed():
+		l.wmu.Unlock()
+		return ErrClosed
+	case change && l.failed != nil:
+		err := l.failed
+		l.wmu.Unlock()
+		return err
+	}
+	return nil
+}
+
 // active returns the segment appends go to.
 func (l *Log) active() *segRef {
 	l.mu.RLock()
@@ -436,11 +452,10 @@ func (l *Log) LogEndOffset() int64 { return l.leo.Load() }
 // end offsets, and returns the value set. It is for logs opened with
 // ExternalHighWatermark, whose replication layer owns it.
 func (l *Log) SetHighWatermark(offset int64) (int64, error) {
-	l.wmu.Lock()
-	defer l.wmu.Unlock()
-	if l.isClosed() {
-		return 0, ErrClosed
+	if err := l.lockWriter(false); err != nil {
+		return 0, err
 	}
+	defer l.wmu.Unlock()
 	offset = min(max(offset, l.logStart.Load()), l.leo.Load())
 	if l.hw.Swap(offset) != offset {
 		l.notify()
@@ -462,11 +477,10 @@ func (l *Log) LeaderEpoch() int32 {
 // LeaderEpochFileCache.assign). A lower epoch than the current one is
 // ErrStaleEpoch.
 func (l *Log) SetLeaderEpoch(epoch int32) error {
-	l.wmu.Lock()
-	defer l.wmu.Unlock()
-	if l.isClosed() {
-		return ErrClosed
+	if err := l.lockWriter(true); err != nil {
+		return err
 	}
+	defer l.wmu.Unlock()
 	if epoch < l.epoch || epoch < 0 {
 		return fmt.Errorf("%w: epoch %d, current %d", ErrStaleEpoch, epoch, l.epoch)
 	}
@@ -482,11 +496,10 @@ func (l *Log) SetLeaderEpoch(epoch int32) error {
 // it ends (KIP-101 and KIP-279). It returns (-1, -1) if the log knows no
 // epoch that old.
 func (l *Log) EndOffsetForEpoch(epoch int32) (int32, int64, error) {
-	l.wmu.Lock()
-	defer l.wmu.Unlock()
-	if l.isClosed() {
-		return 0, 0, ErrClosed
+	if err := l.lockWriter(false); err != nil {
+		return 0, 0, err
 	}
+	defer l.wmu.Unlock()
 	e, off := l.epochs.EndOffsetFor(epoch, l.leo.Load())
 	return e, off, nil
 }
@@ -501,13 +514,9 @@ func (l *Log) Epochs() []EpochEntry {
 
 // Sync makes everything appended so far durable, whatever the policy.
 func (l *Log) Sync() error {
-	l.wmu.Lock()
+	if err := l.lockWriter(true); err != nil {
+		return err
+	}
 	defer l.wmu.Unlock()
-	if l.isClosed() {
-		return ErrClosed
-	}
-	if l.failed != nil {
-		return l.failed
-	}
 	return l.flushLocked()
 }

@@ -434,32 +434,13 @@ func TestCrashAtEveryOperation(t *testing.T) {
 			}
 		}
 	}
-	total := 0
-	fs := newMemFS(t)
-	fs.SetHook(func(vfs.Op) error { total++; return nil })
 	var acked int
-	script(fs, &acked)
+	total := countOps(t, func(fs *vfs.MemFS) { script(fs, &acked) })
 	require.Equal(t, 60, acked)
 
-	errCrash := errors.New("power cut")
 	for stop := 0; stop < total; stop++ {
-		fs := newMemFS(t)
-		var after *vfs.MemFS
-		n := 0
-		fs.SetHook(func(vfs.Op) error {
-			if n == stop {
-				after = fs.Crash(vfs.CrashConfig{Rand: rand.New(rand.NewPCG(uint64(stop), 7))})
-			}
-			n++
-			if n > stop {
-				return errCrash
-			}
-			return nil
-		})
 		acked := 0
-		script(fs, &acked)
-		require.NotNil(t, after)
-
+		after := crashedAt(t, stop, 7, func(fs *vfs.MemFS) { script(fs, &acked) })
 		l, err := Open("/data/k-0", memOptions(after))
 		require.NoError(t, err, "stop %d of %d", stop, total)
 		leo := int(l.LogEndOffset())
@@ -469,6 +450,44 @@ func TestCrashAtEveryOperation(t *testing.T) {
 		require.NoError(t, l.Close())
 	}
 }
+
+// countOps returns how many file-system operations script makes on a new
+// in-memory file system.
+func countOps(t *testing.T, script func(*vfs.MemFS)) int {
+	n := 0
+	fs := newMemFS(t)
+	fs.SetHook(func(vfs.Op) error { n++; return nil })
+	script(fs)
+	return n
+}
+
+// crashedAt runs script on a new in-memory file system whose power is cut
+// before its operation number stop, counting from 0: that operation and
+// every later one fail. It returns what a restart finds, keeping a random
+// part (seeded by seed and stop) of what was not synced.
+func crashedAt(t *testing.T, stop int, seed uint64, script func(*vfs.MemFS)) *vfs.MemFS {
+	t.Helper()
+	fs := newMemFS(t)
+	var after *vfs.MemFS
+	n := 0
+	fs.SetHook(func(vfs.Op) error {
+		if n == stop {
+			after = fs.Crash(vfs.CrashConfig{Rand: rand.New(rand.NewPCG(uint64(stop), seed))})
+		}
+		n++
+		if n > stop {
+			return errPowerCut
+		}
+		return nil
+	})
+	script(fs)
+	if after == nil {
+		after = fs.Crash(vfs.CrashConfig{Rand: rand.New(rand.NewPCG(uint64(stop), seed))})
+	}
+	return after
+}
+
+var errPowerCut = errors.New("power cut")
 
 // TestRollRules checks each of Kafka's LogSegment.shouldRoll conditions.
 func TestRollRules(t *testing.T) {

@@ -26,14 +26,10 @@ func (l *Log) ApplyRetention(now time.Time, r Retention) (int, error) {
 	if r.Age <= 0 && r.Bytes <= 0 {
 		return 0, nil
 	}
-	l.wmu.Lock()
+	if err := l.lockWriter(true); err != nil {
+		return 0, err
+	}
 	defer l.wmu.Unlock()
-	if l.isClosed() {
-		return 0, ErrClosed
-	}
-	if l.failed != nil {
-		return 0, l.failed
-	}
 	l.mu.RLock()
 	segs := l.segs
 	l.mu.RUnlock()

@@ -1,7 +1,6 @@
 package log
 
 import (
-	"errors"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -128,30 +127,13 @@ func TestCrashDuringRetention(t *testing.T) {
 			*acked = i + 10
 		}
 	}
-	total := 0
-	fs := newMemFS(t)
-	fs.SetHook(func(vfs.Op) error { total++; return nil })
 	var acked int
-	script(fs, &acked)
+	total := countOps(t, func(fs *vfs.MemFS) { script(fs, &acked) })
 	require.Equal(t, 170, acked)
 
-	errCrash := errors.New("power cut")
 	for stop := 0; stop < total; stop++ {
-		fs := newMemFS(t)
-		var after *vfs.MemFS
-		n := 0
-		fs.SetHook(func(vfs.Op) error {
-			if n == stop {
-				after = fs.Crash(vfs.CrashConfig{Rand: rand.New(rand.NewPCG(uint64(stop), 3))})
-			}
-			n++
-			if n > stop {
-				return errCrash
-			}
-			return nil
-		})
 		acked := 0
-		script(fs, &acked)
+		after := crashedAt(t, stop, 3, func(fs *vfs.MemFS) { script(fs, &acked) })
 		l, err := Open("/data/r-0", memOptions(after))
 		require.NoError(t, err, "stop %d of %d", stop, total)
 		start, leo := int(l.LogStartOffset()), int(l.LogEndOffset())

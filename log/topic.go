@@ -1,6 +1,7 @@
 package log
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"time"
@@ -77,37 +78,17 @@ type TopicConfig struct {
 
 // merged returns c with its zero fields taken from d.
 func (c TopicConfig) merged(d TopicConfig) TopicConfig {
-	if c.Partitions == 0 {
-		c.Partitions = d.Partitions
-	}
-	if c.Retention == (Retention{}) {
-		c.Retention = d.Retention
-	}
+	c.Partitions = cmp.Or(c.Partitions, d.Partitions)
+	c.Retention = cmp.Or(c.Retention, d.Retention)
 	c.Compact = c.Compact || d.Compact
-	if c.DeleteRetention == 0 {
-		c.DeleteRetention = d.DeleteRetention
-	}
-	if c.MinCleanableDirtyRatio == 0 {
-		c.MinCleanableDirtyRatio = d.MinCleanableDirtyRatio
-	}
-	if c.MinCompactionLag == 0 {
-		c.MinCompactionLag = d.MinCompactionLag
-	}
-	if c.MaxCompactionLag == 0 {
-		c.MaxCompactionLag = d.MaxCompactionLag
-	}
-	if c.SegmentBytes == 0 {
-		c.SegmentBytes = d.SegmentBytes
-	}
-	if c.SegmentAge == 0 {
-		c.SegmentAge = d.SegmentAge
-	}
-	if c.Fsync == (FsyncPolicy{}) {
-		c.Fsync = d.Fsync
-	}
-	if c.Compression == segment.CodecNone {
-		c.Compression = d.Compression
-	}
+	c.DeleteRetention = cmp.Or(c.DeleteRetention, d.DeleteRetention)
+	c.MinCleanableDirtyRatio = cmp.Or(c.MinCleanableDirtyRatio, d.MinCleanableDirtyRatio)
+	c.MinCompactionLag = cmp.Or(c.MinCompactionLag, d.MinCompactionLag)
+	c.MaxCompactionLag = cmp.Or(c.MaxCompactionLag, d.MaxCompactionLag)
+	c.SegmentBytes = cmp.Or(c.SegmentBytes, d.SegmentBytes)
+	c.SegmentAge = cmp.Or(c.SegmentAge, d.SegmentAge)
+	c.Fsync = cmp.Or(c.Fsync, d.Fsync)
+	c.Compression = cmp.Or(c.Compression, d.Compression)
 	return c
 }
 
@@ -123,17 +104,9 @@ func (c TopicConfig) compactOptions() CompactOptions {
 // logOptions returns the options of a partition of the topic: the Dir's
 // base options with the topic's set fields on top.
 func (c TopicConfig) logOptions(base Options) Options {
-	if c.SegmentBytes != 0 {
-		base.SegmentBytes = c.SegmentBytes
-	}
-	if c.SegmentAge != 0 {
-		base.SegmentAge = c.SegmentAge
-	}
-	if c.Fsync != (FsyncPolicy{}) {
-		base.Fsync = c.Fsync
-	}
-	if c.Compression != segment.CodecNone {
-		base.Compression = c.Compression
-	}
+	base.SegmentBytes = cmp.Or(c.SegmentBytes, base.SegmentBytes)
+	base.SegmentAge = cmp.Or(c.SegmentAge, base.SegmentAge)
+	base.Fsync = cmp.Or(c.Fsync, base.Fsync)
+	base.Compression = cmp.Or(c.Compression, base.Compression)
 	return base
 }

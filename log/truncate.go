@@ -16,14 +16,10 @@ import (
 // offset (Kafka's truncateFullyAndStartAt). Readers holding batches of the
 // removed range may fail to read them.
 func (l *Log) TruncateTo(offset int64) error {
-	l.wmu.Lock()
+	if err := l.lockWriter(true); err != nil {
+		return err
+	}
 	defer l.wmu.Unlock()
-	if l.isClosed() {
-		return ErrClosed
-	}
-	if l.failed != nil {
-		return l.failed
-	}
 	if offset < 0 {
 		return &OffsetOutOfRangeError{Offset: offset, Start: l.logStart.Load(), End: l.leo.Load()}
 	}
@@ -125,11 +121,10 @@ func (l *Log) fail(err error) error {
 // below it are deleted. An offset above the high watermark is an
 // *OffsetOutOfRangeError; one at or below the log start does nothing.
 func (l *Log) DeleteRecordsBefore(offset int64) error {
-	l.wmu.Lock()
-	defer l.wmu.Unlock()
-	if l.isClosed() {
-		return ErrClosed
+	if err := l.lockWriter(true); err != nil {
+		return err
 	}
+	defer l.wmu.Unlock()
 	if hw := l.hw.Load(); offset > hw {
 		return &OffsetOutOfRangeError{Offset: offset, Start: l.logStart.Load(), End: hw}
 	}

@@ -111,20 +111,11 @@ func AppendBatch(dst []byte, recs []Record, opts BuildOptions) ([]byte, error) {
 	start := len(dst)
 	// Every header byte is written by putHeader once the records are in.
 	out := slices.Grow(dst, HeaderSize)[:start+HeaderSize]
-	var (
-		enc encoded
-		err error
-	)
-	if opts.Codec == CodecNone {
-		out, enc, err = appendRecords(out, recs, &opts)
-	} else {
-		buf := scratch.Get().(*[]byte)
-		*buf, enc, err = appendRecords((*buf)[:0], recs, &opts)
-		if err == nil {
-			out, err = compress(out, *buf, opts.Codec)
-		}
-		scratch.Put(buf)
-	}
+	var enc encoded
+	out, err := appendBody(out, opts.Codec, func(dst []byte) (b []byte, err error) {
+		b, enc, err = appendRecords(dst, recs, &opts)
+		return b, err
+	})
 	if err != nil {
 		return dst, err
 	}
@@ -140,6 +131,21 @@ func AppendBatch(dst []byte, recs []Record, opts BuildOptions) ([]byte, error) {
 	}
 	putHeader(out[start:], &opts, attrs, enc.lastOffsetDelta, recs[0].Timestamp, enc.maxTimestamp, len(recs))
 	return out, nil
+}
+
+// appendBody appends to out the records encode writes, compressed with
+// codec.
+func appendBody(out []byte, codec Codec, encode func(dst []byte) ([]byte, error)) ([]byte, error) {
+	if codec == CodecNone {
+		return encode(out)
+	}
+	buf := scratch.Get().(*[]byte)
+	defer scratch.Put(buf)
+	var err error
+	if *buf, err = encode((*buf)[:0]); err != nil {
+		return out, err
+	}
+	return compress(out, *buf, codec)
 }
 
 // encoded is what appendRecords learns about the records for the header.

@@ -57,20 +57,11 @@ func AppendRetained(dst []byte, b Batch, recs []Record, deleteHorizon int64) ([]
 		baseTS = deleteHorizon
 		attrs |= attrDeleteHorizon
 	}
-	var (
-		maxTS int64
-		err   error
-	)
-	if opts.Codec == CodecNone {
-		out, maxTS, err = appendRetainedRecords(out, recs, b, baseTS)
-	} else {
-		buf := scratch.Get().(*[]byte)
-		*buf, maxTS, err = appendRetainedRecords((*buf)[:0], recs, b, baseTS)
-		if err == nil {
-			out, err = compress(out, *buf, opts.Codec)
-		}
-		scratch.Put(buf)
-	}
+	var maxTS int64
+	out, err := appendBody(out, opts.Codec, func(dst []byte) (b2 []byte, err error) {
+		b2, maxTS, err = appendRetainedRecords(dst, recs, b, baseTS)
+		return b2, err
+	})
 	if err != nil {
 		return dst, err
 	}

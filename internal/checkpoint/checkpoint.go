@@ -70,7 +70,7 @@ func Write(fs vfs.FS, name string, version int, entries []string) error {
 	}
 	// The rename is durable only once the directory is synced; until then a
 	// crash brings back the old file.
-	return syncDir(fs, filepath.Dir(name))
+	return vfs.SyncDir(fs, filepath.Dir(name))
 }
 
 func writeSynced(fs vfs.FS, name string, data []byte) error {
@@ -87,18 +87,6 @@ func writeSynced(fs vfs.FS, name string, data []byte) error {
 		return err
 	}
 	return f.Close()
-}
-
-func syncDir(fs vfs.FS, dir string) error {
-	d, err := fs.OpenDir(dir)
-	if err != nil {
-		return err
-	}
-	if err := d.Sync(); err != nil {
-		d.Close()
-		return err
-	}
-	return d.Close()
 }
 
 // Read reads the checkpoint file name and calls parse with each entry, in

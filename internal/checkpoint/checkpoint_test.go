@@ -26,7 +26,7 @@ func newMemDir(t *testing.T) (*vfs.MemFS, string) {
 	t.Helper()
 	m := vfs.NewMem()
 	require.NoError(t, m.MkdirAll("/d", 0o755))
-	syncDir(m, "/") // make /d itself durable, as a data directory is
+	require.NoError(t, vfs.SyncDir(m, "/")) // make /d itself durable, as a data directory is
 	return m, "/d"
 }
 
