@@ -51,8 +51,9 @@ func TestCrashKeepsSyncedEntries(t *testing.T) {
 		seen[len(got)] = true
 		require.NoError(t, y.Close())
 	}
-	require.True(t, seen[10], "a crash without luck keeps only the synced entries")
-	require.True(t, seen[20], "some crashes keep the unsynced mapped writes too")
+	// The in-memory file system drops writes through a mapping that is
+	// still open (it cannot copy memory another goroutine may be writing).
+	require.Equal(t, map[int]bool{10: true}, seen, "a crash keeps the synced entries")
 }
 
 // TestSealSurvivesCrash crashes right after Seal and after Seal and Sync:

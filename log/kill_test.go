@@ -26,7 +26,7 @@ import (
 // killCount sets how many children TestKillDuringAppends kills. Its short
 // variant (12) runs in every `go test`; the long one is
 //
-//	go test -run TestKillDuringAppends -strand.kills=200 ./log
+//	go test ./log -run TestKillDuringAppends -args -strand.kills=200
 var killCount = flag.Int("strand.kills", 0, "how many times TestKillDuringAppends kills its appending child (default 12)")
 
 // The child is this test binary run again with these variables set:

@@ -98,6 +98,15 @@ type Log struct {
 	queue   []*pending
 	leading bool
 
+	// Pipelined syncs complete in issue order; guarded by smu but for
+	// syncsIssued and truncations, which wmu guards.
+	smu         sync.Mutex
+	syncOrder   *sync.Cond
+	syncsIssued uint64
+	syncsDone   uint64
+	syncErr     error
+	truncations uint64 // count of TruncateTo calls that removed data
+
 	nmu      sync.Mutex
 	advanced chan struct{} // closed when hw or leo move, or the log closes
 
@@ -195,8 +204,10 @@ func (l *Log) enqueue(p *pending) (AppendResult, error) {
 	l.queue = nil
 	l.qmu.Unlock()
 
-	l.commit(group)
+	ticket := l.write(group)
 
+	// The next group is written while this one syncs: its appenders need
+	// not wait for this sync, only for their own.
 	l.qmu.Lock()
 	if len(l.queue) > 0 {
 		l.queue[0].wake <- true // hand the lead to the oldest waiter
@@ -204,37 +215,96 @@ func (l *Log) enqueue(p *pending) (AppendResult, error) {
 		l.leading = false
 	}
 	l.qmu.Unlock()
+
+	if ticket != nil {
+		if err := l.sync(ticket); err != nil {
+			for _, q := range group {
+				if q.err == nil {
+					q.err = err
+				}
+			}
+		}
+	}
+	for _, q := range group[1:] {
+		q.wake <- false
+	}
 	return p.res, p.err
 }
 
-// commit writes a group of batches, syncs them as the policy says, and
-// wakes their appenders but the calling one.
-func (l *Log) commit(group []*pending) {
+// write writes a group of batches under the writer lock and returns the
+// sync the fsync policy asks for, if any.
+func (l *Log) write(group []*pending) *syncTicket {
 	l.wmu.Lock()
+	defer l.wmu.Unlock()
 	now := l.opts.Now()
 	written := false
 	for _, p := range group {
 		p.err = l.writeLocked(p, now)
 		written = written || p.err == nil
 	}
-	if written {
-		if err := l.afterWriteLocked(now); err != nil {
-			for _, p := range group {
-				if p.err == nil {
-					p.err = err
-				}
+	if !written {
+		return nil
+	}
+	ticket, err := l.afterWriteLocked(now)
+	if err != nil {
+		for _, p := range group {
+			if p.err == nil {
+				p.err = err
 			}
 		}
 	}
-	l.wmu.Unlock()
-	for _, p := range group {
-		if p != group[0] || len(p.wake) == 0 {
-			select {
-			case p.wake <- false:
-			default:
-			}
+	return ticket
+}
+
+// syncTicket is a group's pending sync: the segment to sync, the log end
+// offset it makes durable, its place in the order of syncs, and the
+// truncation count when it was issued.
+type syncTicket struct {
+	seg         *segRef
+	target      int64
+	seq         uint64
+	truncations uint64
+}
+
+// sync syncs a group's writes outside the writer lock, so that the next
+// group is written meanwhile. Syncs complete in the order they were issued,
+// and a sync that fails fails every later one too: a group is durable only
+// if every group before it is (after a failed fsync, Linux may report a
+// later one as good although the earlier pages are lost).
+func (l *Log) sync(t *syncTicket) error {
+	start := time.Now()
+	err := t.seg.SyncLog()
+	l.stats.fsync(time.Since(start))
+	t.seg.release()
+
+	l.smu.Lock()
+	for l.syncsDone != t.seq {
+		l.syncOrder.Wait()
+	}
+	if err != nil && l.syncErr == nil {
+		l.syncErr = fmt.Errorf("%w: %s: %w", ErrFailed, l.dir, err)
+	}
+	err = l.syncErr
+	l.syncsDone++
+	l.syncOrder.Broadcast()
+	l.smu.Unlock()
+
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if err != nil {
+		if l.failed == nil {
+			l.failed = err
+		}
+		return err
+	}
+	if t.truncations == l.truncations { // else the offsets may hold other data now
+		l.recoveryPoint = max(l.recoveryPoint, t.target)
+		if !l.opts.ExternalHighWatermark && t.target > l.hw.Load() {
+			l.hw.Store(t.target)
+			l.notify()
 		}
 	}
+	return nil
 }
 
 func (l *Log) writeLocked(p *pending, now time.Time) error {
@@ -278,28 +348,33 @@ func (l *Log) writeLocked(p *pending, now time.Time) error {
 	return nil
 }
 
-// afterWriteLocked syncs as the fsync policy says after a group was
-// written, moves the high watermark and checkpoints when due.
-func (l *Log) afterWriteLocked(now time.Time) error {
+// afterWriteLocked applies the fsync policy after a group was written: it
+// returns a ticket for the sync the group needs, or moves the high
+// watermark at once if the policy acknowledges unsynced writes. It also
+// checkpoints when due.
+func (l *Log) afterWriteLocked(now time.Time) (*syncTicket, error) {
+	var ticket *syncTicket
 	p := l.opts.Fsync
 	switch {
 	case p.mode == fsyncAlways || p.mode == fsyncDefault,
 		p.mode == fsyncEvery && ((p.messages > 0 && l.unflushedMsgs >= p.messages) || (p.bytes > 0 && l.unflushedBytes >= p.bytes)):
-		if err := l.flushLocked(); err != nil {
-			return err
-		}
+		active := l.active()
+		active.acquire() // the log holds it, so this succeeds
+		ticket = &syncTicket{seg: active, target: l.leo.Load(), seq: l.syncsIssued, truncations: l.truncations}
+		l.syncsIssued++
+		l.unflushedMsgs, l.unflushedBytes = 0, 0
 	case p.mode == fsyncInterval && l.flushTimer == nil:
 		l.timers.Add(1)
 		l.flushTimer = time.AfterFunc(p.interval, l.flushOnTimer)
 	}
-	if !l.opts.ExternalHighWatermark {
+	if ticket == nil && !l.opts.ExternalHighWatermark {
 		l.hw.Store(l.leo.Load())
+		l.notify()
 	}
-	l.notify()
 	if now.Sub(l.lastCheckpoint) >= l.opts.CheckpointInterval {
-		return l.writeCheckpointsLocked(now)
+		return ticket, l.writeCheckpointsLocked(now)
 	}
-	return nil
+	return ticket, nil
 }
 
 // flushLocked syncs the active segment's log: the earlier segments were

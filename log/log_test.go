@@ -163,14 +163,6 @@ func TestClosedLogRefusesEverything(t *testing.T) {
 
 func TestGroupCommitSharesFsyncs(t *testing.T) {
 	fs := newMemFS(t)
-	var syncs sync.Map
-	fs.SetHook(func(op vfs.Op) error {
-		if op.Kind == vfs.OpSync {
-			n, _ := syncs.LoadOrStore("n", new(int64))
-			*n.(*int64)++ // hook calls are serialized by the single committer
-		}
-		return nil
-	})
 	opts := memOptions(fs)
 	opts.SegmentBytes = 1 << 30
 	opts.MaxIndexBytes = 1 << 20

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/strandlog/strand/internal/checkpoint"
@@ -41,6 +42,7 @@ func Open(dir string, opts Options) (*Log, error) {
 		return nil, err
 	}
 	l := &Log{dir: dir, opts: opts, fs: opts.FS, advanced: make(chan struct{}), lastCheckpoint: opts.Now()}
+	l.syncOrder = sync.NewCond(&l.smu)
 	if err := l.load(); err != nil {
 		for _, s := range l.segs {
 			s.release()

@@ -94,6 +94,7 @@ func (l *Log) dropTailLocked(keep int) error {
 }
 
 func (l *Log) afterTruncateLocked() error {
+	l.truncations++
 	leo := l.active().NextOffset()
 	l.leo.Store(leo)
 	l.hw.Store(min(l.hw.Load(), leo))

@@ -24,7 +24,8 @@ import (
 // torn at any byte.
 //
 // Mapping a file counts as flushing the writes made to it before; writes
-// through a mapping are kept or lost as a whole by Crash.
+// through a mapping are lost by Crash while the mapping is open, and kept
+// or lost as a whole once it is closed.
 type MemFS struct {
 	mu    sync.Mutex
 	root  *memNode
@@ -164,7 +165,9 @@ func crashDir(d *memNode, cfg CrashConfig, cloned map[*memNode]*memNode) *memNod
 // durableData is the content a crash leaves in the file.
 func (n *memNode) durableData(cfg CrashConfig) []byte {
 	if n.snapshot != nil {
-		if cfg.Rand != nil && cfg.Rand.IntN(2) == 0 {
+		// A mapping still open may be written as we read: only a closed
+		// one's writes can be kept.
+		if n.mapped == 0 && cfg.Rand != nil && cfg.Rand.IntN(2) == 0 {
 			return append([]byte(nil), n.data...)
 		}
 		return append([]byte(nil), n.snapshot...)
@@ -185,6 +188,12 @@ func (n *memNode) durableData(cfg CrashConfig) []byte {
 		data = r.revertFrom(data, torn)
 	}
 	return data
+}
+
+// snapshotOf copies data into a snapshot, which is never nil: a nil
+// snapshot means the file is not mapped.
+func snapshotOf(data []byte) []byte {
+	return append(make([]byte, 0, len(data)), data...)
 }
 
 // revert undoes the change entirely.
@@ -585,7 +594,7 @@ func (n *memNode) sync() {
 	}
 	n.undo = nil
 	if n.mapped > 0 {
-		n.snapshot = append(n.snapshot[:0], n.data...)
+		n.snapshot = snapshotOf(n.data)
 	} else {
 		n.snapshot = nil
 	}
@@ -637,7 +646,7 @@ func (f *memFile) Map(size int) (Mapping, error) {
 		// Writes before the mapping count as flushed (see MemFS); the
 		// snapshot is what a crash keeps of the mapped file.
 		n.undo = nil
-		n.snapshot = append([]byte(nil), n.data...)
+		n.snapshot = snapshotOf(n.data)
 	}
 	if size > len(n.data) {
 		grown := make([]byte, size)
