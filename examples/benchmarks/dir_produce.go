@@ -20,8 +20,9 @@ import (
 
 // batchShape is what the producers' appends looked like on average.
 type batchShape struct {
-	records float64 // records per append
-	bytes   float64 // bytes of batch per append
+	records float64       // records per append
+	bytes   float64       // bytes of batch per append
+	fsync   time.Duration // time in one fsync
 }
 
 // compareProducers has producers goroutines produce 100-byte records with
@@ -49,11 +50,17 @@ func compareProducers(shape dirShape, value []byte) (comparison, error) {
 	b := shapes[ss[0]]
 	test := fmt.Sprintf("produce %d B, fsync", smallRecordSize)
 	printRate(test, fmt.Sprintf("strand %d producers", producers), ss[0], smallRecordSize,
-		fmt.Sprintf("%d partitions; %.1f records, %.0f bytes per append; %.1f records per fsync",
-			producePartitions, b.records, b.bytes, float64(ss[0].records)/float64(ss[0].fsyncs)))
+		fmt.Sprintf("%d partitions; %.1f records, %.0f bytes per append; an fsync (%s) every %s per partition",
+			producePartitions, b.records, b.bytes, b.fsync.Round(time.Microsecond), syncEvery(ss[0]).Round(time.Microsecond)))
 	printRate(test, "raw write+fdatasync", ss[1], smallRecordSize,
-		fmt.Sprintf("%d writers, each its own file, batches as the producer run before", producePartitions))
+		fmt.Sprintf("%d writers, each its own file, batches as the producer run before; an fdatasync every %s per file",
+			producePartitions, syncEvery(ss[1]).Round(time.Microsecond)))
 	return comparison{name: "dir-produce-64-vs-raw-fdatasync", value: ss[0].perSec() / ss[1].perSec()}, nil
+}
+
+// syncEvery is the time between the syncs of one partition, or file, in s.
+func syncEvery(s sample) time.Duration {
+	return s.elapsed * producePartitions / time.Duration(s.fsyncs)
 }
 
 // produceRun produces for d into a fresh Dir and returns the rate and the
@@ -116,12 +123,17 @@ func produceRun(d time.Duration, value []byte) (s sample, b batchShape, err erro
 		st.Records += ps.Records
 		st.Bytes += ps.Bytes
 		st.Fsyncs += ps.Fsyncs
+		st.FsyncTime += ps.FsyncTime
 	}
 	if st.Records != s.records {
 		return s, b, fmt.Errorf("the partitions hold %d records, the producers produced %d", st.Records, s.records)
 	}
 	s.fsyncs = st.Fsyncs
-	b = batchShape{records: float64(st.Records) / float64(st.Appends), bytes: float64(st.Bytes) / float64(st.Appends)}
+	b = batchShape{
+		records: float64(st.Records) / float64(st.Appends),
+		bytes:   float64(st.Bytes) / float64(st.Appends),
+		fsync:   st.FsyncTime / time.Duration(st.Fsyncs),
+	}
 	return s, b, nil
 }
 
