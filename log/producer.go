@@ -16,15 +16,20 @@ type ProducerOptions struct {
 	BatchBytes int
 	// Linger is how long a batch waits for more records before it is
 	// appended (Kafka's linger.ms). Zero, the default, adapts instead: a
-	// batch is appended as soon as its partition has no append in progress,
-	// and gathers records while one is, so a lone record waits for nothing
-	// and a busy partition gets large batches.
+	// batch is appended as soon as its partition has fewer than two appends
+	// in progress, and gathers records while it has two, so a lone record
+	// waits for nothing and a busy partition gets large batches.
 	Linger time.Duration
 	// Partitioner picks the partition of a record produced without one;
 	// default HashPartitioner(nil): Kafka's murmur2 for keyed records,
 	// sticky for keyless ones (KIP-480). One is made per topic.
 	Partitioner func() BatchPartitioner
 }
+
+// maxAppending is how many appends a partition may have in progress with
+// an adaptive linger: two, so that one batch is written while the one
+// before it syncs (the log pipelines its syncs).
+const maxAppending = 2
 
 // AnyPartition asks Produce to pick the partition with the partitioner.
 const AnyPartition int32 = -1
@@ -45,7 +50,7 @@ type Producer struct {
 	mu          sync.Mutex
 	closed      bool
 	open        map[*Partition]*pendingBatch // batches gathering records
-	appending   map[*Partition]bool          // partitions with an append in progress
+	appending   map[*Partition]int           // appends in progress per partition
 	partitioner map[string]BatchPartitioner
 	lingering   sync.WaitGroup // linger timers that may fire
 	flushing    sync.WaitGroup // batches being appended
@@ -80,7 +85,7 @@ func (d *Dir) NewProducer(opts ProducerOptions) (*Producer, error) {
 	return &Producer{
 		d: d, opts: opts,
 		open:        make(map[*Partition]*pendingBatch),
-		appending:   make(map[*Partition]bool),
+		appending:   make(map[*Partition]int),
 		partitioner: make(map[string]BatchPartitioner),
 	}, nil
 }
@@ -124,7 +129,7 @@ func (pr *Producer) Produce(ctx context.Context, topicName string, partition int
 	i := len(b.recs)
 	b.recs = append(b.recs, rec)
 	b.bytes += len(rec.Key) + len(rec.Value) + 20
-	send := b.bytes >= pr.opts.BatchBytes || (pr.opts.Linger == 0 && !pr.appending[p])
+	send := b.bytes >= pr.opts.BatchBytes || (pr.opts.Linger == 0 && pr.appending[p] < maxAppending)
 	if send {
 		pr.detachLocked(b)
 	}
@@ -169,7 +174,7 @@ func (pr *Producer) detachLocked(b *pendingBatch) {
 	if b.timer != nil && b.timer.Stop() {
 		pr.lingering.Done()
 	}
-	pr.appending[b.p] = true
+	pr.appending[b.p]++
 	pr.flushing.Add(1)
 	// KIP-480: a completed batch moves keyless records to another partition.
 	pr.partitionerLocked(b.p.Topic()).OnNewBatch(b.p.ID())
@@ -197,7 +202,9 @@ func (pr *Producer) append(b *pendingBatch) {
 
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
-	delete(pr.appending, b.p)
+	if pr.appending[b.p]--; pr.appending[b.p] == 0 {
+		delete(pr.appending, b.p)
+	}
 	if next := pr.open[b.p]; next != nil && pr.opts.Linger == 0 {
 		pr.detachLocked(next)
 		go pr.append(next)
