@@ -167,13 +167,7 @@ func logSuite(quick bool) error {
 		cmps = append(cmps, c...)
 	}
 
-	fmt.Printf("\n%-32s %8s %8s  %s\n", "comparison", "value", "target", "")
-	for _, c := range cmps {
-		fmt.Printf("%-32s %8.2f %8s  %s\n", c.name, c.value, c.target(), c.met())
-	}
-	for _, c := range cmps {
-		fmt.Printf("ratio %s %.2f\n", c.name, c.value)
-	}
+	printComparisons(cmps)
 	return nil
 }
 

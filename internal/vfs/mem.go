@@ -249,6 +249,15 @@ func (fs *MemFS) lookup(name string) (*memNode, *memNode, string, error) {
 	panic("unreachable")
 }
 
+// lookupEntry is lookup for an existing entry other than the root.
+func (fs *MemFS) lookupEntry(name string) (*memNode, *memNode, string, error) {
+	n, parent, base, err := fs.lookup(name)
+	if err == nil && (n == nil || parent == nil) {
+		err = syscall.ENOENT
+	}
+	return n, parent, base, err
+}
+
 func clean(name string) string {
 	return path.Clean("/" + filepath.ToSlash(name))
 }
@@ -316,10 +325,7 @@ func (fs *MemFS) Remove(name string) error {
 	}
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	n, parent, base, err := fs.lookup(name)
-	if err == nil && (n == nil || parent == nil) {
-		err = syscall.ENOENT
-	}
+	n, parent, base, err := fs.lookupEntry(name)
 	if err != nil {
 		return pathErr("remove", name, err)
 	}
@@ -355,10 +361,7 @@ func (fs *MemFS) Rename(oldname, newname string) error {
 	}
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	n, oldParent, oldBase, err := fs.lookup(oldname)
-	if err == nil && (n == nil || oldParent == nil) {
-		err = syscall.ENOENT
-	}
+	n, oldParent, oldBase, err := fs.lookupEntry(oldname)
 	if err != nil {
 		return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: err}
 	}
