@@ -2,7 +2,10 @@ package log
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
@@ -99,6 +102,52 @@ func appendPartition(t testing.TB, p *Partition, from, n int) {
 		require.NoError(t, err)
 		require.EqualValues(t, i, res.BaseOffset)
 	}
+}
+
+// lockDirEnv makes the test binary a child that opens the data directory
+// it names and exits with lockChildRefused if the lock refused it.
+const (
+	lockDirEnv       = "STRAND_LOCK_CHILD"
+	lockChildRefused = 3
+)
+
+func runLockChild(dir string) int {
+	d, err := OpenDir(dir, DirOptions{MaintenanceInterval: -1})
+	if errors.Is(err, ErrDirLocked) {
+		fmt.Println(err)
+		return lockChildRefused
+	}
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	d.Close()
+	return 0
+}
+
+func TestDirIsLockedAgainstASecondProcess(t *testing.T) {
+	dir := t.TempDir()
+	d, err := OpenDir(dir, DirOptions{MaintenanceInterval: -1})
+	require.NoError(t, err)
+	child := func() (int, string) {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), lockDirEnv+"="+dir)
+		out, err := cmd.Output()
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return exit.ExitCode(), string(out)
+		}
+		require.NoError(t, err)
+		return 0, string(out)
+	}
+	code, out := child()
+	require.Equal(t, lockChildRefused, code, "the second process must be refused: %s", out)
+	require.Contains(t, out, dir, "the error names the directory")
+	require.Contains(t, out, "in use by another process")
+
+	require.NoError(t, d.Close())
+	code, out = child()
+	require.Zero(t, code, "once the first closes, the second opens: %s", out)
 }
 
 func TestDirIsLockedAgainstASecondOpen(t *testing.T) {

@@ -41,6 +41,9 @@ const (
 const killWriters = 4
 
 func TestMain(m *testing.M) {
+	if dir := os.Getenv(lockDirEnv); dir != "" {
+		os.Exit(runLockChild(dir))
+	}
 	if dir := os.Getenv(killDirEnv); dir != "" {
 		if err := runKillChild(dir, os.Getenv(killGenEnv), os.Getenv(killSeedEnv)); err != nil {
 			fmt.Fprintln(os.Stderr, "kill child:", err)
