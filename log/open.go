@@ -56,15 +56,19 @@ func (l *Log) load() error {
 	if err := l.fs.MkdirAll(l.dir, 0o755); err != nil {
 		return fmt.Errorf("log: create %s: %w", l.dir, err)
 	}
-	if err := vfs.SyncDir(l.fs, filepath.Dir(l.dir)); err != nil {
-		return fmt.Errorf("log: sync parent of %s: %w", l.dir, err)
+	_, statErr := l.fs.Stat(filepath.Join(l.dir, cleanShutdownFile))
+	clean := statErr == nil
+	// After a clean shutdown the directory's own entry is known durable: the
+	// open before synced it. Otherwise it may be new, or left by a crash.
+	if !clean {
+		if err := vfs.SyncDir(l.fs, filepath.Dir(l.dir)); err != nil {
+			return fmt.Errorf("log: sync parent of %s: %w", l.dir, err)
+		}
 	}
 	bases, err := l.cleanDir()
 	if err != nil {
 		return err
 	}
-	_, statErr := l.fs.Stat(filepath.Join(l.dir, cleanShutdownFile))
-	clean := statErr == nil
 	logStart, err := l.readOffset(logStartFile)
 	if err != nil {
 		return err
@@ -89,6 +93,7 @@ func (l *Log) load() error {
 			return fmt.Errorf("log %s: %w", l.dir, err)
 		}
 	}
+	removed := false // segments removed below, to be made durable before the log moves on
 	for i, base := range bases {
 		if n := len(l.segs); n > 0 && base < l.segs[n-1].NextOffset() {
 			// The segment before holds this one's offsets: compaction
@@ -100,6 +105,7 @@ func (l *Log) load() error {
 			if err := l.removeSegmentFiles(base); err != nil {
 				return err
 			}
+			removed = true
 			continue
 		}
 		last := i == len(bases)-1
@@ -125,12 +131,21 @@ func (l *Log) load() error {
 					return err
 				}
 			}
+			removed = true
 			break
 		}
 		if !last {
 			if err := seg.Seal(); err != nil {
 				return fmt.Errorf("log %s: %w", l.dir, err)
 			}
+		}
+	}
+	if removed {
+		// Removed segments must stay removed: a crash that brought back
+		// the ones after a torn segment would resurrect what was never
+		// written in order.
+		if err := vfs.SyncDir(l.fs, l.dir); err != nil {
+			return fmt.Errorf("log %s: %w", l.dir, err)
 		}
 	}
 	active := l.segs[len(l.segs)-1]
@@ -190,6 +205,7 @@ func (l *Log) cleanDir() ([]int64, error) {
 	if err != nil {
 		return nil, fmt.Errorf("log: list %s: %w", l.dir, err)
 	}
+	changed := false // a removal or rename, to be made durable
 	// A compaction's swap replaces a segment's indexes with its log: old
 	// index files must not pair with the new log, whether or not the new
 	// ones made it (missing ones are rebuilt).
@@ -198,6 +214,7 @@ func (l *Log) cleanDir() ([]int64, error) {
 			if err := l.removeFiles(base, segment.IndexSuffix, segment.TimeIndexSuffix); err != nil {
 				return nil, err
 			}
+			changed = true
 		}
 	}
 	logs := make(map[int64]bool)
@@ -209,10 +226,12 @@ func (l *Log) cleanDir() ([]int64, error) {
 			if err := l.fs.Remove(path); err != nil {
 				return nil, fmt.Errorf("log: %w", err)
 			}
+			changed = true
 		case strings.HasSuffix(name, swapSuffix):
 			if err := l.fs.Rename(path, strings.TrimSuffix(path, swapSuffix)); err != nil {
 				return nil, fmt.Errorf("log: %w", err)
 			}
+			changed = true
 			if base, ok := segmentBase(strings.TrimSuffix(name, swapSuffix), segment.LogSuffix); ok && !logs[base] {
 				logs[base] = true
 				bases = append(bases, base)
@@ -230,10 +249,14 @@ func (l *Log) cleanDir() ([]int64, error) {
 				if err := l.fs.Remove(filepath.Join(l.dir, name)); err != nil && !errors.Is(err, iofs.ErrNotExist) {
 					return nil, fmt.Errorf("log: %w", err)
 				}
+				changed = true
 			}
 		}
 	}
 	slices.Sort(bases)
+	if !changed {
+		return bases, nil
+	}
 	return bases, vfs.SyncDir(l.fs, l.dir)
 }
 
