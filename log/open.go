@@ -338,8 +338,9 @@ func (l *Log) writeCheckpointsLocked(now time.Time) error {
 }
 
 // Close syncs the log, writes its checkpoints and the clean-shutdown
-// marker, and closes its files. Appends waiting to be written fail with
-// ErrClosed; goroutines in Wait return ErrClosed. Batches that readers
+// marker, and closes its files. Appends already written finish first;
+// appends waiting to be written fail with ErrClosed; goroutines in Wait
+// return ErrClosed. Batches that readers
 // still hold stay readable until they are closed.
 func (l *Log) Close() error {
 	l.mu.Lock()
@@ -356,8 +357,13 @@ func (l *Log) Close() error {
 		l.timers.Done()
 	}
 	l.flushTimer = nil
-	l.wmu.Unlock()
+	l.wmu.Unlock() // no group is being written now, and none will be
 	l.timers.Wait() // a timer that fired takes wmu, sees closed and returns
+	l.smu.Lock()
+	for l.syncsIssued != l.syncsDone { // groups still syncing finish first
+		l.syncOrder.Wait()
+	}
+	l.smu.Unlock()
 
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
