@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -815,6 +816,11 @@ func TestOpenAfterInterruptedSwaps(t *testing.T) {
 
 	reopen := func(msg string) {
 		t.Helper()
+		// Each state below is one a crash leaves, so the log was not
+		// closed cleanly (a clean Close never falls inside a swap).
+		if err := fs.Remove(filepath.Join(dir, cleanShutdownFile)); err != nil {
+			require.ErrorIs(t, err, iofs.ErrNotExist)
+		}
 		l := compactLog(t, fs, &now)
 		m.check(t, l, now, DefaultDeleteRetention, keepFrom, msg)
 		require.Equal(t, 2, l.Stats().Segments, msg)

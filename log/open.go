@@ -95,10 +95,11 @@ func (l *Log) load() error {
 	}
 	removed := false // segments removed below, to be made durable before the log moves on
 	for i, base := range bases {
-		if n := len(l.segs); n > 0 && base < l.segs[n-1].NextOffset() {
+		if n := len(l.segs); !clean && n > 0 && base < l.segs[n-1].NextOffset() {
 			// The segment before holds this one's offsets: compaction
 			// merged this segment into it, and the crash came after the
-			// swap but before this one's files were renamed .deleted.
+			// swap but before this one's files were renamed .deleted (a
+			// clean Close never comes between the two).
 			// The merged segment ends where the last one it replaced did
 			// (compaction keeps the last batch of a group), so every
 			// segment it replaced is caught here.
@@ -111,7 +112,9 @@ func (l *Log) load() error {
 		last := i == len(bases)-1
 		trusted := clean || (!last && bases[i+1] <= recoveryPoint)
 		if trusted {
-			seg, err := segment.Open(l.dir, base, l.opts.segmentOptions())
+			opts := l.opts.segmentOptions()
+			opts.Lazy = !last // the last one becomes active at once
+			seg, err := segment.Open(l.dir, base, opts)
 			if err != nil {
 				return fmt.Errorf("log %s: %w", l.dir, err)
 			}
@@ -357,7 +360,7 @@ func (l *Log) Close() error {
 		l.timers.Done()
 	}
 	l.flushTimer = nil
-	l.wmu.Unlock() // no group is being written now, and none will be
+	l.wmu.Unlock()  // no group is being written now, and none will be
 	l.timers.Wait() // a timer that fired takes wmu, sees closed and returns
 	l.smu.Lock()
 	for l.syncsIssued != l.syncsDone { // groups still syncing finish first

@@ -16,7 +16,7 @@ type Stats struct {
 	MaxFsync  time.Duration // the longest one
 
 	Segments  int // segments in the log
-	OpenFiles int // files open: three per segment still held by the log or a reader
+	OpenFiles int // files open: a segment's log, and its indexes once used
 
 	LogStartOffset, HighWatermark, LogEndOffset int64
 }
@@ -42,8 +42,13 @@ func (c *counters) fsync(d time.Duration) {
 // Stats returns the log's counters.
 func (l *Log) Stats() Stats {
 	l.mu.RLock()
-	segments := len(l.segs)
+	segments, files := len(l.segs), 0
+	for _, s := range l.segs {
+		files += s.OpenFiles()
+	}
 	l.mu.RUnlock()
+	// Segments the log let go of but readers still hold keep all three.
+	files += 3 * (int(l.stats.openSegments.Load()) - segments)
 	return Stats{
 		Appends:        l.stats.appends.Load(),
 		Records:        l.stats.records.Load(),
@@ -52,7 +57,7 @@ func (l *Log) Stats() Stats {
 		FsyncTime:      time.Duration(l.stats.fsyncNanos.Load()),
 		MaxFsync:       time.Duration(l.stats.maxFsyncNanos.Load()),
 		Segments:       segments,
-		OpenFiles:      3 * int(l.stats.openSegments.Load()),
+		OpenFiles:      files,
 		LogStartOffset: l.logStart.Load(),
 		HighWatermark:  l.hw.Load(),
 		LogEndOffset:   l.leo.Load(),

@@ -117,6 +117,10 @@ func appendRetainedRecords(dst []byte, recs []Record, b Batch, baseTS int64) ([]
 // error ends the iteration, naming the file and position.
 func (s *Segment) Batches(from int64, whole bool) iter.Seq2[Batch, error] {
 	return func(yield func(Batch, error) bool) {
+		if err := s.load(); err != nil {
+			yield(nil, err)
+			return
+		}
 		end := s.size.Load()
 		pos, _, err := s.findOffset(from, end)
 		if err != nil {

@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -59,6 +60,13 @@ type Options struct {
 	// its segment is active (Kafka's segment.index.bytes, default 10 MiB).
 	MaxIndexBytes int
 
+	// Lazy makes Open defer opening the indexes and reading the log's tail
+	// to the first call that needs them, as Kafka's LazyIndex does, so that
+	// opening a log of many segments opens little more than their .log
+	// files. An error found then is returned by that call, and by every
+	// later one that can return an error.
+	Lazy bool
+
 	// Suffix is appended to the names of the segment's files, so that a
 	// segment can be built beside the one it replaces: log compaction
 	// writes "<base>.log.cleaned" (Kafka's temporary suffixes). Rename
@@ -115,6 +123,12 @@ type Segment struct {
 	offsetOfMaxTime int64 // last offset of the batch with maxTimestamp
 	sinceIndexEntry int   // bytes appended since the last index entry
 
+	// A lazily opened segment loads its indexes and tail on first use;
+	// lazyMu also orders that load with Rename and Close.
+	lazyMu  sync.Mutex
+	pending atomic.Bool // not loaded yet
+	lazyErr error       // why the load failed
+
 	closeOnce sync.Once
 }
 
@@ -148,24 +162,52 @@ func Create(dir string, base int64, opts Options) (*Segment, error) {
 // Open reads the log only from its last index entry to find the next
 // offset; a framing error there is returned, wrapping ErrCorrupt, with the
 // file and position.
+//
+// With Options.Lazy, Open opens only the log file and leaves the rest to
+// the first call that needs it.
 func Open(dir string, base int64, opts Options) (*Segment, error) {
 	s, err := openLog(dir, base, opts)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.openIndexes(false); err != nil {
-		if !errors.Is(err, index.ErrCorrupt) && !errors.Is(err, iofs.ErrNotExist) {
-			return nil, errors.Join(err, s.Close())
-		}
-		if err := errors.Join(s.rebuild(false, 0), s.Seal()); err != nil {
-			return nil, errors.Join(err, s.Close())
-		}
+	if s.opts.Lazy {
+		s.pending.Store(true)
 		return s, nil
 	}
-	if err := s.loadTail(); err != nil {
+	if err := s.loadTrusted(); err != nil {
 		return nil, errors.Join(err, s.Close())
 	}
 	return s, nil
+}
+
+// loadTrusted opens the indexes of a trusted segment, rebuilding them if
+// they fail their checks, and reads the log's tail.
+func (s *Segment) loadTrusted() error {
+	if err := s.openIndexes(false); err != nil {
+		if !errors.Is(err, index.ErrCorrupt) && !errors.Is(err, iofs.ErrNotExist) {
+			return err
+		}
+		return errors.Join(s.rebuild(false, 0), s.seal())
+	}
+	return s.loadTail()
+}
+
+// load finishes a lazy Open; it does nothing on a loaded segment.
+func (s *Segment) load() error {
+	if !s.pending.Load() {
+		return nil
+	}
+	s.lazyMu.Lock()
+	defer s.lazyMu.Unlock()
+	if !s.pending.Load() {
+		return nil
+	}
+	if s.lazyErr == nil {
+		if s.lazyErr = s.loadTrusted(); s.lazyErr == nil {
+			s.pending.Store(false)
+		}
+	}
+	return s.lazyErr
 }
 
 // Recover opens a segment whose log cannot be trusted, after an unclean
@@ -380,6 +422,9 @@ func (s *Segment) indexBatch(b Batch, pos int64) error {
 // carry its final offsets: its base offset at or after NextOffset. Append
 // does not sync. If the write fails, the segment is left as it was before.
 func (s *Segment) Append(b Batch) error {
+	if err := s.load(); err != nil {
+		return err
+	}
 	pos := s.size.Load()
 	if err := s.checkOrder(b); err != nil {
 		return fmt.Errorf("segment %s: %w", s.logName(), err)
@@ -406,15 +451,25 @@ func (s *Segment) Append(b Batch) error {
 // it was created for.
 func (s *Segment) BaseOffset() int64 { return s.base }
 
-// NextOffset returns the offset after the segment's last batch.
-func (s *Segment) NextOffset() int64 { return s.nextOffset.Load() }
+// NextOffset returns the offset after the segment's last batch. Like the
+// accessors below, it loads a lazily opened segment first.
+func (s *Segment) NextOffset() int64 {
+	s.load() // a failed load is reported by the calls that return errors
+	return s.nextOffset.Load()
+}
 
 // Size returns the size of the segment's log in bytes.
-func (s *Segment) Size() int64 { return s.size.Load() }
+func (s *Segment) Size() int64 {
+	s.load()
+	return s.size.Load()
+}
 
 // MaxTimestamp returns the largest batch timestamp in the segment, or -1
 // if it has none. Retention by age compares it to the clock.
-func (s *Segment) MaxTimestamp() int64 { return s.maxTimestamp.Load() }
+func (s *Segment) MaxTimestamp() int64 {
+	s.load()
+	return s.maxTimestamp.Load()
+}
 
 func (s *Segment) setMaxTimestamp(ts, offset int64) {
 	if ts > s.maxTimestamp.Load() {
@@ -431,11 +486,25 @@ func (s *Segment) resetTimestamps() {
 
 // FirstBatchTimestamp returns the max timestamp of the segment's first
 // batch, or -1 if the segment is empty. The log rolls by age from it.
-func (s *Segment) FirstBatchTimestamp() int64 { return s.firstBatchMaxTime.Load() }
+func (s *Segment) FirstBatchTimestamp() int64 {
+	s.load()
+	return s.firstBatchMaxTime.Load()
+}
+
+// OpenFiles returns how many files the segment holds open: the log alone
+// until a lazily opened segment is loaded, then the indexes too.
+func (s *Segment) OpenFiles() int {
+	if s.pending.Load() {
+		return 1
+	}
+	return 3
+}
 
 // IndexFull reports whether either index has no room left for an entry, in
 // which case the log rolls a new segment.
-func (s *Segment) IndexFull() bool { return s.offsets.IsFull() || s.times.IsFull() }
+func (s *Segment) IndexFull() bool {
+	return s.load() == nil && (s.offsets.IsFull() || s.times.IsFull())
+}
 
 // Batch positions: find, read.
 
@@ -443,6 +512,9 @@ func (s *Segment) IndexFull() bool { return s.offsets.IsFull() || s.times.IsFull
 // at or after offset, and that batch's header. It returns ErrOffsetNotFound
 // if every batch ends before offset.
 func (s *Segment) FindOffset(offset int64) (pos int64, header Batch, err error) {
+	if err := s.load(); err != nil {
+		return 0, nil, err
+	}
 	return s.findOffset(offset, s.size.Load())
 }
 
@@ -470,6 +542,9 @@ func (s *Segment) findOffset(offset, end int64) (int64, Batch, error) {
 // than maxBytes, so that a reader always makes progress (Kafka's
 // minOneMessage). An empty Slice means no batch qualifies.
 func (s *Segment) Read(offset, maxOffset int64, maxBytes int) (Slice, error) {
+	if err := s.load(); err != nil {
+		return Slice{}, err
+	}
 	end := s.size.Load()
 	pos, first, err := s.findOffset(offset, end)
 	if err != nil {
@@ -503,6 +578,9 @@ func (s *Segment) Read(offset, maxOffset int64, maxBytes int) (Slice, error) {
 // whose max timestamp is at or after ts, whose records are then searched.
 // ok is false if no record in the segment is that late.
 func (s *Segment) FindTimestamp(ts int64) (offset int64, ok bool, err error) {
+	if err := s.load(); err != nil {
+		return 0, false, err
+	}
 	end := s.size.Load()
 	from := s.times.Lookup(ts)
 	start := s.offsets.Lookup(from.Offset)
@@ -546,6 +624,9 @@ func (s *Segment) FindTimestamp(ts int64) (offset int64, ok bool, err error) {
 // returns the number of bytes removed. A sealed segment is unsealed: after
 // a truncation it is the active one.
 func (s *Segment) TruncateTo(offset int64) (int64, error) {
+	if err := s.load(); err != nil {
+		return 0, err
+	}
 	size := s.size.Load()
 	pos, _, err := s.FindOffset(offset)
 	if errors.Is(err, ErrOffsetNotFound) {
@@ -588,6 +669,9 @@ func (s *Segment) rebuildTailState() error {
 
 // Sync makes the log and both indexes durable.
 func (s *Segment) Sync() error {
+	if err := s.load(); err != nil {
+		return err
+	}
 	if err := s.log.Sync(); err != nil {
 		return fmt.Errorf("segment: sync %s: %w", s.logName(), err)
 	}
@@ -608,6 +692,13 @@ func (s *Segment) SyncLog() error {
 // reads) and both index files are trimmed to their entries. It does not
 // sync.
 func (s *Segment) Seal() error {
+	if err := s.load(); err != nil {
+		return err
+	}
+	return s.seal()
+}
+
+func (s *Segment) seal() error {
 	if ts := s.maxTimestamp.Load(); ts >= 0 {
 		if err := s.times.MaybeAppend(ts, s.offsetOfMaxTime, true); err != nil {
 			return err
@@ -619,6 +710,9 @@ func (s *Segment) Seal() error {
 // Unseal makes a sealed segment active again: its indexes are grown back
 // to their preallocated size.
 func (s *Segment) Unseal() error {
+	if err := s.load(); err != nil {
+		return err
+	}
 	return errors.Join(s.offsets.Unseal(), s.times.Unseal())
 }
 
@@ -626,12 +720,24 @@ func (s *Segment) Unseal() error {
 // suffix naming with suffix appended (".deleted", ".swap", ...), keeping
 // them open. Rename("") restores the plain names.
 func (s *Segment) Rename(suffix string) error {
+	s.lazyMu.Lock()
+	defer s.lazyMu.Unlock()
 	logName := FileName(s.dir, s.base, LogSuffix) + suffix
 	if err := s.fs.Rename(s.logName(), logName); err != nil {
 		return err
 	}
+	oldIndex, oldTime := s.fileName(IndexSuffix), s.fileName(TimeIndexSuffix)
 	s.setLogName(logName)
 	s.suffix = suffix
+	if s.pending.Load() { // never loaded: the index files are closed
+		var errs []error
+		for _, r := range [][2]string{{oldIndex, s.fileName(IndexSuffix)}, {oldTime, s.fileName(TimeIndexSuffix)}} {
+			if err := s.fs.Rename(r[0], r[1]); err != nil && !errors.Is(err, iofs.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
+		return errors.Join(errs...)
+	}
 	return errors.Join(
 		s.offsets.Rename(s.fileName(IndexSuffix)),
 		s.times.Rename(s.fileName(TimeIndexSuffix)),
@@ -642,10 +748,14 @@ func (s *Segment) Rename(suffix string) error {
 func (s *Segment) Close() error {
 	err := ErrClosed
 	s.closeOnce.Do(func() {
+		s.lazyMu.Lock()
+		defer s.lazyMu.Unlock()
 		err = s.log.Close()
 		if s.offsets != nil {
 			err = errors.Join(err, s.offsets.Close(), s.times.Close())
 		}
+		// A load after Close fails rather than open the indexes again.
+		s.lazyErr = cmp.Or(s.lazyErr, error(fmt.Errorf("%w: %s", ErrClosed, s.logName())))
 	})
 	return err
 }
@@ -656,7 +766,7 @@ func (s *Segment) Remove() error {
 	if errors.Is(err, ErrClosed) {
 		err = nil
 	}
-	for _, name := range []string{s.logName(), s.offsets.Name(), s.times.Name()} {
+	for _, name := range []string{s.logName(), s.fileName(IndexSuffix), s.fileName(TimeIndexSuffix)} {
 		if rerr := s.fs.Remove(name); rerr != nil && !errors.Is(rerr, iofs.ErrNotExist) {
 			err = errors.Join(err, rerr)
 		}

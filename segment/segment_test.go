@@ -8,9 +8,11 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/strandlog/strand/internal/vfs"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -535,4 +537,74 @@ func FuzzRecover(f *testing.F) {
 		require.NoError(t, err)
 		requireHolds(t, s, kept)
 	})
+}
+
+func TestLazyOpenLoadsOnFirstUse(t *testing.T) {
+	fs, dir := newMemDir(t)
+	s, err := Create(dir, 0, on(fs, smallIndex))
+	require.NoError(t, err)
+	bs := testBatches(t, 20, 3, 500, 0, 50)
+	appendAll(t, s, bs)
+	maxTS := s.MaxTimestamp()
+	require.NoError(t, s.Seal())
+	require.NoError(t, s.Close())
+
+	lazy := on(fs, smallIndex)
+	lazy.Lazy = true
+	s, err = Open(dir, 0, lazy)
+	require.NoError(t, err)
+	require.Equal(t, 1, s.OpenFiles(), "only the log is open")
+	// Readers racing to load it all see the loaded state.
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, h, err := s.FindOffset(30)
+			assert.NoError(t, err)
+			assert.Equal(t, bs[10].BaseOffset(), h.BaseOffset())
+			assert.Equal(t, maxTS, s.MaxTimestamp())
+		}()
+	}
+	wg.Wait()
+	require.Equal(t, 3, s.OpenFiles())
+	requireHolds(t, s, bs)
+	require.NoError(t, s.Close())
+
+	// Renamed and removed before any use, the indexes go with the log.
+	s, err = Open(dir, 0, lazy)
+	require.NoError(t, err)
+	require.NoError(t, s.Rename(".deleted"))
+	names, err := fs.List(dir)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"00000000000000000000.log.deleted", "00000000000000000000.index.deleted", "00000000000000000000.timeindex.deleted"}, names)
+	require.NoError(t, s.Remove())
+	names, err = fs.List(dir)
+	require.NoError(t, err)
+	require.Empty(t, names)
+}
+
+func TestLazyOpenReportsCorruptionAtFirstUse(t *testing.T) {
+	fs, dir := newMemDir(t)
+	s, err := Create(dir, 0, on(fs, smallIndex))
+	require.NoError(t, err)
+	bs := testBatches(t, 3, 3, 100, 0, 50)
+	appendAll(t, s, bs)
+	require.NoError(t, s.Close())
+	f, err := fs.OpenReadWrite(FileName(dir, 0, LogSuffix))
+	require.NoError(t, err)
+	_, err = f.WriteAt([]byte{9}, int64(len(bs[0])+16)) // the second batch's magic
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+
+	lazy := on(fs, smallIndex)
+	lazy.Lazy = true
+	s, err = Open(dir, 0, lazy)
+	require.NoError(t, err, "a lazy open reads nothing")
+	defer s.Close()
+	_, _, err = s.FindOffset(0)
+	require.ErrorIs(t, err, ErrCorrupt)
+	_, err = s.Read(0, math.MaxInt64, 1<<20)
+	require.ErrorIs(t, err, ErrCorrupt, "the failure sticks")
+	require.ErrorIs(t, s.Append(testBatches(t, 1, 1, 10, 100, 0)[0]), ErrCorrupt)
 }
