@@ -67,7 +67,8 @@ type AppendResult struct {
 //
 // A Log is safe for concurrent use. Appends from many goroutines are
 // coalesced: one of them writes the batches of all that are waiting and
-// syncs once for them (group commit). Readers never block appends.
+// syncs once for them, while the next group is already being written
+// (group commit). Readers never block appends.
 type Log struct {
 	dir  string
 	opts Options
