@@ -361,3 +361,79 @@ func TestDirMaintainCompacts(t *testing.T) {
 	require.Len(t, latest, 10)
 	require.Equal(t, "v599", latest["user-9"])
 }
+
+func TestFsyncPolicyText(t *testing.T) {
+	for _, p := range []FsyncPolicy{FsyncAlways(), FsyncNever(), FsyncInterval(250 * time.Millisecond), FsyncEvery(1000, 0), FsyncEvery(0, 1<<20)} {
+		text, err := p.MarshalText()
+		require.NoError(t, err)
+		var back FsyncPolicy
+		require.NoError(t, back.UnmarshalText(text), "%s", text)
+		require.Equal(t, p, back, "%s", text)
+	}
+	for _, bad := range []string{"", "sometimes", "interval:", "interval:-1s", "every:0:0", "every:x:1", "always:1"} {
+		_, err := ParseFsyncPolicy(bad)
+		require.ErrorIs(t, err, ErrInvalidOption, "%q", bad)
+		require.ErrorContains(t, err, "allowed")
+	}
+}
+
+func TestPartitionHandle(t *testing.T) {
+	fs := newMemFS(t)
+	d, err := OpenDir("/data", dirOptions(fs))
+	require.NoError(t, err)
+	defer d.Close()
+	require.NoError(t, d.CreateTopic("t", TopicConfig{}))
+	p := must(d.Partition("t", 0))
+	require.Equal(t, "t", p.Topic())
+	require.EqualValues(t, 0, p.ID())
+
+	b, err := segment.AppendBatch(nil, []segment.Record{record(0, 10), record(1, 10)}, segment.BuildOptions{})
+	require.NoError(t, err)
+	res, err := p.AppendBatch(b)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, res.LastOffset)
+	appendPartition(t, p, 2, 8)
+
+	bs, err := p.Read(0, 1<<20, ReadCommitted)
+	require.NoError(t, err)
+	n := 0
+	for b, err := range bs.All() {
+		require.NoError(t, err)
+		n += int(b.NumRecords())
+	}
+	require.NoError(t, bs.Close())
+	require.Equal(t, 10, n)
+
+	off, ok, err := p.OffsetForTimestamp(1005)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.EqualValues(t, 5, off)
+
+	require.NoError(t, p.DeleteRecordsBefore(4))
+	start, hw, end, err := p.Offsets()
+	require.NoError(t, err)
+	require.Equal(t, [3]int64{4, 10, 10}, [3]int64{start, hw, end})
+}
+
+func TestProduceBadInput(t *testing.T) {
+	fs := newMemFS(t)
+	d, err := OpenDir("/data", dirOptions(fs))
+	require.NoError(t, err)
+	defer d.Close()
+	require.NoError(t, d.CreateTopic("t", TopicConfig{Partitions: 2}))
+	_, err = d.NewProducer(ProducerOptions{BatchBytes: -1})
+	require.ErrorIs(t, err, ErrInvalidOption)
+	_, err = d.NewProducer(ProducerOptions{Linger: -time.Second})
+	require.ErrorIs(t, err, ErrInvalidOption)
+	pr, err := d.NewProducer(ProducerOptions{})
+	require.NoError(t, err)
+	defer pr.Close()
+	ctx := context.Background()
+	_, err = pr.Produce(ctx, "nope", AnyPartition, segment.Record{Value: []byte("x")})
+	require.ErrorIs(t, err, ErrUnknownTopic)
+	_, err = pr.Produce(ctx, "t", 2, segment.Record{Value: []byte("x")})
+	require.ErrorIs(t, err, ErrUnknownPartition)
+	res, err := pr.Produce(ctx, "t", 1, segment.Record{Value: []byte("x")})
+	require.NoError(t, err)
+	require.Equal(t, Produced{Partition: 1, Offset: 0}, res)
+}

@@ -293,10 +293,6 @@ func (b Batch) BaseSequence() int32 { return int32(binary.BigEndian.Uint32(b[off
 // NumRecords returns the record count stored in the header.
 func (b Batch) NumRecords() int32 { return int32(binary.BigEndian.Uint32(b[offNumRecords:])) }
 
-// records returns the record section: compressed bytes unless the codec is
-// CodecNone.
-func (b Batch) records() []byte { return b[HeaderSize:] }
-
 // putHeader fills the header of the batch b, whose records section is
 // already in place, and computes its CRC.
 func putHeader(b []byte, o *BuildOptions, attrs uint16, lastOffsetDelta int32, baseTS, maxTS int64, n int) {
