@@ -437,3 +437,87 @@ func TestProduceBadInput(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, Produced{Partition: 1, Offset: 0}, res)
 }
+
+// TestDirConcurrentEviction appends to and reads from many partitions from
+// many goroutines while the open-file bound keeps closing them, a topic is
+// deleted and the Dir is closed: every append that succeeded is read back
+// in order, and nothing but ErrClosed or ErrUnknownTopic comes out.
+func TestDirConcurrentEviction(t *testing.T) {
+	fs := newMemFS(t)
+	opts := dirOptions(fs)
+	opts.MaxOpenFiles = 9
+	d, err := OpenDir("/data", opts)
+	require.NoError(t, err)
+	require.NoError(t, d.CreateTopic("kept", TopicConfig{Partitions: 8}))
+	require.NoError(t, d.CreateTopic("doomed", TopicConfig{Partitions: 4}))
+
+	var mu sync.Mutex
+	acked := make(map[int32][]string) // kept's partitions: values in offset order
+	allowed := func(err error) bool { return errors.Is(err, ErrClosed) || errors.Is(err, ErrUnknownTopic) }
+	var wg sync.WaitGroup
+	for g := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 60; i++ {
+				topic, parts := "kept", int32(8)
+				if i%5 == 0 {
+					topic, parts = "doomed", 4
+				}
+				p, err := d.Partition(topic, int32((g+i)%int(parts)))
+				if err != nil {
+					if !allowed(err) {
+						t.Error(err)
+					}
+					return
+				}
+				v := fmt.Sprintf("g%d-%d", g, i)
+				if topic == "kept" {
+					mu.Lock() // offsets and the model move together
+				}
+				res, err := p.Append([]segment.Record{{Value: []byte(v), Timestamp: 1}})
+				if topic == "kept" {
+					if err == nil {
+						if want := int64(len(acked[p.ID()])); res.BaseOffset != want {
+							t.Errorf("partition %d: appended at %d, want %d", p.ID(), res.BaseOffset, want)
+						}
+						acked[p.ID()] = append(acked[p.ID()], v)
+					}
+					mu.Unlock()
+				}
+				if err != nil && !allowed(err) {
+					t.Error(err)
+				}
+				for r, err := range p.Records(0, ReadCommitted) {
+					if err != nil {
+						if !allowed(err) {
+							t.Error(err)
+						}
+						break
+					}
+					_ = r
+				}
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		time.Sleep(5 * time.Millisecond)
+		if err := d.DeleteTopic("doomed"); err != nil {
+			t.Error(err)
+		}
+	}()
+	wg.Wait()
+	for p := int32(0); p < 8; p++ {
+		var got []string
+		for r, err := range must(d.Partition("kept", p)).Records(0, ReadCommitted) {
+			require.NoError(t, err)
+			got = append(got, string(r.Value))
+		}
+		require.Equal(t, acked[p], got, "partition %d", p)
+	}
+	require.NoError(t, d.Close())
+	_, err = d.Partition("kept", 0)
+	require.ErrorIs(t, err, ErrClosed)
+}
