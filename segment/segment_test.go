@@ -234,11 +234,7 @@ func TestOpenRebuildsACorruptIndex(t *testing.T) {
 	require.NoError(t, s.Close())
 
 	// Entries out of order: the sanity check refuses the file.
-	f, err := fs.OpenReadWrite(FileName(dir, 0, IndexSuffix))
-	require.NoError(t, err)
-	_, err = f.WriteAt([]byte{0, 0, 0, 0, 0, 0, 0xff, 0xff}, 8)
-	require.NoError(t, err)
-	require.NoError(t, f.Close())
+	overwrite(t, fs, FileName(dir, 0, IndexSuffix), 8, []byte{0, 0, 0, 0, 0, 0, 0xff, 0xff})
 
 	s, err = Open(dir, 0, on(fs, smallIndex))
 	require.NoError(t, err)
@@ -247,26 +243,39 @@ func TestOpenRebuildsACorruptIndex(t *testing.T) {
 }
 
 func TestOpenReportsCorruptionItTrusts(t *testing.T) {
+	// Break the magic byte of the last batch: a trusted segment must say so
+	// rather than drop it.
+	fs, dir, _, pos := threeBatchesBrokenAt(t, 2)
+
+	_, err := Open(dir, 0, on(fs, smallIndex))
+	require.ErrorIs(t, err, ErrCorrupt)
+	require.ErrorContains(t, err, fmt.Sprintf("position %d", pos))
+	require.ErrorContains(t, err, "00000000000000000000.log")
+}
+
+// overwrite writes b at off in the named file, as damage would.
+func overwrite(t testing.TB, fs vfs.FS, name string, off int64, b []byte) {
+	t.Helper()
+	f, err := fs.OpenReadWrite(name)
+	require.NoError(t, err)
+	_, err = f.WriteAt(b, off)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+}
+
+// threeBatchesBrokenAt writes three batches in a new segment and breaks the
+// magic byte of batch i.
+func threeBatchesBrokenAt(t *testing.T, i int) (*vfs.MemFS, string, []Batch, int64) {
+	t.Helper()
 	fs, dir := newMemDir(t)
 	s, err := Create(dir, 0, on(fs, smallIndex))
 	require.NoError(t, err)
 	bs := testBatches(t, 3, 3, 100, 0, 50)
 	appendAll(t, s, bs)
 	require.NoError(t, s.Close())
-
-	// Break the magic byte of the last batch: a trusted segment must say so
-	// rather than drop it.
-	f, err := fs.OpenReadWrite(FileName(dir, 0, LogSuffix))
-	require.NoError(t, err)
-	pos := int64(len(bs[0]) + len(bs[1]))
-	_, err = f.WriteAt([]byte{9}, pos+16)
-	require.NoError(t, err)
-	require.NoError(t, f.Close())
-
-	_, err = Open(dir, 0, on(fs, smallIndex))
-	require.ErrorIs(t, err, ErrCorrupt)
-	require.ErrorContains(t, err, fmt.Sprintf("position %d", pos))
-	require.ErrorContains(t, err, "00000000000000000000.log")
+	pos := int64(len(concat(bs[:i])))
+	overwrite(t, fs, FileName(dir, 0, LogSuffix), pos+16, []byte{9})
+	return fs, dir, bs, pos
 }
 
 // writeLog writes raw bytes as the log of segment 0 in a new directory.
@@ -585,21 +594,11 @@ func TestLazyOpenLoadsOnFirstUse(t *testing.T) {
 }
 
 func TestLazyOpenReportsCorruptionAtFirstUse(t *testing.T) {
-	fs, dir := newMemDir(t)
-	s, err := Create(dir, 0, on(fs, smallIndex))
-	require.NoError(t, err)
-	bs := testBatches(t, 3, 3, 100, 0, 50)
-	appendAll(t, s, bs)
-	require.NoError(t, s.Close())
-	f, err := fs.OpenReadWrite(FileName(dir, 0, LogSuffix))
-	require.NoError(t, err)
-	_, err = f.WriteAt([]byte{9}, int64(len(bs[0])+16)) // the second batch's magic
-	require.NoError(t, err)
-	require.NoError(t, f.Close())
+	fs, dir, _, _ := threeBatchesBrokenAt(t, 1)
 
 	lazy := on(fs, smallIndex)
 	lazy.Lazy = true
-	s, err = Open(dir, 0, lazy)
+	s, err := Open(dir, 0, lazy)
 	require.NoError(t, err, "a lazy open reads nothing")
 	defer s.Close()
 	_, _, err = s.FindOffset(0)

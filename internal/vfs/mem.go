@@ -249,6 +249,15 @@ func (fs *MemFS) lookup(name string) (*memNode, *memNode, string, error) {
 	panic("unreachable")
 }
 
+// lookupNode is lookup for an existing file or directory.
+func (fs *MemFS) lookupNode(name string) (*memNode, error) {
+	n, _, _, err := fs.lookup(name)
+	if err == nil && n == nil {
+		err = syscall.ENOENT
+	}
+	return n, err
+}
+
 // lookupEntry is lookup for an existing entry other than the root.
 func (fs *MemFS) lookupEntry(name string) (*memNode, *memNode, string, error) {
 	n, parent, base, err := fs.lookup(name)
@@ -293,10 +302,7 @@ func (fs *MemFS) Create(name string) (File, error) {
 func (fs *MemFS) open(name string, write, dir bool) (File, error) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	n, _, _, err := fs.lookup(name)
-	if err == nil && n == nil {
-		err = syscall.ENOENT
-	}
+	n, err := fs.lookupNode(name)
 	if err != nil {
 		return nil, pathErr("open", name, err)
 	}
@@ -409,10 +415,7 @@ func (fs *MemFS) MkdirAll(dir string, perm os.FileMode) error {
 func (fs *MemFS) List(dir string) ([]string, error) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	n, _, _, err := fs.lookup(dir)
-	if err == nil && n == nil {
-		err = syscall.ENOENT
-	}
+	n, err := fs.lookupNode(dir)
 	if err == nil && !n.dir {
 		err = syscall.ENOTDIR
 	}
@@ -431,10 +434,7 @@ func (fs *MemFS) List(dir string) ([]string, error) {
 func (fs *MemFS) Stat(name string) (os.FileInfo, error) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	n, _, _, err := fs.lookup(name)
-	if err == nil && n == nil {
-		err = syscall.ENOENT
-	}
+	n, err := fs.lookupNode(name)
 	if err != nil {
 		return nil, pathErr("stat", name, err)
 	}
