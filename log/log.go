@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -234,27 +235,44 @@ func (l *Log) enqueue(p *pending) (AppendResult, error) {
 
 // write writes a group of batches under the writer lock and returns the
 // sync the fsync policy asks for, if any.
+//
+// A panic while writing (a bug, or a file system that panics) fails the
+// whole group and the log: the files may no longer match the log's state.
+// The ticket, if one was issued, is still returned, so that the order of
+// syncs goes on and Close does not wait for a sync that never comes.
 func (l *Log) write(group []*pending) *syncTicket {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
-	now := l.opts.Now()
-	written := false
-	for _, p := range group {
-		p.err = l.writeLocked(p, now)
-		written = written || p.err == nil
-	}
-	if !written {
-		return nil
-	}
-	ticket, err := l.afterWriteLocked(now)
-	if err != nil {
+	var ticket *syncTicket
+	err := safely(func() error {
+		now := l.opts.Now()
+		written := false
 		for _, p := range group {
-			if p.err == nil {
-				p.err = err
-			}
+			p.err = l.writeLocked(p, now)
+			written = written || p.err == nil
+		}
+		if written {
+			ticket = l.afterWriteLocked(now)
+		}
+		return nil
+	})
+	if err != nil {
+		err = l.fail(err)
+		for _, p := range group {
+			p.err = err
 		}
 	}
 	return ticket
+}
+
+// safely calls fn and returns a panic in it as an error.
+func safely(fn func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+		}
+	}()
+	return fn()
 }
 
 // syncTicket is a group's pending sync: the segment to sync, the log end
@@ -274,7 +292,7 @@ type syncTicket struct {
 // later one as good although the earlier pages are lost).
 func (l *Log) sync(t *syncTicket) error {
 	start := time.Now()
-	err := t.seg.SyncLog()
+	err := safely(t.seg.SyncLog)
 	l.stats.fsync(time.Since(start))
 	t.seg.release()
 
@@ -352,8 +370,9 @@ func (l *Log) writeLocked(p *pending, now time.Time) error {
 // afterWriteLocked applies the fsync policy after a group was written: it
 // returns a ticket for the sync the group needs, or moves the high
 // watermark at once if the policy acknowledges unsynced writes. It also
-// checkpoints when due.
-func (l *Log) afterWriteLocked(now time.Time) (*syncTicket, error) {
+// checkpoints when due; a failed checkpoint does not fail the group, whose
+// records are written (see maybeCheckpointLocked).
+func (l *Log) afterWriteLocked(now time.Time) *syncTicket {
 	var ticket *syncTicket
 	p := l.opts.Fsync
 	switch {
@@ -372,10 +391,20 @@ func (l *Log) afterWriteLocked(now time.Time) (*syncTicket, error) {
 		l.hw.Store(l.leo.Load())
 		l.notify()
 	}
+	l.maybeCheckpointLocked(now)
+	return ticket
+}
+
+// maybeCheckpointLocked writes the checkpoints if CheckpointInterval has
+// passed. A failure is kept in Stats and tried again at the next interval:
+// checkpoints only shorten recovery (a stale recovery point makes the next
+// unclean open scan more), so an append whose records were written must
+// not be reported as failed because of one, or its caller would retry and
+// write the records twice.
+func (l *Log) maybeCheckpointLocked(now time.Time) {
 	if now.Sub(l.lastCheckpoint) >= l.opts.CheckpointInterval {
-		return ticket, l.writeCheckpointsLocked(now)
+		_ = l.writeCheckpointsLocked(now) // kept in l.stats
 	}
-	return ticket, nil
 }
 
 // flushLocked syncs the active segment's log: the earlier segments were
@@ -441,8 +470,7 @@ func (l *Log) rollLocked(base int64, replaceEmpty bool) (*segRef, error) {
 	if !replaceEmpty {
 		start := time.Now()
 		if err := errors.Join(old.Seal(), old.Sync()); err != nil {
-			l.failed = fmt.Errorf("%w: %s: roll: %w", ErrFailed, l.dir, err)
-			return nil, l.failed
+			return nil, l.fail(fmt.Errorf("roll: %w", err))
 		}
 		l.stats.fsync(time.Since(start))
 	}
@@ -461,15 +489,15 @@ func (l *Log) rollLocked(base int64, replaceEmpty bool) (*segRef, error) {
 	if replaceEmpty {
 		old.discard(false)
 	}
+	// The new segment is the log now: if its name may not be durable, no
+	// append into it may be acknowledged.
 	if err := vfs.SyncDir(l.fs, l.dir); err != nil {
-		return nil, fmt.Errorf("log %s: roll: %w", l.dir, err)
+		return nil, l.fail(fmt.Errorf("roll: %w", err))
 	}
 	if !replaceEmpty {
 		l.recoveryPoint = max(l.recoveryPoint, old.NextOffset())
 		l.unflushedMsgs, l.unflushedBytes = 0, 0
-		if err := l.writeCheckpointsLocked(l.opts.Now()); err != nil {
-			return nil, err
-		}
+		_ = l.writeCheckpointsLocked(l.opts.Now()) // kept in l.stats, as in maybeCheckpointLocked
 	}
 	return ref, nil
 }

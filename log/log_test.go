@@ -35,13 +35,19 @@ func record(i int, size int) segment.Record {
 	return segment.Record{Key: fmt.Appendf(nil, "key-%d", i), Value: v, Timestamp: int64(1000 + i)}
 }
 
+// recordsFrom returns n records as record() makes them, from i.
+func recordsFrom(i, n, size int) []segment.Record {
+	recs := make([]segment.Record, n)
+	for j := range recs {
+		recs[j] = record(i+j, size)
+	}
+	return recs
+}
+
 func appendN(t testing.TB, l *Log, from, n, perBatch, size int) {
 	t.Helper()
 	for i := from; i < from+n; i += perBatch {
-		var recs []segment.Record
-		for j := i; j < min(i+perBatch, from+n); j++ {
-			recs = append(recs, record(j, size))
-		}
+		recs := recordsFrom(i, min(perBatch, from+n-i), size)
 		res, err := l.Append(recs)
 		require.NoError(t, err)
 		require.EqualValues(t, i, res.BaseOffset)

@@ -337,7 +337,9 @@ func (l *Log) writeCheckpointsLocked(now time.Time) error {
 		}
 		l.checkpointed[i] = c.off
 	}
-	return errors.Join(errs...)
+	err := errors.Join(errs...)
+	l.stats.checkpointErr.Store(&err)
+	return err
 }
 
 // Close syncs the log, writes its checkpoints and the clean-shutdown
@@ -371,7 +373,7 @@ func (l *Log) Close() error {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
 
-	var err error
+	err := l.failed // the final sync and the clean-shutdown marker are skipped
 	if l.failed == nil {
 		active := l.active()
 		err = errors.Join(active.Seal(), active.Sync())

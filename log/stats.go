@@ -15,6 +15,12 @@ type Stats struct {
 	FsyncTime time.Duration // time spent in them
 	MaxFsync  time.Duration // the longest one
 
+	// CheckpointError is the error of the last attempt to write the
+	// checkpoint files, nil if it succeeded. Appends do not fail for it
+	// (checkpoints only shorten recovery); the log tries again at the next
+	// CheckpointInterval, and Close reports it if its own attempt fails.
+	CheckpointError error
+
 	Segments  int // segments in the log
 	OpenFiles int // files open: a segment's log, and its indexes once used
 
@@ -26,6 +32,14 @@ type counters struct {
 	fsyncs, fsyncNanos      atomic.Int64
 	maxFsyncNanos           atomic.Int64
 	openSegments            atomic.Int64
+	checkpointErr           atomic.Pointer[error]
+}
+
+func (c *counters) checkpointError() error {
+	if err := c.checkpointErr.Load(); err != nil {
+		return *err
+	}
+	return nil
 }
 
 func (c *counters) fsync(d time.Duration) {
@@ -50,16 +64,17 @@ func (l *Log) Stats() Stats {
 	// Segments the log let go of but readers still hold keep all three.
 	files += 3 * (int(l.stats.openSegments.Load()) - segments)
 	return Stats{
-		Appends:        l.stats.appends.Load(),
-		Records:        l.stats.records.Load(),
-		Bytes:          l.stats.bytes.Load(),
-		Fsyncs:         l.stats.fsyncs.Load(),
-		FsyncTime:      time.Duration(l.stats.fsyncNanos.Load()),
-		MaxFsync:       time.Duration(l.stats.maxFsyncNanos.Load()),
-		Segments:       segments,
-		OpenFiles:      files,
-		LogStartOffset: l.logStart.Load(),
-		HighWatermark:  l.hw.Load(),
-		LogEndOffset:   l.leo.Load(),
+		Appends:         l.stats.appends.Load(),
+		Records:         l.stats.records.Load(),
+		Bytes:           l.stats.bytes.Load(),
+		Fsyncs:          l.stats.fsyncs.Load(),
+		FsyncTime:       time.Duration(l.stats.fsyncNanos.Load()),
+		MaxFsync:        time.Duration(l.stats.maxFsyncNanos.Load()),
+		CheckpointError: l.stats.checkpointError(),
+		Segments:        segments,
+		OpenFiles:       files,
+		LogStartOffset:  l.logStart.Load(),
+		HighWatermark:   l.hw.Load(),
+		LogEndOffset:    l.leo.Load(),
 	}
 }
