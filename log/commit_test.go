@@ -1,7 +1,9 @@
 package log
 
 import (
+	"bytes"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -143,4 +145,43 @@ func TestPanicInGroupCommitFailsTheLog(t *testing.T) {
 		})
 	}
 	require.NoError(t, l.Close())
+}
+
+// A Batches is a value a caller may copy; a copy closed after the original
+// must not release the segment a second time (closing files the log still
+// appends to), and a copy used after Close must fail, not read whatever
+// file reuses the descriptor.
+func TestCopiesOfBatchesShareTheirClose(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(filepath.Join(dir, "p"), Options{})
+	require.NoError(t, err)
+	appendN(t, l, 0, 10, 2, 100)
+
+	b, err := l.Read(0, 1<<20, ReadCommitted)
+	require.NoError(t, err)
+	c := *b
+	require.NoError(t, b.Close())
+	require.NoError(t, c.Close())
+
+	appendN(t, l, 10, 10, 2, 100)
+	requireRecords(t, l, 0, 20, 100)
+
+	b, err = l.Read(0, 1<<20, ReadCommitted)
+	require.NoError(t, err)
+	c = *b
+	require.NoError(t, b.Close())
+	require.NoError(t, l.Close())
+	decoy, err := os.Create(filepath.Join(dir, "decoy"))
+	require.NoError(t, err)
+	defer decoy.Close()
+	_, err = decoy.Write(bytes.Repeat([]byte("decoy"), 1000))
+	require.NoError(t, err)
+	out, err := os.Create(filepath.Join(dir, "out"))
+	require.NoError(t, err)
+	defer out.Close()
+	_, err = c.WriteTo(out)
+	require.ErrorIs(t, err, os.ErrClosed, "the segment's file is closed")
+	data, err := os.ReadFile(out.Name())
+	require.NoError(t, err)
+	require.NotContains(t, string(data), "decoy")
 }

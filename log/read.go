@@ -32,18 +32,26 @@ func (l *Log) bound(iso Isolation) int64 {
 // file slice that can be sent with sendfile (WriteTo) or read. It holds the
 // segment's files open, even if retention deletes the segment meanwhile,
 // until Close.
+//
+// Copies of a Batches share its hold: closing one closes them all, once.
 type Batches struct {
 	segment.Slice
+	hold *hold
+}
+
+// hold is a reader's hold on a segment.
+type hold struct {
 	ref    *segRef
 	closed atomic.Bool
 }
 
-// Close releases the segment. It is safe to call more than once.
+// Close releases the segment. It is safe to call more than once, on any
+// copy.
 func (b *Batches) Close() error {
-	if b.ref == nil || !b.closed.CompareAndSwap(false, true) {
+	if b.hold == nil || !b.hold.closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	return b.ref.release()
+	return b.hold.ref.release()
 }
 
 // All reads the batches into memory and yields them one by one, each
@@ -109,7 +117,7 @@ func (l *Log) Read(offset int64, maxBytes int, iso Isolation) (*Batches, error) 
 		sl, err := ref.Read(offset, bound, maxBytes)
 		switch {
 		case err == nil:
-			return &Batches{Slice: sl, ref: ref}, nil
+			return &Batches{Slice: sl, hold: &hold{ref: ref}}, nil
 		case errors.Is(err, segment.ErrOffsetNotFound) && !last:
 			// The offset falls in a gap at the segment's end (compaction
 			// removed it): carry on at the next segment.

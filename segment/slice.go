@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"syscall"
 
 	"github.com/strandlog/strand/internal/vfs"
@@ -72,9 +73,9 @@ func (s Slice) WriteTo(w io.Writer) (int64, error) {
 	if s.n == 0 {
 		return 0, nil
 	}
-	if fd, ok := s.f.Fd(); ok {
-		if conn, ok := w.(syscall.Conn); ok {
-			if n, done, err := s.sendfile(conn, int(fd)); done {
+	if conn, ok := w.(syscall.Conn); ok {
+		if src, err := s.f.SyscallConn(); err == nil {
+			if n, done, err := s.sendfile(conn, src); done {
 				return n, err
 			}
 		}
@@ -85,34 +86,43 @@ func (s Slice) WriteTo(w io.Writer) (int64, error) {
 // sendfile sends the slice with sendfile(2). done is false if the
 // destination refused it before anything was sent, so the caller falls
 // back to copying.
-func (s Slice) sendfile(conn syscall.Conn, src int) (written int64, done bool, err error) {
-	raw, err := conn.SyscallConn()
+//
+// The source descriptor is used inside its Control, which keeps it open:
+// a Slice used after its segment's files were closed fails instead of
+// reading whatever file got the descriptor's number since.
+func (s Slice) sendfile(conn syscall.Conn, src syscall.RawConn) (written int64, done bool, err error) {
+	dst, err := conn.SyscallConn()
 	if err != nil {
 		return 0, false, nil
 	}
 	off := s.pos
-	var serr error
-	werr := raw.Write(func(dst uintptr) bool {
-		for written < s.n {
-			n, err := unix.Sendfile(int(dst), src, &off, int(min(s.n-written, 1<<30)))
-			if n > 0 {
-				written += int64(n)
+	var serr, werr error
+	cerr := src.Control(func(srcFd uintptr) {
+		werr = dst.Write(func(dstFd uintptr) bool {
+			for written < s.n {
+				n, err := unix.Sendfile(int(dstFd), int(srcFd), &off, int(min(s.n-written, 1<<30)))
+				if n > 0 {
+					written += int64(n)
+				}
+				switch {
+				case err == unix.EAGAIN:
+					return false // wait until the destination is writable
+				case err == unix.EINTR:
+					continue
+				case err != nil:
+					serr = err
+					return true
+				case n == 0:
+					serr = io.ErrUnexpectedEOF // the file is shorter than the slice
+					return true
+				}
 			}
-			switch {
-			case err == unix.EAGAIN:
-				return false // wait until the destination is writable
-			case err == unix.EINTR:
-				continue
-			case err != nil:
-				serr = err
-				return true
-			case n == 0:
-				serr = io.ErrUnexpectedEOF // the file is shorter than the slice
-				return true
-			}
-		}
-		return true
+			return true
+		})
 	})
+	if cerr != nil { // the only error of Control: the file was closed
+		return 0, true, fmt.Errorf("segment: sendfile %s: %w (%v)", s.name, os.ErrClosed, cerr)
+	}
 	if written == 0 && (errors.Is(serr, unix.EINVAL) || errors.Is(serr, unix.ENOSYS)) {
 		return 0, false, nil
 	}

@@ -660,7 +660,9 @@ func (f *memFile) Map(size int) (Mapping, error) {
 	return &memMapping{fs: f.fs, n: n, b: n.data[:size:size]}, nil
 }
 
-func (f *memFile) Fd() (uintptr, bool) { return 0, false }
+func (f *memFile) SyscallConn() (syscall.RawConn, error) {
+	return nil, pathErr("syscallconn", f.name, errors.ErrUnsupported)
+}
 
 type memMapping struct {
 	fs *MemFS

@@ -96,8 +96,6 @@ func (f *osFile) Sync() error {
 	return nil
 }
 
-func (f *osFile) Fd() (uintptr, bool) { return f.File.Fd(), true }
-
 func (f *osFile) Map(size int) (Mapping, error) {
 	if size <= 0 {
 		return nil, &os.PathError{Op: "mmap", Path: f.Name(), Err: unix.EINVAL}

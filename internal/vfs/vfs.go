@@ -11,6 +11,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"syscall"
 )
 
 // FS is a hierarchical file system. Names are slash-separated paths as used
@@ -64,9 +65,12 @@ type File interface {
 	// mapping are made durable by Sync on the file or the mapping. The file
 	// must not be truncated or written with WriteAt or Write while mapped.
 	Map(size int) (Mapping, error)
-	// Fd returns the file descriptor of an OS file, for sendfile; ok is
-	// false for files that have none.
-	Fd() (fd uintptr, ok bool)
+	// SyscallConn returns the raw descriptor of an OS file, for sendfile,
+	// as os.File.SyscallConn does: its Control keeps the descriptor open
+	// while it runs, so that a concurrent Close cannot hand the number to
+	// another file meanwhile. Files without a descriptor return an error
+	// matching errors.ErrUnsupported.
+	SyscallConn() (syscall.RawConn, error)
 }
 
 // Mapping is a memory mapping of a file.
