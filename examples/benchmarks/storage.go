@@ -16,7 +16,8 @@ import (
 )
 
 // The log suite runs log.Log beside github.com/tidwall/wal,
-// github.com/hashicorp/raft-wal and the raw file bounds (os.File.Write, and
+// github.com/hashicorp/raft-wal, cockroachdb/pebble's WAL writer and the
+// raw file bounds (os.File.Write, and
 // write plus fdatasync) on the same records, in one process, alternating
 // the contenders run by run and reporting medians.
 func init() { suites["log"] = logSuite }
@@ -188,8 +189,8 @@ func compareWrites(shape logShape, payloads [][]byte) ([]comparison, error) {
 	printRate(test, "tidwall/wal NoSync", ss[2], recordSize, "syncs at each 20 MB segment")
 	printRate(test, "strand AppendBatch", ss[3], recordSize, "producer-built batches, one reused buffer")
 	return []comparison{
-		{name: "log-nofsync-vs-raw-write", value: ss[0].perSec() / ss[1].perSec(), bound: 0.7},
-		{name: "log-nofsync-vs-tidwall", value: ss[0].perSec() / ss[2].perSec(), bound: 5},
+		{name: "log-nofsync-vs-raw-write", value: ss[0].perSec() / ss[1].perSec(), bound: 0.8},
+		{name: "log-nofsync-vs-tidwall", value: ss[0].perSec() / ss[2].perSec(), bound: 6},
 	}, nil
 }
 
@@ -201,6 +202,7 @@ func compareSyncedWrites(shape logShape, payloads [][]byte) ([]comparison, error
 		writeRun(openTidwall(false), payloads, shape.syncBatches),
 		writeRun(openRaftWAL, payloads, shape.syncBatches),
 		writeRun(openStrandBatches(log.FsyncAlways()), payloads, shape.syncBatches),
+		writeRun(openPebble, payloads, shape.syncBatches),
 	)
 	if err != nil {
 		return nil, err
@@ -211,8 +213,10 @@ func compareSyncedWrites(shape logShape, payloads [][]byte) ([]comparison, error
 	printRate(test, "tidwall/wal", ss[2], recordSize, "")
 	printRate(test, "hashicorp/raft-wal", ss[3], recordSize, "StoreLogs")
 	printRate(test, "strand AppendBatch", ss[4], recordSize, "producer-built batches, one reused buffer")
+	printRate(test, "pebble WAL", ss[5], recordSize, "SyncRecord of the batch's values")
 	return []comparison{
-		{name: "log-fsync-vs-raw-fdatasync", value: ss[0].perSec() / ss[1].perSec(), bound: 0.9},
+		{name: "log-fsync-vs-raw-fdatasync", value: ss[0].perSec() / ss[1].perSec(), bound: 0.95},
+		{name: "log-fsync-vs-pebble-wal", value: ss[0].perSec() / ss[5].perSec(), bound: 1},
 		{name: "log-fsync-vs-tidwall-fsync", value: ss[0].perSec() / ss[2].perSec()},
 		{name: "log-fsync-vs-raftwal", value: ss[0].perSec() / ss[3].perSec()},
 	}, nil
@@ -220,17 +224,40 @@ func compareSyncedWrites(shape logShape, payloads [][]byte) ([]comparison, error
 
 // compareAppenders appends one 100-byte record per Append under
 // FsyncAlways from 1 and from 8 goroutines: group commit should make 8
-// appenders share each fsync.
+// appenders share each fsync. Beside it, in the same run: pebble's WAL
+// writer with 8 synced writers, and the plain group commit bound (one loop
+// writing and syncing all that is pending).
 func compareAppenders(shape logShape, value []byte) ([]comparison, error) {
-	ss, err := medians(shape.reps, appendersRun(1, shape.appendFor, value), appendersRun(8, shape.appendFor, value))
+	contenders := []struct {
+		name string
+		open appenderOpener
+		n    int
+	}{
+		{"strand 1 appender", openStrandAppender, 1},
+		{"strand 8 appenders", openStrandAppender, 8},
+		{"pebble WAL 1 writer", openPebbleAppender, 1},
+		{"pebble WAL 8 writers", openPebbleAppender, 8},
+		{"raw group commit 1", openGroupCommitAppender, 1},
+		{"raw group commit 8", openGroupCommitAppender, 8},
+	}
+	runs := make([]func() (sample, error), len(contenders))
+	for i, c := range contenders {
+		runs[i] = appendersRun(c.open, c.n, shape.appendFor, value)
+	}
+	ss, err := medians(shape.reps, runs...)
 	if err != nil {
 		return nil, err
 	}
 	const test = "append 100 B, fsync"
-	for i, name := range []string{"strand 1 appender", "strand 8 appenders"} {
-		printRate(test, name, ss[i], smallRecordSize, fmt.Sprintf("%.1f records per fsync", float64(ss[i].records)/float64(ss[i].fsyncs)))
+	for i, c := range contenders {
+		printRate(test, c.name, ss[i], smallRecordSize, fmt.Sprintf("%.1f records per fsync", float64(ss[i].records)/float64(ss[i].fsyncs)))
 	}
-	return []comparison{{name: "log-8-appenders-vs-1", value: ss[1].perSec() / ss[0].perSec(), bound: 8}}, nil
+	return []comparison{
+		{name: "log-8-appenders-vs-1", value: ss[1].perSec() / ss[0].perSec(), bound: 7},
+		{name: "log-8-appenders-vs-pebble-8-writers", value: ss[1].perSec() / ss[3].perSec(), bound: 1},
+		{name: "pebble-8-writers-vs-1", value: ss[3].perSec() / ss[2].perSec()},
+		{name: "raw-group-commit-8-vs-1", value: ss[5].perSec() / ss[4].perSec()},
+	}, nil
 }
 
 // tempDir makes a fresh directory for one run under -dir.

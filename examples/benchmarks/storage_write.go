@@ -2,11 +2,8 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -219,42 +216,3 @@ func (w *raftWALWriter) writeBatch() error {
 }
 
 func (w *raftWALWriter) Close() error { return w.w.Close() }
-
-// appendersRun has n goroutines append one record of value each time to a
-// FsyncAlways log for d.
-func appendersRun(n int, d time.Duration, value []byte) func() (sample, error) {
-	return func() (s sample, err error) {
-		dir, err := tempDir()
-		if err != nil {
-			return s, err
-		}
-		defer removeAfter(dir, &err)
-		l, err := log.Open(filepath.Join(dir, "bench-0"), log.Options{Fsync: log.FsyncAlways()})
-		if err != nil {
-			return s, err
-		}
-		var (
-			wg      sync.WaitGroup
-			records atomic.Int64
-			errs    = make([]error, n)
-		)
-		start := time.Now()
-		for i := range n {
-			wg.Go(func() {
-				recs := []segment.Record{{Value: value}}
-				for time.Since(start) < d {
-					if _, errs[i] = l.Append(recs); errs[i] != nil {
-						return
-					}
-					records.Add(1)
-				}
-			})
-		}
-		wg.Wait()
-		s = sample{records: records.Load(), elapsed: time.Since(start), fsyncs: l.Stats().Fsyncs}
-		if err := errors.Join(errs...); err != nil {
-			return s, errors.Join(fmt.Errorf("%d appenders: %w", n, err), l.Close())
-		}
-		return s, l.Close()
-	}
-}
