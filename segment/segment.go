@@ -181,15 +181,18 @@ func Open(dir string, base int64, opts Options) (*Segment, error) {
 }
 
 // loadTrusted opens the indexes of a trusted segment, rebuilding them if
-// they fail their checks, and reads the log's tail.
+// they fail their checks or do not match the log, and reads the log's
+// tail.
 func (s *Segment) loadTrusted() error {
-	if err := s.openIndexes(false); err != nil {
-		if !errors.Is(err, index.ErrCorrupt) && !errors.Is(err, iofs.ErrNotExist) {
+	err := s.openIndexes(false)
+	if err == nil {
+		if err = s.loadTail(); !errors.Is(err, errStaleIndex) {
 			return err
 		}
-		return errors.Join(s.rebuild(false, 0), s.seal())
+	} else if !errors.Is(err, index.ErrCorrupt) && !errors.Is(err, iofs.ErrNotExist) {
+		return err
 	}
-	return s.loadTail()
+	return errors.Join(s.rebuild(false, 0), s.seal())
 }
 
 // load finishes a lazy Open; it does nothing on a loaded segment.
@@ -349,32 +352,34 @@ func (s *Segment) rebuild(validate bool, durable int64) error {
 	return nil
 }
 
+// errStaleIndex means an index entry points past the log or at a batch
+// that does not hold its offset: the log was cut or rewritten after the
+// index was written, so the index is rebuilt from the log.
+var errStaleIndex = errors.New("segment: index does not match the log")
+
 // loadTail finds the next offset and the largest timestamp of a segment
 // whose indexes passed their check, reading batch headers from the last
-// offset index entry (Kafka's LogSegment.readNextOffset).
+// offset index entry (Kafka's LogSegment.readNextOffset). The data decides
+// the next offset, never the index: an entry that the log does not bear
+// out is errStaleIndex.
 func (s *Segment) loadTail() error {
-	last := s.offsets.LastEntry()
-	if t := s.times.LastEntry(); t.Timestamp >= 0 {
+	t := s.times.LastEntry()
+	if t.Timestamp >= 0 {
 		s.setMaxTimestamp(t.Timestamp, t.Offset)
 	}
-	sc := newScanner(s.log, s.logName(), int64(last.Position), s.size.Load())
-	for {
-		pos := sc.pos
-		b, err := sc.next(false)
-		if err == io.EOF {
-			break
-		}
-		if err == nil && b.BaseOffset() < s.nextOffset.Load() {
-			err = fmt.Errorf("%w: base offset %d follows offset %d", ErrCorrupt, b.BaseOffset(), s.nextOffset.Load()-1)
-		}
-		if err != nil {
-			return sc.wrap(pos, err)
-		}
-		s.nextOffset.Store(b.LastOffset() + 1)
+	next, err := s.scanTail(s.offsets.LastEntry(), func(b Batch) {
 		// The time index has an entry for the batches up to the last
 		// offset index entry; the ones after it are scanned here.
 		s.setMaxTimestamp(b.MaxTimestamp(), b.LastOffset())
+	})
+	if err != nil {
+		return err
 	}
+	if t.Timestamp >= 0 && t.Offset >= next {
+		return fmt.Errorf("%w: %s: entry for offset %d, the log ends at offset %d",
+			errStaleIndex, s.fileName(TimeIndexSuffix), t.Offset, next)
+	}
+	s.nextOffset.Store(next)
 	if s.size.Load() > 0 {
 		first, err := newScanner(s.log, s.logName(), 0, s.size.Load()).next(false)
 		if err != nil {
@@ -383,6 +388,75 @@ func (s *Segment) loadTail() error {
 		s.firstBatchMaxTime.Store(first.MaxTimestamp())
 	}
 	return nil
+}
+
+// scanTail reads the batch headers of a trusted log from the offset index
+// entry last to the end, calling each (if not nil) with every batch, and
+// returns the offset after the last batch. The entry must point at a batch
+// whose last offset is the entry's, or scanTail returns errStaleIndex. A
+// batch that cannot be framed is corruption: the log was trusted whole.
+func (s *Segment) scanTail(last index.OffsetPosition, each func(Batch)) (int64, error) {
+	next := s.base
+	sc := newScanner(s.log, s.logName(), int64(last.Position), s.size.Load())
+	for first := last.Position > 0; ; first = false {
+		pos := sc.pos
+		b, err := sc.next(false)
+		if first && (err != nil || b.LastOffset() != last.Offset) {
+			return 0, fmt.Errorf("%w: %s: entry for offset %d at position %d, the log is %d bytes",
+				errStaleIndex, s.fileName(IndexSuffix), last.Offset, last.Position, s.size.Load())
+		}
+		if err == io.EOF {
+			return next, nil
+		}
+		if err == nil && b.BaseOffset() < next {
+			err = fmt.Errorf("%w: base offset %d follows offset %d", ErrCorrupt, b.BaseOffset(), next-1)
+		}
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				err = fmt.Errorf("%w: %w", ErrCorrupt, err)
+			}
+			return 0, sc.wrap(pos, err)
+		}
+		next = b.LastOffset() + 1
+		if each != nil {
+			each(b)
+		}
+	}
+}
+
+// ReadNextOffset returns the offset after the segment's last batch. On a
+// lazily opened segment that is not loaded yet it reads the log's tail from
+// the last offset index entry without loading the indexes or keeping them
+// open, so that a log can check that its segments follow each other and
+// still hold little more than their .log files open. A bad framing is
+// reported wrapping ErrCorrupt, with the file and position.
+func (s *Segment) ReadNextOffset() (int64, error) {
+	s.lazyMu.Lock()
+	defer s.lazyMu.Unlock()
+	switch {
+	case s.lazyErr != nil:
+		return 0, s.lazyErr
+	case !s.pending.Load():
+		return s.nextOffset.Load(), nil
+	}
+	last := index.OffsetPosition{Offset: s.base}
+	x, err := index.OpenOffset(s.fs, s.fileName(IndexSuffix), s.base, s.opts.MaxIndexBytes, false)
+	switch {
+	case err == nil:
+		last = x.LastEntry()
+		if err := x.Close(); err != nil {
+			return 0, err
+		}
+	case !errors.Is(err, index.ErrCorrupt) && !errors.Is(err, iofs.ErrNotExist):
+		return 0, err
+	}
+	// A missing, bad or stale index is rebuilt when the segment loads;
+	// until then the log is read from its start.
+	next, err := s.scanTail(last, nil)
+	if errors.Is(err, errStaleIndex) {
+		next, err = s.scanTail(index.OffsetPosition{Offset: s.base}, nil)
+	}
+	return next, err
 }
 
 func (s *Segment) checkOrder(b Batch) error {
