@@ -221,7 +221,9 @@ func (s *Segment) load() error {
 // Offsets below durable were synced before the crash, so a bad batch
 // holding them is corruption, not a torn write: Recover then truncates
 // nothing and returns an error wrapping ErrCorrupt that names the file and
-// position. Pass the segment's base offset to treat every batch as torn.
+// position. Pass the segment's base offset to treat every batch as torn,
+// and math.MaxInt64 for a segment synced whole (one its log rolled past),
+// whose every bad batch is corruption.
 func Recover(dir string, base int64, opts Options, durable int64) (s *Segment, truncated int64, err error) {
 	s, err = openLog(dir, base, opts)
 	if err != nil {
@@ -263,11 +265,22 @@ func (s *Segment) fileName(kind string) string { return FileName(s.dir, s.base, 
 
 func openLog(dir string, base int64, opts Options) (*Segment, error) {
 	s := newSegment(dir, base, opts.withDefaults())
-	var err error
+	// A FIFO or device in a segment's place is not a segment, and opening
+	// one may block or have effects: its type is checked first, then again
+	// on what was opened.
+	fi, err := s.fs.Stat(s.logName())
+	if err == nil {
+		err = checkRegular(s.logName(), fi)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("segment: open %s: %w", s.logName(), err)
+	}
 	if s.log, err = s.fs.OpenReadWrite(s.logName()); err != nil {
 		return nil, fmt.Errorf("segment: open %s: %w", s.logName(), err)
 	}
-	fi, err := s.log.Stat()
+	if fi, err = s.log.Stat(); err == nil {
+		err = checkRegular(s.logName(), fi)
+	}
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("segment: stat %s: %w", s.logName(), err), s.log.Close())
 	}
@@ -276,6 +289,15 @@ func openLog(dir string, base int64, opts Options) (*Segment, error) {
 	}
 	s.size.Store(fi.Size())
 	return s, nil
+}
+
+// checkRegular returns an error wrapping ErrCorrupt unless fi is a regular
+// file's.
+func checkRegular(name string, fi iofs.FileInfo) error {
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%w: %s is not a regular file (mode %s)", ErrCorrupt, name, fi.Mode())
+	}
+	return nil
 }
 
 func (s *Segment) openIndexes(active bool) error {
@@ -336,6 +358,9 @@ func (s *Segment) rebuild(validate bool, durable int64) error {
 			if next := s.nextOffset.Load(); next < durable {
 				if !errors.Is(err, ErrCorrupt) {
 					err = fmt.Errorf("%w: %w", ErrCorrupt, err)
+				}
+				if durable == math.MaxInt64 {
+					return sc.wrap(pos, fmt.Errorf("the segment was synced whole, so it has no torn tail: %w", err))
 				}
 				return sc.wrap(pos, fmt.Errorf("offset %d is below the durable offset %d: %w", next, durable, err))
 			}
