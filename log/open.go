@@ -29,7 +29,9 @@ const (
 )
 
 // Open opens the log in dir, creating the directory and an empty log if
-// there is none.
+// there is none. The log holds a lock file in dir until Close: another Log
+// or Dir, in this process or another, that has dir open makes Open fail
+// with ErrLogLocked.
 //
 // After a clean Close, Open reads no batches. After a crash, it recovers
 // the segments at and after the recovery point (the offset below which
@@ -48,6 +50,9 @@ func Open(dir string, opts Options) (*Log, error) {
 		for _, s := range l.segs {
 			s.release()
 		}
+		if l.lock != nil {
+			l.lock.Close()
+		}
 		return nil, err
 	}
 	return l, nil
@@ -57,6 +62,11 @@ func (l *Log) load() error {
 	if err := l.fs.MkdirAll(l.dir, 0o755); err != nil {
 		return fmt.Errorf("log: create %s: %w", l.dir, err)
 	}
+	lock, err := lockDir(l.fs, l.dir, "a Log", ErrLogLocked)
+	if err != nil {
+		return err
+	}
+	l.lock = lock
 	_, statErr := l.fs.Stat(filepath.Join(l.dir, cleanShutdownFile))
 	clean := statErr == nil
 	// After a clean shutdown the directory's own entry is known durable: the
@@ -431,7 +441,7 @@ func (l *Log) Close() error {
 	for _, s := range l.segs {
 		err = errors.Join(err, s.release())
 	}
-	return err
+	return errors.Join(err, l.lock.Close())
 }
 
 func (l *Log) writeMarker() error {

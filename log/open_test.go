@@ -338,3 +338,88 @@ func batchOf(from, n int) []segment.Record {
 	}
 	return recs
 }
+
+// Item 8 of issue 8: a Log locks its directory, as a Dir does, so that two
+// writers never acknowledge appends into one log.
+
+func TestLogIsLockedAgainstASecondOpen(t *testing.T) {
+	for name, fs := range map[string]vfs.FS{"mem": newMemFS(t), "os": vfs.Default} {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "p-0")
+			opts := memOptions(fs)
+			l, err := Open(dir, opts)
+			require.NoError(t, err)
+			_, err = Open(dir, opts)
+			require.ErrorIs(t, err, ErrLogLocked)
+			require.ErrorContains(t, err, dir)
+			require.ErrorContains(t, err, "already open in this process")
+			require.NotContains(t, err.Error(), "another process")
+			appendN(t, l, 0, 10, 5, 10) // the first is unharmed
+			require.NoError(t, l.Close())
+
+			l, err = Open(dir, opts)
+			require.NoError(t, err, "once the first closes, the second opens")
+			requireRecords(t, l, 0, 10, 10)
+			require.NoError(t, l.Close())
+		})
+	}
+}
+
+func TestLogIsLockedAgainstASecondProcess(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "p-0")
+	l, err := Open(dir, Options{})
+	require.NoError(t, err)
+	code, out := lockChild(t, lockChildLog+dir)
+	require.Equal(t, lockChildRefused, code, "the second process must be refused: %s", out)
+	require.Contains(t, out, dir, "the error names the directory")
+	require.Contains(t, out, "in use by another process")
+	require.NoError(t, l.Close())
+	code, out = lockChild(t, lockChildLog+dir)
+	require.Zero(t, code, "once the first closes, the second opens: %s", out)
+}
+
+// TestLogAndDirLockEachOther: a Dir's partitions are Logs, so log.Open of
+// a partition folder that an open Dir holds is refused, and the other way
+// round; so is a Log in the Dir's own folder.
+func TestLogAndDirLockEachOther(t *testing.T) {
+	fs := newMemFS(t)
+	d, err := OpenDir("/data", dirOptions(fs))
+	require.NoError(t, err)
+	require.NoError(t, d.CreateTopic("t", TopicConfig{Partitions: 2}))
+	appendPartition(t, must(d.Partition("t", 0)), 0, 5)
+
+	_, err = Open("/data/t-0", memOptions(fs))
+	require.ErrorIs(t, err, ErrLogLocked)
+	require.ErrorContains(t, err, "already open in this process")
+	_, err = Open("/data", memOptions(fs))
+	require.ErrorIs(t, err, ErrLogLocked)
+	require.ErrorContains(t, err, "already open in this process, by a Dir")
+
+	l, err := Open("/data/t-1", memOptions(fs))
+	require.NoError(t, err)
+	_, err = must(d.Partition("t", 1)).Append(batchOf(0, 1))
+	require.ErrorIs(t, err, ErrLogLocked)
+	require.NoError(t, l.Close())
+	appendPartition(t, must(d.Partition("t", 1)), 0, 5)
+	require.NoError(t, d.Close())
+
+	// The lock file is neither a segment nor a stray file.
+	d, err = OpenDir("/data", dirOptions(fs))
+	require.NoError(t, err)
+	for p := range int32(2) {
+		requireRecords(t, must(must(d.Partition("t", p)).acquire()), 0, 5, 50)
+		must(d.Partition("t", p)).release()
+	}
+	require.NoError(t, d.Close())
+}
+
+func TestDirIsLockedAgainstASecondOpenInThisProcess(t *testing.T) {
+	dir := t.TempDir()
+	d, err := OpenDir(dir, DirOptions{MaintenanceInterval: -1})
+	require.NoError(t, err)
+	_, err = OpenDir(dir, DirOptions{MaintenanceInterval: -1})
+	require.ErrorIs(t, err, ErrDirLocked)
+	require.ErrorContains(t, err, "already open in this process, by a Dir")
+	require.NotContains(t, err.Error(), "another process")
+	require.NoError(t, d.Close())
+}
