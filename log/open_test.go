@@ -423,3 +423,34 @@ func TestDirIsLockedAgainstASecondOpenInThisProcess(t *testing.T) {
 	require.NotContains(t, err.Error(), "another process")
 	require.NoError(t, d.Close())
 }
+
+// TestACRCErrorNamesTheFileAndTheBatchPosition: a clean reopen reads no
+// batch, so a flipped bit is found by a read, whose error must say where
+// (item 12 of issue 8).
+func TestACRCErrorNamesTheFileAndTheBatchPosition(t *testing.T) {
+	fs := newMemFS(t)
+	bases := fiveSegments(t, fs, "/data/x-0")
+	ends := batchEnds(t, fs, "/data/x-0", bases[1])
+	pos := ends[2] // the fourth batch of the second segment
+	name := segment.FileName("/data/x-0", bases[1], segment.LogSuffix)
+	f, err := fs.OpenReadWrite(name)
+	require.NoError(t, err)
+	_, err = f.WriteAt([]byte{0xff}, pos+segment.HeaderSize+5)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+
+	l, err := Open("/data/x-0", memOptions(fs))
+	require.NoError(t, err)
+	defer l.Close()
+	var readErr error
+	for _, err := range l.Records(bases[1], ReadCommitted) {
+		if err != nil {
+			readErr = err
+			break
+		}
+	}
+	require.ErrorIs(t, readErr, ErrCorrupt)
+	require.ErrorContains(t, readErr, "crc mismatch")
+	require.ErrorContains(t, readErr, name)
+	require.ErrorContains(t, readErr, fmt.Sprintf("position %d", pos))
+}

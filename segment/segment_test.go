@@ -672,3 +672,34 @@ func TestOpenReportsATornBatchItTrustsAsCorrupt(t *testing.T) {
 	require.ErrorContains(t, err, fmt.Sprintf("position %d", len(concat(bs[:2]))))
 	require.ErrorContains(t, err, FileName(dir, 0, LogSuffix))
 }
+
+// TestSliceAllNamesTheFileAndPositionOfABadBatch: a read's CRC error says
+// which file and which batch.
+func TestSliceAllNamesTheFileAndPositionOfABadBatch(t *testing.T) {
+	fs, dir := newMemDir(t)
+	s, err := Create(dir, 0, on(fs, smallIndex))
+	require.NoError(t, err)
+	bs := testBatches(t, 4, 3, 100, 0, 50)
+	appendAll(t, s, bs)
+	require.NoError(t, s.Close())
+	pos := int64(len(concat(bs[:2])))
+	overwrite(t, fs, FileName(dir, 0, LogSuffix), pos+HeaderSize+4, []byte{0xff})
+
+	s, err = Open(dir, 0, on(fs, smallIndex))
+	require.NoError(t, err)
+	defer s.Close()
+	sl, err := s.Read(bs[1].BaseOffset(), math.MaxInt64, 1<<20)
+	require.NoError(t, err)
+	var got []int64
+	for b, err := range sl.All() {
+		if err != nil {
+			require.ErrorIs(t, err, ErrCorrupt)
+			require.ErrorContains(t, err, "crc mismatch")
+			require.ErrorContains(t, err, FileName(dir, 0, LogSuffix))
+			require.ErrorContains(t, err, fmt.Sprintf("position %d", pos))
+			break
+		}
+		got = append(got, b.BaseOffset())
+	}
+	require.Equal(t, []int64{bs[1].BaseOffset()}, got, "the good batch before it is yielded")
+}
