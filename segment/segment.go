@@ -464,19 +464,16 @@ func (s *Segment) ReadNextOffset() (int64, error) {
 	case !s.pending.Load():
 		return s.nextOffset.Load(), nil
 	}
-	last := index.OffsetPosition{Offset: s.base}
-	x, err := index.OpenOffset(s.fs, s.fileName(IndexSuffix), s.base, s.opts.MaxIndexBytes, false)
+	// The index's last entry is only a hint here, which scanTail checks
+	// against the log; a missing, bad or stale index is rebuilt when the
+	// segment loads, and until then the log is read from its start.
+	last, err := index.LastOffsetEntry(s.fs, s.fileName(IndexSuffix), s.base)
 	switch {
-	case err == nil:
-		last = x.LastEntry()
-		if err := x.Close(); err != nil {
-			return 0, err
-		}
-	case !errors.Is(err, index.ErrCorrupt) && !errors.Is(err, iofs.ErrNotExist):
+	case errors.Is(err, index.ErrCorrupt) || errors.Is(err, iofs.ErrNotExist):
+		last = index.OffsetPosition{Offset: s.base}
+	case err != nil:
 		return 0, err
 	}
-	// A missing, bad or stale index is rebuilt when the segment loads;
-	// until then the log is read from its start.
 	next, err := s.scanTail(last, nil)
 	if errors.Is(err, errStaleIndex) {
 		next, err = s.scanTail(index.OffsetPosition{Offset: s.base}, nil)
