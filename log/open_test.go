@@ -454,3 +454,32 @@ func TestACRCErrorNamesTheFileAndTheBatchPosition(t *testing.T) {
 	require.ErrorContains(t, readErr, name)
 	require.ErrorContains(t, readErr, fmt.Sprintf("position %d", pos))
 }
+
+// TestCrashDuringAFollowersGapRollsOpens cuts the power at every operation
+// of a follower that rolls segments after gaps: the gap is recorded before
+// its segment exists, so whatever a crash leaves opens.
+func TestCrashDuringAFollowersGapRollsOpens(t *testing.T) {
+	script := func(fs *vfs.MemFS) {
+		l, err := Open("/data/g-0", memOptions(fs))
+		if err != nil {
+			return
+		}
+		defer l.Close()
+		for _, base := range []int64{100, 101, 102, 103, 104, 105, 106, 107, 500, 501, 900} {
+			b, err := segment.AppendBatch(nil, []segment.Record{record(int(base), 1500)}, segment.BuildOptions{BaseOffset: base})
+			if err != nil {
+				return
+			}
+			if _, err := l.AppendReplicated(b); err != nil {
+				return
+			}
+		}
+	}
+	total := countOps(t, script)
+	for stop := 0; stop < total; stop++ {
+		after := crashedAt(t, stop, 13, script)
+		l, err := Open("/data/g-0", memOptions(after))
+		require.NoError(t, err, "stop %d of %d", stop, total)
+		require.NoError(t, l.Close())
+	}
+}
