@@ -16,22 +16,25 @@ import (
 // unused slot of a preallocated file), gives (baseOffset, 0), as LastEntry
 // does. A file that is not whole entries is ErrCorrupt.
 func LastOffsetEntry(fsys vfs.FS, name string, baseOffset int64) (OffsetPosition, error) {
-	f, err := fsys.Open(name)
-	if err != nil {
-		return OffsetPosition{}, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
+	// Opening a FIFO for reading would block until a writer comes.
+	fi, err := fsys.Stat(name)
 	if err != nil {
 		return OffsetPosition{}, err
 	}
 	n := fi.Size()
 	switch {
+	case !fi.Mode().IsRegular():
+		return OffsetPosition{}, fmt.Errorf("%w: %s is not a regular file (mode %s)", ErrCorrupt, name, fi.Mode())
 	case n%OffsetEntrySize != 0:
 		return OffsetPosition{}, fmt.Errorf("%w: %s: length %d bytes is not a multiple of the %d-byte entry", ErrCorrupt, name, n, OffsetEntrySize)
 	case n == 0:
 		return OffsetPosition{Offset: baseOffset}, nil
 	}
+	f, err := fsys.Open(name)
+	if err != nil {
+		return OffsetPosition{}, err
+	}
+	defer f.Close()
 	var e [OffsetEntrySize]byte
 	if _, err := f.ReadAt(e[:], n-OffsetEntrySize); err != nil && !errors.Is(err, io.EOF) {
 		return OffsetPosition{}, err

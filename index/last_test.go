@@ -2,6 +2,7 @@ package index
 
 import (
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -40,4 +41,12 @@ func TestLastOffsetEntryReadsTheLastEntryUnmapped(t *testing.T) {
 		require.ErrorIs(t, err, ErrCorrupt)
 		require.ErrorContains(t, err, name)
 	})
+}
+
+func TestLastOffsetEntryRefusesAFIFO(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "00000000000000000000.index")
+	require.NoError(t, syscall.Mkfifo(name, 0o644))
+	_, err := LastOffsetEntry(vfs.Default, name, 0) // without blocking
+	require.ErrorIs(t, err, ErrCorrupt)
+	require.ErrorContains(t, err, "not a regular file")
 }

@@ -33,12 +33,21 @@ const (
 // or Dir, in this process or another, that has dir open makes Open fail
 // with ErrLogLocked.
 //
-// After a clean Close, Open reads no batches. After a crash, it recovers
-// the segments at and after the recovery point (the offset below which
-// everything was synced, checkpointed at every roll and periodically):
-// each batch is checked, and the log is cut at the first one that is torn
-// or corrupt. Corruption below the recovery point is not cut: Open fails
-// with an error wrapping ErrCorrupt that names the file and position.
+// After a clean Close, Open reads no batches but each segment's last few,
+// to check that the segments follow each other: the first at or below the
+// log start offset, each next one where the one before ends (but for gaps
+// the log recorded making, where a follower's batch started past its log
+// end), and the last at or past the recovery point. A segment deleted, cut
+// or replaced by something other than a regular file fails Open with an
+// error wrapping ErrCorrupt that names the files.
+//
+// After a crash, Open recovers the last segment, and any other at or after
+// the recovery point (the offset below which everything was synced,
+// checkpointed at every roll and periodically): each batch is checked, and
+// the last segment is cut at the first batch that is torn or corrupt.
+// Corruption below the recovery point, or in a segment the log rolled
+// past (synced whole then), is not cut: Open fails with an error wrapping
+// ErrCorrupt that names the file and position.
 func Open(dir string, opts Options) (*Log, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {

@@ -483,3 +483,15 @@ func TestCrashDuringAFollowersGapRollsOpens(t *testing.T) {
 		require.NoError(t, l.Close())
 	}
 }
+
+// TestOpenRefusesAJunkSegmentName: a file named like a segment at the
+// largest offset is no segment of the log.
+func TestOpenRefusesAJunkSegmentName(t *testing.T) {
+	fs := newMemFS(t)
+	fiveSegments(t, fs, "/data/j-0")
+	junk := "/data/j-0/09223372036854775807.log"
+	f, err := fs.Create(junk)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	requireCorrupt(t, fs, "/data/j-0", junk)
+}
