@@ -93,7 +93,7 @@ type Log struct {
 	unflushedBytes int64
 	lastCheckpoint time.Time
 	checkpointed   [3]int64 // recovery point, high watermark, log start as last written
-	gaps           []segmentGap
+	gaps           []segmentGap // the gaps between segments the log made, as recorded
 	flushTimer     *time.Timer
 	timers         sync.WaitGroup
 
