@@ -92,7 +92,7 @@ type Log struct {
 	unflushedMsgs  int64
 	unflushedBytes int64
 	lastCheckpoint time.Time
-	checkpointed   [3]int64 // recovery point, high watermark, log start as last written
+	checkpointed   [3]int64     // recovery point, high watermark, log start as last written
 	gaps           []segmentGap // the gaps between segments the log made, as recorded
 	flushTimer     *time.Timer
 	timers         sync.WaitGroup
