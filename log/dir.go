@@ -34,7 +34,8 @@ type DirOptions struct {
 	Defaults TopicConfig
 
 	// MaxOpenFiles bounds the files the partitions keep open (three per
-	// segment); the least recently used partitions are closed, and reopened
+	// segment, and each partition's lock file); the least recently used
+	// partitions are closed, and reopened
 	// when next used. Partitions in use stay open even past the bound.
 	// Default 1024.
 	MaxOpenFiles int
@@ -111,12 +112,9 @@ func OpenDir(path string, opts DirOptions) (*Dir, error) {
 	if err := d.fs.MkdirAll(filepath.Join(path, topicsDir), 0o755); err != nil {
 		return nil, fmt.Errorf("log: create %s: %w", path, err)
 	}
-	lock, err := d.fs.Lock(filepath.Join(path, lockFile))
+	lock, err := lockDir(d.fs, path, "a Dir", ErrDirLocked)
 	if err != nil {
-		if errors.Is(err, vfs.ErrLocked) {
-			return nil, fmt.Errorf("%w: %s is in use by another process: %w", ErrDirLocked, path, err)
-		}
-		return nil, fmt.Errorf("log: lock %s: %w", path, err)
+		return nil, err
 	}
 	d.lock = lock
 	if err := d.load(); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -105,15 +106,23 @@ func appendPartition(t testing.TB, p *Partition, from, n int) {
 }
 
 // lockDirEnv makes the test binary a child that opens the data directory
-// it names and exits with lockChildRefused if the lock refused it.
+// it names (or, after lockChildLog, the log directory) and exits with
+// lockChildRefused if the lock refused it.
 const (
 	lockDirEnv       = "STRAND_LOCK_CHILD"
+	lockChildLog     = "log:"
 	lockChildRefused = 3
 )
 
 func runLockChild(dir string) int {
-	d, err := OpenDir(dir, DirOptions{MaintenanceInterval: -1})
-	if errors.Is(err, ErrDirLocked) {
+	var c io.Closer
+	var err error
+	if logDir, ok := strings.CutPrefix(dir, lockChildLog); ok {
+		c, err = Open(logDir, Options{})
+	} else {
+		c, err = OpenDir(dir, DirOptions{MaintenanceInterval: -1})
+	}
+	if errors.Is(err, ErrDirLocked) || errors.Is(err, ErrLogLocked) {
 		fmt.Println(err)
 		return lockChildRefused
 	}
@@ -121,32 +130,36 @@ func runLockChild(dir string) int {
 		fmt.Println(err)
 		return 1
 	}
-	d.Close()
+	c.Close()
 	return 0
+}
+
+// lockChild runs the test binary as a lock child for arg (see lockDirEnv)
+// and returns its exit code and output.
+func lockChild(t *testing.T, arg string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), lockDirEnv+"="+arg)
+	out, err := cmd.Output()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return exit.ExitCode(), string(out)
+	}
+	require.NoError(t, err)
+	return 0, string(out)
 }
 
 func TestDirIsLockedAgainstASecondProcess(t *testing.T) {
 	dir := t.TempDir()
 	d, err := OpenDir(dir, DirOptions{MaintenanceInterval: -1})
 	require.NoError(t, err)
-	child := func() (int, string) {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), lockDirEnv+"="+dir)
-		out, err := cmd.Output()
-		var exit *exec.ExitError
-		if errors.As(err, &exit) {
-			return exit.ExitCode(), string(out)
-		}
-		require.NoError(t, err)
-		return 0, string(out)
-	}
-	code, out := child()
+	code, out := lockChild(t, dir)
 	require.Equal(t, lockChildRefused, code, "the second process must be refused: %s", out)
 	require.Contains(t, out, dir, "the error names the directory")
 	require.Contains(t, out, "in use by another process")
 
 	require.NoError(t, d.Close())
-	code, out = child()
+	code, out = lockChild(t, dir)
 	require.Zero(t, code, "once the first closes, the second opens: %s", out)
 }
 

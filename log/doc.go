@@ -10,6 +10,9 @@
 // FsyncInterval, FsyncNever) says what a power failure can take away.
 // After a crash, Open scans only what lies past the recovery point and cuts
 // a torn tail there; corruption below it is an error, never a silent cut.
+// Open also checks that the segments it finds follow each other and reach
+// the recovery point, so that a segment deleted or cut by hand is an error
+// too. A Log locks its directory, so that one writer at a time appends.
 //
 // A Dir is a data directory of topics, each split into partitions that are
 // Logs in folders named <topic>-<partition>. Partitions open when first

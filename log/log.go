@@ -3,6 +3,7 @@ package log
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"runtime"
 	"runtime/debug"
@@ -78,6 +79,7 @@ type Log struct {
 	mu     sync.RWMutex
 	segs   []*segRef // ascending base offsets, the last active; replaced, never changed in place
 	closed bool
+	lock   io.Closer // the directory's lock file, held while open
 
 	logStart, hw, leo atomic.Int64
 
@@ -91,7 +93,8 @@ type Log struct {
 	unflushedMsgs  int64
 	unflushedBytes int64
 	lastCheckpoint time.Time
-	checkpointed   [3]int64 // recovery point, high watermark, log start as last written
+	checkpointed   [3]int64     // recovery point, high watermark, log start as last written
+	gaps           []segmentGap // the gaps between segments the log made, as recorded
 	flushTimer     *time.Timer
 	timers         sync.WaitGroup
 
@@ -466,6 +469,11 @@ func (l *Log) maybeRollLocked(b segment.Batch, now time.Time) (*segRef, error) {
 // rollLocked seals and syncs the active segment and starts a new one at
 // base; with replaceEmpty the empty active segment is removed instead.
 func (l *Log) rollLocked(base int64, replaceEmpty bool) (*segRef, error) {
+	if base > l.leo.Load() {
+		if err := l.recordGapLocked(base); err != nil {
+			return nil, fmt.Errorf("log %s: roll: %w", l.dir, err)
+		}
+	}
 	old := l.active()
 	if !replaceEmpty {
 		start := time.Now()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	iofs "io/fs"
+	"math"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -28,14 +29,25 @@ const (
 )
 
 // Open opens the log in dir, creating the directory and an empty log if
-// there is none.
+// there is none. The log holds a lock file in dir until Close: another Log
+// or Dir, in this process or another, that has dir open makes Open fail
+// with ErrLogLocked.
 //
-// After a clean Close, Open reads no batches. After a crash, it recovers
-// the segments at and after the recovery point (the offset below which
-// everything was synced, checkpointed at every roll and periodically):
-// each batch is checked, and the log is cut at the first one that is torn
-// or corrupt. Corruption below the recovery point is not cut: Open fails
-// with an error wrapping ErrCorrupt that names the file and position.
+// After a clean Close, Open reads no batches but each segment's last few,
+// to check that the segments follow each other: the first at or below the
+// log start offset, each next one where the one before ends (but for gaps
+// the log recorded making, where a follower's batch started past its log
+// end), and the last at or past the recovery point. A segment deleted, cut
+// or replaced by something other than a regular file fails Open with an
+// error wrapping ErrCorrupt that names the files.
+//
+// After a crash, Open recovers the last segment, and any other at or after
+// the recovery point (the offset below which everything was synced,
+// checkpointed at every roll and periodically): each batch is checked, and
+// the last segment is cut at the first batch that is torn or corrupt.
+// Corruption below the recovery point, or in a segment the log rolled
+// past (synced whole then), is not cut: Open fails with an error wrapping
+// ErrCorrupt that names the file and position.
 func Open(dir string, opts Options) (*Log, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
@@ -47,6 +59,9 @@ func Open(dir string, opts Options) (*Log, error) {
 		for _, s := range l.segs {
 			s.release()
 		}
+		if l.lock != nil {
+			l.lock.Close()
+		}
 		return nil, err
 	}
 	return l, nil
@@ -56,6 +71,11 @@ func (l *Log) load() error {
 	if err := l.fs.MkdirAll(l.dir, 0o755); err != nil {
 		return fmt.Errorf("log: create %s: %w", l.dir, err)
 	}
+	lock, err := lockDir(l.fs, l.dir, "a Log", ErrLogLocked)
+	if err != nil {
+		return err
+	}
+	l.lock = lock
 	_, statErr := l.fs.Stat(filepath.Join(l.dir, cleanShutdownFile))
 	clean := statErr == nil
 	// After a clean shutdown the directory's own entry is known durable: the
@@ -81,9 +101,16 @@ func (l *Log) load() error {
 	if err != nil {
 		return err
 	}
+	if err := l.readGaps(); err != nil {
+		return err
+	}
 	l.checkpointed = [3]int64{recoveryPoint, hw, logStart}
 
 	if len(bases) == 0 {
+		if recoveryPoint > logStart {
+			return fmt.Errorf("log %s: %w: no segments, but the recovery point is %d: the segments holding offsets %d to %d are missing",
+				l.dir, ErrCorrupt, recoveryPoint, logStart, recoveryPoint-1)
+		}
 		seg, err := segment.Create(l.dir, logStart, l.opts.segmentOptions())
 		if err != nil {
 			return fmt.Errorf("log %s: %w", l.dir, err)
@@ -95,7 +122,11 @@ func (l *Log) load() error {
 	}
 	removed := false // segments removed below, to be made durable before the log moves on
 	for i, base := range bases {
-		if n := len(l.segs); !clean && n > 0 && base < l.segs[n-1].NextOffset() {
+		follows, err := l.checkFollows(base, logStart, clean)
+		if err != nil {
+			return err
+		}
+		if !follows {
 			// The segment before holds this one's offsets: compaction
 			// merged this segment into it, and the crash came after the
 			// swap but before this one's files were renamed .deleted (a
@@ -110,43 +141,31 @@ func (l *Log) load() error {
 			continue
 		}
 		last := i == len(bases)-1
-		trusted := clean || (!last && bases[i+1] <= recoveryPoint)
-		if trusted {
-			opts := l.opts.segmentOptions()
+		opts := l.opts.segmentOptions()
+		var seg *segment.Segment
+		switch {
+		case clean || (!last && bases[i+1] <= recoveryPoint):
 			opts.Lazy = !last // the last one becomes active at once
-			seg, err := segment.Open(l.dir, base, opts)
-			if err != nil {
-				return fmt.Errorf("log %s: %w", l.dir, err)
+			seg, err = segment.Open(l.dir, base, opts)
+		case !last:
+			// The log synced this segment whole before it rolled the next
+			// one: only the last segment can have a torn tail, so any bad
+			// batch here is corruption, never a place to cut the log.
+			seg, _, err = segment.Recover(l.dir, base, opts, math.MaxInt64)
+			if err == nil {
+				err = seg.Seal()
 			}
-			l.segs = append(l.segs, l.newRef(seg))
-			continue
+		default:
+			seg, _, err = segment.Recover(l.dir, base, opts, max(recoveryPoint, base))
 		}
-		seg, truncated, err := segment.Recover(l.dir, base, l.opts.segmentOptions(), max(recoveryPoint, base))
 		if err != nil {
-			return fmt.Errorf("log %s: recovering past the recovery point %d: %w", l.dir, recoveryPoint, err)
+			return fmt.Errorf("log %s: %w", l.dir, err)
 		}
 		l.segs = append(l.segs, l.newRef(seg))
-		if truncated > 0 && !last {
-			// Kafka's LogLoader: a torn segment ends the log; the ones
-			// after it are beyond what was written in order.
-			for _, b := range bases[i+1:] {
-				if err := l.removeSegmentFiles(b); err != nil {
-					return err
-				}
-			}
-			removed = true
-			break
-		}
-		if !last {
-			if err := seg.Seal(); err != nil {
-				return fmt.Errorf("log %s: %w", l.dir, err)
-			}
-		}
 	}
 	if removed {
 		// Removed segments must stay removed: a crash that brought back
-		// the ones after a torn segment would resurrect what was never
-		// written in order.
+		// merged segments would put their offsets in the log twice.
 		if err := vfs.SyncDir(l.fs, l.dir); err != nil {
 			return fmt.Errorf("log %s: %w", l.dir, err)
 		}
@@ -156,6 +175,11 @@ func (l *Log) load() error {
 		return fmt.Errorf("log %s: %w", l.dir, err)
 	}
 	leo := active.NextOffset()
+	if leo < recoveryPoint {
+		// Everything below the recovery point was synced: the log was cut.
+		return fmt.Errorf("log %s: %w: %s ends at offset %d, below the recovery point %d: synced records are missing",
+			l.dir, ErrCorrupt, segment.FileName(l.dir, active.BaseOffset(), segment.LogSuffix), leo, recoveryPoint)
+	}
 	l.leo.Store(leo)
 	l.logStart.Store(min(max(logStart, l.segs[0].BaseOffset()), leo))
 	if l.opts.ExternalHighWatermark {
@@ -197,6 +221,42 @@ func (l *Log) load() error {
 		}
 	}
 	return nil
+}
+
+// checkFollows checks that a segment at base continues the segments
+// loaded so far: the first one starts at or below the log start offset,
+// and each later one where the one before it ends. A gap is allowed only
+// where the log recorded one it made (a follower's batch past the log end).
+// Anything else means a segment went missing or was cut, and is
+// ErrCorrupt. follows is false for a segment that the one before already
+// covers, which after an unclean shutdown is what an interrupted
+// compaction swap leaves, to be removed.
+func (l *Log) checkFollows(base, logStart int64, clean bool) (follows bool, err error) {
+	name := segment.FileName(l.dir, base, segment.LogSuffix)
+	gap, recorded := l.gapBefore(base)
+	if len(l.segs) == 0 {
+		if base > logStart && !(recorded && gap.end <= logStart) {
+			return false, fmt.Errorf("log %s: %w: the log start offset %d is below the first segment %s: the segments holding offsets %d to %d are missing",
+				l.dir, ErrCorrupt, logStart, name, logStart, base-1)
+		}
+		return true, nil
+	}
+	prev := l.segs[len(l.segs)-1]
+	prevName := segment.FileName(l.dir, prev.BaseOffset(), segment.LogSuffix)
+	end, err := prev.ReadNextOffset()
+	if err != nil {
+		return false, fmt.Errorf("log %s: %w", l.dir, err)
+	}
+	switch {
+	case base < end && !clean:
+		return false, nil
+	case base < end:
+		return false, fmt.Errorf("log %s: %w: %s ends at offset %d, past the base offset of %s", l.dir, ErrCorrupt, prevName, end, name)
+	case base > end && !(recorded && gap.end == end):
+		return false, fmt.Errorf("log %s: %w: %s ends at offset %d and %s starts at %d: the offsets %d to %d are missing",
+			l.dir, ErrCorrupt, prevName, end, name, base, end, base-1)
+	}
+	return true, nil
 }
 
 // cleanDir finishes what a crash interrupted, as Kafka's LogLoader does:
@@ -292,7 +352,7 @@ func (l *Log) removeFiles(base int64, suffixes ...string) error {
 func (l *Log) readOffset(name string) (int64, error) {
 	var off int64
 	n := 0
-	err := checkpoint.Read(l.fs, filepath.Join(l.dir, name), 0, func(entry string) error {
+	err := l.readCheckpoint(name, func(entry string) error {
 		var err error
 		n++
 		if n > 1 {
@@ -303,13 +363,17 @@ func (l *Log) readOffset(name string) (int64, error) {
 		}
 		return nil
 	})
-	if errors.Is(err, iofs.ErrNotExist) {
-		return 0, nil
+	return off, err
+}
+
+// readCheckpoint reads the entries of a checkpoint file in the log's
+// directory; a missing file has none.
+func (l *Log) readCheckpoint(name string, parse func(entry string) error) error {
+	err := checkpoint.Read(l.fs, filepath.Join(l.dir, name), 0, parse)
+	if err != nil && !errors.Is(err, iofs.ErrNotExist) {
+		return fmt.Errorf("log %s: %w", l.dir, err)
 	}
-	if err != nil {
-		return 0, fmt.Errorf("log %s: %w", l.dir, err)
-	}
-	return off, nil
+	return nil
 }
 
 func (l *Log) writeOffset(name string, off int64) error {
@@ -388,7 +452,7 @@ func (l *Log) Close() error {
 	for _, s := range l.segs {
 		err = errors.Join(err, s.release())
 	}
-	return err
+	return errors.Join(err, l.lock.Close())
 }
 
 func (l *Log) writeMarker() error {

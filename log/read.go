@@ -29,9 +29,9 @@ func (l *Log) bound(iso Isolation) int64 {
 }
 
 // Batches is the result of a read: whole batches from one segment, as a
-// file slice that can be sent with sendfile (WriteTo) or read. It holds the
-// segment's files open, even if retention deletes the segment meanwhile,
-// until Close.
+// file slice that can be sent with sendfile (WriteTo) or read (All yields
+// its batches, validated). It holds the segment's files open, even if
+// retention deletes the segment meanwhile, until Close.
 //
 // Copies of a Batches share its hold: closing one closes them all, once.
 type Batches struct {
@@ -52,29 +52,6 @@ func (b *Batches) Close() error {
 		return nil
 	}
 	return b.hold.ref.release()
-}
-
-// All reads the batches into memory and yields them one by one, each
-// validated (CRC included).
-func (b *Batches) All() iter.Seq2[segment.Batch, error] {
-	return func(yield func(segment.Batch, error) bool) {
-		if b.Len() == 0 {
-			return
-		}
-		data, err := b.Bytes()
-		for err == nil && len(data) > 0 {
-			var batch segment.Batch
-			if batch, data, err = segment.ParseBatch(data); err == nil {
-				err = batch.Validate()
-			}
-			if err == nil && !yield(batch, nil) {
-				return
-			}
-		}
-		if err != nil {
-			yield(nil, fmt.Errorf("log: batches at position %d: %w", b.Position(), err))
-		}
-	}
 }
 
 // Read returns whole batches starting with the one that holds offset, up

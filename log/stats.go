@@ -22,7 +22,7 @@ type Stats struct {
 	CheckpointError error
 
 	Segments  int // segments in the log
-	OpenFiles int // files open: a segment's log, and its indexes once used
+	OpenFiles int // files open: a segment's log, and its indexes once used; the lock file
 
 	LogStartOffset, HighWatermark, LogEndOffset int64
 }
@@ -59,6 +59,9 @@ func (l *Log) Stats() Stats {
 	segments, files := len(l.segs), 0
 	for _, s := range l.segs {
 		files += s.OpenFiles()
+	}
+	if !l.closed {
+		files++ // the lock file
 	}
 	l.mu.RUnlock()
 	// Segments the log let go of but readers still hold keep all three.

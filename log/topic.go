@@ -19,8 +19,9 @@ var (
 	ErrInvalidTopic = errors.New("log: invalid topic name")
 	// ErrUnknownPartition means a partition number outside the topic.
 	ErrUnknownPartition = errors.New("log: unknown partition")
-	// ErrDirLocked means another process (or Dir) has the data directory
-	// open.
+	// ErrDirLocked means another Dir (or a Log), of this process or
+	// another, has the data directory open; the message says which
+	// process.
 	ErrDirLocked = errors.New("log: data directory locked")
 )
 

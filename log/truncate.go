@@ -36,8 +36,21 @@ func (l *Log) TruncateTo(offset int64) error {
 	if keep < 0 {
 		keep = len(segs)
 	}
-	if err := l.dropTailLocked(max(keep, 1)); err != nil {
+	keep = max(keep, 1)
+	// What a crash leaves must open: the recovery point comes down to the
+	// base of the segment being cut before anything is removed, and the
+	// segments after it are gone for good before it is cut, or Open would
+	// find synced records missing.
+	if err := l.lowerRecoveryPointLocked(segs[keep-1].BaseOffset()); err != nil {
 		return err
+	}
+	if keep < len(segs) {
+		if err := l.dropTailLocked(keep); err != nil {
+			return err
+		}
+		if err := vfs.SyncDir(l.fs, l.dir); err != nil {
+			return l.fail(err)
+		}
 	}
 	active := l.active()
 	if _, err := active.TruncateTo(offset); err != nil {
@@ -53,18 +66,33 @@ func (l *Log) TruncateTo(offset int64) error {
 // truncateFullyLocked removes every segment and starts an empty log at
 // offset.
 func (l *Log) truncateFullyLocked(offset int64) error {
+	// The old segments are gone for good before the new one exists, so
+	// that no crash leaves both, and the recovery point comes down first.
+	if err := l.lowerRecoveryPointLocked(offset); err != nil {
+		return err
+	}
+	l.mu.RLock()
+	old := l.segs
+	l.mu.RUnlock()
+	for _, s := range old {
+		if err := s.Rename(deletedSuffix); err != nil {
+			return l.fail(err)
+		}
+	}
+	if err := vfs.SyncDir(l.fs, l.dir); err != nil {
+		return l.fail(err)
+	}
 	seg, err := segment.Create(l.dir, offset, l.opts.segmentOptions())
 	if err != nil {
-		return fmt.Errorf("log %s: %w", l.dir, err)
+		return l.fail(err)
 	}
 	ref := l.newRef(seg)
 	l.mu.Lock()
-	old := l.segs
 	l.segs = []*segRef{ref}
 	l.mu.Unlock()
 	var errs []error
 	for _, s := range old {
-		errs = append(errs, s.discard(true))
+		errs = append(errs, s.discard(false))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return l.fail(err)
@@ -93,9 +121,20 @@ func (l *Log) dropTailLocked(keep int) error {
 	return nil
 }
 
+// lowerRecoveryPointLocked makes the recovery point at most offset, and
+// durable so, before a truncation cuts the log below it.
+func (l *Log) lowerRecoveryPointLocked(offset int64) error {
+	if l.recoveryPoint <= offset {
+		return nil
+	}
+	l.recoveryPoint = offset
+	return l.writeCheckpointsLocked(l.opts.Now())
+}
+
 func (l *Log) afterTruncateLocked() error {
 	l.truncations++
-	leo := l.active().NextOffset()
+	active := l.active()
+	leo := active.NextOffset()
 	l.leo.Store(leo)
 	l.hw.Store(min(l.hw.Load(), leo))
 	l.recoveryPoint = min(l.recoveryPoint, leo)
@@ -107,7 +146,8 @@ func (l *Log) afterTruncateLocked() error {
 		return l.fail(err)
 	}
 	l.notify()
-	return l.writeCheckpointsLocked(l.opts.Now())
+	// The gaps before the segments removed are no longer the log's.
+	return errors.Join(l.writeCheckpointsLocked(l.opts.Now()), l.dropGapsFromLocked(active.BaseOffset()+1))
 }
 
 // fail records an error after which the log's files may not match its

@@ -181,15 +181,18 @@ func Open(dir string, base int64, opts Options) (*Segment, error) {
 }
 
 // loadTrusted opens the indexes of a trusted segment, rebuilding them if
-// they fail their checks, and reads the log's tail.
+// they fail their checks or do not match the log, and reads the log's
+// tail.
 func (s *Segment) loadTrusted() error {
-	if err := s.openIndexes(false); err != nil {
-		if !errors.Is(err, index.ErrCorrupt) && !errors.Is(err, iofs.ErrNotExist) {
+	err := s.openIndexes(false)
+	if err == nil {
+		if err = s.loadTail(); !errors.Is(err, errStaleIndex) {
 			return err
 		}
-		return errors.Join(s.rebuild(false, 0), s.seal())
+	} else if !errors.Is(err, index.ErrCorrupt) && !errors.Is(err, iofs.ErrNotExist) {
+		return err
 	}
-	return s.loadTail()
+	return errors.Join(s.rebuild(false, 0), s.seal())
 }
 
 // load finishes a lazy Open; it does nothing on a loaded segment.
@@ -218,7 +221,9 @@ func (s *Segment) load() error {
 // Offsets below durable were synced before the crash, so a bad batch
 // holding them is corruption, not a torn write: Recover then truncates
 // nothing and returns an error wrapping ErrCorrupt that names the file and
-// position. Pass the segment's base offset to treat every batch as torn.
+// position. Pass the segment's base offset to treat every batch as torn,
+// and math.MaxInt64 for a segment synced whole (one its log rolled past),
+// whose every bad batch is corruption.
 func Recover(dir string, base int64, opts Options, durable int64) (s *Segment, truncated int64, err error) {
 	s, err = openLog(dir, base, opts)
 	if err != nil {
@@ -260,11 +265,22 @@ func (s *Segment) fileName(kind string) string { return FileName(s.dir, s.base, 
 
 func openLog(dir string, base int64, opts Options) (*Segment, error) {
 	s := newSegment(dir, base, opts.withDefaults())
-	var err error
+	// A FIFO or device in a segment's place is not a segment, and opening
+	// one may block or have effects: its type is checked first, then again
+	// on what was opened.
+	fi, err := s.fs.Stat(s.logName())
+	if err == nil {
+		err = checkRegular(s.logName(), fi)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("segment: open %s: %w", s.logName(), err)
+	}
 	if s.log, err = s.fs.OpenReadWrite(s.logName()); err != nil {
 		return nil, fmt.Errorf("segment: open %s: %w", s.logName(), err)
 	}
-	fi, err := s.log.Stat()
+	if fi, err = s.log.Stat(); err == nil {
+		err = checkRegular(s.logName(), fi)
+	}
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("segment: stat %s: %w", s.logName(), err), s.log.Close())
 	}
@@ -273,6 +289,15 @@ func openLog(dir string, base int64, opts Options) (*Segment, error) {
 	}
 	s.size.Store(fi.Size())
 	return s, nil
+}
+
+// checkRegular returns an error wrapping ErrCorrupt unless fi is a regular
+// file's.
+func checkRegular(name string, fi iofs.FileInfo) error {
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%w: %s is not a regular file (mode %s)", ErrCorrupt, name, fi.Mode())
+	}
+	return nil
 }
 
 func (s *Segment) openIndexes(active bool) error {
@@ -334,6 +359,9 @@ func (s *Segment) rebuild(validate bool, durable int64) error {
 				if !errors.Is(err, ErrCorrupt) {
 					err = fmt.Errorf("%w: %w", ErrCorrupt, err)
 				}
+				if durable == math.MaxInt64 {
+					return sc.wrap(pos, fmt.Errorf("the segment was synced whole, so it has no torn tail: %w", err))
+				}
 				return sc.wrap(pos, fmt.Errorf("offset %d is below the durable offset %d: %w", next, durable, err))
 			}
 			if err := s.log.Truncate(pos); err != nil {
@@ -349,32 +377,34 @@ func (s *Segment) rebuild(validate bool, durable int64) error {
 	return nil
 }
 
+// errStaleIndex means an index entry points past the log or at a batch
+// that does not hold its offset: the log was cut or rewritten after the
+// index was written, so the index is rebuilt from the log.
+var errStaleIndex = errors.New("segment: index does not match the log")
+
 // loadTail finds the next offset and the largest timestamp of a segment
 // whose indexes passed their check, reading batch headers from the last
-// offset index entry (Kafka's LogSegment.readNextOffset).
+// offset index entry (Kafka's LogSegment.readNextOffset). The data decides
+// the next offset, never the index: an entry that the log does not bear
+// out is errStaleIndex.
 func (s *Segment) loadTail() error {
-	last := s.offsets.LastEntry()
-	if t := s.times.LastEntry(); t.Timestamp >= 0 {
+	t := s.times.LastEntry()
+	if t.Timestamp >= 0 {
 		s.setMaxTimestamp(t.Timestamp, t.Offset)
 	}
-	sc := newScanner(s.log, s.logName(), int64(last.Position), s.size.Load())
-	for {
-		pos := sc.pos
-		b, err := sc.next(false)
-		if err == io.EOF {
-			break
-		}
-		if err == nil && b.BaseOffset() < s.nextOffset.Load() {
-			err = fmt.Errorf("%w: base offset %d follows offset %d", ErrCorrupt, b.BaseOffset(), s.nextOffset.Load()-1)
-		}
-		if err != nil {
-			return sc.wrap(pos, err)
-		}
-		s.nextOffset.Store(b.LastOffset() + 1)
+	next, err := s.scanTail(s.offsets.LastEntry(), func(b Batch) {
 		// The time index has an entry for the batches up to the last
 		// offset index entry; the ones after it are scanned here.
 		s.setMaxTimestamp(b.MaxTimestamp(), b.LastOffset())
+	})
+	if err != nil {
+		return err
 	}
+	if t.Timestamp >= 0 && t.Offset >= next {
+		return fmt.Errorf("%w: %s: entry for offset %d, the log ends at offset %d",
+			errStaleIndex, s.fileName(TimeIndexSuffix), t.Offset, next)
+	}
+	s.nextOffset.Store(next)
 	if s.size.Load() > 0 {
 		first, err := newScanner(s.log, s.logName(), 0, s.size.Load()).next(false)
 		if err != nil {
@@ -383,6 +413,72 @@ func (s *Segment) loadTail() error {
 		s.firstBatchMaxTime.Store(first.MaxTimestamp())
 	}
 	return nil
+}
+
+// scanTail reads the batch headers of a trusted log from the offset index
+// entry last to the end, calling each (if not nil) with every batch, and
+// returns the offset after the last batch. The entry must point at a batch
+// whose last offset is the entry's, or scanTail returns errStaleIndex. A
+// batch that cannot be framed is corruption: the log was trusted whole.
+func (s *Segment) scanTail(last index.OffsetPosition, each func(Batch)) (int64, error) {
+	next := s.base
+	sc := newScanner(s.log, s.logName(), int64(last.Position), s.size.Load())
+	for first := last.Position > 0; ; first = false {
+		pos := sc.pos
+		b, err := sc.next(false)
+		if first && (err != nil || b.LastOffset() != last.Offset) {
+			return 0, fmt.Errorf("%w: %s: entry for offset %d at position %d, the log is %d bytes",
+				errStaleIndex, s.fileName(IndexSuffix), last.Offset, last.Position, s.size.Load())
+		}
+		if err == io.EOF {
+			return next, nil
+		}
+		if err == nil && b.BaseOffset() < next {
+			err = fmt.Errorf("%w: base offset %d follows offset %d", ErrCorrupt, b.BaseOffset(), next-1)
+		}
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				err = fmt.Errorf("%w: %w", ErrCorrupt, err)
+			}
+			return 0, sc.wrap(pos, err)
+		}
+		next = b.LastOffset() + 1
+		if each != nil {
+			each(b)
+		}
+	}
+}
+
+// ReadNextOffset returns the offset after the segment's last batch. On a
+// lazily opened segment that is not loaded yet it reads the log's tail from
+// the last offset index entry without loading the indexes or keeping them
+// open, so that a log can check that its segments follow each other and
+// still hold little more than their .log files open. A bad framing is
+// reported wrapping ErrCorrupt, with the file and position.
+func (s *Segment) ReadNextOffset() (int64, error) {
+	s.lazyMu.Lock()
+	defer s.lazyMu.Unlock()
+	switch {
+	case s.lazyErr != nil:
+		return 0, s.lazyErr
+	case !s.pending.Load():
+		return s.nextOffset.Load(), nil
+	}
+	// The index's last entry is only a hint here, which scanTail checks
+	// against the log; a missing, bad or stale index is rebuilt when the
+	// segment loads, and until then the log is read from its start.
+	last, err := index.LastOffsetEntry(s.fs, s.fileName(IndexSuffix), s.base)
+	switch {
+	case errors.Is(err, index.ErrCorrupt) || errors.Is(err, iofs.ErrNotExist):
+		last = index.OffsetPosition{Offset: s.base}
+	case err != nil:
+		return 0, err
+	}
+	next, err := s.scanTail(last, nil)
+	if errors.Is(err, errStaleIndex) {
+		next, err = s.scanTail(index.OffsetPosition{Offset: s.base}, nil)
+	}
+	return next, err
 }
 
 func (s *Segment) checkOrder(b Batch) error {

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 
@@ -606,4 +607,99 @@ func TestLazyOpenReportsCorruptionAtFirstUse(t *testing.T) {
 	_, err = s.Read(0, math.MaxInt64, 1<<20)
 	require.ErrorIs(t, err, ErrCorrupt, "the failure sticks")
 	require.ErrorIs(t, s.Append(testBatches(t, 1, 1, 10, 100, 0)[0]), ErrCorrupt)
+}
+
+// cutLog truncates the segment's log file to size, as a damaged or
+// hand-edited directory would leave it.
+func cutLog(t testing.TB, fs vfs.FS, dir string, base, size int64) {
+	t.Helper()
+	f, err := fs.OpenReadWrite(FileName(dir, base, LogSuffix))
+	require.NoError(t, err)
+	require.NoError(t, f.Truncate(size))
+	require.NoError(t, f.Close())
+}
+
+// TestOpenTakesTheLogEndFromTheDataNotTheIndex cuts a sealed segment's log
+// at a batch boundary below its last index entries: the next offset is
+// where the data ends, so that new batches never get offsets that old
+// batches still hold in the file.
+func TestOpenTakesTheLogEndFromTheDataNotTheIndex(t *testing.T) {
+	fs, dir := newMemDir(t)
+	s, err := Create(dir, 0, on(fs, smallIndex))
+	require.NoError(t, err)
+	bs := testBatches(t, 20, 3, 500, 0, 50)
+	appendAll(t, s, bs)
+	require.Greater(t, s.offsets.Entries(), 2)
+	require.NoError(t, s.Seal())
+	require.NoError(t, s.Close())
+	kept := bs[:5] // below the first index entry's batch
+	cutLog(t, fs, dir, 0, int64(len(concat(kept))))
+
+	lazy := on(fs, smallIndex)
+	lazy.Lazy = true
+	s, err = Open(dir, 0, lazy)
+	require.NoError(t, err)
+	next, err := s.ReadNextOffset()
+	require.NoError(t, err)
+	require.Equal(t, kept[len(kept)-1].LastOffset()+1, next, "ReadNextOffset reads the data")
+	require.Equal(t, 1, s.OpenFiles(), "and leaves the segment unloaded")
+	require.NoError(t, s.Close())
+
+	s, err = Open(dir, 0, on(fs, smallIndex))
+	require.NoError(t, err)
+	defer s.Close()
+	requireHolds(t, s, kept)
+	require.NoError(t, s.Unseal())
+	more := testBatches(t, 2, 3, 500, next, 10000)
+	appendAll(t, s, more)
+	requireHolds(t, s, append(slices.Clone(kept), more...))
+}
+
+// TestOpenReportsATornBatchItTrustsAsCorrupt: a trusted log has no torn
+// tail, so a batch the file ends inside is corruption.
+func TestOpenReportsATornBatchItTrustsAsCorrupt(t *testing.T) {
+	fs, dir := newMemDir(t)
+	s, err := Create(dir, 0, on(fs, smallIndex))
+	require.NoError(t, err)
+	bs := testBatches(t, 3, 3, 100, 0, 50)
+	appendAll(t, s, bs)
+	require.NoError(t, s.Seal())
+	require.NoError(t, s.Close())
+	cutLog(t, fs, dir, 0, int64(len(concat(bs)))-10)
+
+	_, err = Open(dir, 0, on(fs, smallIndex))
+	require.ErrorIs(t, err, ErrCorrupt)
+	require.ErrorContains(t, err, fmt.Sprintf("position %d", len(concat(bs[:2]))))
+	require.ErrorContains(t, err, FileName(dir, 0, LogSuffix))
+}
+
+// TestSliceAllNamesTheFileAndPositionOfABadBatch: a read's CRC error says
+// which file and which batch.
+func TestSliceAllNamesTheFileAndPositionOfABadBatch(t *testing.T) {
+	fs, dir := newMemDir(t)
+	s, err := Create(dir, 0, on(fs, smallIndex))
+	require.NoError(t, err)
+	bs := testBatches(t, 4, 3, 100, 0, 50)
+	appendAll(t, s, bs)
+	require.NoError(t, s.Close())
+	pos := int64(len(concat(bs[:2])))
+	overwrite(t, fs, FileName(dir, 0, LogSuffix), pos+HeaderSize+4, []byte{0xff})
+
+	s, err = Open(dir, 0, on(fs, smallIndex))
+	require.NoError(t, err)
+	defer s.Close()
+	sl, err := s.Read(bs[1].BaseOffset(), math.MaxInt64, 1<<20)
+	require.NoError(t, err)
+	var got []int64
+	for b, err := range sl.All() {
+		if err != nil {
+			require.ErrorIs(t, err, ErrCorrupt)
+			require.ErrorContains(t, err, "crc mismatch")
+			require.ErrorContains(t, err, FileName(dir, 0, LogSuffix))
+			require.ErrorContains(t, err, fmt.Sprintf("position %d", pos))
+			break
+		}
+		got = append(got, b.BaseOffset())
+	}
+	require.Equal(t, []int64{bs[1].BaseOffset()}, got, "the good batch before it is yielded")
 }

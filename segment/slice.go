@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"os"
 	"syscall"
 
@@ -63,6 +64,34 @@ func (s Slice) Bytes() ([]byte, error) {
 		return nil, fmt.Errorf("segment: read %s at %d: %w", s.name, s.pos+int64(n), err)
 	}
 	return b, nil
+}
+
+// All reads the slice into memory and yields its batches one by one, each
+// validated (CRC included). An error ends the iteration, naming the file
+// and the position of the batch in it.
+func (s Slice) All() iter.Seq2[Batch, error] {
+	return func(yield func(Batch, error) bool) {
+		data, err := s.Bytes()
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		pos := s.pos
+		for len(data) > 0 {
+			var b Batch
+			if b, data, err = ParseBatch(data); err == nil {
+				err = b.Validate()
+			}
+			if err != nil {
+				yield(nil, fmt.Errorf("segment %s: position %d: %w", s.name, pos, err))
+				return
+			}
+			if !yield(b, nil) {
+				return
+			}
+			pos += int64(len(b))
+		}
+	}
 }
 
 // WriteTo writes the slice to w. If w is an OS file or socket

@@ -24,6 +24,8 @@ const (
 	highWatermarkFile = "replication-offset-checkpoint"
 	cleanShutdownFile = ".clean-shutdown"
 	epochFile         = "leader-epoch-checkpoint"
+	gapsFile          = "segment-gap-checkpoint"
+	lockFile          = ".lock"
 )
 
 // segmentSuffixes are the files of one segment, the .log first.
@@ -164,15 +166,38 @@ type epochEntry struct {
 
 // recoverFrom returns the offset from which damage in segment i of bases
 // is a torn write that log.Open cuts off, not corruption: after an unclean
-// shutdown it recovers the last segment and any whose successor starts past
-// the recovery point, cutting at the first bad batch at or past the
-// recovery point (log/open.go, load). It returns math.MaxInt64 for a
-// segment that is trusted as it is.
+// shutdown it recovers the last segment, cutting at the first bad batch at
+// or past the recovery point (log/open.go, load). Only the last segment can
+// be torn: the log synced the others whole before it rolled past them. It
+// returns math.MaxInt64 for a segment whose every bad batch is corruption.
 func (p *partition) recoverFrom(bases []int64, i int) int64 {
-	if !p.known || p.clean || (i < len(bases)-1 && bases[i+1] <= p.recoveryPoint) {
+	if !p.known || p.clean || i < len(bases)-1 {
 		return math.MaxInt64
 	}
 	return max(p.recoveryPoint, bases[i])
+}
+
+// gap is a gap between segments that the log recorded making (log/gaps.go):
+// a segment at base whose predecessor ends at end.
+type gap struct{ end, base int64 }
+
+// checkFollows reports a segment that does not continue the ones before:
+// the first must start at or below the log start offset, each later one
+// where the one before ends (prevEnd, -1 if unknown), but where the log
+// recorded a gap. A Strand log refuses to open otherwise: a segment went
+// missing. Only directories Strand wrote (p.known) are checked; Kafka's own
+// may have such gaps after compaction.
+func (in *inspector) checkFollows(p *partition, file string, base, prevEnd, logStart int64, gaps []gap, first bool) {
+	if !p.known {
+		return
+	}
+	recorded := slices.IndexFunc(gaps, func(g gap) bool { return g.base == base })
+	switch {
+	case first && base > logStart && (recorded < 0 || gaps[recorded].end > logStart):
+		in.problem(file, "the log start offset %d is below the first segment: offsets %d to %d are missing", logStart, logStart, base-1)
+	case !first && prevEnd >= 0 && base > prevEnd && (recorded < 0 || gaps[recorded].end != prevEnd):
+		in.problem(file, "offsets %d to %d are missing: the segment before ends at offset %d", prevEnd, base-1, prevEnd)
+	}
 }
 
 // epochFor returns the epoch the checkpoint gives offset, and false if the
@@ -226,7 +251,7 @@ func (in *inspector) inspectPartition(dir string, names []string) {
 		}
 		switch {
 		case name == cleanShutdownFile, name == logStartFile, name == recoveryPointFile,
-			name == highWatermarkFile, name == epochFile:
+			name == highWatermarkFile, name == epochFile, name == gapsFile, name == lockFile:
 		case isIndexOf(name, names):
 		default:
 			others = append(others, name)
@@ -234,8 +259,12 @@ func (in *inspector) inspectPartition(dir string, names []string) {
 		}
 	}
 	slices.Sort(bases)
+	gaps := in.readGaps(filepath.Join(dir, gapsFile))
+	prevEnd := int64(-1)
 	for i, base := range bases {
-		in.inspectSegment(p, base, p.recoverFrom(bases, i), in.opts.indexes)
+		file := segment.FileName(dir, base, segment.LogSuffix)
+		in.checkFollows(p, file, base, prevEnd, logStart, gaps, i == 0)
+		prevEnd = in.inspectSegment(p, base, p.recoverFrom(bases, i), in.opts.indexes)
 	}
 	if len(others) > 0 {
 		in.printf("  other files: %s\n", strings.Join(others, " "))
@@ -251,9 +280,13 @@ func (in *inspector) inspectPartition(dir string, names []string) {
 		in.note(dir, "batches carry leader epochs but %s has no entries", epochFile)
 	}
 	// A clean Close leaves the checkpoints at the log end. After a crash
-	// they may be ahead of it legitimately: the epoch checkpoint is written
-	// before the batch, and an interrupted truncation cuts the log before
-	// it rewrites the checkpoints.
+	// some may be ahead of it legitimately: the epoch checkpoint is written
+	// before the batch, the high watermark and log start may count records
+	// that were never synced. The recovery point never is: everything
+	// below it was synced, and a truncation lowers it before it cuts.
+	if p.known && p.recoveryPoint > leo && p.cut == "" {
+		in.problem(dir, "%s is %d, past the log end offset %d: synced records are missing", recoveryPointFile, p.recoveryPoint, leo)
+	}
 	ahead := func(name string, off int64) {
 		msg := fmt.Sprintf("%s is %d, past the log end offset %d", name, off, leo)
 		if p.clean && p.cut == "" {
@@ -261,9 +294,6 @@ func (in *inspector) inspectPartition(dir string, names []string) {
 		} else {
 			in.note(dir, "%s", msg)
 		}
-	}
-	if p.known && p.recoveryPoint > leo {
-		ahead(recoveryPointFile, p.recoveryPoint)
 	}
 	if hasHW && hw > leo {
 		ahead(highWatermarkFile, hw)
@@ -324,6 +354,25 @@ func (in *inspector) readOffsetCheckpoint(path string) (int64, bool) {
 		return 0, false
 	}
 	return off, n == 1
+}
+
+// readGaps reads segment-gap-checkpoint: "end base" lines, each a gap
+// before the segment at base, whose predecessor ends at end.
+func (in *inspector) readGaps(path string) []gap {
+	var gaps []gap
+	err := checkpoint.Read(vfs.Default, path, 0, func(line string) error {
+		var g gap
+		if n, err := fmt.Sscanf(line, "%d %d", &g.end, &g.base); n != 2 || err != nil || g.end < 0 || g.base <= g.end {
+			return fmt.Errorf("%q is not a gap: want \"end base\", 0 <= end < base", line)
+		}
+		gaps = append(gaps, g)
+		return nil
+	})
+	if err != nil && !errors.Is(err, iofs.ErrNotExist) {
+		in.problem(path, "%v", err)
+		return nil
+	}
+	return gaps
 }
 
 // readEpochs reads leader-epoch-checkpoint: "epoch startOffset" lines,

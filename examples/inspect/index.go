@@ -8,7 +8,6 @@ import (
 	"io"
 	iofs "io/fs"
 	"math"
-	"os"
 
 	"github.com/strandlog/strand/index"
 	"github.com/strandlog/strand/segment"
@@ -89,7 +88,7 @@ func (s *segScan) readTimeIndex(print bool) int {
 // unused slot of a preallocated file, and only zeros may follow it. It
 // returns the number of used entries.
 func (s *segScan) readEntries(path string, size int, check func(i int, e []byte) string) int {
-	f, err := os.Open(path)
+	f, err := openRegular(path)
 	if errors.Is(err, iofs.ErrNotExist) {
 		s.in.note(path, "missing; opening the log rebuilds it")
 		return 0

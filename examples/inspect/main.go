@@ -31,6 +31,12 @@
 //     encoding (record count, lengths, offsets within the batch);
 //   - offsets strictly increasing across batches and segments, and every
 //     batch's offsets within reach of its file's base offset (the file name);
+//   - in a directory Strand wrote, segments that follow each other: the
+//     first at or below the log start offset, each next one where the one
+//     before ends, except for gaps the log recorded making
+//     (segment-gap-checkpoint); a segment deleted by hand is a problem;
+//   - every segment file a regular file (a FIFO or device is reported, not
+//     opened);
 //   - leader epochs never decreasing, and matching leader-epoch-checkpoint;
 //   - each .index entry points at the start of a batch whose last offset is
 //     the entry's offset; each .timeindex entry names an offset in a batch

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -251,6 +252,97 @@ var corruptions = []corruption{
 		require.NoError(t, os.WriteFile(file, []byte("0\n3\n0 0\n2 84\n3 160\n"), 0o644))
 		return []string{"batch at base offset 80 has leader epoch 2, but leader-epoch-checkpoint gives that offset to epoch 0"}
 	}},
+}
+
+// removeSegment removes the files of the segment whose .log is file.
+func removeSegment(t *testing.T, file string) {
+	t.Helper()
+	stem := strings.TrimSuffix(file, segment.LogSuffix)
+	for _, suffix := range []string{segment.LogSuffix, segment.IndexSuffix, segment.TimeIndexSuffix} {
+		require.NoError(t, os.Remove(stem+suffix))
+	}
+}
+
+// baseOf is the base offset in a segment file's name.
+func baseOf(t *testing.T, file string) int64 {
+	t.Helper()
+	base, ok := segmentBase(filepath.Base(file), segment.LogSuffix)
+	require.True(t, ok, file)
+	return base
+}
+
+// Damage that log.Open refuses (issue 8 item 12): segments missing, junk
+// in a segment's name, a FIFO in a segment's place.
+var missing = []corruption{
+	{"sealed segment deleted", func(t *testing.T, tl testLog) []string {
+		logs := tl.segments(t, segment.LogSuffix)
+		removeSegment(t, logs[2])
+		return []string{fmt.Sprintf("%s: offsets %d to %d are missing", logs[3], baseOf(t, logs[2]), baseOf(t, logs[3])-1)}
+	}},
+	{"first segment deleted", func(t *testing.T, tl testLog) []string {
+		logs := tl.segments(t, segment.LogSuffix)
+		removeSegment(t, logs[0])
+		return []string{fmt.Sprintf("%s: the log start offset 0 is below the first segment: offsets 0 to %d are missing", logs[1], baseOf(t, logs[1])-1)}
+	}},
+	{"junk segment with the largest base offset", func(t *testing.T, tl testLog) []string {
+		file := filepath.Join(tl.part, "09223372036854775807.log")
+		require.NoError(t, os.WriteFile(file, nil, 0o644))
+		return []string{file + ": base offset 9223372036854775807 leaves no room", file + ": offsets"}
+	}},
+	{"FIFO in place of a segment", func(t *testing.T, tl testLog) []string {
+		logs := tl.segments(t, segment.LogSuffix)
+		removeSegment(t, logs[1])
+		require.NoError(t, syscall.Mkfifo(logs[1], 0o644))
+		return []string{logs[1] + ": not a regular file"}
+	}},
+}
+
+// TestMissingSegmentsAreProblems: each damage makes log.Open fail, so the
+// inspector must not say "no problems found".
+func TestMissingSegmentsAreProblems(t *testing.T) {
+	for _, c := range missing {
+		t.Run(c.name, func(t *testing.T) {
+			tl := buildDir(t)
+			want := c.damage(t, tl)
+			done := make(chan struct{})
+			var code int
+			var out, errOut string
+			go func() {
+				defer close(done)
+				code, out, errOut = inspect(tl.data)
+			}()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("inspect blocked")
+			}
+			require.Equal(t, exitCorrupt, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
+			for _, w := range want {
+				require.Contains(t, errOut, w)
+			}
+			_, err := strandlog.Open(tl.part, strandlog.Options{})
+			require.ErrorIs(t, err, strandlog.ErrCorrupt, "log.Open agrees")
+		})
+	}
+}
+
+// TestAFollowersRecordedGapIsNoProblem: a gap the log made and recorded is
+// not a missing segment.
+func TestAFollowersRecordedGapIsNoProblem(t *testing.T) {
+	part := filepath.Join(t.TempDir(), "f-0")
+	l, err := strandlog.Open(part, strandlog.Options{SegmentBytes: 4096, Fsync: strandlog.FsyncNever()})
+	require.NoError(t, err)
+	for _, base := range []int64{1000, 1001, 1002, 1003, 5000, 5001} {
+		b, err := segment.AppendBatch(nil, []segment.Record{{Value: bytes.Repeat([]byte("v"), 1500), Timestamp: 1}},
+			segment.BuildOptions{BaseOffset: base})
+		require.NoError(t, err)
+		_, err = l.AppendReplicated(b)
+		require.NoError(t, err)
+	}
+	require.NoError(t, l.Close())
+	code, out, errOut := inspect(part)
+	require.Equal(t, exitClean, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
+	require.NotContains(t, out, "other files")
 }
 
 func TestCorruptionExitsNonZeroNamingFileAndPosition(t *testing.T) {

@@ -69,8 +69,9 @@ type segScan struct {
 }
 
 // inspectSegment prints and checks the segment of p's directory with base
-// offset base, with its indexes.
-func (in *inspector) inspectSegment(p *partition, base, recoverFrom int64, printIndexes bool) {
+// offset base, with its indexes. It returns the offset after the segment's
+// last batch, or -1 if the log file could not be read.
+func (in *inspector) inspectSegment(p *partition, base, recoverFrom int64, printIndexes bool) int64 {
 	s := &segScan{
 		in: in, p: p, base: base,
 		logPath:      segment.FileName(p.dir, base, segment.LogSuffix),
@@ -84,21 +85,24 @@ func (in *inspector) inspectSegment(p *partition, base, recoverFrom int64, print
 		last:         -1,
 		maxTimestamp: -1,
 	}
-	f, err := os.Open(s.logPath)
+	f, err := openRegular(s.logPath)
 	if err != nil {
 		in.problem(s.logPath, "%v", err)
-		return
+		return -1
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
 		in.problem(s.logPath, "%v", err)
-		return
+		return -1
 	}
 	size := fi.Size()
 	in.printf("  segment %s: %d bytes\n", s.logPath, size)
 	if size > math.MaxInt32 {
 		in.problem(s.logPath, "%d bytes: positions in Kafka's index format are int32, a segment holds at most 2^31-1", size)
+	}
+	if base > math.MaxInt64-math.MaxInt32 {
+		in.problem(s.logPath, "base offset %d leaves no room for a segment's 2^31 relative offsets: not a segment", base)
 	}
 	if printIndexes {
 		in.printf("    %s\n", s.idxPath)
@@ -121,6 +125,31 @@ func (in *inspector) inspectSegment(p *partition, base, recoverFrom int64, print
 	for codec, n := range s.unsupported {
 		in.note(s.logPath, "%d %s batches: their records were not decoded (this build reads none, gzip and lz4)", n, codec)
 	}
+	return s.next
+}
+
+// openRegular opens a file for reading if it is a regular file: opening a
+// FIFO would block, and a device is no segment.
+func openRegular(path string) (*os.File, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file (mode %s)", fi.Mode())
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err = f.Stat(); err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("not a regular file (mode %s)", fi.Mode())
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // scan reads the batches of the log file and returns the position where
