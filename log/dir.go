@@ -57,6 +57,23 @@ const (
 // Log in a folder named <topic>-<partition> as in Kafka. A Dir is safe for
 // concurrent use. Partitions are opened when first used and closed when
 // too many files are open; the Partition handles hide both.
+//
+// A failed fsync fails its partition for the life of the Dir. After a
+// failed fsync the pages written since the last good one may be lost from
+// the disk, or may be durable, and a later fsync may succeed without
+// writing them (PostgreSQL's "fsyncgate"); only a new process, reading
+// the disk, can start from firm ground. So the partition refuses appends
+// and every other change with the error of the failed sync (it wraps
+// ErrFailed); it is never closed by the open-file bound and reopened,
+// which would recover and re-sync the cached pages as if nothing had
+// happened; reads go on while its log stays open, up to the last good
+// sync (if the failure was only found when the bound closed the log,
+// reads fail too); and Close returns the failure. After a restart, the
+// next OpenDir recovers whatever the disk holds: what the fsync policy
+// had made durable before the failure is there, and of the records whose
+// appends failed (or that were written since the last good sync), any
+// part, all or none may be; nothing can tell which were lost, since the
+// process that knew is gone.
 type Dir struct {
 	path string
 	opts DirOptions
@@ -423,7 +440,9 @@ func (d *Dir) maintainEvery(interval time.Duration) {
 }
 
 // Close closes every partition and releases the directory. Operations in
-// progress on partitions fail with ErrClosed.
+// progress on partitions fail with ErrClosed. The error reports every
+// partition whose sync failed during the Dir's life (wrapping ErrFailed):
+// those were not shut down cleanly.
 func (d *Dir) Close() error {
 	d.mu.Lock()
 	if d.closed {
@@ -444,9 +463,14 @@ func (d *Dir) Close() error {
 	d.mu.Unlock()
 	close(d.stop)
 	d.done.Wait()
-	err := d.closeAll(victims)
+	errs := []error{d.closeAll(victims)}
 	d.waitClosed(all)
-	return errors.Join(err, d.lock.Close())
+	d.mu.Lock()
+	for _, p := range all {
+		errs = append(errs, p.failed)
+	}
+	d.mu.Unlock()
+	return errors.Join(append(errs, d.lock.Close())...)
 }
 
 // waitClosed waits until no partition of parts is opening or closing.
@@ -478,6 +502,7 @@ type Partition struct {
 	// Guarded by d.mu.
 	state   int8
 	deleted bool
+	failed  error // a failed sync (ErrFailed): the partition is never reopened
 	log     *Log
 	pins    int           // operations using log
 	elem    *list.Element // in d.open while open
@@ -495,8 +520,10 @@ func (p *Partition) dir() string {
 }
 
 // acquire returns the partition's open log, opening it if needed, and pins
-// it until release.
-func (p *Partition) acquire() (*Log, error) {
+// it until release. A failed partition refuses changes (write), and
+// everything once its log is closed: reopening it would recover, and so
+// sync, pages that a failed fsync may have lost from the disk.
+func (p *Partition) acquire(write bool) (*Log, error) {
 	d := p.d
 	d.mu.Lock()
 	for {
@@ -507,6 +534,10 @@ func (p *Partition) acquire() (*Log, error) {
 		case p.deleted:
 			d.mu.Unlock()
 			return nil, fmt.Errorf("%w: %s", ErrUnknownTopic, p.topic.name)
+		case p.failed != nil && (write || p.state == partClosed):
+			err := p.failed
+			d.mu.Unlock()
+			return nil, err
 		case p.state == partOpen:
 			p.pins++
 			d.open.MoveToFront(p.elem)
@@ -551,14 +582,18 @@ func (p *Partition) acquire() (*Log, error) {
 	}
 }
 
-// release unpins the log acquire returned.
-func (p *Partition) release() {
+// release unpins the log acquire returned; err is what the operation on
+// it returned, and a failed sync fails the partition.
+func (p *Partition) release(err error) {
 	d := p.d
 	d.mu.Lock()
 	p.pins--
+	if p.failed == nil && errors.Is(err, ErrFailed) {
+		p.failed = err
+	}
 	victims := d.evictLocked()
 	d.mu.Unlock()
-	_ = d.closeAll(victims) // a failed sync is found again, and reported, when the log reopens
+	_ = d.closeAll(victims) // a failed sync is kept on the partition, for Close to report
 }
 
 // evictLocked picks the least recently used unpinned partitions to close
@@ -582,7 +617,7 @@ func (d *Dir) evictLocked() []*Partition {
 	for e := d.open.Back(); e != nil && files > d.opts.MaxOpenFiles; {
 		p := e.Value.(*Partition)
 		e = e.Prev()
-		if p.pins > 0 {
+		if p.pins > 0 || p.failed != nil { // a failed log stays open for reads
 			continue
 		}
 		files -= p.files
@@ -605,16 +640,23 @@ func (d *Dir) detachLocked(p *Partition) bool {
 }
 
 // closeAll closes the logs of detached partitions and marks them closed.
+// A failed sync, found now or before, is kept on the partition rather than
+// returned.
 func (d *Dir) closeAll(parts []*Partition) error {
 	var errs []error
-	for _, p := range parts {
-		if err := p.log.Close(); err != nil && !errors.Is(err, ErrClosed) {
+	closeErrs := make([]error, len(parts))
+	for i, p := range parts {
+		closeErrs[i] = p.log.Close()
+		if err := closeErrs[i]; err != nil && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrFailed) {
 			errs = append(errs, err)
 		}
 	}
 	if len(parts) > 0 {
 		d.mu.Lock()
-		for _, p := range parts {
+		for i, p := range parts {
+			if p.failed == nil && errors.Is(closeErrs[i], ErrFailed) {
+				p.failed = closeErrs[i]
+			}
 			p.log, p.state = nil, partClosed
 		}
 		d.changed.Broadcast()
@@ -623,90 +665,90 @@ func (d *Dir) closeAll(parts []*Partition) error {
 	return errors.Join(errs...)
 }
 
-// with runs fn on the partition's open log.
-func with[T any](p *Partition, fn func(*Log) (T, error)) (T, error) {
-	l, err := p.acquire()
+// with runs fn on the partition's open log; write says whether fn changes
+// the log.
+func with[T any](p *Partition, write bool, fn func(*Log) (T, error)) (T, error) {
+	l, err := p.acquire(write)
 	if err != nil {
 		var zero T
 		return zero, err
 	}
-	defer p.release()
-	return fn(l)
+	v, err := fn(l)
+	p.release(err)
+	return v, err
 }
 
 // Append appends records to the partition; see Log.Append.
 func (p *Partition) Append(recs []segment.Record) (AppendResult, error) {
-	return with(p, func(l *Log) (AppendResult, error) { return l.Append(recs) })
+	return with(p, true, func(l *Log) (AppendResult, error) { return l.Append(recs) })
 }
 
 // AppendBatch appends a producer's batch; see Log.AppendBatch.
 func (p *Partition) AppendBatch(b segment.Batch) (AppendResult, error) {
-	return with(p, func(l *Log) (AppendResult, error) { return l.AppendBatch(b) })
+	return with(p, true, func(l *Log) (AppendResult, error) { return l.AppendBatch(b) })
 }
 
 // Read reads whole batches; see Log.Read. The result stays readable after
 // the partition is closed, until it is closed itself.
 func (p *Partition) Read(offset int64, maxBytes int, iso Isolation) (*Batches, error) {
-	return with(p, func(l *Log) (*Batches, error) { return l.Read(offset, maxBytes, iso) })
+	return with(p, false, func(l *Log) (*Batches, error) { return l.Read(offset, maxBytes, iso) })
 }
 
 // Records yields records from offset from; see Log.Records.
 func (p *Partition) Records(from int64, iso Isolation) iter.Seq2[segment.Record, error] {
 	return func(yield func(segment.Record, error) bool) {
-		l, err := p.acquire()
+		l, err := p.acquire(false)
 		if err != nil {
 			yield(segment.Record{}, err)
 			return
 		}
-		defer p.release()
+		defer p.release(nil)
 		l.Records(from, iso)(yield)
 	}
 }
 
 // Wait waits until a read of offset would return records; see Log.Wait.
 func (p *Partition) Wait(ctx context.Context, offset int64, iso Isolation) error {
-	_, err := with(p, func(l *Log) (struct{}, error) { return struct{}{}, l.Wait(ctx, offset, iso) })
+	_, err := with(p, false, func(l *Log) (struct{}, error) { return struct{}{}, l.Wait(ctx, offset, iso) })
 	return err
 }
 
 // Offsets returns the partition's log start offset, high watermark and log
 // end offset.
 func (p *Partition) Offsets() (start, highWatermark, end int64, err error) {
-	l, err := p.acquire()
-	if err != nil {
-		return 0, 0, 0, err
-	}
-	defer p.release()
-	return l.LogStartOffset(), l.HighWatermark(), l.LogEndOffset(), nil
+	o, err := with(p, false, func(l *Log) ([3]int64, error) {
+		return [3]int64{l.LogStartOffset(), l.HighWatermark(), l.LogEndOffset()}, nil
+	})
+	return o[0], o[1], o[2], err
 }
 
 // OffsetForTimestamp looks an offset up by time; see
 // Log.OffsetForTimestamp.
 func (p *Partition) OffsetForTimestamp(ts int64) (int64, bool, error) {
-	l, err := p.acquire()
+	l, err := p.acquire(false)
 	if err != nil {
 		return 0, false, err
 	}
-	defer p.release()
+	defer p.release(nil)
 	return l.OffsetForTimestamp(ts)
 }
 
 // DeleteRecordsBefore advances the log start offset; see
 // Log.DeleteRecordsBefore.
 func (p *Partition) DeleteRecordsBefore(offset int64) error {
-	_, err := with(p, func(l *Log) (struct{}, error) { return struct{}{}, l.DeleteRecordsBefore(offset) })
+	_, err := with(p, true, func(l *Log) (struct{}, error) { return struct{}{}, l.DeleteRecordsBefore(offset) })
 	return err
 }
 
 // Stats returns the partition's log statistics; see Log.Stats.
 func (p *Partition) Stats() (Stats, error) {
-	return with(p, func(l *Log) (Stats, error) { return l.Stats(), nil })
+	return with(p, false, func(l *Log) (Stats, error) { return l.Stats(), nil })
 }
 
 // maintain applies the topic's retention and compaction.
 func (p *Partition) maintain() error {
 	cfg := p.topic.cfg
-	_, err := with(p, func(l *Log) (struct{}, error) {
+	_, err := with(p, true, func(l *Log) (struct{}, error) {
 		now := l.opts.Now()
 		if _, err := l.ApplyRetention(now, cfg.Retention); err != nil {
 			return struct{}{}, err

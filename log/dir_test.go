@@ -184,8 +184,8 @@ func TestDirBoundsOpenFiles(t *testing.T) {
 	for p := int32(0); p < 20; p++ {
 		part, err := d.Partition("t", p)
 		require.NoError(t, err)
-		requireRecords(t, must(part.acquire()), 0, 15, 50)
-		part.release()
+		requireRecords(t, must(part.acquire(false)), 0, 15, 50)
+		part.release(nil)
 	}
 	require.NoError(t, d.Close())
 }
@@ -243,7 +243,7 @@ func TestDirFullDiskKeepsAcknowledgedRecords(t *testing.T) {
 	d, err = OpenDir("/data", dirOptions(fs))
 	require.NoError(t, err)
 	defer d.Close()
-	l := must(must(d.Partition("t", 0)).acquire())
+	l := must(must(d.Partition("t", 0)).acquire(false))
 	requireRecords(t, l, 0, 15, 50)
 }
 

@@ -10,6 +10,9 @@
 // FsyncInterval, FsyncNever) says what a power failure can take away.
 // After a crash, Open scans only what lies past the recovery point and cuts
 // a torn tail there; corruption below it is an error, never a silent cut.
+// A failed fsync fails the log (ErrFailed) until the process reopens it:
+// what it wrote since the last good sync may or may not be on the disk,
+// and a restart recovers whatever is (see Dir for what that means).
 //
 // A Dir is a data directory of topics, each split into partitions that are
 // Logs in folders named <topic>-<partition>. Partitions open when first
