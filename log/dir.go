@@ -3,11 +3,12 @@ package log
 import (
 	"container/list"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	iofs "io/fs"
 	"iter"
 	"path/filepath"
 	"slices"
@@ -48,7 +49,10 @@ type DirOptions struct {
 const (
 	topicsDir        = ".topics"
 	lockFile         = ".lock"
+	configSuffix     = ".json"
+	tombstoneSuffix  = ".del" // a deleted topic's configuration, until its folders are renamed away
 	deletingSuffix   = "-delete"
+	maxFileName      = 255 // bytes, on the file systems Strand runs on
 	defaultOpenFiles = 1024
 	evictRecount     = 256
 )
@@ -94,9 +98,10 @@ type Dir struct {
 }
 
 type topic struct {
-	name  string
-	cfg   TopicConfig // merged with the defaults
-	parts []*Partition
+	name     string
+	cfg      TopicConfig // merged with the defaults
+	parts    []*Partition
+	deleting bool // DeleteTopic is closing its partitions
 }
 
 // OpenDir opens the data directory at path, creating it if needed. Only
@@ -147,8 +152,10 @@ func OpenDir(path string, opts DirOptions) (*Dir, error) {
 	return d, nil
 }
 
-// load reads the topic configurations and removes partition folders that
-// no topic owns: the remains of a create or delete a crash interrupted.
+// load reads the topic configurations, finishes the deletes a crash
+// interrupted and removes the folders they renamed for deletion. It
+// removes nothing else: a folder no topic owns may be the user's, or data
+// whose configuration was lost (see Strays).
 func (d *Dir) load() error {
 	for _, dir := range []string{filepath.Dir(d.path), d.path} {
 		if err := vfs.SyncDir(d.fs, dir); err != nil {
@@ -159,38 +166,169 @@ func (d *Dir) load() error {
 	if err != nil {
 		return fmt.Errorf("log: %w", err)
 	}
+	var tombstones []string
 	for _, name := range names {
-		topicName, ok := strings.CutSuffix(name, ".json")
-		if !ok || ValidateTopic(topicName) != nil {
-			continue // a leftover temporary file of writeConfig
+		if topicName, ok := strings.CutSuffix(name, configSuffix); ok && ValidateTopic(topicName) == nil {
+			cfg, err := d.readConfig(d.configName(topicName))
+			if err != nil {
+				return err
+			}
+			d.topics[topicName] = d.newTopic(topicName, cfg)
+		} else if topicName, ok := strings.CutSuffix(name, tombstoneSuffix); ok && ValidateTopic(topicName) == nil {
+			tombstones = append(tombstones, topicName)
 		}
-		cfg, err := d.readConfig(topicName)
-		if err != nil {
+		// Anything else is a temporary file of writeConfig, or not ours.
+	}
+	for _, name := range tombstones {
+		if _, ok := d.topics[name]; ok {
+			return fmt.Errorf("%w: %s and %s both exist: topic %s is configured and being deleted",
+				ErrBadTopicConfig, d.configName(name), d.tombstoneName(name), name)
+		}
+		if _, err := d.renameAway(name); err != nil {
 			return err
 		}
-		d.topics[topicName] = d.newTopic(topicName, cfg)
 	}
 	entries, err := d.fs.List(d.path)
 	if err != nil {
 		return fmt.Errorf("log: %w", err)
 	}
+	var doomed []string
 	for _, name := range entries {
-		if name == topicsDir || name == lockFile {
+		if isDeletingDir(name) {
+			doomed = append(doomed, filepath.Join(d.path, name))
+		}
+	}
+	return d.removeDoomed(doomed)
+}
+
+// Strays returns the paths of the entries of the data directory that no
+// topic owns: a partition folder whose topic has no configuration, or one
+// past its topic's partition count, or anything else a user put there.
+// Strand never removes them, since it cannot prove it created them and no
+// longer needs them (they may be data whose configuration was lost), and
+// CreateTopic and AddPartitions refuse to adopt a folder among them with
+// ErrStray: move it out of the data directory, or delete it, to free the
+// name. The only folders Strand removes by itself are those DeleteTopic
+// renamed to <topic>-<partition>.<32 hex digits>-delete.
+func (d *Dir) Strays() ([]string, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, ErrClosed
+	}
+	entries, err := d.fs.List(d.path)
+	if err != nil {
+		return nil, fmt.Errorf("log: %w", err)
+	}
+	var strays []string
+	for _, name := range entries {
+		if name == topicsDir || name == lockFile || isDeletingDir(name) {
 			continue
 		}
-		t, p, ok := parsePartitionDir(name)
-		if ok {
-			if tp := d.topics[t]; tp != nil && p < tp.cfg.Partitions {
+		if tp, p, ok := parsePartitionDir(name); ok {
+			if t := d.topics[tp]; t != nil && p < t.cfg.Partitions {
 				continue
 			}
 		}
-		if ok || strings.HasSuffix(name, deletingSuffix) {
-			if err := d.fs.RemoveAll(filepath.Join(d.path, name)); err != nil {
-				return fmt.Errorf("log: remove stray %s: %w", name, err)
-			}
+		strays = append(strays, filepath.Join(d.path, name))
+	}
+	slices.Sort(strays)
+	return strays, nil
+}
+
+// checkFree refuses with ErrStray if a folder for a partition from..to-1
+// of topic already exists: Strand did not create it for this topic.
+func (d *Dir) checkFree(topic string, from, to int32) error {
+	entries, err := d.fs.List(d.path)
+	if err != nil {
+		return fmt.Errorf("log: %w", err)
+	}
+	for _, name := range entries {
+		if tp, p, ok := parsePartitionDir(name); ok && tp == topic && from <= p && p < to {
+			return fmt.Errorf("%w: %s already exists, but Strand did not create it for topic %s partition %d; move it out of %s or delete it",
+				ErrStray, filepath.Join(d.path, name), topic, p, d.path)
 		}
 	}
-	return vfs.SyncDir(d.fs, d.path)
+	return nil
+}
+
+// renameAway renames the folders of the deleted topic whose tombstone is
+// in .topics to names only Strand makes, then removes the tombstone: the
+// name is free again. It returns the renamed folders, for removeDoomed.
+func (d *Dir) renameAway(topic string) ([]string, error) {
+	tomb := d.tombstoneName(topic)
+	cfg, err := d.readConfig(tomb)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := d.fs.List(d.path)
+	if err != nil {
+		return nil, fmt.Errorf("log: %w", err)
+	}
+	var doomed []string
+	for _, name := range entries {
+		if tp, p, ok := parsePartitionDir(name); ok && tp == topic && p < cfg.Partitions {
+			to := filepath.Join(d.path, deletingName(topic, p))
+			if err := d.fs.Rename(filepath.Join(d.path, name), to); err != nil {
+				return doomed, fmt.Errorf("log: delete topic %s: %w", topic, err)
+			}
+			doomed = append(doomed, to)
+		}
+	}
+	if len(doomed) > 0 {
+		if err := vfs.SyncDir(d.fs, d.path); err != nil {
+			return doomed, fmt.Errorf("log: delete topic %s: %w", topic, err)
+		}
+	}
+	if err := d.fs.Remove(tomb); err != nil {
+		return doomed, fmt.Errorf("log: delete topic %s: %w", topic, err)
+	}
+	if err := vfs.SyncDir(d.fs, filepath.Dir(tomb)); err != nil {
+		return doomed, fmt.Errorf("log: delete topic %s: %w", topic, err)
+	}
+	return doomed, nil
+}
+
+// removeDoomed removes folders renameAway renamed.
+func (d *Dir) removeDoomed(doomed []string) error {
+	var errs []error
+	for _, dir := range doomed {
+		if err := d.fs.RemoveAll(dir); err != nil {
+			errs = append(errs, fmt.Errorf("log: %w", err))
+		}
+	}
+	if len(doomed) > 0 {
+		errs = append(errs, vfs.SyncDir(d.fs, d.path))
+	}
+	return errors.Join(errs...)
+}
+
+// deletingName is the name a partition folder is renamed to for deletion,
+// Kafka's <topic>-<partition>.<uuid>-delete with the topic cut short to
+// fit the file name limit, as Kafka does
+// (UnifiedLog.logDirNameWithSuffixCappedLength). The random 32 hex digits
+// make it a name only Strand makes, so OpenDir may remove it.
+func deletingName(topic string, partition int32) string {
+	var id [16]byte
+	_, _ = rand.Read(id[:]) // crypto/rand.Read never fails
+	suffix := "-" + strconv.Itoa(int(partition)) + "." + hex.EncodeToString(id[:]) + deletingSuffix
+	return topic[:min(len(topic), maxFileName-len(suffix))] + suffix
+}
+
+// isDeletingDir reports whether name is one deletingName makes.
+func isDeletingDir(name string) bool {
+	rest, ok := strings.CutSuffix(name, deletingSuffix)
+	i := len(rest) - 33
+	if !ok || i <= 0 || rest[i] != '.' {
+		return false
+	}
+	for _, c := range rest[i+1:] {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	_, _, ok = parsePartitionDir(rest[:i])
+	return ok
 }
 
 // parsePartitionDir splits "<topic>-<partition>".
@@ -219,22 +357,26 @@ func (t *topic) grow(d *Dir, n int32) {
 }
 
 func (d *Dir) configName(topic string) string {
-	return filepath.Join(d.path, topicsDir, topic+".json")
+	return filepath.Join(d.path, topicsDir, topic+configSuffix)
 }
 
-func (d *Dir) readConfig(topic string) (TopicConfig, error) {
-	f, err := d.fs.Open(d.configName(topic))
+func (d *Dir) tombstoneName(topic string) string {
+	return filepath.Join(d.path, topicsDir, topic+tombstoneSuffix)
+}
+
+func (d *Dir) readConfig(name string) (TopicConfig, error) {
+	f, err := d.fs.Open(name)
 	if err != nil {
 		return TopicConfig{}, fmt.Errorf("log: %w", err)
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.NewSectionReader(f, 0, 1<<20))
 	if err != nil {
-		return TopicConfig{}, fmt.Errorf("log: read %s: %w", d.configName(topic), err)
+		return TopicConfig{}, fmt.Errorf("log: read %s: %w", name, err)
 	}
 	var cfg TopicConfig
 	if err := json.Unmarshal(data, &cfg); err != nil || cfg.Partitions <= 0 {
-		return TopicConfig{}, fmt.Errorf("%w: topic configuration %s: %v", ErrCorrupt, d.configName(topic), err)
+		return TopicConfig{}, fmt.Errorf("%w: topic configuration %s: %v", ErrCorrupt, name, err)
 	}
 	return cfg, nil
 }
@@ -290,11 +432,22 @@ func (d *Dir) CreateTopic(name string, cfg TopicConfig) error {
 	if _, ok := d.topics[name]; ok {
 		return fmt.Errorf("%w: %s", ErrTopicExists, name)
 	}
+	// A delete of this name that failed half-way left its tombstone: the
+	// old folders go before the name is reused.
+	var doomed []string
+	if _, err := d.fs.Stat(d.tombstoneName(name)); err == nil {
+		if doomed, err = d.renameAway(name); err != nil {
+			return err
+		}
+	}
+	if err := d.checkFree(name, 0, cfg.Partitions); err != nil {
+		return err
+	}
 	if err := d.writeConfig(name, cfg); err != nil {
 		return err
 	}
 	d.topics[name] = d.newTopic(name, cfg)
-	return nil
+	return d.removeDoomed(doomed)
 }
 
 // AddPartitions grows a topic to n partitions, as Kafka's
@@ -312,6 +465,9 @@ func (d *Dir) AddPartitions(name string, n int32) error {
 	if n < t.cfg.Partitions {
 		return fmt.Errorf("%w: topic %s has %d partitions, cannot shrink to %d", ErrInvalidOption, name, t.cfg.Partitions, n)
 	}
+	if err := d.checkFree(name, t.cfg.Partitions, n); err != nil {
+		return err
+	}
 	cfg := t.cfg
 	cfg.Partitions = n
 	if err := d.writeConfig(name, cfg); err != nil {
@@ -324,7 +480,16 @@ func (d *Dir) AddPartitions(name string, n int32) error {
 
 // DeleteTopic deletes a topic and its data. Its partitions' pending
 // operations fail with ErrClosed; readers holding batches of it go on
-// reading them until they close them.
+// reading them until they close them. While it closes the partitions,
+// CreateTopic of the same name fails with ErrTopicExists; once it returns,
+// the name is free.
+//
+// The topic's configuration is renamed to a tombstone first, the commit
+// point: a crash after it leaves the delete for the next OpenDir to
+// finish. Then the partition folders are renamed to names only Strand
+// makes (<topic>-<partition>.<32 hex digits>-delete, as Kafka does), the
+// tombstone is removed and the name is free; the renamed folders are
+// removed last.
 func (d *Dir) DeleteTopic(name string) error {
 	d.mu.Lock()
 	if d.closed {
@@ -332,11 +497,11 @@ func (d *Dir) DeleteTopic(name string) error {
 		return ErrClosed
 	}
 	t, ok := d.topics[name]
-	if !ok {
+	if !ok || t.deleting {
 		d.mu.Unlock()
 		return fmt.Errorf("%w: %s", ErrUnknownTopic, name)
 	}
-	delete(d.topics, name)
+	t.deleting = true
 	var victims []*Partition
 	for _, p := range t.parts {
 		p.deleted = true
@@ -347,20 +512,34 @@ func (d *Dir) DeleteTopic(name string) error {
 	d.mu.Unlock()
 	errs := []error{d.closeAll(victims)}
 	d.waitClosed(t.parts)
-	// The configuration goes first: from then on the topic is gone, and a
-	// crash leaves only stray folders that the next OpenDir removes.
-	if err := d.fs.Remove(d.configName(name)); err != nil {
-		return errors.Join(append(errs, fmt.Errorf("log: %w", err))...)
+
+	d.mu.Lock()
+	doomed, err := d.commitDeleteLocked(t)
+	d.mu.Unlock()
+	return errors.Join(append(errs, err, d.removeDoomed(doomed))...)
+}
+
+// commitDeleteLocked makes the delete of t durable and renames its folders
+// away; see DeleteTopic.
+func (d *Dir) commitDeleteLocked(t *topic) ([]string, error) {
+	if d.closed { // Close released the directory: nothing may change it now
+		return nil, ErrClosed
 	}
-	if err := vfs.SyncDir(d.fs, filepath.Join(d.path, topicsDir)); err != nil {
-		errs = append(errs, err)
-	}
-	for _, p := range t.parts {
-		if err := d.fs.RemoveAll(p.dir()); err != nil && !errors.Is(err, iofs.ErrNotExist) {
-			errs = append(errs, err)
+	if err := d.fs.Rename(d.configName(t.name), d.tombstoneName(t.name)); err != nil {
+		t.deleting = false
+		for _, p := range t.parts {
+			p.deleted = false
 		}
+		return nil, fmt.Errorf("log: delete topic %s: %w", t.name, err)
 	}
-	return errors.Join(append(errs, vfs.SyncDir(d.fs, d.path))...)
+	delete(d.topics, t.name)
+	if err := vfs.SyncDir(d.fs, filepath.Join(d.path, topicsDir)); err != nil {
+		// The tombstone may not be durable: renaming the folders now could
+		// leave a topic without its data after a crash. CreateTopic or the
+		// next OpenDir finishes the delete.
+		return nil, fmt.Errorf("log: delete topic %s: %w", t.name, err)
+	}
+	return d.renameAway(t.name)
 }
 
 // Topics returns the names of the topics, sorted.
@@ -747,7 +926,9 @@ func (p *Partition) Stats() (Stats, error) {
 
 // maintain applies the topic's retention and compaction.
 func (p *Partition) maintain() error {
-	cfg := p.topic.cfg
+	p.d.mu.Lock()
+	cfg := p.topic.cfg // AddPartitions replaces it
+	p.d.mu.Unlock()
 	_, err := with(p, true, func(l *Log) (struct{}, error) {
 		now := l.opts.Now()
 		if _, err := l.ApplyRetention(now, cfg.Retention); err != nil {

@@ -197,25 +197,6 @@ func must[T any](v T, err error) T {
 	return v
 }
 
-func TestDirRemovesStrayPartitions(t *testing.T) {
-	fs := newMemFS(t)
-	d, err := OpenDir("/data", dirOptions(fs))
-	require.NoError(t, err)
-	require.NoError(t, d.CreateTopic("t", TopicConfig{Partitions: 2}))
-	require.NoError(t, d.Close())
-	// What a crash leaves of a create that never wrote its configuration,
-	// of a partition increase and of a delete.
-	for _, dir := range []string{"/data/ghost-0", "/data/t-2", "/data/t-0.x-delete"} {
-		require.NoError(t, fs.MkdirAll(dir, 0o755))
-	}
-	d, err = OpenDir("/data", dirOptions(fs))
-	require.NoError(t, err)
-	defer d.Close()
-	names, err := fs.List("/data")
-	require.NoError(t, err)
-	require.ElementsMatch(t, []string{".lock", ".topics"}, names, "partition folders are made when first used")
-}
-
 func TestDirFullDiskKeepsAcknowledgedRecords(t *testing.T) {
 	fs := newMemFS(t)
 	d, err := OpenDir("/data", dirOptions(fs))

@@ -1,11 +1,15 @@
 package log
 
 import (
+	"context"
+	"errors"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/strandlog/strand/internal/vfs"
 	"github.com/strandlog/strand/segment"
@@ -138,4 +142,241 @@ func TestLogCloseReportsAFailedSync(t *testing.T) {
 	heal()
 	require.ErrorIs(t, err, ErrFailed)
 	require.ErrorIs(t, err, syscall.EIO)
+}
+
+// writeUserFile makes a user's file, and its folder, durable.
+func writeUserFile(t *testing.T, fs vfs.FS, name string) {
+	t.Helper()
+	require.NoError(t, fs.MkdirAll(filepath.Dir(name), 0o755))
+	writeFile(t, fs, name, []byte("precious"))
+}
+
+// TestOpenDirDeletesNothingItCannotProveItsOwn: OpenDir removed a topic's
+// partitions when its configuration file was missing, the partitions past
+// a configuration's count, and any user folder that merely looked like
+// <name>-<digits>. Strand now removes only the folders it renamed for
+// deletion itself; the others stay where they are, Strays reports them,
+// and CreateTopic and AddPartitions refuse to adopt them.
+func TestOpenDirDeletesNothingItCannotProveItsOwn(t *testing.T) {
+	fs := newMemFS(t)
+	d, err := OpenDir("/data", dirOptions(fs))
+	require.NoError(t, err)
+	require.NoError(t, d.CreateTopic("lost", TopicConfig{Partitions: 2}))
+	require.NoError(t, d.CreateTopic("shrunk", TopicConfig{Partitions: 2}))
+	for _, tp := range []string{"lost", "shrunk"} {
+		for p := int32(0); p < 2; p++ {
+			appendPartition(t, must(d.Partition(tp, p)), 0, 3)
+		}
+	}
+	require.NoError(t, d.Close())
+
+	require.NoError(t, fs.Remove("/data/.topics/lost.json"))
+	f, err := fs.Create("/data/.topics/shrunk.json")
+	require.NoError(t, err)
+	_, err = f.Write([]byte(`{"partitions": 1}`))
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	writeUserFile(t, fs, "/data/backup-1/notes.txt")
+	writeUserFile(t, fs, "/data/photos-2023/cat.jpg")
+	writeUserFile(t, fs, "/data/t-0.x-delete/keep.txt") // not a name Strand makes
+
+	d, err = OpenDir("/data", dirOptions(fs))
+	require.NoError(t, err)
+	strays, err := d.Strays()
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{
+		"/data/lost-0", "/data/lost-1", "/data/shrunk-1", "/data/backup-1", "/data/photos-2023", "/data/t-0.x-delete",
+	}, strays)
+	for _, name := range []string{"/data/backup-1/notes.txt", "/data/photos-2023/cat.jpg", "/data/t-0.x-delete/keep.txt"} {
+		_, err := fs.Stat(name)
+		require.NoError(t, err, "%s is the user's", name)
+	}
+	for _, dir := range []string{"/data/lost-0", "/data/lost-1", "/data/shrunk-1"} {
+		names, err := fs.List(dir)
+		require.NoError(t, err)
+		require.Contains(t, names, "00000000000000000000.log", "%s keeps its data", dir)
+	}
+
+	err = d.CreateTopic("lost", TopicConfig{Partitions: 2})
+	require.ErrorIs(t, err, ErrStray)
+	require.ErrorContains(t, err, "/data/lost-0")
+	err = d.CreateTopic("backup", TopicConfig{Partitions: 1})
+	require.NoError(t, err, "partition 0 is free")
+	err = d.AddPartitions("backup", 2)
+	require.ErrorIs(t, err, ErrStray)
+	require.ErrorContains(t, err, "/data/backup-1")
+	err = d.AddPartitions("shrunk", 3)
+	require.ErrorIs(t, err, ErrStray)
+	require.ErrorContains(t, err, "/data/shrunk-1")
+	cfg, err := d.TopicConfig("shrunk")
+	require.NoError(t, err)
+	require.EqualValues(t, 1, cfg.Partitions, "a refused increase writes nothing")
+	require.NoError(t, d.Close())
+
+	// Once the user moves a folder away, the name is free.
+	require.NoError(t, fs.RemoveAll("/data/backup-1"))
+	d, err = OpenDir("/data", dirOptions(fs))
+	require.NoError(t, err)
+	defer d.Close()
+	require.NoError(t, d.AddPartitions("backup", 2))
+	appendPartition(t, must(d.Partition("backup", 1)), 0, 1)
+}
+
+// TestOpenDirFinishesAnInterruptedDelete: a crash in the middle of
+// DeleteTopic, after its commit point, leaves the topic's folders under
+// their own names or renamed for deletion; the next OpenDir finishes the
+// delete, and the topic can be created again, empty.
+func TestOpenDirFinishesAnInterruptedDelete(t *testing.T) {
+	for _, stop := range []vfs.OpKind{vfs.OpRename, vfs.OpRemove} {
+		t.Run(stop.String(), func(t *testing.T) {
+			fs := newMemFS(t)
+			d, err := OpenDir("/data", dirOptions(fs))
+			require.NoError(t, err)
+			require.NoError(t, d.CreateTopic("t", TopicConfig{Partitions: 3}))
+			for p := int32(0); p < 3; p++ {
+				appendPartition(t, must(d.Partition("t", p)), 0, 3)
+			}
+			// Crash at the second rename of a partition folder, or at the
+			// first removal of a renamed one.
+			var crashed atomic.Pointer[vfs.MemFS]
+			seen := 0
+			fs.SetHook(func(op vfs.Op) error {
+				if op.Kind == stop && filepath.Dir(op.Name) == "/data" && strings.HasPrefix(op.Name, "/data/t-") && crashed.Load() == nil {
+					if seen++; seen == 2 || stop == vfs.OpRemove {
+						crashed.Store(fs.Crash(vfs.CrashConfig{}))
+					}
+				}
+				return nil
+			})
+			require.NoError(t, d.DeleteTopic("t"))
+			fs.SetHook(nil)
+			require.NoError(t, d.Close())
+			after := crashed.Load()
+			require.NotNil(t, after)
+
+			d, err = OpenDir("/data", dirOptions(after))
+			require.NoError(t, err)
+			defer d.Close()
+			require.Empty(t, d.Topics())
+			names, err := after.List("/data")
+			require.NoError(t, err)
+			require.ElementsMatch(t, []string{".lock", ".topics"}, names)
+			strays, err := d.Strays()
+			require.NoError(t, err)
+			require.Empty(t, strays)
+			require.NoError(t, d.CreateTopic("t", TopicConfig{Partitions: 3}))
+			_, _, end, err := must(d.Partition("t", 2)).Offsets()
+			require.NoError(t, err)
+			require.Zero(t, end)
+		})
+	}
+}
+
+// TestDeleteTopicRacesCreateTopic: a CreateTopic of the same name that
+// comes while DeleteTopic removes the files used to open the old folder,
+// append on top of the deleted data and then lose its configuration and
+// folder to the delete. DeleteTopic now renames the folders away before
+// the name is free again.
+func TestDeleteTopicRacesCreateTopic(t *testing.T) {
+	fs := newMemFS(t)
+	d, err := OpenDir("/data", dirOptions(fs))
+	require.NoError(t, err)
+	require.NoError(t, d.CreateTopic("t", TopicConfig{}))
+	appendPartition(t, must(d.Partition("t", 0)), 0, 10)
+
+	var once sync.Once
+	recreated := make(chan error, 1)
+	var offset atomic.Int64
+	offset.Store(-1)
+	fs.SetHook(func(op vfs.Op) error {
+		if op.Name != "/data/.topics/t.json" || (op.Kind != vfs.OpRemove && op.Kind != vfs.OpRename) {
+			return nil
+		}
+		once.Do(func() {
+			go func() {
+				for {
+					err := d.CreateTopic("t", TopicConfig{})
+					if errors.Is(err, ErrTopicExists) {
+						time.Sleep(time.Millisecond)
+						continue
+					}
+					if err == nil {
+						var res AppendResult
+						res, err = must(d.Partition("t", 0)).Append([]segment.Record{record(0, 50)})
+						offset.Store(res.BaseOffset)
+					}
+					recreated <- err
+					return
+				}
+			}()
+			// Give the create every chance to run in the middle of the
+			// delete, as it did before the fix.
+			select {
+			case err := <-recreated:
+				recreated <- err
+			case <-time.After(100 * time.Millisecond):
+			}
+		})
+		return nil
+	})
+	require.NoError(t, d.DeleteTopic("t"))
+	require.NoError(t, <-recreated)
+	fs.SetHook(nil)
+	require.Zero(t, offset.Load(), "the new topic starts empty")
+	require.NoError(t, d.Close())
+
+	d, err = OpenDir("/data", dirOptions(fs))
+	require.NoError(t, err)
+	defer d.Close()
+	require.Equal(t, []string{"t"}, d.Topics())
+	var got []int64
+	for r, err := range must(d.Partition("t", 0)).Records(0, ReadCommitted) {
+		require.NoError(t, err)
+		got = append(got, r.Offset)
+	}
+	require.Equal(t, []int64{0}, got)
+}
+
+// TestTopicConfigIsReadUnderTheLock: maintenance and the producer read a
+// topic's configuration while AddPartitions changes it (a data race under
+// -race before the fix).
+func TestTopicConfigIsReadUnderTheLock(t *testing.T) {
+	fs := newMemFS(t)
+	d, err := OpenDir("/data", dirOptions(fs))
+	require.NoError(t, err)
+	defer d.Close()
+	require.NoError(t, d.CreateTopic("t", TopicConfig{Retention: Retention{Age: time.Hour}}))
+	pr, err := d.NewProducer(ProducerOptions{})
+	require.NoError(t, err)
+	defer pr.Close()
+	var wg sync.WaitGroup
+	var done atomic.Bool
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		defer done.Store(true)
+		for n := int32(2); n <= 100; n++ {
+			time.Sleep(100 * time.Microsecond)
+			if err := d.AddPartitions("t", n); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for !done.Load() {
+			if err := d.Maintain(); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for !done.Load() {
+			if _, err := pr.Produce(context.Background(), "t", AnyPartition, segment.Record{Value: []byte("v")}); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	wg.Wait()
 }

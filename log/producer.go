@@ -102,12 +102,12 @@ func (pr *Producer) Produce(ctx context.Context, topicName string, partition int
 		return Produced{}, ErrClosed
 	}
 	if partition == AnyPartition {
-		t, err := pr.topic(topicName)
+		cfg, err := pr.d.TopicConfig(topicName)
 		if err != nil {
 			pr.mu.Unlock()
 			return Produced{}, err
 		}
-		partition = pr.partitionerLocked(topicName).Partition(rec.Key, t.cfg.Partitions)
+		partition = pr.partitionerLocked(topicName).Partition(rec.Key, cfg.Partitions)
 	}
 	p, err := pr.d.Partition(topicName, partition)
 	if err != nil {
@@ -147,16 +147,6 @@ func (pr *Producer) Produce(ctx context.Context, topicName string, partition int
 	case <-ctx.Done():
 		return Produced{}, ctx.Err()
 	}
-}
-
-func (pr *Producer) topic(name string) (*topic, error) {
-	pr.d.mu.Lock()
-	defer pr.d.mu.Unlock()
-	t, ok := pr.d.topics[name]
-	if !ok {
-		return nil, fmt.Errorf("%w: %s", ErrUnknownTopic, name)
-	}
-	return t, nil
 }
 
 func (pr *Producer) partitionerLocked(topic string) BatchPartitioner {

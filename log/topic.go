@@ -22,6 +22,12 @@ var (
 	// ErrDirLocked means another process (or Dir) has the data directory
 	// open.
 	ErrDirLocked = errors.New("log: data directory locked")
+	// ErrStray means a folder in the data directory that no topic owns is
+	// in the way of a topic's partition; see Dir.Strays.
+	ErrStray = errors.New("log: folder in the data directory not owned by the topic")
+	// ErrBadTopicConfig means a topic's configuration file in the data
+	// directory cannot be read or used; the message names the file.
+	ErrBadTopicConfig = errors.New("log: bad topic configuration")
 )
 
 // maxTopicLength is Kafka's limit: 249, so that "<topic>-<partition>" and
