@@ -99,6 +99,7 @@ type Dir struct {
 
 type topic struct {
 	name     string
+	compact  bool        // cfg.Compact, which never changes: read without the lock
 	cfg      TopicConfig // merged with the defaults
 	parts    []*Partition
 	deleting bool // DeleteTopic is closing its partitions
@@ -116,8 +117,8 @@ func OpenDir(path string, opts DirOptions) (*Dir, error) {
 	if opts.Defaults.Partitions == 0 {
 		opts.Defaults.Partitions = 1
 	}
-	if opts.Defaults.Partitions < 0 {
-		return nil, fmt.Errorf("%w: Defaults.Partitions is %d, allowed 1 or more", ErrInvalidOption, opts.Defaults.Partitions)
+	if err := checkPartitions("Defaults.Partitions", opts.Defaults.Partitions); err != nil {
+		return nil, err
 	}
 	switch {
 	case opts.MaxOpenFiles == 0:
@@ -345,7 +346,7 @@ func parsePartitionDir(name string) (string, int32, bool) {
 }
 
 func (d *Dir) newTopic(name string, cfg TopicConfig) *topic {
-	t := &topic{name: name, cfg: cfg}
+	t := &topic{name: name, compact: cfg.Compact, cfg: cfg}
 	t.grow(d, cfg.Partitions)
 	return t
 }
@@ -375,10 +376,34 @@ func (d *Dir) readConfig(name string) (TopicConfig, error) {
 		return TopicConfig{}, fmt.Errorf("log: read %s: %w", name, err)
 	}
 	var cfg TopicConfig
-	if err := json.Unmarshal(data, &cfg); err != nil || cfg.Partitions <= 0 {
-		return TopicConfig{}, fmt.Errorf("%w: topic configuration %s: %v", ErrCorrupt, name, err)
+	if err := json.Unmarshal(data, &cfg); err != nil {
+		return TopicConfig{}, fmt.Errorf("%w: %s: %w", ErrBadTopicConfig, name, err)
+	}
+	if err := d.checkConfig(cfg); err != nil {
+		return TopicConfig{}, fmt.Errorf("%w: %s: %w", ErrBadTopicConfig, name, err)
 	}
 	return cfg, nil
+}
+
+// checkConfig checks that every partition of a topic configured by cfg,
+// merged with the defaults, can open: a configuration is never written
+// unless it passes, and one read from disk that does not is refused.
+func (d *Dir) checkConfig(cfg TopicConfig) error {
+	if err := checkPartitions("Partitions", cfg.Partitions); err != nil {
+		return err
+	}
+	if _, err := cfg.logOptions(d.opts.Log).withDefaults(); err != nil {
+		return err
+	}
+	_, err := cfg.compactOptions().withDefaults()
+	return err
+}
+
+func checkPartitions(option string, n int32) error {
+	if n < 1 || n > MaxPartitions {
+		return fmt.Errorf("%w: %s is %d, allowed 1 to %d (MaxPartitions)", ErrInvalidOption, option, n, MaxPartitions)
+	}
+	return nil
 }
 
 // writeConfig replaces a topic's configuration atomically: temporary file,
@@ -390,7 +415,7 @@ func (d *Dir) writeConfig(topic string, cfg TopicConfig) error {
 		return err
 	}
 	name := d.configName(topic)
-	tmp := name + ".tmp"
+	tmp := filepath.Join(d.path, topicsDir, topic+".tmp") // no longer than name: see maxTopicLength
 	f, err := d.fs.Create(tmp)
 	if err != nil {
 		return fmt.Errorf("log: %w", err)
@@ -415,13 +440,7 @@ func (d *Dir) CreateTopic(name string, cfg TopicConfig) error {
 		return err
 	}
 	cfg = cfg.merged(d.opts.Defaults)
-	if cfg.Partitions <= 0 {
-		return fmt.Errorf("%w: topic %s: Partitions is %d, allowed 1 or more", ErrInvalidOption, name, cfg.Partitions)
-	}
-	if _, err := cfg.logOptions(d.opts.Log).withDefaults(); err != nil {
-		return fmt.Errorf("topic %s: %w", name, err)
-	}
-	if _, err := cfg.compactOptions().withDefaults(); err != nil {
+	if err := d.checkConfig(cfg); err != nil {
 		return fmt.Errorf("topic %s: %w", name, err)
 	}
 	d.mu.Lock()
@@ -464,6 +483,9 @@ func (d *Dir) AddPartitions(name string, n int32) error {
 	}
 	if n < t.cfg.Partitions {
 		return fmt.Errorf("%w: topic %s has %d partitions, cannot shrink to %d", ErrInvalidOption, name, t.cfg.Partitions, n)
+	}
+	if err := checkPartitions("Partitions", n); err != nil {
+		return fmt.Errorf("topic %s: %w", name, err)
 	}
 	if err := d.checkFree(name, t.cfg.Partitions, n); err != nil {
 		return err
@@ -857,14 +879,47 @@ func with[T any](p *Partition, write bool, fn func(*Log) (T, error)) (T, error) 
 	return v, err
 }
 
-// Append appends records to the partition; see Log.Append.
+// Append appends records to the partition; see Log.Append. A compacted
+// topic refuses records without a key (ErrKeyRequired).
 func (p *Partition) Append(recs []segment.Record) (AppendResult, error) {
+	for i := range recs {
+		if err := p.checkKey(i, recs[i].Key); err != nil {
+			return AppendResult{}, err
+		}
+	}
 	return with(p, true, func(l *Log) (AppendResult, error) { return l.Append(recs) })
 }
 
-// AppendBatch appends a producer's batch; see Log.AppendBatch.
+// AppendBatch appends a producer's batch; see Log.AppendBatch. As a Kafka
+// leader does (LogValidator), it reads the records of a compressed batch,
+// which must decompress within segment.MaxDecompressedSize, and of a
+// compacted topic's batch, which must all have keys.
 func (p *Partition) AppendBatch(b segment.Batch) (AppendResult, error) {
+	if b.Codec() != segment.CodecNone || p.topic.compact {
+		if err := b.Validate(); err != nil {
+			return AppendResult{}, fmt.Errorf("log %s: %w", p.dir(), err)
+		}
+		i := 0
+		for r, err := range b.Records() {
+			if err != nil {
+				return AppendResult{}, fmt.Errorf("log %s: %w", p.dir(), err)
+			}
+			if err := p.checkKey(i, r.Key); err != nil {
+				return AppendResult{}, err
+			}
+			i++
+		}
+	}
 	return with(p, true, func(l *Log) (AppendResult, error) { return l.AppendBatch(b) })
+}
+
+// checkKey refuses record i of an append if it has no key and the topic
+// is compacted.
+func (p *Partition) checkKey(i int, key []byte) error {
+	if key == nil && p.topic.compact {
+		return fmt.Errorf("%w: topic partition %s-%d, record %d of the batch", ErrKeyRequired, p.topic.name, p.id, i)
+	}
+	return nil
 }
 
 // Read reads whole batches; see Log.Read. The result stays readable after
