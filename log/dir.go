@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"iter"
 	"path/filepath"
 	"slices"
@@ -237,20 +238,31 @@ func (d *Dir) Strays() ([]string, error) {
 	return strays, nil
 }
 
+// partitionDirs returns the names of the folders in the data directory
+// of partitions from..to-1 of topic.
+func (d *Dir) partitionDirs(topic string, from, to int32) ([]string, error) {
+	entries, err := d.fs.List(d.path)
+	if err != nil {
+		return nil, fmt.Errorf("log: %w", err)
+	}
+	var dirs []string
+	for _, name := range entries {
+		if tp, p, ok := parsePartitionDir(name); ok && tp == topic && from <= p && p < to {
+			dirs = append(dirs, name)
+		}
+	}
+	return dirs, nil
+}
+
 // checkFree refuses with ErrStray if a folder for a partition from..to-1
 // of topic already exists: Strand did not create it for this topic.
 func (d *Dir) checkFree(topic string, from, to int32) error {
-	entries, err := d.fs.List(d.path)
-	if err != nil {
-		return fmt.Errorf("log: %w", err)
+	dirs, err := d.partitionDirs(topic, from, to)
+	if err == nil && len(dirs) > 0 {
+		err = fmt.Errorf("%w: %s already exists, but Strand did not create it for topic %s; move it out of %s or delete it",
+			ErrStray, filepath.Join(d.path, dirs[0]), topic, d.path)
 	}
-	for _, name := range entries {
-		if tp, p, ok := parsePartitionDir(name); ok && tp == topic && from <= p && p < to {
-			return fmt.Errorf("%w: %s already exists, but Strand did not create it for topic %s partition %d; move it out of %s or delete it",
-				ErrStray, filepath.Join(d.path, name), topic, p, d.path)
-		}
-	}
-	return nil
+	return err
 }
 
 // renameAway renames the folders of the deleted topic whose tombstone is
@@ -262,19 +274,17 @@ func (d *Dir) renameAway(topic string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	entries, err := d.fs.List(d.path)
+	dirs, err := d.partitionDirs(topic, 0, cfg.Partitions)
 	if err != nil {
-		return nil, fmt.Errorf("log: %w", err)
+		return nil, err
 	}
 	var doomed []string
-	for _, name := range entries {
-		if tp, p, ok := parsePartitionDir(name); ok && tp == topic && p < cfg.Partitions {
-			to := filepath.Join(d.path, deletingName(topic, p))
-			if err := d.fs.Rename(filepath.Join(d.path, name), to); err != nil {
-				return doomed, fmt.Errorf("log: delete topic %s: %w", topic, err)
-			}
-			doomed = append(doomed, to)
+	for _, name := range dirs {
+		to := filepath.Join(d.path, deletingName(name))
+		if err := d.fs.Rename(filepath.Join(d.path, name), to); err != nil {
+			return doomed, fmt.Errorf("log: delete topic %s: %w", topic, err)
 		}
+		doomed = append(doomed, to)
 	}
 	if len(doomed) > 0 {
 		if err := vfs.SyncDir(d.fs, d.path); err != nil {
@@ -304,16 +314,17 @@ func (d *Dir) removeDoomed(doomed []string) error {
 	return errors.Join(errs...)
 }
 
-// deletingName is the name a partition folder is renamed to for deletion,
-// Kafka's <topic>-<partition>.<uuid>-delete with the topic cut short to
-// fit the file name limit, as Kafka does
+// deletingName is the name the partition folder dir (<topic>-<partition>)
+// is renamed to for deletion: Kafka's <topic>-<partition>.<uuid>-delete,
+// the topic cut short to fit the file name limit as Kafka does
 // (UnifiedLog.logDirNameWithSuffixCappedLength). The random 32 hex digits
 // make it a name only Strand makes, so OpenDir may remove it.
-func deletingName(topic string, partition int32) string {
+func deletingName(dir string) string {
 	var id [16]byte
 	_, _ = rand.Read(id[:]) // crypto/rand.Read never fails
-	suffix := "-" + strconv.Itoa(int(partition)) + "." + hex.EncodeToString(id[:]) + deletingSuffix
-	return topic[:min(len(topic), maxFileName-len(suffix))] + suffix
+	i := strings.LastIndexByte(dir, '-')
+	suffix := dir[i:] + "." + hex.EncodeToString(id[:]) + deletingSuffix
+	return dir[:min(i, maxFileName-len(suffix))] + suffix
 }
 
 // isDeletingDir reports whether name is one deletingName makes.
@@ -458,6 +469,8 @@ func (d *Dir) CreateTopic(name string, cfg TopicConfig) error {
 		if doomed, err = d.renameAway(name); err != nil {
 			return err
 		}
+	} else if !errors.Is(err, iofs.ErrNotExist) {
+		return fmt.Errorf("log: %w", err)
 	}
 	if err := d.checkFree(name, 0, cfg.Partitions); err != nil {
 		return err

@@ -348,6 +348,11 @@ func TestLongestTopicNameWorksOnDisk(t *testing.T) {
 	_, _, end, err := must(d.Partition(name, MaxPartitions-1)).Offsets()
 	require.NoError(t, err)
 	require.EqualValues(t, 3, end)
+	for _, dir := range []string{name + "-0", fmt.Sprint(name, "-", MaxPartitions-1), "t-0"} {
+		gone := deletingName(dir)
+		require.LessOrEqual(t, len(gone), 255, gone)
+		require.True(t, isDeletingDir(gone), "OpenDir removes %s", gone)
+	}
 	require.NoError(t, d.DeleteTopic(name))
 	strays, err := d.Strays()
 	require.NoError(t, err)
