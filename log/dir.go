@@ -108,6 +108,10 @@ type topic struct {
 
 // OpenDir opens the data directory at path, creating it if needed. Only
 // one Dir may have a directory open at a time; another gets ErrDirLocked.
+// It finishes the topic deletes a crash interrupted and removes the
+// folders DeleteTopic renamed for deletion; it removes nothing else (see
+// Strays). A topic configuration that cannot be read or used fails it
+// with ErrBadTopicConfig naming the file.
 func OpenDir(path string, opts DirOptions) (*Dir, error) {
 	if _, err := opts.Log.withDefaults(); err != nil {
 		return nil, err
