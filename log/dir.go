@@ -495,7 +495,7 @@ func (d *Dir) AddPartitions(name string, n int32) error {
 		return ErrClosed
 	}
 	t, ok := d.topics[name]
-	if !ok {
+	if !ok || t.deleting { // new partitions would open while DeleteTopic renames the folders
 		return fmt.Errorf("%w: %s", ErrUnknownTopic, name)
 	}
 	if n < t.cfg.Partitions {

@@ -380,3 +380,38 @@ func TestTopicConfigIsReadUnderTheLock(t *testing.T) {
 	}()
 	wg.Wait()
 }
+
+// TestAddPartitionsWhileDeleting: while DeleteTopic closes the partitions,
+// the topic takes no new ones, which would open while their folders are
+// renamed away.
+func TestAddPartitionsWhileDeleting(t *testing.T) {
+	fs := newMemFS(t)
+	d, err := OpenDir("/data", dirOptions(fs))
+	require.NoError(t, err)
+	require.NoError(t, d.CreateTopic("t", TopicConfig{}))
+	appendPartition(t, must(d.Partition("t", 0)), 0, 1)
+	var added error
+	var once sync.Once
+	fs.SetHook(func(op vfs.Op) error {
+		if op.Kind == vfs.OpCreate && op.Name == "/data/t-0/"+cleanShutdownFile {
+			once.Do(func() { // DeleteTopic is closing t-0
+				added = d.AddPartitions("t", 2)
+				if added == nil {
+					_, added = must(d.Partition("t", 1)).Append([]segment.Record{record(0, 10)})
+				}
+			})
+		}
+		return nil
+	})
+	require.NoError(t, d.DeleteTopic("t"))
+	fs.SetHook(nil)
+	require.ErrorIs(t, added, ErrUnknownTopic)
+	require.NoError(t, d.Close())
+	d, err = OpenDir("/data", dirOptions(fs))
+	require.NoError(t, err)
+	defer d.Close()
+	require.Empty(t, d.Topics())
+	strays, err := d.Strays()
+	require.NoError(t, err)
+	require.Empty(t, strays)
+}
