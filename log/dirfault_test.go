@@ -415,3 +415,90 @@ func TestAddPartitionsWhileDeleting(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, strays)
 }
+
+// TestDirCrashAtEveryOperation cuts the power before each file-system
+// operation of a topic's life in turn: created, written, deleted, created
+// again and written. Whatever the cut, the next OpenDir opens, finds no
+// folder it does not own, and finds the topic whole: its first life with
+// every acknowledged record until DeleteTopic returned, never after it,
+// and its second life with every acknowledged record once created.
+func TestDirCrashAtEveryOperation(t *testing.T) {
+	type progress struct {
+		acked                        [2]int
+		deleting, deleted, recreated bool
+		acked2                       int
+	}
+	script := func(fs *vfs.MemFS, pr *progress) {
+		d, err := OpenDir("/data", dirOptions(fs))
+		if err != nil {
+			return
+		}
+		defer d.Close()
+		if d.CreateTopic("t", TopicConfig{Partitions: 2}) != nil {
+			return
+		}
+		for i := 0; i < 4; i++ {
+			for p := range 2 {
+				if _, err := must(d.Partition("t", int32(p))).Append([]segment.Record{record(i, 40)}); err != nil {
+					return
+				}
+				pr.acked[p] = i + 1
+			}
+		}
+		pr.deleting = true
+		if d.DeleteTopic("t") != nil {
+			return
+		}
+		pr.deleted = true
+		if d.CreateTopic("t", TopicConfig{Partitions: 1}) != nil {
+			return
+		}
+		pr.recreated = true
+		for i := 0; i < 3; i++ {
+			if _, err := must(d.Partition("t", 0)).Append([]segment.Record{record(100+i, 40)}); err != nil {
+				return
+			}
+			pr.acked2 = i + 1
+		}
+	}
+	var full progress
+	total := countOps(t, func(fs *vfs.MemFS) { script(fs, &full) })
+	require.Equal(t, 3, full.acked2)
+
+	for stop := 0; stop < total; stop++ {
+		var pr progress
+		after := crashedAt(t, stop, 11, func(fs *vfs.MemFS) { script(fs, &pr) })
+		d, err := OpenDir("/data", dirOptions(after))
+		require.NoError(t, err, "stop %d of %d", stop, total)
+		strays, err := d.Strays()
+		require.NoError(t, err)
+		require.Empty(t, strays, "stop %d", stop)
+		cfg, err := d.TopicConfig("t")
+		switch {
+		case err != nil:
+			require.ErrorIs(t, err, ErrUnknownTopic)
+			require.False(t, pr.recreated, "stop %d: a created topic is gone", stop)
+			if pr.acked[0] > 0 {
+				require.True(t, pr.deleting, "stop %d: only a delete loses a topic with records", stop)
+			}
+		case cfg.Partitions == 2: // the first life
+			require.False(t, pr.deleted, "stop %d: a deleted topic came back", stop)
+			for p := range 2 {
+				_, _, end, err := must(d.Partition("t", int32(p))).Offsets()
+				require.NoError(t, err)
+				require.GreaterOrEqual(t, int(end), pr.acked[p], "stop %d partition %d", stop, p)
+			}
+		default: // the second life
+			require.EqualValues(t, 1, cfg.Partitions)
+			require.True(t, pr.deleted, "stop %d", stop)
+			n := 0
+			for r, err := range must(d.Partition("t", 0)).Records(0, ReadCommitted) {
+				require.NoError(t, err)
+				require.Equal(t, record(100+n, 40).Value, r.Value, "stop %d: only the second life's records", stop)
+				n++
+			}
+			require.GreaterOrEqual(t, n, pr.acked2, "stop %d", stop)
+		}
+		require.NoError(t, d.Close())
+	}
+}
