@@ -179,6 +179,9 @@ func (d *Dir) load() error {
 			if err != nil {
 				return err
 			}
+			if err := d.checkConfig(cfg); err != nil {
+				return fmt.Errorf("%w: %s: %w", ErrBadTopicConfig, d.configName(topicName), err)
+			}
 			d.topics[topicName] = d.newTopic(topicName, cfg)
 		} else if topicName, ok := strings.CutSuffix(name, tombstoneSuffix); ok && ValidateTopic(topicName) == nil {
 			tombstones = append(tombstones, topicName)
@@ -380,6 +383,8 @@ func (d *Dir) tombstoneName(topic string) string {
 	return filepath.Join(d.path, topicsDir, topic+tombstoneSuffix)
 }
 
+// readConfig reads a configuration file, a topic's or a tombstone; it
+// checks the partition count, which sizes what is made of it.
 func (d *Dir) readConfig(name string) (TopicConfig, error) {
 	f, err := d.fs.Open(name)
 	if err != nil {
@@ -394,7 +399,7 @@ func (d *Dir) readConfig(name string) (TopicConfig, error) {
 	if err := json.Unmarshal(data, &cfg); err != nil {
 		return TopicConfig{}, fmt.Errorf("%w: %s: %w", ErrBadTopicConfig, name, err)
 	}
-	if err := d.checkConfig(cfg); err != nil {
+	if err := checkPartitions("Partitions", cfg.Partitions); err != nil {
 		return TopicConfig{}, fmt.Errorf("%w: %s: %w", ErrBadTopicConfig, name, err)
 	}
 	return cfg, nil
