@@ -47,7 +47,7 @@ type Produced struct {
 type Producer struct {
 	d        *Dir
 	opts     ProducerOptions
-	maxBytes int // of a batch's records: the logs' MaxBatchBytes less the header
+	maxBytes int // of a batch's records, uncompressed: see NewProducer
 
 	mu          sync.Mutex
 	closed      bool
@@ -86,7 +86,9 @@ func (d *Dir) NewProducer(opts ProducerOptions) (*Producer, error) {
 	}
 	return &Producer{
 		d: d, opts: opts,
-		maxBytes:    cmp.Or(d.opts.Log.MaxBatchBytes, DefaultMaxBatchBytes) - segment.HeaderSize,
+		// What the logs take: MaxBatchBytes, and, compressed, what Records
+		// can decompress.
+		maxBytes:    min(cmp.Or(d.opts.Log.MaxBatchBytes, DefaultMaxBatchBytes)-segment.HeaderSize, segment.MaxDecompressedSize),
 		open:        make(map[*Partition]*pendingBatch),
 		appending:   make(map[*Partition]int),
 		partitioner: make(map[string]BatchPartitioner),
@@ -105,9 +107,9 @@ func (d *Dir) NewProducer(opts ProducerOptions) (*Producer, error) {
 // may or may not be appended (as with a Kafka producer's delivery
 // timeout); a read of the partition tells.
 //
-// Records are gathered into batches of at most the log's MaxBatchBytes; a
-// record too large for a batch of its own fails alone, with
-// segment.ErrBatchTooLarge.
+// Records are gathered into batches of at most the log's MaxBatchBytes
+// (and segment.MaxDecompressedSize), uncompressed; a record too large for
+// a batch of its own fails alone, with segment.ErrBatchTooLarge.
 func (pr *Producer) Produce(ctx context.Context, topicName string, partition int32, rec segment.Record) (Produced, error) {
 	if err := ctx.Err(); err != nil {
 		return Produced{}, err
