@@ -71,9 +71,9 @@ const (
 // and every other change with the error of the failed sync (it wraps
 // ErrFailed); it is never closed by the open-file bound and reopened,
 // which would recover and re-sync the cached pages as if nothing had
-// happened; reads go on while its log stays open, up to the last good
-// sync (if the failure was only found when the bound closed the log,
-// reads fail too); and Close returns the failure. After a restart, the
+// happened; reads go on while its log stays open, ReadCommitted up to the
+// last good sync (if the failure was only found when the bound closed the
+// log, reads fail too); and Close returns the failure. After a restart, the
 // next OpenDir recovers whatever the disk holds: what the fsync policy
 // had made durable before the failure is there, and of the records whose
 // appends failed (or that were written since the last good sync), any
