@@ -16,6 +16,15 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// openMemDir opens a Dir at /data on a new in-memory file system.
+func openMemDir(t *testing.T) (*vfs.MemFS, *Dir) {
+	t.Helper()
+	fs := newMemFS(t)
+	d, err := OpenDir("/data", dirOptions(fs))
+	require.NoError(t, err)
+	return fs, d
+}
+
 // failSyncs makes every sync of a file under dir fail with EIO until the
 // returned function is called, as a disk that lost the pages would.
 func failSyncs(fs *vfs.MemFS, dir string) (stop func()) {
@@ -158,9 +167,7 @@ func writeUserFile(t *testing.T, fs vfs.FS, name string) {
 // deletion itself; the others stay where they are, Strays reports them,
 // and CreateTopic and AddPartitions refuse to adopt them.
 func TestOpenDirDeletesNothingItCannotProveItsOwn(t *testing.T) {
-	fs := newMemFS(t)
-	d, err := OpenDir("/data", dirOptions(fs))
-	require.NoError(t, err)
+	fs, d := openMemDir(t)
 	require.NoError(t, d.CreateTopic("lost", TopicConfig{Partitions: 2}))
 	require.NoError(t, d.CreateTopic("shrunk", TopicConfig{Partitions: 2}))
 	for _, tp := range []string{"lost", "shrunk"} {
@@ -229,9 +236,7 @@ func TestOpenDirDeletesNothingItCannotProveItsOwn(t *testing.T) {
 func TestOpenDirFinishesAnInterruptedDelete(t *testing.T) {
 	for _, stop := range []vfs.OpKind{vfs.OpRename, vfs.OpRemove} {
 		t.Run(stop.String(), func(t *testing.T) {
-			fs := newMemFS(t)
-			d, err := OpenDir("/data", dirOptions(fs))
-			require.NoError(t, err)
+			fs, d := openMemDir(t)
 			require.NoError(t, d.CreateTopic("t", TopicConfig{Partitions: 3}))
 			for p := int32(0); p < 3; p++ {
 				appendPartition(t, must(d.Partition("t", p)), 0, 3)
@@ -254,7 +259,7 @@ func TestOpenDirFinishesAnInterruptedDelete(t *testing.T) {
 			after := crashed.Load()
 			require.NotNil(t, after)
 
-			d, err = OpenDir("/data", dirOptions(after))
+			d, err := OpenDir("/data", dirOptions(after))
 			require.NoError(t, err)
 			defer d.Close()
 			require.Empty(t, d.Topics())
@@ -278,9 +283,7 @@ func TestOpenDirFinishesAnInterruptedDelete(t *testing.T) {
 // folder to the delete. DeleteTopic now renames the folders away before
 // the name is free again.
 func TestDeleteTopicRacesCreateTopic(t *testing.T) {
-	fs := newMemFS(t)
-	d, err := OpenDir("/data", dirOptions(fs))
-	require.NoError(t, err)
+	fs, d := openMemDir(t)
 	require.NoError(t, d.CreateTopic("t", TopicConfig{}))
 	appendPartition(t, must(d.Partition("t", 0)), 0, 10)
 
@@ -325,7 +328,7 @@ func TestDeleteTopicRacesCreateTopic(t *testing.T) {
 	require.Zero(t, offset.Load(), "the new topic starts empty")
 	require.NoError(t, d.Close())
 
-	d, err = OpenDir("/data", dirOptions(fs))
+	d, err := OpenDir("/data", dirOptions(fs))
 	require.NoError(t, err)
 	defer d.Close()
 	require.Equal(t, []string{"t"}, d.Topics())
@@ -341,9 +344,7 @@ func TestDeleteTopicRacesCreateTopic(t *testing.T) {
 // topic's configuration while AddPartitions changes it (a data race under
 // -race before the fix).
 func TestTopicConfigIsReadUnderTheLock(t *testing.T) {
-	fs := newMemFS(t)
-	d, err := OpenDir("/data", dirOptions(fs))
-	require.NoError(t, err)
+	_, d := openMemDir(t)
 	defer d.Close()
 	require.NoError(t, d.CreateTopic("t", TopicConfig{Retention: Retention{Age: time.Hour}}))
 	pr, err := d.NewProducer(ProducerOptions{})
@@ -385,9 +386,7 @@ func TestTopicConfigIsReadUnderTheLock(t *testing.T) {
 // the topic takes no new ones, which would open while their folders are
 // renamed away.
 func TestAddPartitionsWhileDeleting(t *testing.T) {
-	fs := newMemFS(t)
-	d, err := OpenDir("/data", dirOptions(fs))
-	require.NoError(t, err)
+	fs, d := openMemDir(t)
 	require.NoError(t, d.CreateTopic("t", TopicConfig{}))
 	appendPartition(t, must(d.Partition("t", 0)), 0, 1)
 	var added error
@@ -407,7 +406,7 @@ func TestAddPartitionsWhileDeleting(t *testing.T) {
 	fs.SetHook(nil)
 	require.ErrorIs(t, added, ErrUnknownTopic)
 	require.NoError(t, d.Close())
-	d, err = OpenDir("/data", dirOptions(fs))
+	d, err := OpenDir("/data", dirOptions(fs))
 	require.NoError(t, err)
 	defer d.Close()
 	require.Empty(t, d.Topics())

@@ -33,24 +33,22 @@ func requireNoConfig(t *testing.T, fs vfs.FS, topic string) {
 // later OpenDir too. The count is bounded by MaxPartitions, checked before
 // anything is written, and a configuration on disk past it is refused.
 func TestPartitionCountIsBounded(t *testing.T) {
-	fs := newMemFS(t)
-	d, err := OpenDir("/data", dirOptions(fs))
-	require.NoError(t, err)
+	fs, d := openMemDir(t)
 	for _, n := range []int32{MaxPartitions + 1, math.MaxInt32} {
-		err = d.CreateTopic("huge", TopicConfig{Partitions: n})
+		err := d.CreateTopic("huge", TopicConfig{Partitions: n})
 		require.ErrorIs(t, err, ErrInvalidOption)
 		require.ErrorContains(t, err, fmt.Sprintf("Partitions is %d, allowed 1 to %d", n, MaxPartitions))
 	}
 	requireNoConfig(t, fs, "huge")
 	require.NoError(t, d.CreateTopic("t", TopicConfig{}))
 	for _, n := range []int32{MaxPartitions + 1, math.MaxInt32} {
-		err = d.AddPartitions("t", n)
+		err := d.AddPartitions("t", n)
 		require.ErrorIs(t, err, ErrInvalidOption)
 		require.ErrorContains(t, err, fmt.Sprintf("allowed 1 to %d", MaxPartitions))
 	}
 	require.NoError(t, d.Close())
 
-	d, err = OpenDir("/data", dirOptions(fs))
+	d, err := OpenDir("/data", dirOptions(fs))
 	require.NoError(t, err)
 	cfg, err := d.TopicConfig("t")
 	require.NoError(t, err)
@@ -71,9 +69,7 @@ func TestPartitionCountIsBounded(t *testing.T) {
 // TestTopicConfigThatCannotOpenIsNeverWritten: a configuration whose
 // partitions could not open is refused before it is written.
 func TestTopicConfigThatCannotOpenIsNeverWritten(t *testing.T) {
-	fs := newMemFS(t)
-	d, err := OpenDir("/data", dirOptions(fs))
-	require.NoError(t, err)
+	fs, d := openMemDir(t)
 	defer d.Close()
 	for _, cfg := range []TopicConfig{
 		{SegmentBytes: 100},
@@ -216,13 +212,11 @@ func lz4Zeros(t *testing.T, n int) segment.Batch {
 // cannot read: records too large are refused before a batch is built, and
 // a producer's compressed batch is decompressed and checked.
 func TestCompressedBatchesMustDecompress(t *testing.T) {
-	fs := newMemFS(t)
-	d, err := OpenDir("/data", dirOptions(fs))
-	require.NoError(t, err)
+	_, d := openMemDir(t)
 	defer d.Close()
 	require.NoError(t, d.CreateTopic("z", TopicConfig{Compression: segment.CodecLZ4, Compact: true}))
 	p := must(d.Partition("z", 0))
-	_, err = p.Append([]segment.Record{{Key: []byte("k"), Value: make([]byte, 80<<20)}})
+	_, err := p.Append([]segment.Record{{Key: []byte("k"), Value: make([]byte, 80<<20)}})
 	require.ErrorIs(t, err, segment.ErrBatchTooLarge)
 	require.ErrorContains(t, err, "decompress")
 
@@ -247,13 +241,11 @@ func TestUndecompressibleBatchesAreRefused(t *testing.T) {
 	if testing.Short() {
 		t.Skip("compresses and decompresses 64 MiB; TestCompressedBatchesMustDecompress is the short variant")
 	}
-	fs := newMemFS(t)
-	d, err := OpenDir("/data", dirOptions(fs))
-	require.NoError(t, err)
+	_, d := openMemDir(t)
 	defer d.Close()
 	require.NoError(t, d.CreateTopic("z", TopicConfig{Compression: segment.CodecLZ4}))
 	p := must(d.Partition("z", 0))
-	_, err = p.AppendBatch(lz4Zeros(t, segment.MaxDecompressedSize+1))
+	_, err := p.AppendBatch(lz4Zeros(t, segment.MaxDecompressedSize+1))
 	require.ErrorIs(t, err, segment.ErrBatchTooLarge)
 	_, err = p.Append([]segment.Record{{Key: []byte("k"), Value: make([]byte, segment.MaxDecompressedSize-1)}})
 	require.ErrorIs(t, err, segment.ErrBatchTooLarge)
@@ -267,15 +259,13 @@ func TestUndecompressibleBatchesAreRefused(t *testing.T) {
 // (LogValidator: "Compacted topic cannot accept message without key"):
 // compaction would delete such records silently.
 func TestCompactedTopicRefusesRecordsWithoutKey(t *testing.T) {
-	fs := newMemFS(t)
-	d, err := OpenDir("/data", dirOptions(fs))
-	require.NoError(t, err)
+	_, d := openMemDir(t)
 	defer d.Close()
 	require.NoError(t, d.CreateTopic("c", TopicConfig{Compact: true}))
 	p := must(d.Partition("c", 0))
 	keyless := segment.Record{Value: []byte("v"), Timestamp: 1}
 
-	_, err = p.Append([]segment.Record{{Key: []byte("k"), Value: []byte("v")}, keyless})
+	_, err := p.Append([]segment.Record{{Key: []byte("k"), Value: []byte("v")}, keyless})
 	require.ErrorIs(t, err, ErrKeyRequired)
 	require.ErrorContains(t, err, "c-0")
 	b := must(segment.AppendBatch(nil, []segment.Record{keyless}, segment.BuildOptions{}))
@@ -300,9 +290,7 @@ func TestCompactedTopicRefusesRecordsWithoutKey(t *testing.T) {
 // TestProduceChecksTheContextFirst: Produce with a context already done
 // wrote the record and returned the context's error.
 func TestProduceChecksTheContextFirst(t *testing.T) {
-	fs := newMemFS(t)
-	d, err := OpenDir("/data", dirOptions(fs))
-	require.NoError(t, err)
+	_, d := openMemDir(t)
 	defer d.Close()
 	require.NoError(t, d.CreateTopic("t", TopicConfig{}))
 	pr, err := d.NewProducer(ProducerOptions{})
