@@ -53,7 +53,8 @@ type CompactOptions struct {
 	// KeyMapBytes is the memory for the map from keys to their latest
 	// offsets, 24 bytes a key at a load of at most 3/4
 	// (log.cleaner.dedupe.buffer.size). A dirty section with more keys is
-	// compacted over several calls. Default 16 MiB, at least 1 KiB.
+	// compacted over several calls. Default 16 MiB, allowed 1 KiB to
+	// 2 GiB-1 (Kafka's cap on a cleaner thread's buffer).
 	KeyMapBytes int
 
 	// Force compacts whatever the dirty ratio and MaxCompactionLag say.
@@ -63,7 +64,10 @@ type CompactOptions struct {
 	hash func([]byte) uint64
 }
 
-const minKeyMapBytes = 1 << 10
+const (
+	minKeyMapBytes = 1 << 10
+	maxKeyMapBytes = math.MaxInt32 // LogCleaner: min(dedupeBufferSize / numThreads, Int.MaxValue)
+)
 
 func (o CompactOptions) withDefaults() (CompactOptions, error) {
 	bad := func(name string, v any, allowed string) error {
@@ -90,8 +94,8 @@ func (o CompactOptions) withDefaults() (CompactOptions, error) {
 	switch {
 	case o.KeyMapBytes == 0:
 		o.KeyMapBytes = DefaultKeyMapBytes
-	case o.KeyMapBytes < minKeyMapBytes:
-		return o, bad("KeyMapBytes", o.KeyMapBytes, "1024 or more")
+	case o.KeyMapBytes < minKeyMapBytes || o.KeyMapBytes > maxKeyMapBytes:
+		return o, bad("KeyMapBytes", o.KeyMapBytes, "1024 to 2147483647")
 	}
 	if o.hash == nil {
 		o.hash = xxhash.Sum64

@@ -519,7 +519,7 @@ func TestCompactOptionsAreValidated(t *testing.T) {
 		{CompactOptions{MinCleanableDirtyRatio: -0.1}, "MinCleanableDirtyRatio is -0.1"},
 		{CompactOptions{MinCompactionLag: -time.Second}, "MinCompactionLag is -1s"},
 		{CompactOptions{MaxCompactionLag: -time.Second}, "MaxCompactionLag is -1s"},
-		{CompactOptions{KeyMapBytes: 1023}, "KeyMapBytes is 1023, allowed 1024 or more"},
+		{CompactOptions{KeyMapBytes: 1023}, "KeyMapBytes is 1023, allowed 1024 to 2147483647"},
 	} {
 		_, err := l.Compact(t0, tc.opts)
 		require.ErrorIs(t, err, ErrInvalidOption)

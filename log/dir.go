@@ -3,6 +3,8 @@ package log
 import (
 	"container/list"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,9 +37,8 @@ type DirOptions struct {
 
 	// MaxOpenFiles bounds the files the partitions keep open (three per
 	// segment, and each partition's lock file); the least recently used
-	// partitions are closed, and reopened
-	// when next used. Partitions in use stay open even past the bound.
-	// Default 1024.
+	// partitions are closed, and reopened when next used. Partitions in use
+	// stay open even past the bound. Default 1024.
 	MaxOpenFiles int
 
 	// MaintenanceInterval is how often retention and compaction run in the
@@ -49,7 +50,10 @@ type DirOptions struct {
 const (
 	topicsDir        = ".topics"
 	lockFile         = ".lock"
+	configSuffix     = ".json"
+	tombstoneSuffix  = ".del" // a deleted topic's configuration, until its folders are renamed away
 	deletingSuffix   = "-delete"
+	maxFileName      = 255 // bytes, on the file systems Strand runs on
 	defaultOpenFiles = 1024
 	evictRecount     = 256
 )
@@ -58,6 +62,23 @@ const (
 // Log in a folder named <topic>-<partition> as in Kafka. A Dir is safe for
 // concurrent use. Partitions are opened when first used and closed when
 // too many files are open; the Partition handles hide both.
+//
+// A failed fsync fails its partition for the life of the Dir. After a
+// failed fsync the pages written since the last good one may be lost from
+// the disk, or may be durable, and a later fsync may succeed without
+// writing them (PostgreSQL's "fsyncgate"); only a new process, reading
+// the disk, can start from firm ground. So the partition refuses appends
+// and every other change with the error of the failed sync (it wraps
+// ErrFailed); it is never closed by the open-file bound and reopened,
+// which would recover and re-sync the cached pages as if nothing had
+// happened; reads go on while its log stays open, ReadCommitted up to the
+// last good sync (if the failure was only found when the bound closed the
+// log, reads fail too); and Close returns the failure. After a restart, the
+// next OpenDir recovers whatever the disk holds: what the fsync policy
+// had made durable before the failure is there, and of the records whose
+// appends failed (or that were written since the last good sync), any
+// part, all or none may be; nothing can tell which were lost, since the
+// process that knew is gone.
 type Dir struct {
 	path string
 	opts DirOptions
@@ -78,13 +99,19 @@ type Dir struct {
 }
 
 type topic struct {
-	name  string
-	cfg   TopicConfig // merged with the defaults
-	parts []*Partition
+	name     string
+	compact  bool        // cfg.Compact, which never changes: read without the lock
+	cfg      TopicConfig // merged with the defaults
+	parts    []*Partition
+	deleting bool // DeleteTopic is closing its partitions
 }
 
 // OpenDir opens the data directory at path, creating it if needed. Only
 // one Dir may have a directory open at a time; another gets ErrDirLocked.
+// It finishes the topic deletes a crash interrupted and removes the
+// folders DeleteTopic renamed for deletion; it removes nothing else (see
+// Strays). A topic configuration that cannot be read or used fails it
+// with ErrBadTopicConfig naming the file.
 func OpenDir(path string, opts DirOptions) (*Dir, error) {
 	if _, err := opts.Log.withDefaults(); err != nil {
 		return nil, err
@@ -95,8 +122,8 @@ func OpenDir(path string, opts DirOptions) (*Dir, error) {
 	if opts.Defaults.Partitions == 0 {
 		opts.Defaults.Partitions = 1
 	}
-	if opts.Defaults.Partitions < 0 {
-		return nil, fmt.Errorf("%w: Defaults.Partitions is %d, allowed 1 or more", ErrInvalidOption, opts.Defaults.Partitions)
+	if err := checkPartitions("Defaults.Partitions", opts.Defaults.Partitions); err != nil {
+		return nil, err
 	}
 	switch {
 	case opts.MaxOpenFiles == 0:
@@ -128,8 +155,10 @@ func OpenDir(path string, opts DirOptions) (*Dir, error) {
 	return d, nil
 }
 
-// load reads the topic configurations and removes partition folders that
-// no topic owns: the remains of a create or delete a crash interrupted.
+// load reads the topic configurations, finishes the deletes a crash
+// interrupted and removes the folders they renamed for deletion. It
+// removes nothing else: a folder no topic owns may be the user's, or data
+// whose configuration was lost (see Strays).
 func (d *Dir) load() error {
 	for _, dir := range []string{filepath.Dir(d.path), d.path} {
 		if err := vfs.SyncDir(d.fs, dir); err != nil {
@@ -140,38 +169,182 @@ func (d *Dir) load() error {
 	if err != nil {
 		return fmt.Errorf("log: %w", err)
 	}
+	var tombstones []string
 	for _, name := range names {
-		topicName, ok := strings.CutSuffix(name, ".json")
-		if !ok || ValidateTopic(topicName) != nil {
-			continue // a leftover temporary file of writeConfig
+		if topicName, ok := strings.CutSuffix(name, configSuffix); ok && ValidateTopic(topicName) == nil {
+			cfg, err := d.readConfig(d.configName(topicName))
+			if err != nil {
+				return err
+			}
+			if err := d.checkConfig(cfg); err != nil {
+				return fmt.Errorf("%w: %s: %w", ErrBadTopicConfig, d.configName(topicName), err)
+			}
+			d.topics[topicName] = d.newTopic(topicName, cfg)
+		} else if topicName, ok := strings.CutSuffix(name, tombstoneSuffix); ok && ValidateTopic(topicName) == nil {
+			tombstones = append(tombstones, topicName)
 		}
-		cfg, err := d.readConfig(topicName)
-		if err != nil {
+		// Anything else is a temporary file of writeConfig, or not ours.
+	}
+	for _, name := range tombstones {
+		if _, ok := d.topics[name]; ok {
+			return fmt.Errorf("%w: %s and %s both exist: topic %s is configured and being deleted",
+				ErrBadTopicConfig, d.configName(name), d.tombstoneName(name), name)
+		}
+		if _, err := d.renameAway(name); err != nil {
 			return err
 		}
-		d.topics[topicName] = d.newTopic(topicName, cfg)
 	}
 	entries, err := d.fs.List(d.path)
 	if err != nil {
 		return fmt.Errorf("log: %w", err)
 	}
+	var doomed []string
 	for _, name := range entries {
-		if name == topicsDir || name == lockFile {
+		if isDeletingDir(name) {
+			doomed = append(doomed, filepath.Join(d.path, name))
+		}
+	}
+	return d.removeDoomed(doomed)
+}
+
+// Strays returns the paths of the entries of the data directory that no
+// topic owns: a partition folder whose topic has no configuration, or one
+// past its topic's partition count, or anything else a user put there.
+// Strand never removes them, since it cannot prove it created them and no
+// longer needs them (they may be data whose configuration was lost), and
+// CreateTopic and AddPartitions refuse to adopt a folder among them with
+// ErrStray: move it out of the data directory, or delete it, to free the
+// name. The only folders Strand removes by itself are those DeleteTopic
+// renamed to <topic>-<partition>.<32 hex digits>-delete.
+func (d *Dir) Strays() ([]string, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, ErrClosed
+	}
+	entries, err := d.fs.List(d.path)
+	if err != nil {
+		return nil, fmt.Errorf("log: %w", err)
+	}
+	var strays []string
+	for _, name := range entries {
+		if name == topicsDir || name == lockFile || isDeletingDir(name) {
 			continue
 		}
-		t, p, ok := parsePartitionDir(name)
-		if ok {
-			if tp := d.topics[t]; tp != nil && p < tp.cfg.Partitions {
+		if tp, p, ok := parsePartitionDir(name); ok {
+			if t := d.topics[tp]; t != nil && p < t.cfg.Partitions {
 				continue
 			}
 		}
-		if ok || strings.HasSuffix(name, deletingSuffix) {
-			if err := d.fs.RemoveAll(filepath.Join(d.path, name)); err != nil {
-				return fmt.Errorf("log: remove stray %s: %w", name, err)
-			}
+		strays = append(strays, filepath.Join(d.path, name))
+	}
+	slices.Sort(strays)
+	return strays, nil
+}
+
+// partitionDirs returns the names of the folders in the data directory
+// of partitions from..to-1 of topic.
+func (d *Dir) partitionDirs(topic string, from, to int32) ([]string, error) {
+	entries, err := d.fs.List(d.path)
+	if err != nil {
+		return nil, fmt.Errorf("log: %w", err)
+	}
+	var dirs []string
+	for _, name := range entries {
+		if tp, p, ok := parsePartitionDir(name); ok && tp == topic && from <= p && p < to {
+			dirs = append(dirs, name)
 		}
 	}
-	return vfs.SyncDir(d.fs, d.path)
+	return dirs, nil
+}
+
+// checkFree refuses with ErrStray if a folder for a partition from..to-1
+// of topic already exists: Strand did not create it for this topic.
+func (d *Dir) checkFree(topic string, from, to int32) error {
+	dirs, err := d.partitionDirs(topic, from, to)
+	if err == nil && len(dirs) > 0 {
+		err = fmt.Errorf("%w: %s already exists, but Strand did not create it for topic %s; move it out of %s or delete it",
+			ErrStray, filepath.Join(d.path, dirs[0]), topic, d.path)
+	}
+	return err
+}
+
+// renameAway renames the folders of the deleted topic whose tombstone is
+// in .topics to names only Strand makes, then removes the tombstone: the
+// name is free again. It returns the renamed folders, for removeDoomed.
+func (d *Dir) renameAway(topic string) ([]string, error) {
+	tomb := d.tombstoneName(topic)
+	cfg, err := d.readConfig(tomb)
+	if err != nil {
+		return nil, err
+	}
+	dirs, err := d.partitionDirs(topic, 0, cfg.Partitions)
+	if err != nil {
+		return nil, err
+	}
+	var doomed []string
+	for _, name := range dirs {
+		to := filepath.Join(d.path, deletingName(name))
+		if err := d.fs.Rename(filepath.Join(d.path, name), to); err != nil {
+			return doomed, fmt.Errorf("log: delete topic %s: %w", topic, err)
+		}
+		doomed = append(doomed, to)
+	}
+	if len(doomed) > 0 {
+		if err := vfs.SyncDir(d.fs, d.path); err != nil {
+			return doomed, fmt.Errorf("log: delete topic %s: %w", topic, err)
+		}
+	}
+	if err := d.fs.Remove(tomb); err != nil {
+		return doomed, fmt.Errorf("log: delete topic %s: %w", topic, err)
+	}
+	if err := vfs.SyncDir(d.fs, filepath.Dir(tomb)); err != nil {
+		return doomed, fmt.Errorf("log: delete topic %s: %w", topic, err)
+	}
+	return doomed, nil
+}
+
+// removeDoomed removes folders renameAway renamed.
+func (d *Dir) removeDoomed(doomed []string) error {
+	var errs []error
+	for _, dir := range doomed {
+		if err := d.fs.RemoveAll(dir); err != nil {
+			errs = append(errs, fmt.Errorf("log: %w", err))
+		}
+	}
+	if len(doomed) > 0 {
+		errs = append(errs, vfs.SyncDir(d.fs, d.path))
+	}
+	return errors.Join(errs...)
+}
+
+// deletingName is the name the partition folder dir (<topic>-<partition>)
+// is renamed to for deletion: Kafka's <topic>-<partition>.<uuid>-delete,
+// the topic cut short to fit the file name limit as Kafka does
+// (UnifiedLog.logDirNameWithSuffixCappedLength). The random 32 hex digits
+// make it a name only Strand makes, so OpenDir may remove it.
+func deletingName(dir string) string {
+	var id [16]byte
+	_, _ = rand.Read(id[:]) // crypto/rand.Read never fails
+	i := strings.LastIndexByte(dir, '-')
+	suffix := dir[i:] + "." + hex.EncodeToString(id[:]) + deletingSuffix
+	return dir[:min(i, maxFileName-len(suffix))] + suffix
+}
+
+// isDeletingDir reports whether name is one deletingName makes.
+func isDeletingDir(name string) bool {
+	rest, ok := strings.CutSuffix(name, deletingSuffix)
+	i := len(rest) - 33
+	if !ok || i <= 0 || rest[i] != '.' {
+		return false
+	}
+	for _, c := range rest[i+1:] {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	_, _, ok = parsePartitionDir(rest[:i])
+	return ok
 }
 
 // parsePartitionDir splits "<topic>-<partition>".
@@ -188,7 +361,7 @@ func parsePartitionDir(name string) (string, int32, bool) {
 }
 
 func (d *Dir) newTopic(name string, cfg TopicConfig) *topic {
-	t := &topic{name: name, cfg: cfg}
+	t := &topic{name: name, compact: cfg.Compact, cfg: cfg}
 	t.grow(d, cfg.Partitions)
 	return t
 }
@@ -200,24 +373,54 @@ func (t *topic) grow(d *Dir, n int32) {
 }
 
 func (d *Dir) configName(topic string) string {
-	return filepath.Join(d.path, topicsDir, topic+".json")
+	return filepath.Join(d.path, topicsDir, topic+configSuffix)
 }
 
-func (d *Dir) readConfig(topic string) (TopicConfig, error) {
-	f, err := d.fs.Open(d.configName(topic))
+func (d *Dir) tombstoneName(topic string) string {
+	return filepath.Join(d.path, topicsDir, topic+tombstoneSuffix)
+}
+
+// readConfig reads a configuration file, a topic's or a tombstone; it
+// checks the partition count, which sizes what is made of it.
+func (d *Dir) readConfig(name string) (TopicConfig, error) {
+	f, err := d.fs.Open(name)
 	if err != nil {
 		return TopicConfig{}, fmt.Errorf("log: %w", err)
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.NewSectionReader(f, 0, 1<<20))
 	if err != nil {
-		return TopicConfig{}, fmt.Errorf("log: read %s: %w", d.configName(topic), err)
+		return TopicConfig{}, fmt.Errorf("log: read %s: %w", name, err)
 	}
 	var cfg TopicConfig
-	if err := json.Unmarshal(data, &cfg); err != nil || cfg.Partitions <= 0 {
-		return TopicConfig{}, fmt.Errorf("%w: topic configuration %s: %v", ErrCorrupt, d.configName(topic), err)
+	if err := json.Unmarshal(data, &cfg); err != nil {
+		return TopicConfig{}, fmt.Errorf("%w: %s: %w", ErrBadTopicConfig, name, err)
+	}
+	if err := checkPartitions("Partitions", cfg.Partitions); err != nil {
+		return TopicConfig{}, fmt.Errorf("%w: %s: %w", ErrBadTopicConfig, name, err)
 	}
 	return cfg, nil
+}
+
+// checkConfig checks that every partition of a topic configured by cfg,
+// merged with the defaults, can open: a configuration is never written
+// unless it passes, and one read from disk that does not is refused.
+func (d *Dir) checkConfig(cfg TopicConfig) error {
+	if err := checkPartitions("Partitions", cfg.Partitions); err != nil {
+		return err
+	}
+	if _, err := cfg.logOptions(d.opts.Log).withDefaults(); err != nil {
+		return err
+	}
+	_, err := cfg.compactOptions().withDefaults()
+	return err
+}
+
+func checkPartitions(option string, n int32) error {
+	if n < 1 || n > MaxPartitions {
+		return fmt.Errorf("%w: %s is %d, allowed 1 to %d (MaxPartitions)", ErrInvalidOption, option, n, MaxPartitions)
+	}
+	return nil
 }
 
 // writeConfig replaces a topic's configuration atomically: temporary file,
@@ -229,7 +432,7 @@ func (d *Dir) writeConfig(topic string, cfg TopicConfig) error {
 		return err
 	}
 	name := d.configName(topic)
-	tmp := name + ".tmp"
+	tmp := filepath.Join(d.path, topicsDir, topic+".tmp") // no longer than name: see maxTopicLength
 	f, err := d.fs.Create(tmp)
 	if err != nil {
 		return fmt.Errorf("log: %w", err)
@@ -254,13 +457,7 @@ func (d *Dir) CreateTopic(name string, cfg TopicConfig) error {
 		return err
 	}
 	cfg = cfg.merged(d.opts.Defaults)
-	if cfg.Partitions <= 0 {
-		return fmt.Errorf("%w: topic %s: Partitions is %d, allowed 1 or more", ErrInvalidOption, name, cfg.Partitions)
-	}
-	if _, err := cfg.logOptions(d.opts.Log).withDefaults(); err != nil {
-		return fmt.Errorf("topic %s: %w", name, err)
-	}
-	if _, err := cfg.compactOptions().withDefaults(); err != nil {
+	if err := d.checkConfig(cfg); err != nil {
 		return fmt.Errorf("topic %s: %w", name, err)
 	}
 	d.mu.Lock()
@@ -271,11 +468,24 @@ func (d *Dir) CreateTopic(name string, cfg TopicConfig) error {
 	if _, ok := d.topics[name]; ok {
 		return fmt.Errorf("%w: %s", ErrTopicExists, name)
 	}
+	// A delete of this name that failed half-way left its tombstone: the
+	// old folders go before the name is reused.
+	var doomed []string
+	if _, err := d.fs.Stat(d.tombstoneName(name)); err == nil {
+		if doomed, err = d.renameAway(name); err != nil {
+			return err
+		}
+	} else if !errors.Is(err, iofs.ErrNotExist) {
+		return fmt.Errorf("log: %w", err)
+	}
+	if err := d.checkFree(name, 0, cfg.Partitions); err != nil {
+		return err
+	}
 	if err := d.writeConfig(name, cfg); err != nil {
 		return err
 	}
 	d.topics[name] = d.newTopic(name, cfg)
-	return nil
+	return d.removeDoomed(doomed)
 }
 
 // AddPartitions grows a topic to n partitions, as Kafka's
@@ -287,11 +497,17 @@ func (d *Dir) AddPartitions(name string, n int32) error {
 		return ErrClosed
 	}
 	t, ok := d.topics[name]
-	if !ok {
+	if !ok || t.deleting { // new partitions would open while DeleteTopic renames the folders
 		return fmt.Errorf("%w: %s", ErrUnknownTopic, name)
 	}
 	if n < t.cfg.Partitions {
 		return fmt.Errorf("%w: topic %s has %d partitions, cannot shrink to %d", ErrInvalidOption, name, t.cfg.Partitions, n)
+	}
+	if err := checkPartitions("Partitions", n); err != nil {
+		return fmt.Errorf("topic %s: %w", name, err)
+	}
+	if err := d.checkFree(name, t.cfg.Partitions, n); err != nil {
+		return err
 	}
 	cfg := t.cfg
 	cfg.Partitions = n
@@ -305,7 +521,16 @@ func (d *Dir) AddPartitions(name string, n int32) error {
 
 // DeleteTopic deletes a topic and its data. Its partitions' pending
 // operations fail with ErrClosed; readers holding batches of it go on
-// reading them until they close them.
+// reading them until they close them. While it closes the partitions,
+// CreateTopic of the same name fails with ErrTopicExists; once it returns,
+// the name is free.
+//
+// The topic's configuration is renamed to a tombstone first, the commit
+// point: a crash after it leaves the delete for the next OpenDir to
+// finish. Then the partition folders are renamed to names only Strand
+// makes (<topic>-<partition>.<32 hex digits>-delete, as Kafka does), the
+// tombstone is removed and the name is free; the renamed folders are
+// removed last.
 func (d *Dir) DeleteTopic(name string) error {
 	d.mu.Lock()
 	if d.closed {
@@ -313,11 +538,11 @@ func (d *Dir) DeleteTopic(name string) error {
 		return ErrClosed
 	}
 	t, ok := d.topics[name]
-	if !ok {
+	if !ok || t.deleting {
 		d.mu.Unlock()
 		return fmt.Errorf("%w: %s", ErrUnknownTopic, name)
 	}
-	delete(d.topics, name)
+	t.deleting = true
 	var victims []*Partition
 	for _, p := range t.parts {
 		p.deleted = true
@@ -328,20 +553,34 @@ func (d *Dir) DeleteTopic(name string) error {
 	d.mu.Unlock()
 	errs := []error{d.closeAll(victims)}
 	d.waitClosed(t.parts)
-	// The configuration goes first: from then on the topic is gone, and a
-	// crash leaves only stray folders that the next OpenDir removes.
-	if err := d.fs.Remove(d.configName(name)); err != nil {
-		return errors.Join(append(errs, fmt.Errorf("log: %w", err))...)
+
+	d.mu.Lock()
+	doomed, err := d.commitDeleteLocked(t)
+	d.mu.Unlock()
+	return errors.Join(append(errs, err, d.removeDoomed(doomed))...)
+}
+
+// commitDeleteLocked makes the delete of t durable and renames its folders
+// away; see DeleteTopic.
+func (d *Dir) commitDeleteLocked(t *topic) ([]string, error) {
+	if d.closed { // Close released the directory: nothing may change it now
+		return nil, ErrClosed
 	}
-	if err := vfs.SyncDir(d.fs, filepath.Join(d.path, topicsDir)); err != nil {
-		errs = append(errs, err)
-	}
-	for _, p := range t.parts {
-		if err := d.fs.RemoveAll(p.dir()); err != nil && !errors.Is(err, iofs.ErrNotExist) {
-			errs = append(errs, err)
+	if err := d.fs.Rename(d.configName(t.name), d.tombstoneName(t.name)); err != nil {
+		t.deleting = false
+		for _, p := range t.parts {
+			p.deleted = false
 		}
+		return nil, fmt.Errorf("log: delete topic %s: %w", t.name, err)
 	}
-	return errors.Join(append(errs, vfs.SyncDir(d.fs, d.path))...)
+	delete(d.topics, t.name)
+	if err := vfs.SyncDir(d.fs, filepath.Join(d.path, topicsDir)); err != nil {
+		// The tombstone may not be durable: renaming the folders now could
+		// leave a topic without its data after a crash. CreateTopic or the
+		// next OpenDir finishes the delete.
+		return nil, fmt.Errorf("log: delete topic %s: %w", t.name, err)
+	}
+	return d.renameAway(t.name)
 }
 
 // Topics returns the names of the topics, sorted.
@@ -421,7 +660,9 @@ func (d *Dir) maintainEvery(interval time.Duration) {
 }
 
 // Close closes every partition and releases the directory. Operations in
-// progress on partitions fail with ErrClosed.
+// progress on partitions fail with ErrClosed. The error reports every
+// partition whose sync failed during the Dir's life (wrapping ErrFailed):
+// those were not shut down cleanly.
 func (d *Dir) Close() error {
 	d.mu.Lock()
 	if d.closed {
@@ -442,9 +683,14 @@ func (d *Dir) Close() error {
 	d.mu.Unlock()
 	close(d.stop)
 	d.done.Wait()
-	err := d.closeAll(victims)
+	errs := []error{d.closeAll(victims)}
 	d.waitClosed(all)
-	return errors.Join(err, d.lock.Close())
+	d.mu.Lock()
+	for _, p := range all {
+		errs = append(errs, p.failed)
+	}
+	d.mu.Unlock()
+	return errors.Join(append(errs, d.lock.Close())...)
 }
 
 // waitClosed waits until no partition of parts is opening or closing.
@@ -476,6 +722,7 @@ type Partition struct {
 	// Guarded by d.mu.
 	state   int8
 	deleted bool
+	failed  error // a failed sync (ErrFailed): the partition is never reopened
 	log     *Log
 	pins    int           // operations using log
 	elem    *list.Element // in d.open while open
@@ -493,8 +740,10 @@ func (p *Partition) dir() string {
 }
 
 // acquire returns the partition's open log, opening it if needed, and pins
-// it until release.
-func (p *Partition) acquire() (*Log, error) {
+// it until release. A failed partition refuses changes (write), and
+// everything once its log is closed: reopening it would recover, and so
+// sync, pages that a failed fsync may have lost from the disk.
+func (p *Partition) acquire(write bool) (*Log, error) {
 	d := p.d
 	d.mu.Lock()
 	for {
@@ -505,6 +754,10 @@ func (p *Partition) acquire() (*Log, error) {
 		case p.deleted:
 			d.mu.Unlock()
 			return nil, fmt.Errorf("%w: %s", ErrUnknownTopic, p.topic.name)
+		case p.failed != nil && (write || p.state == partClosed):
+			err := p.failed
+			d.mu.Unlock()
+			return nil, err
 		case p.state == partOpen:
 			p.pins++
 			d.open.MoveToFront(p.elem)
@@ -549,14 +802,18 @@ func (p *Partition) acquire() (*Log, error) {
 	}
 }
 
-// release unpins the log acquire returned.
-func (p *Partition) release() {
+// release unpins the log acquire returned; err is what the operation on
+// it returned, and a failed sync fails the partition.
+func (p *Partition) release(err error) {
 	d := p.d
 	d.mu.Lock()
 	p.pins--
+	if p.failed == nil && errors.Is(err, ErrFailed) {
+		p.failed = err
+	}
 	victims := d.evictLocked()
 	d.mu.Unlock()
-	_ = d.closeAll(victims) // a failed sync is found again, and reported, when the log reopens
+	_ = d.closeAll(victims) // a failed sync is kept on the partition, for Close to report
 }
 
 // evictLocked picks the least recently used unpinned partitions to close
@@ -580,7 +837,7 @@ func (d *Dir) evictLocked() []*Partition {
 	for e := d.open.Back(); e != nil && files > d.opts.MaxOpenFiles; {
 		p := e.Value.(*Partition)
 		e = e.Prev()
-		if p.pins > 0 {
+		if p.pins > 0 || p.failed != nil { // a failed log stays open for reads
 			continue
 		}
 		files -= p.files
@@ -603,16 +860,23 @@ func (d *Dir) detachLocked(p *Partition) bool {
 }
 
 // closeAll closes the logs of detached partitions and marks them closed.
+// A failed sync, found now or before, is kept on the partition rather than
+// returned.
 func (d *Dir) closeAll(parts []*Partition) error {
 	var errs []error
-	for _, p := range parts {
-		if err := p.log.Close(); err != nil && !errors.Is(err, ErrClosed) {
+	closeErrs := make([]error, len(parts))
+	for i, p := range parts {
+		closeErrs[i] = p.log.Close()
+		if err := closeErrs[i]; err != nil && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrFailed) {
 			errs = append(errs, err)
 		}
 	}
 	if len(parts) > 0 {
 		d.mu.Lock()
-		for _, p := range parts {
+		for i, p := range parts {
+			if p.failed == nil && errors.Is(closeErrs[i], ErrFailed) {
+				p.failed = closeErrs[i]
+			}
 			p.log, p.state = nil, partClosed
 		}
 		d.changed.Broadcast()
@@ -621,90 +885,125 @@ func (d *Dir) closeAll(parts []*Partition) error {
 	return errors.Join(errs...)
 }
 
-// with runs fn on the partition's open log.
-func with[T any](p *Partition, fn func(*Log) (T, error)) (T, error) {
-	l, err := p.acquire()
+// with runs fn on the partition's open log; write says whether fn changes
+// the log.
+func with[T any](p *Partition, write bool, fn func(*Log) (T, error)) (T, error) {
+	l, err := p.acquire(write)
 	if err != nil {
 		var zero T
 		return zero, err
 	}
-	defer p.release()
-	return fn(l)
+	v, err := fn(l)
+	p.release(err)
+	return v, err
 }
 
-// Append appends records to the partition; see Log.Append.
+// Append appends records to the partition; see Log.Append. A compacted
+// topic refuses records without a key (ErrKeyRequired).
 func (p *Partition) Append(recs []segment.Record) (AppendResult, error) {
-	return with(p, func(l *Log) (AppendResult, error) { return l.Append(recs) })
+	for i := range recs {
+		if err := p.checkKey(i, recs[i].Key); err != nil {
+			return AppendResult{}, err
+		}
+	}
+	return with(p, true, func(l *Log) (AppendResult, error) { return l.Append(recs) })
 }
 
-// AppendBatch appends a producer's batch; see Log.AppendBatch.
+// AppendBatch appends a producer's batch; see Log.AppendBatch. As a Kafka
+// leader does (LogValidator), it reads the records of a compressed batch,
+// which must decompress within segment.MaxDecompressedSize, and of a
+// compacted topic's batch, which must all have keys.
 func (p *Partition) AppendBatch(b segment.Batch) (AppendResult, error) {
-	return with(p, func(l *Log) (AppendResult, error) { return l.AppendBatch(b) })
+	if b.Codec() != segment.CodecNone || p.topic.compact {
+		if err := b.Validate(); err != nil {
+			return AppendResult{}, fmt.Errorf("log %s: %w", p.dir(), err)
+		}
+		i := 0
+		for r, err := range b.Records() {
+			if err != nil {
+				return AppendResult{}, fmt.Errorf("log %s: %w", p.dir(), err)
+			}
+			if err := p.checkKey(i, r.Key); err != nil {
+				return AppendResult{}, err
+			}
+			i++
+		}
+	}
+	return with(p, true, func(l *Log) (AppendResult, error) { return l.AppendBatch(b) })
+}
+
+// checkKey refuses record i of an append if it has no key and the topic
+// is compacted.
+func (p *Partition) checkKey(i int, key []byte) error {
+	if key == nil && p.topic.compact {
+		return fmt.Errorf("%w: topic partition %s-%d, record %d of the batch", ErrKeyRequired, p.topic.name, p.id, i)
+	}
+	return nil
 }
 
 // Read reads whole batches; see Log.Read. The result stays readable after
 // the partition is closed, until it is closed itself.
 func (p *Partition) Read(offset int64, maxBytes int, iso Isolation) (*Batches, error) {
-	return with(p, func(l *Log) (*Batches, error) { return l.Read(offset, maxBytes, iso) })
+	return with(p, false, func(l *Log) (*Batches, error) { return l.Read(offset, maxBytes, iso) })
 }
 
 // Records yields records from offset from; see Log.Records.
 func (p *Partition) Records(from int64, iso Isolation) iter.Seq2[segment.Record, error] {
 	return func(yield func(segment.Record, error) bool) {
-		l, err := p.acquire()
+		l, err := p.acquire(false)
 		if err != nil {
 			yield(segment.Record{}, err)
 			return
 		}
-		defer p.release()
+		defer p.release(nil)
 		l.Records(from, iso)(yield)
 	}
 }
 
 // Wait waits until a read of offset would return records; see Log.Wait.
 func (p *Partition) Wait(ctx context.Context, offset int64, iso Isolation) error {
-	_, err := with(p, func(l *Log) (struct{}, error) { return struct{}{}, l.Wait(ctx, offset, iso) })
+	_, err := with(p, false, func(l *Log) (struct{}, error) { return struct{}{}, l.Wait(ctx, offset, iso) })
 	return err
 }
 
 // Offsets returns the partition's log start offset, high watermark and log
 // end offset.
 func (p *Partition) Offsets() (start, highWatermark, end int64, err error) {
-	l, err := p.acquire()
-	if err != nil {
-		return 0, 0, 0, err
-	}
-	defer p.release()
-	return l.LogStartOffset(), l.HighWatermark(), l.LogEndOffset(), nil
+	o, err := with(p, false, func(l *Log) ([3]int64, error) {
+		return [3]int64{l.LogStartOffset(), l.HighWatermark(), l.LogEndOffset()}, nil
+	})
+	return o[0], o[1], o[2], err
 }
 
 // OffsetForTimestamp looks an offset up by time; see
 // Log.OffsetForTimestamp.
 func (p *Partition) OffsetForTimestamp(ts int64) (int64, bool, error) {
-	l, err := p.acquire()
+	l, err := p.acquire(false)
 	if err != nil {
 		return 0, false, err
 	}
-	defer p.release()
+	defer p.release(nil)
 	return l.OffsetForTimestamp(ts)
 }
 
 // DeleteRecordsBefore advances the log start offset; see
 // Log.DeleteRecordsBefore.
 func (p *Partition) DeleteRecordsBefore(offset int64) error {
-	_, err := with(p, func(l *Log) (struct{}, error) { return struct{}{}, l.DeleteRecordsBefore(offset) })
+	_, err := with(p, true, func(l *Log) (struct{}, error) { return struct{}{}, l.DeleteRecordsBefore(offset) })
 	return err
 }
 
 // Stats returns the partition's log statistics; see Log.Stats.
 func (p *Partition) Stats() (Stats, error) {
-	return with(p, func(l *Log) (Stats, error) { return l.Stats(), nil })
+	return with(p, false, func(l *Log) (Stats, error) { return l.Stats(), nil })
 }
 
 // maintain applies the topic's retention and compaction.
 func (p *Partition) maintain() error {
-	cfg := p.topic.cfg
-	_, err := with(p, func(l *Log) (struct{}, error) {
+	p.d.mu.Lock()
+	cfg := p.topic.cfg // AddPartitions replaces it
+	p.d.mu.Unlock()
+	_, err := with(p, true, func(l *Log) (struct{}, error) {
 		now := l.opts.Now()
 		if _, err := l.ApplyRetention(now, cfg.Retention); err != nil {
 			return struct{}{}, err

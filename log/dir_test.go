@@ -197,8 +197,8 @@ func TestDirBoundsOpenFiles(t *testing.T) {
 	for p := int32(0); p < 20; p++ {
 		part, err := d.Partition("t", p)
 		require.NoError(t, err)
-		requireRecords(t, must(part.acquire()), 0, 15, 50)
-		part.release()
+		requireRecords(t, must(part.acquire(false)), 0, 15, 50)
+		part.release(nil)
 	}
 	require.NoError(t, d.Close())
 }
@@ -208,25 +208,6 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
-}
-
-func TestDirRemovesStrayPartitions(t *testing.T) {
-	fs := newMemFS(t)
-	d, err := OpenDir("/data", dirOptions(fs))
-	require.NoError(t, err)
-	require.NoError(t, d.CreateTopic("t", TopicConfig{Partitions: 2}))
-	require.NoError(t, d.Close())
-	// What a crash leaves of a create that never wrote its configuration,
-	// of a partition increase and of a delete.
-	for _, dir := range []string{"/data/ghost-0", "/data/t-2", "/data/t-0.x-delete"} {
-		require.NoError(t, fs.MkdirAll(dir, 0o755))
-	}
-	d, err = OpenDir("/data", dirOptions(fs))
-	require.NoError(t, err)
-	defer d.Close()
-	names, err := fs.List("/data")
-	require.NoError(t, err)
-	require.ElementsMatch(t, []string{".lock", ".topics"}, names, "partition folders are made when first used")
 }
 
 func TestDirFullDiskKeepsAcknowledgedRecords(t *testing.T) {
@@ -256,7 +237,7 @@ func TestDirFullDiskKeepsAcknowledgedRecords(t *testing.T) {
 	d, err = OpenDir("/data", dirOptions(fs))
 	require.NoError(t, err)
 	defer d.Close()
-	l := must(must(d.Partition("t", 0)).acquire())
+	l := must(must(d.Partition("t", 0)).acquire(false))
 	requireRecords(t, l, 0, 15, 50)
 }
 

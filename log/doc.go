@@ -13,6 +13,9 @@
 // Open also checks that the segments it finds follow each other and reach
 // the recovery point, so that a segment deleted or cut by hand is an error
 // too. A Log locks its directory, so that one writer at a time appends.
+// A failed fsync fails the log (ErrFailed) until the process reopens it:
+// what it wrote since the last good sync may or may not be on the disk,
+// and a restart recovers whatever is (see Dir for what that means).
 //
 // A Dir is a data directory of topics, each split into partitions that are
 // Logs in folders named <topic>-<partition>. Partitions open when first

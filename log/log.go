@@ -130,7 +130,12 @@ type pending struct {
 // Append builds a batch from recs, compressed with Options.Compression,
 // and appends it. A record whose Timestamp is zero gets the append time.
 // It returns once the batch is written and, under FsyncAlways, durable.
+// Records whose batch would pass MaxBatchBytes, or, compressed, decompress
+// past segment.MaxDecompressedSize, fail with segment.ErrBatchTooLarge.
 func (l *Log) Append(recs []segment.Record) (AppendResult, error) {
+	if err := l.opts.checkRecordsSize(recs); err != nil {
+		return AppendResult{}, fmt.Errorf("log %s: %w", l.dir, err)
+	}
 	now := l.opts.Now()
 	if i := slices.IndexFunc(recs, func(r segment.Record) bool { return r.Timestamp == 0 }); i >= 0 {
 		recs = slices.Clone(recs)
@@ -147,6 +152,9 @@ func (l *Log) Append(recs []segment.Record) (AppendResult, error) {
 		return AppendResult{}, fmt.Errorf("log %s: %w", l.dir, err)
 	}
 	*buf = b
+	if err := l.checkSize(b); err != nil {
+		return AppendResult{}, err
+	}
 	// The batch is written to the file before enqueue returns, so the
 	// buffer is free again then.
 	return l.enqueue(&pending{batch: b})
@@ -176,9 +184,16 @@ func (l *Log) AppendReplicated(b segment.Batch) (AppendResult, error) {
 	return l.enqueue(&pending{batch: b, follower: true})
 }
 
-func (l *Log) checkBatch(b segment.Batch) error {
+func (l *Log) checkSize(b []byte) error {
 	if len(b) > l.opts.MaxBatchBytes {
 		return fmt.Errorf("log %s: %w: %d bytes, MaxBatchBytes is %d", l.dir, segment.ErrBatchTooLarge, len(b), l.opts.MaxBatchBytes)
+	}
+	return nil
+}
+
+func (l *Log) checkBatch(b segment.Batch) error {
+	if err := l.checkSize(b); err != nil {
+		return err
 	}
 	if err := b.Validate(); err != nil {
 		return fmt.Errorf("log %s: %w", l.dir, err)

@@ -407,10 +407,12 @@ func (l *Log) writeCheckpointsLocked(now time.Time) error {
 }
 
 // Close syncs the log, writes its checkpoints and the clean-shutdown
-// marker, and closes its files. Appends already written finish first;
-// appends waiting to be written fail with ErrClosed; goroutines in Wait
-// return ErrClosed. Batches that readers
-// still hold stay readable until they are closed.
+// marker, and closes its files. If a sync failed, now or before (the log
+// is failed), it writes neither and returns an error wrapping ErrFailed:
+// the next Open recovers whatever the disk holds. Appends already written
+// finish first; appends waiting to be written fail with ErrClosed;
+// goroutines in Wait return ErrClosed. Batches that readers still hold
+// stay readable until they are closed.
 func (l *Log) Close() error {
 	l.mu.Lock()
 	if l.closed {
@@ -437,10 +439,17 @@ func (l *Log) Close() error {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
 
-	err := l.failed // the final sync and the clean-shutdown marker are skipped
-	if l.failed == nil {
+	// A failed log's final sync and marker are skipped: its unsynced
+	// writes may be lost, so the next Open must recover, and the caller
+	// must learn that this was no clean shutdown.
+	err := l.failed
+	if err == nil {
 		active := l.active()
-		err = errors.Join(active.Seal(), active.Sync())
+		if err = active.Seal(); err != nil {
+			err = fmt.Errorf("log %s: close: %w", l.dir, err)
+		} else if err = active.Sync(); err != nil {
+			err = fmt.Errorf("%w: %s: close: %w", ErrFailed, l.dir, err)
+		}
 		if err == nil {
 			l.recoveryPoint = l.leo.Load()
 			err = l.writeCheckpointsLocked(l.opts.Now())

@@ -407,8 +407,8 @@ func TestLogAndDirLockEachOther(t *testing.T) {
 	d, err = OpenDir("/data", dirOptions(fs))
 	require.NoError(t, err)
 	for p := range int32(2) {
-		requireRecords(t, must(must(d.Partition("t", p)).acquire()), 0, 5, 50)
-		must(d.Partition("t", p)).release()
+		requireRecords(t, must(must(d.Partition("t", p)).acquire(false)), 0, 5, 50)
+		must(d.Partition("t", p)).release(nil)
 	}
 	require.NoError(t, d.Close())
 }

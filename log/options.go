@@ -90,7 +90,7 @@ func ParseFsyncPolicy(s string) (FsyncPolicy, error) {
 		m, b, _ := strings.Cut(arg, ":")
 		msgs, err1 := strconv.ParseInt(m, 10, 64)
 		bytes, err2 := strconv.ParseInt(b, 10, 64)
-		if err1 == nil && err2 == nil && msgs >= 0 && bytes >= 0 && msgs+bytes > 0 {
+		if err1 == nil && err2 == nil && msgs >= 0 && bytes >= 0 && (msgs > 0 || bytes > 0) {
 			return FsyncEvery(msgs, bytes), nil
 		}
 	}
@@ -228,6 +228,28 @@ func (o Options) withDefaults() (Options, error) {
 		}
 	}
 	return o, nil
+}
+
+// checkRecordsSize refuses, before a batch of recs is built, records whose
+// keys, values and headers alone are more than a batch may hold:
+// MaxBatchBytes, or, compressed, what Records can decompress
+// (segment.MaxDecompressedSize). The built batch is checked again; this
+// spares building a batch of a gigabyte to refuse it.
+func (o *Options) checkRecordsSize(recs []segment.Record) error {
+	n := 0
+	for i := range recs {
+		n += len(recs[i].Key) + len(recs[i].Value)
+		for _, h := range recs[i].Headers {
+			n += len(h.Key) + len(h.Value)
+		}
+	}
+	switch {
+	case o.Compression == segment.CodecNone && n > o.MaxBatchBytes-segment.HeaderSize:
+		return fmt.Errorf("%w: records of %d bytes, MaxBatchBytes is %d", segment.ErrBatchTooLarge, n, o.MaxBatchBytes)
+	case n > segment.MaxDecompressedSize:
+		return fmt.Errorf("%w: records of %d bytes, more than Records can decompress (%d)", segment.ErrBatchTooLarge, n, segment.MaxDecompressedSize)
+	}
+	return nil
 }
 
 func (o *Options) segmentOptions() segment.Options {

@@ -1,6 +1,7 @@
 package log
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sync"
@@ -44,8 +45,9 @@ type Produced struct {
 // records bound for the same partition into one batch, as a Kafka producer
 // does, so that many small concurrent produces cost few appends and syncs.
 type Producer struct {
-	d    *Dir
-	opts ProducerOptions
+	d        *Dir
+	opts     ProducerOptions
+	maxBytes int // of a batch's records, uncompressed: see NewProducer
 
 	mu          sync.Mutex
 	closed      bool
@@ -84,6 +86,9 @@ func (d *Dir) NewProducer(opts ProducerOptions) (*Producer, error) {
 	}
 	return &Producer{
 		d: d, opts: opts,
+		// What the logs take: MaxBatchBytes, and, compressed, what Records
+		// can decompress.
+		maxBytes:    min(cmp.Or(d.opts.Log.MaxBatchBytes, DefaultMaxBatchBytes)-segment.HeaderSize, segment.MaxDecompressedSize),
 		open:        make(map[*Partition]*pendingBatch),
 		appending:   make(map[*Partition]int),
 		partitioner: make(map[string]BatchPartitioner),
@@ -93,28 +98,49 @@ func (d *Dir) NewProducer(opts ProducerOptions) (*Producer, error) {
 // Produce appends rec to partition of topic, or to the partition the
 // partitioner picks if partition is AnyPartition, and waits until it is
 // appended (and durable, under FsyncAlways). A Timestamp of zero means the
-// append time. If ctx ends first, Produce returns its error, but the record
-// may still be appended.
+// append time. A compacted topic's record needs a key (ErrKeyRequired).
+//
+// If ctx is done when Produce is called, Produce returns its error and
+// writes nothing. Once the record is queued, it goes to the log whatever
+// ctx does: if ctx ends while the record waits for its batch or its batch
+// is being written, Produce returns ctx's error at once, and the record
+// may or may not be appended (as with a Kafka producer's delivery
+// timeout); a read of the partition tells.
+//
+// Records are gathered into batches of at most the log's MaxBatchBytes
+// (and segment.MaxDecompressedSize), uncompressed; a record too large for
+// a batch of its own fails alone, with segment.ErrBatchTooLarge.
 func (pr *Producer) Produce(ctx context.Context, topicName string, partition int32, rec segment.Record) (Produced, error) {
+	if err := ctx.Err(); err != nil {
+		return Produced{}, err
+	}
+	cfg, err := pr.d.TopicConfig(topicName)
+	if err != nil {
+		return Produced{}, err
+	}
+	if cfg.Compact && rec.Key == nil {
+		return Produced{}, fmt.Errorf("%w: topic %s", ErrKeyRequired, topicName)
+	}
 	pr.mu.Lock()
 	if pr.closed {
 		pr.mu.Unlock()
 		return Produced{}, ErrClosed
 	}
 	if partition == AnyPartition {
-		t, err := pr.topic(topicName)
-		if err != nil {
-			pr.mu.Unlock()
-			return Produced{}, err
-		}
-		partition = pr.partitionerLocked(topicName).Partition(rec.Key, t.cfg.Partitions)
+		partition = pr.partitionerLocked(topicName).Partition(rec.Key, cfg.Partitions)
 	}
 	p, err := pr.d.Partition(topicName, partition)
 	if err != nil {
 		pr.mu.Unlock()
 		return Produced{}, err
 	}
+	size := recordBound(&rec)
 	b := pr.open[p]
+	var full *pendingBatch // closed because rec would take it past maxBytes
+	if b != nil && b.bytes+size > pr.maxBytes {
+		pr.detachLocked(b)
+		full, b = b, nil
+	}
 	if b == nil {
 		b = &pendingBatch{p: p, done: make(chan struct{})}
 		pr.open[p] = b
@@ -128,12 +154,15 @@ func (pr *Producer) Produce(ctx context.Context, topicName string, partition int
 	}
 	i := len(b.recs)
 	b.recs = append(b.recs, rec)
-	b.bytes += len(rec.Key) + len(rec.Value) + 20
+	b.bytes += size
 	send := b.bytes >= pr.opts.BatchBytes || (pr.opts.Linger == 0 && pr.appending[p] < maxAppending)
 	if send {
 		pr.detachLocked(b)
 	}
 	pr.mu.Unlock()
+	if full != nil {
+		go pr.append(full)
+	}
 	if send {
 		pr.append(b)
 	}
@@ -149,16 +178,6 @@ func (pr *Producer) Produce(ctx context.Context, topicName string, partition int
 	}
 }
 
-func (pr *Producer) topic(name string) (*topic, error) {
-	pr.d.mu.Lock()
-	defer pr.d.mu.Unlock()
-	t, ok := pr.d.topics[name]
-	if !ok {
-		return nil, fmt.Errorf("%w: %s", ErrUnknownTopic, name)
-	}
-	return t, nil
-}
-
 func (pr *Producer) partitionerLocked(topic string) BatchPartitioner {
 	bp := pr.partitioner[topic]
 	if bp == nil {
@@ -166,6 +185,18 @@ func (pr *Producer) partitionerLocked(topic string) BatchPartitioner {
 		pr.partitioner[topic] = bp
 	}
 	return bp
+}
+
+// recordBound is the most bytes rec takes in a batch, uncompressed: its
+// key, value and headers, and the varints around them at their longest
+// (length 5, attributes 1, timestamp delta 10, offset delta 5, key and
+// value lengths 5 each, header count 5; each header's lengths 5 each).
+func recordBound(rec *segment.Record) int {
+	n := 36 + len(rec.Key) + len(rec.Value)
+	for _, h := range rec.Headers {
+		n += 10 + len(h.Key) + len(h.Value)
+	}
+	return n
 }
 
 // detachLocked closes b to new records; the caller appends it.

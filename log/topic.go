@@ -23,15 +23,37 @@ var (
 	// another, has the data directory open; the message says which
 	// process.
 	ErrDirLocked = errors.New("log: data directory locked")
+	// ErrStray means a folder in the data directory that no topic owns is
+	// in the way of a topic's partition; see Dir.Strays.
+	ErrStray = errors.New("log: folder in the data directory not owned by the topic")
+	// ErrBadTopicConfig means a topic's configuration file in the data
+	// directory cannot be read or used; the message names the file.
+	ErrBadTopicConfig = errors.New("log: bad topic configuration")
+	// ErrKeyRequired means a record without a key was appended to a
+	// compacted topic, which Kafka refuses too (InvalidRecordException):
+	// compaction keeps the latest record per key, and would delete it.
+	ErrKeyRequired = errors.New("log: compacted topic cannot accept a record without a key")
 )
 
-// maxTopicLength is Kafka's limit: 249, so that "<topic>-<partition>" and
-// the suffixes Kafka adds fit in a 255-byte file name (Topic.java).
+// MaxPartitions bounds a topic's partitions. Kafka has no such bound, but
+// a partition count comes from input and sizes the Dir's memory; and with
+// partition numbers of at most 5 digits, the folder <topic>-<partition> of
+// a topic of 249 characters, Kafka's longest, is 255 bytes, the file name
+// limit of the common file systems.
+const MaxPartitions = 100_000
+
+// maxTopicLength is Kafka's limit (Topic.java): 249, so that
+// "<topic>-<partition>" fits in a 255-byte file name. Every other name
+// Strand makes for a topic fits too: ".topics/<topic>.json", its temporary
+// file <topic>.tmp and the delete tombstone <topic>.del are at most 254
+// bytes, and a folder renamed for deletion cuts the topic short, as Kafka
+// does.
 const maxTopicLength = 249
 
 // ValidateTopic reports whether name is a legal topic name by Kafka's rules
 // (org.apache.kafka.common.internals.Topic.validate): 1 to 249 characters
-// from ASCII letters, digits, '.', '_' and '-', and not "." or "..".
+// from ASCII letters, digits, '.', '_' and '-', and not "." or "..". Every
+// name it accepts works on disk: see MaxPartitions.
 func ValidateTopic(name string) error {
 	switch {
 	case name == "":
@@ -54,7 +76,7 @@ func ValidateTopic(name string) error {
 // zero field takes the value of the Dir's defaults (DirOptions.Defaults),
 // and then the Log's.
 type TopicConfig struct {
-	// Partitions is the number of partitions.
+	// Partitions is the number of partitions, 1 to MaxPartitions.
 	Partitions int32 `json:"partitions"`
 
 	// Retention deletes old segments (cleanup.policy=delete).
@@ -62,7 +84,8 @@ type TopicConfig struct {
 
 	// Compact keeps the latest record per key (cleanup.policy=compact; with
 	// a Retention too, compact,delete), by the CompactOptions rules; the
-	// four fields after it are the topic's CompactOptions.
+	// four fields after it are the topic's CompactOptions. A compacted
+	// topic refuses records without a key (ErrKeyRequired).
 	Compact                bool          `json:"compact,omitempty"`
 	DeleteRetention        time.Duration `json:"delete_retention,omitempty"`
 	MinCleanableDirtyRatio float64       `json:"min_cleanable_dirty_ratio,omitempty"`

@@ -97,8 +97,9 @@ var scratch = sync.Pool{New: func() any { return new([]byte) }}
 //
 // On error dst is returned unchanged. The error wraps ErrInvalidRecords for
 // records or options that cannot be encoded, ErrBatchTooLarge if the batch
-// would not fit the format's 32-bit sizes, and ErrUnsupportedCodec for a
-// codec other than none, gzip and lz4.
+// would not fit the format's 32-bit sizes or, compressed, its records would
+// decompress past MaxDecompressedSize (Records could not read them), and
+// ErrUnsupportedCodec for a codec other than none, gzip and lz4.
 func AppendBatch(dst []byte, recs []Record, opts BuildOptions) ([]byte, error) {
 	switch {
 	case len(recs) == 0:
@@ -144,6 +145,11 @@ func appendBody(out []byte, codec Codec, encode func(dst []byte) ([]byte, error)
 	var err error
 	if *buf, err = encode((*buf)[:0]); err != nil {
 		return out, err
+	}
+	// What Records cannot decompress must not be written.
+	if len(*buf) > MaxDecompressedSize {
+		return out, fmt.Errorf("%w: the records take %d bytes uncompressed, and Records decompresses at most %d (MaxDecompressedSize)",
+			ErrBatchTooLarge, len(*buf), MaxDecompressedSize)
 	}
 	return compress(out, *buf, codec)
 }
