@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -65,7 +66,7 @@ func (in *inspector) inspectPath(path string) error {
 			if fi, err := os.Stat(filepath.Join(path, name)); err == nil && fi.IsDir() {
 				parts = append(parts, name)
 			}
-		case strings.HasSuffix(name, "-delete"):
+		case deletedPartition.MatchString(name):
 			in.note(filepath.Join(path, name), "a deleted partition not yet removed; opening the data directory removes it")
 		}
 	}
@@ -93,6 +94,11 @@ func (in *inspector) inspectPath(path string) error {
 	}
 	return nil
 }
+
+// deletedPartition matches the names log.Dir.DeleteTopic renames partition
+// folders to, Kafka's <topic>-<partition>.<32 hex digits>-delete; OpenDir
+// removes those and leaves any other folder.
+var deletedPartition = regexp.MustCompile(`^[A-Za-z0-9._-]+-[0-9]+\.[0-9a-f]{32}-delete$`)
 
 func list(dir string) ([]string, error) {
 	entries, err := os.ReadDir(dir)
