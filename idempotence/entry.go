@@ -50,7 +50,7 @@ func newEntry(producerID int64) Entry {
 
 // LastSeq returns the last sequence of the newest retained batch, or
 // NoSequence if none is retained.
-func (e *Entry) LastSeq() int32 {
+func (e Entry) LastSeq() int32 {
 	if len(e.Batches) == 0 {
 		return NoSequence
 	}
