@@ -36,12 +36,12 @@ func TestSnapshotBytes(t *testing.T) {
 	// Producer 7: only its newest batch is written.
 	body = be.AppendUint64(body, 7)
 	body = be.AppendUint16(body, 3)
-	body = be.AppendUint32(body, 4)     // last sequence
-	body = be.AppendUint64(body, 44)    // last offset
-	body = be.AppendUint32(body, 2)     // offset delta
-	body = be.AppendUint64(body, 1234)  // timestamp
-	body = be.AppendUint32(body, 9)     // coordinator epoch
-	body = be.AppendUint64(body, 40)    // current transaction's first offset
+	body = be.AppendUint32(body, 4)    // last sequence
+	body = be.AppendUint64(body, 44)   // last offset
+	body = be.AppendUint32(body, 2)    // offset delta
+	body = be.AppendUint64(body, 1234) // timestamp
+	body = be.AppendUint32(body, 9)    // coordinator epoch
+	body = be.AppendUint64(body, 40)   // current transaction's first offset
 	// Producer 8: no batch (only a marker), no transaction.
 	body = be.AppendUint64(body, 8)
 	body = be.AppendUint16(body, 0)

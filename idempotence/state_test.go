@@ -436,9 +436,9 @@ func TestSkipEmptyTransactions(t *testing.T) {
 	done := p.append(
 		at(commit(0, 0), 21),
 		commit(0, 0), abort(0, 0), // empty: complete nothing
-		data(0, 5, 8).transactional().from(c), // 24..27
-		abort(0, 0),                           // 28
-		abort(0, 0),                           // 29, empty
+		data(0, 5, 8).transactional().from(c),  // 24..27
+		abort(0, 0),                            // 28
+		abort(0, 0),                            // 29, empty
 		data(0, 9, 10).transactional().from(c), // 30..31, left open
 	)
 	require.Equal(t, []CompletedTxn{
