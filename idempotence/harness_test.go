@@ -68,6 +68,7 @@ type partition struct {
 	s   *State
 	leo int64
 	now int64
+	log []BatchInfo // the batches appended, as a log would hold them
 }
 
 func newPartition(t *testing.T) *partition {
@@ -107,6 +108,7 @@ func (p *partition) try(bs ...batch) (*Append, []CompletedTxn, error) {
 	done, err := p.s.Commit(a)
 	require.NoError(p.t, err)
 	p.leo = max(p.leo, next)
+	p.log = append(p.log, infos...)
 	return a, done, nil
 }
 
