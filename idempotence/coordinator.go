@@ -211,11 +211,6 @@ type txnMeta struct {
 	// first record is not yet persisted.
 	known   bool
 	pending *TxnRecord
-	// pendingFence marks a pending abort the coordinator started itself.
-	pendingFence bool
-	// fenceFailed: a fencing abort could not be persisted; the next
-	// fence reuses its epoch instead of bumping again (KAFKA-9666).
-	fenceFailed bool
 	// unmarked are the partitions whose marker is not yet written, while
 	// Prepare*.
 	unmarked []TopicPartition
@@ -357,12 +352,15 @@ func (c *Coordinator) InitProducerID(txnID string, timeoutMs int32, expected *Pr
 // fence aborts m's open transaction on the coordinator's own initiative,
 // with the epoch bumped once so that the producer is fenced
 // (prepareFenceProducerEpoch, then endTransaction's fencing path; one bump,
-// as since KAFKA-19367).
+// as since KAFKA-19367). Kafka bumps its in-memory epoch before the record
+// is written and so must not bump again after a failed write (KAFKA-9666);
+// here nothing changes until the record is persisted, so a fence retried
+// after Abandon bumps from the same epoch to the same one.
 func (c *Coordinator) fence(m *txnMeta, nowMs int64) (*TxnRecord, error) {
 	cur := &m.cur
 	next := cur.clone()
 	next.State = TxnPrepareAbort
-	if !m.fenceFailed && cur.ProducerEpoch < math.MaxInt16 {
+	if cur.ProducerEpoch < math.MaxInt16 {
 		next.ProducerEpoch = cur.ProducerEpoch + 1
 	}
 	next.LastProducerEpoch = NoProducerEpoch
@@ -376,9 +374,7 @@ func (c *Coordinator) fence(m *txnMeta, nowMs int64) (*TxnRecord, error) {
 		}
 		next.NextProducerID = pid
 	}
-	rec, err := m.prepare(next)
-	m.pendingFence = err == nil
-	return rec, err
+	return m.prepare(next)
 }
 
 // AddPartitions adds partitions to the producer's transaction, beginning it
@@ -534,7 +530,7 @@ func (c *Coordinator) Complete(rec TxnRecord) (Followup, error) {
 	if !ok || m.pending == nil || !sameRecord(m.pending, &rec) {
 		return Followup{}, fmt.Errorf("%w: %q to %v", ErrNoPendingTransition, rec.TransactionalID, rec.State)
 	}
-	m.pending, m.pendingFence, m.fenceFailed = nil, false, false
+	m.pending = nil
 	c.apply(rec)
 	return c.followup(rec.TransactionalID, rec.LastUpdateMs)
 }
@@ -599,11 +595,7 @@ func (c *Coordinator) Abandon(txnID string) error {
 	if !ok || m.pending == nil {
 		return fmt.Errorf("%w: %q", ErrNoPendingTransition, txnID)
 	}
-	// A fence that was not persisted already bumped the epoch in the
-	// producer's eyes only if it was answered, which it was not; the next
-	// fence reuses the bumped epoch rather than burn another (KAFKA-9666).
-	m.fenceFailed = m.pendingFence
-	m.pending, m.pendingFence = nil, false
+	m.pending = nil
 	if !m.known {
 		delete(c.txns, txnID)
 	}
