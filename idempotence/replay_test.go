@@ -1,6 +1,7 @@
 package idempotence
 
 import (
+	"errors"
 	"flag"
 	"math/rand/v2"
 	"testing"
@@ -163,3 +164,90 @@ func randomAppend(rng *rand.Rand, p *partition) []batch {
 }
 
 func (b batch) transactionalIf(txn bool) batch { b.txn = txn; return b }
+
+// TestCoordinatorReplayEqualsLive drives a coordinator with random
+// requests from producers that are sometimes stale (old epochs, lost
+// answers), random clock ticks, markers held back and released, and
+// records that fail to persist. After every request, replaying the
+// persisted records into a new coordinator gives the live state, and every
+// marker the coordinator asked for was accepted by its partition.
+func TestCoordinatorReplayEqualsLive(t *testing.T) {
+	ids := []string{"t1", "t2", "t3"}
+	tps := []TopicPartition{tpA, tpB, {"c", 2}}
+	for run := range runs(t) {
+		rng := rand.New(rand.NewPCG(uint64(run), 17))
+		w := newWorld(t)
+		seen := map[string]ProducerIDAndEpoch{} // what each producer last heard
+		var answered, refused, persisted int
+		for range 300 {
+			id := ids[rng.IntN(len(ids))]
+			p, ok := seen[id]
+			if ok && rng.IntN(8) == 0 {
+				p.Epoch-- // a zombie, or a retry of a lost answer
+			}
+			w.failPersist = rng.IntN(12) == 0
+			before := len(w.log)
+			var s Step
+			var err error
+			switch k := rng.IntN(12); {
+			case k < 2 || !ok:
+				var expected *ProducerIDAndEpoch
+				if ok && rng.IntN(2) == 0 {
+					expected = &p
+				}
+				s, err = w.do(w.c.InitProducerID(id, int32(1000+rng.IntN(60_000)), expected, w.now))
+			case k < 7:
+				tp := tps[rng.IntN(len(tps))]
+				s, err = w.do(w.c.AddPartitions(id, p.ProducerID, p.Epoch, []TopicPartition{tp}, w.now))
+				if err == nil {
+					part := w.partition(tp)
+					seq := int32(0)
+					if e, ok := part.s.Producer(p.ProducerID); ok && e.Epoch == p.Epoch && len(e.Batches) > 0 {
+						seq = e.LastSeq() + 1
+					}
+					_, _, _ = part.try(data(p.Epoch, seq, seq).of(p.ProducerID).transactional())
+				}
+			case k < 10:
+				s, err = w.do(w.c.EndTxn(id, p.ProducerID, p.Epoch, rng.IntN(2) == 0, w.now))
+			case k < 11:
+				w.now += int64(rng.IntN(40_000))
+				recs, terr := w.c.Tick(w.now)
+				require.NoError(t, terr)
+				for _, rec := range recs {
+					if rng.IntN(5) == 0 {
+						require.NoError(t, w.c.Abandon(rec.TransactionalID))
+						continue
+					}
+					w.persist(*rec)
+				}
+			default:
+				if w.holdMarkers {
+					w.releaseMarkers()
+				} else {
+					w.holdMarkers = true
+				}
+			}
+			if err != nil && !errors.Is(err, errPowerCut) {
+				var kerr *Error
+				require.ErrorAs(t, err, &kerr, "run %d: an error that is not Kafka's", run)
+				refused++
+			} else if err == nil && s.ProducerEpoch >= 0 && s.ProducerID > 0 {
+				seen[id] = ProducerIDAndEpoch{s.ProducerID, s.ProducerEpoch}
+				answered++
+			}
+			persisted += len(w.log) - before
+			w.requireReplayEqual()
+		}
+		require.Greater(t, answered, 50, "run %d", run)
+		require.Greater(t, refused, 20, "run %d", run)
+		require.Greater(t, persisted, 50, "run %d", run)
+		states := map[TxnState]bool{}
+		for _, rec := range w.log {
+			states[rec.State] = true
+		}
+		for _, st := range []TxnState{TxnEmpty, TxnOngoing, TxnPrepareCommit, TxnPrepareAbort, TxnCompleteCommit, TxnCompleteAbort} {
+			require.True(t, states[st], "run %d never reached %v", run, st)
+		}
+		t.Logf("run %d: %d answered, %d refused, %d records persisted", run, answered, refused, persisted)
+	}
+}
