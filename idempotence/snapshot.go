@@ -265,6 +265,33 @@ func DeleteSnapshotsBefore(fsys vfs.FS, dir string, offset int64) error {
 	return nil
 }
 
+// RemoveStraySnapshots deletes the snapshots in dir that match no segment
+// base offset (ProducerStateManager.removeStraySnapshots), except the newest
+// stray one if it is above every segment's base offset: that is the
+// snapshot a clean shutdown wrote at the log's end. The log calls it when it
+// opens, with the base offsets of its segments.
+func RemoveStraySnapshots(fsys vfs.FS, dir string, segmentBaseOffsets []int64) error {
+	offsets, err := ListSnapshots(fsys, dir)
+	if err != nil {
+		return err
+	}
+	var strays []int64
+	for _, off := range offsets {
+		if !slices.Contains(segmentBaseOffsets, off) {
+			strays = append(strays, off)
+		}
+	}
+	if n := len(strays); n > 0 && (len(segmentBaseOffsets) == 0 || strays[n-1] > slices.Max(segmentBaseOffsets)) {
+		strays = strays[:n-1]
+	}
+	for _, off := range strays {
+		if err := removeFile(fsys, SnapshotName(dir, off)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // removeFile removes name; one already gone is not an error. The removal
 // need not be durable: a snapshot that comes back after a crash is removed
 // again by the next Load, or is simply older than the one Load reads.

@@ -419,3 +419,27 @@ func FuzzUnmarshalSnapshot(f *testing.F) {
 		require.Equal(t, b, marshalSnapshot(entries))
 	})
 }
+
+// TestRemoveStraySnapshots: ProducerStateManagerTest's
+// testRemoveStraySnapshotsKeepCleanShutdownSnapshot and
+// testRemoveAllStraySnapshots.
+func TestRemoveStraySnapshots(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		segments []int64
+		want     []int64
+	}{
+		{"keeps the clean shutdown snapshot above the last segment", []int64{5}, []int64{5, 42}},
+		{"removes every stray below the last segment", []int64{42}, []int64{42}},
+		{"no segments: keeps the newest", nil, []int64{42}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs, dir := newSnapshotDir(t)
+			for _, off := range []int64{5, 2, 42} {
+				require.NoError(t, vfs.WriteFileAtomic(fs, SnapshotName(dir, off), marshalSnapshot(nil)))
+			}
+			require.NoError(t, RemoveStraySnapshots(fs, dir, tc.segments))
+			require.Equal(t, tc.want, snapshotOffsets(t, fs, dir))
+		})
+	}
+}

@@ -146,7 +146,8 @@ type Append struct {
 // Validate checks the batches of one append, in order, against the state
 // and against each other (UnifiedLog.analyzeAndValidateProducerState), and
 // returns the change to commit once they are written. Batches without a
-// producer id are not checked. The state is not changed.
+// producer id are not checked, except that a client may not write a control
+// batch. The state is not changed.
 //
 // For OriginClient, a batch that repeats one of its producer's last five
 // batches exactly (same epoch, same first and last sequence) makes
@@ -162,13 +163,15 @@ func (s *State) Validate(origin Origin, batches ...BatchInfo) (*Append, error) {
 		if b.LastOffset > a.lastOffset {
 			a.lastOffset = b.LastOffset
 		}
-		if b.ProducerID < 0 {
-			continue
-		}
 		if origin == OriginClient {
 			if err := checkClientBatch(b); err != nil {
 				return nil, err
 			}
+		}
+		if b.ProducerID < 0 {
+			continue
+		}
+		if origin == OriginClient {
 			if cur, ok := s.producers[b.ProducerID]; ok {
 				if dup, ok := cur.duplicateOf(b.ProducerEpoch, b.BaseSequence, b.LastSequence()); ok {
 					return &Append{Duplicate: &dup, gen: s.gen}, nil
@@ -202,13 +205,14 @@ func (s *State) Validate(origin Origin, batches ...BatchInfo) (*Append, error) {
 }
 
 // checkClientBatch applies LogValidator's rules for a producer's batch that
-// concern producer state.
+// concern producer state. A control batch is refused whatever its producer
+// id.
 func checkClientBatch(b *BatchInfo) error {
 	switch {
 	case b.Control:
 		return fmt.Errorf("%w: clients may not write control batches (producer %d, offset %d)",
 			ErrInvalidRecord, b.ProducerID, b.BaseOffset)
-	case b.BaseSequence < 0:
+	case b.ProducerID >= 0 && b.BaseSequence < 0:
 		return fmt.Errorf("%w: sequence %d in a batch of producer %d at offset %d",
 			ErrInvalidRecord, b.BaseSequence, b.ProducerID, b.BaseOffset)
 	}

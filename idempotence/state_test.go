@@ -102,6 +102,8 @@ func TestSequenceRules(t *testing.T) {
 		{name: "S26 the partition accepts any epoch bump; the coordinator never issues 32767",
 			before: []batch{data(32766, 0, 0)}, in: []batch{data(32767, 0, 0)}, after: "32767:[0]"},
 		{name: "negative sequence from a client", in: []batch{data(0, -5, -5)}, want: ErrInvalidRecord},
+		{name: "control batch without a producer id from a client", before: []batch{data(0, 0, 4)},
+			in: []batch{commit(0, 0).of(NoProducerID).from(OriginClient)}, want: ErrInvalidRecord, after: "0:[4]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newPartition(t)
