@@ -149,14 +149,18 @@ func (w *world) restore(rec TxnRecord) {
 	w.log = append(w.log, rec)
 }
 
-// requireReplayEqual checks that replaying the persisted records rebuilds
-// the live coordinator.
+// requireReplayEqual checks that replaying the persisted records, encoded
+// as __transaction_state records and decoded again, rebuilds the live
+// coordinator.
 func (w *world) requireReplayEqual() {
 	w.t.Helper()
 	r, err := NewCoordinator(CoordinatorOptions{CoordinatorEpoch: 3, AllocateProducerID: func() (int64, error) { return 0, errPowerCut }})
 	require.NoError(w.t, err)
 	for _, rec := range w.log {
-		r.Replay(rec)
+		// Through the bytes the owner would store.
+		back, err := UnmarshalTxnRecord(MarshalTxnRecord(rec))
+		require.NoError(w.t, err)
+		r.Replay(back)
 	}
 	require.Equal(w.t, w.c.Transactions(), r.Transactions())
 	require.Equal(w.t, w.c.Markers(), r.Markers())
