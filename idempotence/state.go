@@ -136,8 +136,9 @@ type Append struct {
 	Duplicate *BatchMetadata
 
 	gen        uint64
-	order      []int64 // producer ids in the order the append first met them
-	entries    map[int64]*Entry
+	// entries are the updated states of the producers the append
+	// touches; an append rarely has more than one, so a slice beats a map.
+	entries    []*Entry
 	started    []txn
 	completed  []CompletedTxn
 	lastOffset int64
@@ -157,7 +158,7 @@ type Append struct {
 // from a client), ErrInvalidProducerEpoch, ErrOutOfOrderSequence,
 // ErrInvalidTxnState, ErrTransactionCoordinatorFenced.
 func (s *State) Validate(origin Origin, batches ...BatchInfo) (*Append, error) {
-	a := &Append{gen: s.gen, entries: map[int64]*Entry{}, lastOffset: s.mapEnd - 1}
+	a := &Append{gen: s.gen, lastOffset: s.mapEnd - 1}
 	for i := range batches {
 		b := &batches[i]
 		if b.LastOffset > a.lastOffset {
@@ -178,15 +179,14 @@ func (s *State) Validate(origin Origin, batches ...BatchInfo) (*Append, error) {
 				}
 			}
 		}
-		u := a.entries[b.ProducerID]
+		u := a.entry(b.ProducerID)
 		if u == nil {
 			e := newEntry(b.ProducerID)
 			if cur, ok := s.producers[b.ProducerID]; ok {
 				e = cur.clone()
 			}
 			u = &e
-			a.entries[b.ProducerID] = u
-			a.order = append(a.order, b.ProducerID)
+			a.entries = append(a.entries, u)
 		}
 		// Kafka accepts any sequence from a producer it had no state for
 		// when the append began (KIP-360), for every batch of the append.
@@ -202,6 +202,16 @@ func (s *State) Validate(origin Origin, batches ...BatchInfo) (*Append, error) {
 		}
 	}
 	return a, nil
+}
+
+// entry returns the append's updated state of producer id, or nil.
+func (a *Append) entry(id int64) *Entry {
+	for _, e := range a.entries {
+		if e.ProducerID == id {
+			return e
+		}
+	}
+	return nil
 }
 
 // checkClientBatch applies LogValidator's rules for a producer's batch that
@@ -325,8 +335,8 @@ func (s *State) Commit(a *Append) ([]CompletedTxn, error) {
 		return nil, nil
 	}
 	s.gen++
-	for _, pid := range a.order {
-		s.producers[pid] = a.entries[pid]
+	for _, e := range a.entries {
+		s.producers[e.ProducerID] = e
 	}
 	for _, t := range a.started {
 		s.ongoing = insertTxn(s.ongoing, t)
