@@ -37,6 +37,8 @@
 // that it has stamped with their offsets:
 //
 //	infos := ... InfoOf(batch) for each batch ...
+//	for each info with state.NeedsVerification(info):
+//	    coordinator.AddPartitions(...)           // transactions version 2
 //	a, err := state.Validate(OriginClient, infos...)
 //	if err != nil { return err }                 // nothing appended
 //	if a.Duplicate != nil { return a.Duplicate } // answer with its offsets
@@ -59,4 +61,25 @@
 // which stores one batch per producer: after a restart a producer's window
 // holds its newest batch only (plus what the log replays after the
 // snapshot), as in Kafka. They are written atomically through internal/vfs.
+//
+// # Transactions
+//
+// Coordinator is Kafka's transaction coordinator with transactions version
+// 2 (KIP-890) semantics, as a pure state machine. Each request
+// (InitProducerID, AddPartitions, EndTxn) and each Tick returns the record
+// of the transition it makes; the owner persists it (MarshalTxnRecord gives
+// Kafka's __transaction_state key and value), then calls Complete, and only
+// then does the transition take effect and the answer hold. Complete asks
+// for the COMMIT or ABORT markers to write to each partition
+// (AppendMarkerBatch builds the control batch, appended with
+// OriginCoordinator); MarkerWritten reports each one, and the last yields
+// the record that completes the transaction. A coordinator rebuilt with
+// Replay from the persisted records equals the live one, and Markers lists
+// what it must send again.
+//
+// On a partition, Commit returns the transactions a marker completed;
+// aborted ones go to the segment's .txnindex (TxnIndex, Kafka's format).
+// A read-committed reader stops at LastStableOffset, collects the aborted
+// transactions of what it reads with TxnIndex.Collect, segment after
+// segment, and drops what NewAbortedFilter's Skip says.
 package idempotence

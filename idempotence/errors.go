@@ -56,9 +56,6 @@ var (
 	// ErrInvalidRequest: a malformed request, such as an empty
 	// transactional id.
 	ErrInvalidRequest = &Error{42, "INVALID_REQUEST"}
-	// ErrTransactionalIDNotFound: the coordinator holds no transaction for
-	// the transactional id.
-	ErrTransactionalIDNotFound = &Error{105, "TRANSACTIONAL_ID_NOT_FOUND"}
 )
 
 // ErrCorruptSnapshot means a producer-state snapshot file cannot be read:

@@ -393,6 +393,22 @@ func insertTxn(ts []txn, t txn) []txn {
 	return slices.Insert(ts, i, t)
 }
 
+// NeedsVerification reports whether b is the first transactional batch of
+// its producer's transaction on this partition, which the partition leader
+// must not append before the transaction coordinator knows the partition
+// is in the transaction (KIP-890: under transactions version 2 the leader
+// adds it, with Coordinator.AddPartitions; otherwise it asks the
+// coordinator to verify). Without that check a late batch of a finished
+// transaction would open a transaction no coordinator will ever end, and
+// hold the last stable offset back for good.
+func (s *State) NeedsVerification(b BatchInfo) bool {
+	if !b.Transactional || b.Control || b.ProducerID < 0 {
+		return false
+	}
+	e, ok := s.producers[b.ProducerID]
+	return !ok || e.TxnFirstOffset < 0
+}
+
 // Producer returns a copy of the state of producer id.
 func (s *State) Producer(id int64) (Entry, bool) {
 	e, ok := s.producers[id]

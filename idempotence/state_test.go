@@ -498,3 +498,18 @@ func TestSequenceArithmetic(t *testing.T) {
 		require.Equal(t, tc.dec, DecrementSequence(tc.seq, tc.n), "decrement %d by %d", tc.seq, tc.n)
 	}
 }
+
+// TestNeedsVerification: only a transaction's first batch on the partition
+// needs the coordinator (UnifiedLog.analyzeAndValidateProducerState's
+// hasOngoingTransaction check).
+func TestNeedsVerification(t *testing.T) {
+	p := newPartition(t)
+	first := p.info(data(0, 0, 0).transactional(), 0)
+	require.True(t, p.s.NeedsVerification(first))
+	require.False(t, p.s.NeedsVerification(p.info(data(0, 0, 0), 0)), "not transactional")
+	require.False(t, p.s.NeedsVerification(p.info(commit(0, 0), 0)), "a marker")
+	p.append(data(0, 0, 0).transactional())
+	require.False(t, p.s.NeedsVerification(p.info(data(0, 1, 1).transactional(), 1)), "the transaction is open here")
+	p.append(commit(0, 0))
+	require.True(t, p.s.NeedsVerification(p.info(data(0, 1, 1).transactional(), 2)), "the next transaction")
+}
