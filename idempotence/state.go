@@ -135,7 +135,7 @@ type Append struct {
 	// repeats: the log appends nothing and answers with its offsets.
 	Duplicate *BatchMetadata
 
-	gen        uint64
+	gen uint64
 	// entries are the updated states of the producers the append
 	// touches; an append rarely has more than one, so a slice beats a map.
 	entries    []*Entry
