@@ -215,3 +215,33 @@ func TestReadCommittedFilter(t *testing.T) {
 	require.Equal(t, []AbortedTxn{x.Entries()[1]}, aborted)
 	require.Equal(t, []int64{7}, read(5, aborted))
 }
+
+// TestCollectAcrossSegments: research §5.6 T21. A fetch that spans two
+// segments finds the aborted transaction whose marker is in the second: the
+// first segment's index does not reach the fetch's end, so the search goes
+// on.
+func TestCollectAcrossSegments(t *testing.T) {
+	fs, dir := newSnapshotDir(t)
+	first, err := OpenTxnIndex(fs, dir+"/00000000000000000000.txnindex", 0)
+	require.NoError(t, err)
+	second, err := OpenTxnIndex(fs, dir+"/00000000000000000100.txnindex", 100)
+	require.NoError(t, err)
+	early := AbortedTxn{ProducerID: 1, FirstOffset: 10, LastOffset: 20, LastStableOffset: 21}
+	spanning := AbortedTxn{ProducerID: 2, FirstOffset: 90, LastOffset: 120, LastStableOffset: 121}
+	require.NoError(t, first.Append(early))
+	require.NoError(t, second.Append(spanning))
+
+	var aborted []AbortedTxn
+	for _, x := range []*TxnIndex{first, second} {
+		got, done := x.Collect(50, 150)
+		aborted = append(aborted, got...)
+		if done {
+			break
+		}
+	}
+	require.Equal(t, []AbortedTxn{spanning}, aborted)
+	// A fetch that ends inside the first segment stops there.
+	got, done := first.Collect(0, 21)
+	require.Equal(t, []AbortedTxn{early}, got)
+	require.True(t, done)
+}
