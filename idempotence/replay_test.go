@@ -3,8 +3,8 @@ package idempotence
 import (
 	"errors"
 	"flag"
-	"slices"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
