@@ -465,6 +465,24 @@ func (s *State) LastStableOffset(hw int64) int64 {
 	return hw
 }
 
+// LateTransactionBuffer is how long past the maximum transaction timeout
+// an open transaction's producer may stay silent before the transaction is
+// late (ProducerStateManager.LATE_TRANSACTION_BUFFER_MS).
+const LateTransactionBuffer = 5 * time.Minute
+
+// HasLateTransaction reports whether the producer of the oldest open
+// transaction has been silent, at nowMs, for longer than
+// maxTransactionTimeout plus LateTransactionBuffer: the coordinator should
+// have aborted it long ago, so it is hanging and holds the last stable
+// offset back (Kafka's PartitionsWithLateTransactionsCount metric).
+func (s *State) HasLateTransaction(nowMs int64, maxTransactionTimeout time.Duration) bool {
+	if len(s.ongoing) == 0 {
+		return false
+	}
+	e, ok := s.producers[s.ongoing[0].producerID]
+	return ok && e.LastTimestamp > 0 && nowMs-e.LastTimestamp > (maxTransactionTimeout+LateTransactionBuffer).Milliseconds()
+}
+
 // OnHighWatermark tells the state the high watermark moved to hw:
 // completed transactions whose marker is below it stop holding the last
 // stable offset back (onHighWatermarkUpdated).

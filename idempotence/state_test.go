@@ -513,3 +513,36 @@ func TestNeedsVerification(t *testing.T) {
 	p.append(commit(0, 0))
 	require.True(t, p.s.NeedsVerification(p.info(data(0, 1, 1).transactional(), 2)), "the next transaction")
 }
+
+// TestHasLateTransaction: ProducerStateManagerTest's testHasLateTransaction,
+// testHasLateTransactionInitializedAfterReload and
+// testHasLateTransactionUpdatedAfterFullTruncation.
+func TestHasLateTransaction(t *testing.T) {
+	const maxTimeout = DefaultMaxTransactionTimeout
+	late := (maxTimeout + LateTransactionBuffer).Milliseconds()
+	p, fs, dir := snapshotPartition(t)
+	p.append(at(data(2, 0, 0).of(39).transactional(), 100))
+	require.False(t, p.s.HasLateTransaction(p.now, maxTimeout))
+	p.now += 500
+	p.append(at(data(9, 0, 0).of(57).transactional(), 150))
+	require.False(t, p.s.HasLateTransaction(p.now, maxTimeout))
+	p.snapshot(fs, dir)
+
+	// Only the first transaction is late.
+	p.now += late - 500 + 1
+	require.True(t, p.s.HasLateTransaction(p.now, maxTimeout))
+	require.True(t, p.reload(fs, dir, 0, p.s.MapEndOffset(), p.now).HasLateTransaction(p.now, maxTimeout), "after a reload")
+	p.now += 500
+	require.True(t, p.s.HasLateTransaction(p.now, maxTimeout))
+
+	p.append(at(commit(2, 0).of(39), 200))
+	require.True(t, p.s.HasLateTransaction(p.now, maxTimeout), "the second is late too")
+	p.append(at(commit(9, 0).of(57), 250))
+	require.False(t, p.s.HasLateTransaction(p.now, maxTimeout))
+
+	p.append(at(data(10, 0, 0).of(57).transactional(), 300))
+	p.now += late + 1
+	require.True(t, p.s.HasLateTransaction(p.now, maxTimeout))
+	p.s.Reset(150)
+	require.False(t, p.s.HasLateTransaction(p.now, maxTimeout), "after a full truncation")
+}
