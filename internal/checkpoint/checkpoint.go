@@ -20,8 +20,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
-	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -36,10 +34,6 @@ var ErrCorrupt = errors.New("checkpoint: corrupt file")
 // ErrInvalidEntry is matched by the error Write returns for an entry that
 // cannot be stored on one line: an empty entry or one holding a line break.
 var ErrInvalidEntry = errors.New("checkpoint: invalid entry")
-
-// tmpSuffix is the suffix Kafka gives a checkpoint being written; a
-// leftover name.tmp is harmless and is overwritten by the next Write.
-const tmpSuffix = ".tmp"
 
 // Write atomically replaces the checkpoint file name with one holding
 // version and entries. It returns only once the new content and its name
@@ -58,35 +52,7 @@ func Write(fs vfs.FS, name string, version int, entries []string) error {
 		buf.WriteByte('\n')
 	}
 
-	tmp := name + tmpSuffix
-	if err := writeSynced(fs, tmp, buf.Bytes()); err != nil {
-		// The temporary file is never read; removing it only saves space,
-		// so a failure to remove it is not worth reporting over err.
-		_ = fs.Remove(tmp)
-		return err
-	}
-	if err := fs.Rename(tmp, name); err != nil {
-		return err
-	}
-	// The rename is durable only once the directory is synced; until then a
-	// crash brings back the old file.
-	return vfs.SyncDir(fs, filepath.Dir(name))
-}
-
-func writeSynced(fs vfs.FS, name string, data []byte) error {
-	f, err := fs.Create(name)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return vfs.WriteFileAtomic(fs, name, buf.Bytes())
 }
 
 // Read reads the checkpoint file name and calls parse with each entry, in
@@ -103,7 +69,7 @@ func writeSynced(fs vfs.FS, name string, data []byte) error {
 // no count, and a last line without its newline: Write never leaves either,
 // so they mean the file was damaged.
 func Read(fs vfs.FS, name string, version int, parse func(entry string) error) error {
-	data, err := readFile(fs, name)
+	data, err := vfs.ReadFile(fs, name)
 	if err != nil {
 		return err
 	}
@@ -154,17 +120,4 @@ func Read(fs vfs.FS, name string, version int, parse func(entry string) error) e
 		}
 	}
 	return nil
-}
-
-func readFile(fs vfs.FS, name string) ([]byte, error) {
-	f, err := fs.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	return io.ReadAll(io.NewSectionReader(f, 0, fi.Size()))
 }

@@ -32,7 +32,7 @@ func newMemDir(t *testing.T) (*vfs.MemFS, string) {
 
 func putFile(t *testing.T, fsys vfs.FS, name, content string) {
 	t.Helper()
-	require.NoError(t, writeSynced(fsys, name, []byte(content)))
+	require.NoError(t, vfs.WriteFileAtomic(fsys, name, []byte(content)))
 }
 
 func TestWriteThenRead(t *testing.T) {
@@ -72,7 +72,7 @@ func TestWriteIsKafkasFormat(t *testing.T) {
 
 func mustRead(t *testing.T, fsys vfs.FS, name string) []byte {
 	t.Helper()
-	b, err := readFile(fsys, name)
+	b, err := vfs.ReadFile(fsys, name)
 	require.NoError(t, err)
 	return b
 }
