@@ -473,7 +473,6 @@ func (fs *MemFS) MkdirAll(dir string, perm os.FileMode) error {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	d := fs.root
-	change := new(entryChange)
 	for _, p := range strings.Split(strings.TrimPrefix(clean(dir), "/"), "/") {
 		if p == "" {
 			continue
@@ -481,7 +480,7 @@ func (fs *MemFS) MkdirAll(dir string, perm os.FileMode) error {
 		c, ok := d.children[p]
 		if !ok {
 			c = newDir(p)
-			change.set(d, p, c)
+			new(entryChange).set(d, p, c)
 		} else if !c.dir {
 			return pathErr("mkdir", dir, syscall.ENOTDIR)
 		}
