@@ -1,6 +1,7 @@
 package log
 
 import (
+	"flag"
 	"fmt"
 	"strings"
 	"testing"
@@ -10,6 +11,12 @@ import (
 	"github.com/strandlog/strand/internal/vfs"
 	"github.com/strandlog/strand/segment"
 )
+
+// crashSeed is added to the seeds of the power cuts of the crash tests
+// that use crashedAt, to explore other crashes than CI's:
+//
+//	for s in $(seq 1 50); do go test ./log -run Crash -args -strand.crashseed=$s; done
+var crashSeed = flag.Uint64("strand.crashseed", 0, "added to the seeds of the crash tests' power cuts")
 
 // TestCrashDuringTruncation cuts the power before every file-system
 // operation of a follower's truncations (KIP-101): one that cuts the tail,
