@@ -42,7 +42,7 @@ func TestFailedDirectorySyncOnRollFailsTheLog(t *testing.T) {
 	require.NoError(t, err)
 	appendN(t, l, 0, 10, 1, 100)
 
-	hook, arm := failOnce(func(op vfs.Op) bool { return op.Kind == vfs.OpSync && op.Name == dir })
+	hook, arm := failOnce(func(op vfs.Op) bool { return op.Kind == vfs.OpSyncDir && op.Name == dir })
 	fs.SetHook(hook)
 	arm()
 	var rollErr error

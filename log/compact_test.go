@@ -856,6 +856,23 @@ func TestOpenAfterInterruptedSwaps(t *testing.T) {
 	writeFile(t, fs, segment.FileName(dir, 0, segment.LogSuffix)+swapSuffix, merged)
 	reopen("a .swap log beside the old segments' indexes")
 	require.Equal(t, merged, readFile(t, fs, segment.FileName(dir, 0, segment.LogSuffix)))
+
+	// An index .swap beside the old segments, its log's .swap lost:
+	// without a directory sync between them, renames reach the disk in
+	// any order. The new segment's index entry (offset 1 at position 5)
+	// is a position inside a batch of the old log.
+	for name, data := range oldFiles {
+		writeFile(t, fs, name, data)
+	}
+	writeFile(t, fs, segment.FileName(dir, 0, segment.IndexSuffix)+swapSuffix, []byte{0, 0, 0, 1, 0, 0, 0, 5})
+	require.NoError(t, fs.Remove(filepath.Join(dir, cleanShutdownFile)))
+	l = compactLog(t, fs, &now)
+	m.check(t, l, now, DefaultDeleteRetention, keepFrom, "an index .swap without its log's")
+	require.Equal(t, len(bases)+1, l.Stats().Segments, "the old segments stay")
+	require.NoError(t, l.Close())
+	names, err := fs.List(dir)
+	require.NoError(t, err)
+	require.NotContains(t, names, filepath.Base(segment.FileName(dir, 0, segment.IndexSuffix))+swapSuffix)
 }
 
 func readFile(t testing.TB, fs vfs.FS, name string) []byte {

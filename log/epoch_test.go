@@ -2,6 +2,7 @@ package log
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"syscall"
 	"testing"
@@ -282,9 +283,11 @@ func TestEpochCacheKafkaVectors(t *testing.T) {
 					"EndOffsetFor(%d, %d)", q.requested, q.leo)
 			}
 
-			reopened, err := OpenEpochCache(m.Crash(vfs.CrashConfig{}), "/p")
-			require.NoError(t, err)
-			require.Equal(t, tc.want, epochsOrNil(reopened.Entries()), "the checkpoint file holds the cache after a crash")
+			for seed := range uint64(8) {
+				reopened, err := OpenEpochCache(m.Crash(vfs.CrashConfig{Rand: rand.New(rand.NewPCG(seed, 0))}), "/p")
+				require.NoError(t, err)
+				require.Equal(t, tc.want, epochsOrNil(reopened.Entries()), "seed %d: the checkpoint file holds the cache after a crash", seed)
+			}
 		})
 	}
 }

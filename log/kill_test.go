@@ -106,7 +106,10 @@ func killValue(key string) []byte {
 // "ack <base offset> <writer> <seq> <records>" after each append returns.
 // Each line is one write, so a kill never tears one. On SIGTERM it closes
 // the log and prints "closed", so that the next child opens a cleanly shut
-// down log (unless a SIGKILL lands in Close).
+// down log (unless a SIGKILL lands in Close). A writer whose append fails
+// prints "failed <writer> <seq> <records>" and stops; the child returns
+// the errors once every writer has stopped, so that a log that goes on
+// acknowledging after a failure keeps it running.
 func runKillChild(dir, genStr, seedStr string) error {
 	gen, err := strconv.Atoi(genStr)
 	if err != nil {
@@ -147,23 +150,28 @@ func runKillChild(dir, genStr, seedStr string) error {
 					return
 				}
 				if err != nil {
-					errc <- err
+					_, perr := fmt.Fprintf(os.Stdout, "failed %d %d %d\n", w, seq, n)
+					errc <- errors.Join(err, perr)
 					return
 				}
 				seq += n
 			}
 		}()
 	}
-	select {
-	case err := <-errc:
-		return err
-	case <-term:
-		if err := l.Close(); err != nil {
+	var errs []error
+	for len(errs) < killWriters {
+		select {
+		case err := <-errc:
+			errs = append(errs, err)
+		case <-term:
+			if err := l.Close(); err != nil {
+				return err
+			}
+			_, err := fmt.Fprintln(os.Stdout, "closed")
 			return err
 		}
-		_, err := fmt.Fprintln(os.Stdout, "closed")
-		return err
 	}
+	return errors.Join(errs...)
 }
 
 // killRun is what the parent saw of one child.
@@ -172,6 +180,7 @@ type killRun struct {
 	closed bool  // the child closed the log before it was killed
 	leo    int64 // the log end offset it opened at
 	acked  map[int64]string
+	failed []string // keys of the records of appends that failed
 }
 
 // TestKillDuringAppends deals SIGKILL at random moments to a real process
@@ -206,12 +215,13 @@ func TestKillDuringAppends(t *testing.T) {
 		if run.closed {
 			closed++
 		}
+		require.Empty(t, run.failed, "child %d: appends failed", gen)
 		for off, key := range run.acked {
 			_, dup := acked[off]
 			require.False(t, dup, "child %d: offset %d acknowledged twice", gen, off)
 			acked[off] = key
 		}
-		leo = checkKilledLog(t, dir, acked)
+		leo = int64(len(checkKilledLog(t, dir, acked)))
 		records += int(leo)
 	}
 	t.Logf("%d children (%d killed before they finished opening the log, %d closed it first) in %v: %d records acknowledged, log end offset %d, %d records checked",
@@ -281,7 +291,14 @@ func killChild(t *testing.T, dir string, gen int, rng *rand.Rand, startupLatency
 		t.Fatalf("child %d was neither killed nor closed the log (signal: %v, wait: %v); stderr:\n%s", gen, killErr, waitErr, stderr.Bytes())
 	}
 
+	return parseKillRun(t, gen, ls)
+}
+
+// parseKillRun reads the lines a child printed.
+func parseKillRun(t *testing.T, gen int, ls []string) killRun {
+	t.Helper()
 	run := killRun{acked: make(map[int64]string)}
+	var err error
 	for _, line := range ls {
 		f := strings.Fields(line)
 		switch {
@@ -301,6 +318,17 @@ func killChild(t *testing.T, dir string, gen int, rng *rand.Rand, startupLatency
 			for i := range n {
 				run.acked[base+int64(i)] = killKey(gen, w, seq+i, i, n)
 			}
+		case len(f) == 4 && f[0] == "failed":
+			var v [3]int
+			for j := range v {
+				if v[j], err = strconv.Atoi(f[j+1]); err != nil {
+					break
+				}
+			}
+			w, seq, n := v[0], v[1], v[2]
+			for i := range n {
+				run.failed = append(run.failed, killKey(gen, w, seq+i, i, n))
+			}
 		default:
 			err = errors.New("unexpected line")
 		}
@@ -313,9 +341,9 @@ func killChild(t *testing.T, dir string, gen int, rng *rand.Rand, startupLatency
 // the files as the kill left them) and checks it: offsets contiguous from
 // 0, every record's value the one its key makes, every batch whole, each
 // writer's records in the order it appended them with none missing or
-// repeated, and every acknowledged record present. It returns the log end
-// offset.
-func checkKilledLog(t *testing.T, dir string, acked map[int64]string) int64 {
+// repeated, and every acknowledged record present. It returns the keys of
+// the records, by offset.
+func checkKilledLog(t *testing.T, dir string, acked map[int64]string) []string {
 	t.Helper()
 	cp := dir + "-check"
 	copyDir(t, dir, cp)
@@ -370,7 +398,7 @@ func checkKilledLog(t *testing.T, dir string, acked map[int64]string) int64 {
 			t.Fatalf("acknowledged record %q at offset %d lost (log end offset %d)", key, off, leo)
 		}
 	}
-	return leo
+	return keys
 }
 
 // copyDir copies the regular files of src into a new directory dst.

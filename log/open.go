@@ -272,11 +272,13 @@ func (l *Log) cleanDir() ([]int64, error) {
 	// A compaction's swap replaces a segment's indexes with its log: old
 	// index files must not pair with the new log, whether or not the new
 	// ones made it (missing ones are rebuilt).
+	swapped := make(map[int64]bool) // bases with a log to swap in
 	for _, name := range names {
 		if base, ok := segmentBase(strings.TrimSuffix(name, swapSuffix), segment.LogSuffix); ok && strings.HasSuffix(name, swapSuffix) {
 			if err := l.removeFiles(base, segment.IndexSuffix, segment.TimeIndexSuffix); err != nil {
 				return nil, err
 			}
+			swapped[base] = true
 			changed = true
 		}
 	}
@@ -285,7 +287,7 @@ func (l *Log) cleanDir() ([]int64, error) {
 	for _, name := range names {
 		path := filepath.Join(l.dir, name)
 		switch {
-		case strings.HasSuffix(name, deletedSuffix), strings.HasSuffix(name, cleanedSuffix):
+		case strings.HasSuffix(name, deletedSuffix), strings.HasSuffix(name, cleanedSuffix), orphanSwap(name, swapped):
 			if err := l.fs.Remove(path); err != nil {
 				return nil, fmt.Errorf("log: %w", err)
 			}
@@ -321,6 +323,23 @@ func (l *Log) cleanDir() ([]int64, error) {
 		return bases, nil
 	}
 	return bases, vfs.SyncDir(l.fs, l.dir)
+}
+
+// orphanSwap reports whether name is the .swap of an index whose log has
+// no .swap: the renames of an unfinished swap need not reach the disk in
+// the order they were made, and putting that index in place would pair the
+// old log with the new segment's index.
+func orphanSwap(name string, swapped map[int64]bool) bool {
+	index, ok := strings.CutSuffix(name, swapSuffix)
+	if !ok {
+		return false
+	}
+	for _, suffix := range []string{segment.IndexSuffix, segment.TimeIndexSuffix} {
+		if base, ok := segmentBase(index, suffix); ok {
+			return !swapped[base]
+		}
+	}
+	return false
 }
 
 // segmentBase parses a segment file name: 20 digits and suffix.

@@ -48,9 +48,6 @@ func (l *Log) TruncateTo(offset int64) error {
 		if err := l.dropTailLocked(keep); err != nil {
 			return err
 		}
-		if err := vfs.SyncDir(l.fs, l.dir); err != nil {
-			return l.fail(err)
-		}
 	}
 	active := l.active()
 	if _, err := active.TruncateTo(offset); err != nil {
@@ -64,22 +61,18 @@ func (l *Log) TruncateTo(offset int64) error {
 }
 
 // truncateFullyLocked removes every segment and starts an empty log at
-// offset.
+// offset. The old segments are gone for good before the new one is
+// created: a crash must not leave the new segment in front of old ones.
 func (l *Log) truncateFullyLocked(offset int64) error {
-	// The old segments are gone for good before the new one exists, so
-	// that no crash leaves both, and the recovery point comes down first.
+	// The recovery point comes down first, so that what a crash leaves
+	// opens.
 	if err := l.lowerRecoveryPointLocked(offset); err != nil {
 		return err
 	}
 	l.mu.RLock()
 	old := l.segs
 	l.mu.RUnlock()
-	for _, s := range old {
-		if err := s.Rename(deletedSuffix); err != nil {
-			return l.fail(err)
-		}
-	}
-	if err := vfs.SyncDir(l.fs, l.dir); err != nil {
+	if err := l.renameDeleted(old); err != nil {
 		return l.fail(err)
 	}
 	seg, err := segment.Create(l.dir, offset, l.opts.segmentOptions())
@@ -105,15 +98,16 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 }
 
 // dropTailLocked removes the segments from index keep on, making the one
-// before them active.
+// before them active. Their removal is durable before the caller cuts the
+// one before them.
 func (l *Log) dropTailLocked(keep int) error {
 	l.mu.Lock()
 	old := l.segs
 	l.segs = slices.Clone(old[:keep])
 	l.mu.Unlock()
-	var errs []error
+	errs := []error{l.renameDeleted(old[keep:])}
 	for _, s := range old[keep:] {
-		errs = append(errs, s.discard(true))
+		errs = append(errs, s.discard(false))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return l.fail(err)
@@ -129,6 +123,22 @@ func (l *Log) lowerRecoveryPointLocked(offset int64) error {
 	}
 	l.recoveryPoint = offset
 	return l.writeCheckpointsLocked(l.opts.Now())
+}
+
+// renameDeleted gives the files of segs the .deleted suffix, the last
+// segment first, and syncs the directory after each: the renames of an
+// unsynced directory may reach the disk in any order, and a crash must
+// leave a prefix of the segments, never one after a gap.
+func (l *Log) renameDeleted(segs []*segRef) error {
+	for _, s := range slices.Backward(segs) {
+		if err := s.Rename(deletedSuffix); err != nil {
+			return err
+		}
+		if err := vfs.SyncDir(l.fs, l.dir); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (l *Log) afterTruncateLocked() error {

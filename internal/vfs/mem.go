@@ -3,10 +3,12 @@ package vfs
 import (
 	"errors"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -21,7 +23,11 @@ import (
 // its directory is synced. Crash returns the file system a restart would
 // find: every durable name and byte, plus, when CrashConfig asks for it, an
 // in-order prefix of each file's unsynced writes whose last write may be
-// torn at any byte.
+// torn at any byte, and any subset of the unsynced changes to directory
+// entries. Each such change (a create, a remove, a mkdir, a rename even
+// between two directories) survives whole or not at all, as in a
+// journaling file system; syncing one of the directories a change touched
+// makes all of it durable.
 //
 // Mapping a file counts as flushing the writes made to it before; writes
 // through a mapping are lost by Crash while the mapping is open, and kept
@@ -34,7 +40,7 @@ type MemFS struct {
 }
 
 // Op describes a mutating file-system operation, passed to the hook set
-// with SetHook before the operation runs.
+// with SetHook before the operation runs, and to the faults of an ErrorFS.
 type Op struct {
 	Kind OpKind
 	Name string // the file or directory operated on; for Rename, the old name
@@ -49,13 +55,15 @@ const (
 	OpCreate OpKind = iota
 	OpWrite
 	OpTruncate
-	OpSync
+	OpSync // of a file or a mapping
 	OpRename
 	OpRemove
 	OpMkdir
+	OpSyncDir // of a directory
+	OpMap
 )
 
-var opNames = [...]string{"create", "write", "truncate", "sync", "rename", "remove", "mkdir"}
+var opNames = [...]string{"create", "write", "truncate", "sync", "rename", "remove", "mkdir", "syncdir", "map"}
 
 func (k OpKind) String() string {
 	if int(k) < len(opNames) {
@@ -68,8 +76,10 @@ func (k OpKind) String() string {
 type CrashConfig struct {
 	// Rand, if set, picks for each file how many of its unsynced writes
 	// survive (in the order they were made) and how many bytes of the next
-	// one; and whether writes through a mapping survive. With Rand nil
-	// every unsynced byte is lost.
+	// one; whether writes through a mapping survive; and which unsynced
+	// changes to directory entries survive, each with even odds. With Rand
+	// nil every unsynced byte and entry is lost. The same Rand state and
+	// the same operations give the same crash.
 	Rand *rand.Rand
 }
 
@@ -78,9 +88,11 @@ type memNode struct {
 	dir  bool
 
 	// Directories: the entries as they are now and as the last Sync of the
-	// directory left them.
+	// directory left them, and the change that last set each entry that
+	// differs.
 	children map[string]*memNode
 	synced   map[string]*memNode
+	pending  map[string]*entryChange
 
 	// Files.
 	data     []byte
@@ -88,6 +100,42 @@ type memNode struct {
 	mapped   int       // open mappings
 	snapshot []byte    // data as of the last durable point, while mapped
 	modTime  time.Time
+}
+
+// entryChange is one operation's change to directory entries: a crash
+// keeps all of them or none.
+type entryChange struct{ entries []entryRef }
+
+type entryRef struct {
+	dir  *memNode
+	name string
+}
+
+// set binds name in dir to n, or removes it if n is nil, as part of c.
+func (c *entryChange) set(dir *memNode, name string, n *memNode) {
+	if n == nil {
+		delete(dir.children, name)
+	} else {
+		dir.children[name] = n
+	}
+	dir.pending[name] = c
+	c.entries = append(c.entries, entryRef{dir, name})
+}
+
+// commit makes the change's entries outside dir durable: a rename is
+// made durable by a sync of either directory.
+func (c *entryChange) commit(dir *memNode) {
+	for _, e := range c.entries {
+		if e.dir == dir || e.dir.pending[e.name] != c {
+			continue
+		}
+		if n, ok := e.dir.children[e.name]; ok {
+			e.dir.synced[e.name] = n
+		} else {
+			delete(e.dir.synced, e.name)
+		}
+		delete(e.dir.pending, e.name)
+	}
 }
 
 // undoRec records how to revert one unsynced write or truncate.
@@ -105,7 +153,7 @@ func NewMem() *MemFS {
 }
 
 func newDir(name string) *memNode {
-	return &memNode{name: name, dir: true, children: map[string]*memNode{}, synced: map[string]*memNode{}, modTime: time.Unix(0, 0)}
+	return &memNode{name: name, dir: true, children: map[string]*memNode{}, synced: map[string]*memNode{}, pending: map[string]*entryChange{}, modTime: time.Unix(0, 0)}
 }
 
 // SetHook installs fn to run before every mutating operation; a non-nil
@@ -139,25 +187,54 @@ func (fs *MemFS) Crash(cfg CrashConfig) *MemFS {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	out := NewMem()
-	cloned := make(map[*memNode]*memNode)
-	out.root = crashDir(fs.root, cfg, cloned)
+	c := crash{cfg: cfg, cloned: map[*memNode]*memNode{}, kept: map[*entryChange]bool{}}
+	out.root = c.dir(fs.root)
 	return out
 }
 
-func crashDir(d *memNode, cfg CrashConfig, cloned map[*memNode]*memNode) *memNode {
-	nd := newDir(d.name)
-	for name, c := range d.synced {
-		var nc *memNode
-		if prev, ok := cloned[c]; ok {
-			nc = prev
-		} else if c.dir {
-			nc = crashDir(c, cfg, cloned)
-		} else {
-			nc = &memNode{name: name, data: c.durableData(cfg), modTime: c.modTime}
+// crash builds the file system a crash leaves. It visits names in sorted
+// order so that a seeded Rand gives the same crash every time.
+type crash struct {
+	cfg    CrashConfig
+	cloned map[*memNode]*memNode
+	kept   map[*entryChange]bool // decided so far
+}
+
+func (c *crash) keeps(ch *entryChange) bool {
+	keep, ok := c.kept[ch]
+	if !ok {
+		keep = c.cfg.Rand != nil && c.cfg.Rand.IntN(2) == 0
+		c.kept[ch] = keep
+	}
+	return keep
+}
+
+func (c *crash) dir(d *memNode) *memNode {
+	entries := maps.Clone(d.synced)
+	for _, name := range slices.Sorted(maps.Keys(d.pending)) {
+		if !c.keeps(d.pending[name]) {
+			continue
 		}
-		cloned[c] = nc
-		nd.children[name] = nc
-		nd.synced[name] = nc
+		if n, ok := d.children[name]; ok {
+			entries[name] = n
+		} else {
+			delete(entries, name)
+		}
+	}
+	nd := newDir(d.name)
+	for _, name := range slices.Sorted(maps.Keys(entries)) {
+		n := entries[name]
+		nn, ok := c.cloned[n]
+		switch {
+		case ok:
+		case n.dir:
+			nn = c.dir(n)
+		default:
+			nn = &memNode{name: name, data: n.durableData(c.cfg), modTime: n.modTime}
+		}
+		c.cloned[n] = nn
+		nd.children[name] = nn
+		nd.synced[name] = nn
 	}
 	return nd
 }
@@ -290,7 +367,7 @@ func (fs *MemFS) Create(name string) (File, error) {
 	}
 	if n == nil {
 		n = &memNode{name: base}
-		parent.children[base] = n
+		new(entryChange).set(parent, base, n)
 	} else if len(n.data) > 0 {
 		n.undo = append(n.undo, undoRec{truncate: true, old: n.data, oldLen: int64(len(n.data))})
 		n.data = nil
@@ -338,7 +415,7 @@ func (fs *MemFS) Remove(name string) error {
 	if n.dir && len(n.children) > 0 {
 		return pathErr("remove", name, syscall.ENOTEMPTY)
 	}
-	delete(parent.children, base)
+	new(entryChange).set(parent, base, nil)
 	return nil
 }
 
@@ -356,7 +433,7 @@ func (fs *MemFS) RemoveAll(name string) error {
 	if parent == nil {
 		return pathErr("removeall", name, syscall.EINVAL)
 	}
-	delete(parent.children, base)
+	new(entryChange).set(parent, base, nil)
 	return nil
 }
 
@@ -381,9 +458,10 @@ func (fs *MemFS) Rename(oldname, newname string) error {
 	if err != nil {
 		return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: err}
 	}
-	delete(oldParent.children, oldBase)
 	n.name = newBase
-	newParent.children[newBase] = n
+	c := new(entryChange)
+	c.set(oldParent, oldBase, nil)
+	c.set(newParent, newBase, n)
 	return nil
 }
 
@@ -402,7 +480,7 @@ func (fs *MemFS) MkdirAll(dir string, perm os.FileMode) error {
 		c, ok := d.children[p]
 		if !ok {
 			c = newDir(p)
-			d.children[p] = c
+			new(entryChange).set(d, p, c)
 		} else if !c.dir {
 			return pathErr("mkdir", dir, syscall.ENOTDIR)
 		}
@@ -454,7 +532,7 @@ func (fs *MemFS) Lock(name string) (io.Closer, error) {
 		return nil, pathErr("lock", name, syscall.ENOENT)
 	}
 	if n == nil {
-		parent.children[base] = &memNode{name: base, modTime: time.Now()}
+		new(entryChange).set(parent, base, &memNode{name: base, modTime: time.Now()})
 	}
 	fs.locks[name] = true
 	return &memLock{fs: fs, name: name}, nil
@@ -575,7 +653,11 @@ func (f *memFile) Stat() (os.FileInfo, error) {
 }
 
 func (f *memFile) Sync() error {
-	if err := f.fs.before(Op{Kind: OpSync, Name: f.name}); err != nil {
+	kind := OpSync
+	if f.n.dir {
+		kind = OpSyncDir
+	}
+	if err := f.fs.before(Op{Kind: kind, Name: f.name}); err != nil {
 		return err
 	}
 	f.fs.mu.Lock()
@@ -589,10 +671,11 @@ func (f *memFile) Sync() error {
 
 func (n *memNode) sync() {
 	if n.dir {
-		n.synced = make(map[string]*memNode, len(n.children))
-		for k, v := range n.children {
-			n.synced[k] = v
+		for _, c := range n.pending {
+			c.commit(n)
 		}
+		n.synced = maps.Clone(n.children)
+		clear(n.pending)
 		return
 	}
 	n.undo = nil
@@ -634,6 +717,9 @@ func (n *memNode) truncate(size int64) {
 }
 
 func (f *memFile) Map(size int) (Mapping, error) {
+	if err := f.fs.before(Op{Kind: OpMap, Name: f.name}); err != nil {
+		return nil, err
+	}
 	f.fs.mu.Lock()
 	defer f.fs.mu.Unlock()
 	switch {
@@ -657,7 +743,7 @@ func (f *memFile) Map(size int) (Mapping, error) {
 		n.data = grown
 	}
 	n.mapped++
-	return &memMapping{fs: f.fs, n: n, b: n.data[:size:size]}, nil
+	return &memMapping{fs: f.fs, n: n, name: f.name, b: n.data[:size:size]}, nil
 }
 
 func (f *memFile) SyscallConn() (syscall.RawConn, error) {
@@ -665,14 +751,18 @@ func (f *memFile) SyscallConn() (syscall.RawConn, error) {
 }
 
 type memMapping struct {
-	fs *MemFS
-	n  *memNode
-	b  []byte
+	fs   *MemFS
+	n    *memNode
+	name string
+	b    []byte
 }
 
 func (m *memMapping) Bytes() []byte { return m.b }
 
 func (m *memMapping) Sync() error {
+	if err := m.fs.before(Op{Kind: OpSync, Name: m.name}); err != nil {
+		return err
+	}
 	m.fs.mu.Lock()
 	defer m.fs.mu.Unlock()
 	if m.b == nil {

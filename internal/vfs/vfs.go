@@ -4,7 +4,8 @@
 //
 // Default is the operating system's file system. NewMem returns the
 // in-memory one; its Crash method returns the file system as a power cut
-// at that moment would leave it.
+// at that moment would leave it. NewErrorFS wraps either in one that fails
+// the operations a test selects, as a failing disk would.
 package vfs
 
 import (

@@ -3,9 +3,11 @@ package vfs
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"testing"
 
@@ -151,6 +153,68 @@ func TestCrashLosesUnsyncedNames(t *testing.T) {
 	names, err := after.List("/d")
 	require.NoError(t, err)
 	require.Equal(t, []string{"kept", "lost", "renamed"}, names, "only names made durable by a directory sync survive")
+}
+
+// TestCrashKeepsAnySubsetOfUnsyncedNames: with a Rand, each unsynced change
+// to the entries of a directory survives or not, independently of the
+// others, but a rename never half survives (a journaling file system
+// commits it whole); the same seed gives the same crash.
+func TestCrashKeepsAnySubsetOfUnsyncedNames(t *testing.T) {
+	fs := NewMem()
+	require.NoError(t, fs.MkdirAll("/d", 0o755))
+	require.NoError(t, fs.MkdirAll("/e", 0o755))
+	syncDir(t, fs, "/")
+	for _, name := range []string{"/d/gone", "/d/renamed", "/d/moved"} {
+		f, err := fs.Create(name)
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
+	}
+	syncDir(t, fs, "/d")
+	f, err := fs.Create("/d/created")
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	require.NoError(t, fs.Remove("/d/gone"))
+	require.NoError(t, fs.Rename("/d/renamed", "/d/new"))
+	require.NoError(t, fs.Rename("/d/moved", "/e/moved"))
+	require.NoError(t, fs.MkdirAll("/made/sub", 0o755))
+	f, err = fs.Create("/made/sub/f")
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	syncDir(t, fs, "/made/sub")
+	syncDir(t, fs, "/made")
+
+	crash := func(seed uint64) [3][]string {
+		after := fs.Crash(CrashConfig{Rand: rand.New(rand.NewPCG(seed, 0))})
+		d, err := after.List("/d")
+		require.NoError(t, err)
+		e, err := after.List("/e")
+		require.NoError(t, err)
+		root, err := after.List("/")
+		require.NoError(t, err)
+		if slices.Contains(root, "made") {
+			sub, err := after.List("/made/sub")
+			require.NoError(t, err)
+			require.Equal(t, []string{"f"}, sub, "a directory that survives has its synced entries")
+		}
+		return [3][]string{d, e, root}
+	}
+	outcomes := map[string]bool{}
+	for seed := range uint64(200) {
+		got := crash(seed)
+		require.Equal(t, got, crash(seed), "seed %d: a crash is reproducible", seed)
+		d, e := got[0], got[1]
+		require.True(t, slices.Contains(d, "renamed") != slices.Contains(d, "new"), "seed %d: a rename is whole: %v", seed, got)
+		require.True(t, slices.Contains(d, "moved") != slices.Contains(e, "moved"), "seed %d: a rename between directories is whole: %v", seed, got)
+		outcomes[fmt.Sprint(got)] = true
+	}
+	require.Len(t, outcomes, 1<<5, "every subset of the five changes (create, remove, rename, move, mkdir) survives some crash")
+
+	syncDir(t, fs, "/e")
+	for seed := range uint64(20) {
+		got := crash(seed)
+		require.Equal(t, []string{"moved"}, got[1], "seed %d: syncing the target's directory makes the whole move durable", seed)
+		require.NotContains(t, got[0], "moved", "seed %d", seed)
+	}
 }
 
 func TestCrashKeepsAPrefixOfUnsyncedWrites(t *testing.T) {
