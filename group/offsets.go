@@ -1,0 +1,229 @@
+package group
+
+import (
+	"cmp"
+	"maps"
+	"slices"
+)
+
+// committed is a committed offset with the log offset of its record, which
+// decides between a plain and a transactional commit of one partition
+// (research 3.4).
+type committed struct {
+	OffsetCommitValue
+	recordOffset int64
+}
+
+// offsetStore holds committed offsets: group -> topic -> partition.
+type offsetStore struct {
+	byGroup map[string]map[string]map[int32]committed
+}
+
+func (s *offsetStore) get(k OffsetCommitKey) (committed, bool) {
+	v, ok := s.byGroup[k.Group][k.Topic][k.Partition]
+	return v, ok
+}
+
+func (s *offsetStore) put(k OffsetCommitKey, v committed) {
+	if s.byGroup == nil {
+		s.byGroup = map[string]map[string]map[int32]committed{}
+	}
+	topics := s.byGroup[k.Group]
+	if topics == nil {
+		topics = map[string]map[int32]committed{}
+		s.byGroup[k.Group] = topics
+	}
+	parts := topics[k.Topic]
+	if parts == nil {
+		parts = map[int32]committed{}
+		topics[k.Topic] = parts
+	}
+	parts[k.Partition] = v
+}
+
+func (s *offsetStore) remove(k OffsetCommitKey) {
+	topics := s.byGroup[k.Group]
+	parts := topics[k.Topic]
+	if _, ok := parts[k.Partition]; !ok {
+		return
+	}
+	delete(parts, k.Partition)
+	if len(parts) == 0 {
+		delete(topics, k.Topic)
+	}
+	if len(topics) == 0 {
+		delete(s.byGroup, k.Group)
+	}
+}
+
+// keys returns a group's committed partitions in (topic, partition) order.
+func (s *offsetStore) keys(group string) []OffsetCommitKey {
+	var out []OffsetCommitKey
+	for topic, parts := range s.byGroup[group] {
+		for p := range parts {
+			out = append(out, OffsetCommitKey{Group: group, Topic: topic, Partition: p})
+		}
+	}
+	slices.SortFunc(out, func(a, b OffsetCommitKey) int {
+		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+	})
+	return out
+}
+
+// OffsetCommit handles an OffsetCommit request.
+func (c *Coordinator) OffsetCommit(id RequestID, req OffsetCommitRequest) {
+	resp := &OffsetCommitResponse{ID: id}
+	g, err := c.validateOffsetCommit(req)
+	if err != nil {
+		resp.Err = err
+		c.respond(resp)
+		return
+	}
+	if g != nil && (g.is(Stable) || g.is(PreparingRebalance)) {
+		// A classic member's commit counts as a heartbeat.
+		if m := g.byID[req.MemberID]; m != nil {
+			c.scheduleHeartbeat(g, m, int64(m.sessionTimeoutMs))
+		}
+	}
+	expire := int64(-1)
+	if req.Retention > 0 {
+		expire = c.now + durationMs(req.Retention)
+	}
+	for _, t := range req.Topics {
+		tr := OffsetCommitTopicResult{Name: t.Name}
+		for _, p := range t.Partitions {
+			pr := PartitionResult{Partition: p.Partition}
+			switch {
+			case len(t.Name) > maxStringLen || t.Name == "":
+				pr.Err = errorf(ErrUnknownTopicOrPartition, "group %q: topic name of %d bytes", req.GroupID, len(t.Name))
+			case c.cfg.Partitions != nil && (p.Partition < 0 || p.Partition >= c.cfg.Partitions(t.Name)):
+				pr.Err = errorf(ErrUnknownTopicOrPartition, "group %q: no partition %s-%d", req.GroupID, t.Name, p.Partition)
+			case len(p.Metadata) > c.cfg.OffsetMetadataMaxBytes:
+				pr.Err = errorf(ErrOffsetMetadataTooLarge, "group %q: %s-%d: metadata of %d bytes, more than %d",
+					req.GroupID, t.Name, p.Partition, len(p.Metadata), c.cfg.OffsetMetadataMaxBytes)
+			default:
+				k := OffsetCommitKey{Group: req.GroupID, Topic: t.Name, Partition: p.Partition}
+				v := OffsetCommitValue{Offset: p.Offset, LeaderEpoch: p.LeaderEpoch, Metadata: p.Metadata,
+					CommitTimestamp: c.now, ExpireTimestamp: expire}
+				off := c.emit(EncodeOffsetCommit(k, v))
+				c.apply(off, Decoded{OffsetKey: &k, OffsetValue: &v})
+			}
+			tr.Partitions = append(tr.Partitions, pr)
+		}
+		resp.Topics = append(resp.Topics, tr)
+	}
+	c.respond(resp)
+}
+
+// validateOffsetCommit applies Kafka's rules for who may commit
+// (OffsetMetadataManager.validateOffsetCommit, ClassicGroup.
+// validateOffsetCommit). It returns the group, or nil for a commit that
+// will create a simple group.
+func (c *Coordinator) validateOffsetCommit(req OffsetCommitRequest) (*classicGroup, error) {
+	if err := checkGroupID(req.GroupID); err != nil {
+		return nil, err
+	}
+	if err := checkStrings(map[string]string{"member id": req.MemberID, "group instance id": req.GroupInstanceID}); err != nil {
+		return nil, err
+	}
+	g, err := c.group(req.GroupID)
+	switch {
+	case err != nil:
+		return nil, err
+	case g == nil && req.GenerationID < 0:
+		return nil, nil // a simple group, created by the commit
+	case g == nil && req.Version >= OffsetCommitVersionGroupIDNotFound:
+		return nil, errorf(ErrGroupIDNotFound, "group %q does not exist", req.GroupID)
+	case g == nil:
+		return nil, errorf(ErrIllegalGeneration, "group %q does not exist", req.GroupID)
+	case g.is(Dead):
+		return nil, errorf(ErrCoordinatorNotAvailable, "group %q is dead", g.id)
+	case req.GenerationID < 0 && g.is(Empty):
+		return g, nil // an admin or a consumer without group management
+	case req.GenerationID >= 0 || req.MemberID != "" || req.GroupInstanceID != "":
+		if _, err := g.validateMember(req.MemberID, req.GroupInstanceID); err != nil {
+			return nil, err
+		}
+		if req.GenerationID != g.generation {
+			return nil, errorf(ErrIllegalGeneration, "group %q: generation %d, the group is at %d", g.id, req.GenerationID, g.generation)
+		}
+	case !g.is(Empty):
+		return nil, errorf(ErrUnknownMemberID, "group %q is %v: a commit without member id is only taken while it is Empty", g.id, g.state)
+	}
+	if g.is(CompletingRebalance) {
+		// The member knows the new generation but not its assignment yet.
+		return nil, errorf(ErrRebalanceInProgress, "group %q is waiting for its assignment", g.id)
+	}
+	return g, nil
+}
+
+// OffsetFetch handles an OffsetFetch request: committed offsets, with -1 for
+// partitions that have none.
+func (c *Coordinator) OffsetFetch(id RequestID, req OffsetFetchRequest) {
+	resp := &OffsetFetchResponse{ID: id}
+	if err := checkGroupID(req.GroupID); err != nil {
+		resp.Err = err
+		c.respond(resp)
+		return
+	}
+	g, err := c.group(req.GroupID)
+	if err != nil {
+		resp.Err = err
+		c.respond(resp)
+		return
+	}
+	dead := g != nil && g.is(Dead) // Kafka treats a Dead group as missing
+	topics := req.Topics
+	if topics == nil && !dead {
+		for _, k := range c.offsets.keys(req.GroupID) {
+			if len(topics) == 0 || topics[len(topics)-1].Name != k.Topic {
+				topics = append(topics, OffsetFetchTopic{Name: k.Topic})
+			}
+			topics[len(topics)-1].Partitions = append(topics[len(topics)-1].Partitions, k.Partition)
+		}
+	}
+	for _, t := range topics {
+		tr := OffsetFetchTopicResult{Name: t.Name}
+		for _, p := range t.Partitions {
+			f := FetchedOffset{Partition: p, Offset: -1, LeaderEpoch: -1}
+			if v, ok := c.offsets.get(OffsetCommitKey{Group: req.GroupID, Topic: t.Name, Partition: p}); ok && !dead {
+				f.Offset, f.LeaderEpoch, f.Metadata = v.Offset, v.LeaderEpoch, v.Metadata
+			}
+			tr.Partitions = append(tr.Partitions, f)
+		}
+		resp.Topics = append(resp.Topics, tr)
+	}
+	c.respond(resp)
+}
+
+// DeleteGroup deletes an Empty group and its committed offsets
+// (DeleteGroups): tombstones for every offset, then for the group.
+func (c *Coordinator) DeleteGroup(id RequestID, groupID string) {
+	resp := &DeleteGroupResponse{ID: id}
+	defer c.respond(resp)
+	if resp.Err = checkGroupID(groupID); resp.Err != nil {
+		return
+	}
+	g, err := c.group(groupID)
+	switch {
+	case err != nil:
+		resp.Err = err
+		return
+	case g == nil || g.is(Dead):
+		resp.Err = errorf(ErrGroupIDNotFound, "group %q does not exist", groupID)
+		return
+	case !g.is(Empty):
+		resp.Err = errorf(ErrNonEmptyGroup, "group %q is %v with %d members", groupID, g.state, len(g.members))
+		return
+	}
+	for _, k := range c.offsets.keys(groupID) {
+		off := c.emit(EncodeOffsetTombstone(k))
+		c.apply(off, Decoded{OffsetKey: &k})
+	}
+	gk := GroupMetadataKey{Group: groupID}
+	off := c.emit(EncodeGroupTombstone(gk))
+	c.apply(off, Decoded{GroupKey: &gk})
+	for _, m := range slices.Collect(maps.Keys(g.pending)) {
+		c.timers.cancel(timerKey{timerHeartbeat, g.id, m})
+	}
+}
