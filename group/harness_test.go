@@ -213,4 +213,3 @@ func (h *harness) lastGroupRecord(group string) (*GroupMetadataValue, bool) {
 	}
 	return nil, false
 }
-
