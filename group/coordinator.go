@@ -239,9 +239,12 @@ func (c *Coordinator) apply(offset int64, d Decoded) {
 		c.offsets.remove(*d.OffsetKey)
 	default:
 		// Offsets committed without group membership create a "simple"
-		// group: Empty, with no protocol type.
+		// group: Empty, with no protocol type. Kafka stamps it with the
+		// clock of whoever creates it, the committer or the loader; no
+		// rule reads the stamp of a group without protocol type, and -1
+		// makes the two agree.
 		if _, ok := c.groups[d.OffsetKey.Group]; !ok {
-			c.groups[d.OffsetKey.Group] = newClassicGroup(d.OffsetKey.Group, Empty, c.now)
+			c.groups[d.OffsetKey.Group] = newClassicGroup(d.OffsetKey.Group, Empty, -1)
 		}
 		c.offsets.put(*d.OffsetKey, committed{OffsetCommitValue: *d.OffsetValue, recordOffset: offset})
 	}

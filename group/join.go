@@ -75,7 +75,15 @@ func (c *Coordinator) JoinGroup(id RequestID, req JoinGroupRequest) {
 	}
 	fields := map[string]string{"member id": req.MemberID, "group instance id": req.GroupInstanceID,
 		"client id": req.ClientID, "client host": req.ClientHost, "protocol type": req.ProtocolType}
+	seen := make(map[string]bool, len(req.Protocols))
 	for _, p := range req.Protocols {
+		if seen[p.Name] {
+			// Kafka's clients never send one twice; counting it twice
+			// would leave the group without a protocol all members support.
+			fail(errorf(ErrInvalidRequest, "group %q: protocol %q listed twice", req.GroupID, p.Name))
+			return
+		}
+		seen[p.Name] = true
 		fields["protocol name"] = p.Name
 		if err := checkStrings(fields); err != nil {
 			fail(err)

@@ -148,6 +148,11 @@ func TestBadRequests(t *testing.T) {
 			return h.joined(h.join(r)).Err
 		}, ErrInvalidRequest},
 		{"join with a member id to a group that does not exist", func() error { return h.joined(h.join(joinReq("g", "m"))).Err }, ErrUnknownMemberID},
+		{"join listing a protocol twice", func() error {
+			r := joinReq("g", "")
+			r.Protocols = append(r.Protocols, Protocol{Name: "range"})
+			return h.joined(h.join(r)).Err
+		}, ErrInvalidRequest},
 		{"join with a negative rebalance timeout", func() error {
 			r := joinReq("g", "")
 			r.RebalanceTimeout = -time.Second
