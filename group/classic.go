@@ -77,6 +77,11 @@ type classicGroup struct {
 	awaitingJoin   int            // members with a parked JoinGroup
 	supported      map[string]int // protocol name -> members supporting it
 	newMemberAdded bool           // a member joined during the initial delay
+
+	// subscribed holds the topics the members of a consumer group
+	// subscribe to, when subscribedKnown; it decides which offsets expire.
+	subscribed      map[string]bool
+	subscribedKnown bool
 }
 
 // member is one member of a classic group (Kafka's ClassicGroupMember).
@@ -336,5 +341,6 @@ func loadClassicGroup(id string, v GroupMetadataValue) *classicGroup {
 		})
 	}
 	g.protocolType = v.ProtocolType
+	g.computeSubscribed()
 	return g
 }

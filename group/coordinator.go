@@ -31,6 +31,12 @@ type Config struct {
 	// OffsetMetadataMaxBytes bounds the metadata of a committed offset
 	// (offset.metadata.max.bytes; 4096).
 	OffsetMetadataMaxBytes int
+	// OffsetsRetention is how long committed offsets outlive their group's
+	// use of them (offsets.retention.minutes; 7 days): see research 3.5.
+	OffsetsRetention time.Duration
+	// OffsetsRetentionCheckInterval is how often expired offsets are removed
+	// (offsets.retention.check.interval.ms; 10 min).
+	OffsetsRetentionCheckInterval time.Duration
 	// Partitions, if set, returns the number of partitions of a topic (0
 	// for a topic that does not exist); commits to partitions it does not
 	// know fail with UNKNOWN_TOPIC_OR_PARTITION, as Kafka's broker checks
@@ -48,6 +54,8 @@ const (
 	DefaultInitialRebalanceDelay  = 3 * time.Second
 	DefaultNewMemberJoinTimeout   = 5 * time.Minute
 	DefaultOffsetMetadataMaxBytes = 4096
+	DefaultOffsetsRetention       = 7 * 24 * time.Hour
+	DefaultOffsetsRetentionCheck  = 10 * time.Minute
 )
 
 // ErrInvalidConfig reports a Config field out of range.
@@ -64,6 +72,8 @@ func (c *Config) withDefaults() (Config, error) {
 	def(&out.MaxSessionTimeout, DefaultMaxSessionTimeout)
 	def(&out.InitialRebalanceDelay, DefaultInitialRebalanceDelay)
 	def(&out.NewMemberJoinTimeout, DefaultNewMemberJoinTimeout)
+	def(&out.OffsetsRetention, DefaultOffsetsRetention)
+	def(&out.OffsetsRetentionCheckInterval, DefaultOffsetsRetentionCheck)
 	if out.InitialRebalanceDelay < 0 {
 		out.InitialRebalanceDelay = 0
 	}
@@ -77,6 +87,8 @@ func (c *Config) withDefaults() (Config, error) {
 		return out, fmt.Errorf("%w: MaxSessionTimeout %v exceeds an int32 of milliseconds", ErrInvalidConfig, out.MaxSessionTimeout)
 	case out.NewMemberJoinTimeout < 0:
 		return out, fmt.Errorf("%w: NewMemberJoinTimeout %v is negative", ErrInvalidConfig, out.NewMemberJoinTimeout)
+	case out.OffsetsRetention < 0 || out.OffsetsRetentionCheckInterval <= 0:
+		return out, fmt.Errorf("%w: OffsetsRetention %v and OffsetsRetentionCheckInterval %v must be positive", ErrInvalidConfig, out.OffsetsRetention, out.OffsetsRetentionCheckInterval)
 	case out.MaxSize < 0:
 		return out, fmt.Errorf("%w: MaxSize %d is negative", ErrInvalidConfig, out.MaxSize)
 	case out.OffsetMetadataMaxBytes < 0:
@@ -202,8 +214,12 @@ func (c *Coordinator) emit(r Record) int64 {
 }
 
 // emitGroup queues the record of a classic group's current state. The live
-// group already is what the record says.
+// group already is what the record says. The subscribed topics are read
+// again from what is persisted, so that a replay finds the same; Kafka reads
+// them only when a generation starts, and so misses a static member that
+// restarts with another subscription.
 func (c *Coordinator) emitGroup(g *classicGroup) {
+	g.computeSubscribed()
 	c.emit(EncodeGroupMetadata(GroupMetadataKey{Group: g.id}, g.metadataValue()))
 }
 
@@ -254,6 +270,7 @@ func (c *Coordinator) apply(offset int64, d Decoded) {
 // starting now (GroupMetadataManager.onLoaded), and requests are served.
 func (c *Coordinator) Loaded() {
 	c.loaded = true
+	c.scheduleExpiration()
 	for _, g := range c.sortedGroups() {
 		for _, m := range g.members {
 			c.scheduleHeartbeat(g, m, int64(m.sessionTimeoutMs))

@@ -483,6 +483,7 @@ func (c *Coordinator) completeJoinPhase(g *classicGroup) {
 		return
 	}
 	g.protocolName = g.selectProtocol()
+	g.computeSubscribed()
 	g.transition(CompletingRebalance, c.now)
 	for _, m := range g.members {
 		c.completeJoin(g, m, c.joinResponse(g, m, 0, g.isLeader(m.id), false))

@@ -2,7 +2,6 @@ package group
 
 import (
 	"cmp"
-	"maps"
 	"slices"
 )
 
@@ -217,13 +216,7 @@ func (c *Coordinator) DeleteGroup(id RequestID, groupID string) {
 		return
 	}
 	for _, k := range c.offsets.keys(groupID) {
-		off := c.emit(EncodeOffsetTombstone(k))
-		c.apply(off, Decoded{OffsetKey: &k})
+		c.deleteOffset(k)
 	}
-	gk := GroupMetadataKey{Group: groupID}
-	off := c.emit(EncodeGroupTombstone(gk))
-	c.apply(off, Decoded{GroupKey: &gk})
-	for _, m := range slices.Collect(maps.Keys(g.pending)) {
-		c.timers.cancel(timerKey{timerHeartbeat, g.id, m})
-	}
+	c.removeGroup(g)
 }

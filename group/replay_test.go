@@ -3,6 +3,7 @@ package group
 import (
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -212,7 +213,7 @@ func compareReplayed(t *testing.T, live, c *Coordinator) {
 	t.Helper()
 	require.Equal(t, live.offsets.byGroup, c.offsets.byGroup, "committed offsets")
 	require.Equal(t, live.nextOffset, c.nextOffset)
-	require.Equal(t, slices.Sorted(mapsKeys(live.groups)), slices.Sorted(mapsKeys(c.groups)), "groups")
+	require.Equal(t, slices.Sorted(maps.Keys(live.groups)), slices.Sorted(maps.Keys(c.groups)), "groups")
 	for id, g := range live.groups {
 		if !g.is(Stable) && !g.is(Empty) {
 			continue
@@ -221,15 +222,10 @@ func compareReplayed(t *testing.T, live, c *Coordinator) {
 		require.Equal(t, g.state, rg.state, "group %q", id)
 		require.Equal(t, g.metadataValue(), rg.metadataValue(), "group %q", id)
 		require.Equal(t, g.static, rg.static, "group %q", id)
-	}
-}
-
-func mapsKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
+		require.Equal(t, g.subscribedKnown, rg.subscribedKnown, "group %q", id)
+		require.Equal(t, len(g.subscribed), len(rg.subscribed), "group %q", id)
+		for topic := range g.subscribed {
+			require.True(t, rg.subscribed[topic], "group %q topic %q", id, topic)
 		}
 	}
 }

@@ -17,6 +17,7 @@ const (
 	timerHeartbeat timerKind = iota // member session (or new-member join, or pending-member) timeout
 	timerJoin                       // join phase completion (initial delay or rebalance timeout)
 	timerSync                       // pending-sync expiration
+	timerExpire                     // the periodic expiration of offsets and groups
 )
 
 type timer struct {
