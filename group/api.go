@@ -8,8 +8,8 @@ type RequestID uint64
 
 // Response is the answer to one request, delivered through Ready. It is one
 // of *JoinGroupResponse, *SyncGroupResponse, *HeartbeatResponse,
-// *LeaveGroupResponse, *OffsetCommitResponse, *OffsetFetchResponse or
-// *DeleteGroupResponse.
+// *LeaveGroupResponse, *OffsetCommitResponse, *OffsetFetchResponse,
+// *OffsetDeleteResponse or *DeleteGroupResponse.
 type Response interface {
 	Request() RequestID
 }
@@ -183,11 +183,26 @@ type OffsetCommitPartition struct {
 type OffsetCommitResponse struct {
 	ID     RequestID
 	Err    error
-	Topics []OffsetCommitTopicResult
+	Topics []TopicResult
 }
 
-// OffsetCommitTopicResult holds the results of one topic's partitions.
-type OffsetCommitTopicResult struct {
+// OffsetDeleteRequest deletes committed offsets of topics the group does
+// not consume (kafka-consumer-groups --delete-offsets).
+type OffsetDeleteRequest struct {
+	GroupID string
+	Topics  []OffsetFetchTopic
+}
+
+// OffsetDeleteResponse answers an OffsetDeleteRequest: Err for the whole
+// request, else one result per partition in request order.
+type OffsetDeleteResponse struct {
+	ID     RequestID
+	Err    error
+	Topics []TopicResult
+}
+
+// TopicResult holds the results of one topic's partitions.
+type TopicResult struct {
 	Name       string
 	Partitions []PartitionResult
 }
@@ -246,4 +261,5 @@ func (r *HeartbeatResponse) Request() RequestID    { return r.ID }
 func (r *LeaveGroupResponse) Request() RequestID   { return r.ID }
 func (r *OffsetCommitResponse) Request() RequestID { return r.ID }
 func (r *OffsetFetchResponse) Request() RequestID  { return r.ID }
+func (r *OffsetDeleteResponse) Request() RequestID { return r.ID }
 func (r *DeleteGroupResponse) Request() RequestID  { return r.ID }

@@ -89,7 +89,7 @@ func (c *Coordinator) OffsetCommit(id RequestID, req OffsetCommitRequest) {
 		expire = c.now + durationMs(req.Retention)
 	}
 	for _, t := range req.Topics {
-		tr := OffsetCommitTopicResult{Name: t.Name}
+		tr := TopicResult{Name: t.Name}
 		for _, p := range t.Partitions {
 			pr := PartitionResult{Partition: p.Partition}
 			switch {
@@ -219,4 +219,41 @@ func (c *Coordinator) DeleteGroup(id RequestID, groupID string) {
 		c.deleteOffset(k)
 	}
 	c.removeGroup(g)
+}
+
+// OffsetDelete deletes committed offsets (OffsetMetadataManager.
+// deleteOffsets): of any topic while the group is Empty, and, in a group of
+// consumers, of topics no member subscribes to.
+func (c *Coordinator) OffsetDelete(id RequestID, req OffsetDeleteRequest) {
+	resp := &OffsetDeleteResponse{ID: id}
+	defer c.respond(resp)
+	if resp.Err = checkGroupID(req.GroupID); resp.Err != nil {
+		return
+	}
+	g, err := c.group(req.GroupID)
+	switch {
+	case err != nil:
+		resp.Err = err
+		return
+	case g == nil || g.is(Dead):
+		resp.Err = errorf(ErrGroupIDNotFound, "group %q does not exist", req.GroupID)
+		return
+	case !g.is(Empty) && g.protocolType != consumerProtocolType:
+		resp.Err = errorf(ErrNonEmptyGroup, "group %q is %v with protocol type %q", g.id, g.state, g.protocolType)
+		return
+	}
+	for _, t := range req.Topics {
+		tr := TopicResult{Name: t.Name}
+		for _, p := range t.Partitions {
+			pr := PartitionResult{Partition: p}
+			k := OffsetCommitKey{Group: g.id, Topic: t.Name, Partition: p}
+			if g.subscribes(t.Name) {
+				pr.Err = errorf(ErrGroupSubscribedToTopic, "group %q consumes topic %q", g.id, t.Name)
+			} else if _, ok := c.offsets.get(k); ok {
+				c.deleteOffset(k)
+			}
+			tr.Partitions = append(tr.Partitions, pr)
+		}
+		resp.Topics = append(resp.Topics, tr)
+	}
 }

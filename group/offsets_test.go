@@ -181,3 +181,46 @@ func TestDeleteGroup(t *testing.T) {
 	assert.ErrorIs(t, h.resps[id].(*DeleteGroupResponse).Err, ErrGroupIDNotFound)
 	assert.True(t, strings.Contains(h.resps[id].(*DeleteGroupResponse).Err.Error(), `"g"`))
 }
+
+// OffsetDelete removes offsets of an Empty group, and of a consumer group
+// only those of topics no member subscribes to (GROUP_SUBSCRIBED_TO_TOPIC);
+// a group of another protocol with members refuses (NON_EMPTY_GROUP).
+func TestOffsetDelete(t *testing.T) {
+	del := func(h *harness, topics ...string) *OffsetDeleteResponse {
+		req := OffsetDeleteRequest{GroupID: "g"}
+		for _, topic := range topics {
+			req.Topics = append(req.Topics, OffsetFetchTopic{Name: topic, Partitions: []int32{0}})
+		}
+		id := h.id()
+		h.c.OffsetDelete(id, req)
+		h.drain()
+		return h.resps[id].(*OffsetDeleteResponse)
+	}
+	h := expiring(t)
+	assert.ErrorIs(t, del(h, "t").Err, ErrGroupIDNotFound)
+	id := consumerGroup(h, consumerSubscription("t"))
+	commitTopics(h, 1, id, 0, "t", "u")
+	r := del(h, "t", "u")
+	require.NoError(t, r.Err)
+	assert.ErrorIs(t, r.Topics[0].Partitions[0].Err, ErrGroupSubscribedToTopic)
+	assert.NoError(t, r.Topics[1].Partitions[0].Err)
+	assert.Equal(t, []string{"t"}, committedTopics(h))
+
+	h.leave(LeaveGroupRequest{GroupID: "g", Members: []LeaveGroupMember{{MemberID: id}}})
+	r = del(h, "t")
+	require.NoError(t, r.Err)
+	assert.NoError(t, r.Topics[0].Partitions[0].Err)
+	assert.Empty(t, committedTopics(h))
+	checkReplay(t, h)
+
+	unknown := newHarness(t, noDelay)
+	unknown.stable("g", 1) // subscriptions that do not parse: every topic counts as consumed
+	r = del(unknown, "x")
+	require.NoError(t, r.Err)
+	assert.ErrorIs(t, r.Topics[0].Partitions[0].Err, ErrGroupSubscribedToTopic)
+	connect := newHarness(t, noDelay)
+	req := joinReq("g", "")
+	req.Version, req.ProtocolType = 3, "connect"
+	connect.join(req)
+	assert.ErrorIs(t, del(connect, "t").Err, ErrNonEmptyGroup)
+}

@@ -188,6 +188,10 @@ func (d *driver) step() {
 			req.Topics = append(req.Topics, ct)
 		}
 		h.commit(req)
+	case n < 97:
+		id := h.id()
+		h.c.OffsetDelete(id, OffsetDeleteRequest{GroupID: gid, Topics: []OffsetFetchTopic{{Name: pick(r, driverTopics), Partitions: []int32{0, 1}}}})
+		h.drain()
 	default:
 		id := h.id()
 		h.c.DeleteGroup(id, gid)
