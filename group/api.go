@@ -214,10 +214,13 @@ type PartitionResult struct {
 }
 
 // OffsetFetchRequest reads committed offsets. Nil Topics reads every
-// committed offset of the group.
+// committed offset of the group. RequireStable (KIP-447) asks for offsets no
+// open transaction may still change: a partition with a transactional commit
+// pending gets UNSTABLE_OFFSET_COMMIT, and the client retries later.
 type OffsetFetchRequest struct {
-	GroupID string
-	Topics  []OffsetFetchTopic
+	GroupID       string
+	Topics        []OffsetFetchTopic
+	RequireStable bool
 }
 
 // OffsetFetchTopic names the partitions of one topic to read.
@@ -255,6 +258,7 @@ type DeleteGroupResponse struct {
 	Err error
 }
 
+// Request returns the id of the request r answers.
 func (r *JoinGroupResponse) Request() RequestID    { return r.ID }
 func (r *SyncGroupResponse) Request() RequestID    { return r.ID }
 func (r *HeartbeatResponse) Request() RequestID    { return r.ID }

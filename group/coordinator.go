@@ -129,6 +129,7 @@ type Coordinator struct {
 	now        int64 // milliseconds since the Unix epoch
 	groups     map[string]*classicGroup
 	offsets    offsetStore
+	txns       pendingTxns
 	timers     timers
 	ready      Ready
 	nextOffset int64 // log offset of the next record of the offsets log
@@ -239,13 +240,14 @@ func (c *Coordinator) Replay(offset int64, r Record) error {
 		return fmt.Errorf("group: offsets log offset %d: %w", offset, err)
 	}
 	c.nextOffset = max(c.nextOffset, offset+1)
-	c.apply(offset, d)
+	c.apply(offset, d, r.Producer)
 	return nil
 }
 
 // apply changes the state by one decoded record (GroupMetadataManager.replay
-// and OffsetMetadataManager.replay).
-func (c *Coordinator) apply(offset int64, d Decoded) {
+// and OffsetMetadataManager.replay); producer is set for a transactional
+// offset commit.
+func (c *Coordinator) apply(offset int64, d Decoded, producer *Producer) {
 	switch {
 	case d.GroupKey != nil && d.GroupValue == nil:
 		delete(c.groups, d.GroupKey.Group)
@@ -253,6 +255,7 @@ func (c *Coordinator) apply(offset int64, d Decoded) {
 		c.groups[d.GroupKey.Group] = loadClassicGroup(d.GroupKey.Group, *d.GroupValue)
 	case d.OffsetValue == nil:
 		c.offsets.remove(*d.OffsetKey)
+		c.txns.dropPartition(*d.OffsetKey)
 	default:
 		// Offsets committed without group membership create a "simple"
 		// group: Empty, with no protocol type. Kafka stamps it with the
@@ -262,7 +265,12 @@ func (c *Coordinator) apply(offset int64, d Decoded) {
 		if _, ok := c.groups[d.OffsetKey.Group]; !ok {
 			c.groups[d.OffsetKey.Group] = newClassicGroup(d.OffsetKey.Group, Empty, -1)
 		}
-		c.offsets.put(*d.OffsetKey, committed{OffsetCommitValue: *d.OffsetValue, recordOffset: offset})
+		v := committed{OffsetCommitValue: *d.OffsetValue, recordOffset: offset}
+		if producer != nil {
+			c.txns.stage(producer.ID, *d.OffsetKey, v)
+		} else {
+			c.offsets.put(*d.OffsetKey, v)
+		}
 	}
 }
 

@@ -37,6 +37,7 @@ var (
 	ErrGroupMaxSizeReached       = &Error{81, "GROUP_MAX_SIZE_REACHED"}
 	ErrFencedInstanceID          = &Error{82, "FENCED_INSTANCE_ID"}
 	ErrGroupSubscribedToTopic    = &Error{86, "GROUP_SUBSCRIBED_TO_TOPIC"}
+	ErrUnstableOffsetCommit      = &Error{88, "UNSTABLE_OFFSET_COMMIT"}
 	ErrFencedMemberEpoch         = &Error{110, "FENCED_MEMBER_EPOCH"}
 )
 

@@ -42,7 +42,9 @@ func (c *Coordinator) expire() {
 func (c *Coordinator) expireOffsets(g *classicGroup) bool {
 	keys := c.offsets.keys(g.id)
 	if len(keys) == 0 {
-		return true
+		// Kafka answers true here even with a transaction open; a group
+		// whose transaction may still commit offsets is kept instead.
+		return !c.txns.open(g.id)
 	}
 	var base func(committed) int64
 	switch {
@@ -66,26 +68,27 @@ func (c *Coordinator) expireOffsets(g *classicGroup) bool {
 		v, _ := c.offsets.get(k)
 		expired := v.ExpireTimestamp >= 0 && c.now >= v.ExpireTimestamp ||
 			v.ExpireTimestamp < 0 && c.now-base(v) >= retention
-		if g.subscribes(k.Topic) || !expired {
+		// An offset an open transaction may still change is kept.
+		if g.subscribes(k.Topic) || !expired || c.txns.has(k) {
 			all = false
 			continue
 		}
 		c.deleteOffset(k)
 	}
-	return all
+	return all && !c.txns.open(g.id)
 }
 
 // deleteOffset deletes a committed offset with a tombstone.
 func (c *Coordinator) deleteOffset(k OffsetCommitKey) {
 	off := c.emit(EncodeOffsetTombstone(k))
-	c.apply(off, Decoded{OffsetKey: &k})
+	c.apply(off, Decoded{OffsetKey: &k}, nil)
 }
 
 // removeGroup deletes a group with a tombstone.
 func (c *Coordinator) removeGroup(g *classicGroup) {
 	gk := GroupMetadataKey{Group: g.id}
 	off := c.emit(EncodeGroupTombstone(gk))
-	c.apply(off, Decoded{GroupKey: &gk})
+	c.apply(off, Decoded{GroupKey: &gk}, nil)
 	for _, m := range slices.Sorted(maps.Keys(g.pending)) {
 		c.timers.cancel(timerKey{timerHeartbeat, g.id, m})
 	}

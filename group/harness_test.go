@@ -18,6 +18,34 @@ type harness struct {
 	nextID RequestID
 	log    []Record
 	resps  map[RequestID]Response
+	// markers holds the transaction markers of the log, by offset; their
+	// place in log is an empty Record.
+	markers map[int]txnMarker
+}
+
+type txnMarker struct {
+	producerID int64
+	commit     bool
+}
+
+// marker appends a transaction marker to the log and reports it.
+func (h *harness) marker(producerID int64, commit bool) {
+	h.t.Helper()
+	require.NoError(h.t, h.c.ReplayTxnMarker(int64(len(h.log)), producerID, commit))
+	h.markers[len(h.log)] = txnMarker{producerID, commit}
+	h.log = append(h.log, Record{})
+}
+
+// replayInto replays the harness's log from offset from into c.
+func (h *harness) replayInto(c *Coordinator, from int) {
+	h.t.Helper()
+	for i := from; i < len(h.log); i++ {
+		if m, ok := h.markers[i]; ok {
+			require.NoError(h.t, c.ReplayTxnMarker(int64(i), m.producerID, m.commit))
+		} else {
+			require.NoError(h.t, c.Replay(int64(i), h.log[i]))
+		}
+	}
 }
 
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -30,7 +58,7 @@ func newHarness(t testing.TB, cfg Config) *harness {
 	c, err := NewCoordinator(cfg, epoch)
 	require.NoError(t, err)
 	c.Loaded()
-	return &harness{t: t, c: c, now: epoch, resps: map[RequestID]Response{}}
+	return &harness{t: t, c: c, now: epoch, resps: map[RequestID]Response{}, markers: map[int]txnMarker{}}
 }
 
 // noDelay is a config without the initial rebalance delay, so that a
@@ -193,11 +221,14 @@ func (h *harness) syncAll(group string, ids []string) {
 
 // records decodes the log.
 func (h *harness) records() []Decoded {
-	out := make([]Decoded, len(h.log))
+	var out []Decoded
 	for i, r := range h.log {
+		if _, ok := h.markers[i]; ok {
+			continue
+		}
 		d, err := Decode(r)
 		require.NoError(h.t, err, "record %d", i)
-		out[i] = d
+		out = append(out, d)
 	}
 	return out
 }

@@ -73,7 +73,7 @@ func TestGroupMaxSizeOnLoad(t *testing.T) {
 	v.Leader = "m00"
 	require.NoError(t, c.Replay(0, EncodeGroupMetadata(GroupMetadataKey{Group: "g"}, v)))
 	c.Loaded()
-	h := &harness{t: t, c: c, now: epoch, resps: map[RequestID]Response{}}
+	h := &harness{t: t, c: c, now: epoch, resps: map[RequestID]Response{}, markers: map[int]txnMarker{}}
 	g := h.group("g")
 	require.Equal(t, PreparingRebalance, g.state)
 

@@ -72,10 +72,10 @@ func (s *offsetStore) keys(group string) []OffsetCommitKey {
 // OffsetCommit handles an OffsetCommit request.
 func (c *Coordinator) OffsetCommit(id RequestID, req OffsetCommitRequest) {
 	resp := &OffsetCommitResponse{ID: id}
-	g, err := c.validateOffsetCommit(req)
+	defer c.respond(resp)
+	g, err := c.validateCommit(committer{req.Version, req.GroupID, req.GenerationID, req.MemberID, req.GroupInstanceID}, false)
 	if err != nil {
 		resp.Err = err
-		c.respond(resp)
 		return
 	}
 	if g != nil && (g.is(Stable) || g.is(PreparingRebalance)) {
@@ -88,68 +88,88 @@ func (c *Coordinator) OffsetCommit(id RequestID, req OffsetCommitRequest) {
 	if req.Retention > 0 {
 		expire = c.now + durationMs(req.Retention)
 	}
-	for _, t := range req.Topics {
+	resp.Topics = c.commit(req.GroupID, req.Topics, expire, nil)
+}
+
+// commit writes the offsets of a validated commit, plain or transactional,
+// and returns the outcome per partition.
+func (c *Coordinator) commit(group string, topics []OffsetCommitTopic, expire int64, producer *Producer) []TopicResult {
+	var out []TopicResult
+	for _, t := range topics {
 		tr := TopicResult{Name: t.Name}
 		for _, p := range t.Partitions {
 			pr := PartitionResult{Partition: p.Partition}
 			switch {
 			case len(t.Name) > maxStringLen || t.Name == "":
-				pr.Err = errorf(ErrUnknownTopicOrPartition, "group %q: topic name of %d bytes", req.GroupID, len(t.Name))
+				pr.Err = errorf(ErrUnknownTopicOrPartition, "group %q: topic name of %d bytes", group, len(t.Name))
 			case c.cfg.Partitions != nil && (p.Partition < 0 || p.Partition >= c.cfg.Partitions(t.Name)):
-				pr.Err = errorf(ErrUnknownTopicOrPartition, "group %q: no partition %s-%d", req.GroupID, t.Name, p.Partition)
+				pr.Err = errorf(ErrUnknownTopicOrPartition, "group %q: no partition %s-%d", group, t.Name, p.Partition)
 			case len(p.Metadata) > c.cfg.OffsetMetadataMaxBytes:
 				pr.Err = errorf(ErrOffsetMetadataTooLarge, "group %q: %s-%d: metadata of %d bytes, more than %d",
-					req.GroupID, t.Name, p.Partition, len(p.Metadata), c.cfg.OffsetMetadataMaxBytes)
+					group, t.Name, p.Partition, len(p.Metadata), c.cfg.OffsetMetadataMaxBytes)
 			default:
-				k := OffsetCommitKey{Group: req.GroupID, Topic: t.Name, Partition: p.Partition}
+				k := OffsetCommitKey{Group: group, Topic: t.Name, Partition: p.Partition}
 				v := OffsetCommitValue{Offset: p.Offset, LeaderEpoch: p.LeaderEpoch, Metadata: p.Metadata,
 					CommitTimestamp: c.now, ExpireTimestamp: expire}
-				off := c.emit(EncodeOffsetCommit(k, v))
-				c.apply(off, Decoded{OffsetKey: &k, OffsetValue: &v})
+				r := EncodeOffsetCommit(k, v)
+				r.Producer = producer
+				off := c.emit(r)
+				c.apply(off, Decoded{OffsetKey: &k, OffsetValue: &v}, producer)
 			}
 			tr.Partitions = append(tr.Partitions, pr)
 		}
-		resp.Topics = append(resp.Topics, tr)
+		out = append(out, tr)
 	}
-	c.respond(resp)
+	return out
 }
 
-// validateOffsetCommit applies Kafka's rules for who may commit
-// (OffsetMetadataManager.validateOffsetCommit, ClassicGroup.
+// committer is who commits: the fields OffsetCommit and TxnOffsetCommit
+// share.
+type committer struct {
+	version    int16
+	group      string
+	generation int32
+	memberID   string
+	instanceID string
+}
+
+// validateCommit applies Kafka's rules for who may commit
+// (OffsetMetadataManager.validate{,Transactional}OffsetCommit, ClassicGroup.
 // validateOffsetCommit). It returns the group, or nil for a commit that
-// will create a simple group.
-func (c *Coordinator) validateOffsetCommit(req OffsetCommitRequest) (*classicGroup, error) {
-	if err := checkGroupID(req.GroupID); err != nil {
+// will create a simple group. A transactional commit is not held to the
+// group's state: it may come while CompletingRebalance, or without member.
+func (c *Coordinator) validateCommit(w committer, txn bool) (*classicGroup, error) {
+	if err := checkGroupID(w.group); err != nil {
 		return nil, err
 	}
-	if err := checkStrings(map[string]string{"member id": req.MemberID, "group instance id": req.GroupInstanceID}); err != nil {
+	if err := checkStrings(map[string]string{"member id": w.memberID, "group instance id": w.instanceID}); err != nil {
 		return nil, err
 	}
-	g, err := c.group(req.GroupID)
+	g, err := c.group(w.group)
 	switch {
 	case err != nil:
 		return nil, err
-	case g == nil && req.GenerationID < 0:
+	case g == nil && w.generation < 0:
 		return nil, nil // a simple group, created by the commit
-	case g == nil && req.Version >= OffsetCommitVersionGroupIDNotFound:
-		return nil, errorf(ErrGroupIDNotFound, "group %q does not exist", req.GroupID)
+	case g == nil && !txn && w.version >= OffsetCommitVersionGroupIDNotFound:
+		return nil, errorf(ErrGroupIDNotFound, "group %q does not exist", w.group)
 	case g == nil:
-		return nil, errorf(ErrIllegalGeneration, "group %q does not exist", req.GroupID)
+		return nil, errorf(ErrIllegalGeneration, "group %q does not exist", w.group)
 	case g.is(Dead):
 		return nil, errorf(ErrCoordinatorNotAvailable, "group %q is dead", g.id)
-	case req.GenerationID < 0 && g.is(Empty):
+	case w.generation < 0 && g.is(Empty):
 		return g, nil // an admin or a consumer without group management
-	case req.GenerationID >= 0 || req.MemberID != "" || req.GroupInstanceID != "":
-		if _, err := g.validateMember(req.MemberID, req.GroupInstanceID); err != nil {
+	case w.generation >= 0 || w.memberID != "" || w.instanceID != "":
+		if _, err := g.validateMember(w.memberID, w.instanceID); err != nil {
 			return nil, err
 		}
-		if req.GenerationID != g.generation {
-			return nil, errorf(ErrIllegalGeneration, "group %q: generation %d, the group is at %d", g.id, req.GenerationID, g.generation)
+		if w.generation != g.generation {
+			return nil, errorf(ErrIllegalGeneration, "group %q: generation %d, the group is at %d", g.id, w.generation, g.generation)
 		}
-	case !g.is(Empty):
+	case !txn && !g.is(Empty):
 		return nil, errorf(ErrUnknownMemberID, "group %q is %v: a commit without member id is only taken while it is Empty", g.id, g.state)
 	}
-	if g.is(CompletingRebalance) {
+	if !txn && g.is(CompletingRebalance) {
 		// The member knows the new generation but not its assignment yet.
 		return nil, errorf(ErrRebalanceInProgress, "group %q is waiting for its assignment", g.id)
 	}
@@ -185,7 +205,10 @@ func (c *Coordinator) OffsetFetch(id RequestID, req OffsetFetchRequest) {
 		tr := OffsetFetchTopicResult{Name: t.Name}
 		for _, p := range t.Partitions {
 			f := FetchedOffset{Partition: p, Offset: -1, LeaderEpoch: -1}
-			if v, ok := c.offsets.get(OffsetCommitKey{Group: req.GroupID, Topic: t.Name, Partition: p}); ok && !dead {
+			k := OffsetCommitKey{Group: req.GroupID, Topic: t.Name, Partition: p}
+			if req.RequireStable && c.txns.has(k) {
+				f.Err = errorf(ErrUnstableOffsetCommit, "group %q: %s-%d has a transactional commit pending", req.GroupID, t.Name, p)
+			} else if v, ok := c.offsets.get(k); ok && !dead {
 				f.Offset, f.LeaderEpoch, f.Metadata = v.Offset, v.LeaderEpoch, v.Metadata
 			}
 			tr.Partitions = append(tr.Partitions, f)
@@ -216,6 +239,11 @@ func (c *Coordinator) DeleteGroup(id RequestID, groupID string) {
 		return
 	}
 	for _, k := range c.offsets.keys(groupID) {
+		c.deleteOffset(k)
+	}
+	// Partitions only open transactions have offsets for get a tombstone
+	// too (deleteAllOffsets), which drops what they staged.
+	for _, k := range c.txns.keys(groupID) {
 		c.deleteOffset(k)
 	}
 	c.removeGroup(g)
@@ -249,7 +277,7 @@ func (c *Coordinator) OffsetDelete(id RequestID, req OffsetDeleteRequest) {
 			k := OffsetCommitKey{Group: g.id, Topic: t.Name, Partition: p}
 			if g.subscribes(t.Name) {
 				pr.Err = errorf(ErrGroupSubscribedToTopic, "group %q consumes topic %q", g.id, t.Name)
-			} else if _, ok := c.offsets.get(k); ok {
+			} else if _, ok := c.offsets.get(k); ok || c.txns.has(k) {
 				c.deleteOffset(k)
 			}
 			tr.Partitions = append(tr.Partitions, pr)

@@ -56,6 +56,16 @@ var ErrUnknownRecordType = errors.New("group: unknown offsets log record type")
 type Record struct {
 	Key   []byte
 	Value []byte
+	// Producer is set on a transactional offset commit: the record belongs
+	// in a transactional batch of that producer, and counts only once a
+	// COMMIT marker of that producer follows it (ReplayTxnMarker).
+	Producer *Producer
+}
+
+// Producer identifies a transactional producer.
+type Producer struct {
+	ID    int64
+	Epoch int16
 }
 
 // OffsetCommitKey identifies a committed offset.

@@ -41,9 +41,7 @@ func TestReplayEqualsLive(t *testing.T) {
 			for i := range steps {
 				d.step()
 				checkInvariants(t, d.h.c)
-				for int(replica.nextOffset) < len(d.h.log) {
-					require.NoError(t, replica.Replay(replica.nextOffset, d.h.log[replica.nextOffset]))
-				}
+				d.h.replayInto(replica, int(replica.nextOffset))
 				compareReplayed(t, d.h.c, replica)
 				if i%100 == 99 {
 					checkReplay(t, d.h)
@@ -172,7 +170,7 @@ func (d *driver) step() {
 			lm = LeaveGroupMember{GroupInstanceID: pick(r, driverInstances)}
 		}
 		h.leave(LeaveGroupRequest{GroupID: gid, Members: []LeaveGroupMember{lm}})
-	case n < 95:
+	case n < 84:
 		req := OffsetCommitRequest{Version: 9, GroupID: gid, GenerationID: gen, MemberID: memberID, GroupInstanceID: instance}
 		if r.IntN(3) == 0 {
 			req.GenerationID, req.MemberID, req.GroupInstanceID = -1, "", ""
@@ -188,6 +186,18 @@ func (d *driver) step() {
 			req.Topics = append(req.Topics, ct)
 		}
 		h.commit(req)
+	case n < 90:
+		req := TxnOffsetCommitRequest{GroupID: gid, Producer: Producer{ID: int64(1 + r.IntN(2))}, GenerationID: gen,
+			MemberID: memberID, GroupInstanceID: instance,
+			Topics: []OffsetCommitTopic{{Name: pick(r, driverTopics), Partitions: []OffsetCommitPartition{{Partition: int32(r.IntN(2)), Offset: int64(r.IntN(1000)), LeaderEpoch: -1}}}}}
+		if r.IntN(2) == 0 {
+			req.GenerationID, req.MemberID, req.GroupInstanceID = -1, "", ""
+		}
+		id := h.id()
+		h.c.TxnOffsetCommit(id, req)
+		h.drain()
+	case n < 93:
+		h.marker(int64(1+r.IntN(2)), r.IntN(3) > 0)
 	case n < 97:
 		id := h.id()
 		h.c.OffsetDelete(id, OffsetDeleteRequest{GroupID: gid, Topics: []OffsetFetchTopic{{Name: pick(r, driverTopics), Partitions: []int32{0, 1}}}})
@@ -205,9 +215,7 @@ func checkReplay(t *testing.T, h *harness) {
 	t.Helper()
 	c, err := NewCoordinator(Config{}, h.now.Add(time.Hour))
 	require.NoError(t, err)
-	for i, r := range h.log {
-		require.NoError(t, c.Replay(int64(i), r))
-	}
+	h.replayInto(c, 0)
 	c.Loaded()
 	compareReplayed(t, h.c, c)
 }
@@ -216,6 +224,7 @@ func checkReplay(t *testing.T, h *harness) {
 func compareReplayed(t *testing.T, live, c *Coordinator) {
 	t.Helper()
 	require.Equal(t, live.offsets.byGroup, c.offsets.byGroup, "committed offsets")
+	require.Equal(t, live.txns, c.txns, "transactional commits pending")
 	require.Equal(t, live.nextOffset, c.nextOffset)
 	require.Equal(t, slices.Sorted(maps.Keys(live.groups)), slices.Sorted(maps.Keys(c.groups)), "groups")
 	for id, g := range live.groups {
