@@ -25,6 +25,11 @@
 // Errors are Kafka's: every response's Err is nil or matches one of the Err
 // variables, which carry Kafka's code and name (see Code).
 //
+// Committed offsets follow Kafka's OffsetMetadataManager: who may commit
+// (generation, member id, static member fencing), offsets of transactions
+// (KIP-447) that count at their COMMIT marker, expiration after
+// offsets.retention.minutes, and deletion of offsets and of Empty groups.
+//
 // # The offsets log
 //
 // Records are Kafka's bytes: OffsetCommit keys (version 1) and values
@@ -32,8 +37,11 @@
 // and values (version 3), and tombstones; Decode reads every version Kafka
 // has written. The coordinator's owner stores them in a compacted log: it
 // appends each Ready's records in order, one offset each, before delivering
-// that Ready's responses. On start it replays the log with Replay and calls
-// Loaded. If an append fails, the state the coordinator moved to is not
+// that Ready's responses; a record with a Producer goes in a transactional
+// batch of that producer. Transaction markers, which the transaction
+// coordinator has written to the log, are reported with ReplayTxnMarker
+// between two Readys. On start the owner replays the log with Replay and
+// ReplayTxnMarker and calls Loaded. If an append fails, the state the coordinator moved to is not
 // durable: the owner calls Unload, delivers the NOT_COORDINATOR answers it
 // produces, and starts over from the log, as Kafka does when a broker loses
 // the offsets partition. A replay gives the committed offsets exactly as they
