@@ -1,7 +1,6 @@
 package group
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -26,8 +25,9 @@ import (
 //   - no committed offset moves backwards;
 //   - replaying the log gives the live committed offsets.
 //
-// The coordinator sees only opaque subscription and assignment bytes: the
-// protocol difference lives in the clients, as in Kafka.
+// Subscriptions and assignments are Kafka's consumer protocol; the
+// coordinator reads only the subscribed topics from them, and the
+// difference between the protocols lives in the clients, as in Kafka.
 func TestChurn(t *testing.T) {
 	steps := 3000
 	if testing.Short() {
@@ -92,14 +92,6 @@ type churn struct {
 	rebalances int
 	commits    int
 	next       int
-}
-
-// subscription is what a consumer tells the leader, as Kafka's
-// ConsumerProtocolSubscription does: its topics, and for cooperative
-// rebalancing what it owns and of which generation.
-type subscription struct {
-	Owned      []int32
-	Generation int32
 }
 
 func newChurn(t *testing.T, a assign.Assignor, seed uint64) *churn {
@@ -217,7 +209,8 @@ func (s *churn) run(c *consumer) {
 	h := s.h
 	switch c.state {
 	case needJoin:
-		meta, _ := json.Marshal(subscription{Owned: c.owned, Generation: c.generation})
+		meta := Subscription{Topics: []string{churnTopic}, Owned: map[string][]int32{churnTopic: c.owned},
+			GenerationID: c.generation}.Encode(ConsumerProtocolVersion)
 		req := joinReq("g", c.memberID)
 		req.GroupInstanceID, req.ClientID = c.instance, c.name
 		req.Protocols = []Protocol{{Name: s.assignor.Name(), Metadata: meta}}
@@ -253,8 +246,9 @@ func (s *churn) run(c *consumer) {
 		case r.Err != nil:
 			s.lose(c, true)
 		default:
-			var assigned []int32
-			require.NoError(s.t, json.Unmarshal(r.Assignment, &assigned))
+			a, _, err := DecodeAssignment(r.Assignment)
+			require.NoError(s.t, err)
+			assigned := a.Partitions[churnTopic]
 			revoked := slices.DeleteFunc(slices.Clone(c.owned), func(p int32) bool { return slices.Contains(assigned, p) })
 			added := slices.DeleteFunc(assigned, func(p int32) bool { return slices.Contains(c.owned, p) })
 			if len(revoked) > 0 {
@@ -293,17 +287,15 @@ func (s *churn) run(c *consumer) {
 func (s *churn) assign(members []JoinGroupMember) []SyncGroupAssignment {
 	in := make([]assign.Member, len(members))
 	for i, m := range members {
-		var sub subscription
-		require.NoError(s.t, json.Unmarshal(m.Metadata, &sub))
-		in[i] = assign.Member{ID: m.MemberID, InstanceID: m.GroupInstanceID, Topics: []string{churnTopic},
-			Owned: map[string][]int32{churnTopic: sub.Owned}, Generation: sub.Generation}
+		sub, _, err := DecodeSubscription(m.Metadata)
+		require.NoError(s.t, err)
+		in[i] = assign.Member{ID: m.MemberID, InstanceID: m.GroupInstanceID, Topics: sub.Topics, Owned: sub.Owned, Generation: sub.GenerationID}
 	}
 	plan, err := s.assignor.Assign(in, map[string]assign.Topic{churnTopic: {Partitions: churnPartitions}})
 	require.NoError(s.t, err)
 	out := make([]SyncGroupAssignment, len(members))
 	for i, m := range members {
-		b, _ := json.Marshal(plan[m.MemberID][churnTopic])
-		out[i] = SyncGroupAssignment{MemberID: m.MemberID, Assignment: b}
+		out[i] = SyncGroupAssignment{MemberID: m.MemberID, Assignment: Assignment{Partitions: plan[m.MemberID]}.Encode(ConsumerProtocolVersion)}
 	}
 	return out
 }

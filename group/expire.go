@@ -105,9 +105,8 @@ func (g *classicGroup) subscribes(topic string) bool {
 }
 
 // computeSubscribed reads the topics of every member's subscription, for a
-// group of consumers (ClassicGroup.computeSubscribedTopics). Only the topics
-// of a ConsumerProtocolSubscription are read, which every version starts
-// with; a subscription that does not parse leaves them unknown.
+// group of consumers (ClassicGroup.computeSubscribedTopics); a subscription
+// that does not parse leaves them unknown.
 func (g *classicGroup) computeSubscribed() {
 	g.subscribed, g.subscribedKnown = nil, false
 	if g.protocolType != consumerProtocolType {
@@ -115,13 +114,16 @@ func (g *classicGroup) computeSubscribed() {
 	}
 	topics := map[string]bool{}
 	for _, m := range g.members {
+		// Read as version 0, the prefix of every version, so that the
+		// coordinator never depends on a version it does not know.
 		r := reader{b: m.metadata(g.protocolName)}
-		r.int16() // version
-		for n := r.arrayLen(); n > 0; n-- {
-			topics[r.string()] = true
-		}
-		if r.err != nil {
+		r.int16()
+		s, err := decodeSubscription(&r, 0)
+		if err != nil {
 			return
+		}
+		for _, t := range s.Topics {
+			topics[t] = true
 		}
 	}
 	g.subscribed, g.subscribedKnown = topics, true

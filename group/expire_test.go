@@ -8,17 +8,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// consumerSubscription is a ConsumerProtocolSubscription v0 as Kafka's
-// consumer sends it: version, topics, null user data.
+// consumerSubscription is a consumer's protocol metadata for topics.
 func consumerSubscription(topics ...string) []byte {
-	w := writer{}
-	w.int16(0)
-	w.arrayLen(len(topics))
-	for _, t := range topics {
-		w.string(t)
-	}
-	w.int32(-1)
-	return w.b
+	return Subscription{Topics: topics, GenerationID: -1}.Encode(ConsumerProtocolVersion)
 }
 
 // expiring is a coordinator whose offsets are kept one hour, checked every

@@ -373,6 +373,14 @@ func (w *writer) bytes(b []byte) {
 	w.b = append(w.b, b...)
 }
 
+func (w *writer) nullableBytes(b []byte) {
+	if b == nil {
+		w.int32(-1)
+		return
+	}
+	w.bytes(b)
+}
+
 func (w *writer) tags() {
 	if w.flexible {
 		w.b = append(w.b, 0)
@@ -500,6 +508,21 @@ func (r *reader) bytes() []byte {
 		return nil
 	}
 	return append([]byte{}, r.take(n)...)
+}
+
+// nullableBytes reads non-flexible nullable bytes; null reads as nil.
+func (r *reader) nullableBytes() []byte {
+	n := r.int32()
+	switch {
+	case r.err != nil:
+		return nil
+	case n == -1:
+		return nil
+	case n < 0 || int(n) > len(r.b):
+		r.err = fmt.Errorf("bytes of length %d with %d bytes left", n, len(r.b))
+		return nil
+	}
+	return append([]byte{}, r.take(int(n))...)
 }
 
 // tags skips a tagged field section of a flexible version: no tagged fields

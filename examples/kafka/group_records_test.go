@@ -120,3 +120,30 @@ func kmsgGroupValue(version int16, v group.GroupMetadataValue) *kmsg.GroupMetada
 	}
 	return &out
 }
+
+// The consumer protocol inside JoinGroup and SyncGroup: Strand's bytes are
+// kmsg's, and Strand reads kmsg's at every version.
+func TestConsumerProtocolBytes(t *testing.T) {
+	rack := "rack-1"
+	for v := int16(0); v <= group.ConsumerProtocolVersion; v++ {
+		k := kmsg.NewConsumerMemberMetadata()
+		k.Version, k.Topics, k.UserData = v, []string{"a", "b"}, []byte{9}
+		k.OwnedPartitions = []kmsg.ConsumerMemberMetadataOwnedPartition{{Topic: "a", Partitions: []int32{0, 2}}, {Topic: "b", Partitions: []int32{1}}}
+		k.Generation, k.Rack = 5, &rack
+		s := group.Subscription{Topics: []string{"b", "a"}, UserData: []byte{9}, Owned: map[string][]int32{"a": {2, 0}, "b": {1}},
+			GenerationID: 5, RackID: rack}
+		assert.Equal(t, k.AppendTo(nil), s.Encode(v), "subscription v%d", v)
+		got, _, err := group.DecodeSubscription(k.AppendTo(nil))
+		require.NoError(t, err)
+		assert.ElementsMatch(t, []string{"a", "b"}, got.Topics)
+
+		ka := kmsg.NewConsumerMemberAssignment()
+		ka.Version = v
+		ka.Topics = []kmsg.ConsumerMemberAssignmentTopic{{Topic: "a", Partitions: []int32{3, 1}}, {Topic: "b", Partitions: []int32{0}}}
+		a := group.Assignment{Partitions: map[string][]int32{"a": {3, 1}, "b": {0}}}
+		assert.Equal(t, ka.AppendTo(nil), a.Encode(v), "assignment v%d", v)
+		gotA, _, err := group.DecodeAssignment(ka.AppendTo(nil))
+		require.NoError(t, err)
+		assert.Equal(t, a, gotA)
+	}
+}
