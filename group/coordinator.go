@@ -125,16 +125,20 @@ func (c *Config) withDefaults() (Config, error) {
 // new Coordinator from the log with Replay and Loaded, as a Kafka broker
 // does when it loses and regains a partition of __consumer_offsets.
 type Coordinator struct {
-	cfg        Config
-	now        int64 // milliseconds since the Unix epoch
-	groups     map[string]*classicGroup
-	offsets    offsetStore
-	txns       pendingTxns
-	timers     timers
-	ready      Ready
-	nextOffset int64 // log offset of the next record of the offsets log
-	loaded     bool
-	unloaded   bool
+	cfg    Config
+	now    int64 // milliseconds since the Unix epoch
+	groups map[string]*classicGroup
+	// consumerGroups are the KIP-848 groups; a group id names a classic
+	// group or a consumer group, not both (but a consumer group's offsets
+	// may outlive it in a simple classic group).
+	consumerGroups map[string]*consumerGroup
+	offsets        offsetStore
+	txns           pendingTxns
+	timers         timers
+	ready          Ready
+	nextOffset     int64 // log offset of the next record of the offsets log
+	loaded         bool
+	unloaded       bool
 }
 
 // Ready is what the coordinator wants done since the last call to Ready.
@@ -160,6 +164,8 @@ func NewCoordinator(cfg Config, now time.Time) (*Coordinator, error) {
 		cfg:    cfg,
 		now:    now.UnixMilli(),
 		groups: map[string]*classicGroup{},
+
+		consumerGroups: map[string]*consumerGroup{},
 	}, nil
 }
 
@@ -262,7 +268,7 @@ func (c *Coordinator) apply(offset int64, d Decoded, producer *Producer) {
 		// clock of whoever creates it, the committer or the loader; no
 		// rule reads the stamp of a group without protocol type, and -1
 		// makes the two agree.
-		if _, ok := c.groups[d.OffsetKey.Group]; !ok {
+		if _, ok := c.groups[d.OffsetKey.Group]; !ok && c.consumerGroups[d.OffsetKey.Group] == nil {
 			c.groups[d.OffsetKey.Group] = newClassicGroup(d.OffsetKey.Group, Empty, -1)
 		}
 		v := committed{OffsetCommitValue: *d.OffsetValue, recordOffset: offset}
@@ -324,11 +330,14 @@ func (c *Coordinator) sortedGroups() []*classicGroup {
 // newMemberID returns clientID (or the instance id of a static member)
 // followed by "-" and a random UUID, as Kafka makes member ids
 // (ClassicGroup.generateMemberId).
-func (c *Coordinator) newMemberID(prefix string) string {
+func (c *Coordinator) newMemberID(prefix string) string { return prefix + "-" + c.newUUID() }
+
+// newUUID returns a random (version 4) UUID in its text form.
+func (c *Coordinator) newUUID() string {
 	var u [16]byte
 	binary.BigEndian.PutUint64(u[:8], c.cfg.Rand.Uint64())
 	binary.BigEndian.PutUint64(u[8:], c.cfg.Rand.Uint64())
 	u[6] = u[6]&0x0f | 0x40 // version 4
 	u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
-	return fmt.Sprintf("%s-%x-%x-%x-%x-%x", prefix, u[0:4], u[4:6], u[6:8], u[8:10], u[10:])
+	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:])
 }

@@ -30,6 +30,7 @@ var (
 	ErrUnknownMemberID           = &Error{25, "UNKNOWN_MEMBER_ID"}
 	ErrInvalidSessionTimeout     = &Error{26, "INVALID_SESSION_TIMEOUT"}
 	ErrRebalanceInProgress       = &Error{27, "REBALANCE_IN_PROGRESS"}
+	ErrUnsupportedVersion        = &Error{35, "UNSUPPORTED_VERSION"}
 	ErrInvalidRequest            = &Error{42, "INVALID_REQUEST"}
 	ErrNonEmptyGroup             = &Error{68, "NON_EMPTY_GROUP"}
 	ErrGroupIDNotFound           = &Error{69, "GROUP_ID_NOT_FOUND"}
@@ -39,6 +40,9 @@ var (
 	ErrGroupSubscribedToTopic    = &Error{86, "GROUP_SUBSCRIBED_TO_TOPIC"}
 	ErrUnstableOffsetCommit      = &Error{88, "UNSTABLE_OFFSET_COMMIT"}
 	ErrFencedMemberEpoch         = &Error{110, "FENCED_MEMBER_EPOCH"}
+	ErrUnreleasedInstanceID      = &Error{111, "UNRELEASED_INSTANCE_ID"}
+	ErrUnsupportedAssignor       = &Error{112, "UNSUPPORTED_ASSIGNOR"}
+	ErrStaleMemberEpoch          = &Error{113, "STALE_MEMBER_EPOCH"}
 )
 
 // Code returns the Kafka error code of err: 0 for nil, the code of the Error

@@ -19,9 +19,9 @@ func expiring(t *testing.T) *harness {
 	return newHarness(t, Config{InitialRebalanceDelay: -1, OffsetsRetention: time.Hour, OffsetsRetentionCheckInterval: time.Minute})
 }
 
-// consumerGroup builds a Stable group of one consumer with this protocol
+// classicConsumer builds a Stable classic group of one consumer with this protocol
 // metadata and a 20 minute session.
-func consumerGroup(h *harness, metadata []byte) string {
+func classicConsumer(h *harness, metadata []byte) string {
 	first := h.joined(h.join(joinReq("g", "")))
 	req := joinReq("g", first.MemberID)
 	req.SessionTimeout = 20 * time.Minute
@@ -55,7 +55,7 @@ func committedTopics(h *harness) []string {
 func TestOffsetExpiration(t *testing.T) {
 	t.Run("G27 an Empty group's offsets expire a retention after it became Empty, then the group goes", func(t *testing.T) {
 		h := expiring(t)
-		id := consumerGroup(h, consumerSubscription("t"))
+		id := classicConsumer(h, consumerSubscription("t"))
 		commitTopics(h, 1, id, 0, "t")
 		h.advance(15 * time.Minute)
 		require.NoError(t, h.heartbeat(HeartbeatRequest{GroupID: "g", GenerationID: 1, MemberID: id}))
@@ -77,7 +77,7 @@ func TestOffsetExpiration(t *testing.T) {
 	})
 	t.Run("G28 a Stable group's offsets of topics no member subscribes to expire a retention after their commit", func(t *testing.T) {
 		h := expiring(t)
-		id := consumerGroup(h, consumerSubscription("t"))
+		id := classicConsumer(h, consumerSubscription("t"))
 		commitTopics(h, 1, id, 0, "t", "u")
 		for range 12 {
 			h.advance(5 * time.Minute)
@@ -107,7 +107,7 @@ func TestOffsetExpiration(t *testing.T) {
 	})
 	t.Run("nothing expires in a consumer group that is rebalancing, or whose subscriptions are unknown", func(t *testing.T) {
 		h := expiring(t)
-		id := consumerGroup(h, []byte("not a ConsumerProtocolSubscription"))
+		id := classicConsumer(h, []byte("not a ConsumerProtocolSubscription"))
 		commitTopics(h, 1, id, 0, "t")
 		for range 24 {
 			h.advance(5 * time.Minute)
@@ -116,7 +116,7 @@ func TestOffsetExpiration(t *testing.T) {
 		assert.Equal(t, []string{"t"}, committedTopics(h))
 
 		h2 := expiring(t)
-		id = consumerGroup(h2, consumerSubscription("t"))
+		id = classicConsumer(h2, consumerSubscription("t"))
 		commitTopics(h2, 1, id, 0, "u")
 		slow := joinReq("g", "")
 		slow.Version, slow.RebalanceTimeout = 3, 2*time.Hour

@@ -99,6 +99,13 @@ func (c *Coordinator) JoinGroup(id RequestID, req JoinGroupRequest) {
 		fail(err)
 		return
 	}
+	if cg := c.consumerGroups[req.GroupID]; cg != nil {
+		if len(cg.members) > 0 {
+			fail(errorf(ErrInconsistentGroupProtocol, "group %q is a consumer group (KIP-848) with members", req.GroupID))
+			return
+		}
+		delete(c.consumerGroups, req.GroupID)
+	}
 	isNewGroup := g == nil
 	if isNewGroup {
 		// A group is created by a first join only; a member id for a group

@@ -146,6 +146,9 @@ func (c *Coordinator) validateCommit(w committer, txn bool) (*classicGroup, erro
 		return nil, err
 	}
 	g, err := c.group(w.group)
+	if cg := c.consumerGroups[w.group]; err == nil && cg != nil {
+		return nil, cg.validateCommit(w, txn)
+	}
 	switch {
 	case err != nil:
 		return nil, err

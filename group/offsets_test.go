@@ -198,7 +198,7 @@ func TestOffsetDelete(t *testing.T) {
 	}
 	h := expiring(t)
 	assert.ErrorIs(t, del(h, "t").Err, ErrGroupIDNotFound)
-	id := consumerGroup(h, consumerSubscription("t"))
+	id := classicConsumer(h, consumerSubscription("t"))
 	commitTopics(h, 1, id, 0, "t", "u")
 	r := del(h, "t", "u")
 	require.NoError(t, r.Err)

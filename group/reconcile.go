@@ -133,6 +133,12 @@ func (m memberAssignment) next(epoch, targetEpoch int32, target partitions, part
 	return out
 }
 
+func (m memberAssignment) equal(o memberAssignment) bool {
+	return m.state == o.state && m.epoch == o.epoch && m.prevEpoch == o.prevEpoch &&
+		maps.EqualFunc(m.assigned, o.assigned, slices.Equal[[]int32]) &&
+		maps.EqualFunc(m.pendingRevocation, o.pendingRevocation, slices.Equal[[]int32])
+}
+
 func setNonEmpty(p partitions, topic string, ps []int32) {
 	if len(ps) > 0 {
 		p[topic] = ps

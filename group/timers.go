@@ -18,6 +18,7 @@ const (
 	timerJoin                       // join phase completion (initial delay or rebalance timeout)
 	timerSync                       // pending-sync expiration
 	timerExpire                     // the periodic expiration of offsets and groups
+	timerRebalance                  // a consumer group member's revocation deadline
 )
 
 type timer struct {
