@@ -333,3 +333,23 @@ func TestConsumerGroupChurn(t *testing.T) {
 		}
 	}
 }
+
+// A consumer group is deleted, with its offsets, only once it has no
+// members.
+func TestConsumerGroupDelete(t *testing.T) {
+	h := consumerHarness(t)
+	h.joinConsumer("a", "")
+	require.NoError(t, h.commit(commitOne("g", 1, "a", 5)).Err)
+	del := func() error {
+		id := h.id()
+		h.c.DeleteGroup(id, "g")
+		h.drain()
+		return h.resps[id].(*DeleteGroupResponse).Err
+	}
+	assert.ErrorIs(t, del(), ErrNonEmptyGroup)
+	h.cgh(ConsumerGroupHeartbeatRequest{MemberID: "a", MemberEpoch: LeaveMemberEpoch})
+	require.NoError(t, del())
+	assert.Empty(t, h.c.consumerGroups)
+	assert.Empty(t, h.fetch(OffsetFetchRequest{GroupID: "g"}).Topics)
+	assert.ErrorIs(t, del(), ErrGroupIDNotFound)
+}

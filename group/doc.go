@@ -22,6 +22,12 @@
 // order (a new leader, the members listed to the leader, a tied vote), this
 // package takes join order.
 //
+// Consumer groups of KIP-848 (ConsumerGroupHeartbeat) are served too, with
+// member epochs, a target assignment computed by assign.Uniform or
+// assign.ServerRange and reconciliation that hands a partition to a member
+// only after its previous owner revoked it; they are not yet written to the
+// offsets log, so they live only as long as their coordinator.
+//
 // Errors are Kafka's: every response's Err is nil or matches one of the Err
 // variables, which carry Kafka's code and name (see Code).
 //

@@ -230,9 +230,19 @@ func (c *Coordinator) DeleteGroup(id RequestID, groupID string) {
 		return
 	}
 	g, err := c.group(groupID)
+	cg := c.consumerGroups[groupID]
 	switch {
 	case err != nil:
 		resp.Err = err
+		return
+	case cg != nil && len(cg.members) > 0:
+		resp.Err = errorf(ErrNonEmptyGroup, "consumer group %q has %d members", groupID, len(cg.members))
+		return
+	case cg != nil:
+		for _, k := range c.offsets.keys(groupID) {
+			c.deleteOffset(k)
+		}
+		delete(c.consumerGroups, groupID)
 		return
 	case g == nil || g.is(Dead):
 		resp.Err = errorf(ErrGroupIDNotFound, "group %q does not exist", groupID)
