@@ -353,3 +353,28 @@ func TestConsumerGroupDelete(t *testing.T) {
 	assert.Empty(t, h.fetch(OffsetFetchRequest{GroupID: "g"}).Topics)
 	assert.ErrorIs(t, del(), ErrGroupIDNotFound)
 }
+
+// A consumer group's offsets expire a retention after their commit when no
+// member subscribes to their topic; an Empty consumer group goes with its
+// last offset.
+func TestConsumerGroupOffsetExpiration(t *testing.T) {
+	h := newHarness(t, Config{OffsetsRetention: time.Hour, OffsetsRetentionCheckInterval: time.Minute,
+		Partitions: func(string) int32 { return 6 }})
+	h.joinConsumer("a", "")
+	commit := func(topic string) {
+		r := commitOne("g", 1, "a", 5)
+		r.Topics[0].Name = topic
+		require.NoError(t, h.commit(r).Err)
+	}
+	commit("t")
+	commit("u")
+	for range 120 {
+		h.advance(30 * time.Second)
+		require.NoError(t, h.cgh(ConsumerGroupHeartbeatRequest{MemberID: "a", MemberEpoch: 1}).Err)
+	}
+	assert.Equal(t, []string{"t"}, committedTopics(h))
+	h.cgh(ConsumerGroupHeartbeatRequest{MemberID: "a", MemberEpoch: LeaveMemberEpoch})
+	h.advance(time.Hour)
+	assert.Empty(t, committedTopics(h))
+	assert.Empty(t, h.c.consumerGroups)
+}

@@ -19,16 +19,32 @@ func (c *Coordinator) scheduleExpiration() {
 // Empty group left without offsets.
 func (c *Coordinator) expire() {
 	for _, g := range c.sortedGroups() {
-		if c.expireOffsets(g) && g.is(Empty) {
+		base, ok := g.expiryBase()
+		if ok && c.expireOffsets(g.id, base, g.subscribes) && g.is(Empty) {
 			c.removeGroup(g)
+		}
+	}
+	// A consumer group's offsets expire from their commit, for topics no
+	// member subscribes to (ConsumerGroup.offsetExpirationCondition).
+	for _, id := range slices.Sorted(maps.Keys(c.consumerGroups)) {
+		g := c.consumerGroups[id]
+		subscribed := map[string]bool{}
+		for _, m := range g.members {
+			for _, t := range m.topics {
+				subscribed[t] = true
+			}
+		}
+		if c.expireOffsets(id, byCommit, func(t string) bool { return subscribed[t] }) && len(g.members) == 0 {
+			delete(c.consumerGroups, id)
 		}
 	}
 	c.scheduleExpiration()
 }
 
-// expireOffsets removes a group's expired offsets and reports whether none
-// is left. Which offsets may expire, and counted from when, depends on the
-// group (ClassicGroup.offsetExpirationCondition):
+func byCommit(v committed) int64 { return v.CommitTimestamp }
+
+// expiryBase returns from when a classic group's offsets expire, if they
+// may (ClassicGroup.offsetExpirationCondition):
 //
 //   - a group without protocol type (offsets committed outside group
 //     management): all, from their commit;
@@ -39,28 +55,32 @@ func (c *Coordinator) expire() {
 //   - any other group: none.
 //
 // An offset committed with its own expire timestamp expires then instead.
-func (c *Coordinator) expireOffsets(g *classicGroup) bool {
-	keys := c.offsets.keys(g.id)
-	if len(keys) == 0 {
-		// Kafka answers true here even with a transaction open; a group
-		// whose transaction may still commit offsets is kept instead.
-		return !c.txns.open(g.id)
-	}
-	var base func(committed) int64
+func (g *classicGroup) expiryBase() (func(committed) int64, bool) {
 	switch {
 	case g.protocolType == "":
-		base = func(v committed) int64 { return v.CommitTimestamp }
+		return byCommit, true
 	case g.is(Empty):
-		base = func(v committed) int64 {
+		return func(v committed) int64 {
 			if g.stateTime >= 0 {
 				return g.stateTime
 			}
 			return v.CommitTimestamp
-		}
+		}, true
 	case g.protocolType == consumerProtocolType && g.subscribedKnown && g.is(Stable):
-		base = func(v committed) int64 { return v.CommitTimestamp }
-	default:
-		return false
+		return byCommit, true
+	}
+	return nil, false
+}
+
+// expireOffsets removes a group's offsets that expired, counted from base,
+// except those of subscribed topics and those an open transaction may still
+// change, and reports whether none is left.
+func (c *Coordinator) expireOffsets(group string, base func(committed) int64, subscribed func(string) bool) bool {
+	keys := c.offsets.keys(group)
+	if len(keys) == 0 {
+		// Kafka answers true here even with a transaction open; a group
+		// whose transaction may still commit offsets is kept instead.
+		return !c.txns.open(group)
 	}
 	retention := durationMs(c.cfg.OffsetsRetention)
 	all := true
@@ -68,14 +88,13 @@ func (c *Coordinator) expireOffsets(g *classicGroup) bool {
 		v, _ := c.offsets.get(k)
 		expired := v.ExpireTimestamp >= 0 && c.now >= v.ExpireTimestamp ||
 			v.ExpireTimestamp < 0 && c.now-base(v) >= retention
-		// An offset an open transaction may still change is kept.
-		if g.subscribes(k.Topic) || !expired || c.txns.has(k) {
+		if subscribed(k.Topic) || !expired || c.txns.has(k) {
 			all = false
 			continue
 		}
 		c.deleteOffset(k)
 	}
-	return all && !c.txns.open(g.id)
+	return all && !c.txns.open(group)
 }
 
 // deleteOffset deletes a committed offset with a tombstone.
