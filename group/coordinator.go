@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -91,8 +92,8 @@ func (c *Config) withDefaults() (Config, error) {
 		return out, fmt.Errorf("%w: OffsetsRetention %v and OffsetsRetentionCheckInterval %v must be positive", ErrInvalidConfig, out.OffsetsRetention, out.OffsetsRetentionCheckInterval)
 	case out.MaxSize < 0:
 		return out, fmt.Errorf("%w: MaxSize %d is negative", ErrInvalidConfig, out.MaxSize)
-	case out.OffsetMetadataMaxBytes < 0:
-		return out, fmt.Errorf("%w: OffsetMetadataMaxBytes %d is negative", ErrInvalidConfig, out.OffsetMetadataMaxBytes)
+	case out.OffsetMetadataMaxBytes < 0 || out.OffsetMetadataMaxBytes > maxStringLen:
+		return out, fmt.Errorf("%w: OffsetMetadataMaxBytes %d outside 0-%d, what a record's string holds", ErrInvalidConfig, out.OffsetMetadataMaxBytes, maxStringLen)
 	}
 	if out.Rand == nil {
 		var seed [16]byte
@@ -296,15 +297,16 @@ func (c *Coordinator) Loaded() {
 }
 
 // Unload gives up the groups, as a broker does when it stops leading the
-// offsets log's partition: every group becomes Dead, parked JoinGroup and
-// SyncGroup requests are answered with NOT_COORDINATOR, timers stop, and
-// later requests are answered with NOT_COORDINATOR
-// (GroupMetadataManager.onUnloaded).
+// offsets log's partition (GroupMetadataManager.onUnloaded): every classic
+// group becomes Dead, parked JoinGroup and SyncGroup requests are answered
+// with NOT_COORDINATOR, and timers stop. Later requests get
+// COORDINATOR_NOT_AVAILABLE for a Dead group and NOT_COORDINATOR for any
+// other, and clients look for the coordinator again.
 func (c *Coordinator) Unload() {
 	for _, g := range c.sortedGroups() {
 		g.transition(Dead, c.now)
 		for _, m := range g.members {
-			c.completeJoin(g, m, &JoinGroupResponse{MemberID: m.id, Err: errorf(ErrNotCoordinator, "group %q unloaded", g.id)})
+			c.completeJoin(g, m, &JoinGroupResponse{GenerationID: -1, MemberID: m.id, Err: errorf(ErrNotCoordinator, "group %q unloaded", g.id)})
 			c.completeSync(g, m, &SyncGroupResponse{Err: errorf(ErrNotCoordinator, "group %q unloaded", g.id)})
 		}
 	}
@@ -315,11 +317,7 @@ func (c *Coordinator) Unload() {
 // sortedGroups returns the groups in id order, so that work over all groups
 // happens in the same order on every run.
 func (c *Coordinator) sortedGroups() []*classicGroup {
-	ids := make([]string, 0, len(c.groups))
-	for id := range c.groups {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
+	ids := slices.Sorted(maps.Keys(c.groups))
 	out := make([]*classicGroup, len(ids))
 	for i, id := range ids {
 		out[i] = c.groups[id]

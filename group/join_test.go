@@ -226,6 +226,8 @@ func TestConfigValidation(t *testing.T) {
 		{MaxSize: -1},
 		{NewMemberJoinTimeout: -time.Second},
 		{OffsetMetadataMaxBytes: -1},
+		{OffsetMetadataMaxBytes: maxStringLen + 1},
+		{OffsetsRetentionCheckInterval: -time.Minute},
 	} {
 		_, err := NewCoordinator(cfg, epoch)
 		assert.ErrorIs(t, err, ErrInvalidConfig, "%+v", cfg)
