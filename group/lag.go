@@ -1,7 +1,6 @@
 package group
 
 import (
-	"cmp"
 	"maps"
 	"slices"
 )
@@ -39,9 +38,7 @@ func (c *Coordinator) Lag(groupID string, offsets Offsets) []PartitionLag {
 			keys[OffsetCommitKey{Group: groupID, Topic: topic, Partition: p}] = true
 		}
 	}
-	sorted := slices.SortedFunc(maps.Keys(keys), func(a, b OffsetCommitKey) int {
-		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
-	})
+	sorted := slices.SortedFunc(maps.Keys(keys), compareKeys)
 	out := make([]PartitionLag, 0, len(sorted))
 	for _, k := range sorted {
 		l := PartitionLag{Topic: k.Topic, Partition: k.Partition, Committed: -1}

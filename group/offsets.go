@@ -63,10 +63,13 @@ func (s *offsetStore) keys(group string) []OffsetCommitKey {
 			out = append(out, OffsetCommitKey{Group: group, Topic: topic, Partition: p})
 		}
 	}
-	slices.SortFunc(out, func(a, b OffsetCommitKey) int {
-		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
-	})
+	slices.SortFunc(out, compareKeys)
 	return out
+}
+
+// compareKeys orders a group's offsets by topic, then partition.
+func compareKeys(a, b OffsetCommitKey) int {
+	return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
 }
 
 // OffsetCommit handles an OffsetCommit request.
