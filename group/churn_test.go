@@ -18,7 +18,8 @@ import (
 // rebalance revoke everything before rejoining (eager) or keep what they own
 // and give up only what the new assignment takes away, rejoining once more
 // if they gave something up (cooperative, KIP-429). Members join, leave and
-// crash (static ones also restart) for thousands of steps, and throughout:
+// crash (static ones also restart), and the coordinator itself restarts from
+// its log, for thousands of steps, and throughout:
 //
 //   - no partition is owned by two consumers at once, even between the two
 //     rebalances of a cooperative handover;
@@ -37,11 +38,15 @@ func TestChurn(t *testing.T) {
 		for seed := uint64(1); seed <= 3; seed++ {
 			t.Run(fmt.Sprintf("%s seed %d", protocol.Name(), seed), func(t *testing.T) {
 				s := newChurn(t, protocol, seed)
-				for range steps {
+				for i := range steps {
 					s.step()
+					if i == steps/2 {
+						s.restartCoordinator() // at least once, whatever the seed
+					}
 				}
 				require.Greater(t, s.rebalances, 10, "the churn made rebalances")
 				require.Greater(t, s.commits, 100, "consumers committed")
+				require.Greater(t, s.restarts, 1, "the coordinator restarted")
 				checkReplay(t, s.h)
 			})
 		}
@@ -91,12 +96,15 @@ type churn struct {
 	committed  map[int32]int64
 	rebalances int
 	commits    int
+	restarts   int
+	cfg        Config
 	next       int
 }
 
 func newChurn(t *testing.T, a assign.Assignor, seed uint64) *churn {
+	cfg := Config{Rand: rand.New(rand.NewPCG(seed, 7)), InitialRebalanceDelay: time.Second}
 	s := &churn{
-		t: t, h: newHarness(t, Config{Rand: rand.New(rand.NewPCG(seed, 7)), InitialRebalanceDelay: time.Second}),
+		t: t, h: newHarness(t, cfg), cfg: cfg,
 		rnd: rand.New(rand.NewPCG(seed, 8)), assignor: a, cooperate: a == assign.CooperativeSticky,
 		owner: map[int32]string{}, committed: map[int32]int64{},
 	}
@@ -127,10 +135,33 @@ func (s *churn) step() {
 		s.leave(s.consumers[s.rnd.IntN(len(s.consumers))])
 	case n < 8 && len(s.consumers) > 1:
 		s.crash(s.consumers[s.rnd.IntN(len(s.consumers))])
+	case n < 9 && s.rnd.IntN(4) == 0:
+		s.restartCoordinator()
 	}
 	for _, c := range slices.Clone(s.consumers) {
 		s.run(c)
 	}
+}
+
+// coordinatorMoved reports the errors after which Kafka's consumer looks up
+// the coordinator and retries, keeping what it owns.
+func coordinatorMoved(err error) bool {
+	return errors.Is(err, ErrNotCoordinator) || errors.Is(err, ErrCoordinatorNotAvailable)
+}
+
+// restartCoordinator replaces the coordinator with one loaded from the log,
+// as after a crash of its owner or a move of the offsets partition: parked
+// requests are answered NOT_COORDINATOR, and the groups come back as
+// persisted.
+func (s *churn) restartCoordinator() {
+	s.h.c.Unload()
+	s.h.drain()
+	c, err := NewCoordinator(s.cfg, s.h.now)
+	require.NoError(s.t, err)
+	s.h.replayInto(c, 0)
+	c.Loaded()
+	s.h.c = c
+	s.restarts++
 }
 
 func (s *churn) remove(c *consumer) {
@@ -221,6 +252,8 @@ func (s *churn) run(c *consumer) {
 		case r == nil:
 		case errors.Is(r.Err, ErrMemberIDRequired):
 			c.memberID, c.state = r.MemberID, needJoin
+		case coordinatorMoved(r.Err):
+			c.state = needJoin // find the coordinator and join again
 		case r.Err != nil:
 			s.lose(c, errors.Is(r.Err, ErrUnknownMemberID) || errors.Is(r.Err, ErrFencedInstanceID))
 		default:
@@ -241,7 +274,7 @@ func (s *churn) run(c *consumer) {
 		r := h.synced(c.req)
 		switch {
 		case r == nil:
-		case errors.Is(r.Err, ErrRebalanceInProgress):
+		case errors.Is(r.Err, ErrRebalanceInProgress) || coordinatorMoved(r.Err):
 			s.rejoin(c)
 		case r.Err != nil:
 			s.lose(c, true)
@@ -275,6 +308,7 @@ func (s *churn) run(c *consumer) {
 			switch {
 			case errors.Is(err, ErrRebalanceInProgress):
 				s.rejoin(c)
+			case coordinatorMoved(err):
 			case err != nil:
 				s.lose(c, !errors.Is(err, ErrIllegalGeneration))
 			}
