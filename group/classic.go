@@ -344,3 +344,39 @@ func loadClassicGroup(id string, v GroupMetadataValue) *classicGroup {
 	g.computeSubscribed()
 	return g
 }
+
+// GroupDescription is a classic group as DescribeGroups shows it.
+type GroupDescription struct {
+	State        State
+	ProtocolType string
+	Protocol     string // "" unless CompletingRebalance or Stable
+	Generation   int32
+	Leader       string
+	Members      []MemberDescription // in join order
+}
+
+// MemberDescription is one member of a GroupDescription. Metadata is the
+// member's for the group's protocol.
+type MemberDescription struct {
+	MemberID        string
+	GroupInstanceID string
+	ClientID        string
+	ClientHost      string
+	Metadata        []byte
+	Assignment      []byte
+}
+
+// DescribeGroup returns a classic group's state and members; ok is false
+// when no classic group has that id.
+func (c *Coordinator) DescribeGroup(groupID string) (d GroupDescription, ok bool) {
+	g := c.groups[groupID]
+	if g == nil {
+		return d, false
+	}
+	d = GroupDescription{State: g.state, ProtocolType: g.protocolType, Protocol: g.protocolName, Generation: g.generation, Leader: g.leader}
+	for _, m := range g.members {
+		d.Members = append(d.Members, MemberDescription{MemberID: m.id, GroupInstanceID: m.instanceID, ClientID: m.clientID,
+			ClientHost: m.clientHost, Metadata: m.metadata(g.protocolName), Assignment: m.assignment})
+	}
+	return d, true
+}

@@ -161,6 +161,13 @@ func TestClassicGroupRules(t *testing.T) {
 			assert.Equal(t, &SyncGroupResponse{ID: s0, ProtocolType: "consumer", ProtocolName: "range", Assignment: []byte("p0")}, h.synced(s0))
 			assert.Equal(t, &SyncGroupResponse{ID: s1, ProtocolType: "consumer", ProtocolName: "range", Assignment: []byte("p1")}, h.synced(s1))
 			assert.Equal(t, Stable, h.group("g").state)
+			d, ok := h.c.DescribeGroup("g")
+			require.True(t, ok)
+			assert.Equal(t, GroupDescription{State: Stable, ProtocolType: "consumer", Protocol: "range", Generation: gen, Leader: ids[0],
+				Members: []MemberDescription{
+					{MemberID: ids[0], ClientID: "client", ClientHost: "/127.0.0.1", Metadata: []byte("sub-" + ids[0]), Assignment: []byte("p0")},
+					{MemberID: ids[1], ClientID: "client", ClientHost: "/127.0.0.1", Metadata: []byte("sub-" + ids[1]), Assignment: []byte("p1")},
+				}}, d)
 			// A follower syncing after the leader gets its assignment at once.
 			s1 = h.sync(SyncGroupRequest{GroupID: "g", GenerationID: gen, MemberID: ids[1]})
 			assert.Equal(t, []byte("p1"), h.synced(s1).Assignment)

@@ -40,6 +40,8 @@ func Example() {
 	c.SyncGroup(3, group.SyncGroupRequest{GroupID: "orders", GenerationID: joined.GenerationID, MemberID: joined.MemberID,
 		Assignments: []group.SyncGroupAssignment{{MemberID: joined.MemberID, Assignment: []byte("orders-0")}}})
 	fmt.Printf("assignment %s\n", step()[0].(*group.SyncGroupResponse).Assignment)
+	d, _ := c.DescribeGroup("orders")
+	fmt.Println(d.State, "with", len(d.Members), "member")
 
 	c.OffsetCommit(4, group.OffsetCommitRequest{GroupID: "orders", GenerationID: joined.GenerationID, MemberID: joined.MemberID,
 		Topics: []group.OffsetCommitTopic{{Name: "orders", Partitions: []group.OffsetCommitPartition{{Partition: 0, Offset: 42, LeaderEpoch: -1}}}}})
@@ -57,6 +59,7 @@ func Example() {
 	// group: group "orders": rejoin with the member id given: MEMBER_ID_REQUIRED
 	// generation 1 leader true
 	// assignment orders-0
+	// Stable with 1 member
 	// commit <nil>
 	// after replay: offset 42 records 3
 }
