@@ -53,7 +53,6 @@ type JoinGroupRequest struct {
 	RebalanceTimeout time.Duration
 	ProtocolType     string     // "consumer" for consumers
 	Protocols        []Protocol // in order of preference
-	Reason           string
 }
 
 // JoinGroupMember is one member as the leader sees it in JoinGroupResponse.
@@ -130,7 +129,6 @@ type LeaveGroupRequest struct {
 type LeaveGroupMember struct {
 	MemberID        string
 	GroupInstanceID string
-	Reason          string
 }
 
 // LeaveGroupResponse answers a LeaveGroupRequest: Err for the whole request,
