@@ -215,10 +215,16 @@ type PartitionResult struct {
 // committed offset of the group. RequireStable (KIP-447) asks for offsets no
 // open transaction may still change: a partition with a transactional commit
 // pending gets UNSTABLE_OFFSET_COMMIT, and the client retries later.
+//
+// A member of a consumer group (KIP-848) may give its MemberID and
+// MemberEpoch, which are checked as a commit's are (STALE_MEMBER_EPOCH);
+// without a MemberID nothing is checked.
 type OffsetFetchRequest struct {
 	GroupID       string
 	Topics        []OffsetFetchTopic
 	RequireStable bool
+	MemberID      string
+	MemberEpoch   int32
 }
 
 // OffsetFetchTopic names the partitions of one topic to read.

@@ -378,3 +378,19 @@ func TestConsumerGroupOffsetExpiration(t *testing.T) {
 	assert.Empty(t, committedTopics(h))
 	assert.Empty(t, h.c.consumerGroups)
 }
+
+// A consumer group member's OffsetFetch is checked against its epoch
+// (ConsumerGroup.validateOffsetFetch).
+func TestConsumerGroupOffsetFetch(t *testing.T) {
+	h := consumerHarness(t)
+	h.joinConsumer("a", "")
+	require.NoError(t, h.commit(commitOne("g", 1, "a", 5)).Err)
+	fetch := func(member string, epoch int32) *OffsetFetchResponse {
+		return h.fetch(OffsetFetchRequest{GroupID: "g", MemberID: member, MemberEpoch: epoch})
+	}
+	assert.NoError(t, fetch("a", 1).Err)
+	assert.Equal(t, int64(5), fetch("a", 1).Topics[0].Partitions[0].Offset)
+	assert.ErrorIs(t, fetch("a", 2).Err, ErrStaleMemberEpoch)
+	assert.ErrorIs(t, fetch("b", 1).Err, ErrUnknownMemberID)
+	assert.NoError(t, fetch("", -1).Err, "an admin's fetch")
+}

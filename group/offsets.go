@@ -192,6 +192,9 @@ func (c *Coordinator) OffsetFetch(id RequestID, req OffsetFetchRequest) {
 		return
 	}
 	g, err := c.group(req.GroupID)
+	if cg := c.consumerGroups[req.GroupID]; err == nil && cg != nil && req.MemberID != "" {
+		err = cg.validateCommit(committer{OffsetCommitVersionGroupIDNotFound, req.GroupID, req.MemberEpoch, req.MemberID, ""}, false)
+	}
 	if err != nil {
 		resp.Err = err
 		c.respond(resp)
