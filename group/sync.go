@@ -3,27 +3,35 @@ package group
 // This file is the rest of the classic protocol: SyncGroup, Heartbeat and
 // LeaveGroup (GroupMetadataManager.classicGroup{Sync,Heartbeat,Leave}).
 
+// liveGroup returns the classic group a member's request names: it must
+// exist and not be dead.
+func (c *Coordinator) liveGroup(groupID string) (*classicGroup, error) {
+	if err := checkGroupID(groupID); err != nil {
+		return nil, err
+	}
+	g, err := c.group(groupID)
+	switch {
+	case err != nil:
+		return nil, err
+	case g == nil:
+		return nil, errorf(ErrUnknownMemberID, "group %q does not exist", groupID)
+	case g.is(Dead):
+		return nil, errorf(ErrCoordinatorNotAvailable, "group %q is dead", g.id)
+	}
+	return g, nil
+}
+
 // SyncGroup handles a SyncGroup request. A follower's is parked until the
 // leader's arrives; the leader's hands out the assignment.
 func (c *Coordinator) SyncGroup(id RequestID, req SyncGroupRequest) {
 	fail := func(err error) { c.respond(&SyncGroupResponse{ID: id, Err: err}) }
-	if err := checkGroupID(req.GroupID); err != nil {
-		fail(err)
-		return
-	}
-	g, err := c.group(req.GroupID)
+	g, err := c.liveGroup(req.GroupID)
 	switch {
 	case err != nil:
 		fail(err)
 		return
-	case g == nil:
-		fail(errorf(ErrUnknownMemberID, "group %q does not exist", req.GroupID))
-		return
 	case g.is(Empty):
 		fail(errorf(ErrUnknownMemberID, "group %q is empty", req.GroupID))
-		return
-	case g.is(Dead):
-		fail(errorf(ErrCoordinatorNotAvailable, "group %q is dead", g.id))
 		return
 	}
 	m, err := g.validateMember(req.MemberID, req.GroupInstanceID)
@@ -100,17 +108,9 @@ func (c *Coordinator) Heartbeat(id RequestID, req HeartbeatRequest) {
 }
 
 func (c *Coordinator) heartbeat(req HeartbeatRequest) error {
-	if err := checkGroupID(req.GroupID); err != nil {
+	g, err := c.liveGroup(req.GroupID)
+	if err != nil {
 		return err
-	}
-	g, err := c.group(req.GroupID)
-	switch {
-	case err != nil:
-		return err
-	case g == nil:
-		return errorf(ErrUnknownMemberID, "group %q does not exist", req.GroupID)
-	case g.is(Dead):
-		return errorf(ErrCoordinatorNotAvailable, "group %q is dead", g.id)
 	}
 	m, err := g.validateMember(req.MemberID, req.GroupInstanceID)
 	switch {
@@ -132,21 +132,9 @@ func (c *Coordinator) heartbeat(req HeartbeatRequest) error {
 
 // LeaveGroup handles a LeaveGroup request.
 func (c *Coordinator) LeaveGroup(id RequestID, req LeaveGroupRequest) {
-	fail := func(err error) { c.respond(&LeaveGroupResponse{ID: id, Err: err}) }
-	if err := checkGroupID(req.GroupID); err != nil {
-		fail(err)
-		return
-	}
-	g, err := c.group(req.GroupID)
-	switch {
-	case err != nil:
-		fail(err)
-		return
-	case g == nil:
-		fail(errorf(ErrUnknownMemberID, "group %q does not exist", req.GroupID))
-		return
-	case g.is(Dead):
-		fail(errorf(ErrCoordinatorNotAvailable, "group %q is dead", g.id))
+	g, err := c.liveGroup(req.GroupID)
+	if err != nil {
+		c.respond(&LeaveGroupResponse{ID: id, Err: err})
 		return
 	}
 	resp := &LeaveGroupResponse{ID: id}
