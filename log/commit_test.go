@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/strandlog/strand/internal/vfs"
@@ -14,59 +13,6 @@ import (
 )
 
 var errInjected = errors.New("injected fault")
-
-// failOnce returns a hook that fails the first operation match accepts,
-// once armed.
-func failOnce(match func(vfs.Op) bool) (hook func(vfs.Op) error, arm func()) {
-	var mu sync.Mutex
-	armed := false
-	hook = func(op vfs.Op) error {
-		mu.Lock()
-		defer mu.Unlock()
-		if armed && match(op) {
-			armed = false
-			return errInjected
-		}
-		return nil
-	}
-	return hook, func() { mu.Lock(); armed = true; mu.Unlock() }
-}
-
-// A directory sync that fails while rolling leaves the new segment's name
-// possibly not durable: every later append into it could vanish with the
-// name, so the log fails as a whole, as it does for a failed data sync.
-func TestFailedDirectorySyncOnRollFailsTheLog(t *testing.T) {
-	fs := newMemFS(t)
-	dir := "/data/p"
-	l, err := Open(dir, memOptions(fs))
-	require.NoError(t, err)
-	appendN(t, l, 0, 10, 1, 100)
-
-	hook, arm := failOnce(func(op vfs.Op) bool { return op.Kind == vfs.OpSyncDir && op.Name == dir })
-	fs.SetHook(hook)
-	arm()
-	var rollErr error
-	next := 10
-	for rollErr == nil && next < 1000 { // fill the segment until it rolls
-		_, rollErr = l.Append(recordsFrom(next, 1, 100))
-		next++
-	}
-	require.ErrorIs(t, rollErr, ErrFailed)
-	require.Greater(t, len(segmentBases(l)), 1, "the roll happened")
-
-	_, err = l.Append(recordsFrom(next, 1, 100))
-	require.ErrorIs(t, err, ErrFailed, "appends after the failed roll are refused")
-	require.ErrorIs(t, l.Sync(), ErrFailed)
-	require.ErrorIs(t, l.Close(), ErrFailed, "Close reports that it could not shut down cleanly")
-	_, err = fs.Stat(filepath.Join(dir, cleanShutdownFile))
-	require.Error(t, err, "no clean-shutdown marker after a failure")
-
-	fs.SetHook(nil)
-	l, err = Open(dir, memOptions(fs))
-	require.NoError(t, err)
-	defer l.Close()
-	requireRecords(t, l, 0, next-1, 100)
-}
 
 // A checkpoint is an optimisation of recovery; its failure after the data
 // was synced must not report the append as failed, or callers would retry
