@@ -52,6 +52,10 @@ var (
 	ErrPartialRacks = errors.New("assign: not all brokers have rack information")
 	// ErrInvalidArgument reports any other argument out of range.
 	ErrInvalidArgument = errors.New("assign: invalid argument")
+	// ErrInternal reports a broken internal invariant, such as a balancing
+	// loop exceeding the bound on its moves that its termination argument
+	// gives. It means a bug in this package.
+	ErrInternal = errors.New("assign: internal error")
 )
 
 // group is the validated, indexed form of an assignor's input shared by every

@@ -104,3 +104,10 @@ func javaHashMapOrder(keys []string) []int {
 	}
 	return order
 }
+
+// javaBucket is the bucket of a key with hash code h in a java.util.HashMap
+// table of the given power-of-two capacity: the hash spread by h ^ (h >>> 16).
+func javaBucket(h int32, capacity int32) int32 {
+	u := uint32(h)
+	return int32((u ^ u>>16) & uint32(capacity-1))
+}

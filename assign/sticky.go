@@ -84,7 +84,9 @@ func (s stickyAssignor) Assign(members []Member, topics map[string]Topic) (Plan,
 			}
 		}
 	} else {
-		st.general()
+		if err := st.general(); err != nil {
+			return nil, err
+		}
 		if s.cooperative {
 			st.holdBackTransfers()
 		}
