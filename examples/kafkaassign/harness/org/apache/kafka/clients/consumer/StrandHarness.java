@@ -203,10 +203,11 @@ public final class StrandHarness {
             Optional<String> rack = Optional.ofNullable(m.rack);
             Subscription s;
             if (name.equals("sticky")) {
-                // The eager assignor reads what a member owned from its user data.
+                // The eager assignor reads what a member owned from its user
+                // data, which a consumer sends once it has had an assignment
+                // (StickyAssignor.subscriptionUserData).
                 ByteBuffer userData = owned.isEmpty() && m.generation < 0 ? null
-                    : StickyAssignor.serializeTopicPartitionAssignment(new MemberData(owned,
-                        m.generation < 0 ? Optional.empty() : Optional.of(m.generation)));
+                    : StickyAssignor.serializeTopicPartitionAssignment(new MemberData(owned, Optional.of(m.generation)));
                 s = new Subscription(m.topics, userData, List.of(), m.generation, rack);
             } else {
                 s = new Subscription(m.topics, null, owned, m.generation, rack);

@@ -19,9 +19,10 @@ public final class Utils {
         return Collections.unmodifiableList(list);
     }
 
+    /** Reads length bytes at the buffer's position, leaving the position where it is. */
     public static String utf8(ByteBuffer buffer, int length) {
         byte[] bytes = new byte[length];
-        buffer.get(bytes);
+        buffer.duplicate().get(bytes);
         return new String(bytes, StandardCharsets.UTF_8);
     }
 
