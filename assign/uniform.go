@@ -136,38 +136,69 @@ func newUniform(g *group) *uniform {
 	for i := range u.own {
 		u.own[i] = -1
 	}
+	// A member's owned partitions, put in name order into a HashMap keyed by
+	// topic id, each topic's put in ascending order into a HashSet<Integer>:
+	// both iterate by bucket, then in the order put.
 	claimed := make([]bool, g.total)
+	var packed, keys []int64
+	idHash := make([]int32, len(g.names))
+	for t := range idHash {
+		idHash[t] = uuidHash(u.ids[t])
+	}
 	for i, m := range u.member {
-		var list []ownedTopic
+		packed = packed[:0]
 		for name, ps := range g.members[m].Owned {
 			t, ok := g.index[name]
 			if !ok {
 				continue
 			}
-			var parts []int32
 			for _, p := range ps {
 				if fp := u.flat(t, p); fp >= 0 && !claimed[fp] {
 					claimed[fp] = true
-					parts = append(parts, p)
+					packed = append(packed, pack(t, p))
 				}
 			}
-			if len(parts) > 0 {
-				slices.Sort(parts)
-				list = append(list, ownedTopic{t, slices.Compact(parts)})
+		}
+		if len(packed) == 0 {
+			continue
+		}
+		slices.Sort(packed)
+		parts := make([]int32, len(packed))
+		topics := 0
+		for k := range packed {
+			if k == 0 || packed[k]>>32 != packed[k-1]>>32 {
+				topics++
 			}
 		}
-		// Put in name order into a HashMap keyed by topic id.
-		slices.SortFunc(list, func(a, b ownedTopic) int { return int(a.t - b.t) })
-		hashes := make([]int32, len(list))
-		for k, o := range list {
-			hashes[k] = uuidHash(u.ids[o.t])
-			o.parts = integerSetOrder(o.parts)
-			list[k] = o
+		list := make([]ownedTopic, 0, topics)
+		for k := 0; k < len(packed); {
+			t, _ := unpack(packed[k])
+			start := k
+			for ; k < len(packed) && int32(packed[k]>>32) == t; k++ {
+				_, parts[k] = unpack(packed[k])
+			}
+			set := parts[start:k:k]
+			capacity := int32(javaCopyCapacity(len(set)))
+			if set[len(set)-1] >= capacity {
+				slices.SortFunc(set, func(a, b int32) int {
+					if ba, bb := javaBucket(a, capacity), javaBucket(b, capacity); ba != bb {
+						return int(ba - bb)
+					}
+					return int(a - b)
+				})
+			}
+			list = append(list, ownedTopic{t, set})
 		}
-		order := javaHashOrder(hashes, javaGrownCapacity(len(list)))
+		// Sort by bucket, then by position in name order.
+		capacity := int32(javaGrownCapacity(len(list)))
+		keys = keys[:0]
+		for k, o := range list {
+			keys = append(keys, int64(javaBucket(idHash[o.t], capacity))<<32|int64(k))
+		}
+		slices.Sort(keys)
 		u.owned[i] = make([]ownedTopic, len(list))
-		for k, j := range order {
-			u.owned[i][k] = list[j]
+		for k, key := range keys {
+			u.owned[i][k] = list[int32(key)]
 		}
 	}
 	return u
@@ -180,20 +211,6 @@ func (u *uniform) flat(t int32, p int32) int32 {
 		return -1
 	}
 	return int32(u.g.base[t]) + p
-}
-
-// integerSetOrder returns ascending partitions in the iteration order of a
-// HashSet<Integer> made from them (Integer.hashCode is the value).
-func integerSetOrder(parts []int32) []int32 {
-	if len(parts) == 0 || int(parts[len(parts)-1]) < javaCopyCapacity(len(parts)) {
-		return parts // every partition in its own bucket, in order
-	}
-	order := javaHashOrder(parts, javaCopyCapacity(len(parts)))
-	out := make([]int32, len(parts))
-	for k, j := range order {
-		out[k] = parts[j]
-	}
-	return out
 }
 
 // subscribed reports whether the member at index i subscribes to topic t.
@@ -307,7 +324,8 @@ func (u *uniform) homogeneousTopics() []int32 {
 // heterogeneous is UniformHeterogeneousAssignmentBuilder (KAFKA-17710).
 func (u *uniform) heterogeneous() error {
 	g := u.g
-	h := &hetero{u: u, size: make([]int32, len(u.member)), subscribers: make([][]int, len(g.names))}
+	h := &hetero{u: u, size: make([]int32, len(u.member)), subscribers: make([][]int, len(g.names)),
+		start: make([]int, len(u.member)), end: make([]int, len(u.member))}
 	for i, m := range u.member {
 		for _, t := range g.subs[m] {
 			h.subscribers[t] = append(h.subscribers[t], i)
@@ -355,6 +373,7 @@ type hetero struct {
 	u           *uniform
 	size        []int32 // index -> partitions assigned
 	subscribers [][]int // topic -> indexes of its subscribers, ascending
+	start, end  []int   // balanceTopic's ranges, zero between calls
 }
 
 // compareTopics orders topics by partitions per subscriber, most first, then
@@ -441,15 +460,25 @@ func (h *hetero) balanceTopic(t int32, b *rangeBalancer, parts []int32) (int, er
 		}
 		return int(a - c)
 	})
-	// The partitions of each owner are parts[start[i]:end[i]].
-	start, end := map[int]int{}, map[int]int{}
+	// The partitions of the owner at index i are parts[start[i]:end[i]],
+	// empty for a member that owns none.
+	start, end := h.start, h.end
+	for _, p := range parts {
+		o := ownerIndex(p)
+		start[o], end[o] = 0, 0
+	}
 	for k, p := range parts {
 		o := ownerIndex(p)
-		if _, ok := start[o]; !ok {
+		if end[o] == 0 {
 			start[o] = k
 		}
 		end[o] = k + 1
 	}
+	defer func() {
+		for _, i := range subs {
+			start[i], end[i] = 0, 0
+		}
+	}()
 	moved := 0
 	bound := len(subs) + len(parts) + 1
 	for turns := 0; !b.balanced(); turns++ {
@@ -461,7 +490,7 @@ func (h *hetero) balanceTopic(t int32, b *rangeBalancer, parts []int32) (int, er
 			if most = b.nextMost(); most < 0 {
 				break
 			}
-			if e, ok := end[most]; !ok || e-start[most] <= 0 {
+			if end[most]-start[most] <= 0 {
 				b.excludeMost()
 				turns++
 				continue
@@ -490,6 +519,7 @@ func (h *hetero) balanceTopic(t int32, b *rangeBalancer, parts []int32) (int, er
 type rangeBalancer struct {
 	size   []int32 // index -> partitions assigned, shared with hetero
 	sorted []int   // member indexes
+	keys   []int64 // scratch for initialize
 
 	leastEnd   int   // sorted[:leastEnd] is the least loaded range
 	leastCount int32 // its size before this round of assignments
@@ -503,13 +533,17 @@ type rangeBalancer struct {
 // initialize resets the balancer to members and returns the difference
 // between the largest and the smallest of them.
 func (b *rangeBalancer) initialize(members []int) int32 {
-	b.sorted = append(b.sorted[:0], members...)
-	slices.SortFunc(b.sorted, func(x, y int) int {
-		if b.size[x] != b.size[y] {
-			return int(b.size[x] - b.size[y])
-		}
-		return x - y
-	})
+	// By size, then index: sorting the two packed in one integer is much
+	// faster than a comparison function on large groups.
+	b.keys = b.keys[:0]
+	for _, m := range members {
+		b.keys = append(b.keys, int64(b.size[m])<<32|int64(m))
+	}
+	slices.Sort(b.keys)
+	b.sorted = b.sorted[:0]
+	for _, k := range b.keys {
+		b.sorted = append(b.sorted, int(int32(k)))
+	}
 	n := len(b.sorted)
 	b.leastEnd, b.leastCount, b.nextL = 0, b.size[b.sorted[0]]-1, 0
 	b.mostStart, b.mostEnd, b.mostCount, b.nextM = n, n, b.size[b.sorted[n-1]]+1, n-1

@@ -165,6 +165,8 @@ func assignSuite(quick bool) error {
 			{"franz-go " + kgoSticky.ProtocolName(), kgoRun(kgoSticky, g)},
 			{"strand range", strandRun(assign.Range, g)},
 			{"franz-go range", kgoRun(kgo.RangeBalancer(), g)},
+			// KIP-848's server-side default, which franz-go and sarama lack.
+			{"strand uniform", strandRun(assign.Uniform, g)},
 		}
 		if s.sarama {
 			entries = append(entries,
