@@ -75,6 +75,8 @@ func TestDifferential(t *testing.T) {
 		{"cooperative-sticky equal subscriptions", "cooperative-sticky", assign.CooperativeSticky, clientGroup(true, true), true},
 		{"sticky unequal subscriptions", "sticky", assign.Sticky, clientGroup(false, true), false},
 		{"cooperative-sticky unequal subscriptions", "cooperative-sticky", assign.CooperativeSticky, clientGroup(false, true), false},
+		{"sticky racked, a member left and one joined", "sticky", assign.Sticky, rackedGroup, false},
+		{"cooperative-sticky racked, a member left and one joined", "cooperative-sticky", assign.CooperativeSticky, rackedGroup, false},
 	}
 	for ci, c := range categories {
 		r := rand.New(rand.NewPCG(*seed, uint64(ci)))
@@ -316,5 +318,106 @@ func serverGroup(homogeneous bool) func(r *rand.Rand) ([]assign.Member, map[stri
 			}
 		}
 		return members, topics
+	}
+}
+
+// rackedGroup is a group like issue 16's: brokers on two racks, members on
+// them with different subscriptions, in generation 1 owning what a plan gave
+// them before one member left and another joined.
+func rackedGroup(r *rand.Rand) ([]assign.Member, map[string]assign.Topic) {
+	brokerRacks := []string{"r0", "r1", "r0"}
+	names, topics := topicSet(r, 6, 14, false)
+	for _, n := range names {
+		t := topics[n]
+		for range t.Partitions {
+			var rs []string
+			for _, b := range r.Perm(3)[:2+r.IntN(2)] {
+				rs = append(rs, brokerRacks[b])
+			}
+			t.Racks = append(t.Racks, rs)
+		}
+		topics[n] = t
+	}
+	join := func(i int) assign.Member {
+		m := assign.Member{ID: memberID(r, i), Rack: brokerRacks[r.IntN(2)], Generation: -1}
+		for len(m.Topics) == 0 {
+			for _, n := range names {
+				if r.IntN(3) == 0 {
+					m.Topics = append(m.Topics, n)
+				}
+			}
+		}
+		return m
+	}
+	members := make([]assign.Member, 3+r.IntN(10))
+	for i := range members {
+		members[i] = join(i)
+	}
+	plan, err := assign.Sticky.Assign(members, topics)
+	if err != nil {
+		panic(err)
+	}
+	gone := r.IntN(len(members))
+	members = slices.Delete(members, gone, gone+1)
+	for i := range members {
+		members[i].Owned, members[i].Generation = plan[members[i].ID], 1
+	}
+	return slices.Insert(members, r.IntN(len(members)+1), join(100)), topics
+}
+
+// issue16 is the group of issue 16, on which Kafka's StickyAssignor never
+// returns: "topic replicas..." per topic, then per member "id rack
+// generation topics owned".
+const issue16 = `b 2,1 2,1 1,0 2,1 1,2 0,2 0,2 2,0 2,0 2,1 1,0 1,0
+audit 0,2 2,0 0,1 2,1 0,2 0,1 1,2 2,1 2,1 2,0 0,1
+events 0,2,1 2,0,1 2,1,0 2,1,0 1,0,2 1,2,0 0,1,2 2,0,1 2,0,1
+orders 0,1 2,0 0,1 2,1 0,2 2,1 1,2 0,1 0,1 2,0
+B 2,0 1,2 1,2 0,2
+
+consumer-etl-3-8296e5d8-acc6-efe4-472e-7683a1bf2296 r1 1 audit -
+consumer-etl-9-867513aa-6a1f-4480-abef-d3b55e7e96a6 r1 1 events,audit,B audit:3;events:0,5
+consumer-etl-9-25bc9774-daa0-3fe8-8d6e-4e32d48a505f r1 1 B -
+consumer-etl-2-19153478-e266-e0d1-e209-e2574a3f581d r1 1 events,b,audit,B B:1;audit:1,7,9;b:0,1,2,3,4,5,6,7,8,9,10,11;events:2,4
+consumer-etl-8-954d0496-195e-5b85-2817-525c40fb0743 r0 1 orders,events,audit audit:4,10;events:6,7,8;orders:0,1,2,5,6,7
+consumer-etl-7-9b5cd3b2-61c2-c6c0-0d2f-e10f0f2f0c11 r0 1 B -
+consumer-etl-3-e43b29a7-f0b4-1d10-70b4-35ed5785a5a6 r1 1 audit audit:5,6,8
+consumer-etl-7-b07e4f71-83d8-d326-ced7-75035ae10a11 r1 -1 events,orders,b,audit -
+consumer-etl-6-f80f0777-73ef-34a7-df5b-a2f741111c60 r0 1 events events:3
+consumer-etl-8-ef5d5a0d-4971-cf73-b0f6-dd01966b3e9c r0 1 events,audit,orders,B B:0,2;audit:2;events:1;orders:3,4,8,9`
+
+func TestIssue16KafkaLoops(t *testing.T) {
+	// Kafka's own StickyAssignor does not return on issue 16's group;
+	// Strand's does, with a valid plan.
+	h := harness(t)
+	rackOf := map[string]string{"0": "r0", "1": "r1", "2": "r0"}
+	topicPart, memberPart, _ := strings.Cut(issue16, "\n\n")
+	topics := map[string]assign.Topic{}
+	for _, line := range strings.Split(topicPart, "\n") {
+		f := strings.Fields(line)
+		t := assign.Topic{Partitions: int32(len(f) - 1)}
+		for _, replicas := range f[1:] {
+			var rs []string
+			for _, b := range strings.Split(replicas, ",") {
+				rs = append(rs, rackOf[b])
+			}
+			t.Racks = append(t.Racks, rs)
+		}
+		topics[f[0]] = t
+	}
+	var members []assign.Member
+	for _, line := range strings.Split(memberPart, "\n") {
+		f := strings.Fields(line)
+		gen, _ := strconv.Atoi(f[2])
+		members = append(members, assign.Member{ID: f[0], Rack: f[1], Generation: int32(gen), Topics: strings.Split(f[3], ","), Owned: parseOwned(f[4])})
+	}
+	if _, err := h.Assign("sticky", members, topics); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("Kafka's sticky assignor returned (%v); issue 16 says it loops", err)
+	}
+	plan, err := assign.Sticky.Assign(members, topics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if why := kafkaWrong(nil, members, topics, plan); why != "" {
+		t.Fatalf("Strand's plan: %s", why)
 	}
 }

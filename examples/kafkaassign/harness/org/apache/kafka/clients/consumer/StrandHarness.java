@@ -103,7 +103,8 @@ public final class StrandHarness {
                             out.println("R\t" + m.id + "\t" + format(plan.getOrDefault(m.id, Map.of())));
                         }
                     } catch (Throwable t) {
-                        out.println("X\t" + t.toString().replace('\n', ' ').replace('\t', ' '));
+                        String where = t.getStackTrace().length > 0 ? " at " + t.getStackTrace()[0] : "";
+                        out.println("X\t" + (t + where).replace('\n', ' ').replace('\t', ' '));
                     }
                     out.println("E");
                     out.flush();
