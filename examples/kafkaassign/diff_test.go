@@ -94,6 +94,11 @@ func TestDifferential(t *testing.T) {
 				continue
 			}
 			why := kafkaWrong(kerr, members, topics, want)
+			if why == "" && kerr == nil && staleOwnerUnsubscribed(members) {
+				// Kafka's result is valid, but its way there may have
+				// passed through the wrong move Strand does not make.
+				why = "may have returned a partition to an older owner no longer subscribed to it on the way"
+			}
 			if why != "" && !c.exact {
 				kafkaWrongs++
 				if !slices.Contains(reasons, why) {
@@ -147,6 +152,28 @@ func kafkaWrong(kerr error, members []assign.Member, topics map[string]assign.To
 		}
 	}
 	return ""
+}
+
+// staleOwnerUnsubscribed reports whether a member of a generation older than
+// the group's newest owns a partition of an existing topic it no longer
+// subscribes to: the case in which Kafka's balancing may give a partition
+// back to it (AbstractStickyAssignor.java:1411-1413).
+func staleOwnerUnsubscribed(members []assign.Member) bool {
+	newest := int32(-1)
+	for _, m := range members {
+		newest = max(newest, m.Generation)
+	}
+	for _, m := range members {
+		if m.Generation >= newest {
+			continue
+		}
+		for t, ps := range m.Owned {
+			if len(ps) > 0 && !slices.Contains(m.Topics, t) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func canonical(m map[string][]int32) string {
