@@ -6,9 +6,9 @@ import (
 	"slices"
 )
 
-// general assigns a group whose members subscribe to different topics. The
-// first fill is Kafka's GeneralAssignmentBuilder's; the balancing after it is
-// ours (see Sticky) and reaches the state Kafka's isBalanced accepts.
+// general assigns a group whose members subscribe to different topics as
+// Kafka's GeneralAssignmentBuilder does (see Sticky and balance for where
+// Strand parts from it).
 func (st *sticky) general() error {
 	g := st.g
 	// Kafka keeps every valid owned partition, however many, and then
