@@ -101,6 +101,9 @@ func TestDifferential(t *testing.T) {
 				why = "may have returned a partition to an older owner no longer subscribed to it on the way"
 			}
 			if why != "" && !c.exact {
+				if bad := kafkaWrong(nil, members, topics, got); bad != "" {
+					t.Errorf("%s, group %d: where Kafka %s, Strand %s:\n%s", c.name, i, why, bad, describe(members, topics, want, got))
+				}
 				kafkaWrongs++
 				if count[why]++; count[why] == 1 {
 					reasons = append(reasons, why)
