@@ -136,9 +136,15 @@ func newUniform(g *group) *uniform {
 	for i := range u.own {
 		u.own[i] = -1
 	}
-	// A member's owned partitions, put in name order into a HashMap keyed by
-	// topic id, each topic's put in ascending order into a HashSet<Integer>:
-	// both iterate by bucket, then in the order put.
+	u.readOwned()
+	return u
+}
+
+// readOwned fills owned: a member's owned partitions, put in name order
+// into a HashMap keyed by topic id, each topic's put in ascending order into
+// a HashSet<Integer>, both iterating by bucket, then in the order put.
+func (u *uniform) readOwned() {
+	g := u.g
 	claimed := make([]bool, g.total)
 	var packed, keys []int64
 	idHash := make([]int32, len(g.names))
@@ -201,7 +207,6 @@ func newUniform(g *group) *uniform {
 			u.owned[i][k] = list[int32(key)]
 		}
 	}
-	return u
 }
 
 // flat returns the flat number of partition p of topic t, or -1 when there
