@@ -26,12 +26,12 @@ func TestStickyMovesBackInHashSetOrder(t *testing.T) {
 		{ID: "consumer-2-a7334e54-5", Rack: "r0", Generation: 1, Topics: topicsOf("t1", "t2", "t3", "t5"), Owned: parsePartitions("t3-2, t3-5, t3-7, t3-11, t5-5, t5-7, t5-9, t5-11")},
 	}
 	requirePlan(t, mustAssign(t, Sticky, members, topics), map[string]string{
-		"consumer-9-58479b72-1": "t2-2, t2-4, t2-6, t2-7, t3-10, t4-5, t4-7, t4-10, t4-12",
+		"consumer-9-58479b72-1":   "t2-2, t2-4, t2-6, t2-7, t3-10, t4-5, t4-7, t4-10, t4-12",
 		"consumer-0-bf785524-100": "t3-0, t3-1, t3-2, t3-3, t3-4, t3-5, t3-7, t3-8",
-		"consumer-5-4edbb418-2": "t0-0, t1-0, t1-1, t1-2, t1-3, t1-4, t3-6, t3-9",
-		"consumer-0-c1560c25-3": "t5-0, t5-1, t5-2, t5-3, t5-4, t5-6, t5-8, t5-10",
-		"consumer-9-43ee551d-4": "t4-0, t4-1, t4-2, t4-3, t4-4, t4-6, t4-8, t4-9, t4-11",
-		"consumer-2-a7334e54-5": "t2-0, t2-1, t2-3, t2-5, t3-11, t5-5, t5-7, t5-9, t5-11",
+		"consumer-5-4edbb418-2":   "t0-0, t1-0, t1-1, t1-2, t1-3, t1-4, t3-6, t3-9",
+		"consumer-0-c1560c25-3":   "t5-0, t5-1, t5-2, t5-3, t5-4, t5-6, t5-8, t5-10",
+		"consumer-9-43ee551d-4":   "t4-0, t4-1, t4-2, t4-3, t4-4, t4-6, t4-8, t4-9, t4-11",
+		"consumer-2-a7334e54-5":   "t2-0, t2-1, t2-3, t2-5, t3-11, t5-5, t5-7, t5-9, t5-11",
 	})
 }
 
