@@ -3,6 +3,7 @@ package assign
 import (
 	"encoding/base64"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -265,4 +266,33 @@ func newGroupOrPanic(members []Member, topics map[string]Topic) *group {
 		panic(err)
 	}
 	return g
+}
+
+func TestUniformCommonAssignorTests(t *testing.T) {
+	// CommonAssignorTests.testAssignmentReuse and testReassignmentStickiness
+	// (group-coordinator, run by both uniform builder tests): a second
+	// assignment from the first's result keeps it, whatever order the members
+	// come in. "absent" is a name of no topic that makes the group
+	// heterogeneous for the coordinator, as Kafka's heterogeneous test sets
+	// the type by hand.
+	topics := kafkaTopics(2, 5, 7, 0)
+	all := topicsOf("topic1", "topic2", "topic3")
+	for _, extra := range [][]string{nil, {"absent"}} {
+		members := []Member{{ID: "A", Topics: all}, {ID: "B", Topics: all}, {ID: "C", Topics: append(slices.Clone(all), extra...)}}
+		first := mustAssign(t, Uniform, members, topics)
+		for _, order := range [][]int{{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}} {
+			again := make([]Member, 0, 3)
+			for _, k := range order {
+				m := members[k]
+				m.Owned = first[m.ID]
+				again = append(again, m)
+			}
+			second := mustAssign(t, Uniform, again, topics)
+			for _, m := range members {
+				if formatPartitions(second[m.ID]) != formatPartitions(first[m.ID]) {
+					t.Fatalf("extra %v, order %v: %s went from [%s] to [%s]", extra, order, m.ID, formatPartitions(first[m.ID]), formatPartitions(second[m.ID]))
+				}
+			}
+		}
+	}
 }
