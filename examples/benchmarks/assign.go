@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"strconv"
 	"time"
 
@@ -173,16 +174,26 @@ func assignSuite(quick bool) error {
 				entry{"sarama sticky", saramaRun(sarama.NewBalanceStrategySticky(), g)},
 				entry{"sarama range", saramaRun(sarama.NewBalanceStrategyRange(), g)})
 		}
-		times := map[string]time.Duration{}
-		for _, e := range entries {
-			d, err := median(runs, e.run)
-			if err != nil {
-				return fmt.Errorf("%s %s: %w", s.name, e.name, err)
+		// The runs of all entries take turns, so that a change in the load
+		// of a shared machine falls on all of them alike.
+		samples := make([][]time.Duration, len(entries))
+		for range runs {
+			for i, e := range entries {
+				start := time.Now()
+				if err := e.run(); err != nil {
+					return fmt.Errorf("%s %s: %w", s.name, e.name, err)
+				}
+				samples[i] = append(samples[i], time.Since(start))
 			}
+		}
+		times := map[string]time.Duration{}
+		for i, e := range entries {
 			n, err := allocs(e.run)
 			if err != nil {
 				return err
 			}
+			slices.Sort(samples[i])
+			d := samples[i][len(samples[i])/2]
 			times[e.name] = d
 			fmt.Printf("%-22s %-34s %12s %12d\n", s.name, e.name, d.Round(10*time.Microsecond), n)
 		}
