@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,8 +23,24 @@ var (
 	seed     = flag.Uint64("seed", 1, "random seed")
 )
 
-// harness builds and starts Kafka's assignors, or skips the test saying why
-// it cannot.
+// classes holds Kafka's assignors once compiled, for every test of the run.
+var classes struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	code := m.Run()
+	if classes.dir != "" {
+		os.RemoveAll(classes.dir)
+	}
+	os.Exit(code)
+}
+
+// harness builds (once) and starts Kafka's assignors, or skips the test
+// saying why it cannot.
 func harness(t *testing.T) *Harness {
 	t.Helper()
 	if *kafkaSrc == "" {
@@ -34,13 +51,18 @@ func harness(t *testing.T) *Harness {
 			t.Skipf("skipped: %s not found: %v", tool, err)
 		}
 	}
-	out := t.TempDir()
-	start := time.Now()
-	if err := Build(*kafkaSrc, "harness", out); err != nil {
-		t.Fatal(err)
+	classes.once.Do(func() {
+		if classes.dir, classes.err = os.MkdirTemp("", "kafkaassign"); classes.err != nil {
+			return
+		}
+		start := time.Now()
+		classes.err = Build(*kafkaSrc, "harness", classes.dir)
+		t.Logf("compiled Kafka's assignors from %s in %v", *kafkaSrc, time.Since(start).Round(time.Second))
+	})
+	if classes.err != nil {
+		t.Fatal(classes.err)
 	}
-	t.Logf("compiled Kafka's assignors from %s in %v", *kafkaSrc, time.Since(start).Round(time.Second))
-	h, err := Start(out, 10*time.Second)
+	h, err := Start(classes.dir, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
