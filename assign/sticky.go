@@ -146,13 +146,16 @@ func (st *sticky) flat(name string, p int32) int32 {
 // claim of the same generation as the standing one voids both.
 func (st *sticky) resolveClaims() {
 	g := st.g
+	st.contested = make([]bool, g.total)
+	st.owned = make([][]int32, len(g.members))
+	if !slices.ContainsFunc(g.members, func(m Member) bool { return len(m.Owned) > 0 }) {
+		return // a fresh group: nothing to resolve
+	}
 	holder := make([]int32, g.total) // member whose list holds the partition
 	claim := make([]int32, g.total)  // Kafka's allPreviousPartitionsToOwner
 	for i := range holder {
 		holder[i], claim[i] = -1, -1
 	}
-	st.contested = make([]bool, g.total)
-	st.owned = make([][]int32, len(g.members))
 	for _, m := range st.hash {
 		mem := &g.members[m]
 		if len(mem.Owned) == 0 {
