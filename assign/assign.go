@@ -23,6 +23,11 @@ type Topic struct {
 	// Racks optionally holds the racks of the replicas of each partition,
 	// indexed by partition. Partitions past the end of Racks have no known racks.
 	Racks [][]string
+	// ID is the topic id, Kafka's Uuid in its 16 bytes (most significant
+	// first). Only Uniform reads it: Kafka's uniform assignor orders topics
+	// by their ids, so its result is Kafka's only with the cluster's ids. A
+	// zero ID stands for an id derived from the topic's name (see Uniform).
+	ID [16]byte
 }
 
 // Plan is the result of an assignment: member id -> topic -> partitions in
@@ -52,6 +57,10 @@ var (
 	ErrPartialRacks = errors.New("assign: not all brokers have rack information")
 	// ErrInvalidArgument reports any other argument out of range.
 	ErrInvalidArgument = errors.New("assign: invalid argument")
+	// ErrInternal reports a broken internal invariant, such as a balancing
+	// loop exceeding the bound on its moves that its termination argument
+	// gives. It means a bug in this package.
+	ErrInternal = errors.New("assign: internal error")
 )
 
 // group is the validated, indexed form of an assignor's input shared by every
@@ -65,6 +74,7 @@ type group struct {
 	index  map[string]int32 // topic name -> topic number
 	counts []int32          // topic number -> partition count
 	racks  [][][]string     // topic number -> Topic.Racks
+	ids    [][16]byte       // topic number -> Topic.ID
 	// subs[m] lists the topic numbers member m subscribes to, ascending, no duplicates.
 	subs [][]int32
 	// raw[m] is the class of member m's raw subscription (including topics
@@ -105,12 +115,14 @@ func newGroup(members []Member, topics map[string]Topic) (*group, error) {
 	slices.SortFunc(g.names, compareJava)
 	g.counts = make([]int32, len(g.names))
 	g.racks = make([][][]string, len(g.names))
+	g.ids = make([][16]byte, len(g.names))
 	g.base = make([]int, len(g.names))
 	for i, name := range g.names {
 		g.index[name] = int32(i)
 		t := topics[name]
 		g.counts[i] = t.Partitions
 		g.racks[i] = t.Racks
+		g.ids[i] = t.ID
 		g.base[i] = g.total
 		g.total += int(t.Partitions)
 	}

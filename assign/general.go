@@ -2,13 +2,14 @@ package assign
 
 import (
 	"container/heap"
+	"fmt"
 	"slices"
 )
 
-// general assigns a group whose members subscribe to different topics. The
-// first fill is Kafka's GeneralAssignmentBuilder's; the balancing after it is
-// ours (see Sticky) and reaches the state Kafka's isBalanced accepts.
-func (st *sticky) general() {
+// general assigns a group whose members subscribe to different topics as
+// Kafka's GeneralAssignmentBuilder does (see Sticky and balance for where
+// Strand parts from it).
+func (st *sticky) general() error {
 	g := st.g
 	// Kafka keeps every valid owned partition, however many, and then
 	// balances; dropping one for a topic no longer subscribed or on another
@@ -29,6 +30,8 @@ func (st *sticky) general() {
 			}
 		}
 	}
+	// Kafka's initializing: no member kept anything.
+	initializing := !slices.ContainsFunc(st.count, func(n int32) bool { return n > 0 })
 	subscribers := subscribersInOrder(g, st.byRank())
 	order := make([]int32, len(g.names))
 	for t := range order {
@@ -45,13 +48,6 @@ func (st *sticky) general() {
 	for _, t := range order {
 		f.fill(t, subscribers[t])
 	}
-	lo, hi := st.count[0], st.count[0]
-	for _, n := range st.count {
-		lo, hi = min(lo, n), max(hi, n)
-	}
-	if hi-lo <= 1 {
-		return // nothing can move
-	}
 	// Kafka first passes over the partitions it just assigned (unless owned
 	// partitions had to be dropped), then over all, in first-fill order.
 	var all, fresh []int32
@@ -63,11 +59,78 @@ func (st *sticky) general() {
 			}
 		}
 	}
-	b := newBalancer(st)
-	if !revocationRequired {
-		b.pass(fresh)
+	return st.balance(fresh, all, initializing, revocationRequired)
+}
+
+// balance is the end of Kafka's GeneralAssignmentBuilder.balance: the
+// passes of performReassignments, then the return to the state before them
+// when they did not lower the balance score.
+//
+// Kafka's passes can run forever (issue 16 has a group on which its
+// StickyAssignor never returns): when a partition that already moved in this
+// rebalance moves on, Kafka moves instead a partition of the same topic that
+// went the opposite way, from whichever member holds it now, even when that
+// member is not more loaded than the receiver. Every other move goes from a
+// member to one with at least two fewer partitions, which lowers the sum of
+// the squares of the members' sizes by at least two, so there can only be
+// finitely many of them; a run that does not end makes unboundedly many of
+// the others. Strand follows Kafka move for move while it has made at most
+// as many such non-improving moves as the group has partitions; past that it
+// starts again from the state before the passes and makes only improving
+// moves, which ends after at most half the sum of squares moves. Both counts
+// are checked.
+func (st *sticky) balance(fresh, all []int32, initializing, revocationRequired bool) error {
+	lo, hi := st.count[0], st.count[0]
+	for _, n := range st.count {
+		lo, hi = min(lo, n), max(hi, n)
 	}
-	b.pass(all)
+	if hi-lo <= 1 {
+		return nil // nothing can move
+	}
+	own, count := slices.Clone(st.own), slices.Clone(st.count)
+	for _, safe := range []bool{false, true} {
+		if safe {
+			copy(st.own, own)
+			copy(st.count, count)
+		}
+		b := newBalancer(st, safe)
+		if !revocationRequired {
+			b.pass(fresh)
+		}
+		moved := b.pass(all)
+		if b.err != nil {
+			return b.err
+		}
+		if b.failed {
+			continue
+		}
+		if !initializing && moved && b.nonImproving > 0 && b.score(st.count) >= b.score(count) {
+			// Kafka keeps the assignment before the passes when they did
+			// not balance it better.
+			copy(st.own, own)
+			copy(st.count, count)
+		}
+		return nil
+	}
+	return nil
+}
+
+// score is Kafka's getBalanceScore of the members that take part in the
+// balancing: the sum over all pairs of the difference of their sizes.
+func (b *balancer) score(count []int32) int64 {
+	var sizes []int64
+	for m, n := range count {
+		if !b.parked[m] {
+			sizes = append(sizes, int64(n))
+		}
+	}
+	slices.Sort(sizes)
+	var score, prefix int64
+	for i, n := range sizes {
+		score += int64(i)*n - prefix
+		prefix += n
+	}
+	return score
 }
 
 // byRank returns the members in member id order.
@@ -191,28 +254,48 @@ type balancer struct {
 	class   []int32   // member -> class, -1 when subscribed to nothing
 	byTopic [][]int32 // topic -> classes subscribed to it
 	heaps   []*classHeap
-	pos     []int               // member -> index in its class heap
-	prev    []int32             // flat partition -> owner of an older generation, or -1
-	moves   map[int32]move      // flat partition -> net move so far
-	byPair  map[pairKey][]int32 // partitions of a topic moved from one member to another
+	pos     []int                // member -> index in its class heap
+	prev    []int32              // flat partition -> owner of an older generation, or -1
+	parked  []bool               // member -> left out of Kafka's balancing (canConsumerParticipateInReassignment)
+	moves   map[int32]move       // flat partition -> net move so far
+	byPair  map[pairKey]*pairSet // partitions of a topic moved from one member to another
+	tpHash  []int32              // topic -> String.hashCode of its name
+
+	// safe makes only moves that lower the sum of squares of the sizes.
+	safe bool
+	// nonImproving counts Kafka's moves that do not; past limit the
+	// balancer gives up following Kafka and sets failed.
+	nonImproving, limit int
+	failed              bool
+	err                 error
+	// made counts moves; bound is the most the argument in balance allows.
+	made, bound int64
 }
 
 type move struct{ src, dst int32 }
 
 type pairKey struct{ topic, src, dst int32 }
 
-func newBalancer(st *sticky) *balancer {
+func newBalancer(st *sticky, safe bool) *balancer {
 	g := st.g
 	b := &balancer{
 		st:      st,
 		class:   make([]int32, len(g.members)),
 		byTopic: make([][]int32, len(g.names)),
 		pos:     make([]int, len(g.members)),
+		parked:  make([]bool, len(g.members)),
 		moves:   map[int32]move{},
-		byPair:  map[pairKey][]int32{},
+		byPair:  map[pairKey]*pairSet{},
+		tpHash:  make([]int32, len(g.names)),
+		safe:    safe,
+		limit:   g.total,
 	}
 	ids := map[*int32]int32{}
+	subscribers := make([]int, len(g.names))
 	for m, subs := range g.subs {
+		for _, t := range subs {
+			subscribers[t]++
+		}
 		if len(subs) == 0 {
 			b.class[m] = -1
 			continue
@@ -235,6 +318,30 @@ func newBalancer(st *sticky) *balancer {
 		}
 		heap.Init(h)
 	}
+	for t, name := range g.names {
+		b.tpHash[t] = javaHash(name)
+	}
+	// A member that holds every partition it could and none of a topic with
+	// two subscribers or more takes no part.
+	movable := make([]bool, len(g.members))
+	for fp, m := range st.own {
+		if m >= 0 && subscribers[st.topic[fp]] >= 2 {
+			movable[m] = true
+		}
+	}
+	var sumSq int64
+	for m, subs := range g.subs {
+		potential := int32(0)
+		for _, t := range subs {
+			potential += g.counts[t]
+		}
+		b.parked[m] = st.count[m] == potential && !movable[m]
+		sumSq += int64(st.count[m]) * int64(st.count[m])
+	}
+	// Each improving move lowers the sum of squares by two at least; each
+	// other raises it by 2*(total+1) at most and is itself one move.
+	total := int64(g.total)
+	b.bound = sumSq/2 + int64(b.limit)*(total+2)
 	b.prev = st.previousOwners()
 	return b
 }
@@ -283,7 +390,7 @@ func (b *balancer) least(t int32) int {
 func (b *balancer) pass(list []int32) bool {
 	st := b.st
 	moved := false
-	for modified := true; modified; {
+	for modified := true; modified && !b.failed; {
 		modified = false
 		for _, fp := range list {
 			c := int(st.own[fp])
@@ -291,14 +398,21 @@ func (b *balancer) pass(list []int32) bool {
 				continue
 			}
 			t := st.topic[fp]
+			// Kafka returns a partition to its owner of an older generation
+			// even when that member no longer subscribes to the topic
+			// (AbstractStickyAssignor.java performReassignments, "if
+			// (prevAssignment.containsKey(partition) && ..."), or fails with
+			// a NullPointerException when that member takes no part in the
+			// balancing; Strand returns it only to a subscriber.
 			if p := int(b.prev[fp]); p >= 0 && p != c && st.g.subscribes(p, t) && st.count[c] > st.count[p]+1 {
-				b.move(fp, c, p)
+				b.reassign(fp, c, p)
 				modified = true
-				continue
+			} else if to := b.least(t); st.count[c] > st.count[to]+1 {
+				b.reassign(fp, c, to)
+				modified = true
 			}
-			if to := b.least(t); st.count[c] > st.count[to]+1 {
-				b.move(b.actual(fp, c, to), c, to)
-				modified = true
+			if b.failed {
+				return moved
 			}
 		}
 		moved = moved || modified
@@ -306,25 +420,47 @@ func (b *balancer) pass(list []int32) bool {
 	return moved
 }
 
+// reassign is Kafka's reassignPartition: fp, owned by from, goes to to, or
+// rather the partition getTheActualPartitionToBeMoved picks instead.
+func (b *balancer) reassign(fp int32, from, to int) {
+	st := b.st
+	actual := b.actual(fp, from, to)
+	if x := st.own[actual]; st.count[x] <= st.count[to]+1 {
+		if b.safe {
+			actual = fp
+		} else if b.nonImproving++; b.nonImproving > b.limit {
+			b.failed = true
+			return
+		}
+	}
+	if b.made++; b.made > b.bound {
+		// The argument in balance says this cannot happen.
+		b.err = fmt.Errorf("%w: sticky balancing made %d moves, more than its bound %d", ErrInternal, b.made, b.bound)
+		b.failed = true
+		return
+	}
+	b.move(actual, to)
+}
+
 // actual is Kafka's getTheActualPartitionToBeMoved: when a partition of the
 // same topic moved the opposite way before, that one moves back instead, so
 // that no topic's partitions swap between two members. Kafka takes the first
-// in HashSet order; Strand takes the lowest.
+// of a java.util.HashSet<TopicPartition>, which Strand reproduces.
 func (b *balancer) actual(fp int32, from, to int) int32 {
 	if m, ok := b.moves[fp]; ok {
 		from = int(m.src)
 	}
 	back := b.byPair[pairKey{b.st.topic[fp], int32(to), int32(from)}]
-	if len(back) == 0 {
+	if back == nil {
 		return fp
 	}
-	return slices.Min(back)
+	return back.first()
 }
 
-// move gives fp, owned by from, to to, recording the net movement.
-func (b *balancer) move(fp int32, from, to int) {
+// move gives fp to to, recording the net movement.
+func (b *balancer) move(fp int32, to int) {
 	st := b.st
-	from = int(st.own[fp])
+	from := int(st.own[fp])
 	src := int32(from)
 	if m, ok := b.moves[fp]; ok {
 		b.forget(fp, m)
@@ -334,7 +470,12 @@ func (b *balancer) move(fp int32, from, to int) {
 		m := move{src, int32(to)}
 		b.moves[fp] = m
 		k := pairKey{st.topic[fp], m.src, m.dst}
-		b.byPair[k] = append(b.byPair[k], fp)
+		set := b.byPair[k]
+		if set == nil {
+			set = newPairSet()
+			b.byPair[k] = set
+		}
+		set.add(fp, b.partitionHash(fp))
 	}
 	st.own[fp] = int32(to)
 	// One count at a time: heap.Fix repairs a single changed element.
@@ -347,15 +488,59 @@ func (b *balancer) move(fp int32, from, to int) {
 func (b *balancer) forget(fp int32, m move) {
 	delete(b.moves, fp)
 	k := pairKey{b.st.topic[fp], m.src, m.dst}
-	list := b.byPair[k]
-	if i := slices.Index(list, fp); i >= 0 {
-		list = slices.Delete(list, i, i+1)
-	}
-	if len(list) == 0 {
+	if set := b.byPair[k]; set.remove(fp) {
 		delete(b.byPair, k)
-	} else {
-		b.byPair[k] = list
 	}
+}
+
+// partitionHash is TopicPartition.hashCode.
+func (b *balancer) partitionHash(fp int32) int32 {
+	t := b.st.topic[fp]
+	p := fp - int32(b.st.g.base[t])
+	return 31*(31+p) + b.tpHash[t]
+}
+
+// pairSet is a java.util.HashSet<TopicPartition> made with new HashSet<>()
+// as far as its iteration order goes: by bucket of the spread hash in a
+// table that starts at 16 and doubles when more than three quarters full,
+// then by insertion within a bucket (resizes keep that order, removals never
+// shrink the table).
+type pairSet struct {
+	capacity int32
+	elems    []pairElem // in insertion order
+}
+
+type pairElem struct {
+	fp   int32
+	hash int32
+}
+
+func newPairSet() *pairSet { return &pairSet{capacity: 16} }
+
+func (s *pairSet) add(fp, hash int32) {
+	s.elems = append(s.elems, pairElem{fp, hash})
+	if int32(len(s.elems)) > s.capacity*3/4 {
+		s.capacity *= 2
+	}
+}
+
+// remove removes fp and reports whether the set is now empty.
+func (s *pairSet) remove(fp int32) bool {
+	if i := slices.IndexFunc(s.elems, func(e pairElem) bool { return e.fp == fp }); i >= 0 {
+		s.elems = slices.Delete(s.elems, i, i+1)
+	}
+	return len(s.elems) == 0
+}
+
+// first is iterator().next().
+func (s *pairSet) first() int32 {
+	best, bestBucket := int32(-1), int32(0)
+	for _, e := range s.elems {
+		if bk := javaBucket(e.hash, s.capacity); best < 0 || bk < bestBucket {
+			best, bestBucket = e.fp, bk
+		}
+	}
+	return best
 }
 
 // classHeap holds the members of one class, least loaded (then lowest member

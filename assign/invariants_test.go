@@ -22,11 +22,38 @@ func checkInvariants(t *testing.T, members []Member, topics map[string]Topic, pl
 }
 
 func invariantError(members []Member, topics map[string]Topic, plan Plan) error {
+	if err := validPlan(members, topics, plan); err != nil {
+		return err
+	}
+	size := map[string]int{}
+	for _, m := range members {
+		for _, ps := range plan[m.ID] {
+			size[m.ID] += len(ps)
+		}
+	}
+	for _, a := range members {
+		for _, b := range members {
+			if size[a.ID] < size[b.ID]+2 {
+				continue
+			}
+			for topic := range plan[a.ID] {
+				if slices.Contains(b.Topics, topic) {
+					return fmt.Errorf("unbalanced: %s has %d partitions including %s, %s subscribes to it and has %d",
+						a.ID, size[a.ID], topic, b.ID, size[b.ID])
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// validPlan checks that every member is in the plan, with partitions of
+// topics it subscribes to, that exist, ascending, and none given twice.
+func validPlan(members []Member, topics map[string]Topic, plan Plan) error {
 	if len(plan) != len(members) {
 		return fmt.Errorf("plan has %d members, group %d", len(plan), len(members))
 	}
 	owner := map[string]string{}
-	size := map[string]int{}
 	for _, m := range members {
 		got, ok := plan[m.ID]
 		if !ok {
@@ -48,20 +75,6 @@ func invariantError(members []Member, topics map[string]Topic, plan Plan) error 
 					return fmt.Errorf("%s assigned to %s and %s", tp, o, m.ID)
 				}
 				owner[tp] = m.ID
-			}
-			size[m.ID] += len(ps)
-		}
-	}
-	for _, a := range members {
-		for _, b := range members {
-			if size[a.ID] < size[b.ID]+2 {
-				continue
-			}
-			for topic := range plan[a.ID] {
-				if slices.Contains(b.Topics, topic) {
-					return fmt.Errorf("unbalanced: %s has %d partitions including %s, %s subscribes to it and has %d",
-						a.ID, size[a.ID], topic, b.ID, size[b.ID])
-				}
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package assign
 
 import (
+	"encoding/binary"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -81,26 +82,90 @@ func javaHash(s string) int32 {
 // turn into trees (eight or more keys in one bucket) are not modelled; with a
 // load factor of 0.75 they practically never occur for distinct member ids.
 func javaHashMapOrder(keys []string) []int {
+	hashes := make([]int32, len(keys))
+	for i, k := range keys {
+		hashes[i] = javaHash(k)
+	}
+	return javaHashOrder(hashes, javaGrownCapacity(len(keys)))
+}
+
+// javaGrownCapacity is the table size of a java.util.HashMap made with new
+// HashMap<>() after n distinct keys were put: 16, doubled whenever more than
+// three quarters full.
+func javaGrownCapacity(n int) int {
 	capacity := 16
-	for len(keys) > capacity*3/4 {
+	for n > capacity*3/4 {
 		capacity *= 2
 	}
-	buckets := make([]int32, len(keys))
+	return capacity
+}
+
+// javaCopyCapacity is the table size of a java.util.HashSet made from a
+// collection of n elements (new HashSet<>(c)): the power of two at least
+// max(n/.75f + 1, 16), computed in float as Java does.
+func javaCopyCapacity(n int) int {
+	want := max(int(float32(n)/0.75)+1, 16)
+	capacity := 1
+	for capacity < want {
+		capacity *= 2
+	}
+	return capacity
+}
+
+// javaHashOrder returns the indexes of keys with the given hash codes in the
+// order a java.util.HashMap of the given (final) capacity iterates them after
+// they were put in index order: by bucket, then by insertion within a bucket,
+// which resizes preserve.
+func javaHashOrder(hashes []int32, capacity int) []int {
+	buckets := make([]int32, len(hashes))
 	counts := make([]int, capacity+1)
-	for i, k := range keys {
-		h := uint32(javaHash(k))
-		b := int32((h ^ h>>16) & uint32(capacity-1))
+	for i, h := range hashes {
+		b := javaBucket(h, int32(capacity))
 		buckets[i] = b
 		counts[b+1]++
 	}
 	for i := 1; i <= capacity; i++ {
 		counts[i] += counts[i-1]
 	}
-	order := make([]int, len(keys))
-	for i := range keys {
+	order := make([]int, len(hashes))
+	for i := range hashes {
 		b := buckets[i]
 		order[counts[b]] = i
 		counts[b]++
 	}
 	return order
+}
+
+// javaBucket is the bucket of a key with hash code h in a java.util.HashMap
+// table of the given power-of-two capacity: the hash spread by h ^ (h >>> 16).
+func javaBucket(h int32, capacity int32) int32 {
+	u := uint32(h)
+	return int32((u ^ u>>16) & uint32(capacity-1))
+}
+
+// uuidHash is Kafka's Uuid.hashCode: the two halves of msb ^ lsb xored.
+func uuidHash(id [16]byte) int32 {
+	x := uuidHalf(id[:8]) ^ uuidHalf(id[8:])
+	return int32(x>>32) ^ int32(x)
+}
+
+// compareUUID is Kafka's Uuid.compareTo: the most significant half, then
+// the least, each as a signed long.
+func compareUUID(a, b [16]byte) int {
+	if c := cmpInt64(uuidHalf(a[:8]), uuidHalf(b[:8])); c != 0 {
+		return c
+	}
+	return cmpInt64(uuidHalf(a[8:]), uuidHalf(b[8:]))
+}
+
+func uuidHalf(b []byte) int64 { return int64(binary.BigEndian.Uint64(b)) }
+
+func cmpInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }

@@ -14,17 +14,19 @@ import (
 // different generations belongs to the highest; one claimed twice in the same
 // generation belongs to nobody and is assigned afresh.
 //
-// When every member subscribes to the same topics, the result is the one
-// Kafka's ConstrainedAssignmentBuilder computes, including its iteration over
-// members in java.util.HashMap order (emulated from member ids and JoinGroup
-// order). Otherwise the first fill is Kafka's GeneralAssignmentBuilder's
-// (unassigned partitions, topics with fewer subscribers first, each to the
-// least loaded subscriber by size then member id) and the balancing that
-// follows moves a partition from a member to one with at least two fewer
-// partitions, fewest first, taking partitions it gained in this rebalance
-// before those it owned, until no such move exists. Racks (KIP-881) are
-// honoured as Kafka does: owned partitions on another rack are given up, and
-// partitions go first to members on a rack holding a replica.
+// The result is the one Kafka's AbstractStickyAssignor computes: its
+// ConstrainedAssignmentBuilder when every member subscribes to the same
+// topics, walking members in java.util.HashMap order (emulated from member
+// ids and JoinGroup order), and otherwise its GeneralAssignmentBuilder:
+// unassigned partitions, topics with fewer subscribers first, each to the
+// least loaded subscriber by size then member id, then passes that move a
+// partition from a member to one with at least two fewer partitions (or
+// back to its owner of an older generation), taking back first a partition
+// of the same topic that moved the other way, in HashSet order. Racks
+// (KIP-881) are honoured as Kafka does: owned partitions on another rack are
+// given up, and partitions go first to members on a rack holding a replica.
+// Where Kafka's result is wrong or never comes, Strand's is valid and
+// balanced; the package documentation lists those cases.
 //
 // CooperativeSticky leaves out of the plan every partition that must first be
 // revoked from its previous owner (Kafka's partitionsTransferringOwnership),
@@ -84,7 +86,9 @@ func (s stickyAssignor) Assign(members []Member, topics map[string]Topic) (Plan,
 			}
 		}
 	} else {
-		st.general()
+		if err := st.general(); err != nil {
+			return nil, err
+		}
 		if s.cooperative {
 			st.holdBackTransfers()
 		}
@@ -142,13 +146,16 @@ func (st *sticky) flat(name string, p int32) int32 {
 // claim of the same generation as the standing one voids both.
 func (st *sticky) resolveClaims() {
 	g := st.g
+	st.contested = make([]bool, g.total)
+	st.owned = make([][]int32, len(g.members))
+	if !slices.ContainsFunc(g.members, func(m Member) bool { return len(m.Owned) > 0 }) {
+		return // a fresh group: nothing to resolve
+	}
 	holder := make([]int32, g.total) // member whose list holds the partition
 	claim := make([]int32, g.total)  // Kafka's allPreviousPartitionsToOwner
 	for i := range holder {
 		holder[i], claim[i] = -1, -1
 	}
-	st.contested = make([]bool, g.total)
-	st.owned = make([][]int32, len(g.members))
 	for _, m := range st.hash {
 		mem := &g.members[m]
 		if len(mem.Owned) == 0 {
