@@ -75,6 +75,16 @@ func (l *Log) LatestEpoch() (int32, error) {
 	return l.epochs.LatestEpoch(), nil
 }
 
+// Offsets returns the log start offset, high watermark and log end offset
+// together, as Partition.Offsets does, so that code written against either
+// can take both. It fails only on a closed log.
+func (l *Log) Offsets() (start, highWatermark, end int64, err error) {
+	if l.isClosed() {
+		return 0, 0, 0, ErrClosed
+	}
+	return l.logStart.Load(), l.hw.Load(), l.leo.Load(), nil
+}
+
 // AppendReplicated appends a batch copied from the leader; see
 // Log.AppendReplicated.
 func (p *Partition) AppendReplicated(b segment.Batch) (AppendResult, error) {

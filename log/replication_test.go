@@ -225,3 +225,33 @@ func replicatedBatch(t testing.TB, base int64, n int, epoch int32) segment.Batch
 	require.NoError(t, batch.Validate(), "the leader epoch lies outside the CRC")
 	return batch
 }
+
+// A leader that assigned an epoch without writing in it, then became a
+// follower, drops that epoch when told to truncate at its log end, as
+// Kafka's truncateTo does: else its next fetch would name an epoch the
+// new leader never had, over and over.
+func TestTruncateAtTheEndDropsAnEmptyEpoch(t *testing.T) {
+	l, err := Open("/data/orders-0", memOptions(newMemFS(t)))
+	require.NoError(t, err)
+	defer l.Close()
+	_, err = l.AppendReplicated(replicatedBatch(t, 0, 10, 3))
+	require.NoError(t, err)
+	require.NoError(t, l.SetLeaderEpoch(4))
+	require.Equal(t, []EpochEntry{{3, 0}, {4, 10}}, l.Epochs())
+	require.NoError(t, l.TruncateTo(10))
+	require.EqualValues(t, 10, l.LogEndOffset())
+	require.Equal(t, []EpochEntry{{3, 0}}, l.Epochs())
+}
+
+func TestOffsetsTogether(t *testing.T) {
+	l, err := Open("/data/orders-0", memOptions(newMemFS(t)))
+	require.NoError(t, err)
+	appendN(t, l, 0, 20, 10, 100)
+	require.NoError(t, l.DeleteRecordsBefore(5))
+	start, hw, end, err := l.Offsets()
+	require.NoError(t, err)
+	require.Equal(t, [3]int64{5, 20, 20}, [3]int64{start, hw, end})
+	require.NoError(t, l.Close())
+	_, _, _, err = l.Offsets()
+	require.ErrorIs(t, err, ErrClosed)
+}
