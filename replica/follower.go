@@ -16,6 +16,9 @@ type followerState struct {
 	lastEpoch    int32 // the last fetched epoch the outstanding fetch named
 	fenced       bool  // told FENCED_LEADER_EPOCH: wait for new metadata
 	backoffUntil int64
+	// reconciled is set, under the pre279 bug, once the follower truncated
+	// in this epoch: the old protocol checked epochs only then.
+	reconciled bool
 }
 
 // becomeFollower starts following p.leader. With reset (a new leader
@@ -57,8 +60,8 @@ func (p *Partition) maybeFetch() {
 		p.Fail(err)
 		return
 	}
-	if p.cfg.bugs.truncateToHighWatermark {
-		latest = log.UndefinedEpoch // the pre-KIP-101 fetch knows no epochs
+	if p.cfg.bugs.truncateToHighWatermark || p.fl.reconciled {
+		latest = log.UndefinedEpoch // the old fetch named no epoch
 	}
 	p.fl.fetchID++
 	p.fl.outstanding, p.fl.sentAt, p.fl.lastEpoch = true, p.now, latest
@@ -107,6 +110,7 @@ func (p *Partition) stepFetchResponse(m *FetchResponse) error {
 			return nil
 		}
 		p.truncate(off)
+		p.fl.reconciled = p.cfg.bugs.pre279
 		return nil
 	}
 	for _, b := range batches {
