@@ -231,8 +231,8 @@ func (c *cluster) deliverOne() bool {
 		}
 		return true
 	}
-	if c.node(h.To).down {
-		c.logf("lost (node down) %s", describe(m))
+	if i := slices.IndexFunc(c.nodes, func(n *node) bool { return n.id == h.To }); i < 0 || c.nodes[i].down {
+		c.logf("lost (no such node running) %s", describe(m))
 		return true
 	}
 	err := c.stepOn(h.To, m)

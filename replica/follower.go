@@ -152,7 +152,7 @@ func (p *Partition) checkRecords(records []byte) ([]segment.Batch, error) {
 		switch {
 		case e < epoch || e > p.leaderEpoch:
 			return nil, fmt.Errorf("%w: batch [%d, %d] of epoch %d, expected %d to %d", ErrCorruptMessage, b.BaseOffset(), b.LastOffset(), e, epoch, p.leaderEpoch)
-		case b.LastOffset() < next:
+		case b.LastOffset() < next && len(out) == 0:
 			continue
 		case b.BaseOffset() < next && (len(out) > 0 || p.end != p.logStart):
 			return nil, fmt.Errorf("%w: batch [%d, %d] overlaps the log end %d", ErrCorruptMessage, b.BaseOffset(), b.LastOffset(), next)
