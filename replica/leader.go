@@ -104,7 +104,7 @@ func (p *Partition) syncFollowers(reset bool) {
 			fs = append(fs, p.ld.followers[i])
 			continue
 		}
-		f := &follower{id: id, leo: -1, lastCaughtUp: never, lastFetchLeaderLEO: -1}
+		f := &follower{id: id, leo: -1, lastCaughtUp: never, lastFetchTime: never, lastFetchLeaderLEO: -1}
 		if slices.Contains(p.isr, id) {
 			f.lastCaughtUp = p.now
 		}
@@ -457,9 +457,14 @@ func (p *Partition) serveFetch(m *Fetch, f *follower) {
 	p.updateFollower(f, m)
 	p.maybeExpandISR(f)
 	p.leaderProgress()
-	if len(records) == 0 && m.MaxWait > 0 && p.hw == resp.HighWatermark {
-		f.parked = &parkedFetch{req: m, deadline: p.now + int64(m.MaxWait), hw: resp.HighWatermark}
-		return
+	if len(records) == 0 && m.MaxWait > 0 {
+		if p.hw == resp.HighWatermark {
+			f.parked = &parkedFetch{req: m, deadline: p.now + int64(m.MaxWait), hw: resp.HighWatermark}
+			return
+		}
+		// This fetch moved the high watermark: say so at once rather
+		// than after the long poll.
+		resp.HighWatermark = p.hw
 	}
 	resp.Records = records
 	p.send(resp)
