@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/strandlog/strand/internal/vfs"
 	"github.com/strandlog/strand/log"
@@ -82,7 +83,10 @@ func (c *cluster) start(cfg func(*Config)) *cluster {
 }
 
 func (c *cluster) open(n *node) {
-	l, err := log.Open("/data/"+testTopic+"-0", log.Options{FS: n.fs, ExternalHighWatermark: true, Fsync: n.fsync, SegmentBytes: 64 << 10, MaxIndexBytes: 1024})
+	l, err := log.Open("/data/"+testTopic+"-0", log.Options{
+		FS: n.fs, ExternalHighWatermark: true, Fsync: n.fsync, SegmentBytes: 64 << 10, MaxIndexBytes: 1024,
+		Now: func() time.Time { return time.Unix(1, 0) }, // deterministic: no checkpoint by the clock
+	})
 	require.NoError(c.t, err)
 	cfg := Config{ID: n.id, Topic: testTopic, Log: l, ReplicaLagTime: 20, RequestTimeout: 20, RetryBackoff: 2}
 	if c.cfg != nil {
@@ -99,7 +103,13 @@ func (c *cluster) node(id NodeID) *node {
 	return c.nodes[i]
 }
 
+// traceLines is how much of the trace a failure prints.
+const traceLines = 120
+
 func (c *cluster) logf(format string, args ...any) {
+	if len(c.trace) >= 4*traceLines {
+		c.trace = append(c.trace[:0], c.trace[len(c.trace)-traceLines:]...)
+	}
 	c.trace = append(c.trace, fmt.Sprintf(format, args...))
 }
 
@@ -237,7 +247,9 @@ func (c *cluster) deliverOne() bool {
 	}
 	err := c.stepOn(h.To, m)
 	c.logf("deliver %s: %v", describe(m), err)
-	if err != nil && !errors.Is(err, ErrStale) {
+	// Stale state refused is fine: to a restarted leader, an old
+	// LeaderAndISR of its own epoch is a reuse it refuses.
+	if err != nil && !errors.Is(err, ErrStale) && !errors.Is(err, ErrLeaderEpochReused) {
 		c.t.Fatalf("step %s: %v\n%s", describe(m), err, c.dumpTrace())
 	}
 	return true
@@ -247,7 +259,9 @@ func (c *cluster) deliverOne() bool {
 // invariants after every delivery.
 func (c *cluster) stabilize() {
 	for i := 0; c.deliverOne(); i++ {
-		require.Less(c.t, i, 100000, "no quiescence\n%s", c.dumpTrace())
+		if i >= 100000 {
+			c.t.Fatalf("no quiescence\n%s", c.dumpTrace())
+		}
 		c.checkInvariants()
 	}
 	c.flush()
@@ -294,22 +308,37 @@ func (e entry) String() string { return fmt.Sprintf("%d:%s/e%d", e.Offset, e.Val
 
 // entries returns a node's log: each record's offset, epoch and value.
 func (c *cluster) entries(id NodeID) []entry {
-	l := c.node(id).log
+	out, err := readEntries(c.node(id).log)
+	if err != nil {
+		c.t.Fatalf("reading node %d's log: %v", id, err)
+	}
+	return out
+}
+
+func readEntries(l *log.Log) ([]entry, error) {
 	var out []entry
 	for off := l.LogStartOffset(); off < l.LogEndOffset(); {
 		bs, err := l.Read(off, 1<<20, log.ReadLogEnd)
-		require.NoError(c.t, err)
+		if err != nil {
+			return nil, err
+		}
 		for b, err := range bs.All() {
-			require.NoError(c.t, err)
+			if err != nil {
+				bs.Close()
+				return nil, err
+			}
 			for r, err := range b.Records() {
-				require.NoError(c.t, err)
+				if err != nil {
+					bs.Close()
+					return nil, err
+				}
 				out = append(out, entry{r.Offset, b.PartitionLeaderEpoch(), string(r.Value)})
 			}
 			off = b.LastOffset() + 1
 		}
 		bs.Close()
 	}
-	return out
+	return out, nil
 }
 
 // values returns a node's record values in offset order.
@@ -328,7 +357,9 @@ func (c *cluster) status(id NodeID) Status { return c.node(id).p.Status() }
 // result returns a produce's result, failing the test if it has none yet.
 func (c *cluster) result(id uint64) ProduceResult {
 	r, ok := c.results[id]
-	require.True(c.t, ok, "produce %d has no result\n%s", id, c.dumpTrace())
+	if !ok {
+		c.t.Fatalf("produce %d has no result\n%s", id, c.dumpTrace())
+	}
 	return r
 }
 
@@ -341,12 +372,13 @@ func (c *cluster) checkInvariants() {
 			continue
 		}
 		s := n.p.Status()
-		if s.Role == RoleLeader {
-			require.Contains(c.t, s.ISR, n.id, "leader in ISR\n%s", c.dumpTrace())
+		if s.Role == RoleLeader && !slices.Contains(s.ISR, n.id) {
+			c.t.Fatalf("leader %d not in its ISR %v\n%s", n.id, s.ISR, c.dumpTrace())
 		}
 		start, hw, end, err := n.log.Offsets()
-		require.NoError(c.t, err)
-		require.True(c.t, start <= hw && hw <= end, "node %d: log start %d <= hw %d <= end %d\n%s", n.id, start, hw, end, c.dumpTrace())
+		if err != nil || start > hw || hw > end {
+			c.t.Fatalf("node %d: want log start %d <= hw %d <= end %d (%v)\n%s", n.id, start, hw, end, err, c.dumpTrace())
+		}
 	}
 }
 
@@ -369,7 +401,7 @@ func (c *cluster) requireLogsMatch(ids ...NodeID) {
 }
 
 func (c *cluster) dumpTrace() string {
-	start := max(0, len(c.trace)-80)
+	start := max(0, len(c.trace)-traceLines)
 	return strings.Join(c.trace[start:], "\n")
 }
 
@@ -418,7 +450,9 @@ func (c *cluster) seed(id NodeID, hw int64, records ...string) {
 // the queue runs dry first.
 func (c *cluster) deliverUntil(cond func() bool) {
 	for !cond() {
-		require.True(c.t, c.deliverOne(), "the queue ran dry\n%s", c.dumpTrace())
+		if !c.deliverOne() {
+			c.t.Fatalf("the queue ran dry\n%s", c.dumpTrace())
+		}
 		c.checkInvariants()
 	}
 }

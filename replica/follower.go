@@ -77,8 +77,10 @@ func (p *Partition) maybeFetch() {
 // stale; one whose records do not check changes nothing, and the fetch is
 // sent again when it times out.
 func (p *Partition) stepFetchResponse(m *FetchResponse) error {
+	// The fetch offset must match too: IDs start over when a node
+	// restarts, and a response to its previous life may come late.
 	if p.role != RoleFollower || !p.fl.outstanding || m.ID != p.fl.fetchID || m.From != p.leader ||
-		m.LeaderEpoch != p.leaderEpoch && m.Err == CodeNone {
+		m.FetchOffset != p.end || m.LeaderEpoch != p.leaderEpoch && m.Err == CodeNone {
 		return fmt.Errorf("%w: fetch response %d from node %d", ErrStale, m.ID, m.From)
 	}
 	var batches []segment.Batch
