@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/strandlog/strand/internal/vfs"
@@ -43,8 +42,16 @@ type controller struct {
 	ineligible                  []NodeID
 }
 
+// testingT is what the harness needs of a test: a *testing.T, or a
+// catcher that turns a failure into a value (mutation tests).
+type testingT interface {
+	require.TestingT
+	Fatalf(format string, args ...any)
+	Helper()
+}
+
 type cluster struct {
-	t       *testing.T
+	t       testingT
 	nodes   []*node
 	ctl     controller
 	queue   []Message
@@ -57,7 +64,7 @@ type cluster struct {
 	trace []string
 }
 
-func newCluster(t *testing.T, ids ...NodeID) *cluster {
+func newCluster(t testingT, ids ...NodeID) *cluster {
 	c := &cluster{t: t, results: map[uint64]ProduceResult{}, ctl: controller{leader: NoNode}}
 	c.ctl.replicas = slices.Clone(ids)
 	for _, id := range ids {

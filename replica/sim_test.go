@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -42,8 +43,9 @@ type sim struct {
 	events   int
 }
 
-func newSim(t *testing.T, seed uint64) *sim {
+func newSim(t testingT, seed uint64, bug bugs) *sim {
 	c := newCluster(t, 1, 2, 3).start(func(cfg *Config) {
+		cfg.bugs = bug
 		cfg.ReplicaLagTime = 10
 		cfg.RequestTimeout = 8
 		cfg.FetchMaxWait = 2
@@ -288,8 +290,8 @@ func (s *sim) heal() {
 	}
 }
 
-func runSim(t *testing.T, seed uint64, events int) int {
-	s := newSim(t, seed)
+func runSim(t testingT, seed uint64, events int, bug bugs) int {
+	s := newSim(t, seed, bug)
 	for range events {
 		s.step()
 	}
@@ -309,10 +311,67 @@ func TestSimulator(t *testing.T) {
 	start := time.Now()
 	events := 0
 	for seed := range uint64(seeds) {
-		ok := t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { events += runSim(t, seed, 400) })
+		ok := t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { events += runSim(t, seed, 400, bugs{}) })
 		if !ok {
 			break
 		}
 	}
 	t.Logf("%d seeds, %d events, %.0f events/s", seeds, events, float64(events)/time.Since(start).Seconds())
+}
+
+// catcher is a testingT whose failure ends the run with a panic that
+// simFails recovers, so that a test can expect a simulation to fail.
+type catcher struct{ msg string }
+
+func (c *catcher) Errorf(format string, args ...any) { c.msg = fmt.Sprintf(format, args...) }
+func (c *catcher) FailNow()                          { panic(c) }
+func (c *catcher) Helper()                           {}
+func (c *catcher) Fatalf(format string, args ...any) {
+	c.Errorf(format, args...)
+	c.FailNow()
+}
+
+// simFails runs a seed and returns the failure it ended with, if any.
+func simFails(seed uint64, bug bugs) (msg string, failed bool) {
+	c := &catcher{}
+	defer func() {
+		if r := recover(); r != nil {
+			if r != c {
+				panic(r)
+			}
+			msg, failed = c.msg, true
+		}
+	}()
+	runSim(c, seed, 400, bug)
+	return "", false
+}
+
+// Each historical bug, switched back on, is caught by the simulator's
+// checks within a bounded number of seeds: the checks have teeth.
+func TestSimulatorCatchesHistoricalBugs(t *testing.T) {
+	const maxSeeds = 200
+	for _, tc := range []struct {
+		name string
+		bug  bugs
+		long bool // caught only after about a hundred seeds: not under -short
+	}{
+		{"truncation to the high watermark (before KIP-101)", bugs{truncateToHighWatermark: true}, false},
+		{"the epoch-less answer (KIP-101 before KIP-279)", bugs{pre279: true}, false},
+		{"ISR expansion without the epoch-start guard (KIP-320 rule 4)", bugs{noEpochStartGuard: true}, true},
+		{"leader epoch reuse after a restart (KAFKA-10527)", bugs{reuseEpoch: true}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.long && testing.Short() {
+				t.Skip("long variant: run without -short")
+			}
+			for seed := range uint64(maxSeeds) {
+				if msg, failed := simFails(seed, tc.bug); failed {
+					first, _, _ := strings.Cut(msg, "\n")
+					t.Logf("caught at seed %d: %s", seed, first)
+					return
+				}
+			}
+			t.Fatalf("not caught in %d seeds", maxSeeds)
+		})
+	}
 }
