@@ -28,7 +28,6 @@ type leaderState struct {
 type follower struct {
 	id                 NodeID
 	leo                int64 // -1 until it fetches in this epoch
-	logStart           int64
 	lastFetchLeaderLEO int64
 	lastFetchTime      int64
 	lastCaughtUp       int64
@@ -513,7 +512,6 @@ func (p *Partition) updateFollower(f *follower, m *Fetch) {
 	f.lastFetchLeaderLEO = max(leaderEnd, f.lastFetchLeaderLEO)
 	f.lastFetchTime = p.now
 	f.leo = m.FetchOffset
-	f.logStart = m.LogStartOffset
 	f.fetchedThisEpoch = true
 }
 

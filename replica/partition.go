@@ -1,7 +1,6 @@
 package replica
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 
@@ -437,9 +436,4 @@ func (p *Partition) refresh() error {
 	p.logStart, p.end, p.written = start, end, end
 	p.hw = hw
 	return nil
-}
-
-// errorsIsAny reports whether err matches one of targets.
-func errorsIsAny(err error, targets ...error) bool {
-	return slices.ContainsFunc(targets, func(t error) bool { return errors.Is(err, t) })
 }

@@ -168,3 +168,42 @@ func FuzzStep(f *testing.F) {
 		c.tick(3)
 	})
 }
+
+// A follower whose log ends below the leader's log start offset restarts
+// its log there (fetchOffsetAndTruncate); if that start lies inside a
+// batch, it takes the whole batch, as Kafka's follower does after an
+// UnexpectedAppendOffsetException.
+func TestFollowerBehindTheLeadersLogStartRestarts(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		deleteTo  int64
+		wantStart int64
+	}{
+		{"at a batch boundary", 5, 5},
+		{"inside a batch", 7, 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t, 1, 2).start(nil)
+			c.seed(1, 0, "1:a", "1:b", "1:c", "1:d", "1:e")
+			l := c.node(1).log
+			b, err := segment.AppendBatch(nil, []segment.Record{{Value: []byte("f")}, {Value: []byte("g")}, {Value: []byte("h")}},
+				segment.BuildOptions{BaseOffset: 5})
+			require.NoError(t, err)
+			segment.Batch(b).SetPartitionLeaderEpoch(1)
+			_, err = l.AppendReplicated(b)
+			require.NoError(t, err)
+			_, err = l.SetHighWatermark(8) // the batch holds 5 to 7
+
+			require.NoError(t, err)
+			require.NoError(t, l.DeleteRecordsBefore(tc.deleteTo))
+			c.ctl.leaderEpoch = 1
+			c.elect(1)
+			c.stabilize()
+			f := c.node(2).log
+			require.Equal(t, tc.wantStart, f.LogStartOffset(), c.dumpTrace())
+			require.EqualValues(t, 8, f.LogEndOffset())
+			es := c.entries(2)
+			require.Equal(t, c.entries(1), es)
+		})
+	}
+}
