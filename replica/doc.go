@@ -56,6 +56,12 @@
 //	apply rd.Writes in order (ApplyWrites), on any goroutine
 //	p.Advance(rd)  // on the partition's goroutine, in order
 //
+// Durability is the log's fsync policy: a follower's fetch offset is what
+// its writes applied, so under FsyncAlways everything counted towards the
+// high watermark is on disk on every ISR member. Config.SyncedAcks goes
+// further than Kafka under the other policies: replicas report what they
+// synced, and only that counts.
+//
 // Every produce the leader accepts ends in exactly one ProduceResult; one
 // it refuses returns the refusal from Step. Nothing is dropped silently.
 package replica

@@ -12,7 +12,7 @@ import (
 func sampleMessages() []Message {
 	h := func(from, to NodeID) Header { return Header{From: from, To: to, Topic: "orders.v2", Partition: 7} }
 	return []Message{
-		&Fetch{Header: h(2, 1), ID: math.MaxUint64, CurrentLeaderEpoch: 5, FetchOffset: 1 << 40, LastFetchedEpoch: -1, LogStartOffset: 3, MaxBytes: 1 << 20, MaxWait: 5},
+		&Fetch{Header: h(2, 1), ID: math.MaxUint64, CurrentLeaderEpoch: 5, FetchOffset: 1 << 40, LastFetchedEpoch: -1, LogStartOffset: 3, SyncedOffset: 1<<40 - 2, MaxBytes: 1 << 20, MaxWait: 5},
 		&FetchResponse{Header: h(1, 2), ID: 9, Err: CodeNone, Leader: 1, LeaderEpoch: 5, FetchOffset: 10, HighWatermark: 8, LogStartOffset: 0, LogEndOffset: 12,
 			DivergingEpoch: -1, DivergingEndOffset: -1, Records: []byte("batches")},
 		&FetchResponse{Header: h(1, 2), Err: CodeFencedLeaderEpoch, Leader: NoNode, LeaderEpoch: math.MaxInt32, DivergingEpoch: 3, DivergingEndOffset: math.MaxInt64},

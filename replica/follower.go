@@ -60,6 +60,11 @@ func (p *Partition) maybeFetch() {
 		p.Fail(err)
 		return
 	}
+	synced, err := p.cfg.Log.SyncedEndOffset()
+	if err != nil {
+		p.Fail(err)
+		return
+	}
 	if p.cfg.bugs.truncateToHighWatermark || p.fl.reconciled {
 		latest = log.UndefinedEpoch // the old fetch named no epoch
 	}
@@ -67,7 +72,7 @@ func (p *Partition) maybeFetch() {
 	p.fl.outstanding, p.fl.sentAt, p.fl.lastEpoch = true, p.now, latest
 	p.send(&Fetch{
 		Header: p.header(p.leader), ID: p.fl.fetchID, CurrentLeaderEpoch: p.leaderEpoch,
-		FetchOffset: p.end, LastFetchedEpoch: latest, LogStartOffset: p.logStart,
+		FetchOffset: p.end, LastFetchedEpoch: latest, LogStartOffset: p.logStart, SyncedOffset: synced,
 		MaxBytes: int32(min(p.cfg.FetchMaxBytes, 1<<31-1)), MaxWait: int32(min(p.cfg.FetchMaxWait, 1<<31-1)),
 	})
 }

@@ -28,6 +28,7 @@ type leaderState struct {
 type follower struct {
 	id                 NodeID
 	leo                int64 // -1 until it fetches in this epoch
+	synced             int64 // what it reported synced, -1 until it fetches
 	lastFetchLeaderLEO int64
 	lastFetchTime      int64
 	lastCaughtUp       int64
@@ -103,7 +104,7 @@ func (p *Partition) syncFollowers(reset bool) {
 			fs = append(fs, p.ld.followers[i])
 			continue
 		}
-		f := &follower{id: id, leo: -1, lastCaughtUp: never, lastFetchTime: never, lastFetchLeaderLEO: -1}
+		f := &follower{id: id, leo: -1, synced: -1, lastCaughtUp: never, lastFetchTime: never, lastFetchLeaderLEO: -1}
 		if slices.Contains(p.isr, id) {
 			f.lastCaughtUp = p.now
 		}
@@ -272,21 +273,35 @@ func (p *Partition) maybeIncrementHW() {
 	if len(p.isr) < p.effectiveMinISR() {
 		return // KIP-966 strict min ISR: nothing commits under it
 	}
-	hw := highWatermark(p.written, p.ld.followers, p.maximalISR(), p.now, p.cfg.ReplicaLagTime)
+	end := p.written
+	if p.cfg.SyncedAcks {
+		synced, err := p.cfg.Log.SyncedEndOffset()
+		if err != nil {
+			p.Fail(err)
+			return
+		}
+		end = min(end, synced)
+	}
+	hw := highWatermark(end, p.written, p.ld.followers, p.maximalISR(), p.now, p.cfg.ReplicaLagTime, p.cfg.SyncedAcks)
 	if hw > p.hw {
 		p.hw = hw
 		p.write(Write{Kind: WriteAdvanceHighWatermark, Offset: hw})
 	}
 }
 
-// highWatermark is the lowest log end among the leader and the followers
-// that hold it back: those in the maximal ISR, and those caught up though
-// not yet in it, so that they can ever join.
-func highWatermark(leaderEnd int64, fs []*follower, maximalISR []NodeID, now int64, lag int) int64 {
-	hw := leaderEnd
+// highWatermark is the lowest log end among the leader (end) and the
+// followers that hold it back: those in the maximal ISR, and those caught
+// up to the leader's log end (leaderEnd) though not yet in it, so that
+// they can ever join. With synced, a follower's end is what it synced.
+func highWatermark(end, leaderEnd int64, fs []*follower, maximalISR []NodeID, now int64, lag int, synced bool) int64 {
+	hw := end
 	for _, f := range fs {
-		if f.leo < hw && (slices.Contains(maximalISR, f.id) || f.caughtUp(leaderEnd, now, lag)) {
-			hw = f.leo
+		fEnd := f.leo
+		if synced {
+			fEnd = f.synced
+		}
+		if fEnd < hw && (slices.Contains(maximalISR, f.id) || f.caughtUp(leaderEnd, now, lag)) {
+			hw = fEnd
 		}
 	}
 	return hw
@@ -314,6 +329,9 @@ func (p *Partition) leaderTick() {
 	}
 	if p.now%int64(p.cfg.ReplicaLagTime/2) == 0 {
 		p.maybeShrinkISR()
+	}
+	if p.cfg.SyncedAcks {
+		p.leaderProgress() // the log may have synced more since
 	}
 }
 
@@ -512,6 +530,7 @@ func (p *Partition) updateFollower(f *follower, m *Fetch) {
 	f.lastFetchLeaderLEO = max(leaderEnd, f.lastFetchLeaderLEO)
 	f.lastFetchTime = p.now
 	f.leo = m.FetchOffset
+	f.synced = min(max(m.SyncedOffset, 0), m.FetchOffset)
 	f.fetchedThisEpoch = true
 }
 

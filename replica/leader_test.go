@@ -79,3 +79,29 @@ func TestISRShrinkSchedule(t *testing.T) {
 	require.GreaterOrEqual(t, shrunkAt, lag)
 	require.LessOrEqual(t, shrunkAt, lag+lag/2)
 }
+
+// With SyncedAcks an acks=all result waits until every ISR member synced
+// the batch, not only wrote it: here the follower, under FsyncNever,
+// holds it back until it syncs. Without it, Kafka's rule, its write is
+// enough.
+func TestSyncedAcksWaitForTheFollowersSync(t *testing.T) {
+	for _, synced := range []bool{false, true} {
+		c := newCluster(t, 1, 2)
+		c.node(2).fsync = logFsyncNever()
+		c.start(func(cfg *Config) { cfg.SyncedAcks = synced })
+		c.elect(1)
+		c.stabilize()
+		id, err := c.produce(1, AcksAll, "x")
+		require.NoError(t, err)
+		c.tick(10)
+		require.Equal(t, []string{"x"}, c.values(2))
+		_, done := c.results[id]
+		require.Equal(t, !synced, done, "SyncedAcks %v: acknowledged before the follower synced", synced)
+		if !synced {
+			continue
+		}
+		c.sync(2)
+		c.tick(10) // the follower reports it on its next fetch
+		require.NoError(t, c.result(id).Err)
+	}
+}

@@ -69,6 +69,10 @@ type Fetch struct {
 	LastFetchedEpoch int32
 	// LogStartOffset is the follower's log start offset.
 	LogStartOffset int64
+	// SyncedOffset is the follower's synced end offset: everything below
+	// it is durable. Leaders with Config.SyncedAcks count it, not the
+	// fetch offset, towards the high watermark.
+	SyncedOffset int64
 	// MaxBytes bounds the records returned (at least one batch is).
 	MaxBytes int32
 	// MaxWait is how many of the leader's ticks it may hold the fetch when

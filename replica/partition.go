@@ -43,6 +43,14 @@ type Config struct {
 	// RetryBackoff is how long a follower waits after an error before it
 	// fetches again (replica.fetch.backoff.ms); default 10.
 	RetryBackoff int
+	// SyncedAcks counts only what replicas have synced towards the high
+	// watermark, the leader's own log included, so that an AcksAll result
+	// means the batch is on disk on every member of the maximal ISR, not
+	// only in their page caches (Kafka counts what they have written).
+	// Under FsyncAlways the two are the same; under the other policies
+	// the high watermark follows the syncs. Every replica of a partition
+	// should use the same setting.
+	SyncedAcks bool
 	// MaxBatchBytes is the largest batch a produce may carry
 	// (message.max.bytes); default log.DefaultMaxBatchBytes. The log's
 	// own limit must not be lower.

@@ -30,8 +30,13 @@ func TestHighWatermarkRule(t *testing.T) {
 		{"a pending member of the maximal ISR counts", []*follower{f(3, 20, never)}, []NodeID{1, 3}, 20},
 		{"followers ahead of the leader do not raise it", []*follower{f(2, 70, now)}, []NodeID{1, 2}, 50},
 	} {
-		require.Equal(t, tc.want, highWatermark(50, tc.followers, tc.maximal, now, lag), tc.name)
+		require.Equal(t, tc.want, highWatermark(50, 50, tc.followers, tc.maximal, now, lag, false), tc.name)
 	}
+	// With SyncedAcks what the leader and its followers synced counts.
+	fs := []*follower{{id: 2, leo: 48, synced: 30, lastCaughtUp: now}}
+	require.EqualValues(t, 48, highWatermark(50, 50, fs, []NodeID{1, 2}, now, lag, false))
+	require.EqualValues(t, 30, highWatermark(50, 50, fs, []NodeID{1, 2}, now, lag, true))
+	require.EqualValues(t, 25, highWatermark(25, 50, fs, []NodeID{1, 2}, now, lag, true), "the leader synced only 25")
 }
 
 // A follower's caught-up time follows Replica.updateFetchStateOrThrow: now

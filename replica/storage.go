@@ -12,12 +12,13 @@ import (
 // Options.ExternalHighWatermark, since the state machine owns the high
 // watermark.
 //
-// The state machine calls only the reading methods (Offsets, LatestEpoch,
-// EndOffsetForEpoch, Read), and only while no write it handed out is
+// The state machine calls only the reading methods (Offsets,
+// SyncedEndOffset, LatestEpoch, EndOffsetForEpoch, Read), and only while no write it handed out is
 // pending or, on a leader, for records below what it appended; the writing
 // methods are for Write.Apply.
 type Log interface {
 	Offsets() (start, highWatermark, end int64, err error)
+	SyncedEndOffset() (int64, error)
 	LatestEpoch() (int32, error)
 	EndOffsetForEpoch(epoch int32) (int32, int64, error)
 	Read(offset int64, maxBytes int, iso log.Isolation) (*log.Batches, error)
