@@ -56,6 +56,10 @@ type cluster struct {
 	ctl     controller
 	queue   []Message
 	results map[uint64]ProduceResult
+	// hwAtResult is the leader log's high watermark when a result was
+	// handed out, before that Ready's writes were applied: what a consumer
+	// could read then.
+	hwAtResult map[uint64]int64
 	nextID  uint64
 	cfg     func(*Config)
 	// drop, if set, decides whether a message is lost instead of
@@ -65,7 +69,7 @@ type cluster struct {
 }
 
 func newCluster(t testingT, ids ...NodeID) *cluster {
-	c := &cluster{t: t, results: map[uint64]ProduceResult{}, ctl: controller{leader: NoNode}}
+	c := &cluster{t: t, results: map[uint64]ProduceResult{}, hwAtResult: map[uint64]int64{}, ctl: controller{leader: NoNode}}
 	c.ctl.replicas = slices.Clone(ids)
 	for _, id := range ids {
 		fs := vfs.NewMem()
@@ -209,6 +213,9 @@ func (c *cluster) flush() {
 	for _, n := range c.nodes {
 		for !n.down && n.p.HasReady() {
 			rd := n.p.Ready()
+			for _, r := range rd.Results {
+				c.hwAtResult[r.ID] = n.log.HighWatermark()
+			}
 			for _, w := range rd.Writes {
 				c.logf("%d: write %s", n.id, w)
 			}

@@ -230,11 +230,11 @@ func (p *Partition) produce(m *Produce) error {
 
 // completeProduces delivers the results that are due: AcksNone and
 // AcksLeader once their append is applied, AcksAll once the high
-// watermark passes them (DelayedProduce).
+// watermark passes them (DelayedProduce) and that is applied to the log.
 func (p *Partition) completeProduces() {
 	n := 0
 	for _, w := range p.ld.waiting {
-		done := w.last < p.written && (w.req.Acks != AcksAll || w.last < p.hw)
+		done := w.last < p.written && (w.req.Acks != AcksAll || w.last < p.hwWritten)
 		switch {
 		case !done:
 			p.ld.waiting[n] = w

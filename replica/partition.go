@@ -143,6 +143,7 @@ type Ready struct {
 type inflight struct {
 	seq         uint64
 	end         int64 // the log end once its writes and all before are applied
+	hw          int64 // the high watermark then
 	writes      bool
 	leaderEpoch int32 // the epoch it sets, or -1
 }
@@ -166,6 +167,10 @@ type Partition struct {
 	hw       int64
 	end      int64 // the log end once every write handed out is applied
 	written  int64 // the log end as far as writes are applied
+	// hwWritten is the high watermark as far as writes are applied: what
+	// consumers reading the log see. AcksAll results wait for it, so
+	// that a producer told its batch is committed can read it back.
+	hwWritten int64
 
 	writes       []Write
 	msgs         []Message
@@ -193,7 +198,7 @@ func New(cfg Config) (*Partition, error) {
 	}
 	return &Partition{
 		cfg: cfg, leader: NoNode, leaderEpoch: -1, partitionEpoch: -1, controllerEpoch: -1,
-		logStart: start, hw: hw, end: end, written: end, epochPending: -1,
+		logStart: start, hw: hw, hwWritten: hw, end: end, written: end, epochPending: -1,
 	}, nil
 }
 
@@ -239,7 +244,7 @@ func (p *Partition) HasReady() bool {
 // partition: the next Ready holds only what came after.
 func (p *Partition) Ready() Ready {
 	rd := Ready{Writes: p.writes, Messages: p.msgs, Results: p.results, seq: p.seq}
-	p.inflight = append(p.inflight, inflight{seq: p.seq, end: p.end, writes: len(p.writes) > 0, leaderEpoch: p.epochPending})
+	p.inflight = append(p.inflight, inflight{seq: p.seq, end: p.end, hw: p.hw, writes: len(p.writes) > 0, leaderEpoch: p.epochPending})
 	p.seq++
 	p.writes, p.msgs, p.results, p.epochPending = nil, nil, nil, -1
 	return rd
@@ -257,7 +262,7 @@ func (p *Partition) Advance(rd Ready) error {
 		return nil
 	}
 	if in.writes {
-		p.written = in.end
+		p.written, p.hwWritten = in.end, in.hw
 	}
 	switch p.role {
 	case RoleLeader:
@@ -442,6 +447,6 @@ func (p *Partition) refresh() error {
 		return p.failed
 	}
 	p.logStart, p.end, p.written = start, end, end
-	p.hw = hw
+	p.hw, p.hwWritten = hw, hw
 	return nil
 }

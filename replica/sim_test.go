@@ -224,7 +224,8 @@ func (s *sim) collectResults() {
 		if n.down {
 			continue // it crashed after the result; the result stands
 		}
-		s.requiref(r.BaseOffset < s.c.hw(r.From), "acks=all %s at %d acknowledged above the HW %d", pr.value, r.BaseOffset, s.c.hw(r.From))
+		hw := s.c.hwAtResult[id]
+		s.requiref(r.LastOffset < hw, "acks=all %s at %d acknowledged while the log's HW was %d", pr.value, r.LastOffset, hw)
 		es := s.c.entries(r.From)
 		i := slices.IndexFunc(es, func(e entry) bool { return e.Offset == r.BaseOffset })
 		s.requiref(i >= 0 && es[i].Value == pr.value, "acks=all %s acknowledged at %d, not there", pr.value, r.BaseOffset)
