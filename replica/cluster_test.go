@@ -60,8 +60,8 @@ type cluster struct {
 	// handed out, before that Ready's writes were applied: what a consumer
 	// could read then.
 	hwAtResult map[uint64]int64
-	nextID  uint64
-	cfg     func(*Config)
+	nextID     uint64
+	cfg        func(*Config)
 	// drop, if set, decides whether a message is lost instead of
 	// delivered.
 	drop  func(Message) bool
