@@ -24,6 +24,7 @@ const (
 	kindAlterPartitionResponse
 	kindProduce
 	kindProduceResult
+	kindBatch
 )
 
 const encodingVersion = 0
@@ -34,6 +35,7 @@ const (
 	MaxMessageBytes = 64 << 20
 	maxTopicBytes   = 249 // Kafka's topic name limit
 	maxNodes        = 1 << 12
+	maxBatched      = 1 << 16
 )
 
 func (*Fetch) kind() kind                  { return kindFetch }
@@ -43,6 +45,7 @@ func (*AlterPartition) kind() kind         { return kindAlterPartition }
 func (*AlterPartitionResponse) kind() kind { return kindAlterPartitionResponse }
 func (*Produce) kind() kind                { return kindProduce }
 func (*ProduceResult) kind() kind          { return kindProduceResult }
+func (*Batch) kind() kind                  { return kindBatch }
 
 // Decode reads a message that MarshalBinary encoded.
 func Decode(b []byte) (Message, error) {
@@ -65,6 +68,8 @@ func Decode(b []byte) (Message, error) {
 		m = new(Produce)
 	case kindProduceResult:
 		m = new(ProduceResult)
+	case kindBatch:
+		m = new(Batch)
 	default:
 		return nil, fmt.Errorf("%w: unknown message kind %d", ErrInvalidMessage, b[0])
 	}
@@ -440,4 +445,50 @@ func commit[T any](d *decoder, m *T, v T) error {
 	}
 	*m = v
 	return nil
+}
+
+// MarshalBinary encodes the batch: its header, then each message's own
+// encoding. A batch holds no batch.
+func (m *Batch) MarshalBinary() ([]byte, error) {
+	e := newEncoder(m.kind(), &m.Header)
+	e.uint(uint64(len(m.Messages)))
+	for _, inner := range m.Messages {
+		if _, nested := inner.(*Batch); nested || inner == nil {
+			return nil, fmt.Errorf("%w: a batch holds a %T", ErrInvalidMessage, inner)
+		}
+		b, err := inner.MarshalBinary()
+		if err != nil {
+			return nil, err
+		}
+		e.bytes(b)
+	}
+	return e.done()
+}
+
+// UnmarshalBinary decodes what MarshalBinary encoded; on error m is
+// unchanged.
+func (m *Batch) UnmarshalBinary(b []byte) error {
+	var v Batch
+	d := newDecoder(b, v.kind(), &v.Header)
+	n := d.uint()
+	if n > maxBatched || n > uint64(len(b)) {
+		d.fail("%d messages in a batch, at most %d", n, min(maxBatched, len(b)))
+	}
+	for i := uint64(0); d.err == nil && i < n; i++ {
+		raw := d.bytes()
+		if d.err != nil {
+			break
+		}
+		if len(raw) > 0 && kind(raw[0]) == kindBatch {
+			d.fail("a batch inside a batch")
+			break
+		}
+		inner, err := Decode(raw)
+		if err != nil {
+			d.fail("message %d: %v", i, err)
+			break
+		}
+		v.Messages = append(v.Messages, inner)
+	}
+	return commit(d, m, v)
 }
