@@ -60,7 +60,8 @@ func TestDriversReplicate(t *testing.T) {
 	for id, d := range tr.drivers {
 		runs.Add(1)
 		go func() { defer runs.Done(); _ = d.Run(ctx) }()
-		require.NoError(t, d.AddPartition(ctx, Config{Topic: "orders", Log: logs[id], MinInsyncReplicas: 2}))
+		// Ticks are 1 ms: generous timeouts keep a loaded machine from failing the test.
+		require.NoError(t, d.AddPartition(ctx, Config{Topic: "orders", Log: logs[id], MinInsyncReplicas: 2, ProduceTimeout: 1 << 20, ReplicaLagTime: 1 << 20}))
 		require.NoError(t, d.Receive(ctx, &LeaderAndISR{Header: Header{From: NoNode, To: id, Topic: "orders"},
 			Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []NodeID{1, 2, 3}, ISR: []NodeID{1, 2, 3}}))
 	}

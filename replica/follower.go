@@ -134,6 +134,12 @@ func (p *Partition) stepFetchResponse(m *FetchResponse) error {
 		p.hw = hw
 		p.write(Write{Kind: WriteHighWatermark, Offset: hw})
 	}
+	// Records the leader deleted go here too, up to the high watermark
+	// (Kafka's follower maybeIncrementLogStartOffset).
+	if start := min(m.LogStartOffset, p.hw); start > p.logStart {
+		p.logStart = start
+		p.write(Write{Kind: WriteLogStart, Offset: start})
+	}
 	p.maybeFetch()
 	return nil
 }

@@ -436,6 +436,11 @@ func (p *Partition) answerFetch(m *Fetch, code Code) {
 // serveFetch validates a fetch in the leader's epoch, reads, and updates
 // the follower's state; a fetch with nothing to read parks.
 func (p *Partition) serveFetch(m *Fetch, f *follower) {
+	// Retention and DeleteRecords move the log start outside the state
+	// machine; followers follow it.
+	if start, _, _, err := p.cfg.Log.Offsets(); err == nil {
+		p.logStart = max(p.logStart, start)
+	}
 	resp := &FetchResponse{
 		Header: p.header(m.From), ID: m.ID, Leader: p.leader, LeaderEpoch: p.leaderEpoch,
 		FetchOffset: m.FetchOffset, HighWatermark: p.hw, LogStartOffset: p.logStart, LogEndOffset: p.written,

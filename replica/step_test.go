@@ -172,7 +172,8 @@ func FuzzStep(f *testing.F) {
 // A follower whose log ends below the leader's log start offset restarts
 // its log there (fetchOffsetAndTruncate); if that start lies inside a
 // batch, it takes the whole batch, as Kafka's follower does after an
-// UnexpectedAppendOffsetException.
+// UnexpectedAppendOffsetException, and its log start then follows the
+// leader's.
 func TestFollowerBehindTheLeadersLogStartRestarts(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
@@ -180,7 +181,7 @@ func TestFollowerBehindTheLeadersLogStartRestarts(t *testing.T) {
 		wantStart int64
 	}{
 		{"at a batch boundary", 5, 5},
-		{"inside a batch", 7, 5},
+		{"inside a batch", 7, 7},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newCluster(t, 1, 2).start(nil)
@@ -206,4 +207,25 @@ func TestFollowerBehindTheLeadersLogStartRestarts(t *testing.T) {
 			require.Equal(t, c.entries(1), es)
 		})
 	}
+}
+
+// Records the leader deletes (DeleteRecords, retention) go on its
+// followers too: a follower's log start follows the leader's, up to its
+// own high watermark.
+func TestFollowerLogStartFollowsTheLeaders(t *testing.T) {
+	c := newCluster(t, 1, 2).start(nil)
+	c.elect(1)
+	c.stabilize()
+	for _, v := range []string{"a", "b", "c", "d"} {
+		_, err := c.produce(1, AcksAll, v)
+		require.NoError(t, err)
+		c.stabilize()
+	}
+	c.tick(10)
+	require.NoError(t, c.node(1).log.DeleteRecordsBefore(3))
+	_, err := c.produce(1, AcksAll, "e")
+	require.NoError(t, err)
+	c.tick(10)
+	require.EqualValues(t, 3, c.node(2).log.LogStartOffset())
+	require.Equal(t, []string{"d", "e"}, c.values(2))
 }

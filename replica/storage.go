@@ -29,6 +29,7 @@ type Log interface {
 	SetHighWatermark(offset int64) (int64, error)
 	AdvanceHighWatermark(offset int64) (int64, error)
 	SetLeaderEpoch(epoch int32) error
+	DeleteRecordsBefore(offset int64) error
 }
 
 var (
@@ -59,9 +60,13 @@ const (
 	// WriteAdvanceHighWatermark moves a leader's high watermark forward to
 	// Offset.
 	WriteAdvanceHighWatermark
+	// WriteLogStart moves a follower's log start offset forward to Offset,
+	// after the leader's (Log.DeleteRecordsBefore): records the leader
+	// deleted go on the followers too.
+	WriteLogStart
 )
 
-var writeNames = [...]string{"?", "append", "truncate", "restart", "leader-epoch", "high-watermark", "advance-high-watermark"}
+var writeNames = [...]string{"?", "append", "truncate", "restart", "leader-epoch", "high-watermark", "advance-high-watermark", "log-start"}
 
 func (k WriteKind) String() string {
 	if int(k) < len(writeNames) {
@@ -104,6 +109,8 @@ func (w Write) Apply(l Log) error {
 		_, err = l.SetHighWatermark(w.Offset)
 	case WriteAdvanceHighWatermark:
 		_, err = l.AdvanceHighWatermark(w.Offset)
+	case WriteLogStart:
+		err = l.DeleteRecordsBefore(w.Offset)
 	default:
 		err = fmt.Errorf("%w: unknown write kind %d", ErrInvalidRequest, w.Kind)
 	}
