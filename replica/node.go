@@ -85,6 +85,10 @@ func (n *Node) Step(m Message) error {
 	}
 	var errs []error
 	for _, m := range b.Messages {
+		if m == nil {
+			errs = append(errs, fmt.Errorf("%w: nil message in a batch", ErrInvalidMessage))
+			continue
+		}
 		if h := m.Head(); h.From != b.From || h.To != b.To {
 			errs = append(errs, fmt.Errorf("%w: message %d->%d in a batch %d->%d", ErrInvalidMessage, h.From, h.To, b.From, b.To))
 			continue

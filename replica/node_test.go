@@ -127,6 +127,7 @@ func TestNodeRefusesBadInput(t *testing.T) {
 		Replicas: []NodeID{1}, ISR: []NodeID{1}}
 	err = n.Step(&Batch{Header: Header{From: NoNode, To: 1}, Messages: []Message{
 		&Fetch{Header: Header{From: 2, To: 1, Topic: "orders"}}, // From differs from the batch's
+		nil,
 		lai,
 	}})
 	require.ErrorIs(t, err, ErrInvalidMessage)
