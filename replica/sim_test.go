@@ -39,6 +39,9 @@ type sim struct {
 	produced map[uint64]simProduce
 	acked    map[string]int64 // acks=all values and the offsets acknowledged
 	written  map[[2]int64]string
+	// read is what a consumer read from a leader below its high
+	// watermark: offset -> value. Invariant 10: never replaced.
+	read     map[int64]string
 	leaderHW map[[2]int64]int64 // (node, leader epoch) -> high watermark seen
 	next     int
 	events   int
@@ -59,7 +62,7 @@ func newSim(t testingT, seed uint64, bug bugs) *sim {
 	s := &sim{
 		c: c, r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		produced: map[uint64]simProduce{}, acked: map[string]int64{},
-		written: map[[2]int64]string{}, leaderHW: map[[2]int64]int64{}, cut: map[[2]NodeID]bool{},
+		written: map[[2]int64]string{}, read: map[int64]string{}, leaderHW: map[[2]int64]int64{}, cut: map[[2]NodeID]bool{},
 	}
 	c.drop = func(m Message) bool { h := m.Head(); return s.cut[[2]NodeID{h.From, h.To}] }
 	c.elect(1)
@@ -242,8 +245,10 @@ func (s *sim) requiref(ok bool, format string, args ...any) {
 // check verifies the invariants after an event: one value per (epoch,
 // offset) across nodes and time (2), leader high watermark monotonic in
 // its epoch (4), logs matching below the lower high watermark of any two
-// running nodes (5), and every acknowledged acks=all record on every
-// running member of the controller's ISR below the HW (6).
+// running nodes (5), every acknowledged acks=all record on every running
+// member of the controller's ISR (6), and what a consumer read from a
+// leader below its high watermark never replaced on any node below its
+// own (10).
 func (s *sim) check() {
 	c := s.c
 	logs := map[NodeID][]entry{}
@@ -259,6 +264,20 @@ func (s *sim) check() {
 				s.requiref(v == e.Value, "epoch %d offset %d holds %s on node %d and %s elsewhere", e.Epoch, e.Offset, e.Value, n.id, v)
 			}
 			s.written[key] = e.Value
+		}
+		// Whatever any replica holds below its high watermark is
+		// committed: a consumer may have read it, and it must stay.
+		hw := c.hw(n.id)
+		for _, e := range es {
+			if e.Offset >= hw {
+				break
+			}
+			if v, ok := s.read[e.Offset]; ok {
+				s.requiref(v == e.Value, "offset %d was read as %s, node %d now has %s below its HW %d", e.Offset, v, n.id, e.Value, hw)
+			}
+			if n.p.Status().Role == RoleLeader {
+				s.read[e.Offset] = e.Value
+			}
 		}
 		st := n.p.Status()
 		if st.Role == RoleLeader {
