@@ -23,7 +23,14 @@ func (l *Log) TruncateTo(offset int64) error {
 	if offset < 0 {
 		return &OffsetOutOfRangeError{Offset: offset, Start: l.logStart.Load(), End: l.leo.Load()}
 	}
-	if offset >= l.leo.Load() {
+	if leo := l.leo.Load(); offset >= leo {
+		// No record goes, but an epoch this replica assigned when it led,
+		// without writing in it, may start at the log end; a follower must
+		// not keep it, or it would report it as its last fetched epoch
+		// forever (Kafka's UnifiedLog.truncateTo does the same).
+		if err := l.epochs.TruncateFromEnd(leo); err != nil {
+			return l.fail(err)
+		}
 		return nil
 	}
 	l.mu.RLock()

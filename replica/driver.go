@@ -1,0 +1,291 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Transport carries a driver's messages to other nodes and to the
+// controller (To is NoNode); the application implements it over its own
+// RPC, and hands the messages it receives to Driver.Receive. Send is
+// called from the driver's loop: it should queue the message and return,
+// not wait for the network. Losing a message is allowed; the protocol
+// sends again what matters.
+type Transport interface {
+	Send(m Message)
+}
+
+// DriverConfig configures a Driver.
+type DriverConfig struct {
+	Node      *Node
+	Transport Transport
+	// TickInterval is how often the node ticks; default 100 ms, the
+	// interval Config's defaults assume.
+	TickInterval time.Duration
+	// OnError, if set, hears the errors of stepping received messages
+	// (most are stale messages, which the protocol expects).
+	OnError func(error)
+}
+
+// ErrStopped is returned by a Driver that was stopped.
+var ErrStopped = errors.New("replica: driver stopped")
+
+// Driver runs a Node with goroutines, in the style of etcd raft's node.go:
+// one loop steps messages, ticks and produces and sends what the node
+// emits, and each partition has a writer goroutine that applies its writes
+// in order, so that a slow fsync holds up only its own partition. The
+// application supplies the Transport and hands received messages to
+// Receive; Produce blocks until a produce's result.
+type Driver struct {
+	cfg     DriverConfig
+	node    *Node
+	inbox   chan func() // unbuffered: a send succeeds only into a running loop
+	done    chan writeDone
+	stop    chan struct{}
+	stopped chan struct{}
+	wg      sync.WaitGroup
+
+	// Owned by the loop.
+	writers map[*Partition]*writer
+	waiting map[produceKey]chan ProduceResult
+	nextID  uint64
+}
+
+type produceKey struct {
+	topic     string
+	partition int32
+	id        uint64
+}
+
+type writeDone struct {
+	p   *Partition
+	rd  Ready
+	err error
+}
+
+// NewDriver returns a driver of cfg.Node; Run starts it. From then on the
+// node belongs to the driver's loop: add partitions with AddPartition.
+func NewDriver(cfg DriverConfig) (*Driver, error) {
+	if cfg.Node == nil || cfg.Transport == nil {
+		return nil, fmt.Errorf("%w: a driver needs a Node and a Transport", ErrInvalidConfig)
+	}
+	if cfg.TickInterval <= 0 {
+		cfg.TickInterval = 100 * time.Millisecond
+	}
+	return &Driver{
+		cfg: cfg, node: cfg.Node, inbox: make(chan func()), done: make(chan writeDone),
+		stop: make(chan struct{}), stopped: make(chan struct{}),
+		writers: map[*Partition]*writer{}, waiting: map[produceKey]chan ProduceResult{},
+	}, nil
+}
+
+// Run runs the loop until Stop or ctx ends; it returns once every
+// goroutine of the driver has ended.
+func (d *Driver) Run(ctx context.Context) error {
+	defer close(d.stopped)
+	ticker := time.NewTicker(d.cfg.TickInterval)
+	defer ticker.Stop()
+	defer d.shutdown()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-d.stop:
+			return nil
+		case <-ticker.C:
+			d.node.Tick()
+		case fn := <-d.inbox:
+			fn()
+		case wd := <-d.done:
+			if wd.err != nil {
+				wd.p.Fail(wd.err)
+			}
+			if err := wd.p.Advance(wd.rd); err != nil {
+				d.report(err)
+			}
+		}
+		d.flush()
+	}
+}
+
+// flush hands out everything the node has to do.
+func (d *Driver) flush() {
+	for d.node.HasReady() {
+		rd := d.node.Ready()
+		for _, m := range rd.Messages {
+			d.cfg.Transport.Send(m)
+		}
+		for _, r := range rd.Results {
+			key := produceKey{r.Topic, r.Partition, r.ID}
+			if ch, ok := d.waiting[key]; ok && r.To == d.node.id {
+				delete(d.waiting, key)
+				ch <- r
+				continue
+			}
+			d.cfg.Transport.Send(&r)
+		}
+		for _, pr := range rd.Partitions {
+			d.writer(pr.Partition).push(pr.Ready)
+		}
+	}
+}
+
+func (d *Driver) writer(p *Partition) *writer {
+	w, ok := d.writers[p]
+	if !ok {
+		w = &writer{p: p, wake: make(chan struct{}, 1)}
+		d.writers[p] = w
+		d.wg.Add(1)
+		go w.run(d)
+	}
+	return w
+}
+
+func (d *Driver) report(err error) {
+	if err != nil && d.cfg.OnError != nil {
+		d.cfg.OnError(err)
+	}
+}
+
+// shutdown stops the writers and fails the produces still waiting.
+func (d *Driver) shutdown() {
+	for _, w := range d.writers {
+		w.mu.Lock()
+		w.closed = true
+		w.mu.Unlock()
+		w.signal()
+	}
+	// Writers may be blocked handing a completion to the loop.
+	finished := make(chan struct{})
+	go func() { d.wg.Wait(); close(finished) }()
+	for {
+		select {
+		case <-d.done:
+		case <-finished:
+			for key, ch := range d.waiting {
+				ch <- ProduceResult{ID: key.id, Err: ErrStopped}
+			}
+			return
+		}
+	}
+}
+
+// do runs fn on the loop, or fails with ErrStopped.
+func (d *Driver) do(ctx context.Context, fn func()) error {
+	select {
+	case d.inbox <- fn:
+		return nil
+	case <-d.stopped:
+		return ErrStopped
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// AddPartition adds a partition to the node while the driver runs; see
+// Node.Add.
+func (d *Driver) AddPartition(ctx context.Context, cfg Config) error {
+	errc := make(chan error, 1)
+	if err := d.do(ctx, func() { _, err := d.node.Add(cfg); errc <- err }); err != nil {
+		return err
+	}
+	return <-errc
+}
+
+// Receive hands the driver a message that arrived for its node. It waits
+// only while the loop is busy.
+func (d *Driver) Receive(ctx context.Context, m Message) error {
+	return d.do(ctx, func() { d.report(d.node.Step(m)) })
+}
+
+// Produce appends batch to a partition this node leads and waits for its
+// result: a ProduceResult whose Err says how it ended, or the refusal.
+func (d *Driver) Produce(ctx context.Context, topic string, partition int32, acks Acks, batch []byte) (ProduceResult, error) {
+	ch := make(chan ProduceResult, 1)
+	errc := make(chan error, 1)
+	err := d.do(ctx, func() {
+		d.nextID++
+		id := d.nextID
+		err := d.node.Step(&Produce{Header: Header{From: d.node.id, To: d.node.id, Topic: topic, Partition: partition}, ID: id, Acks: acks, Batch: batch})
+		if err == nil {
+			d.waiting[produceKey{topic, partition, id}] = ch
+		}
+		errc <- err
+	})
+	if err != nil {
+		return ProduceResult{}, err
+	}
+	if err := <-errc; err != nil {
+		return ProduceResult{}, err
+	}
+	select {
+	case r := <-ch:
+		return r, nil
+	case <-ctx.Done():
+		// The result still comes, to a channel nobody reads.
+		return ProduceResult{}, ctx.Err()
+	}
+}
+
+// Stop stops the loop and waits for Run to return; call it only once Run
+// was started.
+func (d *Driver) Stop() {
+	select {
+	case <-d.stop:
+	default:
+		close(d.stop)
+	}
+	<-d.stopped
+}
+
+// writer applies one partition's writes in order.
+type writer struct {
+	p      *Partition
+	wake   chan struct{}
+	mu     sync.Mutex
+	queue  []Ready
+	closed bool
+}
+
+func (w *writer) push(rd Ready) {
+	w.mu.Lock()
+	w.queue = append(w.queue, rd)
+	w.mu.Unlock()
+	w.signal()
+}
+
+func (w *writer) signal() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (w *writer) run(d *Driver) {
+	defer d.wg.Done()
+	for range w.wake {
+		for {
+			w.mu.Lock()
+			if w.closed {
+				w.mu.Unlock()
+				return
+			}
+			if len(w.queue) == 0 {
+				w.mu.Unlock()
+				break
+			}
+			rd := w.queue[0]
+			w.queue = w.queue[1:]
+			w.mu.Unlock()
+			err := ApplyWrites(w.p.cfg.Log, rd.Writes)
+			select {
+			case d.done <- writeDone{p: w.p, rd: rd, err: err}:
+			case <-d.stop:
+				return
+			}
+		}
+	}
+}

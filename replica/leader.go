@@ -1,0 +1,557 @@
+package replica
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/strandlog/strand/log"
+	"github.com/strandlog/strand/segment"
+)
+
+// never is the lastCaughtUp of a follower that never caught up.
+const never = -1 << 62
+
+// leaderState is what a leader keeps.
+type leaderState struct {
+	// ready is false until the leader epoch write is applied: until then
+	// produces and fetches wait, since the log does not know the epoch.
+	ready     bool
+	leso      int64 // the leader epoch start offset
+	followers []*follower
+	pending   *pendingISR
+	waiting   []*waitingProduce
+	queued    []*Produce
+}
+
+// follower is a leader's view of a follower (Kafka's Replica state).
+type follower struct {
+	id                 NodeID
+	leo                int64 // -1 until it fetches in this epoch
+	synced             int64 // what it reported synced, -1 until it fetches
+	lastFetchLeaderLEO int64
+	lastFetchTime      int64
+	lastCaughtUp       int64
+	fetchedThisEpoch   bool
+	parked             *parkedFetch
+}
+
+// caughtUp is Kafka's Replica.isCaughtUp.
+func (f *follower) caughtUp(leaderEnd, now int64, lag int) bool {
+	return f.leo == leaderEnd || now-f.lastCaughtUp <= int64(lag)
+}
+
+// parkedFetch is a long poll: a fetch with nothing to return yet.
+type parkedFetch struct {
+	req      *Fetch
+	deadline int64
+	hw       int64 // the high watermark it would have been answered with
+}
+
+type pendingISR struct {
+	isr     []NodeID
+	expand  bool
+	msg     *AlterPartition
+	retryAt int64
+	hold    bool // a non-retriable answer: wait for new metadata
+}
+
+type waitingProduce struct {
+	req        *Produce
+	base, last int64
+	deadline   int64
+}
+
+func (p *Partition) becomeLeader(newEpoch bool) {
+	wasLeader := p.role == RoleLeader
+	p.role = RoleLeader
+	p.fl = followerState{fetchID: p.fl.fetchID}
+	if !newEpoch {
+		// Only the ISR or replicas changed: the committed state is the
+		// controller's now, whatever was proposed.
+		p.ld.pending = nil
+		p.syncFollowers(false)
+		p.leaderProgress()
+		return
+	}
+	if wasLeader {
+		// Fetches parked in the old epoch are fenced now.
+		for _, f := range p.ld.followers {
+			if f.parked != nil {
+				p.answerFetch(f.parked.req, CodeFencedLeaderEpoch)
+				f.parked = nil
+			}
+		}
+	}
+	p.ld.ready = false
+	p.ld.pending = nil
+	p.syncFollowers(true)
+	p.write(Write{Kind: WriteLeaderEpoch, Epoch: p.leaderEpoch})
+	p.epochPending = p.leaderEpoch
+}
+
+// syncFollowers makes the follower list match the replicas; with reset,
+// every follower's state starts over as for a new leader epoch (Kafka's
+// resetReplicaState): its log end unknown, caught up now if in the ISR.
+func (p *Partition) syncFollowers(reset bool) {
+	var fs []*follower
+	for _, id := range p.replicas {
+		if id == p.cfg.ID {
+			continue
+		}
+		i := slices.IndexFunc(p.ld.followers, func(f *follower) bool { return f.id == id })
+		if i >= 0 && !reset {
+			fs = append(fs, p.ld.followers[i])
+			continue
+		}
+		f := &follower{id: id, leo: -1, synced: -1, lastCaughtUp: never, lastFetchTime: never, lastFetchLeaderLEO: -1}
+		if slices.Contains(p.isr, id) {
+			f.lastCaughtUp = p.now
+		}
+		if i >= 0 {
+			f.parked = p.ld.followers[i].parked
+		}
+		fs = append(fs, f)
+	}
+	p.ld.followers = fs
+}
+
+// leaderReady runs once the leader epoch is in the log.
+func (p *Partition) leaderReady() {
+	if err := p.refresh(); err != nil {
+		return
+	}
+	p.ld.ready = true
+	p.ld.leso = p.end
+	queued := p.ld.queued
+	p.ld.queued = nil
+	for _, req := range queued {
+		if err := p.produce(req); err != nil {
+			p.result(req, 0, 0, err)
+		}
+	}
+	for _, f := range p.ld.followers {
+		if f.parked != nil {
+			req := f.parked.req
+			f.parked = nil
+			p.serveFetch(req, f)
+		}
+	}
+}
+
+// resignLeadership fails what waits on this leader.
+func (p *Partition) resignLeadership() {
+	p.failProduces(&NotLeaderError{Leader: p.leader, LeaderEpoch: p.leaderEpoch})
+	for _, f := range p.ld.followers {
+		if f.parked != nil {
+			p.answerFetch(f.parked.req, CodeNotLeaderOrFollower)
+		}
+	}
+	p.ld = leaderState{}
+}
+
+func (p *Partition) failProduces(err error) {
+	for _, w := range p.ld.waiting {
+		p.result(w.req, w.base, w.last, err)
+	}
+	for _, req := range p.ld.queued {
+		p.result(req, 0, 0, err)
+	}
+	p.ld.waiting, p.ld.queued = nil, nil
+}
+
+func (p *Partition) result(req *Produce, base, last int64, err error) {
+	p.results = append(p.results, ProduceResult{Header: p.header(req.From), ID: req.ID, Err: err, BaseOffset: base, LastOffset: last})
+}
+
+func (p *Partition) stepProduce(m *Produce) error {
+	if p.role != RoleLeader {
+		return p.notLeader()
+	}
+	if !p.ld.ready {
+		if err := p.checkProduce(m); err != nil {
+			return err
+		}
+		p.ld.queued = append(p.ld.queued, m)
+		return nil
+	}
+	return p.produce(m)
+}
+
+// checkProduce is what a leader refuses before it appends
+// (Partition.appendRecordsToLeader).
+func (p *Partition) checkProduce(m *Produce) error {
+	if !m.Acks.valid() {
+		return fmt.Errorf("%w: acks %d, allowed 0, 1 or -1", ErrInvalidAcks, m.Acks)
+	}
+	if len(m.Batch) > p.cfg.MaxBatchBytes {
+		return fmt.Errorf("%w: a batch of %d bytes, MaxBatchBytes is %d", ErrMessageTooLarge, len(m.Batch), p.cfg.MaxBatchBytes)
+	}
+	b, rest, err := segment.ParseBatch(m.Batch)
+	if err == nil && len(rest) > 0 {
+		err = fmt.Errorf("%d bytes after the batch", len(rest))
+	}
+	if err == nil {
+		err = b.Validate()
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrCorruptMessage, err)
+	}
+	if m.Acks == AcksAll {
+		if p.cfg.MinInsyncReplicas > len(p.replicas) {
+			return fmt.Errorf("%w: MinInsyncReplicas %d is above the %d replicas", ErrNotEnoughReplicas, p.cfg.MinInsyncReplicas, len(p.replicas))
+		}
+		if len(p.isr) < p.effectiveMinISR() {
+			return fmt.Errorf("%w: ISR %v, MinInsyncReplicas %d", ErrNotEnoughReplicas, p.isr, p.cfg.MinInsyncReplicas)
+		}
+	}
+	return nil
+}
+
+// produce appends m's batch in the leader's epoch at the end of the log.
+func (p *Partition) produce(m *Produce) error {
+	if err := p.checkProduce(m); err != nil {
+		return err
+	}
+	b := segment.Batch(m.Batch)
+	b.SetBaseOffset(p.end)
+	b.SetPartitionLeaderEpoch(p.leaderEpoch)
+	p.write(Write{Kind: WriteAppend, Batch: b})
+	w := &waitingProduce{req: m, base: b.BaseOffset(), last: b.LastOffset()}
+	timeout := int64(m.Timeout)
+	if timeout <= 0 {
+		timeout = int64(p.cfg.ProduceTimeout)
+	}
+	w.deadline = p.now + timeout
+	p.end = w.last + 1
+	p.ld.waiting = append(p.ld.waiting, w)
+	return nil
+}
+
+// completeProduces delivers the results that are due: AcksNone and
+// AcksLeader once their append is applied, AcksAll once the high
+// watermark passes them (DelayedProduce) and that is applied to the log.
+func (p *Partition) completeProduces() {
+	n := 0
+	for _, w := range p.ld.waiting {
+		done := w.last < p.written && (w.req.Acks != AcksAll || w.last < p.hwWritten)
+		switch {
+		case !done:
+			p.ld.waiting[n] = w
+			n++
+		case w.req.Acks == AcksAll && len(p.maximalISR()) < p.effectiveMinISR():
+			p.result(w.req, w.base, w.last, fmt.Errorf("%w: maximal ISR %v, MinInsyncReplicas %d", ErrNotEnoughReplicasAfterAppend, p.maximalISR(), p.cfg.MinInsyncReplicas))
+		default:
+			p.result(w.req, w.base, w.last, nil)
+		}
+	}
+	clear(p.ld.waiting[n:])
+	p.ld.waiting = p.ld.waiting[:n]
+}
+
+// maximalISR is the committed ISR, grown by a pending expansion (KIP-497):
+// an expansion counts at once, a shrink only once committed.
+func (p *Partition) maximalISR() []NodeID {
+	if pd := p.ld.pending; pd != nil && pd.expand {
+		return pd.isr
+	}
+	return p.isr
+}
+
+// leaderProgress does what a leader does after anything moved.
+func (p *Partition) leaderProgress() {
+	if !p.ld.ready {
+		return
+	}
+	p.maybeIncrementHW()
+	p.completeProduces()
+	p.wakeParked()
+}
+
+// maybeIncrementHW moves the high watermark (Partition.maybeIncrementLeaderHW).
+func (p *Partition) maybeIncrementHW() {
+	if len(p.isr) < p.effectiveMinISR() {
+		return // KIP-966 strict min ISR: nothing commits under it
+	}
+	end := p.written
+	if p.cfg.SyncedAcks {
+		synced, err := p.cfg.Log.SyncedEndOffset()
+		if err != nil {
+			p.Fail(err)
+			return
+		}
+		end = min(end, synced)
+	}
+	hw := highWatermark(end, p.written, p.ld.followers, p.maximalISR(), p.now, p.cfg.ReplicaLagTime, p.cfg.SyncedAcks)
+	if hw > p.hw {
+		p.hw = hw
+		p.write(Write{Kind: WriteAdvanceHighWatermark, Offset: hw})
+	}
+}
+
+// highWatermark is the lowest log end among the leader (end) and the
+// followers that hold it back: those in the maximal ISR, and those caught
+// up to the leader's log end (leaderEnd) though not yet in it, so that
+// they can ever join. With synced, a follower's end is what it synced.
+func highWatermark(end, leaderEnd int64, fs []*follower, maximalISR []NodeID, now int64, lag int, synced bool) int64 {
+	hw := end
+	for _, f := range fs {
+		fEnd := f.leo
+		if synced {
+			fEnd = f.synced
+		}
+		if fEnd < hw && (slices.Contains(maximalISR, f.id) || f.caughtUp(leaderEnd, now, lag)) {
+			hw = fEnd
+		}
+	}
+	return hw
+}
+
+func (p *Partition) leaderTick() {
+	n := 0
+	for _, w := range p.ld.waiting {
+		if w.req.Acks == AcksAll && p.now >= w.deadline {
+			p.result(w.req, w.base, w.last, fmt.Errorf("%w: [%d, %d] not committed in time; it may still be", ErrTimeout, w.base, w.last))
+			continue
+		}
+		p.ld.waiting[n] = w
+		n++
+	}
+	clear(p.ld.waiting[n:])
+	p.ld.waiting = p.ld.waiting[:n]
+	if !p.ld.ready {
+		return
+	}
+	p.wakeParked()
+	if pd := p.ld.pending; pd != nil && !pd.hold && p.now >= pd.retryAt {
+		pd.retryAt = p.now + int64(p.cfg.RequestTimeout)
+		p.send(pd.msg)
+	}
+	if p.now%int64(p.cfg.ReplicaLagTime/2) == 0 {
+		p.maybeShrinkISR()
+	}
+	if p.cfg.SyncedAcks {
+		p.leaderProgress() // the log may have synced more since
+	}
+}
+
+// maybeShrinkISR proposes an ISR without the followers that did not catch
+// up within ReplicaLagTime (Partition.maybeShrinkIsr).
+func (p *Partition) maybeShrinkISR() {
+	if p.ld.pending != nil {
+		return
+	}
+	var out []NodeID
+	for _, f := range p.ld.followers {
+		if slices.Contains(p.isr, f.id) && !f.caughtUp(p.written, p.now, p.cfg.ReplicaLagTime) {
+			out = append(out, f.id)
+		}
+	}
+	if len(out) > 0 {
+		p.proposeISR(slices.DeleteFunc(slices.Clone(p.isr), func(n NodeID) bool { return slices.Contains(out, n) }), false)
+	}
+}
+
+// maybeExpandISR proposes f for the ISR once it holds what the leader
+// committed and what its epoch began with, having fetched in this epoch
+// (Partition.maybeExpandIsr, KIP-320 rule 4).
+func (p *Partition) maybeExpandISR(f *follower) {
+	if p.ld.pending != nil || slices.Contains(p.isr, f.id) || !f.fetchedThisEpoch {
+		return
+	}
+	if f.leo >= p.hw && (f.leo >= p.ld.leso || p.cfg.bugs.noEpochStartGuard) {
+		p.proposeISR(append(slices.Clone(p.isr), f.id), true)
+	}
+}
+
+func (p *Partition) proposeISR(isr []NodeID, expand bool) {
+	msg := &AlterPartition{Header: p.header(NoNode), LeaderEpoch: p.leaderEpoch, PartitionEpoch: p.partitionEpoch, ISR: isr}
+	p.ld.pending = &pendingISR{isr: isr, expand: expand, msg: msg, retryAt: p.now + int64(p.cfg.RequestTimeout)}
+	p.send(msg)
+}
+
+// stepAlterPartitionResponse applies the controller's answer
+// (Partition.handleAlterPartitionUpdate and its error handling).
+func (p *Partition) stepAlterPartitionResponse(m *AlterPartitionResponse) error {
+	pd := p.ld.pending
+	if p.role != RoleLeader || pd == nil {
+		return fmt.Errorf("%w: no ISR change is pending", ErrStale)
+	}
+	switch m.Err {
+	case CodeNone:
+		if m.LeaderEpoch != p.leaderEpoch || m.PartitionEpoch <= p.partitionEpoch {
+			return fmt.Errorf("%w: answer for epochs %d/%d, current %d/%d", ErrStale, m.LeaderEpoch, m.PartitionEpoch, p.leaderEpoch, p.partitionEpoch)
+		}
+		if !slices.Contains(m.ISR, p.cfg.ID) {
+			return fmt.Errorf("%w: the committed ISR %v lacks its leader %d", ErrInvalidMessage, m.ISR, p.cfg.ID)
+		}
+		p.isr, p.partitionEpoch, p.ld.pending = slices.Clone(m.ISR), m.PartitionEpoch, nil
+		p.leaderProgress()
+	case CodeIneligibleReplica, CodeOperationNotAttempted:
+		p.ld.pending = nil // back to the committed state
+	case CodeNotController, CodeRequestTimedOut, CodeUnknownTopicOrPartition:
+		pd.retryAt = p.now + int64(p.cfg.RetryBackoff)
+	default:
+		pd.hold = true
+	}
+	return nil
+}
+
+// stepFetch serves a follower (Partition.fetchRecords).
+func (p *Partition) stepFetch(m *Fetch) error {
+	switch {
+	case m.FetchOffset < 0 || m.MaxBytes < 0 || m.MaxWait < 0:
+		return fmt.Errorf("%w: fetch offset %d, max bytes %d, max wait %d", ErrInvalidMessage, m.FetchOffset, m.MaxBytes, m.MaxWait)
+	case p.role != RoleLeader:
+		p.answerFetch(m, CodeNotLeaderOrFollower)
+	case m.CurrentLeaderEpoch < p.leaderEpoch:
+		p.answerFetch(m, CodeFencedLeaderEpoch)
+	case m.CurrentLeaderEpoch > p.leaderEpoch:
+		p.answerFetch(m, CodeUnknownLeaderEpoch)
+	default:
+		i := slices.IndexFunc(p.ld.followers, func(f *follower) bool { return f.id == m.From })
+		if i < 0 {
+			p.answerFetch(m, CodeUnknownLeaderEpoch)
+			return nil
+		}
+		f := p.ld.followers[i]
+		if !p.ld.ready {
+			f.parked = &parkedFetch{req: m, deadline: p.now + int64(m.MaxWait), hw: p.hw}
+			return nil
+		}
+		f.parked = nil // a newer fetch replaces a parked one
+		p.serveFetch(m, f)
+	}
+	return nil
+}
+
+func (p *Partition) answerFetch(m *Fetch, code Code) {
+	p.send(&FetchResponse{
+		Header: p.header(m.From), ID: m.ID, Err: code, Leader: p.leader, LeaderEpoch: p.leaderEpoch,
+		FetchOffset: m.FetchOffset, HighWatermark: p.hw, LogStartOffset: p.logStart, LogEndOffset: p.written,
+		DivergingEpoch: -1, DivergingEndOffset: -1,
+	})
+}
+
+// serveFetch validates a fetch in the leader's epoch, reads, and updates
+// the follower's state; a fetch with nothing to read parks.
+func (p *Partition) serveFetch(m *Fetch, f *follower) {
+	// Retention and DeleteRecords move the log start outside the state
+	// machine; followers follow it.
+	if start, _, _, err := p.cfg.Log.Offsets(); err == nil {
+		p.logStart = max(p.logStart, start)
+	}
+	resp := &FetchResponse{
+		Header: p.header(m.From), ID: m.ID, Leader: p.leader, LeaderEpoch: p.leaderEpoch,
+		FetchOffset: m.FetchOffset, HighWatermark: p.hw, LogStartOffset: p.logStart, LogEndOffset: p.written,
+		DivergingEpoch: -1, DivergingEndOffset: -1,
+	}
+	if m.LastFetchedEpoch >= 0 {
+		epoch, end, err := p.cfg.Log.EndOffsetForEpoch(m.LastFetchedEpoch)
+		switch {
+		case err != nil:
+			resp.Err = CodeStorageError
+		case epoch == log.UndefinedEpoch || end == log.UndefinedEpochOffset, m.FetchOffset < p.logStart:
+			resp.Err = CodeOffsetOutOfRange
+		case epoch < m.LastFetchedEpoch || end < m.FetchOffset:
+			// The follower's log diverged: it truncates, and its state
+			// here stays as it was.
+			resp.DivergingEpoch, resp.DivergingEndOffset = epoch, end
+		}
+		if resp.Err != CodeNone || resp.DivergingEpoch >= 0 {
+			p.send(resp)
+			return
+		}
+	}
+	maxBytes := int(m.MaxBytes)
+	if maxBytes == 0 || maxBytes > p.cfg.FetchMaxBytes {
+		maxBytes = p.cfg.FetchMaxBytes
+	}
+	records, err := p.read(m.FetchOffset, maxBytes)
+	if err != nil {
+		resp.Err = CodeStorageError
+		if oor, ok := errors.AsType[*log.OffsetOutOfRangeError](err); ok {
+			resp.Err, resp.LogStartOffset, resp.LogEndOffset = CodeOffsetOutOfRange, oor.Start, oor.End
+		}
+		p.send(resp)
+		return
+	}
+	p.updateFollower(f, m)
+	p.maybeExpandISR(f)
+	p.leaderProgress()
+	if len(records) == 0 && m.MaxWait > 0 {
+		if p.hw == resp.HighWatermark {
+			f.parked = &parkedFetch{req: m, deadline: p.now + int64(m.MaxWait), hw: resp.HighWatermark}
+			return
+		}
+		// This fetch moved the high watermark: say so at once rather
+		// than after the long poll.
+		resp.HighWatermark = p.hw
+	}
+	resp.Records = records
+	p.send(resp)
+}
+
+// read returns the records from offset on, whole batches up to the end
+// of what this leader appended.
+func (p *Partition) read(offset int64, maxBytes int) ([]byte, error) {
+	bs, err := p.cfg.Log.Read(offset, maxBytes, log.ReadLogEnd)
+	if err != nil {
+		return nil, err
+	}
+	defer bs.Close()
+	if bs.Len() == 0 {
+		return nil, nil
+	}
+	data, err := bs.Bytes()
+	if err != nil {
+		return nil, err
+	}
+	// Keep whole batches below the end this leader knows of.
+	n := 0
+	for rest := data; len(rest) > 0; {
+		b, next, err := segment.ParseBatch(rest)
+		if err != nil || b.LastOffset() >= p.end {
+			break
+		}
+		n += len(b)
+		rest = next
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	return data[:n], nil
+}
+
+// updateFollower records an accepted fetch (Replica.updateFetchStateOrThrow).
+func (p *Partition) updateFollower(f *follower, m *Fetch) {
+	leaderEnd := p.written
+	switch {
+	case m.FetchOffset >= leaderEnd:
+		f.lastCaughtUp = max(f.lastCaughtUp, p.now)
+	case m.FetchOffset >= f.lastFetchLeaderLEO:
+		f.lastCaughtUp = max(f.lastCaughtUp, f.lastFetchTime)
+	}
+	f.lastFetchLeaderLEO = max(leaderEnd, f.lastFetchLeaderLEO)
+	f.lastFetchTime = p.now
+	f.leo = m.FetchOffset
+	f.synced = min(max(m.SyncedOffset, 0), m.FetchOffset)
+	f.fetchedThisEpoch = true
+}
+
+// wakeParked answers the long polls that have something to say now: data
+// past their offset, a new high watermark, or their time is up.
+func (p *Partition) wakeParked() {
+	for _, f := range p.ld.followers {
+		pf := f.parked
+		if pf == nil {
+			continue
+		}
+		if p.written > pf.req.FetchOffset || p.hw != pf.hw || p.now >= pf.deadline {
+			f.parked = nil
+			req := *pf.req
+			req.MaxWait = 0
+			p.serveFetch(&req, f)
+		}
+	}
+}

@@ -1,0 +1,173 @@
+package replica
+
+import (
+	"fmt"
+)
+
+// NodeID names a node (Kafka's broker id).
+type NodeID int32
+
+// NoNode is the NodeID of no node: no leader known. A message addressed to
+// NoNode goes to the controller, whichever node or service that is.
+const NoNode NodeID = -1
+
+// Acks is how many replicas must have a produced batch before its result
+// is delivered (Kafka's acks).
+type Acks int8
+
+// The three acks levels Kafka allows.
+const (
+	// AcksNone asks for no acknowledgement; the result says only where
+	// the batch went once it is written.
+	AcksNone Acks = 0
+	// AcksLeader acknowledges once the leader's log has the batch (under
+	// its fsync policy).
+	AcksLeader Acks = 1
+	// AcksAll acknowledges once the high watermark passes the batch: every
+	// replica of the maximal ISR has it, and that ISR has at least
+	// MinInsyncReplicas members.
+	AcksAll Acks = -1
+)
+
+func (a Acks) valid() bool { return a == AcksNone || a == AcksLeader || a == AcksAll }
+
+// Header addresses a message: the sending and receiving nodes and the
+// partition it is about.
+type Header struct {
+	From, To  NodeID
+	Topic     string
+	Partition int32
+}
+
+// Head returns the header, so that code holding a Message can route it.
+func (h *Header) Head() *Header { return h }
+
+// Message is what nodes and the controller exchange. Every message has a
+// compact binary encoding (MarshalBinary); Decode reads any of them.
+type Message interface {
+	Head() *Header
+	MarshalBinary() ([]byte, error)
+	UnmarshalBinary([]byte) error
+	kind() kind
+}
+
+// Fetch is a follower's request for records from its leader (Kafka's
+// FetchRequest from a replica, with KIP-320's epochs). The fetch offset is
+// the follower's log end: the leader takes it as the follower's progress.
+type Fetch struct {
+	Header
+	// ID correlates the response; the follower ignores a response whose
+	// ID is not that of its latest fetch.
+	ID uint64
+	// CurrentLeaderEpoch is the epoch the follower believes current; the
+	// leader fences a lower one and does not yet know a higher one.
+	CurrentLeaderEpoch int32
+	// FetchOffset is the follower's log end offset.
+	FetchOffset int64
+	// LastFetchedEpoch is the epoch of the follower's last record (its
+	// latest epoch), or -1; the leader checks it for divergence.
+	LastFetchedEpoch int32
+	// LogStartOffset is the follower's log start offset.
+	LogStartOffset int64
+	// SyncedOffset is the follower's synced end offset: everything below
+	// it is durable. Leaders with Config.SyncedAcks count it, not the
+	// fetch offset, towards the high watermark.
+	SyncedOffset int64
+	// MaxBytes bounds the records returned (at least one batch is).
+	MaxBytes int32
+	// MaxWait is how many of the leader's ticks it may hold the fetch when
+	// it has nothing new (a long poll).
+	MaxWait int32
+}
+
+// FetchResponse is the leader's answer to a Fetch.
+type FetchResponse struct {
+	Header
+	ID uint64
+	// Err is CodeNone or the reason nothing was read:
+	// CodeFencedLeaderEpoch, CodeUnknownLeaderEpoch,
+	// CodeNotLeaderOrFollower, CodeOffsetOutOfRange.
+	Err Code
+	// Leader and LeaderEpoch are the leader's view, for a follower told
+	// CodeNotLeaderOrFollower.
+	Leader      NodeID
+	LeaderEpoch int32
+	// FetchOffset echoes the request.
+	FetchOffset int64
+	// HighWatermark, LogStartOffset and LogEndOffset are the leader's.
+	HighWatermark, LogStartOffset, LogEndOffset int64
+	// DivergingEpoch and DivergingEndOffset, when DivergingEpoch is not
+	// -1, say that the follower's log diverged: the leader's largest epoch
+	// at or below the follower's last fetched epoch, and where it ends
+	// (KIP-320, KIP-595). Records is then empty.
+	DivergingEpoch     int32
+	DivergingEndOffset int64
+	// Records are whole batches from FetchOffset on.
+	Records []byte
+}
+
+// LeaderAndISR tells a node a partition's state as the controller decided
+// it: who leads in which epoch, the replicas and the in-sync ones (Kafka's
+// LeaderAndIsrRequest, or a KRaft PartitionRecord).
+type LeaderAndISR struct {
+	Header
+	ControllerEpoch int32
+	Leader          NodeID
+	LeaderEpoch     int32
+	PartitionEpoch  int32
+	Replicas        []NodeID
+	ISR             []NodeID
+	Adding          []NodeID
+	Removing        []NodeID
+}
+
+// AlterPartition is a leader's proposal of a new ISR to the controller
+// (Kafka's AlterPartitionRequest), compare-and-set on PartitionEpoch. It is
+// addressed to NoNode.
+type AlterPartition struct {
+	Header
+	LeaderEpoch    int32
+	PartitionEpoch int32
+	ISR            []NodeID
+}
+
+// AlterPartitionResponse is the controller's answer: on success the
+// partition's new state.
+type AlterPartitionResponse struct {
+	Header
+	Err            Code
+	Leader         NodeID
+	LeaderEpoch    int32
+	PartitionEpoch int32
+	ISR            []NodeID
+}
+
+// Produce asks the leader to append a batch. Batch is owned by the
+// partition from Step on: the leader stamps its offsets and epoch into it.
+type Produce struct {
+	Header
+	// ID correlates the result.
+	ID   uint64
+	Acks Acks
+	// Timeout is how many ticks an AcksAll produce may wait for the high
+	// watermark before it fails with ErrTimeout; 0 means the partition's
+	// Config.ProduceTimeout.
+	Timeout int32
+	Batch   []byte
+}
+
+// ProduceResult is the outcome of a Produce that the leader accepted.
+type ProduceResult struct {
+	Header
+	ID uint64
+	// Err is nil on success. It is ErrNotEnoughReplicasAfterAppend (the
+	// batch is in the log, but too few replicas have it), ErrTimeout (the
+	// outcome is unknown), a *NotLeaderError (leadership was lost before
+	// the batch was committed) or ErrStorage.
+	Err                    error
+	BaseOffset, LastOffset int64
+}
+
+func (m *ProduceResult) String() string {
+	return fmt.Sprintf("produce %d: [%d, %d] err=%v", m.ID, m.BaseOffset, m.LastOffset, m.Err)
+}
