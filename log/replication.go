@@ -88,68 +88,70 @@ func (l *Log) Offsets() (start, highWatermark, end int64, err error) {
 // AppendReplicated appends a batch copied from the leader; see
 // Log.AppendReplicated.
 func (p *Partition) AppendReplicated(b segment.Batch) (AppendResult, error) {
-	return with(p, func(l *Log) (AppendResult, error) { return l.AppendReplicated(b) })
+	return with(p, true, func(l *Log) (AppendResult, error) { return l.AppendReplicated(b) })
 }
 
 // TruncateTo removes the records at and after offset; see Log.TruncateTo.
 func (p *Partition) TruncateTo(offset int64) error {
-	return do(p, func(l *Log) error { return l.TruncateTo(offset) })
+	return do(p, true, func(l *Log) error { return l.TruncateTo(offset) })
 }
 
 // TruncateFullyAndStartAt empties the partition and restarts it at offset;
 // see Log.TruncateFullyAndStartAt.
 func (p *Partition) TruncateFullyAndStartAt(offset int64) error {
-	return do(p, func(l *Log) error { return l.TruncateFullyAndStartAt(offset) })
+	return do(p, true, func(l *Log) error { return l.TruncateFullyAndStartAt(offset) })
 }
 
 // SetHighWatermark sets the high watermark; see Log.SetHighWatermark. The
 // topic's partitions must be opened with Options.ExternalHighWatermark
 // (DirOptions.Log) for it to stay where it is set.
 func (p *Partition) SetHighWatermark(offset int64) (int64, error) {
-	return with(p, func(l *Log) (int64, error) { return l.SetHighWatermark(offset) })
+	return with(p, true, func(l *Log) (int64, error) { return l.SetHighWatermark(offset) })
 }
 
 // AdvanceHighWatermark moves the high watermark forward; see
 // Log.AdvanceHighWatermark.
 func (p *Partition) AdvanceHighWatermark(offset int64) (int64, error) {
-	return with(p, func(l *Log) (int64, error) { return l.AdvanceHighWatermark(offset) })
+	return with(p, true, func(l *Log) (int64, error) { return l.AdvanceHighWatermark(offset) })
 }
 
 // SetLeaderEpoch sets the epoch stamped on appended batches; see
 // Log.SetLeaderEpoch.
 func (p *Partition) SetLeaderEpoch(epoch int32) error {
-	return do(p, func(l *Log) error { return l.SetLeaderEpoch(epoch) })
+	return do(p, true, func(l *Log) error { return l.SetLeaderEpoch(epoch) })
 }
 
 // EndOffsetForEpoch answers where an epoch ended; see
 // Log.EndOffsetForEpoch.
 func (p *Partition) EndOffsetForEpoch(epoch int32) (int32, int64, error) {
-	l, err := p.acquire()
+	l, err := p.acquire(false)
 	if err != nil {
 		return 0, 0, err
 	}
-	defer p.release()
-	return l.EndOffsetForEpoch(epoch)
+	e, off, err := l.EndOffsetForEpoch(epoch)
+	p.release(err)
+	return e, off, err
 }
 
 // LatestEpoch returns the latest leader epoch; see Log.LatestEpoch.
 func (p *Partition) LatestEpoch() (int32, error) {
-	return with(p, func(l *Log) (int32, error) { return l.LatestEpoch() })
+	return with(p, false, func(l *Log) (int32, error) { return l.LatestEpoch() })
 }
 
 // SyncedEndOffset returns the offset below which everything is durable;
 // see Log.SyncedEndOffset.
 func (p *Partition) SyncedEndOffset() (int64, error) {
-	return with(p, func(l *Log) (int64, error) { return l.SyncedEndOffset() })
+	return with(p, false, func(l *Log) (int64, error) { return l.SyncedEndOffset() })
 }
 
 // Sync makes everything appended so far durable; see Log.Sync.
 func (p *Partition) Sync() error {
-	return do(p, func(l *Log) error { return l.Sync() })
+	return do(p, true, func(l *Log) error { return l.Sync() })
 }
 
-// do runs fn, which returns only an error, on the partition's open log.
-func do(p *Partition, fn func(*Log) error) error {
-	_, err := with(p, func(l *Log) (struct{}, error) { return struct{}{}, fn(l) })
+// do runs fn, which returns only an error, on the partition's open log;
+// write says whether fn changes the log.
+func do(p *Partition, write bool, fn func(*Log) error) error {
+	_, err := with(p, write, func(l *Log) (struct{}, error) { return struct{}{}, fn(l) })
 	return err
 }
