@@ -82,7 +82,7 @@ func TestDirTopics(t *testing.T) {
 	require.NoError(t, d.DeleteTopic("orders"))
 	require.ErrorIs(t, d.DeleteTopic("orders"), ErrUnknownTopic)
 	_, _, _, err = part.Offsets()
-	require.ErrorIs(t, err, ErrUnknownTopic, "a deleted topic's handle fails")
+	require.ErrorIs(t, err, ErrStalePartition, "a deleted topic's handle fails")
 	names, err := fs.List("/data")
 	require.NoError(t, err)
 	for _, n := range names {
@@ -435,7 +435,8 @@ func TestProduceBadInput(t *testing.T) {
 // TestDirConcurrentEviction appends to and reads from many partitions from
 // many goroutines while the open-file bound keeps closing them, a topic is
 // deleted and the Dir is closed: every append that succeeded is read back
-// in order, and nothing but ErrClosed or ErrUnknownTopic comes out.
+// in order, and nothing but ErrClosed, ErrUnknownTopic (Dir.Partition of
+// the deleted topic) or ErrStalePartition (a handle to it) comes out.
 func TestDirConcurrentEviction(t *testing.T) {
 	fs := newMemFS(t)
 	opts := dirOptions(fs)
@@ -447,7 +448,9 @@ func TestDirConcurrentEviction(t *testing.T) {
 
 	var mu sync.Mutex
 	acked := make(map[int32][]string) // kept's partitions: values in offset order
-	allowed := func(err error) bool { return errors.Is(err, ErrClosed) || errors.Is(err, ErrUnknownTopic) }
+	allowed := func(err error) bool {
+		return errors.Is(err, ErrClosed) || errors.Is(err, ErrUnknownTopic) || errors.Is(err, ErrStalePartition)
+	}
 	var wg sync.WaitGroup
 	for g := range 6 {
 		wg.Add(1)
