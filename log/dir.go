@@ -473,7 +473,11 @@ func (d *Dir) writeConfig(topic string, cfg TopicConfig) error {
 }
 
 // CreateTopic creates a topic. Zero fields of cfg take the Dir's
-// defaults.
+// defaults (a zero Partitions too); Unlimited and NotCompacted turn off a
+// default retention or compaction. A negative partition count or
+// retention (but Unlimited) is ErrInvalidOption. The configuration is
+// stored with the defaults filled in, so later changes of the Dir's
+// defaults leave the topic as it is (AlterTopicConfig changes it).
 func (d *Dir) CreateTopic(name string, cfg TopicConfig) error {
 	if err := ValidateTopic(name); err != nil {
 		return err
