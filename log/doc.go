@@ -3,14 +3,14 @@
 //
 // # The queue: Dir, Producer, Partition
 //
-// Most programs need three types. A Dir is a data directory of topics,
-// each split into partitions (OpenDir, CreateTopic, TopicConfig,
-// AlterTopicConfig). A Producer, from Dir.NewProducer, appends records:
-// Produce waits for its record, ProduceAsync keeps many in flight from one
+// Most programs need three types. A [Dir] is a data directory of topics,
+// each split into partitions ([OpenDir], [Dir.CreateTopic], [Dir.TopicConfig],
+// [Dir.AlterTopicConfig]). A [Producer], from [Dir.NewProducer], appends
+// records: [Producer.Produce] waits for its record, [Producer.ProduceAsync] keeps many in flight from one
 // goroutine and reports through a callback, and both gather the records
 // bound for one partition into one batch, routed by Kafka's partitioners
-// (murmur2 for keys, sticky for keyless records). A Partition, from
-// Dir.Partition, is read by offset or by time (Records, Read,
+// (murmur2 for keys, sticky for keyless records). A [Partition], from
+// [Dir.Partition], is read by offset or by time (Records, Read,
 // OffsetForTimestamp) and tailed (Wait). See the package example.
 //
 // Each partition keeps its records in offset order, and every offset is
@@ -37,7 +37,7 @@
 //
 // # The partition log: Log
 //
-// A Log is one partition in a directory, usable on its own or under a
+// A [Log] is one partition in a directory, usable on its own or under a
 // replication layer: a sequence of segments (Kafka's .log, .index and
 // .timeindex files), a leader epoch cache and checkpoint files. Appends
 // from many goroutines are coalesced into one write and one fsync (group
