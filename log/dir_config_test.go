@@ -367,3 +367,60 @@ func TestBackgroundMaintenanceLogsFailures(t *testing.T) {
 	require.Contains(t, out.String(), "topic t partition 0")
 	require.Contains(t, out.String(), "input/output error")
 }
+
+// TestAlterTopicConfigWhileAppending: changes race appends, and
+// partitions that the open-file bound keeps closing and reopening; every
+// append succeeds under the old options or the new, and every partition
+// ends with the last change (the race detector checks the rest).
+func TestAlterTopicConfigWhileAppending(t *testing.T) {
+	fs := newMemFS(t)
+	opts := dirOptions(fs)
+	opts.MaxOpenFiles = 8 // fewer than the partitions' files: they close and reopen
+	d, err := OpenDir("/data", opts)
+	require.NoError(t, err)
+	defer d.Close()
+	const parts = 4
+	require.NoError(t, d.CreateTopic("t", TopicConfig{Partitions: parts}))
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for i := range int32(parts) {
+		wg.Go(func() {
+			p := must(d.Partition("t", i))
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := p.Append([]segment.Record{record(int(i), 300)}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	for i := range 40 {
+		_, err := d.AlterTopicConfig("t", func(c *TopicConfig) {
+			c.Compression = []segment.Codec{segment.CodecNone, segment.CodecLZ4}[i%2]
+			c.SegmentBytes = []int64{4 << 10, 16 << 10}[i%2]
+			c.Fsync = []FsyncPolicy{FsyncAlways(), FsyncNever()}[i%2]
+		})
+		require.NoError(t, err)
+	}
+	close(stop)
+	wg.Wait()
+	require.Equal(t, segment.CodecLZ4, must(d.TopicConfig("t")).Compression)
+	for i := range int32(parts) {
+		p := must(d.Partition("t", i))
+		res, err := p.Append([]segment.Record{record(0, 300)})
+		require.NoError(t, err)
+		bs, err := p.Read(res.BaseOffset, 1<<20, ReadCommitted)
+		require.NoError(t, err)
+		for b, err := range bs.All() {
+			require.NoError(t, err)
+			require.Equal(t, segment.CodecLZ4, b.Codec(), "partition %d", i)
+			break
+		}
+		require.NoError(t, bs.Close())
+	}
+}
