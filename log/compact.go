@@ -293,6 +293,7 @@ func (l *Log) planCompaction(now time.Time, opts CompactOptions) (*plan, error) 
 // fill, and offsets within 2^31 of the base. The new segment is no larger
 // than the sum of the old ones.
 func (l *Log) groupSegments(segs []*segRef) [][]*segRef {
+	segmentBytes := l.liveOptions().SegmentBytes // a topic's configuration may change it
 	var groups [][]*segRef
 	for len(segs) > 0 {
 		n, size := 1, segs[0].Size()
@@ -302,7 +303,7 @@ func (l *Log) groupSegments(segs []*segRef) [][]*segRef {
 			if n+1 < len(segs) {
 				end = segs[n+1].BaseOffset()
 			}
-			if size+next.Size() > l.opts.SegmentBytes || !l.indexFits(size+next.Size()) ||
+			if size+next.Size() > segmentBytes || !l.indexFits(size+next.Size()) ||
 				end-1-segs[0].BaseOffset() > math.MaxInt32 {
 				break
 			}

@@ -11,11 +11,13 @@ import (
 	"io"
 	iofs "io/fs"
 	"iter"
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/strandlog/strand/internal/vfs"
@@ -25,15 +27,27 @@ import (
 // DirOptions configure a data directory.
 type DirOptions struct {
 	// Log holds the options every partition's Log starts from: the file
-	// system, index sizes, MaxBatchBytes, CheckpointInterval, Now. Its
-	// SegmentBytes, SegmentAge, Fsync and Compression are overridden by the
-	// topic's configuration.
+	// system, index sizes, CheckpointInterval, Now. Its SegmentBytes,
+	// SegmentAge, Fsync, Compression and MaxBatchBytes are overridden by
+	// the topic's configuration. ExternalHighWatermark is refused
+	// (ErrInvalidOption): nothing would set a Dir partition's high
+	// watermark, so no record would ever be readable.
 	Log Options
 
-	// Defaults fill in the zero fields of a topic's configuration.
+	// Defaults fill in the zero fields of a topic's configuration when it
+	// is created (and when AlterTopicConfig leaves a field zero).
 	// Defaults.Partitions is the partition count of a topic created
-	// without one (default 1).
+	// without one; like every default, its zero means the built-in
+	// default, here 1. Negative values are refused, but for Unlimited in
+	// Retention.
 	Defaults TopicConfig
+
+	// Logger receives what the background maintenance cannot return to a
+	// caller: the partitions whose retention or compaction failed, one
+	// record per failure at level Error. Default slog.Default(), so that
+	// failures are seen unless discarded on purpose (a Logger with
+	// slog.DiscardHandler).
+	Logger *slog.Logger
 
 	// MaxOpenFiles bounds the files the partitions keep open (three per
 	// segment, and each partition's lock file); the least recently used
@@ -100,8 +114,9 @@ type Dir struct {
 
 type topic struct {
 	name     string
-	compact  bool        // cfg.Compact, which never changes: read without the lock
+	compact  atomic.Bool // cfg.compacted(), for checks without the lock
 	cfg      TopicConfig // merged with the defaults
+	gen      int         // counts the changes of cfg: a partition opened meanwhile reconfigures
 	parts    []*Partition
 	deleting bool // DeleteTopic is closing its partitions
 }
@@ -116,14 +131,20 @@ func OpenDir(path string, opts DirOptions) (*Dir, error) {
 	if _, err := opts.Log.withDefaults(); err != nil {
 		return nil, err
 	}
+	if opts.Log.ExternalHighWatermark {
+		return nil, fmt.Errorf("%w: Log.ExternalHighWatermark is for a Log whose replication sets the high watermark; a Dir has none, so nothing produced would be readable", ErrInvalidOption)
+	}
 	if opts.Log.FS == nil {
 		opts.Log.FS = vfs.Default
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
 	}
 	if opts.Defaults.Partitions == 0 {
 		opts.Defaults.Partitions = 1
 	}
-	if err := checkPartitions("Defaults.Partitions", opts.Defaults.Partitions); err != nil {
-		return nil, err
+	if err := opts.Defaults.check(); err != nil {
+		return nil, fmt.Errorf("Defaults: %w", err)
 	}
 	switch {
 	case opts.MaxOpenFiles == 0:
@@ -361,7 +382,8 @@ func parsePartitionDir(name string) (string, int32, bool) {
 }
 
 func (d *Dir) newTopic(name string, cfg TopicConfig) *topic {
-	t := &topic{name: name, compact: cfg.Compact, cfg: cfg}
+	t := &topic{name: name, cfg: cfg}
+	t.compact.Store(cfg.compacted())
 	t.grow(d, cfg.Partitions)
 	return t
 }
@@ -406,7 +428,7 @@ func (d *Dir) readConfig(name string) (TopicConfig, error) {
 // merged with the defaults, can open: a configuration is never written
 // unless it passes, and one read from disk that does not is refused.
 func (d *Dir) checkConfig(cfg TopicConfig) error {
-	if err := checkPartitions("Partitions", cfg.Partitions); err != nil {
+	if err := cfg.check(); err != nil {
 		return err
 	}
 	if _, err := cfg.logOptions(d.opts.Log).withDefaults(); err != nil {
@@ -451,7 +473,11 @@ func (d *Dir) writeConfig(topic string, cfg TopicConfig) error {
 }
 
 // CreateTopic creates a topic. Zero fields of cfg take the Dir's
-// defaults.
+// defaults (a zero Partitions too); Unlimited and NotCompacted turn off a
+// default retention or compaction. A negative partition count or
+// retention (but Unlimited) is ErrInvalidOption. The configuration is
+// stored with the defaults filled in, so later changes of the Dir's
+// defaults leave the topic as it is (AlterTopicConfig changes it).
 func (d *Dir) CreateTopic(name string, cfg TopicConfig) error {
 	if err := ValidateTopic(name); err != nil {
 		return err
@@ -583,28 +609,126 @@ func (d *Dir) commitDeleteLocked(t *topic) ([]string, error) {
 	return d.renameAway(t.name)
 }
 
-// Topics returns the names of the topics, sorted.
-func (d *Dir) Topics() []string {
+// checkOpen returns ErrClosed if the Dir is closed.
+func (d *Dir) checkOpen() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// Topics returns the names of the topics, sorted.
+func (d *Dir) Topics() ([]string, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, ErrClosed
+	}
 	names := make([]string, 0, len(d.topics))
 	for name := range d.topics {
 		names = append(names, name)
 	}
 	slices.Sort(names)
-	return names
+	return names, nil
 }
 
 // TopicConfig returns a topic's configuration, its zero fields filled in
-// from the Dir's defaults.
+// from the Dir's defaults (Kafka's DescribeConfigs).
 func (d *Dir) TopicConfig(name string) (TopicConfig, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	t, ok := d.topics[name]
-	if !ok {
-		return TopicConfig{}, fmt.Errorf("%w: %s", ErrUnknownTopic, name)
+	t, err := d.topicLocked(name)
+	if err != nil {
+		return TopicConfig{}, err
 	}
 	return t.cfg, nil
+}
+
+// topicLocked returns a topic that is not being deleted.
+func (d *Dir) topicLocked(name string) (*topic, error) {
+	if d.closed {
+		return nil, ErrClosed
+	}
+	t, ok := d.topics[name]
+	if !ok || t.deleting {
+		return nil, fmt.Errorf("%w: %s", ErrUnknownTopic, name)
+	}
+	return t, nil
+}
+
+// AlterTopicConfig changes a topic's configuration (Kafka's
+// IncrementalAlterConfigs): alter gets the current configuration, with
+// the defaults filled in, and changes what it likes. A field it sets to
+// zero takes the Dir's default again (Kafka's DELETE operation);
+// Unlimited and NotCompacted turn off what the defaults turn on. The
+// partition count cannot change here (see AddPartitions).
+//
+// The new configuration is checked as CreateTopic checks one, written
+// atomically (it is the commit point: a crash leaves the old
+// configuration or the new one), and applied to the open partitions at
+// once: segment size and age at their next roll, fsync policy,
+// compression and MaxBatchBytes at their next append (a change to
+// FsyncAlways syncs what was appended before), retention and compaction
+// at the next maintenance. Turning compaction on makes the topic refuse
+// records without a key from then on; compaction removes those already
+// appended. It returns the configuration now in force.
+func (d *Dir) AlterTopicConfig(name string, alter func(*TopicConfig)) (TopicConfig, error) {
+	d.mu.Lock()
+	var t *topic
+	var cfg TopicConfig
+	for {
+		var err error
+		if t, err = d.topicLocked(name); err != nil {
+			d.mu.Unlock()
+			return TopicConfig{}, err
+		}
+		// alter runs without the lock, so that it may call the Dir; a
+		// change meanwhile makes it run again on the changed configuration.
+		var gen int
+		cfg, gen = t.cfg, t.gen
+		d.mu.Unlock()
+		alter(&cfg)
+		d.mu.Lock()
+		if d.topics[name] == t && t.gen == gen {
+			break
+		}
+	}
+	if cfg.Partitions != t.cfg.Partitions {
+		d.mu.Unlock()
+		return TopicConfig{}, fmt.Errorf("%w: topic %s: Partitions changed from %d to %d; use AddPartitions", ErrInvalidOption, name, t.cfg.Partitions, cfg.Partitions)
+	}
+	cfg = cfg.merged(d.opts.Defaults)
+	if err := d.checkConfig(cfg); err != nil {
+		d.mu.Unlock()
+		return TopicConfig{}, fmt.Errorf("topic %s: %w", name, err)
+	}
+	if err := d.writeConfig(name, cfg); err != nil {
+		d.mu.Unlock()
+		return TopicConfig{}, err
+	}
+	t.cfg = cfg
+	t.gen++
+	t.compact.Store(cfg.compacted())
+	var live []*Partition
+	for _, p := range t.parts {
+		if p.state == partOpen {
+			p.pins++ // kept open until reconfigured
+			live = append(live, p)
+		}
+	}
+	opts := cfg.logOptions(d.opts.Log)
+	d.mu.Unlock()
+	var errs []error
+	for _, p := range live {
+		err := p.log.reconfigure(opts)
+		p.release(err)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("topic %s partition %d: %w", name, p.id, err))
+		}
+	}
+	return cfg, errors.Join(errs...)
 }
 
 // Partition returns the handle of one partition of a topic.
@@ -619,7 +743,7 @@ func (d *Dir) Partition(topicName string, partition int32) (*Partition, error) {
 		return nil, fmt.Errorf("%w: %s", ErrUnknownTopic, topicName)
 	}
 	if partition < 0 || int(partition) >= len(t.parts) {
-		return nil, fmt.Errorf("%w: %s-%d, the topic has partitions 0 to %d", ErrUnknownPartition, topicName, partition, len(t.parts)-1)
+		return nil, fmt.Errorf("%w: topic %s partition %d, the topic has partitions 0 to %d", ErrUnknownPartition, topicName, partition, len(t.parts)-1)
 	}
 	return t.parts[partition], nil
 }
@@ -628,10 +752,20 @@ func (d *Dir) Partition(topicName string, partition int32) (*Partition, error) {
 // the background maintenance does at each interval. It returns the
 // partitions' errors joined.
 func (d *Dir) Maintain() error {
+	return errors.Join(d.maintain()...)
+}
+
+// maintain returns the errors of the partitions whose maintenance failed,
+// each naming its partition.
+func (d *Dir) maintain() []error {
 	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return []error{ErrClosed}
+	}
 	var parts []*Partition
 	for _, t := range d.topics {
-		if t.cfg.Retention != (Retention{}) || t.cfg.Compact {
+		if t.cfg.maintained() {
 			parts = append(parts, t.parts...)
 		}
 	}
@@ -639,10 +773,10 @@ func (d *Dir) Maintain() error {
 	var errs []error
 	for _, p := range parts {
 		if err := p.maintain(); err != nil && !errors.Is(err, ErrClosed) {
-			errs = append(errs, err)
+			errs = append(errs, fmt.Errorf("topic %s partition %d: %w", p.topic.name, p.id, err))
 		}
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 func (d *Dir) maintainEvery(interval time.Duration) {
@@ -654,7 +788,9 @@ func (d *Dir) maintainEvery(interval time.Duration) {
 		case <-d.stop:
 			return
 		case <-t.C:
-			_ = d.Maintain() // each partition's log reports its own failures to its users
+			for _, err := range d.maintain() {
+				d.opts.Logger.Error("strand: background maintenance failed", "dir", d.path, "err", err)
+			}
 		}
 	}
 }
@@ -753,7 +889,7 @@ func (p *Partition) acquire(write bool) (*Log, error) {
 			return nil, ErrClosed
 		case p.deleted:
 			d.mu.Unlock()
-			return nil, fmt.Errorf("%w: %s", ErrUnknownTopic, p.topic.name)
+			return nil, fmt.Errorf("%w: topic %s partition %d: the topic was deleted; if one of that name was created since, get its partitions from Dir.Partition", ErrStalePartition, p.topic.name, p.id)
 		case p.failed != nil && (write || p.state == partClosed):
 			err := p.failed
 			d.mu.Unlock()
@@ -767,10 +903,16 @@ func (p *Partition) acquire(write bool) (*Log, error) {
 		case p.state == partClosed:
 			p.state = partOpening
 			p.pins++
-			opts := p.topic.cfg.logOptions(d.opts.Log)
+			opts, gen := p.topic.cfg.logOptions(d.opts.Log), p.topic.gen
 			d.mu.Unlock()
 			l, err := Open(p.dir(), opts)
 			d.mu.Lock()
+			if err == nil && gen != p.topic.gen {
+				// AlterTopicConfig ran while it opened, and found it closed.
+				if err = l.reconfigure(p.topic.cfg.logOptions(d.opts.Log)); err != nil {
+					l.Close()
+				}
+			}
 			if err != nil {
 				p.state = partClosed
 				p.pins--
@@ -906,7 +1048,12 @@ func (p *Partition) Append(recs []segment.Record) (AppendResult, error) {
 			return AppendResult{}, err
 		}
 	}
-	return with(p, true, func(l *Log) (AppendResult, error) { return l.Append(recs) })
+	return p.appendQueued(recs, nil)
+}
+
+// appendQueued is Append with Log.appendQueued's queued.
+func (p *Partition) appendQueued(recs []segment.Record, queued func()) (AppendResult, error) {
+	return with(p, true, func(l *Log) (AppendResult, error) { return l.appendQueued(recs, queued) })
 }
 
 // AppendBatch appends a producer's batch; see Log.AppendBatch. As a Kafka
@@ -914,7 +1061,7 @@ func (p *Partition) Append(recs []segment.Record) (AppendResult, error) {
 // which must decompress within segment.MaxDecompressedSize, and of a
 // compacted topic's batch, which must all have keys.
 func (p *Partition) AppendBatch(b segment.Batch) (AppendResult, error) {
-	if b.Codec() != segment.CodecNone || p.topic.compact {
+	if b.Codec() != segment.CodecNone || p.topic.compact.Load() {
 		if err := b.Validate(); err != nil {
 			return AppendResult{}, fmt.Errorf("log %s: %w", p.dir(), err)
 		}
@@ -935,8 +1082,8 @@ func (p *Partition) AppendBatch(b segment.Batch) (AppendResult, error) {
 // checkKey refuses record i of an append if it has no key and the topic
 // is compacted.
 func (p *Partition) checkKey(i int, key []byte) error {
-	if key == nil && p.topic.compact {
-		return fmt.Errorf("%w: topic partition %s-%d, record %d of the batch", ErrKeyRequired, p.topic.name, p.id, i)
+	if key == nil && p.topic.compact.Load() {
+		return fmt.Errorf("%w: topic %s partition %d, record %d of the batch", ErrKeyRequired, p.topic.name, p.id, i)
 	}
 	return nil
 }
@@ -962,6 +1109,9 @@ func (p *Partition) Records(from int64, iso Isolation) iter.Seq2[segment.Record,
 
 // Wait waits until a read of offset would return records; see Log.Wait.
 func (p *Partition) Wait(ctx context.Context, offset int64, iso Isolation) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
 	_, err := with(p, false, func(l *Log) (struct{}, error) { return struct{}{}, l.Wait(ctx, offset, iso) })
 	return err
 }
@@ -993,6 +1143,15 @@ func (p *Partition) DeleteRecordsBefore(offset int64) error {
 	return err
 }
 
+// Sync makes everything appended to the partition so far durable,
+// whatever the topic's fsync policy: for a topic with FsyncNever or
+// FsyncInterval, at the points where the application needs it. See
+// Log.Sync.
+func (p *Partition) Sync() error {
+	_, err := with(p, true, func(l *Log) (struct{}, error) { return struct{}{}, l.Sync() })
+	return err
+}
+
 // Stats returns the partition's log statistics; see Log.Stats.
 func (p *Partition) Stats() (Stats, error) {
 	return with(p, false, func(l *Log) (Stats, error) { return l.Stats(), nil })
@@ -1008,7 +1167,7 @@ func (p *Partition) maintain() error {
 		if _, err := l.ApplyRetention(now, cfg.Retention); err != nil {
 			return struct{}{}, err
 		}
-		if cfg.Compact {
+		if cfg.compacted() {
 			if _, err := l.Compact(now, cfg.compactOptions()); err != nil {
 				return struct{}{}, err
 			}

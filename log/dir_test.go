@@ -39,17 +39,17 @@ func TestDirTopics(t *testing.T) {
 	d, err := OpenDir("/data", dirOptions(fs))
 	require.NoError(t, err)
 	require.NoError(t, d.CreateTopic("orders", TopicConfig{Partitions: 3, Retention: Retention{Age: time.Hour}}))
-	require.NoError(t, d.CreateTopic("users", TopicConfig{Compact: true}))
+	require.NoError(t, d.CreateTopic("users", TopicConfig{Compact: Compacted}))
 	require.ErrorIs(t, d.CreateTopic("orders", TopicConfig{}), ErrTopicExists)
 	require.ErrorIs(t, d.CreateTopic("bad topic", TopicConfig{}), ErrInvalidTopic)
 	require.ErrorIs(t, d.CreateTopic("neg", TopicConfig{Partitions: -2}), ErrInvalidOption)
-	require.Equal(t, []string{"orders", "users"}, d.Topics())
+	require.Equal(t, []string{"orders", "users"}, must(d.Topics()))
 
 	_, err = d.Partition("nope", 0)
 	require.ErrorIs(t, err, ErrUnknownTopic)
 	_, err = d.Partition("orders", 3)
 	require.ErrorIs(t, err, ErrUnknownPartition)
-	require.ErrorContains(t, err, "orders-3, the topic has partitions 0 to 2")
+	require.ErrorContains(t, err, "topic orders partition 3, the topic has partitions 0 to 2")
 
 	for p := int32(0); p < 3; p++ {
 		part, err := d.Partition("orders", p)
@@ -82,7 +82,7 @@ func TestDirTopics(t *testing.T) {
 	require.NoError(t, d.DeleteTopic("orders"))
 	require.ErrorIs(t, d.DeleteTopic("orders"), ErrUnknownTopic)
 	_, _, _, err = part.Offsets()
-	require.ErrorIs(t, err, ErrUnknownTopic, "a deleted topic's handle fails")
+	require.ErrorIs(t, err, ErrStalePartition, "a deleted topic's handle fails")
 	names, err := fs.List("/data")
 	require.NoError(t, err)
 	for _, n := range names {
@@ -337,7 +337,7 @@ func TestDirMaintainCompacts(t *testing.T) {
 	d, err := OpenDir("/data", dirOptions(fs))
 	require.NoError(t, err)
 	defer d.Close()
-	require.NoError(t, d.CreateTopic("users", TopicConfig{Compact: true}))
+	require.NoError(t, d.CreateTopic("users", TopicConfig{Compact: Compacted}))
 	part := must(d.Partition("users", 0))
 	for i := 0; i < 600; i++ {
 		_, err := part.Append([]segment.Record{{Key: fmt.Appendf(nil, "user-%d", i%10), Value: fmt.Appendf(nil, "v%d", i), Timestamp: int64(1000 + i)}})
@@ -435,7 +435,8 @@ func TestProduceBadInput(t *testing.T) {
 // TestDirConcurrentEviction appends to and reads from many partitions from
 // many goroutines while the open-file bound keeps closing them, a topic is
 // deleted and the Dir is closed: every append that succeeded is read back
-// in order, and nothing but ErrClosed or ErrUnknownTopic comes out.
+// in order, and nothing but ErrClosed, ErrUnknownTopic (Dir.Partition of
+// the deleted topic) or ErrStalePartition (a handle to it) comes out.
 func TestDirConcurrentEviction(t *testing.T) {
 	fs := newMemFS(t)
 	opts := dirOptions(fs)
@@ -447,7 +448,9 @@ func TestDirConcurrentEviction(t *testing.T) {
 
 	var mu sync.Mutex
 	acked := make(map[int32][]string) // kept's partitions: values in offset order
-	allowed := func(err error) bool { return errors.Is(err, ErrClosed) || errors.Is(err, ErrUnknownTopic) }
+	allowed := func(err error) bool {
+		return errors.Is(err, ErrClosed) || errors.Is(err, ErrUnknownTopic) || errors.Is(err, ErrStalePartition)
+	}
 	var wg sync.WaitGroup
 	for g := range 6 {
 		wg.Add(1)

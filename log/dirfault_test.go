@@ -262,7 +262,7 @@ func TestOpenDirFinishesAnInterruptedDelete(t *testing.T) {
 			d, err := OpenDir("/data", dirOptions(after))
 			require.NoError(t, err)
 			defer d.Close()
-			require.Empty(t, d.Topics())
+			require.Empty(t, must(d.Topics()))
 			names, err := after.List("/data")
 			require.NoError(t, err)
 			require.ElementsMatch(t, []string{".lock", ".topics"}, names)
@@ -331,7 +331,7 @@ func TestDeleteTopicRacesCreateTopic(t *testing.T) {
 	d, err := OpenDir("/data", dirOptions(fs))
 	require.NoError(t, err)
 	defer d.Close()
-	require.Equal(t, []string{"t"}, d.Topics())
+	require.Equal(t, []string{"t"}, must(d.Topics()))
 	var got []int64
 	for r, err := range must(d.Partition("t", 0)).Records(0, ReadCommitted) {
 		require.NoError(t, err)
@@ -409,7 +409,7 @@ func TestAddPartitionsWhileDeleting(t *testing.T) {
 	d, err := OpenDir("/data", dirOptions(fs))
 	require.NoError(t, err)
 	defer d.Close()
-	require.Empty(t, d.Topics())
+	require.Empty(t, must(d.Topics()))
 	strays, err := d.Strays()
 	require.NoError(t, err)
 	require.Empty(t, strays)

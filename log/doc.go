@@ -1,28 +1,62 @@
-// Package log implements a partition's durable log and a data directory of
-// many partitions, with Kafka's on-disk format and rules.
+// Package log is Strand's durable queue and the partition log under it,
+// with Kafka's on-disk format and rules.
 //
-// A Log is one partition in a directory: a sequence of segments (Kafka's
-// .log, .index and .timeindex files), a leader epoch cache and checkpoint
-// files. Appends from many goroutines are coalesced into one write and one
-// fsync (group commit); reads return whole batches as file slices that can
-// be sent with sendfile, or records through an iterator; Wait blocks until
-// more is readable. The fsync policy (FsyncAlways, FsyncEvery,
-// FsyncInterval, FsyncNever) says what a power failure can take away.
-// After a crash, Open scans only what lies past the recovery point and cuts
-// a torn tail there; corruption below it is an error, never a silent cut.
-// Open also checks that the segments it finds follow each other and reach
-// the recovery point, so that a segment deleted or cut by hand is an error
-// too. A Log locks its directory, so that one writer at a time appends.
-// A failed fsync fails the log (ErrFailed) until the process reopens it:
-// what it wrote since the last good sync may or may not be on the disk,
-// and a restart recovers whatever is (see Dir for what that means).
+// # The queue: Dir, Producer, Partition
 //
-// A Dir is a data directory of topics, each split into partitions that are
-// Logs in folders named <topic>-<partition>. Partitions open when first
-// used and close when too many files are open. A Producer gathers records
-// from many goroutines into one batch per partition, routed by Kafka's
-// partitioners (murmur2 for keys, sticky for keyless records). Retention
-// deletes whole old segments, never at or past the high watermark.
+// Most programs need three types. A [Dir] is a data directory of topics,
+// each split into partitions ([OpenDir], [Dir.CreateTopic], [Dir.TopicConfig],
+// [Dir.AlterTopicConfig]). A [Producer], from [Dir.NewProducer], appends
+// records: [Producer.Produce] waits for its record, [Producer.ProduceAsync] keeps many in flight from one
+// goroutine and reports through a callback, and both gather the records
+// bound for one partition into one batch, routed by Kafka's partitioners
+// (murmur2 for keys, sticky for keyless records). A [Partition], from
+// [Dir.Partition], is read by offset or by time (Records, Read,
+// OffsetForTimestamp) and tailed (Wait). See the package example.
+//
+// Each partition keeps its records in offset order, and every offset is
+// kept until retention removes it: a consumer keeps its own next offset
+// (until consumer groups exist, in its own storage: a file, a database
+// row, a compacted topic keyed by consumer and partition) and resumes
+// there; after retention, from Partition.Offsets' start.
+//
+// A topic's configuration (TopicConfig) holds its partition count,
+// retention, compaction, segment size and age, fsync policy, compression
+// and largest batch; zero fields take the Dir's defaults, and
+// AlterTopicConfig changes them while the topic is in use. The Dir applies
+// retention and compaction in the background (DirOptions.MaintenanceInterval)
+// and reports their failures to DirOptions.Logger. Retention deletes whole
+// old segments, never at or past the high watermark; compaction rewrites
+// only rolled segments, never the active one, so a topic's SegmentBytes
+// and SegmentAge say how soon records become compactable.
+//
+// The fsync policy (FsyncAlways, the default; FsyncEvery, FsyncInterval,
+// FsyncNever) says what a power failure can take away; Partition.Sync
+// syncs on demand. A failed fsync fails its partition (ErrFailed) until
+// the process reopens the Dir: what it wrote since the last good sync may
+// or may not be on the disk, and a restart recovers whatever is (see Dir).
+//
+// # The partition log: Log
+//
+// A [Log] is one partition in a directory, usable on its own or under a
+// replication layer: a sequence of segments (Kafka's .log, .index and
+// .timeindex files), a leader epoch cache and checkpoint files. Appends
+// from many goroutines are coalesced into one write and one fsync (group
+// commit); reads return whole batches as file slices that can be sent with
+// sendfile, or records through an iterator; Wait blocks until more is
+// readable. After a crash, Open scans only what lies past the recovery
+// point and cuts a torn tail there; corruption below it is an error, never
+// a silent cut. Open also checks that the segments it finds follow each
+// other and reach the recovery point, so that a segment deleted or cut by
+// hand is an error too. A Log locks its directory, so that one writer at a
+// time appends.
+//
+// Replication uses the rest of Log's methods: leader epochs
+// (SetLeaderEpoch, EndOffsetForEpoch, the EpochCache), follower appends
+// (AppendReplicated), truncation (TruncateTo) and a high watermark set
+// from outside (Options.ExternalHighWatermark, SetHighWatermark). A queue
+// user needs none of them.
+//
+// # Offsets
 //
 // The offsets are Kafka's: the log start offset is the first readable
 // offset, the high watermark the end of what consumers may read

@@ -74,7 +74,7 @@ func TestTopicConfigThatCannotOpenIsNeverWritten(t *testing.T) {
 	for _, cfg := range []TopicConfig{
 		{SegmentBytes: 100},
 		{Compression: segment.CodecZstd},
-		{Compact: true, MinCleanableDirtyRatio: 2},
+		{Compact: Compacted, MinCleanableDirtyRatio: 2},
 	} {
 		require.ErrorIs(t, d.CreateTopic("t", cfg), ErrInvalidOption, "%+v", cfg)
 	}
@@ -214,7 +214,7 @@ func lz4Zeros(t *testing.T, n int) segment.Batch {
 func TestCompressedBatchesMustDecompress(t *testing.T) {
 	_, d := openMemDir(t)
 	defer d.Close()
-	require.NoError(t, d.CreateTopic("z", TopicConfig{Compression: segment.CodecLZ4, Compact: true}))
+	require.NoError(t, d.CreateTopic("z", TopicConfig{Compression: segment.CodecLZ4, Compact: Compacted}))
 	p := must(d.Partition("z", 0))
 	_, err := p.Append([]segment.Record{{Key: []byte("k"), Value: make([]byte, 80<<20)}})
 	require.ErrorIs(t, err, segment.ErrBatchTooLarge)
@@ -261,13 +261,13 @@ func TestUndecompressibleBatchesAreRefused(t *testing.T) {
 func TestCompactedTopicRefusesRecordsWithoutKey(t *testing.T) {
 	_, d := openMemDir(t)
 	defer d.Close()
-	require.NoError(t, d.CreateTopic("c", TopicConfig{Compact: true}))
+	require.NoError(t, d.CreateTopic("c", TopicConfig{Compact: Compacted}))
 	p := must(d.Partition("c", 0))
 	keyless := segment.Record{Value: []byte("v"), Timestamp: 1}
 
 	_, err := p.Append([]segment.Record{{Key: []byte("k"), Value: []byte("v")}, keyless})
 	require.ErrorIs(t, err, ErrKeyRequired)
-	require.ErrorContains(t, err, "c-0")
+	require.ErrorContains(t, err, "topic c partition 0")
 	b := must(segment.AppendBatch(nil, []segment.Record{keyless}, segment.BuildOptions{}))
 	_, err = p.AppendBatch(b)
 	require.ErrorIs(t, err, ErrKeyRequired)

@@ -125,6 +125,7 @@ type pending struct {
 	res      AppendResult
 	err      error
 	wake     chan bool // true: lead the next group; false: done
+	queued   func()    // see appendQueued
 }
 
 // Append builds a batch from recs, compressed with Options.Compression,
@@ -133,7 +134,16 @@ type pending struct {
 // Records whose batch would pass MaxBatchBytes, or, compressed, decompress
 // past segment.MaxDecompressedSize, fail with segment.ErrBatchTooLarge.
 func (l *Log) Append(recs []segment.Record) (AppendResult, error) {
-	if err := l.opts.checkRecordsSize(recs); err != nil {
+	return l.appendQueued(recs, nil)
+}
+
+// appendQueued is Append that calls queued, if not nil, once the batch
+// holds its place in the log's order: a batch appended after that gets
+// later offsets. A Producer uses it to keep a partition's batches in order
+// while two of them are in flight.
+func (l *Log) appendQueued(recs []segment.Record, queued func()) (AppendResult, error) {
+	opts := l.liveOptions()
+	if err := opts.checkRecordsSize(recs); err != nil {
 		return AppendResult{}, fmt.Errorf("log %s: %w", l.dir, err)
 	}
 	now := l.opts.Now()
@@ -147,7 +157,7 @@ func (l *Log) Append(recs []segment.Record) (AppendResult, error) {
 	}
 	buf := batchBuffers.Get().(*[]byte)
 	defer batchBuffers.Put(buf)
-	b, err := segment.AppendBatch((*buf)[:0], recs, segment.BuildOptions{Codec: l.opts.Compression})
+	b, err := segment.AppendBatch((*buf)[:0], recs, segment.BuildOptions{Codec: opts.Compression})
 	if err != nil {
 		return AppendResult{}, fmt.Errorf("log %s: %w", l.dir, err)
 	}
@@ -157,7 +167,7 @@ func (l *Log) Append(recs []segment.Record) (AppendResult, error) {
 	}
 	// The batch is written to the file before enqueue returns, so the
 	// buffer is free again then.
-	return l.enqueue(&pending{batch: b})
+	return l.enqueue(&pending{batch: b, queued: queued})
 }
 
 // batchBuffers holds the buffers Append builds batches in.
@@ -185,8 +195,8 @@ func (l *Log) AppendReplicated(b segment.Batch) (AppendResult, error) {
 }
 
 func (l *Log) checkSize(b []byte) error {
-	if len(b) > l.opts.MaxBatchBytes {
-		return fmt.Errorf("log %s: %w: %d bytes, MaxBatchBytes is %d", l.dir, segment.ErrBatchTooLarge, len(b), l.opts.MaxBatchBytes)
+	if limit := l.liveOptions().MaxBatchBytes; len(b) > limit {
+		return fmt.Errorf("log %s: %w: %d bytes, MaxBatchBytes is %d", l.dir, segment.ErrBatchTooLarge, len(b), limit)
 	}
 	return nil
 }
@@ -207,6 +217,9 @@ func (l *Log) enqueue(p *pending) (AppendResult, error) {
 	p.wake = make(chan bool, 1)
 	l.qmu.Lock()
 	l.queue = append(l.queue, p)
+	if p.queued != nil {
+		p.queued()
+	}
 	if l.leading {
 		l.qmu.Unlock()
 		if lead := <-p.wake; !lead {

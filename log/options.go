@@ -255,3 +255,37 @@ func (o *Options) checkRecordsSize(recs []segment.Record) error {
 func (o *Options) segmentOptions() segment.Options {
 	return segment.Options{FS: o.FS, IndexIntervalBytes: o.IndexIntervalBytes, MaxIndexBytes: o.MaxIndexBytes}
 }
+
+// liveOptions returns the log's options for a reader outside the writer
+// lock: reconfigure may change the fields a topic's configuration sets.
+func (l *Log) liveOptions() Options {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.opts
+}
+
+// reconfigure gives an open log new values of the options a topic's
+// configuration sets: SegmentBytes and SegmentAge (the next roll checks
+// them), Fsync (the next append follows it; a change to FsyncAlways syncs
+// what was appended before), Compression and MaxBatchBytes (the next
+// append). The other fields of o are ignored: they cannot change while the
+// log is open. It takes the writer lock, so an append is under the old
+// options or the new ones, never a mix.
+func (l *Log) reconfigure(o Options) error {
+	o, err := o.withDefaults()
+	if err != nil {
+		return err
+	}
+	if err := l.lockWriter(false); err != nil {
+		return err
+	}
+	defer l.wmu.Unlock()
+	l.mu.Lock()
+	l.opts.SegmentBytes, l.opts.SegmentAge = o.SegmentBytes, o.SegmentAge
+	l.opts.Fsync, l.opts.Compression, l.opts.MaxBatchBytes = o.Fsync, o.Compression, o.MaxBatchBytes
+	l.mu.Unlock()
+	if (o.Fsync.mode == fsyncAlways || o.Fsync.mode == fsyncDefault) && l.failed == nil {
+		return l.flushLocked()
+	}
+	return nil
+}

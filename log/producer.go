@@ -3,6 +3,7 @@ package log
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -25,6 +26,11 @@ type ProducerOptions struct {
 	// default HashPartitioner(nil): Kafka's murmur2 for keyed records,
 	// sticky for keyless ones (KIP-480). One is made per topic.
 	Partitioner func() BatchPartitioner
+	// MaxBufferedRecords bounds the records produced and not yet appended,
+	// as franz-go's option of that name (default 10,000, as there):
+	// ProduceAsync waits for room, so that a fast producer cannot fill the
+	// memory with records the disk has not taken yet.
+	MaxBufferedRecords int
 }
 
 // maxAppending is how many appends a partition may have in progress with
@@ -35,43 +41,78 @@ const maxAppending = 2
 // AnyPartition asks Produce to pick the partition with the partitioner.
 const AnyPartition int32 = -1
 
+// ErrNilContext means a nil context.Context was passed where one is
+// required.
+var ErrNilContext = errors.New("log: nil context")
+
 // Produced is where a produced record went.
 type Produced struct {
 	Partition int32
 	Offset    int64
 }
 
-// Producer produces records into a Dir from many goroutines, gathering the
-// records bound for the same partition into one batch, as a Kafka producer
-// does, so that many small concurrent produces cost few appends and syncs.
+// NewRecord returns a record to produce or append, with its timestamp left
+// for the log to set to the append time.
+func NewRecord(key, value []byte) segment.Record {
+	return segment.Record{Key: key, Value: value}
+}
+
+// NewRecordAt returns a record whose timestamp is at, stored as Kafka
+// stores it, in milliseconds since the Unix epoch; a zero at leaves it to
+// the append time. Retention and OffsetForTimestamp go by that timestamp.
+func NewRecordAt(key, value []byte, at time.Time) segment.Record {
+	r := NewRecord(key, value)
+	if !at.IsZero() {
+		r.Timestamp = at.UnixMilli()
+	}
+	return r
+}
+
+// Producer produces records into a Dir, gathering the records bound for
+// the same partition into one batch, as a Kafka producer does, so that
+// many small produces cost few appends and syncs. Produce waits for its
+// record; ProduceAsync returns at once and reports through a callback, so
+// that one goroutine keeps many records in flight. A partition's records
+// are appended in the order they were produced (the order of the Produce
+// and ProduceAsync calls that returned, for calls from one goroutine), and
+// its callbacks are called in offset order.
 type Producer struct {
-	d        *Dir
-	opts     ProducerOptions
-	maxBytes int // of a batch's records, uncompressed: see NewProducer
+	d    *Dir
+	opts ProducerOptions
+	room chan struct{} // a token per record produced and not yet appended
 
 	mu          sync.Mutex
 	closed      bool
 	open        map[*Partition]*pendingBatch // batches gathering records
+	last        map[*Partition]*pendingBatch // each partition's newest batch, until it completes
 	appending   map[*Partition]int           // appends in progress per partition
 	partitioner map[string]BatchPartitioner
-	lingering   sync.WaitGroup // linger timers that may fire
-	flushing    sync.WaitGroup // batches being appended
+	running     sync.WaitGroup // linger timers that may fire, batches being appended
 }
 
 // pendingBatch gathers records for one partition.
 type pendingBatch struct {
 	p     *Partition
 	recs  []segment.Record
+	calls []func(Produced, error) // per record; nil for Produce's records
 	bytes int
 	timer *time.Timer
 
-	done chan struct{} // closed once appended
-	base int64
-	err  error
+	// prev is the partition's batch before this one, until this one
+	// completes: this one enters the log after prev (so gets later
+	// offsets) and completes after it (so its callbacks come later).
+	prev   *pendingBatch
+	queued chan struct{} // closed once the batch has its place in the log's order, or failed
+	done   chan struct{} // closed once appended and its callbacks called
+	base   int64
+	err    error
 }
 
 // NewProducer returns a producer into d.
 func (d *Dir) NewProducer(opts ProducerOptions) (*Producer, error) {
+	if err := d.checkOpen(); err != nil {
+		return nil, err
+	}
 	switch {
 	case opts.BatchBytes == 0:
 		opts.BatchBytes = 16 << 10
@@ -81,15 +122,20 @@ func (d *Dir) NewProducer(opts ProducerOptions) (*Producer, error) {
 	if opts.Linger < 0 {
 		return nil, fmt.Errorf("%w: Linger is %v, allowed 0 or more", ErrInvalidOption, opts.Linger)
 	}
+	switch {
+	case opts.MaxBufferedRecords == 0:
+		opts.MaxBufferedRecords = 10_000
+	case opts.MaxBufferedRecords < 0:
+		return nil, fmt.Errorf("%w: MaxBufferedRecords is %d, allowed 0 or more", ErrInvalidOption, opts.MaxBufferedRecords)
+	}
 	if opts.Partitioner == nil {
 		opts.Partitioner = func() BatchPartitioner { return HashPartitioner(nil) }
 	}
 	return &Producer{
 		d: d, opts: opts,
-		// What the logs take: MaxBatchBytes, and, compressed, what Records
-		// can decompress.
-		maxBytes:    min(cmp.Or(d.opts.Log.MaxBatchBytes, DefaultMaxBatchBytes)-segment.HeaderSize, segment.MaxDecompressedSize),
+		room:        make(chan struct{}, opts.MaxBufferedRecords),
 		open:        make(map[*Partition]*pendingBatch),
+		last:        make(map[*Partition]*pendingBatch),
 		appending:   make(map[*Partition]int),
 		partitioner: make(map[string]BatchPartitioner),
 	}, nil
@@ -107,53 +153,91 @@ func (d *Dir) NewProducer(opts ProducerOptions) (*Producer, error) {
 // may or may not be appended (as with a Kafka producer's delivery
 // timeout); a read of the partition tells.
 //
-// Records are gathered into batches of at most the log's MaxBatchBytes
+// Records are gathered into batches of at most the topic's MaxBatchBytes
 // (and segment.MaxDecompressedSize), uncompressed; a record too large for
 // a batch of its own fails alone, with segment.ErrBatchTooLarge.
 func (pr *Producer) Produce(ctx context.Context, topicName string, partition int32, rec segment.Record) (Produced, error) {
-	if err := ctx.Err(); err != nil {
+	if ctx == nil {
+		return Produced{}, ErrNilContext
+	}
+	b, i, err := pr.add(ctx, topicName, partition, rec, nil)
+	if err != nil {
 		return Produced{}, err
+	}
+	select {
+	case <-b.done:
+		return b.result(i)
+	case <-ctx.Done():
+		return Produced{}, ctx.Err()
+	}
+}
+
+// ProduceAsync queues rec as Produce does and returns without waiting for
+// the append: done is called once with where rec went or why it failed,
+// from a goroutine of the producer, after the callbacks of the records
+// before it in its partition (as franz-go's Client.Produce promises). A
+// nil done discards the outcome. If ProduceAsync returns an error, rec was
+// not queued and done is not called; this happens when ctx is done before
+// rec is queued, the topic or partition does not exist, a compacted
+// topic's record has no key, or the producer is closed.
+//
+// When MaxBufferedRecords records are buffered, ProduceAsync waits for
+// room, or until ctx is done. Callbacks should be quick: the next records
+// of their partition wait for them. A callback may produce again.
+func (pr *Producer) ProduceAsync(ctx context.Context, topicName string, partition int32, rec segment.Record, done func(Produced, error)) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
+	if done == nil {
+		done = func(Produced, error) {}
+	}
+	_, _, err := pr.add(ctx, topicName, partition, rec, done)
+	return err
+}
+
+// add queues rec in its partition's open batch and returns the batch and
+// rec's index in it. A record produced with a callback leaves its batch's
+// append to another goroutine; one produced without waits for it anyway,
+// so its goroutine may append the batch itself.
+func (pr *Producer) add(ctx context.Context, topicName string, partition int32, rec segment.Record, call func(Produced, error)) (*pendingBatch, int, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, 0, err
 	}
 	cfg, err := pr.d.TopicConfig(topicName)
 	if err != nil {
-		return Produced{}, err
+		return nil, 0, err
 	}
-	if cfg.Compact && rec.Key == nil {
-		return Produced{}, fmt.Errorf("%w: topic %s", ErrKeyRequired, topicName)
+	if cfg.compacted() && rec.Key == nil {
+		return nil, 0, fmt.Errorf("%w: topic %s", ErrKeyRequired, topicName)
+	}
+	select {
+	case pr.room <- struct{}{}:
+	case <-ctx.Done():
+		return nil, 0, ctx.Err()
 	}
 	pr.mu.Lock()
-	if pr.closed {
-		pr.mu.Unlock()
-		return Produced{}, ErrClosed
-	}
-	if partition == AnyPartition {
-		partition = pr.partitionerLocked(topicName).Partition(rec.Key, cfg.Partitions)
-	}
-	p, err := pr.d.Partition(topicName, partition)
+	p, err := pr.partitionLocked(topicName, partition, cfg, rec.Key)
 	if err != nil {
 		pr.mu.Unlock()
-		return Produced{}, err
+		<-pr.room
+		return nil, 0, err
 	}
+	// What the log takes: MaxBatchBytes, and, compressed, what Records
+	// can decompress.
+	maxBytes := min(cmp.Or(cfg.logOptions(pr.d.opts.Log).MaxBatchBytes, DefaultMaxBatchBytes)-segment.HeaderSize, segment.MaxDecompressedSize)
 	size := recordBound(&rec)
 	b := pr.open[p]
 	var full *pendingBatch // closed because rec would take it past maxBytes
-	if b != nil && b.bytes+size > pr.maxBytes {
+	if b != nil && b.bytes+size > maxBytes {
 		pr.detachLocked(b)
 		full, b = b, nil
 	}
 	if b == nil {
-		b = &pendingBatch{p: p, done: make(chan struct{})}
-		pr.open[p] = b
-		if pr.opts.Linger > 0 {
-			pr.lingering.Add(1)
-			b.timer = time.AfterFunc(pr.opts.Linger, func() {
-				defer pr.lingering.Done()
-				pr.flushIf(b)
-			})
-		}
+		b = pr.newBatchLocked(p)
 	}
 	i := len(b.recs)
 	b.recs = append(b.recs, rec)
+	b.calls = append(b.calls, call)
 	b.bytes += size
 	send := b.bytes >= pr.opts.BatchBytes || (pr.opts.Linger == 0 && pr.appending[p] < maxAppending)
 	if send {
@@ -163,19 +247,45 @@ func (pr *Producer) Produce(ctx context.Context, topicName string, partition int
 	if full != nil {
 		go pr.append(full)
 	}
-	if send {
+	switch {
+	case send && call == nil:
 		pr.append(b)
+	case send:
+		go pr.append(b)
 	}
+	return b, i, nil
+}
 
-	select {
-	case <-b.done:
-		if b.err != nil {
-			return Produced{}, b.err
-		}
-		return Produced{Partition: partition, Offset: b.base + int64(i)}, nil
-	case <-ctx.Done():
-		return Produced{}, ctx.Err()
+// partitionLocked returns the partition a record goes to.
+func (pr *Producer) partitionLocked(topicName string, partition int32, cfg TopicConfig, key []byte) (*Partition, error) {
+	if pr.closed {
+		return nil, ErrClosed
 	}
+	if partition == AnyPartition {
+		partition = pr.partitionerLocked(topicName).Partition(key, cfg.Partitions)
+	}
+	return pr.d.Partition(topicName, partition)
+}
+
+func (pr *Producer) newBatchLocked(p *Partition) *pendingBatch {
+	b := &pendingBatch{p: p, prev: pr.last[p], queued: make(chan struct{}), done: make(chan struct{})}
+	pr.open[p], pr.last[p] = b, b
+	if pr.opts.Linger > 0 {
+		pr.running.Add(1)
+		b.timer = time.AfterFunc(pr.opts.Linger, func() {
+			defer pr.running.Done()
+			pr.flushIf(b)
+		})
+	}
+	return b
+}
+
+// result is where record i of b went, once b is done.
+func (b *pendingBatch) result(i int) (Produced, error) {
+	if b.err != nil {
+		return Produced{}, b.err
+	}
+	return Produced{Partition: b.p.ID(), Offset: b.base + int64(i)}, nil
 }
 
 func (pr *Producer) partitionerLocked(topic string) BatchPartitioner {
@@ -203,10 +313,10 @@ func recordBound(rec *segment.Record) int {
 func (pr *Producer) detachLocked(b *pendingBatch) {
 	delete(pr.open, b.p)
 	if b.timer != nil && b.timer.Stop() {
-		pr.lingering.Done()
+		pr.running.Done()
 	}
 	pr.appending[b.p]++
-	pr.flushing.Add(1)
+	pr.running.Add(1)
 	// KIP-480: a completed batch moves keyless records to another partition.
 	pr.partitionerLocked(b.p.Topic()).OnNewBatch(b.p.ID())
 }
@@ -223,12 +333,32 @@ func (pr *Producer) flushIf(b *pendingBatch) {
 	pr.append(b)
 }
 
-// append appends b; with an adaptive linger, the batch that gathered
-// meanwhile goes next, from a new goroutine so that b's producers return.
+// append appends b after the batch before it has its place in the log,
+// then calls b's callbacks after that batch's. With an adaptive linger,
+// the batch that gathered meanwhile goes next, from a new goroutine so
+// that b's producers return.
 func (pr *Producer) append(b *pendingBatch) {
-	defer pr.flushing.Done()
-	res, err := b.p.Append(b.recs)
+	defer pr.running.Done()
+	if b.prev != nil {
+		<-b.prev.queued
+	}
+	var once sync.Once
+	queued := func() { once.Do(func() { close(b.queued) }) }
+	res, err := b.p.appendQueued(b.recs, queued)
+	queued() // if the append failed before it reached the log
 	b.base, b.err = res.BaseOffset, err
+	if b.prev != nil {
+		<-b.prev.done
+		b.prev = nil // let it go
+	}
+	for range b.recs {
+		<-pr.room // before the callbacks, which may produce again
+	}
+	for i, call := range b.calls {
+		if call != nil {
+			call(b.result(i))
+		}
+	}
 	close(b.done)
 
 	pr.mu.Lock()
@@ -236,29 +366,53 @@ func (pr *Producer) append(b *pendingBatch) {
 	if pr.appending[b.p]--; pr.appending[b.p] == 0 {
 		delete(pr.appending, b.p)
 	}
+	if pr.last[b.p] == b {
+		delete(pr.last, b.p)
+	}
 	if next := pr.open[b.p]; next != nil && pr.opts.Linger == 0 {
 		pr.detachLocked(next)
 		go pr.append(next)
 	}
 }
 
-// Flush appends every gathered batch now and waits for them.
-func (pr *Producer) Flush() {
+// Flush appends the batches still gathering records now, without waiting
+// for their linger, and waits until every record produced before the call
+// is appended and its callback has returned, or until ctx is done (then
+// it returns ctx's error). Records produced during the call may or may not
+// be waited for. The records' own errors go to their Produce calls and
+// callbacks, not to Flush.
+func (pr *Producer) Flush(ctx context.Context) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
 	pr.mu.Lock()
-	batches := make([]*pendingBatch, 0, len(pr.open))
+	start := make([]*pendingBatch, 0, len(pr.open))
 	for _, b := range pr.open {
 		pr.detachLocked(b)
-		batches = append(batches, b)
+		start = append(start, b)
+	}
+	wait := make([]*pendingBatch, 0, len(pr.last))
+	for _, b := range pr.last {
+		wait = append(wait, b) // its partition's batches before it complete first
 	}
 	pr.mu.Unlock()
-	for _, b := range batches {
-		pr.append(b)
+	for _, b := range start {
+		go pr.append(b)
 	}
-	pr.flushing.Wait()
+	for _, b := range wait {
+		select {
+		case <-b.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
 }
 
-// Close flushes the producer and stops it; later Produce calls return
-// ErrClosed.
+// Close stops the producer: later Produce and ProduceAsync calls return
+// ErrClosed. It flushes what was produced before, waits until every
+// callback has returned, and returns once the producer's goroutines are
+// gone.
 func (pr *Producer) Close() error {
 	pr.mu.Lock()
 	if pr.closed {
@@ -267,7 +421,7 @@ func (pr *Producer) Close() error {
 	}
 	pr.closed = true
 	pr.mu.Unlock()
-	pr.Flush()
-	pr.lingering.Wait()
-	return nil
+	err := pr.Flush(context.Background())
+	pr.running.Wait()
+	return err
 }

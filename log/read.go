@@ -171,14 +171,38 @@ func (l *Log) Wait(ctx context.Context, offset int64, iso Isolation) error {
 	}
 }
 
+// Timestamps of OffsetForTimestamp that ask for an end of the log, as in
+// Kafka's ListOffsets.
+const (
+	// LatestTimestamp asks for the high watermark: the offset the next
+	// committed record will have.
+	LatestTimestamp int64 = -1
+	// EarliestTimestamp asks for the log start offset.
+	EarliestTimestamp int64 = -2
+)
+
 // OffsetForTimestamp returns the offset of the first record whose
-// timestamp is at or after ts (Kafka's ListOffsets by time); ok is false if
-// no record is that late.
+// timestamp (in milliseconds since the Unix epoch) is at or after ts
+// (Kafka's ListOffsets by time); ok is false if no record is that late.
+// LatestTimestamp and EarliestTimestamp ask for the high watermark and
+// the log start offset, as in Kafka; other negative timestamps are
+// ErrInvalidOption.
 func (l *Log) OffsetForTimestamp(ts int64) (offset int64, ok bool, err error) {
 	l.mu.RLock()
 	if l.closed {
 		l.mu.RUnlock()
 		return 0, false, ErrClosed
+	}
+	switch {
+	case ts == LatestTimestamp:
+		l.mu.RUnlock()
+		return l.hw.Load(), true, nil
+	case ts == EarliestTimestamp:
+		l.mu.RUnlock()
+		return l.logStart.Load(), true, nil
+	case ts < 0:
+		l.mu.RUnlock()
+		return 0, false, fmt.Errorf("%w: timestamp %d, allowed 0 or more, LatestTimestamp (-1) or EarliestTimestamp (-2)", ErrInvalidOption, ts)
 	}
 	var ref *segRef
 	for _, s := range l.segs {

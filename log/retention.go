@@ -5,15 +5,22 @@ import (
 )
 
 // Retention limits what a log keeps (Kafka's retention.ms and
-// retention.bytes, cleanup.policy=delete). Zero fields keep everything;
-// unlike Kafka, whose default is 7 days, nothing expires unless asked.
+// retention.bytes, cleanup.policy=delete). A field of zero or Unlimited
+// sets no limit of its kind; unlike Kafka, whose default is 7 days,
+// nothing expires unless asked. In a TopicConfig, zero takes the Dir's
+// default and Unlimited turns the default off.
 type Retention struct {
 	// Age deletes a segment once its newest record is older than this.
-	Age time.Duration
+	Age time.Duration `json:"age,omitempty"`
 	// Bytes deletes the oldest segments while the log without them still
 	// holds at least this many bytes.
-	Bytes int64
+	Bytes int64 `json:"bytes,omitempty"`
 }
+
+// Unlimited, as a Retention field, sets no limit, as Kafka's -1 for
+// retention.ms and retention.bytes; in a TopicConfig it overrides the
+// Dir's default, which zero would take.
+const Unlimited = -1
 
 // ApplyRetention deletes the oldest segments that retention r lets go, by
 // Kafka's UnifiedLog.deleteOldSegments rules: whole segments only, oldest

@@ -8,8 +8,9 @@ import (
 
 // The dir suite measures log.Dir, the data directory of many partitions:
 // the heap an idle partition costs, a Producer's throughput from many
-// goroutines under FsyncAlways beside the file system's bound, and
-// compaction's throughput beside a raw read of the same segments.
+// goroutines under FsyncAlways beside the file system's bound, one
+// goroutine producing asynchronously beside many producing synchronously,
+// and compaction's throughput beside a raw read of the same segments.
 func init() { suites["dir"] = dirSuite }
 
 // dirShape sizes the dir suite.
@@ -58,6 +59,7 @@ func dirSuite(quick bool) error {
 	steps := []func() (comparison, error){
 		func() (comparison, error) { return measureIdlePartitions(shape, value) },
 		func() (comparison, error) { return compareProducers(shape, value) },
+		func() (comparison, error) { return compareAsyncProducer(shape, value) },
 		func() (comparison, error) { return compareCompaction(shape, rng) },
 	}
 	for _, step := range steps {

@@ -191,3 +191,92 @@ func closeFiles(files []*os.File) error {
 	}
 	return errors.Join(errs...)
 }
+
+// compareAsyncProducer sets one goroutine producing with ProduceAsync
+// beside producers goroutines producing with Produce, both into a
+// FsyncAlways topic of producePartitions partitions, in the same run: the
+// asynchronous producer keeps many records in flight from one goroutine,
+// where the synchronous ones have one each.
+func compareAsyncProducer(shape dirShape, value []byte) (comparison, error) {
+	async := func() (sample, error) { return asyncProduceRun(shape.produceFor, value) }
+	sync := func() (sample, error) {
+		s, _, err := produceRun(shape.produceFor, value)
+		return s, err
+	}
+	ss, err := medians(shape.reps, async, sync)
+	if err != nil {
+		return comparison{}, err
+	}
+	test := fmt.Sprintf("produce %d B, fsync", smallRecordSize)
+	printRate(test, "strand 1 async", ss[0], smallRecordSize,
+		fmt.Sprintf("one goroutine, ProduceAsync; %d partitions; an fsync every %s per partition",
+			producePartitions, syncEvery(ss[0]).Round(time.Microsecond)))
+	printRate(test, fmt.Sprintf("strand %d sync", producers), ss[1], smallRecordSize,
+		fmt.Sprintf("%d goroutines, Produce; an fsync every %s per partition", producers, syncEvery(ss[1]).Round(time.Microsecond)))
+	return comparison{name: fmt.Sprintf("dir-produce-async-1-vs-sync-%d", producers), value: ss[0].perSec() / ss[1].perSec(), bound: 1}, nil
+}
+
+// asyncProduceRun has one goroutine produce with ProduceAsync for d into a
+// fresh Dir, and counts the records whose callbacks report success, up to
+// the Flush that ends the run.
+func asyncProduceRun(d time.Duration, value []byte) (s sample, err error) {
+	dir, err := tempDir()
+	if err != nil {
+		return s, err
+	}
+	defer removeAfter(dir, &err)
+	ld, err := log.OpenDir(dir, log.DirOptions{MaintenanceInterval: -1})
+	if err != nil {
+		return s, err
+	}
+	defer func() { err = errors.Join(err, ld.Close()) }()
+	const topic = "produce"
+	if err := ld.CreateTopic(topic, log.TopicConfig{Partitions: producePartitions, Fsync: log.FsyncAlways()}); err != nil {
+		return s, err
+	}
+	pr, err := ld.NewProducer(log.ProducerOptions{})
+	if err != nil {
+		return s, err
+	}
+	var (
+		acked    atomic.Int64
+		firstErr atomic.Pointer[error]
+		ctx      = context.Background()
+	)
+	done := func(_ log.Produced, err error) {
+		if err != nil {
+			firstErr.CompareAndSwap(nil, &err)
+			return
+		}
+		acked.Add(1)
+	}
+	start := time.Now()
+	for i := uint64(0); time.Since(start) < d && firstErr.Load() == nil; i++ {
+		key := binary.BigEndian.AppendUint64(nil, i)
+		if err := pr.ProduceAsync(ctx, topic, log.AnyPartition, segment.Record{Key: key, Value: value}, done); err != nil {
+			return s, err
+		}
+	}
+	if err := pr.Flush(ctx); err != nil {
+		return s, err
+	}
+	s = sample{records: acked.Load(), elapsed: time.Since(start)}
+	if p := firstErr.Load(); p != nil {
+		return s, *p
+	}
+	if err := pr.Close(); err != nil {
+		return s, err
+	}
+	for i := range int32(producePartitions) {
+		p, err := ld.Partition(topic, i)
+		if err != nil {
+			return s, err
+		}
+		st, err := p.Stats()
+		if err != nil {
+			return s, err
+		}
+		s.fsyncs += st.Fsyncs
+	}
+	return s, nil
+}

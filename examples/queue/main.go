@@ -5,6 +5,7 @@
 //
 //	go run ./examples/queue
 //	go run ./examples/queue -records 200000 -size 100 -partitions 8 -fsync never
+//	go run ./examples/queue -async   # one goroutine, many records in flight
 package main
 
 import (
@@ -18,7 +19,6 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/log"
-	"github.com/strandlog/strand/segment"
 )
 
 func main() {
@@ -29,6 +29,7 @@ func main() {
 	flag.IntVar(&cfg.size, "size", 100, "value size in bytes")
 	flag.IntVar(&cfg.partitions, "partitions", 4, "partitions of a new topic")
 	flag.IntVar(&cfg.producers, "producers", 16, "producing goroutines")
+	flag.BoolVar(&cfg.async, "async", false, "produce from one goroutine with ProduceAsync instead")
 	fsync := flag.String("fsync", "always", "fsync policy: always, never, interval:DURATION or every:MESSAGES:BYTES")
 	flag.Parse()
 	var err error
@@ -44,6 +45,7 @@ func main() {
 type config struct {
 	dir, topic                           string
 	records, size, partitions, producers int
+	async                                bool
 	fsync                                log.FsyncPolicy
 }
 
@@ -110,22 +112,12 @@ func run(cfg config) error {
 	}
 	value := make([]byte, cfg.size)
 	begin := time.Now()
-	var producers sync.WaitGroup
-	var next atomic.Int64
-	for g := 0; g < cfg.producers; g++ {
-		producers.Add(1)
-		go func() {
-			defer producers.Done()
-			for i := next.Add(1) - 1; i < int64(cfg.records); i = next.Add(1) - 1 {
-				rec := segment.Record{Key: fmt.Appendf(nil, "key-%d", i), Value: value}
-				if _, err := pr.Produce(ctx, cfg.topic, log.AnyPartition, rec); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
+	if cfg.async {
+		cfg.producers = 1
+		produceAsync(ctx, pr, cfg, value, errs)
+	} else {
+		produceSync(ctx, pr, cfg, value, errs)
 	}
-	producers.Wait()
 	produced := time.Since(begin)
 	if err := pr.Close(); err != nil {
 		return err
@@ -160,6 +152,47 @@ func run(cfg config) error {
 	fmt.Printf("this run: %d records in %d batch appends and %d fsyncs; the topic now holds %d records\n", cfg.records, appends, fsyncs, total)
 	fmt.Printf("run again to see them survive; remove %s to start over\n", cfg.dir)
 	return nil
+}
+
+// produceSync produces from cfg.producers goroutines, each waiting for
+// its record.
+func produceSync(ctx context.Context, pr *log.Producer, cfg config, value []byte, errs chan<- error) {
+	var producers sync.WaitGroup
+	var next atomic.Int64
+	for range cfg.producers {
+		producers.Go(func() {
+			for i := next.Add(1) - 1; i < int64(cfg.records); i = next.Add(1) - 1 {
+				rec := log.NewRecord(fmt.Appendf(nil, "key-%d", i), value)
+				if _, err := pr.Produce(ctx, cfg.topic, log.AnyPartition, rec); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	producers.Wait()
+}
+
+// produceAsync produces from this goroutine, keeping many records in
+// flight, and waits for them all with Flush. A failed record is reported
+// once: the callbacks of one partition come one at a time.
+func produceAsync(ctx context.Context, pr *log.Producer, cfg config, value []byte, errs chan<- error) {
+	var failed atomic.Bool
+	done := func(_ log.Produced, err error) {
+		if err != nil && failed.CompareAndSwap(false, true) {
+			errs <- err
+		}
+	}
+	for i := range cfg.records {
+		rec := log.NewRecord(fmt.Appendf(nil, "key-%d", i), value)
+		if err := pr.ProduceAsync(ctx, cfg.topic, log.AnyPartition, rec, done); err != nil {
+			errs <- err
+			return
+		}
+	}
+	if err := pr.Flush(ctx); err != nil {
+		errs <- err
+	}
 }
 
 // tail consumes a partition from offset from, waiting for new records.
