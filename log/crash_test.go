@@ -139,7 +139,7 @@ func TestCrashDuringTopicChanges(t *testing.T) {
 		d, err := OpenDir("/data", dirOptions(after))
 		require.NoError(t, err, msg)
 		found := map[string][]string{}
-		for _, topic := range d.Topics() {
+		for _, topic := range must(d.Topics()) {
 			cfg, err := d.TopicConfig(topic)
 			require.NoError(t, err, msg)
 			for p := range cfg.Partitions {

@@ -29,9 +29,10 @@ type DirOptions struct {
 	// Log holds the options every partition's Log starts from: the file
 	// system, index sizes, CheckpointInterval, Now. Its SegmentBytes,
 	// SegmentAge, Fsync, Compression and MaxBatchBytes are overridden by
-	// the topic's configuration. ExternalHighWatermark is refused
-	// (ErrInvalidOption): nothing would set a Dir partition's high
-	// watermark, so no record would ever be readable.
+	// the topic's configuration. With ExternalHighWatermark, the Dir's
+	// partitions are replicas whose high watermark the replication layer
+	// moves (Partition.AdvanceHighWatermark, as package replica does):
+	// records produced are not readable by consumers until it does.
 	Log Options
 
 	// Defaults fill in the zero fields of a topic's configuration when it
@@ -130,9 +131,6 @@ type topic struct {
 func OpenDir(path string, opts DirOptions) (*Dir, error) {
 	if _, err := opts.Log.withDefaults(); err != nil {
 		return nil, err
-	}
-	if opts.Log.ExternalHighWatermark {
-		return nil, fmt.Errorf("%w: Log.ExternalHighWatermark is for a Log whose replication sets the high watermark; a Dir has none, so nothing produced would be readable", ErrInvalidOption)
 	}
 	if opts.Log.FS == nil {
 		opts.Log.FS = vfs.Default
@@ -1040,6 +1038,13 @@ func with[T any](p *Partition, write bool, fn func(*Log) (T, error)) (T, error) 
 	return v, err
 }
 
+// do runs fn, which returns only an error, on the partition's open log;
+// write says whether fn changes the log.
+func do(p *Partition, write bool, fn func(*Log) error) error {
+	_, err := with(p, write, func(l *Log) (struct{}, error) { return struct{}{}, fn(l) })
+	return err
+}
+
 // Append appends records to the partition; see Log.Append. A compacted
 // topic refuses records without a key (ErrKeyRequired).
 func (p *Partition) Append(recs []segment.Record) (AppendResult, error) {
@@ -1139,8 +1144,7 @@ func (p *Partition) OffsetForTimestamp(ts int64) (int64, bool, error) {
 // DeleteRecordsBefore advances the log start offset; see
 // Log.DeleteRecordsBefore.
 func (p *Partition) DeleteRecordsBefore(offset int64) error {
-	_, err := with(p, true, func(l *Log) (struct{}, error) { return struct{}{}, l.DeleteRecordsBefore(offset) })
-	return err
+	return do(p, true, func(l *Log) error { return l.DeleteRecordsBefore(offset) })
 }
 
 // Sync makes everything appended to the partition so far durable,
@@ -1148,8 +1152,7 @@ func (p *Partition) DeleteRecordsBefore(offset int64) error {
 // FsyncInterval, at the points where the application needs it. See
 // Log.Sync.
 func (p *Partition) Sync() error {
-	_, err := with(p, true, func(l *Log) (struct{}, error) { return struct{}{}, l.Sync() })
-	return err
+	return do(p, true, func(l *Log) error { return l.Sync() })
 }
 
 // Stats returns the partition's log statistics; see Log.Stats.

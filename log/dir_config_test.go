@@ -211,14 +211,30 @@ func TestClosedDirRefusesEveryCall(t *testing.T) {
 	require.ErrorIs(t, d.Close(), ErrClosed, "Close")
 }
 
-// TestDirRefusesExternalHighWatermark: a Dir has no replication to set
-// the high watermark, so every produced record would stay invisible.
-func TestDirRefusesExternalHighWatermark(t *testing.T) {
+// TestDirWithExternalHighWatermark: a Dir whose replication owns the high
+// watermark hides produced records from consumers until the owner moves it
+// through the Partition.
+func TestDirWithExternalHighWatermark(t *testing.T) {
 	opts := dirOptions(newMemFS(t))
 	opts.Log.ExternalHighWatermark = true
-	_, err := OpenDir("/data", opts)
-	require.ErrorIs(t, err, ErrInvalidOption)
-	require.ErrorContains(t, err, "ExternalHighWatermark")
+	d, err := OpenDir("/data", opts)
+	require.NoError(t, err)
+	defer d.Close()
+	require.NoError(t, d.CreateTopic("t", TopicConfig{}))
+	p := must(d.Partition("t", 0))
+	_, err = p.Append([]segment.Record{NewRecord(nil, []byte("v"))})
+	require.NoError(t, err)
+	_, hw, end, err := p.Offsets()
+	require.NoError(t, err)
+	require.EqualValues(t, 0, hw, "not committed until replication says so")
+	require.EqualValues(t, 1, end)
+	hw, err = p.AdvanceHighWatermark(end)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, hw)
+	for rec, err := range p.Records(0, ReadCommitted) {
+		require.NoError(t, err)
+		require.Equal(t, "v", string(rec.Value))
+	}
 }
 
 // TestStalePartitionHandle: a handle of a deleted topic says so, even once

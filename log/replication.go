@@ -143,15 +143,3 @@ func (p *Partition) LatestEpoch() (int32, error) {
 func (p *Partition) SyncedEndOffset() (int64, error) {
 	return with(p, false, func(l *Log) (int64, error) { return l.SyncedEndOffset() })
 }
-
-// Sync makes everything appended so far durable; see Log.Sync.
-func (p *Partition) Sync() error {
-	return do(p, true, func(l *Log) error { return l.Sync() })
-}
-
-// do runs fn, which returns only an error, on the partition's open log;
-// write says whether fn changes the log.
-func do(p *Partition, write bool, fn func(*Log) error) error {
-	_, err := with(p, write, func(l *Log) (struct{}, error) { return struct{}{}, fn(l) })
-	return err
-}

@@ -205,9 +205,9 @@ func TestPartitionReplicates(t *testing.T) {
 	require.EqualValues(t, 100, leo)
 
 	require.NoError(t, d.DeleteTopic("orders"))
-	require.ErrorIs(t, p0.TruncateTo(0), ErrUnknownTopic)
+	require.ErrorIs(t, p0.TruncateTo(0), ErrStalePartition)
 	_, _, err = p0.EndOffsetForEpoch(0)
-	require.ErrorIs(t, err, ErrUnknownTopic)
+	require.ErrorIs(t, err, ErrStalePartition)
 }
 
 // replicatedBatch is a batch of n records at base offset base stamped with
