@@ -1,0 +1,286 @@
+//go:build linux
+
+package log
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/strandlog/strand/segment"
+)
+
+// fullDiskLong runs TestFullDisk over many more fill points:
+//
+//	go test ./log -run TestFullDisk -args -strand.fulldisk
+var fullDiskLong = flag.Bool("strand.fulldisk", false, "run TestFullDisk over every combination of disk fill, record size and index interval")
+
+// fullDiskCase is where a real file system fills up: how many pages stay
+// free once the filler file is written, and what the log writes into them.
+type fullDiskCase struct {
+	freePages     int   // 4 KiB pages left free for the log
+	recordBytes   []int // record value sizes, used in turn
+	indexInterval int   // Options.IndexIntervalBytes; small ones fill index pages fast
+	segmentBytes  int64 // small ones roll often: new index files, checkpoints
+}
+
+func (c fullDiskCase) String() string {
+	return fmt.Sprintf("free=%dp/records=%v/interval=%d/segment=%d", c.freePages, c.recordBytes, c.indexInterval, c.segmentBytes)
+}
+
+// fullDiskCases varies which file needs the next page when the disk runs
+// out: a log page, an offset or time index page, or a checkpoint file.
+func fullDiskCases() []fullDiskCase {
+	if !*fullDiskLong {
+		return []fullDiskCase{
+			{freePages: 6, recordBytes: []int{50}, indexInterval: 1, segmentBytes: 1 << 20},
+			{freePages: 24, recordBytes: []int{3000, 100}, indexInterval: 0, segmentBytes: 16 << 10},
+			{freePages: 40, recordBytes: []int{700}, indexInterval: 64, segmentBytes: 8 << 10},
+			{freePages: 80, recordBytes: []int{5000}, indexInterval: 1, segmentBytes: 64 << 10},
+		}
+	}
+	var cases []fullDiskCase
+	for _, free := range []int{3, 6, 12, 24, 40, 80, 160} {
+		for _, recs := range [][]int{{50}, {700}, {3000, 100}, {5000}} {
+			for _, interval := range []int{1, 64, 0} {
+				for _, seg := range []int64{8 << 10, 64 << 10, 1 << 20} {
+					cases = append(cases, fullDiskCase{free, recs, interval, seg})
+				}
+			}
+		}
+	}
+	return cases
+}
+
+// TestFullDisk fills a real tmpfs until appends fail with ENOSPC. The
+// process must live (an index written through a memory mapping dies of
+// SIGBUS when the file system cannot back a page), every acknowledged
+// record must read back, the log must open again (or fail to, cleanly) on
+// the still-full disk, and once space is freed appends must work again.
+func TestFullDisk(t *testing.T) {
+	kinds := map[string]int{} // which files ran out of space, over all cases
+	for _, c := range fullDiskCases() {
+		t.Run(c.String(), func(t *testing.T) { runFullDisk(t, c, kinds) })
+	}
+	t.Logf("ENOSPC hits by file kind: %v", kinds)
+	if !t.Failed() && !t.Skipped() {
+		for _, k := range []string{"log", "index", "checkpoint"} {
+			require.Positive(t, kinds[k], "no case ran out of space while writing a %s file; the cases no longer cover it", k)
+		}
+	}
+}
+
+const pageBytes = 4096
+
+// mountTmpfs mounts a tmpfs of size bytes on a new directory, or skips the
+// test, saying why, where the kernel refuses the mount.
+func mountTmpfs(t *testing.T, size int) string {
+	dir := t.TempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d", size)); err != nil {
+		t.Skipf("the full-disk test needs to mount a tmpfs (as root): mount -t tmpfs -o size=%d tmpfs %s: %v", size, dir, err)
+	}
+	t.Cleanup(func() {
+		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+			t.Errorf("unmount %s: %v", dir, err)
+		}
+	})
+	return dir
+}
+
+// fillUntilFull writes zeros to a new file until the file system is full
+// and returns its name.
+func fillUntilFull(t *testing.T, name string) string {
+	f, err := os.Create(name)
+	require.NoError(t, err)
+	defer f.Close()
+	page := make([]byte, pageBytes)
+	for {
+		if _, err := f.Write(page); err != nil {
+			require.ErrorIs(t, err, syscall.ENOSPC)
+			return name
+		}
+	}
+}
+
+// fillLeaving writes a file that leaves free pages of the file system free.
+func fillLeaving(t *testing.T, mnt string, free int) {
+	var st unix.Statfs_t
+	require.NoError(t, unix.Statfs(mnt, &st))
+	avail := int(st.Bavail) * int(st.Bsize) / pageBytes
+	require.Greater(t, avail, free, "the tmpfs is too small for %d free pages", free)
+	require.NoError(t, os.WriteFile(filepath.Join(mnt, "filler"), make([]byte, (avail-free)*pageBytes), 0o644))
+}
+
+// diskLog is the log under test and what it acknowledged.
+type diskLog struct {
+	t     *testing.T
+	dir   string
+	opts  Options
+	l     *Log
+	acked map[int64]string // offset -> value of every acknowledged record
+	seq   int
+	c     fullDiskCase
+	kinds map[string]int
+}
+
+func runFullDisk(t *testing.T, c fullDiskCase, kinds map[string]int) {
+	// A fault on a mapped page becomes a panic in this goroutine, which
+	// writes and reads the log, rather than a crash of the test binary.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			t.Fatalf("the process would have died: %v\n%s", r, debug.Stack())
+		}
+	}()
+	mnt := mountTmpfs(t, 2<<20)
+	spare := filepath.Join(mnt, "spare")
+	require.NoError(t, os.WriteFile(spare, make([]byte, 16*pageBytes), 0o644))
+	fillLeaving(t, mnt, c.freePages)
+
+	d := &diskLog{t: t, dir: filepath.Join(mnt, "log"), c: c, kinds: kinds, acked: map[int64]string{}}
+	d.opts = Options{
+		SegmentBytes:       c.segmentBytes,
+		IndexIntervalBytes: c.indexInterval,
+		MaxIndexBytes:      64 << 10,
+		CheckpointInterval: time.Nanosecond, // checkpoint after every append
+	}
+	var err error
+	d.l, err = Open(d.dir, d.opts)
+	require.NoError(t, err, "open on a disk with %d free pages", c.freePages)
+
+	// Until ENOSPC, and on for a while: each failure may be a different
+	// file running out (a small record may still fit in the log's last
+	// page while the index needs a new one).
+	failedLog := d.appendUntilFull(30)
+	d.checkAcked(d.l)
+
+	// Free some space: the same log appends again, unless the failure
+	// made it fail as a whole (ErrFailed); then a reopen recovers.
+	require.NoError(t, os.Remove(spare))
+	if failedLog {
+		_, err := d.append()
+		require.ErrorIs(t, err, ErrFailed, "a failed log stays failed")
+	} else {
+		for range 5 {
+			_, err := d.append()
+			require.NoError(t, err, "append after space was freed")
+		}
+	}
+	d.checkAcked(d.l)
+
+	// Fill the disk again and reopen the log on it: Open may fail, but
+	// cleanly, and if it opens, every acknowledged record is there.
+	fillUntilFull(t, filepath.Join(mnt, "spare2"))
+	t.Logf("close on a full disk: %v", d.l.Close())
+	d.l = nil
+	if l, err := Open(d.dir, d.opts); err != nil {
+		t.Logf("open on a full disk failed cleanly: %v", err)
+	} else {
+		d.checkAcked(l)
+		_, err := d.appendTo(l)
+		t.Logf("append after reopening on a full disk: %v", err)
+		t.Logf("close: %v", l.Close())
+	}
+
+	// With space again the log opens, has everything, and appends.
+	require.NoError(t, os.Remove(filepath.Join(mnt, "filler")))
+	require.NoError(t, os.Remove(filepath.Join(mnt, "spare2")))
+	d.l, err = Open(d.dir, d.opts)
+	require.NoError(t, err, "open after space was freed")
+	d.checkAcked(d.l)
+	for range 20 {
+		_, err := d.append()
+		require.NoError(t, err, "append after space was freed and the log reopened")
+	}
+	require.NoError(t, d.l.Close())
+	l, err := Open(d.dir, d.opts)
+	require.NoError(t, err)
+	d.checkAcked(l)
+	require.NoError(t, l.Close())
+}
+
+// appendUntilFull appends until after failures appends failed and reports
+// whether the log failed as a whole. Every failure must be ENOSPC.
+func (d *diskLog) appendUntilFull(failures int) (failedLog bool) {
+	for n, i := 0, 0; n < failures; i++ {
+		require.Less(d.t, i, 100000, "the disk never filled up")
+		_, err := d.append()
+		if err == nil {
+			continue
+		}
+		n++
+		if errors.Is(err, ErrFailed) {
+			d.t.Logf("the log failed: %v", err)
+			return true
+		}
+		require.ErrorIs(d.t, err, syscall.ENOSPC, "append %d", i)
+		d.kinds[fileKind(err)]++
+	}
+	return false
+}
+
+// fileKind says which file an error was about: log, index, checkpoint.
+func fileKind(err error) string {
+	var pe *os.PathError
+	if !errors.As(err, &pe) {
+		return "unknown"
+	}
+	base := filepath.Base(pe.Path)
+	switch {
+	case strings.HasSuffix(base, segment.LogSuffix):
+		return "log"
+	case strings.HasSuffix(base, segment.IndexSuffix), strings.HasSuffix(base, segment.TimeIndexSuffix):
+		return "index"
+	case strings.Contains(base, "checkpoint"):
+		return "checkpoint"
+	}
+	return base
+}
+
+func (d *diskLog) append() (AppendResult, error) { return d.appendTo(d.l) }
+
+// appendTo appends one record with a value unique to it and remembers it
+// if acknowledged.
+func (d *diskLog) appendTo(l *Log) (AppendResult, error) {
+	size := d.c.recordBytes[d.seq%len(d.c.recordBytes)]
+	v := fmt.Sprintf("%08d", d.seq)
+	v += strings.Repeat(v[len(v)-1:], max(0, size-len(v)))
+	d.seq++
+	res, err := l.Append([]segment.Record{{Value: []byte(v)}})
+	if err == nil {
+		d.acked[res.BaseOffset] = v
+	}
+	return res, err
+}
+
+// checkAcked reads the log and checks that every acknowledged record is
+// there, at its offset. Records whose append failed may be there too.
+func (d *diskLog) checkAcked(l *Log) {
+	d.t.Helper()
+	got := map[int64]string{}
+	for r, err := range l.Records(l.LogStartOffset(), ReadCommitted) {
+		require.NoError(d.t, err)
+		got[r.Offset] = string(r.Value)
+	}
+	offsets := make([]int64, 0, len(d.acked))
+	for off := range d.acked {
+		offsets = append(offsets, off)
+	}
+	slices.Sort(offsets)
+	for _, off := range offsets {
+		v, ok := got[off]
+		require.True(d.t, ok, "acknowledged offset %d is missing (%d acknowledged, %d read)", off, len(d.acked), len(got))
+		require.Equal(d.t, d.acked[off], v, "offset %d", off)
+	}
+}
