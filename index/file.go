@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	iofs "io/fs"
 	"math"
 	"sort"
@@ -12,15 +13,35 @@ import (
 	"github.com/strandlog/strand/internal/vfs"
 )
 
-// file is what the offset and time indexes share: the mapped file, the
-// entry count, sealing, truncation and the warm-section search. Its exported
-// methods are promoted to OffsetIndex and TimeIndex.
+// file is what the offset and time indexes share: the file and its
+// read-only mapping, the entry count, sealing, truncation and the
+// warm-section search. Its exported methods are promoted to OffsetIndex and
+// TimeIndex.
+//
+// Entries are written with WriteAt (pwrite), never through the mapping,
+// which is read-only for active and sealed indexes alike (Kafka maps a
+// sealed index read-only; LMDB, by default, maps its whole file so). The
+// file is sparse after it is grown, and a store into a mapped page the
+// file system cannot back faults with SIGBUS, which kills the process: a
+// hole on a full disk, or any page on a copy-on-write file system, where
+// even an overwrite needs a new block. A pwrite returns ENOSPC instead,
+// which fails the one append. Allocating the file up front (fallocate)
+// would keep stores through the mapping but protect neither copy-on-write
+// file systems nor those without fallocate, and would take the whole
+// maximum size of both indexes from the disk (on tmpfs, from memory) for
+// every active segment. The price is one system call per entry, that is
+// per IndexIntervalBytes of log (4 KiB by default), against the write of
+// that log: BenchmarkOffsetAppend measures it.
+//
+// On tmpfs even a read of a hole through a shared mapping allocates a page
+// and faults when none is left, so the mapping is only ever read where
+// entries were written; load reads the rest of the file with ReadAt.
 //
 // Invariant while usable: buf is the whole file mapped (len(buf) is the
-// file's length), buf[:entries*size] holds valid entries and every byte
-// after them is zero. Keeping the tail zero is what lets Open find the entry
-// count without trusting the file length, so TruncateTo and Reset clear the
-// slots they drop.
+// file's length), its first entries*size bytes are the entries and every
+// byte after them is zero. Keeping the tail zero is what lets Open find the
+// entry count without trusting the file length, so TruncateTo and Reset
+// drop the slots they clear from the file.
 type file struct {
 	// mu guards everything below. Lookups hold it shared; appends,
 	// truncation and remapping hold it exclusively, so a lookup never reads
@@ -36,16 +57,17 @@ type file struct {
 	maxBytes int // length of the active file: maxBytes rounded down to entries
 
 	f       vfs.File
-	m       vfs.Mapping // nil while the file is empty
+	m       vfs.Mapping // read-only; nil while the file is empty
 	buf     []byte
 	entries int
 	sealed  bool
 	err     error // set by Close or a failed remap; every later call fails with it
 }
 
-// checkEntry says why entry i of buf is invalid, given that the entries
-// before it are valid, or returns "" if it is valid.
-type checkEntry func(buf []byte, i int) string
+// checkEntry says why entry i, e, is invalid, given that the entries
+// before it are valid and prev is the one just before it (nil for entry
+// 0), or returns "" if it is valid.
+type checkEntry func(e, prev []byte, i int) string
 
 // maxFileBytes bounds an index file: Kafka's index sizes and positions are
 // Java ints.
@@ -54,6 +76,9 @@ const maxFileBytes = math.MaxInt32
 // warmBytes is the size of the tail of an index that lookups search first
 // (apache/kafka:storage/.../log/AbstractIndex.java, warmEntries).
 const warmBytes = 8192
+
+// scanBytes is how much of the file load reads at a time.
+const scanBytes = 64 << 10
 
 // open opens the file and loads its entries; see OpenOffset.
 func (x *file) open(fsys vfs.FS, name string, base int64, maxBytes int, active bool, size, offCol int, check checkEntry) error {
@@ -64,7 +89,7 @@ func (x *file) open(fsys vfs.FS, name string, base int64, maxBytes int, active b
 		return fmt.Errorf("%w: %s: base offset %d out of range", ErrInvalidOffset, name, base)
 	}
 	x.fs, x.name, x.base, x.size, x.offCol, x.maxBytes = fsys, name, base, size, offCol, maxBytes/size*size
-	f, err := fsys.OpenReadWrite(name) // read-write even when sealed: vfs maps read-write
+	f, err := fsys.OpenReadWrite(name) // read-write even when sealed: Unseal grows it
 	if active && errors.Is(err, iofs.ErrNotExist) {
 		f, err = fsys.Create(name)
 	}
@@ -88,11 +113,11 @@ func (x *file) open(fsys vfs.FS, name string, base int64, maxBytes int, active b
 	return nil
 }
 
-// load maps the file and counts its entries: the longest prefix of valid
-// entries, provided the rest of the file is zero (a preallocated tail). A
-// file that is valid up to entry i but has non-zero bytes after it is
-// corrupt: a torn write, stale entries or garbage. The file length is only
-// checked, never trusted.
+// load counts the file's entries and maps it: the entries are the longest
+// prefix of valid ones, provided the rest of the file is zero (a
+// preallocated tail). A file that is valid up to entry i but has non-zero
+// bytes after it is corrupt: a torn write, stale entries or garbage. The
+// file length is only checked, never trusted.
 func (x *file) load(check checkEntry) error {
 	fi, err := x.f.Stat()
 	if err != nil {
@@ -107,29 +132,50 @@ func (x *file) load(check checkEntry) error {
 	case n == 0:
 		return nil
 	}
+	if x.entries, err = x.scan(int(n), check); err != nil {
+		return err
+	}
 	m, err := x.f.Map(int(n))
 	if err != nil {
 		return err
 	}
 	x.m, x.buf = m, m.Bytes()
-	count := len(x.buf) / x.size
-	i, why := 0, ""
-	for ; i < count; i++ {
-		if why = check(x.buf, i); why != "" {
-			break
-		}
-	}
-	if i < count {
-		at := i * x.size
-		if nz := firstNonZero(x.buf[at:]); nz >= 0 {
-			if firstNonZero(x.buf[at:at+x.size]) < 0 {
-				return fmt.Errorf("%w: %s: entry %d (byte %d) is unused but byte %d (in entry %d) after it is not zero", ErrCorrupt, x.name, i, at, at+nz, (at+nz)/x.size)
-			}
-			return fmt.Errorf("%w: %s: entry %d (byte %d): %s", ErrCorrupt, x.name, i, at, why)
-		}
-	}
-	x.entries = i
 	return nil
+}
+
+// scan reads the n bytes of the file with ReadAt, not through a mapping
+// (see file), and returns the number of entries.
+func (x *file) scan(n int, check checkEntry) (int, error) {
+	chunk := make([]byte, min(n, scanBytes/x.size*x.size))
+	prev := make([]byte, 0, x.size)
+	entries := -1 // the first unused slot, once found
+	for off := 0; off < n; off += len(chunk) {
+		b := chunk[:min(len(chunk), n-off)]
+		if _, err := x.f.ReadAt(b, int64(off)); err != nil && !(errors.Is(err, io.EOF) && off+len(b) == n) {
+			return 0, fmt.Errorf("index: read %s at %d: %w", x.name, off, err)
+		}
+		at := 0 // where the zero tail starts in b, once the entries end
+		for ; entries < 0 && at < len(b); at += x.size {
+			i, e := (off+at)/x.size, b[at:at+x.size]
+			why := check(e, prev, i)
+			if why == "" {
+				prev = append(prev[:0], e...)
+				continue
+			}
+			if firstNonZero(e) >= 0 {
+				return 0, fmt.Errorf("%w: %s: entry %d (byte %d): %s", ErrCorrupt, x.name, i, off+at, why)
+			}
+			entries = i
+		}
+		if nz := firstNonZero(b[at:]); entries >= 0 && nz >= 0 {
+			slot, bad := entries*x.size, off+at+nz
+			return 0, fmt.Errorf("%w: %s: entry %d (byte %d) is unused but byte %d (in entry %d) after it is not zero", ErrCorrupt, x.name, entries, slot, bad, bad/x.size)
+		}
+	}
+	if entries < 0 {
+		entries = n / x.size
+	}
+	return entries, nil
 }
 
 // firstNonZero returns the index of the first non-zero byte of b, or -1.
@@ -155,8 +201,9 @@ func (x *file) remap(n int) error {
 		return nil
 	}
 	if n > len(x.buf) {
-		// Map grows the file with zeros; the old mapping stays valid until
-		// the new one exists, so a failure leaves the index as it was.
+		// Map grows the file (sparse, so this needs no space); the old
+		// mapping stays valid until the new one exists, so a failure leaves
+		// the index as it was.
 		m, err := x.f.Map(n)
 		if err != nil {
 			return fmt.Errorf("index: %s: grow to %d bytes: %w", x.name, n, err)
@@ -210,6 +257,23 @@ func (x *file) writable() error {
 		return fmt.Errorf("%w: %s", ErrSealed, x.name)
 	}
 	return nil
+}
+
+// write writes entry e into the first unused slot; the caller counts it.
+func (x *file) write(e []byte) error {
+	at := int64(x.entries * x.size)
+	n, err := x.f.WriteAt(e, at)
+	if err == nil {
+		return nil
+	}
+	if n > 0 {
+		// A time index entry may straddle two pages, and only the second
+		// one be out of space: clear the part written, on the first page,
+		// so that the tail stays zero.
+		_, zerr := x.f.WriteAt(make([]byte, n), at)
+		err = errors.Join(err, zerr)
+	}
+	return fmt.Errorf("index: write %s at %d: %w", x.name, at, err)
 }
 
 // relative converts offset to a relative offset (Kafka's
@@ -307,15 +371,23 @@ func (x *file) TruncateTo(offset int64) error {
 		rel := uint32(offset - x.base)
 		keep = sort.Search(x.entries, func(i int) bool { return x.relAt(i) >= rel })
 	}
-	x.truncateToEntries(keep)
-	return nil
+	return x.truncateToEntries(keep)
 }
 
-// truncateToEntries drops the entries from n on, zeroing their slots so
-// that a later Open does not take them for valid ones.
-func (x *file) truncateToEntries(n int) {
-	clear(x.buf[n*x.size : x.entries*x.size])
+// truncateToEntries drops the entries from n on. It cuts the file after
+// entry n and grows it back rather than write zeros over the dropped
+// slots: that needs no space on any file system, and the slots read as
+// zeros, so that a later Open does not take them for valid ones.
+func (x *file) truncateToEntries(n int) error {
+	if n == x.entries {
+		return nil
+	}
+	length := len(x.buf)
 	x.entries = n
+	if err := x.remap(n * x.size); err != nil {
+		return err
+	}
+	return x.remap(length)
 }
 
 // Reset removes every entry and makes the index active again, for a rebuild
@@ -326,7 +398,10 @@ func (x *file) Reset() error {
 	if x.err != nil {
 		return x.err
 	}
-	x.truncateToEntries(0)
+	x.entries = 0
+	if err := x.remap(0); err != nil { // as truncateToEntries does
+		return err
+	}
 	return x.unsealLocked()
 }
 

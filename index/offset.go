@@ -49,8 +49,8 @@ func OpenOffset(fsys vfs.FS, name string, baseOffset int64, maxBytes int, active
 // batch (LogSegment.append adds an entry only after more than
 // index.interval.bytes since the last one, starting from 0). So a zero
 // entry always marks the unused tail.
-func checkOffsetEntry(buf []byte, i int) string {
-	rel, pos := offsetEntryAt(buf, i)
+func checkOffsetEntry(e, prev []byte, i int) string {
+	rel, pos := offsetEntryAt(e, 0)
 	switch {
 	case rel > math.MaxInt32:
 		return fmt.Sprintf("relative offset %d exceeds 2^31-1", rel)
@@ -61,7 +61,7 @@ func checkOffsetEntry(buf []byte, i int) string {
 	case i == 0:
 		return ""
 	}
-	prevRel, prevPos := offsetEntryAt(buf, i-1)
+	prevRel, prevPos := offsetEntryAt(prev, 0)
 	switch {
 	case rel <= prevRel:
 		return fmt.Sprintf("relative offset %d is not above %d of entry %d", rel, prevRel, i-1)
@@ -145,9 +145,12 @@ func (x *OffsetIndex) Append(offset int64, position uint32) error {
 	if position == 0 || position > math.MaxInt32 {
 		return fmt.Errorf("%w: %s: position %d of offset %d is not within [1, 2^31-1]", ErrInvalidPosition, x.name, position, offset)
 	}
-	e := x.buf[x.entries*OffsetEntrySize:]
-	binary.BigEndian.PutUint32(e, rel)
+	var e [OffsetEntrySize]byte
+	binary.BigEndian.PutUint32(e[:], rel)
 	binary.BigEndian.PutUint32(e[4:], position)
+	if err := x.write(e[:]); err != nil {
+		return err
+	}
 	x.entries++
 	return nil
 }

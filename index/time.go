@@ -49,8 +49,8 @@ func OpenTime(fsys vfs.FS, name string, baseOffset int64, maxBytes int, active b
 // An all-zero entry would be timestamp 0 at the base offset; it cannot be
 // told from an unused slot, so it always marks the unused tail and
 // MaybeAppend never writes it.
-func checkTimeEntry(buf []byte, i int) string {
-	ts, rel := timeEntryAt(buf, i)
+func checkTimeEntry(e, prev []byte, i int) string {
+	ts, rel := timeEntryAt(e, 0)
 	switch {
 	case ts < 0:
 		return fmt.Sprintf("timestamp %d is negative", ts)
@@ -61,7 +61,7 @@ func checkTimeEntry(buf []byte, i int) string {
 	case i == 0:
 		return ""
 	}
-	prevTs, prevRel := timeEntryAt(buf, i-1)
+	prevTs, prevRel := timeEntryAt(prev, 0)
 	switch {
 	case ts <= prevTs:
 		return fmt.Sprintf("timestamp %d is not above %d of entry %d", ts, prevTs, i-1)
@@ -161,9 +161,12 @@ func (x *TimeIndex) MaybeAppend(timestamp, offset int64, skipFullCheck bool) err
 	if x.entries >= room {
 		return x.full(timestamp, offset)
 	}
-	e := x.buf[x.entries*TimeEntrySize:]
-	binary.BigEndian.PutUint64(e, uint64(timestamp))
+	var e [TimeEntrySize]byte
+	binary.BigEndian.PutUint64(e[:], uint64(timestamp))
 	binary.BigEndian.PutUint32(e[8:], rel)
+	if err := x.write(e[:]); err != nil {
+		return err
+	}
 	x.entries++
 	return nil
 }

@@ -24,8 +24,8 @@ import (
 // torn at any byte.
 //
 // Mapping a file counts as flushing the writes made to it before; writes
-// through a mapping are lost by Crash while the mapping is open, and kept
-// or lost as a whole once it is closed.
+// made while it is mapped are lost by Crash while the mapping is open, and
+// kept or lost as a whole once it is closed.
 type MemFS struct {
 	mu    sync.Mutex
 	root  *memNode
@@ -537,8 +537,8 @@ func (f *memFile) writeAtLocked(p []byte, off int64) (int, error) {
 		return 0, pathErr("write", f.name, errClosed)
 	case !f.write:
 		return 0, pathErr("write", f.name, syscall.EBADF)
-	case f.n.mapped > 0:
-		return 0, pathErr("write", f.name, syscall.EBUSY)
+	case f.n.mapped > 0 && off+int64(len(p)) > int64(len(f.n.data)):
+		return 0, pathErr("write", f.name, syscall.EBUSY) // a mapping cannot grow
 	case off < 0:
 		return 0, pathErr("write", f.name, syscall.EINVAL)
 	}
@@ -669,16 +669,6 @@ type memMapping struct {
 }
 
 func (m *memMapping) Bytes() []byte { return m.b }
-
-func (m *memMapping) Sync() error {
-	m.fs.mu.Lock()
-	defer m.fs.mu.Unlock()
-	if m.b == nil {
-		return errClosed
-	}
-	m.n.sync()
-	return nil
-}
 
 func (m *memMapping) Close() error {
 	m.fs.mu.Lock()

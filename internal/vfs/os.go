@@ -111,7 +111,7 @@ func (f *osFile) Map(size int) (Mapping, error) {
 			return nil, err
 		}
 	}
-	b, err := unix.Mmap(int(f.File.Fd()), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	b, err := unix.Mmap(int(f.File.Fd()), 0, size, unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
 		return nil, &os.PathError{Op: "mmap", Path: f.Name(), Err: err}
 	}
@@ -124,13 +124,6 @@ type osMapping struct {
 }
 
 func (m *osMapping) Bytes() []byte { return m.b }
-
-func (m *osMapping) Sync() error {
-	if err := unix.Msync(m.b, unix.MS_SYNC); err != nil {
-		return &os.PathError{Op: "msync", Path: m.name, Err: err}
-	}
-	return nil
-}
 
 func (m *osMapping) Close() error {
 	if m.b == nil {
