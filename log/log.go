@@ -439,8 +439,14 @@ func (l *Log) maybeRollLocked(b segment.Batch, now time.Time) (*segRef, error) {
 func (l *Log) rollLocked(base int64, replaceEmpty bool) (*segRef, error) {
 	old := l.active()
 	if !replaceEmpty {
+		// A seal that fails (the roll entry of the time index on a full
+		// disk) leaves the segment active, as a failed write does: only
+		// this append fails. A failed sync fails the log.
+		if err := old.Seal(); err != nil {
+			return nil, fmt.Errorf("log %s: roll: %w", l.dir, err)
+		}
 		start := time.Now()
-		if err := errors.Join(old.Seal(), old.Sync()); err != nil {
+		if err := old.Sync(); err != nil {
 			l.failed = fmt.Errorf("%w: %s: roll: %w", ErrFailed, l.dir, err)
 			return nil, l.failed
 		}
