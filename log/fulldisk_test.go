@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 
+	"github.com/strandlog/strand/internal/fulldisk"
 	"github.com/strandlog/strand/segment"
 )
 
@@ -81,45 +81,11 @@ func TestFullDisk(t *testing.T) {
 	}
 }
 
-const pageBytes = 4096
-
-// mountTmpfs mounts a tmpfs of size bytes on a new directory, or skips the
-// test, saying why, where the kernel refuses the mount.
-func mountTmpfs(t *testing.T, size int) string {
-	dir := t.TempDir()
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d", size)); err != nil {
-		t.Skipf("the full-disk test needs to mount a tmpfs (as root): mount -t tmpfs -o size=%d tmpfs %s: %v", size, dir, err)
-	}
-	t.Cleanup(func() {
-		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
-		}
-	})
-	return dir
-}
-
-// fillUntilFull writes zeros to a new file until the file system is full
-// and returns its name.
-func fillUntilFull(t *testing.T, name string) string {
-	f, err := os.Create(name)
-	require.NoError(t, err)
-	defer f.Close()
-	page := make([]byte, pageBytes)
-	for {
-		if _, err := f.Write(page); err != nil {
-			require.ErrorIs(t, err, syscall.ENOSPC)
-			return name
-		}
-	}
-}
-
 // fillLeaving writes a file that leaves free pages of the file system free.
 func fillLeaving(t *testing.T, mnt string, free int) {
-	var st unix.Statfs_t
-	require.NoError(t, unix.Statfs(mnt, &st))
-	avail := int(st.Bavail) * int(st.Bsize) / pageBytes
+	avail := fulldisk.FreePages(t, mnt)
 	require.Greater(t, avail, free, "the tmpfs is too small for %d free pages", free)
-	require.NoError(t, os.WriteFile(filepath.Join(mnt, "filler"), make([]byte, (avail-free)*pageBytes), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(mnt, "filler"), make([]byte, (avail-free)*fulldisk.PageBytes), 0o644))
 }
 
 // diskLog is the log under test and what it acknowledged.
@@ -143,9 +109,9 @@ func runFullDisk(t *testing.T, c fullDiskCase, kinds map[string]int) {
 			t.Fatalf("the process would have died: %v\n%s", r, debug.Stack())
 		}
 	}()
-	mnt := mountTmpfs(t, 2<<20)
+	mnt := fulldisk.Mount(t, 2<<20)
 	spare := filepath.Join(mnt, "spare")
-	require.NoError(t, os.WriteFile(spare, make([]byte, 16*pageBytes), 0o644))
+	require.NoError(t, os.WriteFile(spare, make([]byte, 16*fulldisk.PageBytes), 0o644))
 	fillLeaving(t, mnt, c.freePages)
 
 	d := &diskLog{t: t, dir: filepath.Join(mnt, "log"), c: c, kinds: kinds, acked: map[int64]string{}}
@@ -177,12 +143,12 @@ func runFullDisk(t *testing.T, c fullDiskCase, kinds map[string]int) {
 	// cleanly, and if it opens, every acknowledged record is there. Then
 	// again without the index files, which Open or the first read of a
 	// segment rebuilds from the log, on the same full disk.
-	fillUntilFull(t, filepath.Join(mnt, "spare2"))
+	fulldisk.Fill(t, filepath.Join(mnt, "spare2"))
 	t.Logf("close on a full disk: %v", d.l.Close())
 	d.l = nil
 	d.reopenOnFullDisk()
 	removeIndexes(t, d.dir)
-	fillUntilFull(t, filepath.Join(mnt, "spare3"))
+	fulldisk.Fill(t, filepath.Join(mnt, "spare3"))
 	d.reopenOnFullDisk()
 
 	// With space again the log opens, has everything, and appends.
