@@ -13,35 +13,32 @@ import (
 	"github.com/strandlog/strand/internal/vfs"
 )
 
-// file is what the offset and time indexes share: the file and its
-// read-only mapping, the entry count, sealing, truncation and the
-// warm-section search. Its exported methods are promoted to OffsetIndex and
-// TimeIndex.
+// file is what the offset and time indexes share: the mapped file, the
+// entry count, sealing, truncation and the warm-section search. Its
+// exported methods are promoted to OffsetIndex and TimeIndex.
 //
-// Entries are written with WriteAt (pwrite), never through the mapping,
-// which is read-only for active and sealed indexes alike (Kafka maps a
-// sealed index read-only; LMDB, by default, maps its whole file so). The
-// file is sparse after it is grown, and a store into a mapped page the
-// file system cannot back faults with SIGBUS, which kills the process: a
-// hole on a full disk, or any page on a copy-on-write file system, where
-// even an overwrite needs a new block. A pwrite returns ENOSPC instead,
-// which fails the one append. Allocating the file up front (fallocate)
-// would keep stores through the mapping but protect neither copy-on-write
-// file systems nor those without fallocate, and would take the whole
-// maximum size of both indexes from the disk (on tmpfs, from memory) for
-// every active segment. The price is one system call per entry, that is
-// per IndexIntervalBytes of log (4 KiB by default), against the write of
-// that log: BenchmarkOffsetAppend measures it.
+// Entries are stored through the mapping, which is writable while the
+// index is active and read-only once it is sealed, as Kafka maps them. An
+// active file is grown sparse, and a store into a page the file system
+// cannot back (a hole on a full disk) faults with SIGBUS, which kills the
+// process. So the file is allocated for real (vfs.File.Allocate, that is
+// fallocate) allocBytes at a time ahead of the entries: on a full disk
+// that call fails with ENOSPC and only the append fails. Writing entries
+// with pwrite into a read-only mapping would also cover copy-on-write file
+// systems, where any store may need a new block, but it costs a system call
+// per entry, which measured up to twice the CPU time of a segment append of
+// 4 KiB batches; allocation costs one per allocBytes of index. Nothing is
+// ever stored twice into the same slot through the mapping: TruncateTo and
+// Reset cut the file and grow it back rather than clear entries.
 //
 // On tmpfs even a read of a hole through a shared mapping allocates a page
-// and faults when none is left, so the mapping is only ever read where
-// entries were written; load reads the rest of the file with ReadAt.
+// and faults when none is left, so the mapping is only read where entries
+// are; load reads the file with ReadAt.
 //
 // Invariant while usable: buf is the whole file mapped (len(buf) is the
 // file's length), its first entries*size bytes are the entries and every
 // byte after them is zero. Keeping the tail zero is what lets Open find the
-// entry count without trusting the file length, so TruncateTo and Reset
-// drop the slots they clear from the file.
+// entry count without trusting the file length.
 type file struct {
 	// mu guards everything below. Lookups hold it shared; appends,
 	// truncation and remapping hold it exclusively, so a lookup never reads
@@ -57,8 +54,10 @@ type file struct {
 	maxBytes int // length of the active file: maxBytes rounded down to entries
 
 	f       vfs.File
-	m       vfs.Mapping // read-only; nil while the file is empty
+	m       vfs.Mapping // nil while the file is empty
 	buf     []byte
+	rw      bool // m is writable
+	alloc   int  // the first alloc bytes are allocated (Allocate)
 	entries int
 	sealed  bool
 	err     error // set by Close or a failed remap; every later call fails with it
@@ -79,6 +78,9 @@ const warmBytes = 8192
 
 // scanBytes is how much of the file load reads at a time.
 const scanBytes = 64 << 10
+
+// allocBytes is how much of an active file is allocated at a time.
+const allocBytes = 4 << 10
 
 // open opens the file and loads its entries; see OpenOffset.
 func (x *file) open(fsys vfs.FS, name string, base int64, maxBytes int, active bool, size, offCol int, check checkEntry) error {
@@ -106,14 +108,15 @@ func (x *file) open(fsys vfs.FS, name string, base int64, maxBytes int, active b
 		x.sealed = true
 		return nil
 	}
-	if err := x.remap(max(x.maxBytes, x.entries*size)); err != nil {
+	x.alloc = x.entries * size // the pages entries were stored in
+	if err := x.remap(max(x.maxBytes, x.entries*size), true); err != nil {
 		x.Close()
 		return err
 	}
 	return nil
 }
 
-// load counts the file's entries and maps it: the entries are the longest
+// load counts the file's entries and maps it read-only: the entries are the longest
 // prefix of valid ones, provided the rest of the file is zero (a
 // preallocated tail). A file that is valid up to entry i but has non-zero
 // bytes after it is corrupt: a torn write, stale entries or garbage. The
@@ -135,11 +138,11 @@ func (x *file) load(check checkEntry) error {
 	if x.entries, err = x.scan(int(n), check); err != nil {
 		return err
 	}
-	m, err := x.f.Map(int(n))
+	m, err := x.f.MapReadOnly(int(n))
 	if err != nil {
 		return err
 	}
-	x.m, x.buf = m, m.Bytes()
+	x.m, x.buf, x.rw = m, m.Bytes(), false
 	return nil
 }
 
@@ -194,24 +197,26 @@ func firstNonZero(b []byte) int {
 	return -1
 }
 
-// remap sets the file's length and mapping to n bytes, n >= entries*size.
-// The caller holds mu exclusively (or owns x exclusively).
-func (x *file) remap(n int) error {
-	if n == len(x.buf) {
+// remap sets the file's length and mapping to n bytes, n >= entries*size,
+// mapped writable or read-only. The caller holds mu exclusively (or owns x
+// exclusively).
+func (x *file) remap(n int, writable bool) error {
+	if n == len(x.buf) && writable == x.rw {
 		return nil
 	}
-	if n > len(x.buf) {
-		// Map grows the file (sparse, so this needs no space); the old
-		// mapping stays valid until the new one exists, so a failure leaves
-		// the index as it was.
-		m, err := x.f.Map(n)
+	if n > 0 && n >= len(x.buf) {
+		// Growing needs no space: the new part stays sparse until
+		// allocate. The old mapping stays valid until the new one exists,
+		// so a failure leaves the index as it was.
+		m, err := x.mapFile(n, writable)
 		if err != nil {
-			return fmt.Errorf("index: %s: grow to %d bytes: %w", x.name, n, err)
+			return fmt.Errorf("index: %s: map %d bytes: %w", x.name, n, err)
 		}
 		err = x.unmap()
-		x.m, x.buf = m, m.Bytes()
+		x.m, x.buf, x.rw = m, m.Bytes(), writable
 		return err
 	}
+	x.alloc = min(x.alloc, n)
 	// The file must not be truncated while mapped (vfs.File.Map).
 	if err := x.unmap(); err != nil {
 		return x.fail(err)
@@ -220,12 +225,33 @@ func (x *file) remap(n int) error {
 		return x.fail(err)
 	}
 	if n > 0 {
-		m, err := x.f.Map(n)
+		m, err := x.mapFile(n, writable)
 		if err != nil {
 			return x.fail(err)
 		}
-		x.m, x.buf = m, m.Bytes()
+		x.m, x.buf, x.rw = m, m.Bytes(), writable
 	}
+	return nil
+}
+
+func (x *file) mapFile(n int, writable bool) (vfs.Mapping, error) {
+	if writable {
+		return x.f.Map(n)
+	}
+	return x.f.MapReadOnly(n)
+}
+
+// allocate makes sure that the first end bytes of the file are allocated,
+// so that storing an entry there cannot fault (see file).
+func (x *file) allocate(end int) error {
+	if end <= x.alloc {
+		return nil
+	}
+	to := min(len(x.buf), (end+allocBytes-1)/allocBytes*allocBytes)
+	if err := x.f.Allocate(int64(x.alloc), int64(to-x.alloc)); err != nil {
+		return fmt.Errorf("index: %s: allocate bytes %d to %d: %w", x.name, x.alloc, to, err)
+	}
+	x.alloc = to
 	return nil
 }
 
@@ -257,23 +283,6 @@ func (x *file) writable() error {
 		return fmt.Errorf("%w: %s", ErrSealed, x.name)
 	}
 	return nil
-}
-
-// write writes entry e into the first unused slot; the caller counts it.
-func (x *file) write(e []byte) error {
-	at := int64(x.entries * x.size)
-	n, err := x.f.WriteAt(e, at)
-	if err == nil {
-		return nil
-	}
-	if n > 0 {
-		// A time index entry may straddle two pages, and only the second
-		// one be out of space: clear the part written, on the first page,
-		// so that the tail stays zero.
-		_, zerr := x.f.WriteAt(make([]byte, n), at)
-		err = errors.Join(err, zerr)
-	}
-	return fmt.Errorf("index: write %s at %d: %w", x.name, at, err)
 }
 
 // relative converts offset to a relative offset (Kafka's
@@ -384,10 +393,10 @@ func (x *file) truncateToEntries(n int) error {
 	}
 	length := len(x.buf)
 	x.entries = n
-	if err := x.remap(n * x.size); err != nil {
+	if err := x.remap(n*x.size, x.rw); err != nil {
 		return err
 	}
-	return x.remap(length)
+	return x.remap(length, x.rw)
 }
 
 // Reset removes every entry and makes the index active again, for a rebuild
@@ -399,7 +408,7 @@ func (x *file) Reset() error {
 		return x.err
 	}
 	x.entries = 0
-	if err := x.remap(0); err != nil { // as truncateToEntries does
+	if err := x.remap(0, x.rw); err != nil { // as truncateToEntries does
 		return err
 	}
 	return x.unsealLocked()
@@ -414,7 +423,7 @@ func (x *file) Seal() error {
 	if x.err != nil {
 		return x.err
 	}
-	if err := x.remap(x.entries * x.size); err != nil {
+	if err := x.remap(x.entries*x.size, false); err != nil {
 		return err
 	}
 	x.sealed = true
@@ -434,7 +443,7 @@ func (x *file) Unseal() error {
 }
 
 func (x *file) unsealLocked() error {
-	if err := x.remap(max(x.maxBytes, x.entries*x.size)); err != nil {
+	if err := x.remap(max(x.maxBytes, x.entries*x.size), true); err != nil {
 		return err
 	}
 	x.sealed = false

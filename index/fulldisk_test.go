@@ -26,84 +26,43 @@ func fullDisk(fsys *vfs.MemFS, names ...string) (full func(bool)) {
 	return func(b bool) { on = b }
 }
 
-// TestAppendOnFullDiskIsAnError: an entry the file system has no room for
-// fails the append with ENOSPC (where a store through a mapping would
-// fault), changes nothing, and the index appends again once there is room.
+// TestAppendOnFullDiskIsAnError: an entry past the allocated part of the
+// file, which the file system has no room to allocate, fails the append
+// with ENOSPC (where a store through the mapping would fault), changes
+// nothing, and the index appends again once there is room.
 func TestAppendOnFullDiskIsAnError(t *testing.T) {
 	fsys := vfs.NewMem()
 	require.NoError(t, fsys.MkdirAll("/seg", 0o755))
-	x := newOffset(t, fsys, "/seg", 0, 4096)
-	ti := newTime(t, fsys, "/seg", 0, 4096)
+	x := newOffset(t, fsys, "/seg", 0, 4*allocBytes)
+	ti := newTime(t, fsys, "/seg", 0, 4*allocBytes)
 	full := fullDisk(fsys, x.Name(), ti.Name())
-	require.NoError(t, x.Append(10, 4100))
-	require.NoError(t, ti.MaybeAppend(1000, 10, false))
+	// Fill the first allocated part of each file.
+	n := allocBytes / OffsetEntrySize
+	for i := 1; i <= n; i++ {
+		require.NoError(t, x.Append(int64(i), uint32(i)))
+	}
+	for i := 1; i <= allocBytes/TimeEntrySize; i++ {
+		require.NoError(t, ti.MaybeAppend(int64(i), int64(i), false))
+	}
+	lastTime := ti.LastEntry()
 
 	full(true)
-	require.ErrorIs(t, x.Append(20, 8200), syscall.ENOSPC)
-	require.ErrorIs(t, ti.MaybeAppend(2000, 20, false), syscall.ENOSPC)
-	require.ErrorIs(t, ti.MaybeAppend(2000, 20, true), syscall.ENOSPC, "the roll entry too")
-	require.Equal(t, []OffsetPosition{{10, 4100}}, x.all())
-	require.Equal(t, []TimestampOffset{{1000, 10}}, ti.all())
-	require.Equal(t, OffsetPosition{10, 4100}, x.Lookup(25))
-	require.Equal(t, TimestampOffset{1000, 10}, ti.Lookup(2500))
+	require.ErrorIs(t, x.Append(int64(n+1), uint32(n+1)), syscall.ENOSPC)
+	require.ErrorIs(t, ti.MaybeAppend(1<<20, 1<<20, false), syscall.ENOSPC)
+	require.ErrorIs(t, ti.MaybeAppend(1<<20, 1<<20, true), syscall.ENOSPC, "the roll entry too")
+	require.Equal(t, n, x.Entries())
+	require.Equal(t, OffsetPosition{int64(n), uint32(n)}, x.Lookup(1<<30))
+	require.Equal(t, lastTime, ti.LastEntry())
+	require.Equal(t, lastTime, ti.Lookup(1<<30))
 
 	full(false)
-	require.NoError(t, x.Append(20, 8200))
-	require.NoError(t, ti.MaybeAppend(2000, 20, false))
+	require.NoError(t, x.Append(int64(n+1), uint32(n+1)))
+	require.NoError(t, ti.MaybeAppend(1<<20, 1<<20, false))
 	require.NoError(t, x.Seal())
-	require.NoError(t, ti.Seal())
 	y, err := OpenOffset(fsys, x.Name(), 0, 4096, false)
 	require.NoError(t, err)
-	require.Equal(t, []OffsetPosition{{10, 4100}, {20, 8200}}, y.all())
-	require.NoError(t, y.Close())
-}
-
-// shortWriteFS writes only the first bytes of each WriteAt of n bytes or
-// more and then fails with ENOSPC, as a write whose second page cannot be
-// allocated does.
-type shortWriteFS struct {
-	vfs.FS
-	n, keep int
-}
-
-func (fsys shortWriteFS) Create(name string) (vfs.File, error) {
-	f, err := fsys.FS.Create(name)
-	return shortWriteFile{f, fsys.n, fsys.keep}, err
-}
-
-type shortWriteFile struct {
-	vfs.File
-	n, keep int
-}
-
-func (f shortWriteFile) WriteAt(p []byte, off int64) (int, error) {
-	if len(p) < f.n {
-		return f.File.WriteAt(p, off)
-	}
-	n, err := f.File.WriteAt(p[:f.keep], off)
-	if err != nil {
-		return n, err
-	}
-	return n, syscall.ENOSPC
-}
-
-// TestTornEntryOnFullDiskIsCleared: a time index entry straddling two
-// pages may be written in part before the file system runs out of space.
-// The part is cleared, so that the file still opens with its entries and
-// a zero tail, not as corrupt.
-func TestTornEntryOnFullDiskIsCleared(t *testing.T) {
-	mem := vfs.NewMem()
-	fsys := shortWriteFS{FS: mem, n: TimeEntrySize, keep: 4}
-	name := "/0.timeindex"
-	x, err := OpenTime(fsys, name, 0, 1200, true)
-	require.NoError(t, err)
-	defer x.Close()
-	require.ErrorIs(t, x.MaybeAppend(1000, 10, false), syscall.ENOSPC)
-	require.Zero(t, x.Entries())
-
-	y, err := OpenTime(mem, name, 0, 1200, false)
-	require.NoError(t, err, "the torn entry was cleared")
-	require.Zero(t, y.Entries())
+	require.Equal(t, n+1, y.Entries())
+	require.Equal(t, OffsetPosition{int64(n + 1), uint32(n + 1)}, y.Lookup(1<<30))
 	require.NoError(t, y.Close())
 }
 

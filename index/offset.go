@@ -145,12 +145,12 @@ func (x *OffsetIndex) Append(offset int64, position uint32) error {
 	if position == 0 || position > math.MaxInt32 {
 		return fmt.Errorf("%w: %s: position %d of offset %d is not within [1, 2^31-1]", ErrInvalidPosition, x.name, position, offset)
 	}
-	var e [OffsetEntrySize]byte
-	binary.BigEndian.PutUint32(e[:], rel)
-	binary.BigEndian.PutUint32(e[4:], position)
-	if err := x.write(e[:]); err != nil {
+	if err := x.allocate((x.entries + 1) * OffsetEntrySize); err != nil {
 		return err
 	}
+	e := x.buf[x.entries*OffsetEntrySize:]
+	binary.BigEndian.PutUint32(e, rel)
+	binary.BigEndian.PutUint32(e[4:], position)
 	x.entries++
 	return nil
 }

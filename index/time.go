@@ -161,12 +161,12 @@ func (x *TimeIndex) MaybeAppend(timestamp, offset int64, skipFullCheck bool) err
 	if x.entries >= room {
 		return x.full(timestamp, offset)
 	}
-	var e [TimeEntrySize]byte
-	binary.BigEndian.PutUint64(e[:], uint64(timestamp))
-	binary.BigEndian.PutUint32(e[8:], rel)
-	if err := x.write(e[:]); err != nil {
+	if err := x.allocate((x.entries + 1) * TimeEntrySize); err != nil {
 		return err
 	}
+	e := x.buf[x.entries*TimeEntrySize:]
+	binary.BigEndian.PutUint64(e, uint64(timestamp))
+	binary.BigEndian.PutUint32(e[8:], rel)
 	x.entries++
 	return nil
 }

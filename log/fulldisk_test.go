@@ -111,7 +111,7 @@ func runFullDisk(t *testing.T, c fullDiskCase, kinds map[string]int) {
 	}()
 	mnt := fulldisk.Mount(t, 2<<20)
 	spare := filepath.Join(mnt, "spare")
-	require.NoError(t, os.WriteFile(spare, make([]byte, 16*fulldisk.PageBytes), 0o644))
+	require.NoError(t, os.WriteFile(spare, make([]byte, 64*fulldisk.PageBytes), 0o644))
 	fillLeaving(t, mnt, c.freePages)
 
 	d := &diskLog{t: t, dir: filepath.Join(mnt, "log"), c: c, kinds: kinds, acked: map[int64]string{}}

@@ -24,8 +24,8 @@ import (
 // torn at any byte.
 //
 // Mapping a file counts as flushing the writes made to it before; writes
-// made while it is mapped are lost by Crash while the mapping is open, and
-// kept or lost as a whole once it is closed.
+// through a mapping are lost by Crash while the mapping is open, and kept
+// or lost as a whole once it is closed.
 type MemFS struct {
 	mu    sync.Mutex
 	root  *memNode
@@ -537,8 +537,8 @@ func (f *memFile) writeAtLocked(p []byte, off int64) (int, error) {
 		return 0, pathErr("write", f.name, errClosed)
 	case !f.write:
 		return 0, pathErr("write", f.name, syscall.EBADF)
-	case f.n.mapped > 0 && off+int64(len(p)) > int64(len(f.n.data)):
-		return 0, pathErr("write", f.name, syscall.EBUSY) // a mapping cannot grow
+	case f.n.mapped > 0:
+		return 0, pathErr("write", f.name, syscall.EBUSY)
 	case off < 0:
 		return 0, pathErr("write", f.name, syscall.EINVAL)
 	}
@@ -660,6 +660,28 @@ func (f *memFile) Map(size int) (Mapping, error) {
 	return &memMapping{fs: f.fs, n: n, b: n.data[:size:size]}, nil
 }
 
+// MapReadOnly is Map: a slice cannot be protected.
+func (f *memFile) MapReadOnly(size int) (Mapping, error) { return f.Map(size) }
+
+// Allocate checks the range; memory needs no allocation, but a hook can
+// fail it as a full disk would.
+func (f *memFile) Allocate(off, n int64) error {
+	if err := f.fs.before(Op{Kind: OpWrite, Name: f.name, Len: int(n)}); err != nil {
+		return err
+	}
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	switch {
+	case f.closed:
+		return pathErr("fallocate", f.name, errClosed)
+	case !f.write:
+		return pathErr("fallocate", f.name, syscall.EBADF)
+	case off < 0 || n <= 0 || off+n > int64(len(f.n.data)):
+		return pathErr("fallocate", f.name, syscall.EINVAL)
+	}
+	return nil
+}
+
 func (f *memFile) Fd() (uintptr, bool) { return 0, false }
 
 type memMapping struct {
@@ -669,6 +691,16 @@ type memMapping struct {
 }
 
 func (m *memMapping) Bytes() []byte { return m.b }
+
+func (m *memMapping) Sync() error {
+	m.fs.mu.Lock()
+	defer m.fs.mu.Unlock()
+	if m.b == nil {
+		return errClosed
+	}
+	m.n.sync()
+	return nil
+}
 
 func (m *memMapping) Close() error {
 	m.fs.mu.Lock()

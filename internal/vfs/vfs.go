@@ -59,23 +59,32 @@ type File interface {
 	Sync() error
 	// Truncate changes the file's length.
 	Truncate(size int64) error
-	// Map maps the first size bytes of the file into memory, read-only,
-	// growing the file if it is shorter. The mapping shows what WriteAt
-	// writes; nothing is ever written through it, because a store into a
-	// page the file system cannot back (a full disk) kills the process
-	// with SIGBUS where WriteAt returns ENOSPC. The file must not be
-	// truncated, nor grown by a write, while mapped.
+	// Map maps the first size bytes of the file into memory for reading and
+	// writing, growing the file if it is shorter. Writes through the
+	// mapping are made durable by Sync on the file or the mapping. The file
+	// must not be truncated or written with WriteAt or Write while mapped.
 	Map(size int) (Mapping, error)
+	// MapReadOnly maps the first size bytes of the file into memory for
+	// reading only, growing the file if it is shorter, as a sealed index
+	// is mapped. Writing the memory is a bug: on an OS file it faults.
+	MapReadOnly(size int) (Mapping, error)
+	// Allocate makes the file system back the n bytes at off, which lie
+	// within the file, with real blocks, so that writing them through a
+	// mapping cannot fault for want of space (SIGBUS): on a full disk
+	// Allocate fails with ENOSPC instead. Hooks see it as an OpWrite of n
+	// bytes, since it takes space as a write does.
+	Allocate(off, n int64) error
 	// Fd returns the file descriptor of an OS file, for sendfile; ok is
 	// false for files that have none.
 	Fd() (fd uintptr, ok bool)
 }
 
-// Mapping is a read-only memory mapping of a file.
+// Mapping is a memory mapping of a file.
 type Mapping interface {
-	// Bytes returns the mapped memory, which must not be written. It is
-	// valid until Close.
+	// Bytes returns the mapped memory. It is valid until Close.
 	Bytes() []byte
+	// Sync makes writes through the mapping durable (msync).
+	Sync() error
 	// Close unmaps the memory.
 	Close() error
 }
