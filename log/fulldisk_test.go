@@ -40,13 +40,14 @@ func (c fullDiskCase) String() string {
 }
 
 // fullDiskCases varies which file needs the next page when the disk runs
-// out: a log page, an offset or time index page, or a checkpoint file.
+// out: a log page, an offset or time index page, a checkpoint file, or the
+// time index's roll entry when a segment rolls.
 func fullDiskCases() []fullDiskCase {
 	if !*fullDiskLong {
 		return []fullDiskCase{
 			{freePages: 6, recordBytes: []int{50}, indexInterval: 1, segmentBytes: 1 << 20},
 			{freePages: 24, recordBytes: []int{3000, 100}, indexInterval: 0, segmentBytes: 16 << 10},
-			{freePages: 40, recordBytes: []int{700}, indexInterval: 64, segmentBytes: 8 << 10},
+			{freePages: 40, recordBytes: []int{5000}, indexInterval: 64, segmentBytes: 8 << 10},
 			{freePages: 80, recordBytes: []int{5000}, indexInterval: 1, segmentBytes: 64 << 10},
 		}
 	}
@@ -75,8 +76,8 @@ func TestFullDisk(t *testing.T) {
 	}
 	t.Logf("ENOSPC hits by file kind: %v", kinds)
 	if !t.Failed() && !t.Skipped() {
-		for _, k := range []string{"log", "index", "checkpoint"} {
-			require.Positive(t, kinds[k], "no case ran out of space while writing a %s file; the cases no longer cover it", k)
+		for _, k := range []string{"log", "index", "checkpoint", "roll"} {
+			require.Positive(t, kinds[k], "no case ran out of space writing a %s file (or rolling); the cases no longer cover it", k)
 		}
 	}
 }
@@ -210,6 +211,10 @@ func (d *diskLog) appendUntilFull(failures int) {
 		require.ErrorIs(d.t, err, syscall.ENOSPC, "append %d", i)
 		require.NotErrorIs(d.t, err, ErrFailed, "append %d", i)
 		d.kinds[fileKind(err)]++
+		if strings.Contains(err.Error(), ": roll: ") {
+			d.kinds["roll"]++
+			d.t.Logf("a roll failed: %v", err)
+		}
 	}
 }
 
