@@ -22,14 +22,15 @@ import (
 // active file is grown sparse, and a store into a page the file system
 // cannot back (a hole on a full disk) faults with SIGBUS, which kills the
 // process. So the file is allocated for real (vfs.File.Allocate, that is
-// fallocate) allocBytes at a time ahead of the entries: on a full disk
-// that call fails with ENOSPC and only the append fails. Writing entries
-// with pwrite into a read-only mapping would also cover copy-on-write file
-// systems, where any store may need a new block, but it costs a system call
-// per entry, which measured up to twice the CPU time of a segment append of
-// 4 KiB batches; allocation costs one per allocBytes of index. Nothing is
-// ever stored twice into the same slot through the mapping: TruncateTo and
-// Reset cut the file and grow it back rather than clear entries.
+// fallocate) ahead of the entries: on a full disk that call fails with
+// ENOSPC, and only the append fails. Writing entries with pwrite into a
+// read-only mapping would also cover copy-on-write file systems, where
+// any store may need a new block, but it costs a system call per entry,
+// which measured up to twice the CPU time of a segment append of 4 KiB
+// batches; allocation costs a call per doubling of the index, then one per
+// maxAllocBytes. Nothing is ever stored twice into a slot through the
+// mapping: TruncateTo and Reset cut the file and grow it back rather than
+// clear entries.
 //
 // On tmpfs even a read of a hole through a shared mapping allocates a page
 // and faults when none is left, so the mapping is only read where entries
@@ -79,8 +80,13 @@ const warmBytes = 8192
 // scanBytes is how much of the file load reads at a time.
 const scanBytes = 64 << 10
 
-// allocBytes is how much of an active file is allocated at a time.
-const allocBytes = 4 << 10
+// An active file is allocated ahead of its entries by as much as is
+// allocated already, from minAllocBytes up to maxAllocBytes: few system
+// calls for a large index, little of a nearly full disk for a small one.
+const (
+	minAllocBytes = 4 << 10
+	maxAllocBytes = 1 << 20
+)
 
 // open opens the file and loads its entries; see OpenOffset.
 func (x *file) open(fsys vfs.FS, name string, base int64, maxBytes int, active bool, size, offCol int, check checkEntry) error {
@@ -242,12 +248,15 @@ func (x *file) mapFile(n int, writable bool) (vfs.Mapping, error) {
 }
 
 // allocate makes sure that the first end bytes of the file are allocated,
-// so that storing an entry there cannot fault (see file).
+// so that storing an entry there cannot fault (see file). On a nearly full
+// disk a request ahead of need may fail where one for end bytes would not:
+// the disk is then within maxAllocBytes of full anyway.
 func (x *file) allocate(end int) error {
 	if end <= x.alloc {
 		return nil
 	}
-	to := min(len(x.buf), (end+allocBytes-1)/allocBytes*allocBytes)
+	to := max(end, x.alloc+min(max(x.alloc, minAllocBytes), maxAllocBytes))
+	to = min(len(x.buf), (to+minAllocBytes-1)/minAllocBytes*minAllocBytes)
 	if err := x.f.Allocate(int64(x.alloc), int64(to-x.alloc)); err != nil {
 		return fmt.Errorf("index: %s: allocate bytes %d to %d: %w", x.name, x.alloc, to, err)
 	}

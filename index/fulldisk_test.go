@@ -33,15 +33,15 @@ func fullDisk(fsys *vfs.MemFS, names ...string) (full func(bool)) {
 func TestAppendOnFullDiskIsAnError(t *testing.T) {
 	fsys := vfs.NewMem()
 	require.NoError(t, fsys.MkdirAll("/seg", 0o755))
-	x := newOffset(t, fsys, "/seg", 0, 4*allocBytes)
-	ti := newTime(t, fsys, "/seg", 0, 4*allocBytes)
+	x := newOffset(t, fsys, "/seg", 0, 4*minAllocBytes)
+	ti := newTime(t, fsys, "/seg", 0, 4*minAllocBytes)
 	full := fullDisk(fsys, x.Name(), ti.Name())
 	// Fill the first allocated part of each file.
-	n := allocBytes / OffsetEntrySize
+	n := minAllocBytes / OffsetEntrySize
 	for i := 1; i <= n; i++ {
 		require.NoError(t, x.Append(int64(i), uint32(i)))
 	}
-	for i := 1; i <= allocBytes/TimeEntrySize; i++ {
+	for i := 1; i <= minAllocBytes/TimeEntrySize; i++ {
 		require.NoError(t, ti.MaybeAppend(int64(i), int64(i), false))
 	}
 	lastTime := ti.LastEntry()

@@ -24,15 +24,15 @@ func TestFullTmpfs(t *testing.T) {
 	// A fault becomes a panic that fails the test, not a crash.
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	mnt := fulldisk.Mount(t, 256<<10)
-	const maxBytes = 4 * allocBytes // a sparse file: it takes no space
+	const maxBytes = 4 * minAllocBytes // a sparse file: it takes no space
 	name := filepath.Join(mnt, "00000000000000000000.index")
 	x, err := OpenOffset(vfs.Default, name, 0, maxBytes, true)
 	require.NoError(t, err)
 	defer x.Close()
-	require.NoError(t, x.Append(10, 100)) // allocates the first allocBytes
+	require.NoError(t, x.Append(10, 100)) // allocates the first page
 	fulldisk.Fill(t, filepath.Join(mnt, "filler"))
 
-	n := allocBytes / OffsetEntrySize
+	n := minAllocBytes / OffsetEntrySize
 	for i := 2; i <= n; i++ {
 		require.NoError(t, x.Append(int64(10*i), uint32(100*i)), "entry %d is allocated", i)
 	}
