@@ -47,3 +47,26 @@ func TestFullTmpfs(t *testing.T) {
 	require.Equal(t, n, y.Entries())
 	require.Equal(t, OffsetPosition{int64(10 * n), uint32(100 * n)}, y.Lookup(next))
 }
+
+// TestSealedIndexIsMappedReadOnly: as Kafka does, a sealed index is mapped
+// read-only, whether sealed or opened sealed, so a stray store faults
+// rather than change it; Unseal maps it writable again.
+func TestSealedIndexIsMappedReadOnly(t *testing.T) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	name := filepath.Join(t.TempDir(), "00000000000000000000.timeindex")
+	x, err := OpenTime(vfs.Default, name, 0, 1200, true)
+	require.NoError(t, err)
+	defer x.Close()
+	require.NoError(t, x.MaybeAppend(1000, 1, false))
+	require.NoError(t, x.Seal())
+	require.Panics(t, func() { x.buf[0] = 1 }, "a store into a sealed index")
+
+	y, err := OpenTime(vfs.Default, name, 0, 1200, false)
+	require.NoError(t, err)
+	defer y.Close()
+	require.Panics(t, func() { y.buf[0] = 1 }, "a store into an index opened sealed")
+
+	require.NoError(t, x.Unseal())
+	require.NoError(t, x.MaybeAppend(2000, 2, false))
+	require.Equal(t, TimestampOffset{2000, 2}, x.LastEntry())
+}
