@@ -122,11 +122,11 @@ func (x *file) open(fsys vfs.FS, name string, base int64, maxBytes int, active b
 	return nil
 }
 
-// load counts the file's entries and maps it read-only: the entries are the longest
-// prefix of valid ones, provided the rest of the file is zero (a
-// preallocated tail). A file that is valid up to entry i but has non-zero
-// bytes after it is corrupt: a torn write, stale entries or garbage. The
-// file length is only checked, never trusted.
+// load counts the file's entries and maps it read-only: the entries are
+// the longest prefix of valid ones, provided the rest of the file is zero
+// (a preallocated tail). A file that is valid up to entry i but has
+// non-zero bytes after it is corrupt: a torn write, stale entries or
+// garbage. The file length is only checked, never trusted.
 func (x *file) load(check checkEntry) error {
 	fi, err := x.f.Stat()
 	if err != nil {
@@ -235,8 +235,9 @@ func (x *file) remap(n int, writable bool) error {
 		if err != nil {
 			return x.fail(err)
 		}
-		x.m, x.buf, x.rw = m, m.Bytes(), writable
+		x.m, x.buf = m, m.Bytes()
 	}
+	x.rw = writable
 	return nil
 }
 
