@@ -1,12 +1,15 @@
 //go:build linux
 
 // Package fulldisk gives tests a real file system that runs out of space:
-// a small tmpfs, mounted for the test and filled on demand.
+// a small tmpfs or loop-mounted ext4, mounted for the test and filled on
+// demand.
 package fulldisk
 
 import (
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"syscall"
 	"testing"
 
@@ -28,6 +31,38 @@ func Mount(t testing.TB, size int) string {
 	t.Cleanup(func() {
 		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
 			t.Errorf("unmount %s: %v", dir, err)
+		}
+	})
+	return dir
+}
+
+// MountExt4 makes an ext4 file system of size bytes in an image file and
+// loop-mounts it on a new directory, unmounting it when the test ends.
+// Where mkfs.ext4 is missing or the mount is refused, it skips the test
+// and says why.
+func MountExt4(t testing.TB, size int) string {
+	t.Helper()
+	tmp := t.TempDir()
+	img, dir := filepath.Join(tmp, "ext4.img"), filepath.Join(tmp, "mnt")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(img, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(img, int64(size)); err != nil {
+		t.Fatal(err)
+	}
+	// 4 KiB blocks, as pages; no blocks reserved for root, who runs this.
+	if out, err := exec.Command("mkfs.ext4", "-q", "-F", "-b", "4096", "-m", "0", img).CombinedOutput(); err != nil {
+		t.Skipf("this test needs mkfs.ext4 (e2fsprogs): %v %s", err, out)
+	}
+	if out, err := exec.Command("mount", "-o", "loop", img, dir).CombinedOutput(); err != nil {
+		t.Skipf("this test needs to loop-mount an ext4 image (as root): mount -o loop %s %s: %v %s", img, dir, err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", "-l", dir).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v %s", dir, err, out)
 		}
 	})
 	return dir
