@@ -119,7 +119,9 @@ func (x *OffsetIndex) IsFull() bool {
 // starts at position. Offsets and positions must strictly increase
 // (ErrInvalidOffset, ErrInvalidPosition), the offset must be within 2^31-1
 // of the base offset (ErrOffsetOverflow), and the index must have room
-// (ErrIndexFull) and not be sealed (ErrSealed).
+// (ErrIndexFull) and not be sealed (ErrSealed). If the file system cannot
+// allocate the entry's page (a full disk: the error wraps ENOSPC), the
+// index is left as it was.
 func (x *OffsetIndex) Append(offset int64, position uint32) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()

@@ -131,7 +131,9 @@ func (x *TimeIndex) IsFull() bool {
 // It fails if offset is below the last entry's (ErrInvalidOffset) or not
 // within 2^31-1 of the base offset (ErrOffsetOverflow), if timestamp is
 // below the last entry's (ErrInvalidTimestamp), or if there is no room
-// (ErrIndexFull) or the index is sealed (ErrSealed).
+// (ErrIndexFull) or the index is sealed (ErrSealed). If the file system
+// cannot allocate the entry's page (a full disk: the error wraps ENOSPC),
+// the index is left as it was.
 func (x *TimeIndex) MaybeAppend(timestamp, offset int64, skipFullCheck bool) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
