@@ -21,9 +21,12 @@ import (
 	"github.com/strandlog/strand/segment"
 )
 
-// fullDiskLong runs TestFullDisk over many more fill points:
+// fullDiskLong runs TestFullDisk over many more fill points (252 cases a
+// file system: about a minute on tmpfs, half an hour on ext4, whose
+// fsyncs reach the disk):
 //
-//	go test ./log -run TestFullDisk -args -strand.fulldisk
+//	go test ./log -timeout 1h -run TestFullDisk -args -strand.fulldisk
+//	go test ./log -run TestFullDisk/tmpfs -args -strand.fulldisk
 var fullDiskLong = flag.Bool("strand.fulldisk", false, "run TestFullDisk over every combination of disk fill, record size and index interval")
 
 // fullDiskCase is where a real file system fills up: how many pages stay
