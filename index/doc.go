@@ -10,10 +10,13 @@
 //
 // # Life cycle
 //
-// The active segment's indexes are opened active: the file is preallocated
-// to a maximum size and memory-mapped, and entries are written through the
-// mapping. When the segment rolls, Seal trims each file to its entries; when
-// a truncation makes an old segment active again, Unseal grows it back.
+// The active segment's indexes are opened active: the file is grown
+// (sparse) to a maximum size and memory-mapped, and entries are written
+// through the mapping, each page allocated for real first, so that a full
+// disk fails an append with ENOSPC rather than the process with SIGBUS.
+// When the segment rolls, Seal trims each file to its entries and maps it
+// read-only; when a truncation makes an old segment active again, Unseal
+// grows it back.
 // Lookups use Kafka's warm-section binary search, which first searches the
 // last 8 KiB of entries, where almost all lookups from followers and
 // consumers land.

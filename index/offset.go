@@ -49,8 +49,8 @@ func OpenOffset(fsys vfs.FS, name string, baseOffset int64, maxBytes int, active
 // batch (LogSegment.append adds an entry only after more than
 // index.interval.bytes since the last one, starting from 0). So a zero
 // entry always marks the unused tail.
-func checkOffsetEntry(buf []byte, i int) string {
-	rel, pos := offsetEntryAt(buf, i)
+func checkOffsetEntry(e, prev []byte, i int) string {
+	rel, pos := offsetEntryAt(e, 0)
 	switch {
 	case rel > math.MaxInt32:
 		return fmt.Sprintf("relative offset %d exceeds 2^31-1", rel)
@@ -61,7 +61,7 @@ func checkOffsetEntry(buf []byte, i int) string {
 	case i == 0:
 		return ""
 	}
-	prevRel, prevPos := offsetEntryAt(buf, i-1)
+	prevRel, prevPos := offsetEntryAt(prev, 0)
 	switch {
 	case rel <= prevRel:
 		return fmt.Sprintf("relative offset %d is not above %d of entry %d", rel, prevRel, i-1)
@@ -119,7 +119,9 @@ func (x *OffsetIndex) IsFull() bool {
 // starts at position. Offsets and positions must strictly increase
 // (ErrInvalidOffset, ErrInvalidPosition), the offset must be within 2^31-1
 // of the base offset (ErrOffsetOverflow), and the index must have room
-// (ErrIndexFull) and not be sealed (ErrSealed).
+// (ErrIndexFull) and not be sealed (ErrSealed). If the file system cannot
+// allocate the entry's page (a full disk: the error wraps ENOSPC), the
+// index is left as it was.
 func (x *OffsetIndex) Append(offset int64, position uint32) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -144,6 +146,9 @@ func (x *OffsetIndex) Append(offset int64, position uint32) error {
 	}
 	if position == 0 || position > math.MaxInt32 {
 		return fmt.Errorf("%w: %s: position %d of offset %d is not within [1, 2^31-1]", ErrInvalidPosition, x.name, position, offset)
+	}
+	if err := x.allocate((x.entries + 1) * OffsetEntrySize); err != nil {
+		return err
 	}
 	e := x.buf[x.entries*OffsetEntrySize:]
 	binary.BigEndian.PutUint32(e, rel)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -96,23 +97,33 @@ func BenchmarkOffsetLookup(b *testing.B) {
 	}
 }
 
+// BenchmarkOffsetAppend appends entries on the OS file system, where each
+// is a pwrite, and on the in-memory one.
 func BenchmarkOffsetAppend(b *testing.B) {
-	x, err := OpenOffset(vfs.NewMem(), "/b.index", 0, 8<<20, true)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer x.Close()
-	var off int64
-	for b.Loop() {
-		if x.IsFull() {
-			if err := x.Reset(); err != nil {
+	for _, fs := range []struct {
+		name string
+		fsys vfs.FS
+		dir  string
+	}{{"os", vfs.Default, b.TempDir()}, {"mem", vfs.NewMem(), "/"}} {
+		b.Run("fs="+fs.name, func(b *testing.B) {
+			x, err := OpenOffset(fs.fsys, filepath.Join(fs.dir, "b.index"), 0, 8<<20, true)
+			if err != nil {
 				b.Fatal(err)
 			}
-			off = 0
-		}
-		off++
-		if err := x.Append(off, uint32(off)); err != nil {
-			b.Fatal(err)
-		}
+			defer x.Close()
+			var off int64
+			for b.Loop() {
+				if x.IsFull() {
+					if err := x.Reset(); err != nil {
+						b.Fatal(err)
+					}
+					off = 0
+				}
+				off++
+				if err := x.Append(off, uint32(off)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -49,8 +49,8 @@ func OpenTime(fsys vfs.FS, name string, baseOffset int64, maxBytes int, active b
 // An all-zero entry would be timestamp 0 at the base offset; it cannot be
 // told from an unused slot, so it always marks the unused tail and
 // MaybeAppend never writes it.
-func checkTimeEntry(buf []byte, i int) string {
-	ts, rel := timeEntryAt(buf, i)
+func checkTimeEntry(e, prev []byte, i int) string {
+	ts, rel := timeEntryAt(e, 0)
 	switch {
 	case ts < 0:
 		return fmt.Sprintf("timestamp %d is negative", ts)
@@ -61,7 +61,7 @@ func checkTimeEntry(buf []byte, i int) string {
 	case i == 0:
 		return ""
 	}
-	prevTs, prevRel := timeEntryAt(buf, i-1)
+	prevTs, prevRel := timeEntryAt(prev, 0)
 	switch {
 	case ts <= prevTs:
 		return fmt.Sprintf("timestamp %d is not above %d of entry %d", ts, prevTs, i-1)
@@ -131,7 +131,9 @@ func (x *TimeIndex) IsFull() bool {
 // It fails if offset is below the last entry's (ErrInvalidOffset) or not
 // within 2^31-1 of the base offset (ErrOffsetOverflow), if timestamp is
 // below the last entry's (ErrInvalidTimestamp), or if there is no room
-// (ErrIndexFull) or the index is sealed (ErrSealed).
+// (ErrIndexFull) or the index is sealed (ErrSealed). If the file system
+// cannot allocate the entry's page (a full disk: the error wraps ENOSPC),
+// the index is left as it was.
 func (x *TimeIndex) MaybeAppend(timestamp, offset int64, skipFullCheck bool) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -160,6 +162,9 @@ func (x *TimeIndex) MaybeAppend(timestamp, offset int64, skipFullCheck bool) err
 	}
 	if x.entries >= room {
 		return x.full(timestamp, offset)
+	}
+	if err := x.allocate((x.entries + 1) * TimeEntrySize); err != nil {
+		return err
 	}
 	e := x.buf[x.entries*TimeEntrySize:]
 	binary.BigEndian.PutUint64(e, uint64(timestamp))

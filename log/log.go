@@ -504,8 +504,14 @@ func (l *Log) rollLocked(base int64, replaceEmpty bool) (*segRef, error) {
 	}
 	old := l.active()
 	if !replaceEmpty {
+		// A seal that fails (the roll entry of the time index on a full
+		// disk) leaves the segment active, as a failed write does: only
+		// this append fails. A failed sync fails the log.
+		if err := old.Seal(); err != nil {
+			return nil, fmt.Errorf("log %s: roll: %w", l.dir, err)
+		}
 		start := time.Now()
-		if err := errors.Join(old.Seal(), old.Sync()); err != nil {
+		if err := old.Sync(); err != nil {
 			return nil, l.fail(fmt.Errorf("roll: %w", err))
 		}
 		l.stats.fsync(time.Since(start))

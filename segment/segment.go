@@ -494,21 +494,26 @@ func (s *Segment) checkOrder(b Batch) error {
 // indexBatch updates the indexes and the timestamps for the batch b just
 // written at pos, by Kafka's LogSegment.append rule: an index entry maps
 // the batch's last offset to its start once more than IndexIntervalBytes
-// were appended since the last entry.
+// were appended since the last entry. If an index write fails (a full
+// disk), nothing changes: the entry written to the other index is removed.
 func (s *Segment) indexBatch(b Batch, pos int64) error {
-	if s.firstBatchMaxTime.Load() < 0 {
-		s.firstBatchMaxTime.Store(b.MaxTimestamp())
+	maxTime, offsetOfMaxTime := s.maxTimestamp.Load(), s.offsetOfMaxTime
+	if b.MaxTimestamp() > maxTime {
+		maxTime, offsetOfMaxTime = b.MaxTimestamp(), b.LastOffset()
 	}
-	s.setMaxTimestamp(b.MaxTimestamp(), b.LastOffset())
 	if s.sinceIndexEntry > s.opts.IndexIntervalBytes {
 		if err := s.offsets.Append(b.LastOffset(), uint32(pos)); err != nil {
 			return err
 		}
-		if err := s.times.MaybeAppend(s.maxTimestamp.Load(), s.offsetOfMaxTime, false); err != nil {
-			return err
+		if err := s.times.MaybeAppend(maxTime, offsetOfMaxTime, false); err != nil {
+			return errors.Join(err, s.offsets.TruncateTo(b.LastOffset()))
 		}
 		s.sinceIndexEntry = 0
 	}
+	if s.firstBatchMaxTime.Load() < 0 {
+		s.firstBatchMaxTime.Store(b.MaxTimestamp())
+	}
+	s.setMaxTimestamp(b.MaxTimestamp(), b.LastOffset())
 	s.sinceIndexEntry += b.Size()
 	s.nextOffset.Store(b.LastOffset() + 1)
 	return nil
@@ -537,7 +542,9 @@ func (s *Segment) Append(b Batch) error {
 		return errors.Join(fmt.Errorf("segment: write %s at %d: %w", s.logName(), pos, err), s.log.Truncate(pos))
 	}
 	if err := s.indexBatch(b, pos); err != nil {
-		return fmt.Errorf("segment %s: index batch at %d: %w", s.logName(), pos, err)
+		// The batch is whole in the file but not in the segment: cut it,
+		// or a clean reopen would find it.
+		return errors.Join(fmt.Errorf("segment %s: index batch at %d: %w", s.logName(), pos, err), s.log.Truncate(pos))
 	}
 	s.size.Store(pos + int64(len(b)))
 	return nil
@@ -794,8 +801,10 @@ func (s *Segment) Seal() error {
 	return s.seal()
 }
 
+// seal may run again on a sealed segment, when the roll that sealed it
+// could not create the next one (a full disk): the roll entry is in.
 func (s *Segment) seal() error {
-	if ts := s.maxTimestamp.Load(); ts >= 0 {
+	if ts := s.maxTimestamp.Load(); ts >= 0 && !s.times.Sealed() {
 		if err := s.times.MaybeAppend(ts, s.offsetOfMaxTime, true); err != nil {
 			return err
 		}

@@ -261,15 +261,30 @@ func (f *errorFile) Truncate(size int64) error {
 	return f.File.Truncate(size)
 }
 
-func (f *errorFile) Map(size int) (Mapping, error) {
+func (f *errorFile) Map(size int) (Mapping, error) { return f.mapWith(f.File.Map, size) }
+
+func (f *errorFile) MapReadOnly(size int) (Mapping, error) {
+	return f.mapWith(f.File.MapReadOnly, size)
+}
+
+func (f *errorFile) mapWith(mapFile func(int) (Mapping, error), size int) (Mapping, error) {
 	if err := f.e.check(Op{Kind: OpMap, Name: f.name}, ""); err != nil {
 		return nil, err
 	}
-	m, err := f.File.Map(size)
+	m, err := mapFile(size)
 	if err != nil {
 		return nil, err
 	}
 	return &errorMapping{Mapping: m, f: f}, nil
+}
+
+// Allocate is an OpWrite, as for MemFS's hook: it takes space as a write
+// does, and fails as one on a full disk.
+func (f *errorFile) Allocate(off, n int64) error {
+	if err := f.e.check(Op{Kind: OpWrite, Name: f.name, Len: int(n)}, ""); err != nil {
+		return err
+	}
+	return f.File.Allocate(off, n)
 }
 
 // errorMapping fails the msync of a mapping as an OpSync of its file.

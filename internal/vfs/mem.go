@@ -746,6 +746,28 @@ func (f *memFile) Map(size int) (Mapping, error) {
 	return &memMapping{fs: f.fs, n: n, name: f.name, b: n.data[:size:size]}, nil
 }
 
+// MapReadOnly is Map: a slice cannot be protected.
+func (f *memFile) MapReadOnly(size int) (Mapping, error) { return f.Map(size) }
+
+// Allocate checks the range; memory needs no allocation, but a hook can
+// fail it as a full disk would.
+func (f *memFile) Allocate(off, n int64) error {
+	if err := f.fs.before(Op{Kind: OpWrite, Name: f.name, Len: int(n)}); err != nil {
+		return err
+	}
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	switch {
+	case f.closed:
+		return pathErr("fallocate", f.name, errClosed)
+	case !f.write:
+		return pathErr("fallocate", f.name, syscall.EBADF)
+	case off < 0 || n <= 0 || off+n > int64(len(f.n.data)):
+		return pathErr("fallocate", f.name, syscall.EINVAL)
+	}
+	return nil
+}
+
 func (f *memFile) SyscallConn() (syscall.RawConn, error) {
 	return nil, pathErr("syscallconn", f.name, errors.ErrUnsupported)
 }

@@ -97,6 +97,14 @@ func (f *osFile) Sync() error {
 }
 
 func (f *osFile) Map(size int) (Mapping, error) {
+	return f.mmap(size, unix.PROT_READ|unix.PROT_WRITE)
+}
+
+func (f *osFile) MapReadOnly(size int) (Mapping, error) {
+	return f.mmap(size, unix.PROT_READ)
+}
+
+func (f *osFile) mmap(size, prot int) (Mapping, error) {
 	if size <= 0 {
 		return nil, &os.PathError{Op: "mmap", Path: f.Name(), Err: unix.EINVAL}
 	}
@@ -109,11 +117,39 @@ func (f *osFile) Map(size int) (Mapping, error) {
 			return nil, err
 		}
 	}
-	b, err := unix.Mmap(int(f.File.Fd()), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	b, err := unix.Mmap(int(f.File.Fd()), 0, size, prot, unix.MAP_SHARED)
 	if err != nil {
 		return nil, &os.PathError{Op: "mmap", Path: f.Name(), Err: err}
 	}
 	return &osMapping{name: f.Name(), b: b}, nil
+}
+
+// Allocate uses fallocate, keeping the file's size. Where the file system
+// has no fallocate it writes zeros, which allocates as well (a
+// copy-on-write file system may still need new blocks for a later write
+// through a mapping). Writing a mapped file with WriteAt is safe here: the
+// range is only ever allocated before anything is stored in it.
+func (f *osFile) Allocate(off, n int64) error {
+	err := unix.Fallocate(int(f.File.Fd()), unix.FALLOC_FL_KEEP_SIZE, off, n)
+	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
+		return f.writeZeros(off, n)
+	}
+	if err != nil {
+		return &os.PathError{Op: "fallocate", Path: f.Name(), Err: err}
+	}
+	return nil
+}
+
+func (f *osFile) writeZeros(off, n int64) error {
+	zeros := make([]byte, min(n, 64<<10))
+	for n > 0 {
+		k := min(n, int64(len(zeros)))
+		if _, err := f.File.WriteAt(zeros[:k], off); err != nil {
+			return err
+		}
+		off, n = off+k, n-k
+	}
+	return nil
 }
 
 type osMapping struct {

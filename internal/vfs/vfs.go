@@ -66,6 +66,16 @@ type File interface {
 	// mapping are made durable by Sync on the file or the mapping. The file
 	// must not be truncated or written with WriteAt or Write while mapped.
 	Map(size int) (Mapping, error)
+	// MapReadOnly maps the first size bytes of the file into memory for
+	// reading only, growing the file if it is shorter, as a sealed index
+	// is mapped. Writing the memory is a bug: on an OS file it faults.
+	MapReadOnly(size int) (Mapping, error)
+	// Allocate makes the file system back the n bytes at off, which lie
+	// within the file, with real blocks, so that writing them through a
+	// mapping cannot fault for want of space (SIGBUS): on a full disk
+	// Allocate fails with ENOSPC instead. Hooks see it as an OpWrite of n
+	// bytes, since it takes space as a write does.
+	Allocate(off, n int64) error
 	// SyscallConn returns the raw descriptor of an OS file, for sendfile,
 	// as os.File.SyscallConn does: its Control keeps the descriptor open
 	// while it runs, so that a concurrent Close cannot hand the number to
