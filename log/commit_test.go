@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/strandlog/strand/internal/vfs"
+	"github.com/strandlog/strand/segment"
 	"github.com/stretchr/testify/require"
 )
 
@@ -42,7 +43,11 @@ func TestFailedDirectorySyncOnRollFailsTheLog(t *testing.T) {
 	require.NoError(t, err)
 	appendN(t, l, 0, 10, 1, 100)
 
-	hook, arm := failOnce(func(op vfs.Op) bool { return op.Kind == vfs.OpSync && op.Name == dir })
+	created := false // the new segment's file: the sync of its name fails
+	hook, arm := failOnce(func(op vfs.Op) bool {
+		created = created || (op.Kind == vfs.OpCreate && strings.HasSuffix(op.Name, segment.LogSuffix))
+		return created && op.Kind == vfs.OpSync && op.Name == dir
+	})
 	fs.SetHook(hook)
 	arm()
 	var rollErr error

@@ -196,6 +196,10 @@ func (l *Log) load() error {
 	}
 	l.epoch = l.epochs.LatestEpoch()
 
+	if err := l.reloadProducersLocked(); err != nil {
+		return err
+	}
+
 	// Whatever recovery kept is made durable before the log moves on, so
 	// that the recovery point can start at the log end.
 	if !clean {
@@ -307,7 +311,7 @@ func (l *Log) cleanDir() ([]int64, error) {
 		}
 	}
 	for _, name := range names {
-		for _, suffix := range []string{segment.IndexSuffix, segment.TimeIndexSuffix} {
+		for _, suffix := range []string{segment.IndexSuffix, segment.TimeIndexSuffix, txnIndexSuffix} {
 			if base, ok := segmentBase(name, suffix); ok && !logs[base] {
 				if err := l.fs.Remove(filepath.Join(l.dir, name)); err != nil && !errors.Is(err, iofs.ErrNotExist) {
 					return nil, fmt.Errorf("log: %w", err)
@@ -334,7 +338,7 @@ func segmentBase(name, suffix string) (int64, bool) {
 }
 
 func (l *Log) removeSegmentFiles(base int64) error {
-	return l.removeFiles(base, segment.LogSuffix, segment.IndexSuffix, segment.TimeIndexSuffix)
+	return l.removeFiles(base, segment.LogSuffix, segment.IndexSuffix, segment.TimeIndexSuffix, txnIndexSuffix)
 }
 
 // removeFiles removes the files of the segment at base with the suffixes
@@ -447,8 +451,15 @@ func (l *Log) Close() error {
 		active := l.active()
 		if err = active.Seal(); err != nil {
 			err = fmt.Errorf("log %s: close: %w", l.dir, err)
-		} else if err = active.Sync(); err != nil {
+		} else if err = errors.Join(active.Sync(), active.syncTxnIndex()); err != nil {
 			err = fmt.Errorf("%w: %s: close: %w", ErrFailed, l.dir, err)
+		}
+		if err == nil {
+			// Kafka snapshots the producer state on close, so that the
+			// next open replays nothing.
+			if err = l.snapshotLocked(l.leo.Load()); err != nil {
+				err = fmt.Errorf("%w: %s: close: %w", ErrFailed, l.dir, err)
+			}
 		}
 		if err == nil {
 			l.recoveryPoint = l.leo.Load()

@@ -75,7 +75,7 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	old := l.segs
 	l.mu.RUnlock()
 	for _, s := range old {
-		if err := s.Rename(deletedSuffix); err != nil {
+		if err := s.rename(deletedSuffix); err != nil {
 			return l.fail(err)
 		}
 	}
