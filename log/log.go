@@ -127,11 +127,11 @@ type Log struct {
 
 // pending is an append waiting for its group's commit.
 type pending struct {
-	batch    segment.Batch
-	origin   idempotence.Origin
-	res      AppendResult
-	err      error
-	wake     chan bool // true: lead the next group; false: done
+	batch  segment.Batch
+	origin idempotence.Origin
+	res    AppendResult
+	err    error
+	wake   chan bool // true: lead the next group; false: done
 }
 
 // Append builds a batch from recs, compressed with Options.Compression,
