@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/strandlog/strand/idempotence"
 	"github.com/strandlog/strand/internal/vfs"
 	"github.com/strandlog/strand/segment"
 )
@@ -145,6 +146,12 @@ func (l *Log) afterTruncateLocked() error {
 	if err := vfs.SyncDir(l.fs, l.dir); err != nil {
 		return l.fail(err)
 	}
+	// The producer state and the .txnindex entries may hold removed
+	// batches: rebuilt from the newest snapshot left (Kafka's
+	// truncateAndReload deletes those past the new end) and the log.
+	if err := l.reloadProducersLocked(); err != nil {
+		return l.fail(err)
+	}
 	l.notify()
 	// The gaps before the segments removed are no longer the log's.
 	return errors.Join(l.writeCheckpointsLocked(l.opts.Now()), l.dropGapsFromLocked(active.BaseOffset()+1))
@@ -192,6 +199,8 @@ func (l *Log) advanceLogStartLocked(offset int64) error {
 		return nil
 	}
 	l.logStart.Store(offset)
+	l.producers.OnLogStartOffset(offset)
+	l.refreshUnstableLocked()
 	if err := l.writeCheckpointsLocked(l.opts.Now()); err != nil {
 		return err
 	}
@@ -215,6 +224,11 @@ func (l *Log) deleteHeadLocked(n int) error {
 	var errs []error
 	for _, s := range old[:n] {
 		errs = append(errs, s.discard(true))
+	}
+	// Their producer snapshots go with them (Kafka's
+	// deleteProducerSnapshots).
+	if err := idempotence.DeleteSnapshotsBefore(l.fs, l.dir, old[n].BaseOffset()); err != nil {
+		errs = append(errs, fmt.Errorf("log %s: %w", l.dir, err))
 	}
 	return errors.Join(errs...)
 }
