@@ -261,7 +261,7 @@ func (r *segRef) txnIndexLocked() (*idempotence.TxnIndex, error) {
 			return nil, err
 		}
 		r.txn = x
-		r.aborted.Store(len(x.Entries()) > 0)
+		r.noAborted.Store(len(x.Entries()) == 0)
 	}
 	return r.txn, nil
 }
@@ -283,7 +283,7 @@ func (r *segRef) indexAborted(completed []idempotence.CompletedTxn) error {
 		x, err := r.txnIndexLocked()
 		if err == nil {
 			err = x.Append(idempotence.AbortedTxnOf(c))
-			r.aborted.Store(true)
+			r.noAborted.Store(false)
 		}
 		r.txnMu.Unlock()
 		if err != nil {
@@ -305,7 +305,7 @@ func (r *segRef) truncateAborted(offset int64) error {
 	if err := x.TruncateTo(offset); err != nil {
 		return fmt.Errorf("%s: %w", r.txnIndexName(), err)
 	}
-	r.aborted.Store(len(x.Entries()) > 0)
+	r.noAborted.Store(len(x.Entries()) == 0)
 	return nil
 }
 
@@ -322,16 +322,18 @@ func (r *segRef) syncTxnIndex() error {
 // collectAborted returns the aborted transactions of this segment that
 // overlap offsets [from, upper), and whether later segments need not be
 // searched (TransactionIndex.collectAbortedTxns).
-func (r *segRef) collectAborted(from, upper int64) ([]idempotence.AbortedTxn, bool) {
-	if !r.aborted.Load() {
-		return nil, false
+func (r *segRef) collectAborted(from, upper int64) ([]idempotence.AbortedTxn, bool, error) {
+	if r.noAborted.Load() {
+		return nil, false, nil
 	}
 	r.txnMu.Lock()
 	defer r.txnMu.Unlock()
-	if r.txn == nil {
-		return nil, false
+	x, err := r.txnIndexLocked()
+	if err != nil {
+		return nil, false, err
 	}
-	return r.txn.Collect(from, upper)
+	aborted, done := x.Collect(from, upper)
+	return aborted, done, nil
 }
 
 // renameTxnIndex renames the segment's .txnindex as its other files are
@@ -370,18 +372,24 @@ func (r *segRef) closeTxnIndex(remove bool) error {
 }
 
 // abortedIn returns the aborted transactions that overlap offsets [from,
-// upper) of segs, searching from the segment holding from.
-func abortedIn(segs []*segRef, from, upper int64) []idempotence.AbortedTxn {
+// upper) of segs, searching from the first segment. A .txnindex that cannot
+// be read fails the read: without it aborted records would be read as
+// committed ones. (Open rebuilds the indexes it replays; reopening after
+// removing the file rebuilds any other.)
+func abortedIn(segs []*segRef, from, upper int64) ([]idempotence.AbortedTxn, error) {
 	var all []idempotence.AbortedTxn
-	for _, s := range segs[segmentOf(segs, from):] {
+	for _, s := range segs {
 		if s.BaseOffset() >= upper {
 			break
 		}
-		found, done := s.collectAborted(from, upper)
+		found, done, err := s.collectAborted(from, upper)
+		if err != nil {
+			return nil, err
+		}
 		all = append(all, found...)
 		if done {
 			break
 		}
 	}
-	return all
+	return all, nil
 }

@@ -123,7 +123,10 @@ func (l *Log) Read(offset int64, maxBytes int, iso Isolation) (*Batches, error) 
 		case err == nil:
 			bs := &Batches{Slice: sl, hold: &hold{ref: ref}}
 			if iso == ReadCommitted {
-				bs.Aborted = abortedIn(segs[i:], offset, bound)
+				if bs.Aborted, err = abortedIn(segs[i:], offset, bound); err != nil {
+					ref.release()
+					return nil, fmt.Errorf("log %s: %w", l.dir, err)
+				}
 			}
 			return bs, nil
 		case errors.Is(err, segment.ErrOffsetNotFound) && !last:

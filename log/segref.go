@@ -28,7 +28,7 @@ type segRef struct {
 	txnMu     sync.Mutex
 	txn       *idempotence.TxnIndex // nil until first needed
 	txnSuffix string                // after the file's name, as Rename left it
-	aborted   atomic.Bool           // the index has entries
+	noAborted atomic.Bool           // the index is open and has no entries
 }
 
 func (l *Log) newRef(s *segment.Segment) *segRef {
