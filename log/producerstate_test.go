@@ -228,10 +228,10 @@ func TestLastStableOffsetAndAbortedRecords(t *testing.T) {
 	l, err := Open("/data/t-0", memOptions(fs))
 	require.NoError(t, err)
 
-	appendN(t, l, 0, 2, 2, 100)                                        // 0-1 plain
-	appendProducer(t, l, producerBatch(t, 1, 0, 0, 2, true), 2, 3)     // txn of producer 1
-	appendProducer(t, l, producerBatch(t, 2, 0, 0, 2, false), 4, 5)    // idempotent, no txn
-	appendProducer(t, l, producerBatch(t, 3, 0, 0, 2, true), 6, 7)     // txn of producer 3
+	appendN(t, l, 0, 2, 2, 100)                                     // 0-1 plain
+	appendProducer(t, l, producerBatch(t, 1, 0, 0, 2, true), 2, 3)  // txn of producer 1
+	appendProducer(t, l, producerBatch(t, 2, 0, 0, 2, false), 4, 5) // idempotent, no txn
+	appendProducer(t, l, producerBatch(t, 3, 0, 0, 2, true), 6, 7)  // txn of producer 3
 	require.Equal(t, int64(2), l.LastStableOffset(), "the open transaction at 2 holds the LSO")
 	require.Equal(t, int64(8), l.HighWatermark())
 	require.Equal(t, offsets(0, 2), readOffsets(t, l, ReadCommitted))
