@@ -401,3 +401,87 @@ func TestCorruptTxnIndexIsRebuilt(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []idempotence.AbortedTxn{{ProducerID: 6, FirstOffset: 0, LastOffset: 1, LastStableOffset: 2}}, x.Entries())
 }
+
+// TestCrashAtEveryOperationKeepsProducerState appends idempotent batches
+// from three producers, with rolls (and so snapshots) and an aborted
+// transaction, under FsyncAlways, and cuts the power before each
+// file-system operation in turn. After recovery every producer's last
+// acknowledged batch, sent again, is a duplicate answered with its
+// original offsets; the batch after it is taken; and if the ABORT marker
+// was acknowledged its records are not read committed.
+func TestCrashAtEveryOperationKeepsProducerState(t *testing.T) {
+	type sent struct {
+		seq        int32
+		base, last int64
+	}
+	const producers, n = 3, 5
+	batchOf := func(pid int64, seq int32) segment.Batch {
+		return producerBatch(t, pid, 0, seq, n, false)
+	}
+	// acked[pid] is the producer's last acknowledged batch, acked[9] the
+	// aborted transaction's; abortAcked whether the ABORT marker was.
+	script := func(fs *vfs.MemFS, acked map[int64]sent, abortAcked *bool) {
+		l, err := Open("/data/k-0", memOptions(fs))
+		if err != nil {
+			return
+		}
+		defer l.Close()
+		for i := range 36 {
+			pid := int64(i % producers)
+			seq := int32(i/producers) * n
+			if i == 7 {
+				res, err := l.AppendBatch(producerBatch(t, 9, 0, 0, 2, true))
+				if err != nil {
+					return
+				}
+				acked[9] = sent{0, res.BaseOffset, res.LastOffset}
+			}
+			if i == 20 {
+				if _, err := l.AppendMarker(marker(t, 9, 0, idempotence.MarkerAbort, 0)); err != nil {
+					return
+				}
+				*abortAcked = true
+			}
+			res, err := l.AppendBatch(batchOf(pid, seq))
+			if err != nil {
+				return
+			}
+			acked[pid] = sent{seq, res.BaseOffset, res.LastOffset}
+		}
+	}
+	ackedAll := map[int64]sent{}
+	var abortAll bool
+	total := countOps(t, func(fs *vfs.MemFS) { script(fs, ackedAll, &abortAll) })
+	require.True(t, abortAll)
+	require.Len(t, ackedAll, producers+1)
+
+	step := 1
+	if testing.Short() {
+		step = 3
+	}
+	for stop := 0; stop < total; stop += step {
+		acked := map[int64]sent{}
+		abortAcked := false
+		after := crashedAt(t, stop, 11, func(fs *vfs.MemFS) { script(fs, acked, &abortAcked) })
+		l, err := Open("/data/k-0", memOptions(after))
+		require.NoError(t, err, "stop %d of %d", stop, total)
+		txn := acked[9]
+		delete(acked, 9)
+		for pid, s := range acked {
+			res, err := l.AppendBatch(batchOf(pid, s.seq))
+			require.NoError(t, err, "stop %d: producer %d's retry", stop, pid)
+			require.True(t, res.Duplicate, "stop %d: producer %d's retry of an acknowledged batch was appended again", stop, pid)
+			require.Equal(t, [2]int64{s.base, s.last}, [2]int64{res.BaseOffset, res.LastOffset}, "stop %d: producer %d", stop, pid)
+			_, err = l.AppendBatch(batchOf(pid, s.seq+n))
+			require.NoError(t, err, "stop %d: producer %d's next batch", stop, pid)
+		}
+		if abortAcked {
+			require.Equal(t, l.HighWatermark(), l.LastStableOffset(), "stop %d", stop)
+			for r, err := range l.Records(0, ReadCommitted) {
+				require.NoError(t, err)
+				require.False(t, r.Offset >= txn.base && r.Offset <= txn.last, "stop %d: an aborted record at %d was read committed", stop, r.Offset)
+			}
+		}
+		require.NoError(t, l.Close())
+	}
+}
