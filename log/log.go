@@ -102,6 +102,7 @@ type Log struct {
 	checkpointed   [3]int64     // recovery point, high watermark, log start as last written
 	gaps           []segmentGap // the gaps between segments the log made, as recorded
 	producers      *idempotence.State
+	lastExpiry     time.Time // when producers were last expired
 	flushTimer     *time.Timer
 	timers         sync.WaitGroup
 
@@ -469,6 +470,7 @@ func (l *Log) afterWriteLocked(now time.Time) *syncTicket {
 		l.notify()
 	}
 	l.maybeCheckpointLocked(now)
+	l.maybeExpireProducersLocked(now)
 	return ticket
 }
 

@@ -6,6 +6,7 @@ import (
 	iofs "io/fs"
 	"math"
 	"sort"
+	"time"
 
 	"github.com/strandlog/strand/idempotence"
 	"github.com/strandlog/strand/segment"
@@ -76,6 +77,19 @@ func (l *Log) advanceProducersLocked(end int64) error {
 	}
 	_, err = l.producers.Commit(a)
 	return err
+}
+
+// producerExpirationCheck is how often the log forgets expired producers
+// (Kafka's producer.id.expiration.check.interval.ms default).
+const producerExpirationCheck = 10 * time.Minute
+
+// maybeExpireProducersLocked forgets the producers idle for longer than
+// producer.id.expiration.ms, every producerExpirationCheck.
+func (l *Log) maybeExpireProducersLocked(now time.Time) {
+	if now.Sub(l.lastExpiry) >= producerExpirationCheck {
+		l.lastExpiry = now
+		l.producers.RemoveExpired(now.UnixMilli())
+	}
 }
 
 // snapshotLocked writes the producer state at offset end, where the log

@@ -485,3 +485,54 @@ func TestCrashAtEveryOperationKeepsProducerState(t *testing.T) {
 		require.NoError(t, l.Close())
 	}
 }
+
+// TestIdleProducersExpire: a producer silent for longer than
+// producer.id.expiration.ms (a day) is forgotten at the next check, every
+// ten minutes, and its next batch is taken at any sequence as a new
+// producer's is (KIP-360).
+func TestIdleProducersExpire(t *testing.T) {
+	now := time.Now()
+	opts := memOptions(newMemFS(t))
+	opts.Now = func() time.Time { return now }
+	l, err := Open("/data/e-0", opts)
+	require.NoError(t, err)
+	defer l.Close()
+	appendProducer(t, l, producerBatch(t, 4, 0, 0, 1, false), 0, 0)
+	gap := producerBatch(t, 4, 0, 7, 1, false)
+	requireRefused(t, l, gap, idempotence.ErrOutOfOrderSequence)
+
+	now = now.Add(idempotence.DefaultProducerIDExpiration - time.Minute)
+	appendN(t, l, 1, 1, 1, 100) // the check runs: not yet expired
+	requireRefused(t, l, gap, idempotence.ErrOutOfOrderSequence)
+
+	now = now.Add(producerExpirationCheck + 2*time.Minute)
+	appendN(t, l, 2, 1, 1, 100)
+	appendProducer(t, l, gap, 3, 3)
+}
+
+// TestPartitionChecksProducers: a Dir's partition validates producer
+// batches as its Log does and takes markers.
+func TestPartitionChecksProducers(t *testing.T) {
+	d, err := OpenDir("/data", DirOptions{Log: memOptions(newMemFS(t))})
+	require.NoError(t, err)
+	defer d.Close()
+	require.NoError(t, d.CreateTopic("t", TopicConfig{Partitions: 1}))
+	p, err := d.Partition("t", 0)
+	require.NoError(t, err)
+	res, err := p.AppendBatch(producerBatch(t, 2, 0, 0, 3, true))
+	require.NoError(t, err)
+	_, err = p.AppendBatch(producerBatch(t, 2, 0, 5, 1, true))
+	require.ErrorIs(t, err, idempotence.ErrOutOfOrderSequence)
+	dup, err := p.AppendBatch(producerBatch(t, 2, 0, 0, 3, true))
+	require.NoError(t, err)
+	require.True(t, dup.Duplicate)
+	require.Equal(t, res.BaseOffset, dup.BaseOffset)
+	_, err = p.AppendMarker(marker(t, 2, 0, idempotence.MarkerAbort, 0))
+	require.NoError(t, err)
+	var got []segment.Record
+	for r, err := range p.Records(0, ReadCommitted) {
+		require.NoError(t, err)
+		got = append(got, r)
+	}
+	require.Empty(t, got, "the aborted records are skipped")
+}
