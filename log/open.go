@@ -278,7 +278,7 @@ func (l *Log) cleanDir() ([]int64, error) {
 	// ones made it (missing ones are rebuilt).
 	for _, name := range names {
 		if base, ok := segmentBase(strings.TrimSuffix(name, swapSuffix), segment.LogSuffix); ok && strings.HasSuffix(name, swapSuffix) {
-			if err := l.removeFiles(base, segment.IndexSuffix, segment.TimeIndexSuffix); err != nil {
+			if err := l.removeFiles(base, segment.IndexSuffix, segment.TimeIndexSuffix, txnIndexSuffix); err != nil {
 				return nil, err
 			}
 			changed = true

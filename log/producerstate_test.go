@@ -536,3 +536,52 @@ func TestPartitionChecksProducers(t *testing.T) {
 	}
 	require.Empty(t, got, "the aborted records are skipped")
 }
+
+// TestCompactionKeepsAbortedTransactions: the segment compaction writes in
+// place of several keeps their aborted transactions in its .txnindex, so
+// that ReadCommitted still skips the aborted records it keeps (Kafka's
+// cleaner rewrites the index of the cleaned segment too).
+func TestCompactionKeepsAbortedTransactions(t *testing.T) {
+	fs := newMemFS(t)
+	now := time.Now()
+	opts := memOptions(fs)
+	opts.Now = func() time.Time { return now }
+	l, err := Open("/data/c-0", opts)
+	require.NoError(t, err)
+	var aborted []int64
+	var off int64
+	for i := range 60 {
+		res, err := l.AppendBatch(producerBatch(t, int64(100+i), 0, int32(1000*(i%4)), 10, true)) // keys repeat
+		require.NoError(t, err)
+		typ := idempotence.MarkerCommit
+		if i%3 == 0 {
+			typ = idempotence.MarkerAbort
+			aborted = append(aborted, offsets(res.BaseOffset, res.LastOffset+1)...)
+		}
+		_, err = l.AppendMarker(marker(t, int64(100+i), 0, typ, 0))
+		require.NoError(t, err)
+		off = l.LogEndOffset()
+	}
+	require.Greater(t, len(segmentBases(l)), 3)
+	_, err = l.Compact(now, CompactOptions{Force: true}) // removes most records
+	require.NoError(t, err)
+	st, err := l.Compact(now, CompactOptions{Force: true}) // merges the small segments
+	require.NoError(t, err)
+	require.Greater(t, st.Segments, st.Groups, "segments were merged")
+	for r, err := range l.Records(0, ReadCommitted) {
+		require.NoError(t, err)
+		require.NotContains(t, aborted, r.Offset, "an aborted record was read committed after compaction")
+	}
+	require.NoError(t, l.Close())
+	l, err = Open("/data/c-0", opts)
+	require.NoError(t, err)
+	defer l.Close()
+	n := 0
+	for r, err := range l.Records(0, ReadCommitted) {
+		require.NoError(t, err)
+		require.NotContains(t, aborted, r.Offset, "an aborted record was read committed after compaction and a restart")
+		n++
+	}
+	require.Positive(t, n)
+	require.Equal(t, off, l.LogEndOffset())
+}
