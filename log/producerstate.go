@@ -130,14 +130,25 @@ func (l *Log) LastStableOffset() int64 {
 	return min(l.hw.Load(), l.unstable.Load())
 }
 
-// Producers returns what the log knows of each producer that wrote to it,
-// by producer id.
-func (l *Log) Producers() ([]idempotence.Entry, error) {
+// NeedsVerification reports whether b is the first batch of its
+// producer's transaction on this partition: under transactions version 2
+// (KIP-890) the transaction coordinator must learn that the partition is in
+// the transaction (idempotence.Coordinator.AddPartitions) before b is
+// appended, or a late batch of a finished transaction could open one no
+// coordinator will end. The log does not call the coordinator itself.
+func (l *Log) NeedsVerification(b segment.Batch) (bool, error) {
+	if !b.Transactional() || b.Control() {
+		return false, nil
+	}
+	info, err := idempotence.InfoOf(b)
+	if err != nil {
+		return false, fmt.Errorf("log %s: %w", l.dir, err)
+	}
 	if err := l.lockWriter(false); err != nil {
-		return nil, err
+		return false, err
 	}
 	defer l.wmu.Unlock()
-	return l.producers.Producers(), nil
+	return l.producers.NeedsVerification(info), nil
 }
 
 // reloadProducersLocked rebuilds the producer state as Kafka's

@@ -237,6 +237,14 @@ func TestLastStableOffsetAndAbortedRecords(t *testing.T) {
 	require.Equal(t, offsets(0, 2), readOffsets(t, l, ReadCommitted))
 	require.Equal(t, offsets(0, 8), readOffsets(t, l, ReadUncommitted))
 
+	// Only a transaction's first batch needs the coordinator to know.
+	needs, err := l.NeedsVerification(producerBatch(t, 1, 0, 2, 1, true))
+	require.NoError(t, err)
+	require.False(t, needs, "producer 1's transaction is open here")
+	needs, err = l.NeedsVerification(producerBatch(t, 4, 0, 0, 1, true))
+	require.NoError(t, err)
+	require.True(t, needs, "producer 4 has no transaction open here")
+
 	// A non-transactional batch while the producer's transaction is open.
 	requireRefused(t, l, producerBatch(t, 1, 0, 2, 1, false), idempotence.ErrInvalidTxnState)
 
