@@ -41,8 +41,8 @@ func (l *Log) validateLocked(b segment.Batch, origin idempotence.Origin) (*idemp
 		return nil, fmt.Errorf("log %s: batch at offset %d: %w", l.dir, b.BaseOffset(), err)
 	}
 	a, err := l.producers.Validate(origin, info)
-	if err != nil {
-		return nil, fmt.Errorf("log %s: batch at offset %d: %w", l.dir, b.BaseOffset(), err)
+	if err != nil { // the error names the producer and the offset
+		return nil, fmt.Errorf("log %s: %w", l.dir, err)
 	}
 	return a, nil
 }
