@@ -413,7 +413,10 @@ func (l *Log) writeLocked(p *pending, now time.Time) error {
 			return fmt.Errorf("log %s: %w", l.dir, err)
 		}
 	}
-	before := l.active()
+	var before *segRef
+	if a != nil {
+		before = l.active()
+	}
 	active, err := l.maybeRollLocked(b, now)
 	if err != nil {
 		return err
