@@ -593,3 +593,29 @@ func TestCompactionKeepsAbortedTransactions(t *testing.T) {
 	require.Positive(t, n)
 	require.Equal(t, off, l.LogEndOffset())
 }
+
+// TestLastStableOffsetWaitsForTheMarkerToReplicate: with a replication
+// layer owning the high watermark, a completed transaction holds the last
+// stable offset back until the high watermark passes its marker
+// (ProducerStateManager.onHighWatermarkUpdated), and the LSO never passes
+// the high watermark.
+func TestLastStableOffsetWaitsForTheMarkerToReplicate(t *testing.T) {
+	opts := memOptions(newMemFS(t))
+	opts.ExternalHighWatermark = true
+	l, err := Open("/data/r-0", opts)
+	require.NoError(t, err)
+	defer l.Close()
+	appendN(t, l, 0, 3, 3, 100)
+	appendProducer(t, l, producerBatch(t, 1, 0, 0, 2, true), 3, 4)
+	_, err = l.AppendMarker(marker(t, 1, 0, idempotence.MarkerCommit, 0)) // 5
+	require.NoError(t, err)
+	require.Equal(t, int64(0), l.LastStableOffset(), "nothing is replicated yet")
+	_, err = l.SetHighWatermark(4)
+	require.NoError(t, err)
+	require.Equal(t, int64(3), l.LastStableOffset(), "the marker at 5 is not replicated")
+	require.Equal(t, offsets(0, 3), readOffsets(t, l, ReadCommitted))
+	_, err = l.SetHighWatermark(6)
+	require.NoError(t, err)
+	require.Equal(t, int64(6), l.LastStableOffset())
+	require.Equal(t, offsets(0, 5), readOffsets(t, l, ReadCommitted))
+}
