@@ -1,6 +1,7 @@
 package log
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -618,4 +619,80 @@ func TestLastStableOffsetWaitsForTheMarkerToReplicate(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(6), l.LastStableOffset())
 	require.Equal(t, offsets(0, 5), readOffsets(t, l, ReadCommitted))
+}
+
+// TestConcurrentProducersAndReadCommittedReaders: producers appending at
+// once, so that their batches share group commits and rolls, each get
+// every batch in, in sequence, once; transactions commit and abort
+// meanwhile, and a read-committed reader never sees an aborted record.
+func TestConcurrentProducersAndReadCommittedReaders(t *testing.T) {
+	l, err := Open("/data/c-0", memOptions(newMemFS(t)))
+	require.NoError(t, err)
+	defer l.Close()
+	const producers, batches = 4, 40
+	errs := make(chan error, producers+1)
+	abortedKeys := make(chan string, producers*batches)
+	for p := range producers {
+		go func() {
+			pid := int64(p)
+			for i := range batches {
+				txn := i%4 == 3
+				b, err := segment.AppendBatch(nil, []segment.Record{{Key: fmt.Appendf(nil, "p%d-%d", p, i), Value: []byte("v"), Timestamp: time.Now().UnixMilli()}},
+					segment.BuildOptions{Producer: &segment.Producer{ID: pid, BaseSequence: int32(i)}, Transactional: txn})
+				if err != nil {
+					errs <- err
+					return
+				}
+				res, err := l.AppendBatch(b)
+				if err == nil && res.Duplicate {
+					err = fmt.Errorf("producer %d's batch %d taken for a duplicate", p, i)
+				}
+				if err == nil && txn {
+					typ := idempotence.MarkerCommit
+					if i%8 == 7 {
+						typ = idempotence.MarkerAbort
+						abortedKeys <- fmt.Sprintf("p%d-%d", p, i)
+					}
+					var m segment.Batch
+					if m, err = idempotence.AppendMarkerBatch(nil, pid, 0, idempotence.Marker{Type: typ}, time.Now().UnixMilli()); err == nil {
+						_, err = l.AppendMarker(m)
+					}
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 20 {
+			for _, err := range l.Records(0, ReadCommitted) {
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}
+	}()
+	for range producers {
+		require.NoError(t, <-errs)
+	}
+	<-done
+	close(abortedKeys)
+	skipped := map[string]bool{}
+	for k := range abortedKeys {
+		skipped[k] = true
+	}
+	n := 0
+	for r, err := range l.Records(0, ReadCommitted) {
+		require.NoError(t, err)
+		require.False(t, skipped[string(r.Key)], "aborted record %s at %d read committed", r.Key, r.Offset)
+		n++
+	}
+	require.Equal(t, producers*batches-len(skipped), n)
+	require.Equal(t, l.HighWatermark(), l.LastStableOffset())
 }
