@@ -199,6 +199,14 @@ func (l *Log) load() error {
 	if err := l.reloadProducersLocked(); err != nil {
 		return err
 	}
+	// After a crash, Load may have deleted snapshots past the log end; that
+	// must be durable before the log grows past them again (see
+	// afterTruncateLocked).
+	if !clean {
+		if err := vfs.SyncDir(l.fs, l.dir); err != nil {
+			return fmt.Errorf("log %s: %w", l.dir, err)
+		}
+	}
 
 	// Whatever recovery kept is made durable before the log moves on, so
 	// that the recovery point can start at the log end.

@@ -696,3 +696,31 @@ func TestConcurrentProducersAndReadCommittedReaders(t *testing.T) {
 	require.Equal(t, producers*batches-len(skipped), n)
 	require.Equal(t, l.HighWatermark(), l.LastStableOffset())
 }
+
+// TestTruncatedSnapshotStaysDeletedAfterACrash: a truncation below the
+// clean-shutdown snapshot deletes it for good, so that when the log grows
+// past its offset again and the power is cut, recovery does not take the
+// old snapshot for the state of the new batches.
+func TestTruncatedSnapshotStaysDeletedAfterACrash(t *testing.T) {
+	fs := newMemFS(t)
+	l, err := Open("/data/t-0", memOptions(fs))
+	require.NoError(t, err)
+	for i := range 4 {
+		appendProducer(t, l, producerBatch(t, 5, 0, int32(10*i), 10, false), int64(10*i), int64(10*i+9))
+	}
+	require.NoError(t, l.Close()) // a snapshot at 40
+	l, err = Open("/data/t-0", memOptions(fs))
+	require.NoError(t, err)
+	require.NoError(t, l.TruncateTo(20))
+	// The producer sends again from sequence 20, in batches of another
+	// size, past offset 40.
+	for i := range 5 {
+		appendProducer(t, l, producerBatch(t, 5, 0, int32(20+5*i), 5, false), int64(20+5*i), int64(24+5*i))
+	}
+	after := fs.Crash(vfs.CrashConfig{}) // every unsynced change lost
+	l, err = Open("/data/t-0", memOptions(after))
+	require.NoError(t, err)
+	defer l.Close()
+	requireDuplicate(t, l, producerBatch(t, 5, 0, 40, 5, false), 40, 44)
+	appendProducer(t, l, producerBatch(t, 5, 0, 45, 1, false), 45, 45)
+}

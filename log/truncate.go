@@ -143,13 +143,16 @@ func (l *Log) afterTruncateLocked() error {
 	if err := l.epochs.TruncateFromEnd(leo); err != nil {
 		return l.fail(err)
 	}
-	if err := vfs.SyncDir(l.fs, l.dir); err != nil {
-		return l.fail(err)
-	}
 	// The producer state and the .txnindex entries may hold removed
 	// batches: rebuilt from the newest snapshot left (Kafka's
-	// truncateAndReload deletes those past the new end) and the log.
+	// truncateAndReload deletes those past the new end) and the log. The
+	// directory sync makes those deletions durable: a snapshot of removed
+	// batches that came back after a crash, once the log grew past it
+	// again, would be taken for the state of the new ones.
 	if err := l.reloadProducersLocked(); err != nil {
+		return l.fail(err)
+	}
+	if err := vfs.SyncDir(l.fs, l.dir); err != nil {
 		return l.fail(err)
 	}
 	l.notify()
