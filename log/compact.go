@@ -464,20 +464,36 @@ func (c *cleaner) cleanGroup(group []*segRef) (groupResult, error) {
 	if err == nil {
 		err = errors.Join(seg.Seal(), seg.Sync())
 	}
+	// The group's aborted transactions go with the new segment, in a
+	// .txnindex renamed with its other files.
+	txnIndex := segment.FileName(l.dir, seg.BaseOffset(), txnIndexSuffix)
+	merged := false
+	if err == nil {
+		merged, err = l.writeMergedTxnIndex(group, cleanedSuffix)
+	}
 	if err == nil {
 		err = seg.Rename(swapSuffix)
+	}
+	if err == nil && merged {
+		err = l.fs.Rename(txnIndex+cleanedSuffix, txnIndex+swapSuffix)
 	}
 	if err == nil {
 		err = vfs.SyncDir(l.fs, l.dir)
 	}
 	if err != nil {
-		return 0, errors.Join(fmt.Errorf("log %s: compaction: %w", l.dir, err), seg.Remove())
+		return 0, errors.Join(fmt.Errorf("log %s: compaction: %w", l.dir, err), seg.Remove(),
+			l.removeFiles(seg.BaseOffset(), txnIndexSuffix+cleanedSuffix, txnIndexSuffix+swapSuffix))
 	}
 
 	// The .swap files are complete and durable: from here on a crash ends
 	// with the new segment in place (Open completes the swap, and removes
 	// the old segments its offsets cover).
 	ref := l.newRef(seg)
+	// Readers wait for the new .txnindex to take its name: the old
+	// segment's, under the same name until it is renamed .deleted, holds
+	// only part of the entries.
+	ref.txnMu.Lock()
+	defer ref.txnMu.Unlock()
 	l.mu.Lock()
 	l.segs = slices.Concat(segs[:at], []*segRef{ref}, segs[at+len(group):])
 	l.mu.Unlock()
@@ -493,6 +509,9 @@ func (c *cleaner) cleanGroup(group []*segRef) (groupResult, error) {
 	}
 	if err == nil {
 		err = seg.Rename("")
+	}
+	if err == nil && merged {
+		err = l.fs.Rename(txnIndex+swapSuffix, txnIndex)
 	}
 	if err == nil {
 		err = vfs.SyncDir(l.fs, l.dir)

@@ -44,23 +44,45 @@ func compactOptions(fs vfs.FS, now *time.Time) Options {
 // tombstone.
 type model struct {
 	recs      map[int64]segment.Record
-	maybe     map[int64]segment.Record // appends that failed: there or not
-	producers map[int64]int64          // producer id: last offset of its last batch
-	seen      map[int64]time.Time      // tombstone offset: the first Compact after its append
+	maybe     map[int64]segment.Record   // appends that failed: there or not
+	producers map[int64]int64            // producer id: last offset of its last batch
+	seen      map[int64]time.Time        // tombstone offset: the first Compact after its append
+	next      map[int64]segment.Producer // producer id: epoch and sequence of its next batch
+}
+
+// producer returns the header fields of pid's next batch of n records, as an
+// idempotent producer numbers them; nil for pid < 0.
+func (m *model) producer(pid int64, n int) *segment.Producer {
+	if pid < 0 {
+		return nil
+	}
+	p, ok := m.next[pid]
+	if !ok {
+		p = segment.Producer{ID: pid}
+	}
+	next := p
+	next.BaseSequence += int32(n)
+	m.next[pid] = next
+	return &p
+}
+
+// fence starts a new epoch for pid after an append that may or may not be
+// in the log, as a producer does after an error it cannot resolve: the new
+// epoch starts at sequence 0, whatever the log holds.
+func (m *model) fence(pid int64) {
+	if pid >= 0 {
+		m.next[pid] = segment.Producer{ID: pid, Epoch: m.next[pid].Epoch + 1}
+	}
 }
 
 func newModel() *model {
-	return &model{recs: map[int64]segment.Record{}, maybe: map[int64]segment.Record{}, producers: map[int64]int64{}, seen: map[int64]time.Time{}}
+	return &model{recs: map[int64]segment.Record{}, maybe: map[int64]segment.Record{}, producers: map[int64]int64{}, seen: map[int64]time.Time{}, next: map[int64]segment.Producer{}}
 }
 
 // append appends recs as one batch, from producer pid if pid >= 0.
 func (m *model) append(t testing.TB, l *Log, recs []segment.Record, pid int64) AppendResult {
 	t.Helper()
-	opts := segment.BuildOptions{}
-	if pid >= 0 {
-		opts.Producer = &segment.Producer{ID: pid, Epoch: 0, BaseSequence: int32(len(m.recs))}
-	}
-	b, err := segment.AppendBatch(nil, recs, opts)
+	b, err := segment.AppendBatch(nil, recs, segment.BuildOptions{Producer: m.producer(pid, len(recs))})
 	require.NoError(t, err)
 	res, err := l.AppendBatch(b)
 	require.NoError(t, err)
@@ -741,17 +763,14 @@ func TestCrashDuringCompaction(t *testing.T) {
 // tryAppend appends like append, for a script that may crash: the records
 // of an append that fails may be there after recovery, or not.
 func (m *model) tryAppend(l *Log, recs []segment.Record, pid int64) error {
-	opts := segment.BuildOptions{}
-	if pid >= 0 {
-		opts.Producer = &segment.Producer{ID: pid, Epoch: 0, BaseSequence: int32(len(m.recs))}
-	}
-	b, err := segment.AppendBatch(nil, recs, opts)
+	b, err := segment.AppendBatch(nil, recs, segment.BuildOptions{Producer: m.producer(pid, len(recs))})
 	if err != nil {
 		return err
 	}
 	leo := l.LogEndOffset()
 	res, err := l.AppendBatch(b)
 	if err != nil {
+		m.fence(pid)
 		for i, r := range recs {
 			r.Offset = leo + int64(i)
 			m.maybe[r.Offset] = r

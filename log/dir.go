@@ -1084,6 +1084,12 @@ func (p *Partition) AppendBatch(b segment.Batch) (AppendResult, error) {
 	return with(p, true, func(l *Log) (AppendResult, error) { return l.AppendBatch(b) })
 }
 
+// AppendMarker appends a transaction coordinator's marker; see
+// Log.AppendMarker.
+func (p *Partition) AppendMarker(b segment.Batch) (AppendResult, error) {
+	return with(p, true, func(l *Log) (AppendResult, error) { return l.AppendMarker(b) })
+}
+
 // checkKey refuses record i of an append if it has no key and the topic
 // is compacted.
 func (p *Partition) checkKey(i int, key []byte) error {

@@ -59,8 +59,17 @@
 // # Offsets
 //
 // The offsets are Kafka's: the log start offset is the first readable
-// offset, the high watermark the end of what consumers may read
-// (ReadCommitted), the log end offset the next offset to be written
-// (ReadLogEnd, what followers replicate). All three are exclusive ends or
+// offset, the high watermark the end of what is replicated
+// (ReadUncommitted), the last stable offset the end of what read-committed
+// consumers may read (ReadCommitted: the high watermark, unless a
+// transaction is open), the log end offset the next offset to be written
+// (ReadLogEnd, what followers replicate). All are exclusive ends or
 // inclusive starts as in Kafka.
+//
+// A Log keeps its partition's producer state (package idempotence): a
+// batch with a producer id is checked by Kafka's sequence and epoch rules
+// as it is appended, a producer's retry is answered with the offsets the
+// original got, transaction markers end transactions, and the aborted ones
+// are indexed for read-committed readers. The state is snapshotted beside
+// the segments at each roll and on Close, as Kafka does.
 package log

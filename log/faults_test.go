@@ -270,7 +270,9 @@ func TestFailedDirSyncWhileRollingFailsTheLog(t *testing.T) {
 	opts := faultOptions()
 	opts.SegmentBytes = 8 << 10
 	f := openFaulty(t, opts)
-	f.fs.Inject(vfs.Fault{Ops: []vfs.OpKind{vfs.OpSyncDir}, Times: 1})
+	// A roll syncs the directory twice: for the producer-state snapshot
+	// (which fails nothing, being derived) and for the new segment.
+	f.fs.Inject(vfs.Fault{Ops: []vfs.OpKind{vfs.OpSyncDir}, After: 1, Times: 1})
 	require.ErrorIs(t, f.appendUntilError(1000), ErrFailed)
 	f.requireFailed()
 	require.ErrorIs(t, f.Close(), ErrFailed)
@@ -308,5 +310,24 @@ func TestFailedCheckpointLosesNothing(t *testing.T) {
 	require.Positive(t, f.fs.Injected())
 	f.fs.SetEnabled(false)
 	f.Close()
+	f.checkReopened()
+}
+
+// TestFailedSnapshotFailsNothing fails every write of a producer-state
+// snapshot: snapshots only shorten the replay of the next Open, so the
+// rolls that take them, and the appends that roll, succeed; the failure is
+// in Stats, and Close reports it after shutting down cleanly.
+func TestFailedSnapshotFailsNothing(t *testing.T) {
+	opts := faultOptions()
+	opts.SegmentBytes = 8 << 10
+	f := openFaulty(t, opts)
+	f.fs.Inject(vfs.Fault{Ops: []vfs.OpKind{vfs.OpCreate}, Path: "*.snapshot.tmp", Err: syscall.ENOSPC})
+	f.appendOK(300)
+	require.Greater(t, f.Stats().Segments, 2, "the log rolled")
+	require.Positive(t, f.fs.Injected(), "rolls tried to take snapshots")
+	require.ErrorIs(t, f.Stats().CheckpointError, syscall.ENOSPC)
+	require.ErrorIs(t, f.Close(), syscall.ENOSPC)
+	_, err := os.Stat(filepath.Join(f.dir, cleanShutdownFile))
+	require.NoError(t, err, "the shutdown was clean: the next Open replays the log")
 	f.checkReopened()
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/strandlog/strand/idempotence"
 	"github.com/strandlog/strand/internal/fulldisk"
 	"github.com/strandlog/strand/segment"
 )
@@ -70,15 +71,16 @@ func fullDiskCases() []fullDiskCase {
 // fullDiskFileSystems are the file systems TestFullDisk fills, both of
 // which the issue saw a process die on: a tmpfs and a loop-mounted ext4,
 // and the files the cases must make run out of space on each. On ext4 the
-// filler's own metadata blurs how many pages are left, and none of the
-// short cases happens to run out while rolling.
+// filler's own metadata blurs how many pages are left, and the short cases
+// run out in the log and the checkpoint and snapshot files before they
+// need a new index page or a roll, which the tmpfs cases cover.
 var fullDiskFileSystems = []struct {
 	name  string
 	mount func(testing.TB) string
 	kinds []string
 }{
 	{"tmpfs", func(t testing.TB) string { return fulldisk.Mount(t, 2<<20) }, []string{"log", "index", "checkpoint", "roll"}},
-	{"ext4", func(t testing.TB) string { return fulldisk.MountExt4(t, 20<<20) }, []string{"log", "index", "checkpoint"}},
+	{"ext4", func(t testing.TB) string { return fulldisk.MountExt4(t, 20<<20) }, []string{"log", "checkpoint"}},
 }
 
 // TestFullDisk fills a real file system until appends fail with ENOSPC.
@@ -262,6 +264,8 @@ func fileKind(err error) string {
 		return "index"
 	case strings.Contains(base, "checkpoint"):
 		return "checkpoint"
+	case strings.Contains(base, idempotence.SnapshotSuffix):
+		return "snapshot"
 	}
 	return base
 }

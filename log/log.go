@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/strandlog/strand/idempotence"
 	"github.com/strandlog/strand/internal/vfs"
 	"github.com/strandlog/strand/segment"
 )
@@ -62,6 +63,10 @@ func (e *OffsetOutOfRangeError) Is(target error) bool { return target == ErrOffs
 type AppendResult struct {
 	BaseOffset, LastOffset int64
 	AppendTime             time.Time
+	// Duplicate reports that the batch repeated one of its producer's last
+	// five, which the log already holds at BaseOffset to LastOffset: it
+	// appended nothing (Kafka answers a producer's retry so).
+	Duplicate bool
 }
 
 // Log is one partition's durable log in a directory: a sequence of
@@ -82,6 +87,7 @@ type Log struct {
 	lock   io.Closer // the directory's lock file, held while open
 
 	logStart, hw, leo atomic.Int64
+	unstable          atomic.Int64 // the producer state's first unstable offset, MaxInt64 if none
 
 	// The writer's state, guarded by wmu: appends, rolls, truncation,
 	// syncs and checkpoints run one at a time.
@@ -95,6 +101,8 @@ type Log struct {
 	lastCheckpoint time.Time
 	checkpointed   [3]int64     // recovery point, high watermark, log start as last written
 	gaps           []segmentGap // the gaps between segments the log made, as recorded
+	producers      *idempotence.State
+	lastExpiry     time.Time // when producers were last expired
 	flushTimer     *time.Timer
 	timers         sync.WaitGroup
 
@@ -120,12 +128,12 @@ type Log struct {
 
 // pending is an append waiting for its group's commit.
 type pending struct {
-	batch    segment.Batch
-	follower bool
-	res      AppendResult
-	err      error
-	wake     chan bool // true: lead the next group; false: done
-	queued   func()    // see appendQueued
+	batch  segment.Batch
+	origin idempotence.Origin
+	res    AppendResult
+	err    error
+	wake   chan bool // true: lead the next group; false: done
+	queued func()    // see appendQueued
 }
 
 // Append builds a batch from recs, compressed with Options.Compression,
@@ -177,21 +185,47 @@ var batchBuffers = sync.Pool{New: func() any { return new([]byte) }}
 // checks the batch, assigns it the next offsets and stamps the current
 // leader epoch into it (both fields are outside the CRC). The log owns b
 // until AppendBatch returns.
+//
+// A batch with a producer id is checked against the producer's state by
+// Kafka's rules (see package idempotence) before anything is written: a
+// refused batch appends nothing and the error wraps the idempotence error
+// Kafka answers with (ErrOutOfOrderSequence, ErrInvalidProducerEpoch,
+// ErrInvalidTxnState, ErrInvalidRecord for a control batch). A retry of one
+// of the producer's last five batches appends nothing and returns the
+// offsets the original got, with Duplicate set.
 func (l *Log) AppendBatch(b segment.Batch) (AppendResult, error) {
 	if err := l.checkBatch(b); err != nil {
 		return AppendResult{}, err
 	}
-	return l.enqueue(&pending{batch: b})
+	return l.enqueue(&pending{batch: b, origin: idempotence.OriginClient})
 }
 
 // AppendReplicated appends a batch copied from the leader, as a Kafka
 // follower does: its offsets and leader epoch are kept, and its base offset
-// must be at or after the log end offset.
+// must be at or after the log end offset. Its producer, if it has one, is
+// recorded in the producer state without being checked: the leader did.
 func (l *Log) AppendReplicated(b segment.Batch) (AppendResult, error) {
 	if err := l.checkBatch(b); err != nil {
 		return AppendResult{}, err
 	}
-	return l.enqueue(&pending{batch: b, follower: true})
+	return l.enqueue(&pending{batch: b, origin: idempotence.OriginReplication})
+}
+
+// AppendMarker appends a transaction marker on behalf of the transaction
+// coordinator (Kafka's WriteTxnMarkers): the COMMIT or ABORT control batch
+// idempotence.AppendMarkerBatch builds. It ends the producer's transaction
+// on this partition; the first offsets of an aborted one go to the
+// segment's .txnindex, for ReadCommitted readers to skip. A marker from an
+// older producer epoch or coordinator epoch is refused
+// (ErrInvalidProducerEpoch, ErrTransactionCoordinatorFenced).
+func (l *Log) AppendMarker(b segment.Batch) (AppendResult, error) {
+	if err := l.checkBatch(b); err != nil {
+		return AppendResult{}, err
+	}
+	if !b.Control() {
+		return AppendResult{}, fmt.Errorf("log %s: %w: AppendMarker given a batch that is not a control batch", l.dir, idempotence.ErrInvalidRecord)
+	}
+	return l.enqueue(&pending{batch: b, origin: idempotence.OriginCoordinator})
 }
 
 func (l *Log) checkSize(b []byte) error {
@@ -277,6 +311,8 @@ func (l *Log) write(group []*pending) *syncTicket {
 	var ticket *syncTicket
 	err := safely(func() error {
 		now := l.opts.Now()
+		// A duplicate counts as written: its answer must wait, as the
+		// original's, until the original is durable.
 		written := false
 		for _, p := range group {
 			p.err = l.writeLocked(p, now)
@@ -351,6 +387,7 @@ func (l *Log) sync(t *syncTicket) error {
 		l.recoveryPoint = max(l.recoveryPoint, t.target)
 		if !l.opts.ExternalHighWatermark && t.target > l.hw.Load() {
 			l.hw.Store(t.target)
+			l.hwMovedLocked()
 			l.notify()
 		}
 	}
@@ -366,7 +403,7 @@ func (l *Log) writeLocked(p *pending, now time.Time) error {
 	}
 	b := p.batch
 	leo := l.leo.Load()
-	if p.follower {
+	if p.origin == idempotence.OriginReplication {
 		if b.BaseOffset() < leo {
 			return fmt.Errorf("log %s: %w: replicated batch at base offset %d, log end offset is %d",
 				l.dir, segment.ErrOffsetOrder, b.BaseOffset(), leo)
@@ -375,19 +412,44 @@ func (l *Log) writeLocked(p *pending, now time.Time) error {
 		b.SetBaseOffset(leo)
 		b.SetPartitionLeaderEpoch(l.epoch)
 	}
+	a, err := l.validateLocked(b, p.origin)
+	if err != nil {
+		return err
+	}
+	if a != nil && a.Duplicate != nil {
+		d := a.Duplicate
+		p.res = AppendResult{BaseOffset: d.FirstOffset(), LastOffset: d.LastOffset, AppendTime: now, Duplicate: true}
+		return nil
+	}
 	if e := b.PartitionLeaderEpoch(); e >= 0 {
 		if err := l.epochs.Assign(e, b.BaseOffset()); err != nil {
 			return fmt.Errorf("log %s: %w", l.dir, err)
 		}
 	}
+	var before *segRef
+	if a != nil {
+		before = l.active()
+	}
 	active, err := l.maybeRollLocked(b, now)
 	if err != nil {
 		return err
+	}
+	if a != nil && active != before {
+		// The roll moved the producer state's end past the plain batches
+		// before b: the same checks, against the state as it is now.
+		if a, err = l.validateLocked(b, p.origin); err != nil {
+			return err
+		}
 	}
 	if err := active.Append(b); err != nil {
 		return fmt.Errorf("log %s: %w", l.dir, err)
 	}
 	l.leo.Store(b.LastOffset() + 1)
+	if a != nil {
+		if err := l.commitLocked(a, active); err != nil {
+			return err
+		}
+	}
 	n := int64(b.LastOffsetDelta()) + 1
 	l.unflushedMsgs += n
 	l.unflushedBytes += int64(len(b))
@@ -420,9 +482,11 @@ func (l *Log) afterWriteLocked(now time.Time) *syncTicket {
 	}
 	if ticket == nil && !l.opts.ExternalHighWatermark {
 		l.hw.Store(l.leo.Load())
+		l.hwMovedLocked()
 		l.notify()
 	}
 	l.maybeCheckpointLocked(now)
+	l.maybeExpireProducersLocked(now)
 	return ticket
 }
 
@@ -511,10 +575,16 @@ func (l *Log) rollLocked(base int64, replaceEmpty bool) (*segRef, error) {
 			return nil, fmt.Errorf("log %s: roll: %w", l.dir, err)
 		}
 		start := time.Now()
-		if err := old.Sync(); err != nil {
+		if err := errors.Join(old.Sync(), old.syncTxnIndex()); err != nil {
 			return nil, l.fail(fmt.Errorf("roll: %w", err))
 		}
 		l.stats.fsync(time.Since(start))
+	}
+	// Kafka snapshots the producer state at the new segment's base offset;
+	// written once what it covers is durable, so that a snapshot never
+	// claims batches a crash can take back.
+	if err := l.snapshotLocked(base); errors.Is(err, ErrFailed) {
+		return nil, err
 	}
 	seg, err := segment.Create(l.dir, base, l.opts.segmentOptions())
 	if err != nil {
@@ -604,6 +674,7 @@ func (l *Log) SetHighWatermark(offset int64) (int64, error) {
 	defer l.wmu.Unlock()
 	offset = min(max(offset, l.logStart.Load()), l.leo.Load())
 	if l.hw.Swap(offset) != offset {
+		l.hwMovedLocked()
 		l.notify()
 	}
 	return offset, nil

@@ -53,7 +53,7 @@ func Open(dir string, opts Options) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Log{dir: dir, opts: opts, fs: opts.FS, advanced: make(chan struct{}), lastCheckpoint: opts.Now()}
+	l := &Log{dir: dir, opts: opts, fs: opts.FS, advanced: make(chan struct{}), lastCheckpoint: opts.Now(), lastExpiry: opts.Now()}
 	l.syncOrder = sync.NewCond(&l.smu)
 	if err := l.load(); err != nil {
 		for _, s := range l.segs {
@@ -196,6 +196,18 @@ func (l *Log) load() error {
 	}
 	l.epoch = l.epochs.LatestEpoch()
 
+	if err := l.reloadProducersLocked(); err != nil {
+		return err
+	}
+	// After a crash, Load may have deleted snapshots past the log end; that
+	// must be durable before the log grows past them again (see
+	// afterTruncateLocked).
+	if !clean {
+		if err := vfs.SyncDir(l.fs, l.dir); err != nil {
+			return fmt.Errorf("log %s: %w", l.dir, err)
+		}
+	}
+
 	// Whatever recovery kept is made durable before the log moves on, so
 	// that the recovery point can start at the log end.
 	if !clean {
@@ -275,7 +287,7 @@ func (l *Log) cleanDir() ([]int64, error) {
 	swapped := make(map[int64]bool) // bases with a log to swap in
 	for _, name := range names {
 		if base, ok := segmentBase(strings.TrimSuffix(name, swapSuffix), segment.LogSuffix); ok && strings.HasSuffix(name, swapSuffix) {
-			if err := l.removeFiles(base, segment.IndexSuffix, segment.TimeIndexSuffix); err != nil {
+			if err := l.removeFiles(base, segment.IndexSuffix, segment.TimeIndexSuffix, txnIndexSuffix); err != nil {
 				return nil, err
 			}
 			swapped[base] = true
@@ -309,7 +321,7 @@ func (l *Log) cleanDir() ([]int64, error) {
 		}
 	}
 	for _, name := range names {
-		for _, suffix := range []string{segment.IndexSuffix, segment.TimeIndexSuffix} {
+		for _, suffix := range []string{segment.IndexSuffix, segment.TimeIndexSuffix, txnIndexSuffix} {
 			if base, ok := segmentBase(name, suffix); ok && !logs[base] {
 				if err := l.fs.Remove(filepath.Join(l.dir, name)); err != nil && !errors.Is(err, iofs.ErrNotExist) {
 					return nil, fmt.Errorf("log: %w", err)
@@ -353,7 +365,7 @@ func segmentBase(name, suffix string) (int64, bool) {
 }
 
 func (l *Log) removeSegmentFiles(base int64) error {
-	return l.removeFiles(base, segment.LogSuffix, segment.IndexSuffix, segment.TimeIndexSuffix)
+	return l.removeFiles(base, segment.LogSuffix, segment.IndexSuffix, segment.TimeIndexSuffix, txnIndexSuffix)
 }
 
 // removeFiles removes the files of the segment at base with the suffixes
@@ -466,8 +478,16 @@ func (l *Log) Close() error {
 		active := l.active()
 		if err = active.Seal(); err != nil {
 			err = fmt.Errorf("log %s: close: %w", l.dir, err)
-		} else if err = active.Sync(); err != nil {
+		} else if err = errors.Join(active.Sync(), active.syncTxnIndex()); err != nil {
 			err = fmt.Errorf("%w: %s: close: %w", ErrFailed, l.dir, err)
+		}
+		var snapErr error
+		if err == nil {
+			// Kafka snapshots the producer state on close, so that the
+			// next open replays nothing; without one it replays more.
+			if snapErr = l.snapshotLocked(l.leo.Load()); errors.Is(snapErr, ErrFailed) {
+				err = snapErr
+			}
 		}
 		if err == nil {
 			l.recoveryPoint = l.leo.Load()
@@ -475,6 +495,9 @@ func (l *Log) Close() error {
 		}
 		if err == nil {
 			err = l.writeMarker()
+		}
+		if err == nil {
+			err = snapErr
 		}
 	}
 	for _, s := range l.segs {

@@ -5,27 +5,44 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"sort"
 	"sync/atomic"
 
+	"github.com/strandlog/strand/idempotence"
 	"github.com/strandlog/strand/segment"
 )
 
 // Isolation is how far a read may go, as Kafka's FetchIsolation.
+//
+// ReadCommitted is Kafka's isolation.level=read_committed and the zero
+// value. A log that holds no transactions has its last stable offset at
+// the high watermark, so there ReadCommitted and ReadUncommitted read the
+// same records: before transactions, ReadCommitted meant "up to the high
+// watermark", and it still does for such logs.
 type Isolation int8
 
 const (
-	// ReadCommitted reads up to the high watermark: what consumers see.
+	// ReadCommitted reads up to the last stable offset (Kafka's
+	// FETCH_TXN_COMMITTED): no record of a transaction still open or not
+	// yet replicated, and with the aborted transactions of what it reads
+	// (Batches.Aborted) so that the reader can drop their records; Records
+	// drops them.
 	ReadCommitted Isolation = iota
 	// ReadLogEnd reads up to the log end offset: what followers replicate.
 	ReadLogEnd
+	// ReadUncommitted reads up to the high watermark (Kafka's
+	// isolation.level=read_uncommitted, FETCH_HIGH_WATERMARK): every
+	// replicated record, those of open and aborted transactions too.
+	ReadUncommitted
 )
 
 func (l *Log) bound(iso Isolation) int64 {
-	if iso == ReadLogEnd {
+	switch iso {
+	case ReadLogEnd:
 		return l.leo.Load()
+	case ReadUncommitted:
+		return l.hw.Load()
 	}
-	return l.hw.Load()
+	return l.LastStableOffset()
 }
 
 // Batches is the result of a read: whole batches from one segment, as a
@@ -36,7 +53,13 @@ func (l *Log) bound(iso Isolation) int64 {
 // Copies of a Batches share its hold: closing one closes them all, once.
 type Batches struct {
 	segment.Slice
-	hold *hold
+	// Aborted are, for a ReadCommitted read, the aborted transactions
+	// whose records the batches may hold, as Kafka's FetchResponse carries
+	// them (abortedTransactions): a reader drops a producer's data batches
+	// from an aborted transaction's first offset up to its ABORT marker
+	// (idempotence.NewAbortedFilter does this).
+	Aborted []idempotence.AbortedTxn
+	hold    *hold
 }
 
 // hold is a reader's hold on a segment.
@@ -61,6 +84,10 @@ func (b *Batches) Close() error {
 // offset at or past the bound returns no batches. An offset outside the
 // log start and end offsets is an *OffsetOutOfRangeError.
 //
+// A ReadCommitted read stops at the last stable offset and lists the
+// aborted transactions that overlap it in Batches.Aborted, from the
+// segments' .txnindex files.
+//
 // The caller must Close the result.
 func (l *Log) Read(offset int64, maxBytes int, iso Isolation) (*Batches, error) {
 	for {
@@ -78,13 +105,13 @@ func (l *Log) Read(offset int64, maxBytes int, iso Isolation) (*Batches, error) 
 			l.mu.RUnlock()
 			return &Batches{}, nil
 		}
-		i := sort.Search(len(l.segs), func(i int) bool { return l.segs[i].BaseOffset() > offset }) - 1
-		i = max(i, 0)
-		ref := l.segs[i]
-		last := i == len(l.segs)-1
+		segs := l.segs
+		i := segmentOf(segs, offset)
+		ref := segs[i]
+		last := i == len(segs)-1
 		var next int64
 		if !last {
-			next = l.segs[i+1].BaseOffset()
+			next = segs[i+1].BaseOffset()
 		}
 		ok := ref.acquire()
 		l.mu.RUnlock()
@@ -94,7 +121,14 @@ func (l *Log) Read(offset int64, maxBytes int, iso Isolation) (*Batches, error) 
 		sl, err := ref.Read(offset, bound, maxBytes)
 		switch {
 		case err == nil:
-			return &Batches{Slice: sl, hold: &hold{ref: ref}}, nil
+			bs := &Batches{Slice: sl, hold: &hold{ref: ref}}
+			if iso == ReadCommitted {
+				if bs.Aborted, err = abortedIn(segs[i:], offset, bound); err != nil {
+					ref.release()
+					return nil, fmt.Errorf("log %s: %w", l.dir, err)
+				}
+			}
+			return bs, nil
 		case errors.Is(err, segment.ErrOffsetNotFound) && !last:
 			// The offset falls in a gap at the segment's end (compaction
 			// removed it): carry on at the next segment.
@@ -109,7 +143,10 @@ func (l *Log) Read(offset int64, maxBytes int, iso Isolation) (*Batches, error) 
 
 // Records yields the records from offset from up to the bound iso sets,
 // reading the log in chunks. It stops at the bound as it stands when the
-// iteration reaches it; Wait tells when there is more.
+// iteration reaches it; Wait tells when there is more. Control records
+// (transaction markers) are never yielded, as Kafka's consumer never
+// returns them; with ReadCommitted neither are the records of aborted
+// transactions.
 func (l *Log) Records(from int64, iso Isolation) iter.Seq2[segment.Record, error] {
 	return func(yield func(segment.Record, error) bool) {
 		for {
@@ -122,11 +159,24 @@ func (l *Log) Records(from int64, iso Isolation) iter.Seq2[segment.Record, error
 				return
 			}
 			bound := l.bound(iso)
+			var aborted *idempotence.AbortedFilter
+			if len(bs.Aborted) > 0 {
+				aborted = idempotence.NewAbortedFilter(bs.Aborted)
+			}
 			for b, err := range bs.All() {
 				if err != nil {
 					bs.Close()
 					yield(segment.Record{}, err)
 					return
+				}
+				if skip, err := skipBatch(b, aborted); skip || err != nil {
+					if err != nil {
+						bs.Close()
+						yield(segment.Record{}, fmt.Errorf("log %s: %w", l.dir, err))
+						return
+					}
+					from = max(from, b.LastOffset()+1)
+					continue
 				}
 				for r, err := range b.Records() {
 					if err != nil {
@@ -147,6 +197,31 @@ func (l *Log) Records(from int64, iso Isolation) iter.Seq2[segment.Record, error
 			bs.Close()
 		}
 	}
+}
+
+// skipBatch reports whether a reader of records drops b: a control batch,
+// or, with aborted not nil, a batch of an aborted transaction.
+func skipBatch(b segment.Batch, aborted *idempotence.AbortedFilter) (bool, error) {
+	if b.Control() {
+		if aborted != nil {
+			// The filter learns where each aborted transaction ends
+			// from its marker.
+			info, err := idempotence.InfoOf(b)
+			if err != nil {
+				return true, err
+			}
+			aborted.Skip(info)
+		}
+		return true, nil
+	}
+	if aborted == nil || !b.Transactional() {
+		return false, nil
+	}
+	info, err := idempotence.InfoOf(b)
+	if err != nil {
+		return false, err
+	}
+	return aborted.Skip(info), nil
 }
 
 // Wait blocks until the bound iso sets passes offset, so that a read of

@@ -1,9 +1,13 @@
 package log
 
 import (
+	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/strandlog/strand/idempotence"
+	"github.com/strandlog/strand/internal/vfs"
 	"github.com/strandlog/strand/segment"
 )
 
@@ -17,10 +21,18 @@ type segRef struct {
 	refs    atomic.Int64
 	remove  atomic.Bool
 	stats   *counters
+
+	// The segment's .txnindex (see producerstate.go).
+	fs        vfs.FS
+	dir       string
+	txnMu     sync.Mutex
+	txn       *idempotence.TxnIndex // nil until first needed
+	txnSuffix string                // after the file's name, as Rename left it
+	noAborted atomic.Bool           // the index is open and has no entries
 }
 
 func (l *Log) newRef(s *segment.Segment) *segRef {
-	r := &segRef{Segment: s, created: l.opts.Now(), stats: &l.stats}
+	r := &segRef{Segment: s, created: l.opts.Now(), stats: &l.stats, fs: l.fs, dir: l.dir}
 	r.refs.Store(1)
 	l.stats.openSegments.Add(1)
 	return r
@@ -46,10 +58,17 @@ func (r *segRef) release() error {
 		return nil
 	}
 	r.stats.openSegments.Add(-1)
-	if r.remove.Load() {
-		return r.Remove()
+	remove := r.remove.Load()
+	err := r.closeTxnIndex(remove)
+	if remove {
+		return errors.Join(r.Remove(), err)
 	}
-	return r.Close()
+	return errors.Join(r.Close(), err)
+}
+
+// rename renames the segment's files, its .txnindex included.
+func (r *segRef) rename(suffix string) error {
+	return errors.Join(r.Rename(suffix), r.renameTxnIndex(suffix))
 }
 
 // discard drops the log's hold on a segment it no longer has. With rename,
@@ -58,7 +77,7 @@ func (r *segRef) release() error {
 func (r *segRef) discard(rename bool) error {
 	var err error
 	if rename {
-		err = r.Rename(deletedSuffix)
+		err = r.rename(deletedSuffix)
 	}
 	r.remove.Store(true)
 	if rerr := r.release(); err == nil {

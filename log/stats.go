@@ -1,6 +1,7 @@
 package log
 
 import (
+	"errors"
 	"sync/atomic"
 	"time"
 )
@@ -16,9 +17,10 @@ type Stats struct {
 	MaxFsync  time.Duration // the longest one
 
 	// CheckpointError is the error of the last attempt to write the
-	// checkpoint files, nil if it succeeded. Appends do not fail for it
-	// (checkpoints only shorten recovery); the log tries again at the next
-	// CheckpointInterval, and Close reports it if its own attempt fails.
+	// checkpoint files or a producer-state snapshot, nil if both last
+	// attempts succeeded. Appends do not fail for it (both only shorten
+	// recovery); the log tries again at the next CheckpointInterval or
+	// roll, and Close reports it if its own attempt fails.
 	CheckpointError error
 
 	Segments  int // segments in the log
@@ -32,14 +34,18 @@ type counters struct {
 	fsyncs, fsyncNanos      atomic.Int64
 	maxFsyncNanos           atomic.Int64
 	openSegments            atomic.Int64
-	checkpointErr           atomic.Pointer[error]
+	checkpointErr           atomic.Pointer[error] // of the last checkpoint write
+	snapshotErr             atomic.Pointer[error] // of the last snapshot write
 }
 
 func (c *counters) checkpointError() error {
-	if err := c.checkpointErr.Load(); err != nil {
-		return *err
+	var errs []error
+	for _, p := range []*atomic.Pointer[error]{&c.checkpointErr, &c.snapshotErr} {
+		if err := p.Load(); err != nil {
+			errs = append(errs, *err)
+		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 func (c *counters) fsync(d time.Duration) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/strandlog/strand/idempotence"
 	"github.com/strandlog/strand/internal/vfs"
 	"github.com/strandlog/strand/segment"
 )
@@ -138,7 +139,7 @@ func (l *Log) lowerRecoveryPointLocked(offset int64) error {
 // leave a prefix of the segments, never one after a gap.
 func (l *Log) renameDeleted(segs []*segRef) error {
 	for _, s := range slices.Backward(segs) {
-		if err := s.Rename(deletedSuffix); err != nil {
+		if err := s.rename(deletedSuffix); err != nil {
 			return err
 		}
 		if err := vfs.SyncDir(l.fs, l.dir); err != nil {
@@ -157,6 +158,15 @@ func (l *Log) afterTruncateLocked() error {
 	l.recoveryPoint = min(l.recoveryPoint, leo)
 	l.unflushedMsgs, l.unflushedBytes = 0, 0
 	if err := l.epochs.TruncateFromEnd(leo); err != nil {
+		return l.fail(err)
+	}
+	// The producer state and the .txnindex entries may hold removed
+	// batches: rebuilt from the newest snapshot left (Kafka's
+	// truncateAndReload deletes those past the new end) and the log. The
+	// directory sync makes those deletions durable: a snapshot of removed
+	// batches that came back after a crash, once the log grew past it
+	// again, would be taken for the state of the new ones.
+	if err := l.reloadProducersLocked(); err != nil {
 		return l.fail(err)
 	}
 	if err := vfs.SyncDir(l.fs, l.dir); err != nil {
@@ -209,6 +219,8 @@ func (l *Log) advanceLogStartLocked(offset int64) error {
 		return nil
 	}
 	l.logStart.Store(offset)
+	l.producers.OnLogStartOffset(offset)
+	l.refreshUnstableLocked()
 	if err := l.writeCheckpointsLocked(l.opts.Now()); err != nil {
 		return err
 	}
@@ -232,6 +244,11 @@ func (l *Log) deleteHeadLocked(n int) error {
 	var errs []error
 	for _, s := range old[:n] {
 		errs = append(errs, s.discard(true))
+	}
+	// Their producer snapshots go with them (Kafka's
+	// deleteProducerSnapshots).
+	if err := idempotence.DeleteSnapshotsBefore(l.fs, l.dir, old[n].BaseOffset()); err != nil {
+		errs = append(errs, fmt.Errorf("log %s: %w", l.dir, err))
 	}
 	return errors.Join(errs...)
 }

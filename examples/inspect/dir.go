@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/strandlog/strand/idempotence"
 	"github.com/strandlog/strand/internal/checkpoint"
 	"github.com/strandlog/strand/internal/vfs"
 	"github.com/strandlog/strand/segment"
@@ -27,6 +28,7 @@ const (
 	epochFile         = "leader-epoch-checkpoint"
 	gapsFile          = "segment-gap-checkpoint"
 	lockFile          = ".lock"
+	txnIndexSuffix    = ".txnindex" // log/producerstate.go
 )
 
 // segmentSuffixes are the files of one segment, the .log first.
@@ -259,6 +261,7 @@ func (in *inspector) inspectPartition(dir string, names []string) {
 		case name == cleanShutdownFile, name == logStartFile, name == recoveryPointFile,
 			name == highWatermarkFile, name == epochFile, name == gapsFile, name == lockFile:
 		case isIndexOf(name, names):
+		case isProducerFile(name, names):
 		default:
 			others = append(others, name)
 			in.noteOther(dir, name)
@@ -321,6 +324,16 @@ func isIndexOf(name string, names []string) bool {
 		}
 	}
 	return false
+}
+
+// isProducerFile reports whether name is one of the files a log keeps of
+// its producers: a producer-state snapshot, or a segment's .txnindex.
+func isProducerFile(name string, names []string) bool {
+	if _, ok := segmentBase(name, idempotence.SnapshotSuffix); ok {
+		return true
+	}
+	base, ok := segmentBase(name, txnIndexSuffix)
+	return ok && slices.Contains(names, filepath.Base(segment.FileName("", base, segment.LogSuffix)))
 }
 
 // noteOther explains a file that is not a segment's or a checkpoint.
