@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/strandlog/strand/internal/vfs"
+	"github.com/strandlog/strand/vfs"
 )
 
 var replayRuns = flag.Int("replay.runs", 0, "runs of the randomized replay tests (default 20, 5 with -short)")

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/strandlog/strand/internal/vfs"
+	"github.com/strandlog/strand/vfs"
 )
 
 // SnapshotSuffix ends the name of a producer-state snapshot file,

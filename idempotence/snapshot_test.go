@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/strandlog/strand/internal/vfs"
+	"github.com/strandlog/strand/vfs"
 )
 
 func newSnapshotDir(t testing.TB) (*vfs.MemFS, string) {

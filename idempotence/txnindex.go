@@ -8,7 +8,7 @@ import (
 	"io/fs"
 	"slices"
 
-	"github.com/strandlog/strand/internal/vfs"
+	"github.com/strandlog/strand/vfs"
 )
 
 // AbortedTxn is an entry of a segment's .txnindex: a transaction aborted by

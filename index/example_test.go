@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/strandlog/strand/index"
-	"github.com/strandlog/strand/internal/vfs"
+	"github.com/strandlog/strand/vfs"
 )
 
 // Example indexes three batches of a segment starting at offset 100, finds

@@ -10,7 +10,7 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/strandlog/strand/internal/vfs"
+	"github.com/strandlog/strand/vfs"
 )
 
 // file is what the offset and time indexes share: the mapped file, the

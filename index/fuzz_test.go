@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/strandlog/strand/internal/vfs"
+	"github.com/strandlog/strand/vfs"
 )
 
 // FuzzOpenOffset opens arbitrary bytes as an offset index file. Open must

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/strandlog/strand/internal/vfs"
+	"github.com/strandlog/strand/vfs"
 )
 
 // LastOffsetEntry reads the last entry of the offset index file name of

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/strandlog/strand/internal/vfs"
+	"github.com/strandlog/strand/vfs"
 )
 
 // OffsetEntrySize is the size of an offset index entry: a big-endian

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/strandlog/strand/internal/vfs"
+	"github.com/strandlog/strand/vfs"
 )
 
 // TimeEntrySize is the size of a time index entry: a big-endian timestamp

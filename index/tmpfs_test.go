@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/strandlog/strand/internal/fulldisk"
-	"github.com/strandlog/strand/internal/vfs"
+	"github.com/strandlog/strand/vfs"
 )
 
 // TestFullTmpfs runs an active index on a real tmpfs with no page left. An

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/strandlog/strand/internal/vfs"
+	"github.com/strandlog/strand/vfs"
 	"github.com/stretchr/testify/require"
 )
 
@@ -130,4 +130,48 @@ func TestCopiesOfBatchesShareTheirClose(t *testing.T) {
 	data, err := os.ReadFile(out.Name())
 	require.NoError(t, err)
 	require.NotContains(t, string(data), "decoy")
+}
+
+// A checkpoint file that does not parse is an ErrCorrupt a user can match,
+// not only an error of an internal package.
+func TestCorruptCheckpointIsErrCorrupt(t *testing.T) {
+	fs := newMemFS(t)
+	l, err := Open("/data/p", memOptions(fs))
+	require.NoError(t, err)
+	appendN(t, l, 0, 3, 1, 100)
+	require.NoError(t, l.Close())
+	f, err := fs.Create(filepath.Join("/data/p", recoveryPointFile))
+	require.NoError(t, err)
+	_, err = f.Write([]byte("0\n1\nnot an offset\n"))
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	_, err = Open("/data/p", memOptions(fs))
+	require.ErrorIs(t, err, ErrCorrupt)
+	require.ErrorContains(t, err, recoveryPointFile)
+}
+
+// A log, or a Dir, opened where its directories do not exist yet creates
+// them and makes their names durable: a power cut must not take away a
+// directory, and every synced record in it with it.
+func TestNewDirectoriesSurviveACrash(t *testing.T) {
+	fs := vfs.NewMem()
+	l, err := Open("/a/b/p", Options{FS: fs})
+	require.NoError(t, err)
+	appendN(t, l, 0, 3, 1, 100)
+	d, err := OpenDir("/c/d", DirOptions{Log: Options{FS: fs}, MaintenanceInterval: -1})
+	require.NoError(t, err)
+	require.NoError(t, d.CreateTopic("t", TopicConfig{}))
+	appendPartition(t, must(d.Partition("t", 0)), 0, 3)
+
+	after := fs.Crash(vfs.CrashConfig{})
+	l, err = Open("/a/b/p", Options{FS: after})
+	require.NoError(t, err)
+	defer l.Close()
+	requireRecords(t, l, 0, 3, 100)
+	d, err = OpenDir("/c/d", DirOptions{Log: Options{FS: after}, MaintenanceInterval: -1})
+	require.NoError(t, err)
+	defer d.Close()
+	_, _, end, err := must(d.Partition("t", 0)).Offsets()
+	require.NoError(t, err)
+	require.EqualValues(t, 3, end)
 }

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
-	"github.com/strandlog/strand/internal/vfs"
 	"github.com/strandlog/strand/segment"
+	"github.com/strandlog/strand/vfs"
 )
 
 // cleanerCheckpointFile holds the first dirty offset: where the part of the

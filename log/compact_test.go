@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
-	"github.com/strandlog/strand/internal/vfs"
 	"github.com/strandlog/strand/segment"
+	"github.com/strandlog/strand/vfs"
 	"github.com/stretchr/testify/require"
 )
 

@@ -20,8 +20,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/strandlog/strand/internal/vfs"
 	"github.com/strandlog/strand/segment"
+	"github.com/strandlog/strand/vfs"
 )
 
 // DirOptions configure a data directory.
@@ -155,7 +155,7 @@ func OpenDir(path string, opts DirOptions) (*Dir, error) {
 	}
 	d := &Dir{path: path, opts: opts, fs: opts.Log.FS, topics: make(map[string]*topic), open: list.New(), stop: make(chan struct{})}
 	d.changed = sync.NewCond(&d.mu)
-	if err := d.fs.MkdirAll(filepath.Join(path, topicsDir), 0o755); err != nil {
+	if err := vfs.MkdirAll(d.fs, filepath.Join(path, topicsDir), 0o755); err != nil {
 		return nil, fmt.Errorf("log: create %s: %w", path, err)
 	}
 	lock, err := lockDir(d.fs, path, "a Dir", ErrDirLocked)

@@ -12,7 +12,7 @@ import (
 	"sync"
 
 	"github.com/strandlog/strand/internal/checkpoint"
-	"github.com/strandlog/strand/internal/vfs"
+	"github.com/strandlog/strand/vfs"
 )
 
 // UndefinedEpoch is the leader epoch of nothing: the answer of an EpochCache
@@ -73,8 +73,8 @@ type EpochCache struct {
 
 // OpenEpochCache loads the leader epoch cache of the partition directory
 // dir. A missing checkpoint file is an empty cache. A file that is not a
-// valid version 0 leader epoch checkpoint is an error matching
-// checkpoint.ErrCorrupt and naming the file and line. Entries that are not
+// valid version 0 leader epoch checkpoint is an error matching ErrCorrupt
+// and naming the file and line. Entries that are not
 // strictly increasing are resolved as Assign would resolve them, as Kafka
 // does.
 func OpenEpochCache(fsys vfs.FS, dir string) (*EpochCache, error) {
@@ -88,7 +88,7 @@ func OpenEpochCache(fsys vfs.FS, dir string) (*EpochCache, error) {
 		return nil
 	})
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("log: loading leader epoch cache: %w", err)
+		return nil, fmt.Errorf("log: loading leader epoch cache: %w", corruptCheckpoint(err))
 	}
 	return c, nil
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/strandlog/strand/internal/checkpoint"
-	"github.com/strandlog/strand/internal/vfs"
+	"github.com/strandlog/strand/vfs"
 )
 
 // An epochStep changes an epoch cache.
@@ -395,6 +395,7 @@ func TestOpenEpochCacheLoadsFiles(t *testing.T) {
 			c, err := OpenEpochCache(m, "/p")
 			if tc.corrupt != "" {
 				require.ErrorIs(t, err, checkpoint.ErrCorrupt)
+				require.ErrorIs(t, err, ErrCorrupt, "a user can match it")
 				require.ErrorContains(t, err, "/p/leader-epoch-checkpoint: "+tc.corrupt)
 				return
 			}

@@ -10,7 +10,7 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/strandlog/strand/internal/vfs"
+	"github.com/strandlog/strand/vfs"
 )
 
 // ErrLogLocked means the directory of a Log is open in another Log, or in

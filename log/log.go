@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/idempotence"
-	"github.com/strandlog/strand/internal/vfs"
 	"github.com/strandlog/strand/segment"
+	"github.com/strandlog/strand/vfs"
 )
 
 // Errors returned by a Log. Errors from the layers below (segment.ErrCorrupt

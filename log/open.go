@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/internal/checkpoint"
-	"github.com/strandlog/strand/internal/vfs"
 	"github.com/strandlog/strand/segment"
+	"github.com/strandlog/strand/vfs"
 )
 
 // Files in a log's directory besides the segments.
@@ -68,7 +68,7 @@ func Open(dir string, opts Options) (*Log, error) {
 }
 
 func (l *Log) load() error {
-	if err := l.fs.MkdirAll(l.dir, 0o755); err != nil {
+	if err := vfs.MkdirAll(l.fs, l.dir, 0o755); err != nil {
 		return fmt.Errorf("log: create %s: %w", l.dir, err)
 	}
 	lock, err := lockDir(l.fs, l.dir, "a Log", ErrLogLocked)
@@ -402,9 +402,19 @@ func (l *Log) readOffset(name string) (int64, error) {
 func (l *Log) readCheckpoint(name string, parse func(entry string) error) error {
 	err := checkpoint.Read(l.fs, filepath.Join(l.dir, name), 0, parse)
 	if err != nil && !errors.Is(err, iofs.ErrNotExist) {
-		return fmt.Errorf("log %s: %w", l.dir, err)
+		return fmt.Errorf("log %s: %w", l.dir, corruptCheckpoint(err))
 	}
 	return nil
+}
+
+// corruptCheckpoint makes a checkpoint file that does not parse an
+// ErrCorrupt, which users can match, as well as the checkpoint package's
+// own error.
+func corruptCheckpoint(err error) error {
+	if errors.Is(err, checkpoint.ErrCorrupt) || errors.Is(err, checkpoint.ErrInvalidEntry) {
+		return fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	return err
 }
 
 func (l *Log) writeOffset(name string, off int64) error {

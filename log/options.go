@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/strandlog/strand/internal/vfs"
 	"github.com/strandlog/strand/segment"
+	"github.com/strandlog/strand/vfs"
 )
 
 // FsyncPolicy says when appended data is made durable with fsync, and so

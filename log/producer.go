@@ -51,16 +51,20 @@ type Produced struct {
 	Offset    int64
 }
 
+// Record is a record to produce or append, and one read back:
+// segment.Record, named here so that a queue user needs no other package.
+type Record = segment.Record
+
 // NewRecord returns a record to produce or append, with its timestamp left
 // for the log to set to the append time.
-func NewRecord(key, value []byte) segment.Record {
-	return segment.Record{Key: key, Value: value}
+func NewRecord(key, value []byte) Record {
+	return Record{Key: key, Value: value}
 }
 
 // NewRecordAt returns a record whose timestamp is at, stored as Kafka
 // stores it, in milliseconds since the Unix epoch; a zero at leaves it to
 // the append time. Retention and OffsetForTimestamp go by that timestamp.
-func NewRecordAt(key, value []byte, at time.Time) segment.Record {
+func NewRecordAt(key, value []byte, at time.Time) Record {
 	r := NewRecord(key, value)
 	if !at.IsZero() {
 		r.Timestamp = at.UnixMilli()

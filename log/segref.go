@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/idempotence"
-	"github.com/strandlog/strand/internal/vfs"
 	"github.com/strandlog/strand/segment"
+	"github.com/strandlog/strand/vfs"
 )
 
 // segRef is a segment with a count of its holders: the log while the

@@ -6,8 +6,8 @@ import (
 	"slices"
 
 	"github.com/strandlog/strand/idempotence"
-	"github.com/strandlog/strand/internal/vfs"
 	"github.com/strandlog/strand/segment"
+	"github.com/strandlog/strand/vfs"
 )
 
 // TruncateTo removes every record at or after offset, as a follower does

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/strandlog/strand/internal/vfs"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/segment"
+	"github.com/strandlog/strand/vfs"
 	"github.com/stretchr/testify/require"
 )
 

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strandlog/strand/internal/vfs"
 	"github.com/strandlog/strand/log"
+	"github.com/strandlog/strand/vfs"
 	"github.com/stretchr/testify/require"
 )
 

@@ -3,9 +3,9 @@ package replica
 import (
 	"testing"
 
-	"github.com/strandlog/strand/internal/vfs"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/segment"
+	"github.com/strandlog/strand/vfs"
 	"github.com/stretchr/testify/require"
 )
 

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/strandlog/strand/internal/vfs"
+	"github.com/strandlog/strand/vfs"
 )
 
 // scanChunk is how much of a log file a scanner reads at a time: many

@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 
 	"github.com/strandlog/strand/index"
-	"github.com/strandlog/strand/internal/vfs"
+	"github.com/strandlog/strand/vfs"
 )
 
 // File name suffixes of a segment's files, as Kafka names them.

@@ -8,7 +8,7 @@ import (
 	"os"
 	"syscall"
 
-	"github.com/strandlog/strand/internal/vfs"
+	"github.com/strandlog/strand/vfs"
 	"golang.org/x/sys/unix"
 )
 

@@ -14,8 +14,8 @@ import (
 
 	"github.com/strandlog/strand/idempotence"
 	"github.com/strandlog/strand/internal/checkpoint"
-	"github.com/strandlog/strand/internal/vfs"
 	"github.com/strandlog/strand/segment"
+	"github.com/strandlog/strand/vfs"
 )
 
 // The files of a partition directory besides its segments, as package log

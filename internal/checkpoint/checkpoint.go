@@ -23,7 +23,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/strandlog/strand/internal/vfs"
+	"github.com/strandlog/strand/vfs"
 )
 
 // ErrCorrupt is matched (errors.Is) by the error Read returns for a file

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/strandlog/strand/internal/vfs"
+	"github.com/strandlog/strand/vfs"
 )
 
 // OffsetsVersion is the version of Kafka's offset checkpoint files

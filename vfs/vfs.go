@@ -1,17 +1,28 @@
-// Package vfs is the small file-system interface every Strand file access
-// goes through, so that tests can run the storage code on an in-memory file
-// system that loses unsynced data on a simulated crash.
+// Package vfs is the file-system interface every Strand file access goes
+// through, with the operating system's file system, an in-memory one that
+// simulates power cuts, and a wrapper that injects faults.
 //
-// Default is the operating system's file system. NewMem returns the
-// in-memory one; its Crash method returns the file system as a power cut
-// at that moment would leave it. NewErrorFS wraps either in one that fails
-// the operations a test selects, as a failing disk would.
+// Default is the operating system's file system; log.Options.FS and
+// log.DirOptions.Log.FS take any FS, nil meaning Default. NewMem returns
+// the in-memory one: data is durable only once its file is synced, and a
+// name only once its directory is, and its Crash method returns the file
+// system as a power cut at that moment would leave it (with a
+// CrashConfig.Rand, some unsynced writes and names survive, as on a real
+// disk). NewErrorFS wraps either in one that fails the operations a test
+// selects, as a failing or full disk would (after pebble's vfs/errorfs).
+//
+// So an application can test its own code on Strand against crashes:
+// run it on a MemFS, take a Crash at any moment, reopen the log on the
+// crashed copy and check that what it acknowledged is there.
 package vfs
 
 import (
 	"errors"
 	"io"
+	iofs "io/fs"
 	"os"
+	"path/filepath"
+	"slices"
 	"syscall"
 )
 
@@ -109,4 +120,34 @@ func SyncDir(fs FS, dir string) error {
 		return err
 	}
 	return d.Close()
+}
+
+// MkdirAll creates dir and any missing parents, as FS.MkdirAll does, and
+// makes each directory it created durable by syncing the directory that
+// holds it: a log in a directory whose name a power cut can take away is
+// lost whole, however well its files were synced.
+func MkdirAll(fs FS, dir string, perm os.FileMode) error {
+	var missing []string // dir and the parents to create, deepest first
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		_, err := fs.Stat(d)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, iofs.ErrNotExist) {
+			return err
+		}
+		missing = append(missing, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if err := fs.MkdirAll(dir, perm); err != nil {
+		return err
+	}
+	for _, d := range slices.Backward(missing) {
+		if err := SyncDir(fs, filepath.Dir(d)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
