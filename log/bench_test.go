@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"golang.org/x/sys/unix"
+	"github.com/strandlog/strand/vfs"
 
 	"github.com/strandlog/strand/segment"
 )
@@ -81,7 +81,8 @@ func benchLogAppend(b *testing.B, policy FsyncPolicy) {
 }
 
 // benchRawWrite appends the batch Append would write, already encoded,
-// with write(2), and fdatasync(2) after each if sync.
+// with write(2), and after each, if sync, the sync the log makes
+// (fdatasync(2) on Linux).
 func benchRawWrite(b *testing.B, sync bool) {
 	batch, err := segment.AppendBatch(nil, benchRecords(), segment.BuildOptions{})
 	if err != nil {
@@ -90,18 +91,20 @@ func benchRawWrite(b *testing.B, sync bool) {
 	b.SetBytes(int64(len(batch)))
 	b.ReportAllocs()
 	var (
-		f    *os.File
+		f    vfs.File
+		path string
 		size int64
 	)
 	for b.Loop() {
 		if f == nil || size >= benchLogBytes {
 			b.StopTimer()
 			if f != nil {
-				if err := errors.Join(f.Close(), os.Remove(f.Name())); err != nil {
+				if err := errors.Join(f.Close(), os.Remove(path)); err != nil {
 					b.Fatal(err)
 				}
 			}
-			f, err = os.OpenFile(filepath.Join(b.TempDir(), "raw.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+			path = filepath.Join(b.TempDir(), "raw.log")
+			f, err = vfs.Default.Create(path)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -114,7 +117,7 @@ func benchRawWrite(b *testing.B, sync bool) {
 		}
 		size += int64(n)
 		if sync {
-			if err := unix.Fdatasync(int(f.Fd())); err != nil {
+			if err := f.Sync(); err != nil {
 				b.Fatal(err)
 			}
 		}

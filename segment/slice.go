@@ -152,7 +152,9 @@ func (s Slice) sendfile(conn syscall.Conn, src syscall.RawConn) (written int64, 
 	if cerr != nil { // the only error of Control: the file was closed
 		return 0, true, fmt.Errorf("segment: sendfile %s: %w (%v)", s.name, os.ErrClosed, cerr)
 	}
-	if written == 0 && (errors.Is(serr, unix.EINVAL) || errors.Is(serr, unix.ENOSYS)) {
+	// The destination refused sendfile (a regular file on macOS: ENOTSOCK).
+	if written == 0 && (errors.Is(serr, unix.EINVAL) || errors.Is(serr, unix.ENOSYS) ||
+		errors.Is(serr, unix.ENOTSOCK) || errors.Is(serr, unix.EOPNOTSUPP)) {
 		return 0, false, nil
 	}
 	if serr == nil {

@@ -87,7 +87,7 @@ type osFile struct{ *os.File }
 
 func (f *osFile) Sync() error {
 	// Directories cannot be fdatasynced on every kernel; fsync them.
-	if err := unix.Fdatasync(int(f.File.Fd())); err != nil {
+	if err := datasync(f.File); err != nil {
 		if errors.Is(err, unix.EINVAL) {
 			return f.File.Sync()
 		}
@@ -124,14 +124,14 @@ func (f *osFile) mmap(size, prot int) (Mapping, error) {
 	return &osMapping{name: f.Name(), b: b}, nil
 }
 
-// Allocate uses fallocate, keeping the file's size. Where the file system
-// has no fallocate it writes zeros, which allocates as well (a
-// copy-on-write file system may still need new blocks for a later write
+// Allocate uses fallocate, keeping the file's size. Where the system or
+// the file system has no fallocate it writes zeros, which allocates as well
+// (a copy-on-write file system may still need new blocks for a later write
 // through a mapping). Writing a mapped file with WriteAt is safe here: the
 // range is only ever allocated before anything is stored in it.
 func (f *osFile) Allocate(off, n int64) error {
-	err := unix.Fallocate(int(f.File.Fd()), unix.FALLOC_FL_KEEP_SIZE, off, n)
-	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
+	err := fallocate(f.File, off, n)
+	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) || errors.Is(err, errors.ErrUnsupported) {
 		return f.writeZeros(off, n)
 	}
 	if err != nil {
