@@ -31,7 +31,7 @@ type replicaShape struct {
 	latencies int // produces per latency run
 }
 
-// inflight is how many produces the throughput runs keep outstanding at
+// inflights are how many produces the throughput runs keep outstanding at
 // once, beside the single one a plain Log.Append loop has.
 var inflights = []int{1, 8}
 
