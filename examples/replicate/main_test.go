@@ -1,3 +1,7 @@
+// The test signals node processes (SIGKILL, SIGTERM): Unix only.
+
+//go:build unix
+
 package main
 
 import (

@@ -65,6 +65,7 @@ func runNode(cfg nodeConfig) error {
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer cancel()
+	go stopWithParent(ctx, cancel)
 	running := make(chan error, 1)
 	go func() { running <- d.Run(ctx) }()
 	defer func() { cancel(); <-running }()
@@ -108,6 +109,24 @@ func runNode(cfg nodeConfig) error {
 	shutdown, done := context.WithTimeout(context.Background(), 2*time.Second)
 	defer done()
 	return srv.Shutdown(shutdown)
+}
+
+// stopWithParent stops the node when the supervisor that started it is
+// gone (killed, or a test binary that timed out), rather than leaving an
+// orphan that holds its port and data directory.
+func stopWithParent(ctx context.Context, stop func()) {
+	parent := os.Getppid()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+			if os.Getppid() != parent {
+				stop()
+				return
+			}
+		}
+	}
 }
 
 // join asks the controller (on node 1) for the partition's state until it
