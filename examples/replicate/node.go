@@ -82,7 +82,7 @@ func runNode(cfg nodeConfig) error {
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /replica", func(w http.ResponseWriter, r *http.Request) {
-		m, err := readMessage(r)
+		m, err := readMessage(r.Body)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
@@ -135,7 +135,7 @@ func join(ctx context.Context, cfg nodeConfig, d *replica.Driver) {
 	url := fmt.Sprintf("http://%s/join?node=%d", cfg.peers[leaderID], cfg.id)
 	for ctx.Err() == nil {
 		if resp, err := http.Get(url); err == nil {
-			m, err := readMessage(&http.Request{Body: resp.Body})
+			m, err := readMessage(resp.Body)
 			resp.Body.Close()
 			if err == nil && resp.StatusCode == http.StatusOK && d.Receive(ctx, m) == nil {
 				return
@@ -145,8 +145,8 @@ func join(ctx context.Context, cfg nodeConfig, d *replica.Driver) {
 	}
 }
 
-func readMessage(r *http.Request) (replica.Message, error) {
-	b, err := io.ReadAll(io.LimitReader(r.Body, replica.MaxMessageBytes))
+func readMessage(r io.Reader) (replica.Message, error) {
+	b, err := io.ReadAll(io.LimitReader(r, replica.MaxMessageBytes))
 	if err != nil {
 		return nil, err
 	}
@@ -226,7 +226,7 @@ type produced struct {
 // routes adds the leader's and the controller's endpoints.
 func (c *controller) routes(mux *http.ServeMux, d *replica.Driver, tr *httpTransport) {
 	mux.HandleFunc("POST /controller", func(w http.ResponseWriter, r *http.Request) {
-		m, err := readMessage(r)
+		m, err := readMessage(r.Body)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
