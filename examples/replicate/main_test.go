@@ -1,0 +1,50 @@
+// The test signals node processes (SIGKILL, SIGTERM): Unix only.
+
+//go:build unix
+
+package main
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/strandlog/strand/replica"
+	"github.com/stretchr/testify/require"
+)
+
+// The test binary is also the node: started with this variable set, it
+// runs main, so the test spawns real node processes without building the
+// command.
+const childEnv = "STRAND_REPLICATE_NODE=1"
+
+func TestMain(m *testing.M) {
+	if os.Getenv("STRAND_REPLICATE_NODE") == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// Three node processes replicate over HTTP with acks=all and
+// MinInsyncReplicas 2. A SIGKILLed follower leaves the ISR and produces go
+// on; restarted, it catches up and rejoins the ISR; and every acknowledged
+// record is in the log of every ISR member once the nodes stop.
+func TestKillAndRestartFollower(t *testing.T) {
+	self, err := os.Executable()
+	require.NoError(t, err)
+	batches := 600
+	if testing.Short() {
+		batches = 60
+	}
+	c := &cluster{exe: self, env: []string{childEnv}, nodes: 3, dir: t.TempDir(), tick: 10 * time.Millisecond, lag: 50}
+	require.NoError(t, c.start())
+	defer c.kill()
+
+	rep, err := scenario(c, batches, t.Logf)
+	require.NoError(t, err)
+	require.Equal(t, []replica.NodeID{1, 2}, rep.isrAfterKill, "the ISR shrank without the killed follower")
+	require.Positive(t, rep.ackedWhileDown, "acks=all produces went on while the follower was down")
+	require.Equal(t, []replica.NodeID{1, 2, 3}, rep.isrAfterRestart, "the restarted follower rejoined")
+	require.Len(t, rep.acked, 2*batches, "every batch was acknowledged")
+}
