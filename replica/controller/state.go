@@ -183,7 +183,7 @@ func (r *PartitionRecord) apply(s *State) error {
 			replica.ErrInvalidUpdateVersion, tp, r.PartitionEpoch, want)
 	}
 	p := &Partition{
-		Replicas: slices.Clone(r.Replicas), ISR: slices.Clone(r.ISR), ELR: slices.Clone(r.ELR),
+		Replicas: set(r.Replicas), ISR: set(r.ISR), ELR: set(r.ELR),
 		Leader: r.Leader, LeaderEpoch: r.LeaderEpoch, PartitionEpoch: r.PartitionEpoch,
 		Recovering: r.Recovering,
 	}
@@ -218,6 +218,15 @@ func (p *Partition) check() error {
 		return fmt.Errorf("recovering with ISR %v", p.ISR)
 	}
 	return nil
+}
+
+// set copies a node list, empty as nil, so that a replayed state equals
+// the live one whatever the encoding makes of empty lists.
+func set(ns []replica.NodeID) []replica.NodeID {
+	if len(ns) == 0 {
+		return nil
+	}
+	return slices.Clone(ns)
 }
 
 func hasDuplicate(ns []replica.NodeID) bool {
