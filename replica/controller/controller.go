@@ -238,10 +238,12 @@ func (c *Controller) partitions(match func(*Partition) bool) []TopicPartition {
 			tps = append(tps, tp)
 		}
 	}
-	slices.SortFunc(tps, func(a, b TopicPartition) int {
-		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
-	})
+	slices.SortFunc(tps, compareTP)
 	return tps
+}
+
+func compareTP(a, b TopicPartition) int {
+	return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
 }
 
 // CreateTopic creates a topic with the given replicas per partition
