@@ -35,6 +35,7 @@ const (
 	CodePreferredLeaderNotAvailable  Code = 80
 	CodeEligibleLeadersNotAvailable  Code = 83
 	CodeElectionNotNeeded            Code = 84
+	CodeNoReassignmentInProgress     Code = 85
 	CodeInvalidUpdateVersion         Code = 95
 	CodeBrokerIDNotRegistered        Code = 102
 	CodeIneligibleReplica            Code = 107
@@ -78,6 +79,7 @@ var (
 	ErrEligibleLeadersNotAvailable = &Error{CodeEligibleLeadersNotAvailable, "eligible leaders not available"}
 	ErrElectionNotNeeded           = &Error{CodeElectionNotNeeded, "election not needed"}
 	ErrBrokerNotRegistered         = &Error{CodeBrokerIDNotRegistered, "broker id not registered"}
+	ErrNoReassignmentInProgress    = &Error{CodeNoReassignmentInProgress, "no reassignment in progress"}
 )
 
 var byCode = map[Code]*Error{}
@@ -90,7 +92,7 @@ func init() {
 		ErrOperationNotAttempted, ErrStorage, ErrFencedLeaderEpoch, ErrUnknownLeaderEpoch,
 		ErrInvalidUpdateVersion, ErrIneligibleReplica, ErrTopicAlreadyExists,
 		ErrInvalidReplicaAssignment, ErrStaleBrokerEpoch, ErrPreferredLeaderNotAvailable,
-		ErrEligibleLeadersNotAvailable, ErrElectionNotNeeded, ErrBrokerNotRegistered,
+		ErrEligibleLeadersNotAvailable, ErrElectionNotNeeded, ErrBrokerNotRegistered, ErrNoReassignmentInProgress,
 	} {
 		byCode[e.Code] = e
 	}

@@ -102,18 +102,28 @@ func (c *Controller) Advance(rd Ready) {
 }
 
 func (c *Controller) emit(r Record) error {
+	var before []replica.NodeID
+	p, isPartition := r.(*PartitionRecord)
+	if isPartition {
+		if old := c.s.Partitions[TopicPartition{p.Topic, p.Partition}]; old != nil {
+			before = old.Replicas
+		}
+	}
 	if err := c.s.Apply(r); err != nil {
 		return fmt.Errorf("controller: its own decision does not apply (a bug): %w", err)
 	}
 	c.rd.Records = append(c.rd.Records, r)
-	if p, ok := r.(*PartitionRecord); ok {
-		for _, n := range p.Replicas {
-			c.rd.Messages = append(c.rd.Messages, &replica.LeaderAndISR{
-				Header:          replica.Header{From: c.cfg.Node, To: n, Topic: p.Topic, Partition: p.Partition},
-				ControllerEpoch: c.s.Epoch, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
-				PartitionEpoch: p.PartitionEpoch, Replicas: p.Replicas, ISR: p.ISR,
-			})
-		}
+	if !isPartition {
+		return nil
+	}
+	// The replicas a reassignment removed learn it too, so that they stop.
+	for _, n := range slices.Concat(p.Replicas, minus(before, p.Replicas)) {
+		c.rd.Messages = append(c.rd.Messages, &replica.LeaderAndISR{
+			Header:          replica.Header{From: c.cfg.Node, To: n, Topic: p.Topic, Partition: p.Partition},
+			ControllerEpoch: c.s.Epoch, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
+			PartitionEpoch: p.PartitionEpoch, Replicas: p.Replicas, ISR: p.ISR,
+			Adding: p.Adding, Removing: p.Removing,
+		})
 	}
 	return nil
 }
@@ -400,7 +410,15 @@ type change struct {
 	preferred bool
 	// recovered ends a RECOVERING state.
 	recovered bool
+	// layout, if set, replaces the replicas (a reassignment's steps).
+	layout *layout
+	// bumpLeaderEpoch takes a new leader epoch even if the leader stays:
+	// replicas left the partition, and a leader epoch is how they learn it
+	// (KAFKA-13972).
+	bumpLeaderEpoch bool
 }
+
+type layout struct{ replicas, adding, removing []replica.NodeID }
 
 // change writes a partition's next state, if it differs (Kafka's
 // PartitionChangeBuilder): the ISR, the ELR that KIP-966 keeps while the
@@ -416,13 +434,18 @@ func (c *Controller) change(tp TopicPartition, ch change) error {
 	old := c.s.Partitions[tp]
 	next := PartitionRecord{
 		Stamp: c.stamp(), Topic: tp.Topic, Partition: tp.Partition,
-		Replicas: old.Replicas, ISR: slices.Clone(ch.isr), Leader: replica.NoNode,
+		Replicas: old.Replicas, Adding: old.Adding, Removing: old.Removing,
+		ISR: slices.Clone(ch.isr), Leader: replica.NoNode,
 		LeaderEpoch: old.LeaderEpoch, PartitionEpoch: old.PartitionEpoch + 1,
 		Recovering: old.Recovering && !ch.recovered,
 	}
+	if l := ch.layout; l != nil {
+		next.Replicas, next.Adding, next.Removing = l.replicas, l.adding, l.removing
+	}
 	if len(next.ISR) < c.cfg.MinInsyncReplicas {
 		for _, n := range append(slices.Clone(old.ELR), old.ISR...) {
-			if !slices.Contains(ch.exclude, n) && !slices.Contains(next.ISR, n) && !slices.Contains(next.ELR, n) {
+			if slices.Contains(next.Replicas, n) && !slices.Contains(ch.exclude, n) &&
+				!slices.Contains(next.ISR, n) && !slices.Contains(next.ELR, n) {
 				next.ELR = append(next.ELR, n)
 			}
 		}
@@ -430,27 +453,28 @@ func (c *Controller) change(tp TopicPartition, ch change) error {
 	unclean := false
 	switch {
 	case ch.preferred:
-		next.Leader = old.Replicas[0]
+		next.Leader = next.Replicas[0]
 	case slices.Contains(next.ISR, old.Leader) && c.acceptable(old.Leader):
 		next.Leader = old.Leader
 	default:
-		next.Leader = c.first(old.Replicas, next.ISR)
+		next.Leader = c.first(next.Replicas, next.ISR)
 		if next.Leader == replica.NoNode && len(next.ISR) == 0 {
-			if next.Leader = c.first(old.Replicas, next.ELR); next.Leader != replica.NoNode {
+			if next.Leader = c.first(next.Replicas, next.ELR); next.Leader != replica.NoNode {
 				next.ISR, next.ELR = []replica.NodeID{next.Leader}, without(next.ELR, next.Leader)
 			}
 		}
 		if next.Leader == replica.NoNode && c.s.Topics[tp.Topic].Unclean {
-			if next.Leader = c.first(old.Replicas, old.Replicas); next.Leader != replica.NoNode {
+			if next.Leader = c.first(next.Replicas, next.Replicas); next.Leader != replica.NoNode {
 				next.ISR, next.ELR, next.Recovering, unclean = []replica.NodeID{next.Leader}, nil, true, true
 			}
 		}
 	}
-	if next.Leader != old.Leader {
+	if next.Leader != old.Leader || ch.bumpLeaderEpoch {
 		next.LeaderEpoch++
 	}
-	if next.Leader == old.Leader && slices.Equal(next.ISR, old.ISR) && slices.Equal(next.ELR, old.ELR) &&
-		next.Recovering == old.Recovering {
+	if next.LeaderEpoch == old.LeaderEpoch && next.Leader == old.Leader && next.Recovering == old.Recovering &&
+		slices.Equal(next.ISR, old.ISR) && slices.Equal(next.ELR, old.ELR) && slices.Equal(next.Replicas, old.Replicas) &&
+		slices.Equal(next.Adding, old.Adding) && slices.Equal(next.Removing, old.Removing) {
 		return nil
 	}
 	if err := c.emit(&next); err != nil {
@@ -459,7 +483,7 @@ func (c *Controller) change(tp TopicPartition, ch change) error {
 	if unclean {
 		c.rd.Unclean = append(c.rd.Unclean, tp)
 	}
-	return nil
+	return c.maybeCompleteReassignment(tp)
 }
 
 // first returns the first replica in assignment order that is in set and
@@ -474,5 +498,10 @@ func (c *Controller) first(replicas, set []replica.NodeID) replica.NodeID {
 }
 
 func without(ns []replica.NodeID, n replica.NodeID) []replica.NodeID {
-	return slices.DeleteFunc(slices.Clone(ns), func(m replica.NodeID) bool { return m == n })
+	return minus(ns, []replica.NodeID{n})
+}
+
+// minus returns a without the members of b, in a's order.
+func minus(a, b []replica.NodeID) []replica.NodeID {
+	return slices.DeleteFunc(slices.Clone(a), func(n replica.NodeID) bool { return slices.Contains(b, n) })
 }

@@ -93,11 +93,15 @@ type TopicRecord struct {
 // more than the partition's current epoch (0 for a new partition).
 type PartitionRecord struct {
 	Stamp
-	Topic          string
-	Partition      int32
-	Replicas       []replica.NodeID
-	ISR            []replica.NodeID
-	ELR            []replica.NodeID
+	Topic     string
+	Partition int32
+	Replicas  []replica.NodeID
+	ISR       []replica.NodeID
+	ELR       []replica.NodeID
+	// Adding and Removing are a reassignment in progress: the replicas it
+	// adds (in Replicas, catching up) and those it will remove.
+	Adding         []replica.NodeID
+	Removing       []replica.NodeID
 	Leader         replica.NodeID
 	LeaderEpoch    int32
 	PartitionEpoch int32
@@ -172,6 +176,8 @@ func (r *PartitionRecord) fields(c codec) {
 	c.nodes(&r.Replicas)
 	c.nodes(&r.ISR)
 	c.nodes(&r.ELR)
+	c.nodes(&r.Adding)
+	c.nodes(&r.Removing)
 	c.node(&r.Leader)
 	c.i32(&r.LeaderEpoch)
 	c.i32(&r.PartitionEpoch)

@@ -19,7 +19,7 @@ func sampleRecords() []Record {
 		&ShutdownRecord{Stamp{3}, 2, 13},
 		&TopicRecord{Stamp{3}, "orders", 6, true},
 		&PartitionRecord{Stamp: Stamp{3}, Topic: "orders", Partition: 5, Replicas: nodes(1, 2, 3),
-			ISR: nodes(1), ELR: nodes(2), Leader: 1, LeaderEpoch: 4, PartitionEpoch: 9, Recovering: true},
+			ISR: nodes(1), ELR: nodes(2), Adding: nodes(3), Removing: nodes(2), Leader: 1, LeaderEpoch: 4, PartitionEpoch: 9, Recovering: true},
 		&PartitionRecord{Stamp: Stamp{0}, Topic: "o", Leader: replica.NoNode},
 	}
 }

@@ -18,7 +18,7 @@ var replaySeeds = flag.Int("controller.seeds", 0, "seeds of TestReplayEqualsLive
 // TestReplayEqualsLive drives a controller at random (registrations clean
 // and unclean, heartbeats, lost sessions, controlled shutdowns, topics,
 // AlterPartitions right and wrong, preferred elections, unclean toggles,
-// controller failovers) and checks after every step that the state obeys
+// reassignments and their cancellation, controller failovers) and checks after every step that the state obeys
 // ValidControllerIsrAndElr and that replaying the records stored so far,
 // encoded and decoded, gives the live state.
 func TestReplayEqualsLive(t *testing.T) {
@@ -48,7 +48,7 @@ func replayRandom(t *testing.T, seed uint64, steps int) {
 	for step := range steps {
 		id := replica.NodeID(rng.IntN(brokers))
 		var err error
-		switch op := rng.IntN(10); op {
+		switch op := rng.IntN(12); op {
 		case 0:
 			epochs[id], err = c.Register(id, rng.IntN(3) > 0)
 			down[id] = false
@@ -94,6 +94,25 @@ func replayRandom(t *testing.T, seed uint64, steps int) {
 		case 8:
 			if topics > 0 {
 				err = c.SetUnclean(fmt.Sprint("t", rng.IntN(topics)), rng.IntN(2) == 0)
+			}
+		case 10:
+			if topics > 0 {
+				tp := TopicPartition{fmt.Sprint("t", rng.IntN(topics)), 0}
+				var target []replica.NodeID
+				for _, i := range rng.Perm(brokers)[:1+rng.IntN(3)] {
+					target = append(target, replica.NodeID(i))
+				}
+				err = c.Reassign(tp, target)
+				if errors.Is(err, replica.ErrInvalidReplicaAssignment) {
+					err = nil
+				}
+			}
+		case 11:
+			if topics > 0 {
+				err = c.CancelReassignment(TopicPartition{fmt.Sprint("t", rng.IntN(topics)), 0})
+				if errors.Is(err, replica.ErrNoReassignmentInProgress) || errors.Is(err, replica.ErrInvalidRequest) {
+					err = nil
+				}
 			}
 		case 9:
 			if rng.IntN(4) == 0 { // failover: a new controller over the stored records

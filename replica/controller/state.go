@@ -49,10 +49,14 @@ func (tp TopicPartition) String() string { return fmt.Sprintf("%s-%d", tp.Topic,
 
 // Partition is a partition's replication state as the controller decided
 // it. ISR and ELR never share a member; both are within Replicas.
+// During a reassignment Replicas holds the target replicas first, then
+// the ones being removed; Adding and Removing say which are which.
 type Partition struct {
 	Replicas       []replica.NodeID
 	ISR            []replica.NodeID
 	ELR            []replica.NodeID
+	Adding         []replica.NodeID
+	Removing       []replica.NodeID
 	Leader         replica.NodeID
 	LeaderEpoch    int32
 	PartitionEpoch int32
@@ -184,6 +188,7 @@ func (r *PartitionRecord) apply(s *State) error {
 	}
 	p := &Partition{
 		Replicas: set(r.Replicas), ISR: set(r.ISR), ELR: set(r.ELR),
+		Adding: set(r.Adding), Removing: set(r.Removing),
 		Leader: r.Leader, LeaderEpoch: r.LeaderEpoch, PartitionEpoch: r.PartitionEpoch,
 		Recovering: r.Recovering,
 	}
@@ -201,9 +206,15 @@ func (p *Partition) check() error {
 	if len(p.Replicas) == 0 || hasDuplicate(p.Replicas) {
 		return fmt.Errorf("replicas %v empty or with a duplicate", p.Replicas)
 	}
-	for _, set := range [][]replica.NodeID{p.ISR, p.ELR} {
+	for _, set := range [][]replica.NodeID{p.ISR, p.ELR, p.Adding, p.Removing} {
 		if hasDuplicate(set) || !subset(set, p.Replicas) {
-			return fmt.Errorf("ISR %v or ELR %v not a set within the replicas %v", p.ISR, p.ELR, p.Replicas)
+			return fmt.Errorf("ISR %v, ELR %v, adding %v or removing %v not a set within the replicas %v",
+				p.ISR, p.ELR, p.Adding, p.Removing, p.Replicas)
+		}
+	}
+	for _, n := range p.Adding {
+		if slices.Contains(p.Removing, n) {
+			return fmt.Errorf("node %d both added and removed", n)
 		}
 	}
 	for _, n := range p.ELR {
