@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/strandlog/strand/assign"
 	"github.com/strandlog/strand/replica"
 )
 
@@ -120,4 +121,109 @@ func (c *Controller) Verify(tp TopicPartition, target []replica.NodeID) (Reassig
 		return ReassignmentComplete, nil
 	}
 	return ReassignmentDiffers, nil
+}
+
+// Assignment returns the current replicas of the topics' partitions (all
+// topics if none is named) as kafka-reassign-partitions prints them: the
+// current input of assign.GenerateReassignment. A partition being
+// reassigned shows its target replicas.
+func (c *Controller) Assignment(topics ...string) assign.Reassignment {
+	r := assign.Reassignment{Version: 1}
+	for _, tp := range c.partitions(func(*Partition) bool { return true }) {
+		if len(topics) > 0 && !slices.Contains(topics, tp.Topic) {
+			continue
+		}
+		p := c.s.Partitions[tp]
+		var rs []int32
+		for _, n := range minus(p.Replicas, p.Removing) {
+			rs = append(rs, int32(n))
+		}
+		r.Partitions = append(r.Partitions, assign.PartitionReplicas{Topic: tp.Topic, Partition: tp.Partition, Replicas: rs})
+	}
+	return r
+}
+
+// targets checks a reassignment file (kafka-reassign-partitions
+// --reassignment-json-file) whole, so that a bad one changes nothing: the
+// version is 1, every partition exists and is named once, every replica
+// list is non-empty, without duplicates, of registered brokers.
+func (c *Controller) targets(r assign.Reassignment) (map[TopicPartition][]replica.NodeID, []TopicPartition, error) {
+	if r.Version != 1 {
+		return nil, nil, fmt.Errorf("%w: reassignment version %d, want 1", replica.ErrInvalidRequest, r.Version)
+	}
+	if len(r.Partitions) == 0 {
+		return nil, nil, fmt.Errorf("%w: a reassignment without partitions", replica.ErrInvalidRequest)
+	}
+	targets := map[TopicPartition][]replica.NodeID{}
+	var order []TopicPartition
+	for i, pr := range r.Partitions {
+		tp := TopicPartition{pr.Topic, pr.Partition}
+		where := fmt.Sprintf("partitions[%d] (%v)", i, tp)
+		if c.s.Partitions[tp] == nil {
+			return nil, nil, fmt.Errorf("%w: %s: no such partition", replica.ErrUnknownPartition, where)
+		}
+		if _, ok := targets[tp]; ok {
+			return nil, nil, fmt.Errorf("%w: %s named twice", replica.ErrInvalidReplicaAssignment, where)
+		}
+		if len(pr.Replicas) == 0 || len(pr.Replicas) > maxNodes {
+			return nil, nil, fmt.Errorf("%w: %s: %d replicas", replica.ErrInvalidReplicaAssignment, where, len(pr.Replicas))
+		}
+		if len(pr.LogDirs) > 0 && len(pr.LogDirs) != len(pr.Replicas) {
+			return nil, nil, fmt.Errorf("%w: %s: %d log dirs for %d replicas",
+				replica.ErrInvalidReplicaAssignment, where, len(pr.LogDirs), len(pr.Replicas))
+		}
+		var target []replica.NodeID
+		for _, id := range pr.Replicas {
+			n := replica.NodeID(id)
+			if slices.Contains(target, n) {
+				return nil, nil, fmt.Errorf("%w: %s: broker %d twice in %v", replica.ErrInvalidReplicaAssignment, where, id, pr.Replicas)
+			}
+			if c.s.Brokers[n] == nil {
+				return nil, nil, fmt.Errorf("%w: %s: broker %d is not registered", replica.ErrInvalidReplicaAssignment, where, id)
+			}
+			target = append(target, n)
+		}
+		targets[tp] = target
+		order = append(order, tp)
+	}
+	return targets, order, nil
+}
+
+// Execute starts every reassignment of a kafka-reassign-partitions file
+// (--execute), or none if any entry is wrong.
+func (c *Controller) Execute(r assign.Reassignment) error {
+	targets, order, err := c.targets(r)
+	if err != nil {
+		return err
+	}
+	for _, tp := range order {
+		if err := c.Reassign(tp, targets[tp]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// PartitionStatus is one partition's line of VerifyAll.
+type PartitionStatus struct {
+	TopicPartition
+	Status ReassignmentStatus
+}
+
+// VerifyAll is kafka-reassign-partitions --verify: each partition of the
+// file, in its order, with where it stands against its target.
+func (c *Controller) VerifyAll(r assign.Reassignment) ([]PartitionStatus, error) {
+	targets, order, err := c.targets(r)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]PartitionStatus, 0, len(order))
+	for _, tp := range order {
+		st, err := c.Verify(tp, targets[tp])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, PartitionStatus{tp, st})
+	}
+	return out, nil
 }
