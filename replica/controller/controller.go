@@ -20,11 +20,23 @@ type Config struct {
 	// MinInsyncReplicas is min.insync.replicas: while an ISR is smaller,
 	// the replicas that leave it stay eligible leaders (KIP-966's ELR).
 	MinInsyncReplicas int
+	// RebalanceInterval is how many ticks pass between checks of leader
+	// imbalance (Kafka's leader.imbalance.check.interval.seconds with
+	// auto.leader.rebalance.enable); 0 checks never.
+	RebalanceInterval int
+	// ImbalanceRatio is the share of a broker's preferred partitions it
+	// may not lead before they are given back to it (Kafka's
+	// leader.imbalance.per.broker.percentage / 100; Kafka's default 0.10).
+	ImbalanceRatio float64
 }
 
 func (cfg *Config) validate() error {
 	if cfg.SessionTimeout <= 0 {
 		return fmt.Errorf("%w: SessionTimeout %d, must be positive", replica.ErrInvalidConfig, cfg.SessionTimeout)
+	}
+	if cfg.RebalanceInterval < 0 || cfg.ImbalanceRatio < 0 || cfg.ImbalanceRatio > 1 {
+		return fmt.Errorf("%w: RebalanceInterval %d must not be negative, ImbalanceRatio %v within [0, 1]",
+			replica.ErrInvalidConfig, cfg.RebalanceInterval, cfg.ImbalanceRatio)
 	}
 	if cfg.MinInsyncReplicas <= 0 {
 		return fmt.Errorf("%w: MinInsyncReplicas %d, must be positive", replica.ErrInvalidConfig, cfg.MinInsyncReplicas)
@@ -130,13 +142,51 @@ func (c *Controller) emit(r Record) error {
 
 func (c *Controller) stamp() Stamp { return Stamp{c.s.Epoch} }
 
-// Tick advances the clock by one tick and fences the brokers whose session
-// ended.
+// Tick advances the clock by one tick, fences the brokers whose session
+// ended and, every RebalanceInterval ticks, rebalances leaders.
 func (c *Controller) Tick() error {
 	c.now++
 	for _, id := range slices.Sorted(maps.Keys(c.deadline)) {
 		if c.deadline[id] <= c.now {
 			if err := c.fence(c.s.Brokers[id]); err != nil {
+				return err
+			}
+		}
+	}
+	if c.cfg.RebalanceInterval > 0 && c.now%int64(c.cfg.RebalanceInterval) == 0 {
+		return c.Rebalance()
+	}
+	return nil
+}
+
+// Rebalance gives leadership back to preferred replicas (the first of
+// each assignment) on every broker that leads too few of the partitions
+// it prefers: more than ImbalanceRatio of them led by others (Kafka's
+// checkAndTriggerAutoLeaderRebalance). A partition moves only if its
+// preferred replica is live and in the ISR, and not while it is being
+// reassigned.
+func (c *Controller) Rebalance() error {
+	preferred := map[replica.NodeID][]TopicPartition{}
+	for _, tp := range c.partitions(func(*Partition) bool { return true }) {
+		p := c.s.Partitions[tp]
+		preferred[p.Replicas[0]] = append(preferred[p.Replicas[0]], tp)
+	}
+	for _, b := range slices.Sorted(maps.Keys(preferred)) {
+		var imbalanced []TopicPartition
+		for _, tp := range preferred[b] {
+			if c.s.Partitions[tp].Leader != b {
+				imbalanced = append(imbalanced, tp)
+			}
+		}
+		if float64(len(imbalanced)) <= c.cfg.ImbalanceRatio*float64(len(preferred[b])) {
+			continue
+		}
+		for _, tp := range imbalanced {
+			p := c.s.Partitions[tp]
+			if len(p.Adding)+len(p.Removing) > 0 || !slices.Contains(p.ISR, b) || !c.acceptable(b) {
+				continue
+			}
+			if err := c.change(tp, change{isr: p.ISR, preferred: true}); err != nil {
 				return err
 			}
 		}

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -205,4 +206,46 @@ func TestRestartWithoutFenceReplacesTheIncarnation(t *testing.T) {
 	require.ErrorIs(t, err, replica.ErrStaleBrokerEpoch)
 	_, err = h.c.Heartbeat(9, 1)
 	require.ErrorIs(t, err, replica.ErrBrokerNotRegistered)
+}
+
+// Automatic leader rebalance: a broker back from a crash leads none of the
+// partitions it prefers; once the leaders add it to their ISRs, the check
+// every RebalanceInterval ticks gives them back. Below the ratio nothing
+// moves.
+func TestAutomaticLeaderRebalance(t *testing.T) {
+	for _, tc := range []struct {
+		ratio float64
+		moves bool
+	}{{0.1, true}, {0.5, false}} {
+		h := newHarness(t, 1, 1, 2, 3)
+		h.c.cfg.RebalanceInterval, h.c.cfg.ImbalanceRatio = 2, tc.ratio
+		h.topic("t", false, nodes(1, 2, 3), nodes(1, 3, 2), nodes(2, 1, 3), nodes(3, 1, 2))
+		h.crash(1)
+		h.start(1, true)
+		for i := range 2 {
+			p := h.part("t", int32(i))
+			require.NoError(t, h.c.AlterPartition(&replica.AlterPartition{
+				Header:      replica.Header{From: p.Leader, Topic: "t", Partition: int32(i)},
+				LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, ISR: append(slices.Clone(p.ISR), 1),
+			}))
+		}
+		// Only partition 0 is back in 1's hands by hand: 1 of 2 preferred
+		// partitions (50%) is still led by another.
+		require.NoError(t, h.c.ElectPreferred(TopicPartition{"t", 0}))
+		h.drain()
+		for range 2 {
+			for b, e := range h.epochs {
+				_, err := h.c.Heartbeat(b, e)
+				require.NoError(t, err)
+			}
+			require.NoError(t, h.c.Tick())
+		}
+		h.drain()
+		want := replica.NodeID(3)
+		if tc.moves {
+			want = 1
+		}
+		require.Equal(t, want, h.part("t", 1).Leader, "ratio %v", tc.ratio)
+		require.Equal(t, replica.NodeID(2), h.part("t", 2).Leader, "2 never lost its leadership")
+	}
 }
