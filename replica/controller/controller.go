@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/strandlog/strand/assign"
 	"github.com/strandlog/strand/replica"
 )
 
@@ -350,6 +351,30 @@ func (c *Controller) CreateTopic(name string, assignment [][]replica.NodeID, unc
 		}
 	}
 	return nil
+}
+
+// PlaceTopic creates a topic whose replicas assign.PlaceReplicas places
+// on the live brokers as Kafka's AdminUtils does, the first partition's
+// leader at startIndex of the brokers in id order (Kafka draws it at
+// random; the caller does, to keep the controller deterministic).
+func (c *Controller) PlaceTopic(name string, partitions, replicationFactor, startIndex int, unclean bool) error {
+	var live []assign.Broker
+	for _, id := range slices.Sorted(maps.Keys(c.s.Brokers)) {
+		if c.acceptable(id) {
+			live = append(live, assign.Broker{ID: int32(id)})
+		}
+	}
+	placed, err := assign.PlaceReplicas(live, partitions, replicationFactor, startIndex, startIndex, -1)
+	if err != nil {
+		return fmt.Errorf("%w: topic %q: %w", replica.ErrInvalidReplicaAssignment, name, err)
+	}
+	assignment := make([][]replica.NodeID, len(placed))
+	for i, rs := range placed {
+		for _, id := range rs {
+			assignment[i] = append(assignment[i], replica.NodeID(id))
+		}
+	}
+	return c.CreateTopic(name, assignment, unclean)
 }
 
 // SetUnclean enables or disables unclean leader election for a topic.
