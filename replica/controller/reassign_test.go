@@ -225,3 +225,21 @@ func TestReassignmentFileRefusesBadInput(t *testing.T) {
 		})
 	}
 }
+
+// TC-15, remove then re-add the same replica (Vanlightly §6.5.4): the
+// re-added replica comes back as Adding, outside the ISR, whatever it held
+// before; only its leader's AlterPartition can bring it back in.
+func TestTC15RemovedThenReaddedReplicaDoesNotReenterTheISR(t *testing.T) {
+	h := newHarness(t, 2, 1, 2, 3)
+	h.topic("t", false, nodes(1, 2, 3))
+	tp := TopicPartition{"t", 0}
+	require.NoError(t, h.c.Reassign(tp, nodes(1, 2)))
+	require.NoError(t, h.c.Reassign(tp, nodes(1, 2, 3)))
+	h.drain()
+	p := h.part("t", 0)
+	require.Equal(t, nodes(1, 2, 3), p.Replicas)
+	require.Equal(t, nodes(1, 2), p.ISR)
+	require.Equal(t, nodes(3), p.Adding)
+	require.NoError(t, h.alter("t", 1, 2, 3))
+	require.Empty(t, h.part("t", 0).Adding, "the leader's ISR change completes it")
+}
