@@ -23,13 +23,21 @@ const (
 	CodeNotEnoughReplicas            Code = 19
 	CodeNotEnoughReplicasAfterAppend Code = 20
 	CodeInvalidRequiredAcks          Code = 21
+	CodeTopicAlreadyExists           Code = 36
+	CodeInvalidReplicaAssignment     Code = 39
 	CodeNotController                Code = 41
 	CodeInvalidRequest               Code = 42
 	CodeOperationNotAttempted        Code = 55
 	CodeStorageError                 Code = 56
 	CodeFencedLeaderEpoch            Code = 74
 	CodeUnknownLeaderEpoch           Code = 75
+	CodeStaleBrokerEpoch             Code = 77
+	CodePreferredLeaderNotAvailable  Code = 80
+	CodeEligibleLeadersNotAvailable  Code = 83
+	CodeElectionNotNeeded            Code = 84
+	CodeNoReassignmentInProgress     Code = 85
 	CodeInvalidUpdateVersion         Code = 95
+	CodeBrokerIDNotRegistered        Code = 102
 	CodeIneligibleReplica            Code = 107
 )
 
@@ -62,6 +70,16 @@ var (
 	ErrUnknownLeaderEpoch           = &Error{CodeUnknownLeaderEpoch, "unknown leader epoch"}
 	ErrInvalidUpdateVersion         = &Error{CodeInvalidUpdateVersion, "invalid update version"}
 	ErrIneligibleReplica            = &Error{CodeIneligibleReplica, "ineligible replica"}
+
+	// The controller's (package replica/controller).
+	ErrTopicAlreadyExists          = &Error{CodeTopicAlreadyExists, "topic already exists"}
+	ErrInvalidReplicaAssignment    = &Error{CodeInvalidReplicaAssignment, "invalid replica assignment"}
+	ErrStaleBrokerEpoch            = &Error{CodeStaleBrokerEpoch, "stale broker epoch"}
+	ErrPreferredLeaderNotAvailable = &Error{CodePreferredLeaderNotAvailable, "preferred leader not available"}
+	ErrEligibleLeadersNotAvailable = &Error{CodeEligibleLeadersNotAvailable, "eligible leaders not available"}
+	ErrElectionNotNeeded           = &Error{CodeElectionNotNeeded, "election not needed"}
+	ErrBrokerNotRegistered         = &Error{CodeBrokerIDNotRegistered, "broker id not registered"}
+	ErrNoReassignmentInProgress    = &Error{CodeNoReassignmentInProgress, "no reassignment in progress"}
 )
 
 var byCode = map[Code]*Error{}
@@ -72,7 +90,9 @@ func init() {
 		ErrMessageTooLarge, ErrStaleControllerEpoch, ErrNotEnoughReplicas,
 		ErrNotEnoughReplicasAfterAppend, ErrInvalidAcks, ErrNotController, ErrInvalidRequest,
 		ErrOperationNotAttempted, ErrStorage, ErrFencedLeaderEpoch, ErrUnknownLeaderEpoch,
-		ErrInvalidUpdateVersion, ErrIneligibleReplica,
+		ErrInvalidUpdateVersion, ErrIneligibleReplica, ErrTopicAlreadyExists,
+		ErrInvalidReplicaAssignment, ErrStaleBrokerEpoch, ErrPreferredLeaderNotAvailable,
+		ErrEligibleLeadersNotAvailable, ErrElectionNotNeeded, ErrBrokerNotRegistered, ErrNoReassignmentInProgress,
 	} {
 		byCode[e.Code] = e
 	}

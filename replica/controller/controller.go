@@ -1,0 +1,582 @@
+package controller
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/strandlog/strand/assign"
+	"github.com/strandlog/strand/replica"
+)
+
+// Config configures a Controller.
+type Config struct {
+	// Node is the node the controller runs on; it is the From of the
+	// messages it sends.
+	Node replica.NodeID
+	// SessionTimeout is how many ticks a broker may go without a heartbeat
+	// before it is fenced (Kafka's broker.session.timeout.ms).
+	SessionTimeout int
+	// MinInsyncReplicas is min.insync.replicas: while an ISR is smaller,
+	// the replicas that leave it stay eligible leaders (KIP-966's ELR).
+	MinInsyncReplicas int
+	// RebalanceInterval is how many ticks pass between checks of leader
+	// imbalance (Kafka's leader.imbalance.check.interval.seconds with
+	// auto.leader.rebalance.enable); 0 checks never.
+	RebalanceInterval int
+	// ImbalanceRatio is the share of a broker's preferred partitions it
+	// may not lead before they are given back to it (Kafka's
+	// leader.imbalance.per.broker.percentage / 100; Kafka's default 0.10).
+	ImbalanceRatio float64
+}
+
+func (cfg *Config) validate() error {
+	if cfg.SessionTimeout <= 0 {
+		return fmt.Errorf("%w: SessionTimeout %d, must be positive", replica.ErrInvalidConfig, cfg.SessionTimeout)
+	}
+	if cfg.RebalanceInterval < 0 || cfg.ImbalanceRatio < 0 || cfg.ImbalanceRatio > 1 {
+		return fmt.Errorf("%w: RebalanceInterval %d must not be negative, ImbalanceRatio %v within [0, 1]",
+			replica.ErrInvalidConfig, cfg.RebalanceInterval, cfg.ImbalanceRatio)
+	}
+	if cfg.MinInsyncReplicas <= 0 {
+		return fmt.Errorf("%w: MinInsyncReplicas %d, must be positive", replica.ErrInvalidConfig, cfg.MinInsyncReplicas)
+	}
+	return nil
+}
+
+// Controller is the active controller: it decides broker liveness,
+// leaders and ISRs, and writes every decision as a Record. It is a
+// deterministic state machine driven by its methods and Tick, with no
+// clock, goroutine or I/O inside.
+//
+// A decision is applied to the controller's State at once and handed out
+// by Ready: the application stores Ready.Records in its replicated store
+// first, then sends Ready.Messages (LeaderAndISR to the replicas,
+// AlterPartitionResponse to leaders), then calls Advance. A controller
+// that loses its place (the store refuses its records) must stop; the next
+// one is built by New over the replayed records with a higher epoch.
+type Controller struct {
+	cfg Config
+	s   *State
+	now int64
+	// deadline is when each unfenced broker's session ends. Sessions are
+	// not state: a new controller gives every broker a fresh one, as
+	// Kafka's does.
+	deadline map[replica.NodeID]int64
+	rd       Ready
+}
+
+// Ready is what the controller decided since the last Advance.
+type Ready struct {
+	// Records to store, in order, before sending Messages.
+	Records []Record
+	// Messages to send: LeaderAndISR and AlterPartitionResponse.
+	Messages []replica.Message
+	// Unclean lists partitions whose leader was elected outside the ISR
+	// and ELR: acknowledged records may be lost.
+	Unclean []TopicPartition
+}
+
+// New makes a controller over s (the replayed records, which it takes
+// over) active in the next controller epoch. Its first record says so.
+func New(cfg Config, s *State) (*Controller, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	c := &Controller{cfg: cfg, s: s, deadline: map[replica.NodeID]int64{}}
+	if err := c.emit(&ControllerRecord{Stamp: Stamp{s.Epoch + 1}, Node: cfg.Node}); err != nil {
+		return nil, err
+	}
+	for id, b := range s.Brokers {
+		if !b.Fenced {
+			c.deadline[id] = c.now + int64(cfg.SessionTimeout)
+		}
+	}
+	return c, nil
+}
+
+// State returns the controller's state. It must not be changed.
+func (c *Controller) State() *State { return c.s }
+
+// Ready returns what was decided since the last Advance.
+func (c *Controller) Ready() Ready { return c.rd }
+
+// HasReady says whether Ready has anything.
+func (c *Controller) HasReady() bool {
+	return len(c.rd.Records)+len(c.rd.Messages)+len(c.rd.Unclean) > 0
+}
+
+// Advance acknowledges a Ready: its records are stored and its messages sent.
+func (c *Controller) Advance(rd Ready) {
+	c.rd.Records = c.rd.Records[len(rd.Records):]
+	c.rd.Messages = c.rd.Messages[len(rd.Messages):]
+	c.rd.Unclean = c.rd.Unclean[len(rd.Unclean):]
+}
+
+func (c *Controller) emit(r Record) error {
+	var before []replica.NodeID
+	p, isPartition := r.(*PartitionRecord)
+	if isPartition {
+		if old := c.s.Partitions[TopicPartition{p.Topic, p.Partition}]; old != nil {
+			before = old.Replicas
+		}
+	}
+	if err := c.s.Apply(r); err != nil {
+		return fmt.Errorf("controller: its own decision does not apply (a bug): %w", err)
+	}
+	c.rd.Records = append(c.rd.Records, r)
+	if !isPartition {
+		return nil
+	}
+	// The replicas a reassignment removed learn it too, so that they stop.
+	for _, n := range slices.Concat(p.Replicas, minus(before, p.Replicas)) {
+		c.rd.Messages = append(c.rd.Messages, &replica.LeaderAndISR{
+			Header:          replica.Header{From: c.cfg.Node, To: n, Topic: p.Topic, Partition: p.Partition},
+			ControllerEpoch: c.s.Epoch, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
+			PartitionEpoch: p.PartitionEpoch, Replicas: p.Replicas, ISR: p.ISR,
+			Adding: p.Adding, Removing: p.Removing,
+		})
+	}
+	return nil
+}
+
+func (c *Controller) stamp() Stamp { return Stamp{c.s.Epoch} }
+
+// Tick advances the clock by one tick, fences the brokers whose session
+// ended and, every RebalanceInterval ticks, rebalances leaders.
+func (c *Controller) Tick() error {
+	c.now++
+	for _, id := range slices.Sorted(maps.Keys(c.deadline)) {
+		if c.deadline[id] <= c.now {
+			if err := c.fence(c.s.Brokers[id]); err != nil {
+				return err
+			}
+		}
+	}
+	if c.cfg.RebalanceInterval > 0 && c.now%int64(c.cfg.RebalanceInterval) == 0 {
+		return c.Rebalance()
+	}
+	return nil
+}
+
+// Rebalance gives leadership back to preferred replicas (the first of
+// each assignment) on every broker that leads too few of the partitions
+// it prefers: more than ImbalanceRatio of them led by others (Kafka's
+// checkAndTriggerAutoLeaderRebalance). A partition moves only if its
+// preferred replica is live and in the ISR, and not while it is being
+// reassigned.
+func (c *Controller) Rebalance() error {
+	preferred := map[replica.NodeID][]TopicPartition{}
+	for _, tp := range c.partitions(func(*Partition) bool { return true }) {
+		p := c.s.Partitions[tp]
+		preferred[p.Replicas[0]] = append(preferred[p.Replicas[0]], tp)
+	}
+	for _, b := range slices.Sorted(maps.Keys(preferred)) {
+		var imbalanced []TopicPartition
+		for _, tp := range preferred[b] {
+			if c.s.Partitions[tp].Leader != b {
+				imbalanced = append(imbalanced, tp)
+			}
+		}
+		if float64(len(imbalanced)) <= c.cfg.ImbalanceRatio*float64(len(preferred[b])) {
+			continue
+		}
+		for _, tp := range imbalanced {
+			p := c.s.Partitions[tp]
+			if len(p.Adding)+len(p.Removing) > 0 || !slices.Contains(p.ISR, b) || !c.acceptable(b) {
+				continue
+			}
+			if err := c.change(tp, change{isr: p.ISR, preferred: true}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Register registers a broker incarnation and returns its broker epoch.
+// Clean says its previous incarnation shut down cleanly (it found its
+// clean-shutdown marker). A broker registered while its previous
+// incarnation is unfenced replaces it: the old one is fenced first. An
+// unclean incarnation leaves every ISR and ELR (KIP-966's unclean
+// exclusion): it may have lost acknowledged records it no longer has.
+// The broker stays fenced until its first Heartbeat.
+func (c *Controller) Register(id replica.NodeID, clean bool) (int64, error) {
+	if id < 0 {
+		return 0, fmt.Errorf("%w: broker id %d", replica.ErrInvalidRequest, id)
+	}
+	if b := c.s.Brokers[id]; b != nil && !b.Fenced {
+		if err := c.fence(b); err != nil {
+			return 0, err
+		}
+	}
+	epoch := c.s.LastBrokerEpoch + 1
+	if err := c.emit(&RegisterRecord{Stamp: c.stamp(), Broker: id, BrokerEpoch: epoch, Clean: clean}); err != nil {
+		return 0, err
+	}
+	if !clean {
+		for _, tp := range c.partitions(func(p *Partition) bool {
+			return slices.Contains(p.ISR, id) || slices.Contains(p.ELR, id)
+		}) {
+			p := c.s.Partitions[tp]
+			if err := c.change(tp, change{isr: without(p.ISR, id), exclude: []replica.NodeID{id}}); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return epoch, nil
+}
+
+// Heartbeat renews a broker's session and unfences it if fenced; the
+// partitions it could lead that have no leader then elect one. It returns
+// whether a broker in controlled shutdown may stop: it leads nothing.
+func (c *Controller) Heartbeat(id replica.NodeID, epoch int64) (canStop bool, err error) {
+	b, err := c.s.broker(id, epoch)
+	if err != nil {
+		return false, err
+	}
+	c.deadline[id] = c.now + int64(c.cfg.SessionTimeout)
+	if b.ShuttingDown {
+		return len(c.partitions(func(p *Partition) bool { return p.Leader == id })) == 0, nil
+	}
+	if !b.Fenced {
+		return false, nil
+	}
+	if err := c.emit(&UnfenceRecord{Stamp: c.stamp(), Broker: id, BrokerEpoch: epoch}); err != nil {
+		return false, err
+	}
+	for _, tp := range c.partitions(func(p *Partition) bool {
+		return p.Leader == replica.NoNode && slices.Contains(p.Replicas, id)
+	}) {
+		if err := c.change(tp, change{isr: c.s.Partitions[tp].ISR}); err != nil {
+			return false, err
+		}
+	}
+	return false, nil
+}
+
+// Shutdown begins a broker's controlled shutdown: it leaves every ISR, so
+// that leadership moves to another ISR member before it stops. Heartbeat
+// says when it may stop.
+func (c *Controller) Shutdown(id replica.NodeID, epoch int64) error {
+	b, err := c.s.broker(id, epoch)
+	if err != nil {
+		return err
+	}
+	if b.Fenced || b.ShuttingDown {
+		return nil
+	}
+	if err := c.emit(&ShutdownRecord{Stamp: c.stamp(), Broker: id, BrokerEpoch: epoch}); err != nil {
+		return err
+	}
+	return c.leaveISRs(id)
+}
+
+func (c *Controller) fence(b *Broker) error {
+	delete(c.deadline, b.ID)
+	if err := c.emit(&FenceRecord{Stamp: c.stamp(), Broker: b.ID, BrokerEpoch: b.Epoch}); err != nil {
+		return err
+	}
+	return c.leaveISRs(b.ID)
+}
+
+func (c *Controller) leaveISRs(id replica.NodeID) error {
+	for _, tp := range c.partitions(func(p *Partition) bool { return slices.Contains(p.ISR, id) }) {
+		if err := c.change(tp, change{isr: without(c.s.Partitions[tp].ISR, id)}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// partitions returns the partitions that match, in a fixed order so that
+// the records are the same on every run.
+func (c *Controller) partitions(match func(*Partition) bool) []TopicPartition {
+	var tps []TopicPartition
+	for tp, p := range c.s.Partitions {
+		if match(p) {
+			tps = append(tps, tp)
+		}
+	}
+	slices.SortFunc(tps, compareTP)
+	return tps
+}
+
+func compareTP(a, b TopicPartition) int {
+	return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+}
+
+// CreateTopic creates a topic with the given replicas per partition
+// (assign.PlaceReplicas computes them as Kafka does). Every replica must
+// be a registered broker; the ISR starts as the live ones, led by the
+// first.
+func (c *Controller) CreateTopic(name string, assignment [][]replica.NodeID, unclean bool) error {
+	if name == "" || len(name) > maxTopicBytes {
+		return fmt.Errorf("%w: topic name %q", replica.ErrInvalidRequest, name)
+	}
+	if c.s.Topics[name] != nil {
+		return fmt.Errorf("%w: %q", replica.ErrTopicAlreadyExists, name)
+	}
+	if len(assignment) == 0 {
+		return fmt.Errorf("%w: topic %q without partitions", replica.ErrInvalidReplicaAssignment, name)
+	}
+	for i, rs := range assignment {
+		if len(rs) == 0 || len(rs) > maxNodes || hasDuplicate(rs) {
+			return fmt.Errorf("%w: topic %q partition %d replicas %v", replica.ErrInvalidReplicaAssignment, name, i, rs)
+		}
+		for _, n := range rs {
+			if c.s.Brokers[n] == nil {
+				return fmt.Errorf("%w: topic %q partition %d: broker %d is not registered",
+					replica.ErrInvalidReplicaAssignment, name, i, n)
+			}
+		}
+	}
+	if err := c.emit(&TopicRecord{Stamp: c.stamp(), Name: name, Partitions: int32(len(assignment)), Unclean: unclean}); err != nil {
+		return err
+	}
+	for i, rs := range assignment {
+		r := &PartitionRecord{Stamp: c.stamp(), Topic: name, Partition: int32(i),
+			Replicas: slices.Clone(rs), Leader: replica.NoNode}
+		for _, n := range rs {
+			if c.acceptable(n) {
+				r.ISR = append(r.ISR, n)
+			}
+		}
+		if len(r.ISR) > 0 {
+			r.Leader = r.ISR[0]
+		}
+		if err := c.emit(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// PlaceTopic creates a topic whose replicas assign.PlaceReplicas places
+// on the live brokers as Kafka's AdminUtils does, the first partition's
+// leader at startIndex of the brokers in id order (Kafka draws it at
+// random; the caller does, to keep the controller deterministic).
+func (c *Controller) PlaceTopic(name string, partitions, replicationFactor, startIndex int, unclean bool) error {
+	var live []assign.Broker
+	for _, id := range slices.Sorted(maps.Keys(c.s.Brokers)) {
+		if c.acceptable(id) {
+			live = append(live, assign.Broker{ID: int32(id)})
+		}
+	}
+	placed, err := assign.PlaceReplicas(live, partitions, replicationFactor, startIndex, startIndex, -1)
+	if err != nil {
+		return fmt.Errorf("%w: topic %q: %w", replica.ErrInvalidReplicaAssignment, name, err)
+	}
+	assignment := make([][]replica.NodeID, len(placed))
+	for i, rs := range placed {
+		for _, id := range rs {
+			assignment[i] = append(assignment[i], replica.NodeID(id))
+		}
+	}
+	return c.CreateTopic(name, assignment, unclean)
+}
+
+// SetUnclean enables or disables unclean leader election for a topic.
+// Enabling it elects a leader, uncleanly, for each of its partitions that
+// has none and a live replica.
+func (c *Controller) SetUnclean(name string, unclean bool) error {
+	t := c.s.Topics[name]
+	if t == nil {
+		return fmt.Errorf("%w: topic %q", replica.ErrUnknownPartition, name)
+	}
+	if err := c.emit(&TopicRecord{Stamp: c.stamp(), Name: name, Partitions: t.Partitions, Unclean: unclean}); err != nil {
+		return err
+	}
+	for _, tp := range c.partitions(func(p *Partition) bool { return p.Leader == replica.NoNode }) {
+		if tp.Topic == name {
+			if err := c.change(tp, change{isr: c.s.Partitions[tp].ISR}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// ElectPreferred makes the first replica of the assignment the leader, if
+// it is live and in the ISR (Kafka's preferred leader election).
+func (c *Controller) ElectPreferred(tp TopicPartition) error {
+	p := c.s.Partitions[tp]
+	if p == nil {
+		return fmt.Errorf("%w: %v", replica.ErrUnknownPartition, tp)
+	}
+	pref := p.Replicas[0]
+	if p.Leader == pref {
+		return fmt.Errorf("%w: %v is led by its preferred replica %d", replica.ErrElectionNotNeeded, tp, pref)
+	}
+	if !slices.Contains(p.ISR, pref) || !c.acceptable(pref) {
+		return fmt.Errorf("%w: %v: replica %d is not live and in the ISR %v",
+			replica.ErrPreferredLeaderNotAvailable, tp, pref, p.ISR)
+	}
+	return c.change(tp, change{isr: p.ISR, preferred: true})
+}
+
+// AlterPartition handles a leader's ISR change, checked in Kafka's order
+// (ReplicationControlManager.alterPartition): an epoch from the future
+// means this controller is stale (NOT_CONTROLLER), an older leader epoch
+// is fenced, only the leader may ask, the partition epoch is compared and
+// set (INVALID_UPDATE_VERSION), the ISR must be a set of replicas holding
+// the leader, and every member must be a registered, unfenced broker not
+// shutting down (INELIGIBLE_REPLICA). The leader gets an
+// AlterPartitionResponse in Ready either way; the error is also returned.
+//
+// The message carries no LeaderRecoveryState: a recovering leader that
+// proposes the ISR [itself] is taken as recovered.
+func (c *Controller) AlterPartition(m *replica.AlterPartition) error {
+	err := c.alterPartition(m)
+	resp := &replica.AlterPartitionResponse{
+		Header: replica.Header{From: c.cfg.Node, To: m.From, Topic: m.Topic, Partition: m.Partition},
+		Err:    replica.CodeOf(err),
+	}
+	if p := c.s.Partitions[TopicPartition{m.Topic, m.Partition}]; p != nil && err == nil {
+		resp.Leader, resp.LeaderEpoch, resp.PartitionEpoch, resp.ISR = p.Leader, p.LeaderEpoch, p.PartitionEpoch, p.ISR
+	}
+	c.rd.Messages = append(c.rd.Messages, resp)
+	return err
+}
+
+func (c *Controller) alterPartition(m *replica.AlterPartition) error {
+	tp := TopicPartition{m.Topic, m.Partition}
+	p := c.s.Partitions[tp]
+	switch {
+	case p == nil:
+		return fmt.Errorf("%w: %v", replica.ErrUnknownPartition, tp)
+	case m.LeaderEpoch > p.LeaderEpoch || m.PartitionEpoch > p.PartitionEpoch:
+		return fmt.Errorf("%w: %v leader epoch %d partition epoch %d, ahead of %d and %d",
+			replica.ErrNotController, tp, m.LeaderEpoch, m.PartitionEpoch, p.LeaderEpoch, p.PartitionEpoch)
+	case m.LeaderEpoch < p.LeaderEpoch:
+		return fmt.Errorf("%w: %v leader epoch %d, current %d", replica.ErrFencedLeaderEpoch, tp, m.LeaderEpoch, p.LeaderEpoch)
+	case m.From != p.Leader:
+		return fmt.Errorf("%w: %v: node %d is not the leader %d", replica.ErrInvalidRequest, tp, m.From, p.Leader)
+	case m.PartitionEpoch < p.PartitionEpoch:
+		return fmt.Errorf("%w: %v partition epoch %d, current %d", replica.ErrInvalidUpdateVersion, tp, m.PartitionEpoch, p.PartitionEpoch)
+	case hasDuplicate(m.ISR) || !subset(m.ISR, p.Replicas) || !slices.Contains(m.ISR, p.Leader):
+		return fmt.Errorf("%w: %v: ISR %v is not a set of the replicas %v holding the leader %d",
+			replica.ErrInvalidRequest, tp, m.ISR, p.Replicas, p.Leader)
+	case p.Recovering && len(m.ISR) > 1:
+		return fmt.Errorf("%w: %v: ISR %v while the leader recovers", replica.ErrInvalidRequest, tp, m.ISR)
+	}
+	for _, n := range m.ISR {
+		if !c.acceptable(n) {
+			return fmt.Errorf("%w: %v: replica %d is not a live broker", replica.ErrIneligibleReplica, tp, n)
+		}
+	}
+	return c.change(tp, change{isr: m.ISR, recovered: p.Recovering})
+}
+
+// acceptable says whether a replica may lead or be in an ISR: a registered
+// broker, unfenced, not shutting down.
+func (c *Controller) acceptable(n replica.NodeID) bool {
+	b := c.s.Brokers[n]
+	return b != nil && !b.Fenced && !b.ShuttingDown
+}
+
+// change is a partition change: the ISR it gets, and what else happens.
+type change struct {
+	isr []replica.NodeID
+	// exclude leaves the ELR (an unclean shutdown).
+	exclude []replica.NodeID
+	// preferred makes the first replica leader (checked by the caller).
+	preferred bool
+	// recovered ends a RECOVERING state.
+	recovered bool
+	// layout, if set, replaces the replicas (a reassignment's steps).
+	layout *layout
+	// bumpLeaderEpoch takes a new leader epoch even if the leader stays:
+	// replicas left the partition, and a leader epoch is how they learn it
+	// (KAFKA-13972).
+	bumpLeaderEpoch bool
+}
+
+type layout struct{ replicas, adding, removing []replica.NodeID }
+
+// change writes a partition's next state, if it differs (Kafka's
+// PartitionChangeBuilder): the ISR, the ELR that KIP-966 keeps while the
+// ISR is below MinInsyncReplicas, and a leader.
+//
+// The leader stays while valid (in the ISR, live). Otherwise it is the
+// first live replica in assignment order that is in the ISR; with an empty
+// ISR, the first live ELR member, which becomes the ISR; only if the topic
+// allows unclean election, the first live replica, alone in the ISR,
+// RECOVERING, reported in Ready.Unclean. Else there is no leader. A new
+// leader takes a new leader epoch; every change takes a new partition epoch.
+func (c *Controller) change(tp TopicPartition, ch change) error {
+	old := c.s.Partitions[tp]
+	next := PartitionRecord{
+		Stamp: c.stamp(), Topic: tp.Topic, Partition: tp.Partition,
+		Replicas: old.Replicas, Adding: old.Adding, Removing: old.Removing,
+		ISR: slices.Clone(ch.isr), Leader: replica.NoNode,
+		LeaderEpoch: old.LeaderEpoch, PartitionEpoch: old.PartitionEpoch + 1,
+		Recovering: old.Recovering && !ch.recovered,
+	}
+	if l := ch.layout; l != nil {
+		next.Replicas, next.Adding, next.Removing = l.replicas, l.adding, l.removing
+	}
+	if len(next.ISR) < c.cfg.MinInsyncReplicas {
+		for _, n := range append(slices.Clone(old.ELR), old.ISR...) {
+			if slices.Contains(next.Replicas, n) && !slices.Contains(ch.exclude, n) &&
+				!slices.Contains(next.ISR, n) && !slices.Contains(next.ELR, n) {
+				next.ELR = append(next.ELR, n)
+			}
+		}
+	}
+	unclean := false
+	switch {
+	case ch.preferred:
+		next.Leader = next.Replicas[0]
+	case slices.Contains(next.ISR, old.Leader) && c.acceptable(old.Leader):
+		next.Leader = old.Leader
+	default:
+		next.Leader = c.first(next.Replicas, next.ISR)
+		if next.Leader == replica.NoNode && len(next.ISR) == 0 {
+			if next.Leader = c.first(next.Replicas, next.ELR); next.Leader != replica.NoNode {
+				next.ISR, next.ELR = []replica.NodeID{next.Leader}, without(next.ELR, next.Leader)
+			}
+		}
+		if next.Leader == replica.NoNode && c.s.Topics[tp.Topic].Unclean {
+			if next.Leader = c.first(next.Replicas, next.Replicas); next.Leader != replica.NoNode {
+				next.ISR, next.ELR, next.Recovering, unclean = []replica.NodeID{next.Leader}, nil, true, true
+			}
+		}
+	}
+	if next.Leader != old.Leader || ch.bumpLeaderEpoch {
+		next.LeaderEpoch++
+	}
+	if next.LeaderEpoch == old.LeaderEpoch && next.Leader == old.Leader && next.Recovering == old.Recovering &&
+		slices.Equal(next.ISR, old.ISR) && slices.Equal(next.ELR, old.ELR) && slices.Equal(next.Replicas, old.Replicas) &&
+		slices.Equal(next.Adding, old.Adding) && slices.Equal(next.Removing, old.Removing) {
+		return nil
+	}
+	if err := c.emit(&next); err != nil {
+		return err
+	}
+	if unclean {
+		c.rd.Unclean = append(c.rd.Unclean, tp)
+	}
+	return c.maybeCompleteReassignment(tp)
+}
+
+// first returns the first replica in assignment order that is in set and
+// acceptable, or NoNode.
+func (c *Controller) first(replicas, set []replica.NodeID) replica.NodeID {
+	for _, n := range replicas {
+		if slices.Contains(set, n) && c.acceptable(n) {
+			return n
+		}
+	}
+	return replica.NoNode
+}
+
+func without(ns []replica.NodeID, n replica.NodeID) []replica.NodeID {
+	return minus(ns, []replica.NodeID{n})
+}
+
+// minus returns a without the members of b, in a's order.
+func minus(a, b []replica.NodeID) []replica.NodeID {
+	return slices.DeleteFunc(slices.Clone(a), func(n replica.NodeID) bool { return slices.Contains(b, n) })
+}

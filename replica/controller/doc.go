@@ -1,0 +1,20 @@
+// Package controller is the replication controller of package replica, as
+// a deterministic state machine: it registers brokers with epochs, fences
+// those whose session ends, runs controlled shutdowns, elects partition
+// leaders (clean, from KIP-966's eligible leader replicas, unclean only
+// when a topic allows it, preferred) and validates the AlterPartition
+// requests of partition leaders, compare-and-set on the partition epoch.
+//
+// All its state is a sequence of Records: State.Apply is the only way the
+// state changes, and replaying the records gives the state the active
+// controller lived through. An application keeps the records in any
+// replicated store (a raft log, a database); whichever node leads that
+// store builds a Controller over the replayed State with New, in a new
+// controller epoch, which fences the records and messages of the previous
+// one.
+//
+// It lives beside package replica rather than inside it because the two
+// meet only through messages (LeaderAndISR, AlterPartition): a node runs
+// replica.Partitions and never the controller's code, and the controller
+// never touches a log.
+package controller

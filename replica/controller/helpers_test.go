@@ -1,0 +1,113 @@
+package controller
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/strandlog/strand/replica"
+)
+
+// harness drives a Controller the way an application does: it drains
+// Ready into a store (the records) and an outbox (the messages). At the end
+// of every test it checks that replaying the stored records, each encoded
+// and decoded, gives the controller's state.
+type harness struct {
+	t       *testing.T
+	c       *Controller
+	store   []Record
+	sent    []replica.Message
+	unclean []TopicPartition
+	epochs  map[replica.NodeID]int64
+}
+
+const session = 3
+
+func newHarness(t *testing.T, minISR int, brokers ...replica.NodeID) *harness {
+	t.Helper()
+	c, err := New(Config{Node: 100, SessionTimeout: session, MinInsyncReplicas: minISR}, NewState())
+	require.NoError(t, err)
+	h := &harness{t: t, c: c, epochs: map[replica.NodeID]int64{}}
+	for _, b := range brokers {
+		h.start(b, true)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			return
+		}
+		h.drain()
+		var decoded []Record
+		for _, r := range h.store {
+			b, err := r.MarshalBinary()
+			require.NoError(t, err)
+			d, err := DecodeRecord(b)
+			require.NoError(t, err)
+			decoded = append(decoded, d)
+		}
+		s, err := Replay(decoded)
+		require.NoError(t, err)
+		require.Equal(t, h.c.State(), s, "replaying the records gives the state lived through")
+	})
+	return h
+}
+
+func (h *harness) drain() {
+	rd := h.c.Ready()
+	h.store = append(h.store, rd.Records...)
+	h.sent = append(h.sent, rd.Messages...)
+	h.unclean = append(h.unclean, rd.Unclean...)
+	h.c.Advance(rd)
+}
+
+// start registers a broker and unfences it with a heartbeat.
+func (h *harness) start(b replica.NodeID, clean bool) {
+	h.t.Helper()
+	e, err := h.c.Register(b, clean)
+	require.NoError(h.t, err)
+	h.epochs[b] = e
+	_, err = h.c.Heartbeat(b, e)
+	require.NoError(h.t, err)
+	h.drain()
+}
+
+// crash stops a broker's heartbeats until its session ends; the others
+// keep beating.
+func (h *harness) crash(b replica.NodeID) {
+	h.t.Helper()
+	for i := 0; i < session; i++ {
+		for o, e := range h.epochs {
+			if o != b && !h.c.State().Brokers[o].Fenced {
+				_, err := h.c.Heartbeat(o, e)
+				require.NoError(h.t, err)
+			}
+		}
+		require.NoError(h.t, h.c.Tick())
+	}
+	require.True(h.t, h.c.State().Brokers[b].Fenced, "broker %d fenced after its session", b)
+	h.drain()
+}
+
+func (h *harness) topic(name string, unclean bool, assignment ...[]replica.NodeID) {
+	h.t.Helper()
+	require.NoError(h.t, h.c.CreateTopic(name, assignment, unclean))
+	h.drain()
+}
+
+func (h *harness) part(name string, p int32) *Partition {
+	return h.c.State().Partitions[TopicPartition{name, p}]
+}
+
+// alter sends an AlterPartition from the partition's leader in its
+// current epochs.
+func (h *harness) alter(name string, isr ...replica.NodeID) error {
+	p := h.part(name, 0)
+	m := &replica.AlterPartition{
+		Header:      replica.Header{From: p.Leader, To: replica.NoNode, Topic: name},
+		LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, ISR: isr,
+	}
+	err := h.c.AlterPartition(m)
+	h.drain()
+	return err
+}
+
+func nodes(ns ...replica.NodeID) []replica.NodeID { return ns }

@@ -1,0 +1,354 @@
+package controller
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/strandlog/strand/replica"
+)
+
+// Record is one change of controller state. Applying records (State.Apply)
+// is the only way the state changes, so that an application can keep the
+// controller in any replicated store: whoever replays the same records has
+// the same state.
+//
+// Every record carries the epoch of the controller that decided it; State
+// refuses a record from a controller older than the one it last saw
+// become active (replica.ErrStaleControllerEpoch).
+type Record interface {
+	// ControllerEpoch returns the epoch of the controller that wrote it.
+	ControllerEpoch() int32
+	// MarshalBinary encodes the record; DecodeRecord reads it back.
+	MarshalBinary() ([]byte, error)
+	kind() kind
+	stamp() *Stamp
+	fields(c codec)
+	apply(s *State) error
+}
+
+// Stamp is the controller epoch every record carries.
+type Stamp struct{ Epoch int32 }
+
+// ControllerEpoch returns the epoch of the controller that wrote the record.
+func (s *Stamp) ControllerEpoch() int32 { return s.Epoch }
+
+func (s *Stamp) stamp() *Stamp { return s }
+
+// ControllerRecord says that a controller became active in Epoch, which is
+// higher than every earlier controller's: from then on records of earlier
+// controllers are refused.
+type ControllerRecord struct {
+	Stamp
+	// Node is the node the controller runs on (informational).
+	Node replica.NodeID
+}
+
+// RegisterRecord registers a broker incarnation (Kafka's
+// RegisterBrokerRecord). A registered broker is fenced until it heartbeats.
+type RegisterRecord struct {
+	Stamp
+	Broker      replica.NodeID
+	BrokerEpoch int64
+	// Clean says the broker's previous incarnation shut down cleanly. An
+	// unclean one may have lost records it acknowledged, so it leaves every
+	// ISR and ELR it was in (KIP-966's unclean exclusion).
+	Clean bool
+}
+
+// FenceRecord fences a broker: it missed its session or was replaced.
+type FenceRecord struct {
+	Stamp
+	Broker      replica.NodeID
+	BrokerEpoch int64
+}
+
+// UnfenceRecord unfences a broker that heartbeats.
+type UnfenceRecord struct {
+	Stamp
+	Broker      replica.NodeID
+	BrokerEpoch int64
+}
+
+// ShutdownRecord puts a broker in controlled shutdown: it is no longer a
+// leader candidate nor an ISR member, and may stop once it leads nothing.
+type ShutdownRecord struct {
+	Stamp
+	Broker      replica.NodeID
+	BrokerEpoch int64
+}
+
+// TopicRecord creates a topic or changes its configuration.
+type TopicRecord struct {
+	Stamp
+	Name       string
+	Partitions int32
+	// Unclean enables unclean leader election for the topic (Kafka's
+	// unclean.leader.election.enable, false by default).
+	Unclean bool
+}
+
+// PartitionRecord is a partition's whole state after a change (Kafka's
+// PartitionRecord and PartitionChangeRecord in one). PartitionEpoch is one
+// more than the partition's current epoch (0 for a new partition).
+type PartitionRecord struct {
+	Stamp
+	Topic     string
+	Partition int32
+	Replicas  []replica.NodeID
+	ISR       []replica.NodeID
+	ELR       []replica.NodeID
+	// Adding and Removing are a reassignment in progress: the replicas it
+	// adds (in Replicas, catching up) and those it will remove.
+	Adding         []replica.NodeID
+	Removing       []replica.NodeID
+	Leader         replica.NodeID
+	LeaderEpoch    int32
+	PartitionEpoch int32
+	// Recovering is KIP-704's LeaderRecoveryState RECOVERING: the leader
+	// was elected uncleanly and the ISR stays [leader] until it recovers.
+	Recovering bool
+}
+
+type kind uint8
+
+const (
+	kindController kind = iota + 1
+	kindRegister
+	kindFence
+	kindUnfence
+	kindShutdown
+	kindTopic
+	kindPartition
+)
+
+func (*ControllerRecord) kind() kind { return kindController }
+func (*RegisterRecord) kind() kind   { return kindRegister }
+func (*FenceRecord) kind() kind      { return kindFence }
+func (*UnfenceRecord) kind() kind    { return kindUnfence }
+func (*ShutdownRecord) kind() kind   { return kindShutdown }
+func (*TopicRecord) kind() kind      { return kindTopic }
+func (*PartitionRecord) kind() kind  { return kindPartition }
+
+// The encoding: a kind byte, a version byte (0), the controller epoch,
+// then the fields in order as zig-zag varints; strings and node lists are
+// a length (uvarint) and their content; booleans a byte. Each record lists
+// its fields once (fields), for both directions, so encoder and decoder
+// cannot disagree.
+
+const recordVersion = 0
+
+// Limits a decoded record must respect.
+const (
+	maxTopicBytes = 249 // Kafka's topic name limit
+	maxNodes      = 1 << 12
+)
+
+// ErrInvalidRecord means bytes that do not decode as a record.
+var ErrInvalidRecord = errors.New("controller: invalid record")
+
+type codec interface {
+	i64(*int64)
+	i32(*int32)
+	node(*replica.NodeID)
+	nodes(*[]replica.NodeID)
+	str(*string)
+	flag(*bool)
+}
+
+func (r *ControllerRecord) fields(c codec) { c.node(&r.Node) }
+func (r *RegisterRecord) fields(c codec) {
+	c.node(&r.Broker)
+	c.i64(&r.BrokerEpoch)
+	c.flag(&r.Clean)
+}
+func (r *FenceRecord) fields(c codec)    { c.node(&r.Broker); c.i64(&r.BrokerEpoch) }
+func (r *UnfenceRecord) fields(c codec)  { c.node(&r.Broker); c.i64(&r.BrokerEpoch) }
+func (r *ShutdownRecord) fields(c codec) { c.node(&r.Broker); c.i64(&r.BrokerEpoch) }
+func (r *TopicRecord) fields(c codec) {
+	c.str(&r.Name)
+	c.i32(&r.Partitions)
+	c.flag(&r.Unclean)
+}
+func (r *PartitionRecord) fields(c codec) {
+	c.str(&r.Topic)
+	c.i32(&r.Partition)
+	c.nodes(&r.Replicas)
+	c.nodes(&r.ISR)
+	c.nodes(&r.ELR)
+	c.nodes(&r.Adding)
+	c.nodes(&r.Removing)
+	c.node(&r.Leader)
+	c.i32(&r.LeaderEpoch)
+	c.i32(&r.PartitionEpoch)
+	c.flag(&r.Recovering)
+}
+
+func (r *ControllerRecord) MarshalBinary() ([]byte, error) { return encode(r) }
+func (r *RegisterRecord) MarshalBinary() ([]byte, error)   { return encode(r) }
+func (r *FenceRecord) MarshalBinary() ([]byte, error)      { return encode(r) }
+func (r *UnfenceRecord) MarshalBinary() ([]byte, error)    { return encode(r) }
+func (r *ShutdownRecord) MarshalBinary() ([]byte, error)   { return encode(r) }
+func (r *TopicRecord) MarshalBinary() ([]byte, error)      { return encode(r) }
+func (r *PartitionRecord) MarshalBinary() ([]byte, error)  { return encode(r) }
+
+type encoder struct {
+	b   []byte
+	err error
+}
+
+func (e *encoder) i64(v *int64)           { e.b = binary.AppendVarint(e.b, *v) }
+func (e *encoder) i32(v *int32)           { e.b = binary.AppendVarint(e.b, int64(*v)) }
+func (e *encoder) node(v *replica.NodeID) { e.b = binary.AppendVarint(e.b, int64(*v)) }
+func (e *encoder) nodes(v *[]replica.NodeID) {
+	if len(*v) > maxNodes && e.err == nil {
+		e.err = fmt.Errorf("%w: %d nodes in a list, more than %d", ErrInvalidRecord, len(*v), maxNodes)
+	}
+	e.b = binary.AppendUvarint(e.b, uint64(len(*v)))
+	for i := range *v {
+		e.node(&(*v)[i])
+	}
+}
+func (e *encoder) str(v *string) {
+	if len(*v) > maxTopicBytes && e.err == nil {
+		e.err = fmt.Errorf("%w: topic name of %d bytes, more than %d", ErrInvalidRecord, len(*v), maxTopicBytes)
+	}
+	e.b = binary.AppendUvarint(e.b, uint64(len(*v)))
+	e.b = append(e.b, *v...)
+}
+func (e *encoder) flag(v *bool) {
+	if *v {
+		e.b = append(e.b, 1)
+	} else {
+		e.b = append(e.b, 0)
+	}
+}
+
+func encode(r Record) ([]byte, error) {
+	e := &encoder{b: []byte{byte(r.kind()), recordVersion}}
+	e.i32(&r.stamp().Epoch)
+	r.fields(e)
+	return e.b, e.err
+}
+
+type decoder struct {
+	b   []byte
+	off int
+	err error
+}
+
+func (d *decoder) fail(format string, args ...any) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: at byte %d: %s", ErrInvalidRecord, d.off, fmt.Sprintf(format, args...))
+	}
+}
+
+func (d *decoder) varint(min, max int64) int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b[d.off:])
+	if n <= 0 {
+		d.fail("truncated or overlong varint")
+		return 0
+	}
+	if v < min || v > max {
+		d.fail("value %d outside [%d, %d]", v, min, max)
+		return 0
+	}
+	d.off += n
+	return v
+}
+
+func (d *decoder) length(max int) int {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b[d.off:])
+	if n <= 0 {
+		d.fail("truncated or overlong length")
+		return 0
+	}
+	if v > uint64(max) || v > uint64(len(d.b)-d.off-n) {
+		d.fail("length %d beyond the limit %d or the input", v, max)
+		return 0
+	}
+	d.off += n
+	return int(v)
+}
+
+func (d *decoder) i64(v *int64) { *v = d.varint(-1<<63, 1<<63-1) }
+func (d *decoder) i32(v *int32) { *v = int32(d.varint(-1<<31, 1<<31-1)) }
+func (d *decoder) node(v *replica.NodeID) {
+	*v = replica.NodeID(d.varint(-1<<31, 1<<31-1))
+}
+func (d *decoder) nodes(v *[]replica.NodeID) {
+	n := d.length(maxNodes)
+	if n == 0 {
+		*v = nil
+		return
+	}
+	*v = make([]replica.NodeID, n)
+	for i := range *v {
+		d.node(&(*v)[i])
+	}
+}
+func (d *decoder) str(v *string) {
+	n := d.length(maxTopicBytes)
+	if d.err == nil {
+		*v = string(d.b[d.off : d.off+n])
+		d.off += n
+	}
+}
+func (d *decoder) flag(v *bool) {
+	if d.err != nil {
+		return
+	}
+	if d.off >= len(d.b) || d.b[d.off] > 1 {
+		d.fail("a flag must be a byte 0 or 1")
+		return
+	}
+	*v = d.b[d.off] == 1
+	d.off++
+}
+
+// DecodeRecord reads a record that MarshalBinary encoded.
+func DecodeRecord(b []byte) (Record, error) {
+	if len(b) < 2 {
+		return nil, fmt.Errorf("%w: %d bytes, shorter than a record's kind and version", ErrInvalidRecord, len(b))
+	}
+	var r Record
+	switch kind(b[0]) {
+	case kindController:
+		r = new(ControllerRecord)
+	case kindRegister:
+		r = new(RegisterRecord)
+	case kindFence:
+		r = new(FenceRecord)
+	case kindUnfence:
+		r = new(UnfenceRecord)
+	case kindShutdown:
+		r = new(ShutdownRecord)
+	case kindTopic:
+		r = new(TopicRecord)
+	case kindPartition:
+		r = new(PartitionRecord)
+	default:
+		return nil, fmt.Errorf("%w: unknown record kind %d", ErrInvalidRecord, b[0])
+	}
+	if b[1] != recordVersion {
+		return nil, fmt.Errorf("%w: version %d, want %d", ErrInvalidRecord, b[1], recordVersion)
+	}
+	d := &decoder{b: b, off: 2}
+	var epoch int32
+	d.i32(&epoch)
+	r.fields(d)
+	if d.err == nil && d.off != len(b) {
+		d.fail("%d bytes left after the record", len(b)-d.off)
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	r.stamp().Epoch = epoch
+	return r, nil
+}

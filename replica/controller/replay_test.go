@@ -1,0 +1,196 @@
+package controller
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/strandlog/strand/replica"
+)
+
+var replaySeeds = flag.Int("controller.seeds", 0, "seeds of TestReplayEqualsLive (default 50, 5 under -short)")
+
+// TestReplayEqualsLive drives a controller at random (registrations clean
+// and unclean, heartbeats, lost sessions, controlled shutdowns, topics,
+// AlterPartitions right and wrong, preferred elections, unclean toggles,
+// reassignments and their cancellation, controller failovers) and checks after every step that the state obeys
+// ValidControllerIsrAndElr and that replaying the records stored so far,
+// encoded and decoded, gives the live state.
+func TestReplayEqualsLive(t *testing.T) {
+	seeds := 50
+	if testing.Short() {
+		seeds = 5
+	}
+	if *replaySeeds > 0 {
+		seeds = *replaySeeds
+	}
+	for seed := range seeds {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { replayRandom(t, uint64(seed), 400) })
+	}
+}
+
+func replayRandom(t *testing.T, seed uint64, steps int) {
+	rng := rand.New(rand.NewPCG(seed, 0))
+	minISR := 1 + rng.IntN(2)
+	cfg := Config{Node: 100, SessionTimeout: 4, MinInsyncReplicas: minISR}
+	c, err := New(cfg, NewState())
+	require.NoError(t, err)
+	var store []Record
+	epochs := map[replica.NodeID]int64{}
+	down := map[replica.NodeID]bool{}
+	const brokers = 5
+	topics := 0
+	for step := range steps {
+		id := replica.NodeID(rng.IntN(brokers))
+		var err error
+		switch op := rng.IntN(12); op {
+		case 0:
+			epochs[id], err = c.Register(id, rng.IntN(3) > 0)
+			down[id] = false
+		case 1:
+			down[id] = true // stops heartbeating
+		case 2:
+			_, err = c.Heartbeat(id, epochs[id]+int64(rng.IntN(2))-1)
+			if errors.Is(err, replica.ErrStaleBrokerEpoch) || errors.Is(err, replica.ErrBrokerNotRegistered) {
+				err = nil
+			}
+		case 3:
+			if b := c.State().Brokers[id]; b != nil {
+				err = c.Shutdown(id, b.Epoch)
+			}
+		case 4:
+			if len(c.State().Brokers) >= 3 && topics < 4 {
+				var as [][]replica.NodeID
+				for range 1 + rng.IntN(3) {
+					as = append(as, slices.Collect(func(yield func(replica.NodeID) bool) {
+						for _, i := range rng.Perm(brokers)[:3] {
+							if c.State().Brokers[replica.NodeID(i)] != nil && !yield(replica.NodeID(i)) {
+								return
+							}
+						}
+					}))
+				}
+				err = c.CreateTopic(fmt.Sprint("t", topics), as, rng.IntN(4) == 0)
+				if errors.Is(err, replica.ErrInvalidReplicaAssignment) {
+					err = nil
+				} else if err == nil {
+					topics++
+				}
+			}
+		case 5, 6:
+			err = alterRandom(c, rng)
+		case 7:
+			if topics > 0 {
+				err = c.ElectPreferred(TopicPartition{fmt.Sprint("t", rng.IntN(topics)), 0})
+				if errors.Is(err, replica.ErrElectionNotNeeded) || errors.Is(err, replica.ErrPreferredLeaderNotAvailable) {
+					err = nil
+				}
+			}
+		case 8:
+			if topics > 0 {
+				err = c.SetUnclean(fmt.Sprint("t", rng.IntN(topics)), rng.IntN(2) == 0)
+			}
+		case 10:
+			if topics > 0 {
+				tp := TopicPartition{fmt.Sprint("t", rng.IntN(topics)), 0}
+				var target []replica.NodeID
+				for _, i := range rng.Perm(brokers)[:1+rng.IntN(3)] {
+					target = append(target, replica.NodeID(i))
+				}
+				err = c.Reassign(tp, target)
+				if errors.Is(err, replica.ErrInvalidReplicaAssignment) {
+					err = nil
+				}
+			}
+		case 11:
+			if topics > 0 {
+				err = c.CancelReassignment(TopicPartition{fmt.Sprint("t", rng.IntN(topics)), 0})
+				if errors.Is(err, replica.ErrNoReassignmentInProgress) || errors.Is(err, replica.ErrInvalidRequest) {
+					err = nil
+				}
+			}
+		case 9:
+			if rng.IntN(4) == 0 { // failover: a new controller over the stored records
+				rd := c.Ready()
+				store = append(store, rd.Records...)
+				s, rerr := Replay(store)
+				require.NoError(t, rerr)
+				c, err = New(cfg, s)
+			} else {
+				for b, e := range epochs {
+					if !down[b] {
+						_, _ = c.Heartbeat(b, e)
+					}
+				}
+				err = c.Tick()
+			}
+		}
+		require.NoError(t, err, "step %d", step)
+		rd := c.Ready()
+		for _, r := range rd.Records {
+			b, err := r.MarshalBinary()
+			require.NoError(t, err)
+			d, err := DecodeRecord(b)
+			require.NoError(t, err)
+			store = append(store, d)
+		}
+		c.Advance(rd)
+		checkState(t, c.State(), minISR)
+		s, err := Replay(store)
+		require.NoError(t, err)
+		require.Equal(t, c.State(), s, "step %d: replay equals live", step)
+	}
+}
+
+func alterRandom(c *Controller, rng *rand.Rand) error {
+	var tps []TopicPartition
+	for tp := range c.State().Partitions {
+		tps = append(tps, tp)
+	}
+	if len(tps) == 0 {
+		return nil
+	}
+	slices.SortFunc(tps, compareTP)
+	tp := tps[rng.IntN(len(tps))]
+	p := c.State().Partitions[tp]
+	if p.Leader == replica.NoNode {
+		return nil
+	}
+	isr := []replica.NodeID{p.Leader}
+	for _, n := range p.Replicas {
+		if n != p.Leader && rng.IntN(2) == 0 {
+			isr = append(isr, n)
+		}
+	}
+	err := c.AlterPartition(&replica.AlterPartition{
+		Header:      replica.Header{From: p.Leader, Topic: tp.Topic, Partition: tp.Partition},
+		LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch - int32(rng.IntN(2)), ISR: isr,
+	})
+	var e *replica.Error
+	if errors.As(err, &e) {
+		return nil // refusals are expected; they must change nothing, which replay checks
+	}
+	return err
+}
+
+// checkState asserts Vanlightly's ValidControllerState and
+// ValidControllerIsrAndElr: fenced brokers are in no ISR, an ISR at
+// MinInsyncReplicas has no ELR, a leader is a live ISR member.
+func checkState(t *testing.T, s *State, minISR int) {
+	t.Helper()
+	for tp, p := range s.Partitions {
+		require.NoError(t, p.check(), "%v", tp)
+		for _, n := range p.ISR {
+			b := s.Brokers[n]
+			require.True(t, b != nil && !b.Fenced && !b.ShuttingDown, "%v: ISR member %d is not live (%+v)", tp, n, b)
+		}
+		if len(p.ISR) >= minISR {
+			require.Empty(t, p.ELR, "%v: ISR %v at min ISR %d keeps no ELR", tp, p.ISR, minISR)
+		}
+	}
+}

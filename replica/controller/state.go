@@ -1,0 +1,259 @@
+package controller
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/strandlog/strand/replica"
+)
+
+// State is the controller's durable state: what replaying its records
+// gives. Its fields are read-only for users; Apply changes them.
+type State struct {
+	// Epoch is the epoch of the latest active controller.
+	Epoch int32
+	// LastBrokerEpoch is the highest broker epoch handed out; the next
+	// registration gets a higher one.
+	LastBrokerEpoch int64
+	Brokers         map[replica.NodeID]*Broker
+	Topics          map[string]*Topic
+	Partitions      map[TopicPartition]*Partition
+}
+
+// Broker is a registered broker incarnation.
+type Broker struct {
+	ID    replica.NodeID
+	Epoch int64
+	// Fenced brokers are neither leaders nor ISR members.
+	Fenced bool
+	// ShuttingDown is a controlled shutdown in progress.
+	ShuttingDown bool
+	// Clean says the incarnation registered after a clean shutdown.
+	Clean bool
+}
+
+// Topic is a topic's configuration.
+type Topic struct {
+	Name       string
+	Partitions int32
+	Unclean    bool
+}
+
+// TopicPartition names a partition.
+type TopicPartition struct {
+	Topic     string
+	Partition int32
+}
+
+func (tp TopicPartition) String() string { return fmt.Sprintf("%s-%d", tp.Topic, tp.Partition) }
+
+// Partition is a partition's replication state as the controller decided
+// it. ISR and ELR never share a member; both are within Replicas.
+// During a reassignment Replicas holds the target replicas first, then
+// the ones being removed; Adding and Removing say which are which.
+type Partition struct {
+	Replicas       []replica.NodeID
+	ISR            []replica.NodeID
+	ELR            []replica.NodeID
+	Adding         []replica.NodeID
+	Removing       []replica.NodeID
+	Leader         replica.NodeID
+	LeaderEpoch    int32
+	PartitionEpoch int32
+	Recovering     bool
+}
+
+// NewState returns the state before any record.
+func NewState() *State {
+	return &State{
+		Epoch:      -1,
+		Brokers:    map[replica.NodeID]*Broker{},
+		Topics:     map[string]*Topic{},
+		Partitions: map[TopicPartition]*Partition{},
+	}
+}
+
+// Replay returns the state the records give, or the first record's error.
+func Replay(records []Record) (*State, error) {
+	s := NewState()
+	for i, r := range records {
+		if err := s.Apply(r); err != nil {
+			return nil, fmt.Errorf("record %d: %w", i, err)
+		}
+	}
+	return s, nil
+}
+
+// Apply applies one record. A record that does not follow from the state
+// (a stale controller's, a broker epoch going back, a partition epoch that
+// is not the next) is refused with an error and changes nothing.
+func (s *State) Apply(r Record) error {
+	if _, ok := r.(*ControllerRecord); !ok && r.ControllerEpoch() != s.Epoch {
+		if r.ControllerEpoch() < s.Epoch {
+			return fmt.Errorf("%w: a record of controller epoch %d, the active controller's is %d",
+				replica.ErrStaleControllerEpoch, r.ControllerEpoch(), s.Epoch)
+		}
+		return fmt.Errorf("%w: a record of controller epoch %d, which never became active (latest %d)",
+			ErrInvalidRecord, r.ControllerEpoch(), s.Epoch)
+	}
+	return r.apply(s)
+}
+
+func (r *ControllerRecord) apply(s *State) error {
+	if r.Epoch <= s.Epoch {
+		return fmt.Errorf("%w: controller epoch %d does not follow %d", replica.ErrStaleControllerEpoch, r.Epoch, s.Epoch)
+	}
+	s.Epoch = r.Epoch
+	return nil
+}
+
+func (r *RegisterRecord) apply(s *State) error {
+	if r.BrokerEpoch <= s.LastBrokerEpoch {
+		return fmt.Errorf("%w: broker %d registered with epoch %d, not above %d",
+			replica.ErrStaleBrokerEpoch, r.Broker, r.BrokerEpoch, s.LastBrokerEpoch)
+	}
+	if b := s.Brokers[r.Broker]; b != nil && !b.Fenced {
+		return fmt.Errorf("%w: broker %d registered again while its epoch %d is unfenced",
+			ErrInvalidRecord, r.Broker, b.Epoch)
+	}
+	s.LastBrokerEpoch = r.BrokerEpoch
+	s.Brokers[r.Broker] = &Broker{ID: r.Broker, Epoch: r.BrokerEpoch, Fenced: true, Clean: r.Clean}
+	return nil
+}
+
+// broker returns the broker an epoch-carrying record is about.
+func (s *State) broker(id replica.NodeID, epoch int64) (*Broker, error) {
+	b := s.Brokers[id]
+	if b == nil {
+		return nil, fmt.Errorf("%w: broker %d", replica.ErrBrokerNotRegistered, id)
+	}
+	if b.Epoch != epoch {
+		return nil, fmt.Errorf("%w: broker %d epoch %d, registered %d", replica.ErrStaleBrokerEpoch, id, epoch, b.Epoch)
+	}
+	return b, nil
+}
+
+func (r *FenceRecord) apply(s *State) error {
+	b, err := s.broker(r.Broker, r.BrokerEpoch)
+	if err != nil {
+		return err
+	}
+	b.Fenced, b.ShuttingDown = true, false
+	return nil
+}
+
+func (r *UnfenceRecord) apply(s *State) error {
+	b, err := s.broker(r.Broker, r.BrokerEpoch)
+	if err != nil {
+		return err
+	}
+	b.Fenced = false
+	return nil
+}
+
+func (r *ShutdownRecord) apply(s *State) error {
+	b, err := s.broker(r.Broker, r.BrokerEpoch)
+	if err != nil {
+		return err
+	}
+	b.ShuttingDown = true
+	return nil
+}
+
+func (r *TopicRecord) apply(s *State) error {
+	if r.Name == "" || r.Partitions <= 0 {
+		return fmt.Errorf("%w: topic %q with %d partitions", ErrInvalidRecord, r.Name, r.Partitions)
+	}
+	if t := s.Topics[r.Name]; t != nil && t.Partitions != r.Partitions {
+		return fmt.Errorf("%w: topic %q has %d partitions, the record says %d",
+			ErrInvalidRecord, r.Name, t.Partitions, r.Partitions)
+	}
+	s.Topics[r.Name] = &Topic{Name: r.Name, Partitions: r.Partitions, Unclean: r.Unclean}
+	return nil
+}
+
+func (r *PartitionRecord) apply(s *State) error {
+	tp := TopicPartition{r.Topic, r.Partition}
+	t := s.Topics[r.Topic]
+	if t == nil || r.Partition < 0 || r.Partition >= t.Partitions {
+		return fmt.Errorf("%w: %v", replica.ErrUnknownPartition, tp)
+	}
+	want := int32(0)
+	if p := s.Partitions[tp]; p != nil {
+		want = p.PartitionEpoch + 1
+	}
+	if r.PartitionEpoch != want {
+		return fmt.Errorf("%w: %v record of partition epoch %d, want %d",
+			replica.ErrInvalidUpdateVersion, tp, r.PartitionEpoch, want)
+	}
+	p := &Partition{
+		Replicas: set(r.Replicas), ISR: set(r.ISR), ELR: set(r.ELR),
+		Adding: set(r.Adding), Removing: set(r.Removing),
+		Leader: r.Leader, LeaderEpoch: r.LeaderEpoch, PartitionEpoch: r.PartitionEpoch,
+		Recovering: r.Recovering,
+	}
+	if err := p.check(); err != nil {
+		return fmt.Errorf("%w: %v: %v", ErrInvalidRecord, tp, err)
+	}
+	s.Partitions[tp] = p
+	return nil
+}
+
+// check holds the invariants of Vanlightly's ValidControllerIsrAndElr: ISR
+// and ELR within the replicas, disjoint, without duplicates; the leader in
+// the ISR; a recovering ISR is only its leader.
+func (p *Partition) check() error {
+	if len(p.Replicas) == 0 || hasDuplicate(p.Replicas) {
+		return fmt.Errorf("replicas %v empty or with a duplicate", p.Replicas)
+	}
+	for _, set := range [][]replica.NodeID{p.ISR, p.ELR, p.Adding, p.Removing} {
+		if hasDuplicate(set) || !subset(set, p.Replicas) {
+			return fmt.Errorf("ISR %v, ELR %v, adding %v or removing %v not a set within the replicas %v",
+				p.ISR, p.ELR, p.Adding, p.Removing, p.Replicas)
+		}
+	}
+	for _, n := range p.Adding {
+		if slices.Contains(p.Removing, n) {
+			return fmt.Errorf("node %d both added and removed", n)
+		}
+	}
+	for _, n := range p.ELR {
+		if slices.Contains(p.ISR, n) {
+			return fmt.Errorf("node %d in both ISR %v and ELR %v", n, p.ISR, p.ELR)
+		}
+	}
+	if p.Leader != replica.NoNode && !slices.Contains(p.ISR, p.Leader) {
+		return fmt.Errorf("leader %d not in the ISR %v", p.Leader, p.ISR)
+	}
+	if p.Recovering && len(p.ISR) > 1 {
+		return fmt.Errorf("recovering with ISR %v", p.ISR)
+	}
+	return nil
+}
+
+// set copies a node list, empty as nil, so that a replayed state equals
+// the live one whatever the encoding makes of empty lists.
+func set(ns []replica.NodeID) []replica.NodeID {
+	if len(ns) == 0 {
+		return nil
+	}
+	return slices.Clone(ns)
+}
+
+func hasDuplicate(ns []replica.NodeID) bool {
+	for i, n := range ns {
+		if slices.Contains(ns[:i], n) {
+			return true
+		}
+	}
+	return false
+}
+
+func subset(a, b []replica.NodeID) bool {
+	for _, n := range a {
+		if !slices.Contains(b, n) {
+			return false
+		}
+	}
+	return true
+}
