@@ -1,6 +1,7 @@
 package assign
 
 import (
+	"cmp"
 	"encoding/binary"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -19,10 +20,10 @@ func compareJava(a, b string) int {
 		i++
 	}
 	if i == n {
-		return cmpInt(len(a), len(b))
+		return cmp.Compare(len(a), len(b))
 	}
 	if a[i] < utf8.RuneSelf || b[i] < utf8.RuneSelf {
-		return cmpInt(int(a[i]), int(b[i]))
+		return cmp.Compare(int(a[i]), int(b[i]))
 	}
 	for i > 0 && !utf8.RuneStart(a[i]) {
 		i--
@@ -32,10 +33,10 @@ func compareJava(a, b string) int {
 	ua, ub := utf16Units(ra), utf16Units(rb)
 	for k := 0; k < len(ua) && k < len(ub); k++ {
 		if ua[k] != ub[k] {
-			return cmpInt(int(ua[k]), int(ub[k]))
+			return cmp.Compare(int(ua[k]), int(ub[k]))
 		}
 	}
-	return cmpInt(len(ua), len(ub))
+	return cmp.Compare(len(ua), len(ub))
 }
 
 func utf16Units(r rune) []uint16 {
@@ -44,16 +45,6 @@ func utf16Units(r rune) []uint16 {
 		return []uint16{uint16(hi), uint16(lo)}
 	}
 	return []uint16{uint16(r)}
-}
-
-func cmpInt(a, b int) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // javaHash is Java's String.hashCode: s[0]*31^(n-1) + ... + s[n-1] over
@@ -152,20 +143,10 @@ func uuidHash(id [16]byte) int32 {
 // compareUUID is Kafka's Uuid.compareTo: the most significant half, then
 // the least, each as a signed long.
 func compareUUID(a, b [16]byte) int {
-	if c := cmpInt64(uuidHalf(a[:8]), uuidHalf(b[:8])); c != 0 {
+	if c := cmp.Compare(uuidHalf(a[:8]), uuidHalf(b[:8])); c != 0 {
 		return c
 	}
-	return cmpInt64(uuidHalf(a[8:]), uuidHalf(b[8:]))
+	return cmp.Compare(uuidHalf(a[8:]), uuidHalf(b[8:]))
 }
 
 func uuidHalf(b []byte) int64 { return int64(binary.BigEndian.Uint64(b)) }
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}

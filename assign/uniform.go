@@ -1,6 +1,7 @@
 package assign
 
 import (
+	"cmp"
 	"fmt"
 	"hash/fnv"
 	"slices"
@@ -389,10 +390,10 @@ func (h *hetero) compareTopics(a, b int32) int {
 	sa, sb := int64(len(h.subscribers[a])), int64(len(h.subscribers[b]))
 	// na/sa > nb/sb, exactly, as Double.compare of the quotients is for
 	// counts below 2^53.
-	if c := cmpInt64(nb*sa, na*sb); c != 0 {
+	if c := cmp.Compare(nb*sa, na*sb); c != 0 {
 		return c
 	}
-	if c := cmpInt64(sa, sb); c != 0 {
+	if c := cmp.Compare(sa, sb); c != 0 {
 		return c
 	}
 	return compareUUID(h.u.ids[a], h.u.ids[b])

@@ -1,6 +1,7 @@
 package idempotence
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -424,18 +425,8 @@ func (s *State) Producers() []Entry {
 	for _, e := range s.producers {
 		out = append(out, e.clone())
 	}
-	slices.SortFunc(out, func(a, b Entry) int { return cmpInt64(a.ProducerID, b.ProducerID) })
+	slices.SortFunc(out, func(a, b Entry) int { return cmp.Compare(a.ProducerID, b.ProducerID) })
 	return out
-}
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // MapEndOffset returns the offset after the last batch the state has seen:
