@@ -91,7 +91,11 @@ type Decision struct {
 //
 //   - a retriable error (a timeout, a leader change) sends the same stamp
 //     again: if the first send was written, the partition answers the
-//     retry as a duplicate with the original offsets;
+//     retry as a duplicate with the original offsets; an
+//     OUT_OF_ORDER_SEQUENCE_NUMBER for a batch stamped before one already
+//     written in the same epoch means it was written too, long enough ago
+//     to leave the partition's window of five batches: Done, without
+//     offsets;
 //   - OUT_OF_ORDER_SEQUENCE_NUMBER or UNKNOWN_PRODUCER_ID for a batch with
 //     an earlier one still in flight, or unresolved, is retried as it is:
 //     the earlier one may fill the gap;
@@ -126,6 +130,9 @@ type partitionSequence struct {
 	// resolved by a success of a batch with an ID after resolveID.
 	unresolved bool
 	resolveID  uint64
+	// ackedID is the newest batch written in this epoch: every batch
+	// stamped before it in the epoch is written too.
+	ackedID uint64
 }
 
 // NewSequencer returns a Sequencer for the producer id and epoch the
@@ -179,7 +186,7 @@ func (s *Sequencer) Next(tp TopicPartition, records int) (SequencedBatch, error)
 // none was written.
 func (s *Sequencer) adopt(p *partitionSequence) {
 	p.id, p.epoch, p.next = s.id, s.epoch, 0
-	p.unresolved = false
+	p.unresolved, p.ackedID = false, 0
 	for i := range p.inFlight {
 		b := &p.inFlight[i]
 		b.ProducerID, b.Epoch, b.BaseSequence = p.id, p.epoch, p.next
@@ -213,8 +220,17 @@ func (s *Sequencer) Answer(b SequencedBatch, err error, retriable bool) Decision
 		return Decision{Action: Fail, Batch: b, Err: fmt.Errorf("%w: batch %d of %s-%d", ErrUnknownBatch, b.ID, b.Topic, b.Partition)}
 	}
 	cur := p.inFlight[i]
+	if cur.sameStamp(b) && errors.Is(err, ErrOutOfOrderSequence) && p.ackedID > b.ID {
+		// A batch stamped after b in its epoch is written, so b is too,
+		// so long ago that it left the partition's window of five (its
+		// first answer was lost, later batches overtook its retry).
+		err = nil
+	}
 	if err == nil || errors.Is(err, ErrDuplicateSequence) {
 		p.inFlight = slices.Delete(p.inFlight, i, i+1)
+		if cur.ProducerID == p.id && cur.Epoch == p.epoch {
+			p.ackedID = max(p.ackedID, cur.ID)
+		}
 		if p.unresolved && b.ID > p.resolveID {
 			p.unresolved = false // a batch after the abandoned one is written: so is that one
 		}
