@@ -113,6 +113,12 @@ type Decision struct {
 // When the epoch is bumped, the other partitions take it once they have no
 // batch in flight, starting again at sequence 0. A Sequencer is a pure state
 // machine: no clock, no goroutine, not safe for concurrent use.
+//
+// The rules assume what Kafka's producer has: a partition's sends are
+// delivered in the order they are made, retries included (one connection),
+// so that a lost send loses those after it too. A partition accepts any
+// sequence from a producer it does not know (KIP-360), so a batch that
+// overtook a lost one could be taken, and the lost one's retry refused.
 type Sequencer struct {
 	id     int64
 	epoch  int16

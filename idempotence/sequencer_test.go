@@ -2,6 +2,7 @@ package idempotence
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -236,4 +237,28 @@ func TestSequencerAgainstProducerState(t *testing.T) {
 		require.Equal(t, 1, appended[id], "batch %d appended once", id)
 	}
 	require.IsIncreasing(t, order, "batches appended in the order stamped")
+}
+
+// ExampleSequencer: a producer of its own sends a batch, loses the answer,
+// and retries with the same stamp; the partition answers the retry as a
+// duplicate, which is success.
+func ExampleSequencer() {
+	s := NewSequencer(42, 0)
+	tp := TopicPartition{Topic: "orders", Partition: 0}
+	b, _ := s.Next(tp, 3)
+	fmt.Printf("send producer %d epoch %d sequence %d\n", b.ProducerID, b.Epoch, b.BaseSequence)
+
+	d := s.Answer(b, errTimeout, true)
+	fmt.Printf("%v: send sequence %d again\n", d.Action, d.Batch.BaseSequence)
+
+	d = s.Answer(d.Batch, ErrDuplicateSequence, false)
+	fmt.Println(d.Action)
+
+	b, _ = s.Next(tp, 1)
+	fmt.Printf("next sequence %d\n", b.BaseSequence)
+	// Output:
+	// send producer 42 epoch 0 sequence 0
+	// Retry: send sequence 0 again
+	// Done
+	// next sequence 3
 }
