@@ -96,7 +96,9 @@ func NewRecordAt(key, value []byte, at time.Time) Record {
 // that one goroutine keeps many records in flight. A partition's records
 // are appended in the order they were produced (the order of the Produce
 // and ProduceAsync calls that returned, for calls from one goroutine), and
-// its callbacks are called in offset order.
+// its callbacks are called in offset order. Unless
+// ProducerOptions.DisableIdempotence, the producer is idempotent: its
+// retries never write a record twice (see ProducerOptions).
 type Producer struct {
 	d    *Dir
 	opts ProducerOptions
@@ -464,7 +466,8 @@ func (pr *Producer) Flush(ctx context.Context) error {
 
 // Close stops the producer: later Produce and ProduceAsync calls return
 // ErrClosed. It flushes what was produced before, waits until every
-// callback has returned, and returns once the producer's goroutines are
+// callback has returned (batches being retried are retried until they
+// succeed or DeliveryTimeout ends), and returns once the producer's goroutines are
 // gone.
 func (pr *Producer) Close() error {
 	pr.mu.Lock()

@@ -276,3 +276,27 @@ func TestIdempotentProducerLosingAnswersNeverDuplicates(t *testing.T) {
 		require.Equal(t, n/parts, j, "partition %d", p)
 	}
 }
+
+// BenchmarkProducerIdempotence compares the Producer with and without
+// idempotence, records produced asynchronously to four partitions.
+func BenchmarkProducerIdempotence(b *testing.B) {
+	for _, idempotent := range []bool{false, true} {
+		b.Run(fmt.Sprintf("idempotent=%v", idempotent), func(b *testing.B) {
+			fs := vfs.NewMem()
+			d, err := OpenDir("/data", dirOptions(fs))
+			require.NoError(b, err)
+			defer d.Close()
+			require.NoError(b, d.CreateTopic("t", TopicConfig{Partitions: 4}))
+			pr, err := d.NewProducer(ProducerOptions{DisableIdempotence: !idempotent})
+			require.NoError(b, err)
+			ctx := context.Background()
+			value := make([]byte, 100)
+			b.SetBytes(int64(len(value)))
+			b.ResetTimer()
+			for i := range b.N {
+				require.NoError(b, pr.ProduceAsync(ctx, "t", int32(i%4), NewRecord(nil, value), nil))
+			}
+			require.NoError(b, pr.Close())
+		})
+	}
+}
