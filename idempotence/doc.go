@@ -82,4 +82,15 @@
 // A read-committed reader stops at LastStableOffset, collects the aborted
 // transactions of what it reads with TxnIndex.Collect, segment after
 // segment, and drops what NewAbortedFilter's Skip says.
+//
+// # Producers
+//
+// Sequencer is the producer's side, for an application that sends batches
+// over a transport of its own: it stamps each batch with the producer id,
+// epoch and the partition's next sequences, keeps at most MaxInFlight
+// batches in flight per partition, and decides from each answer whether to
+// retry with the same stamp (so that the partition recognises a batch it
+// already holds), stamp again under a bumped epoch, or fail, by the rules
+// of Kafka's producer. log.Producer does the same for records produced in
+// the process.
 package idempotence

@@ -53,6 +53,16 @@ var (
 	// ErrProducerFenced: a newer producer with the same transactional id
 	// exists; the coordinator returns it for a stale epoch.
 	ErrProducerFenced = &Error{90, "PRODUCER_FENCED"}
+	// ErrDuplicateSequence: a batch repeats one the partition holds. Kafka's
+	// brokers answer a duplicate with success and the original offsets
+	// instead; old ones, and other servers, answer this, which a producer
+	// takes as success (see Sequencer).
+	ErrDuplicateSequence = &Error{46, "DUPLICATE_SEQUENCE_NUMBER"}
+	// ErrUnknownProducerID: the partition has no state for the producer.
+	// Kafka's brokers stopped answering it with KIP-360 (they accept any
+	// sequence from an unknown producer); a producer still handles it (see
+	// Sequencer).
+	ErrUnknownProducerID = &Error{59, "UNKNOWN_PRODUCER_ID"}
 	// ErrInvalidRequest: a malformed request, such as an empty
 	// transactional id.
 	ErrInvalidRequest = &Error{42, "INVALID_REQUEST"}

@@ -111,6 +111,8 @@ type Dir struct {
 
 	stop chan struct{}
 	done sync.WaitGroup
+
+	pids producerIDs // see newProducerID
 }
 
 type topic struct {
@@ -247,7 +249,7 @@ func (d *Dir) Strays() ([]string, error) {
 	}
 	var strays []string
 	for _, name := range entries {
-		if name == topicsDir || name == lockFile || isDeletingDir(name) {
+		if name == topicsDir || name == lockFile || name == producerIDFile || name == producerIDFile+vfs.TempSuffix || isDeletingDir(name) {
 			continue
 		}
 		if tp, p, ok := parsePartitionDir(name); ok {
@@ -1053,12 +1055,12 @@ func (p *Partition) Append(recs []segment.Record) (AppendResult, error) {
 			return AppendResult{}, err
 		}
 	}
-	return p.appendQueued(recs, nil)
+	return p.appendQueued(recs, nil, nil)
 }
 
 // appendQueued is Append with Log.appendQueued's queued.
-func (p *Partition) appendQueued(recs []segment.Record, queued func()) (AppendResult, error) {
-	return with(p, true, func(l *Log) (AppendResult, error) { return l.appendQueued(recs, queued) })
+func (p *Partition) appendQueued(recs []segment.Record, prod *segment.Producer, queued func()) (AppendResult, error) {
+	return with(p, true, func(l *Log) (AppendResult, error) { return l.appendQueued(recs, prod, queued) })
 }
 
 // AppendBatch appends a producer's batch; see Log.AppendBatch. As a Kafka

@@ -142,14 +142,16 @@ type pending struct {
 // Records whose batch would pass MaxBatchBytes, or, compressed, decompress
 // past segment.MaxDecompressedSize, fail with segment.ErrBatchTooLarge.
 func (l *Log) Append(recs []segment.Record) (AppendResult, error) {
-	return l.appendQueued(recs, nil)
+	return l.appendQueued(recs, nil, nil)
 }
 
 // appendQueued is Append that calls queued, if not nil, once the batch
 // holds its place in the log's order: a batch appended after that gets
 // later offsets. A Producer uses it to keep a partition's batches in order
-// while two of them are in flight.
-func (l *Log) appendQueued(recs []segment.Record, queued func()) (AppendResult, error) {
+// while two of them are in flight. A non-nil prod stamps the batch with an
+// idempotent producer's id, epoch and first sequence, which the producer
+// state checks as AppendBatch's.
+func (l *Log) appendQueued(recs []segment.Record, prod *segment.Producer, queued func()) (AppendResult, error) {
 	opts := l.liveOptions()
 	if err := opts.checkRecordsSize(recs); err != nil {
 		return AppendResult{}, fmt.Errorf("log %s: %w", l.dir, err)
@@ -165,7 +167,7 @@ func (l *Log) appendQueued(recs []segment.Record, queued func()) (AppendResult, 
 	}
 	buf := batchBuffers.Get().(*[]byte)
 	defer batchBuffers.Put(buf)
-	b, err := segment.AppendBatch((*buf)[:0], recs, segment.BuildOptions{Codec: opts.Compression})
+	b, err := segment.AppendBatch((*buf)[:0], recs, segment.BuildOptions{Codec: opts.Compression, Producer: prod})
 	if err != nil {
 		return AppendResult{}, fmt.Errorf("log %s: %w", l.dir, err)
 	}

@@ -31,6 +31,23 @@ type ProducerOptions struct {
 	// ProduceAsync waits for room, so that a fast producer cannot fill the
 	// memory with records the disk has not taken yet.
 	MaxBufferedRecords int
+
+	// DisableIdempotence turns off the idempotent mode, which is on by
+	// default as in Kafka 3.0+ (enable.idempotence=true). An idempotent
+	// producer has a producer id from the Dir, never reused, stamps each
+	// batch with its partition's next sequence numbers, and retries a batch
+	// whose append failed in a way that may pass (a full disk, a timeout)
+	// with the same sequences: the log recognises a batch it already holds
+	// and answers with its offsets, so that a retry never writes a record
+	// twice. Without idempotence the producer retries nothing.
+	DisableIdempotence bool
+	// DeliveryTimeout bounds how long an idempotent producer retries a
+	// batch (Kafka's delivery.timeout.ms); default 2 minutes.
+	DeliveryTimeout time.Duration
+	// RetryBackoff is the first wait before a retry, doubled at each retry
+	// up to a second (Kafka's retry.backoff.ms and retry.backoff.max.ms);
+	// default 100ms.
+	RetryBackoff time.Duration
 }
 
 // maxAppending is how many appends a partition may have in progress with
@@ -79,7 +96,9 @@ func NewRecordAt(key, value []byte, at time.Time) Record {
 // that one goroutine keeps many records in flight. A partition's records
 // are appended in the order they were produced (the order of the Produce
 // and ProduceAsync calls that returned, for calls from one goroutine), and
-// its callbacks are called in offset order.
+// its callbacks are called in offset order. Unless
+// ProducerOptions.DisableIdempotence, the producer is idempotent: its
+// retries never write a record twice (see ProducerOptions).
 type Producer struct {
 	d    *Dir
 	opts ProducerOptions
@@ -91,7 +110,12 @@ type Producer struct {
 	last        map[*Partition]*pendingBatch // each partition's newest batch, until it completes
 	appending   map[*Partition]int           // appends in progress per partition
 	partitioner map[string]BatchPartitioner
-	running     sync.WaitGroup // linger timers that may fire, batches being appended
+	running     sync.WaitGroup            // linger timers that may fire, batches being appended
+	seqs        map[*Partition]*sequencer // idempotent mode only
+	id          int64                     // the producer id, in idempotent mode
+
+	// appendFn appends a batch; tests replace it to lose an answer.
+	appendFn func(p *Partition, recs []segment.Record, prod *segment.Producer, queued func()) (AppendResult, error)
 }
 
 // pendingBatch gathers records for one partition.
@@ -135,14 +159,35 @@ func (d *Dir) NewProducer(opts ProducerOptions) (*Producer, error) {
 	if opts.Partitioner == nil {
 		opts.Partitioner = func() BatchPartitioner { return HashPartitioner(nil) }
 	}
-	return &Producer{
+	switch {
+	case opts.DeliveryTimeout == 0:
+		opts.DeliveryTimeout = 2 * time.Minute
+	case opts.DeliveryTimeout < 0:
+		return nil, fmt.Errorf("%w: DeliveryTimeout is %v, allowed 0 or more", ErrInvalidOption, opts.DeliveryTimeout)
+	}
+	switch {
+	case opts.RetryBackoff == 0:
+		opts.RetryBackoff = 100 * time.Millisecond
+	case opts.RetryBackoff < 0:
+		return nil, fmt.Errorf("%w: RetryBackoff is %v, allowed 0 or more", ErrInvalidOption, opts.RetryBackoff)
+	}
+	pr := &Producer{
 		d: d, opts: opts,
 		room:        make(chan struct{}, opts.MaxBufferedRecords),
 		open:        make(map[*Partition]*pendingBatch),
 		last:        make(map[*Partition]*pendingBatch),
 		appending:   make(map[*Partition]int),
 		partitioner: make(map[string]BatchPartitioner),
-	}, nil
+		appendFn:    (*Partition).appendQueued,
+	}
+	if !opts.DisableIdempotence {
+		id, err := d.newProducerID()
+		if err != nil {
+			return nil, err
+		}
+		pr.id, pr.seqs = id, make(map[*Partition]*sequencer)
+	}
+	return pr, nil
 }
 
 // Produce appends rec to partition of topic, or to the partition the
@@ -348,7 +393,13 @@ func (pr *Producer) append(b *pendingBatch) {
 	}
 	var once sync.Once
 	queued := func() { once.Do(func() { close(b.queued) }) }
-	res, err := b.p.appendQueued(b.recs, queued)
+	var res AppendResult
+	var err error
+	if pr.seqs == nil {
+		res, err = pr.appendFn(b.p, b.recs, nil, queued)
+	} else {
+		res, err = pr.appendIdempotent(b, queued)
+	}
 	queued() // if the append failed before it reached the log
 	b.base, b.err = res.BaseOffset, err
 	if b.prev != nil {
@@ -415,7 +466,8 @@ func (pr *Producer) Flush(ctx context.Context) error {
 
 // Close stops the producer: later Produce and ProduceAsync calls return
 // ErrClosed. It flushes what was produced before, waits until every
-// callback has returned, and returns once the producer's goroutines are
+// callback has returned (batches being retried are retried until they
+// succeed or DeliveryTimeout ends), and returns once the producer's goroutines are
 // gone.
 func (pr *Producer) Close() error {
 	pr.mu.Lock()
