@@ -275,7 +275,7 @@ func (s *Service) run() {
 		s.armTimer(timer)
 		select {
 		case <-s.closed:
-			s.unloadAll(waiting)
+			answerAll(waiting)
 			return
 		case req := <-s.reqs:
 			batch = append(batch[:0], req)
@@ -304,7 +304,7 @@ func (s *Service) run() {
 		for _, sp := range s.parts {
 			if err := s.flush(sp, waiting); err != nil {
 				s.err = err
-				s.unloadAll(waiting)
+				answerAll(waiting)
 				return
 			}
 		}
@@ -388,15 +388,11 @@ func deliver(waiting map[RequestID]chan serviceResponse, rs []Response, err erro
 	}
 }
 
-// unloadAll gives up every coordinator and answers every request still
-// waiting, parked joins and syncs included.
-func (s *Service) unloadAll(waiting map[RequestID]chan serviceResponse) {
-	for _, sp := range s.parts {
-		sp.c.Unload()
-		// Records of a Ready not yet written are dropped: the requests
-		// that made them are answered NOT_COORDINATOR below.
-		deliver(waiting, sp.c.Ready().Responses, nil)
-	}
+// answerAll answers every request still waiting, parked joins and syncs
+// included, with NOT_COORDINATOR: the coordinators are dropped with the
+// loop, as a broker drops them when it stops, and their clients find the
+// coordinator again.
+func answerAll(waiting map[RequestID]chan serviceResponse) {
 	for id, ch := range waiting {
 		ch <- serviceResponse{err: fmt.Errorf("%w: %w", ErrNotCoordinator, ErrServiceClosed)}
 		delete(waiting, id)
