@@ -290,7 +290,8 @@ func crashServiceOnce(t *testing.T, seed uint64) {
 		require.NoError(t, err)
 		require.NoError(t, r.Err)
 		got := r.Topics[0].Partitions[0].Offset
-		require.GreaterOrEqual(t, max(got, 0), want[w], // -1: no commit, none acknowledged "worker %d: acknowledged commit lost (crash at op %d)", w, at)
+		// -1 is no commit, right when none was acknowledged.
+		require.GreaterOrEqual(t, max(got, 0), want[w], "worker %d: acknowledged commit lost (crash at op %d)", w, at)
 		require.LessOrEqual(t, got, sent[w], "worker %d", w)
 	}
 }
