@@ -40,7 +40,7 @@ func TestPartitionForIsKafkas(t *testing.T) {
 
 func openMemService(t *testing.T, fs vfs.FS, partitions int32, clock func() time.Time) (*log.Dir, *Service) {
 	t.Helper()
-	d, err := log.OpenDir("/data", log.DirOptions{Log: log.Options{FS: fs, SegmentBytes: 16 << 10}, MaintenanceInterval: -1})
+	d, err := log.OpenDir("/data", log.DirOptions{Log: log.Options{FS: fs, SegmentBytes: 16 << 10, MaxIndexBytes: 1024, IndexIntervalBytes: 512}, MaintenanceInterval: -1})
 	require.NoError(t, err)
 	s, err := OpenService(d, ServiceOptions{
 		Partitions: partitions,
@@ -189,7 +189,7 @@ func TestServicePlacesGroupsByHash(t *testing.T) {
 // ErrServiceClosed.
 func TestServiceCloseAnswersParkedRequests(t *testing.T) {
 	fs := newMemDataFS(t)
-	d, err := log.OpenDir("/data", log.DirOptions{Log: log.Options{FS: fs}, MaintenanceInterval: -1})
+	d, err := log.OpenDir("/data", log.DirOptions{Log: log.Options{FS: fs, MaxIndexBytes: 1024}, MaintenanceInterval: -1})
 	require.NoError(t, err)
 	s, err := OpenService(d, ServiceOptions{Partitions: 1, Config: Config{InitialRebalanceDelay: time.Hour}})
 	require.NoError(t, err)
