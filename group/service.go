@@ -477,6 +477,53 @@ func (s *Service) DeleteGroup(ctx context.Context, groupID string) (*DeleteGroup
 	return do[*DeleteGroupResponse](ctx, s, groupID, func(c *Coordinator, id RequestID) { c.DeleteGroup(id, groupID) })
 }
 
+// Lag returns a group's lag on each partition (see Coordinator.Lag) against
+// the partitions of the Service's Dir: up to the high watermark for
+// ReadUncommitted consumers, up to the last stable offset for ReadCommitted
+// ones (research 3.6).
+func (s *Service) Lag(ctx context.Context, groupID string, iso log.Isolation) ([]PartitionLag, error) {
+	r, err := do[*lagResponse](ctx, s, groupID, func(c *Coordinator, id RequestID) {
+		c.respond(&lagResponse{id: id, lag: c.Lag(groupID, DirOffsets(s.dir, iso))})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r.lag, nil
+}
+
+// lagResponse carries Lag's answer through the loop.
+type lagResponse struct {
+	id  RequestID
+	lag []PartitionLag
+}
+
+func (r *lagResponse) Request() RequestID { return r.id }
+
+// DirOffsets returns the Offsets of the partitions of d for consumers of
+// isolation iso: the log start offset, and the high watermark
+// (ReadUncommitted), the last stable offset (ReadCommitted) or the log end
+// (ReadLogEnd).
+func DirOffsets(d *log.Dir, iso log.Isolation) Offsets {
+	return func(topic string, partition int32) (start, end int64, ok bool) {
+		p, err := d.Partition(topic, partition)
+		if err != nil {
+			return 0, 0, false
+		}
+		start, hw, leo, err := p.Offsets()
+		if err != nil {
+			return 0, 0, false
+		}
+		switch iso {
+		case log.ReadUncommitted:
+			return start, hw, true
+		case log.ReadLogEnd:
+			return start, leo, true
+		}
+		lso, err := p.LastStableOffset()
+		return start, lso, err == nil
+	}
+}
+
 // ConsumerGroupHeartbeat; see Coordinator.ConsumerGroupHeartbeat.
 func (s *Service) ConsumerGroupHeartbeat(ctx context.Context, req ConsumerGroupHeartbeatRequest) (*ConsumerGroupHeartbeatResponse, error) {
 	return do[*ConsumerGroupHeartbeatResponse](ctx, s, req.GroupID, func(c *Coordinator, id RequestID) { c.ConsumerGroupHeartbeat(id, req) })

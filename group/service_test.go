@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/log"
+	"github.com/strandlog/strand/segment"
 	"github.com/strandlog/strand/vfs"
 	"github.com/stretchr/testify/require"
 )
@@ -294,4 +295,52 @@ func crashServiceOnce(t *testing.T, seed uint64) {
 		require.GreaterOrEqual(t, max(got, 0), want[w], "worker %d: acknowledged commit lost (crash at op %d)", w, at)
 		require.LessOrEqual(t, got, sent[w], "worker %d", w)
 	}
+}
+
+// A group's lag against the Dir: a ReadUncommitted consumer lags to the high
+// watermark, a ReadCommitted one to the last stable offset, which an open
+// transaction holds back (research 3.6).
+func TestServiceLagToHighWatermarkOrLastStableOffset(t *testing.T) {
+	fs := newMemDataFS(t)
+	d, s := openMemService(t, fs, 1, func() time.Time { return epoch })
+	defer func() { require.NoError(t, d.Close()) }()
+	defer func() { require.NoError(t, s.Close()) }()
+	require.NoError(t, d.CreateTopic("t", log.TopicConfig{Partitions: 2}))
+	p0, err := d.Partition("t", 0)
+	require.NoError(t, err)
+	p1, err := d.Partition("t", 1)
+	require.NoError(t, err)
+	for range 10 {
+		_, err := p0.Append([]segment.Record{log.NewRecord(nil, []byte("x"))})
+		require.NoError(t, err)
+	}
+	for range 5 {
+		_, err := p1.Append([]segment.Record{log.NewRecord(nil, []byte("x"))})
+		require.NoError(t, err)
+	}
+	open := make([]segment.Record, 3)
+	for i := range open {
+		open[i] = log.NewRecord(nil, []byte("in a transaction"))
+	}
+	b, err := segment.AppendBatch(nil, open, segment.BuildOptions{Producer: &segment.Producer{ID: 1, BaseSequence: 0}, Transactional: true})
+	require.NoError(t, err)
+	_, err = p1.AppendBatch(b)
+	require.NoError(t, err)
+
+	ctx := context.Background()
+	require.NoError(t, serviceCommit(ctx, s, "g", "", -1, "t", 0, 4))
+	require.NoError(t, serviceCommit(ctx, s, "g", "", -1, "t", 1, 2))
+
+	lag, err := s.Lag(ctx, "g", log.ReadUncommitted)
+	require.NoError(t, err)
+	require.Equal(t, []PartitionLag{
+		{Topic: "t", Partition: 0, Committed: 4, End: 10, Lag: 6},
+		{Topic: "t", Partition: 1, Committed: 2, End: 8, Lag: 6},
+	}, lag)
+	lag, err = s.Lag(ctx, "g", log.ReadCommitted)
+	require.NoError(t, err)
+	require.Equal(t, []PartitionLag{
+		{Topic: "t", Partition: 0, Committed: 4, End: 10, Lag: 6},
+		{Topic: "t", Partition: 1, Committed: 2, End: 5, Lag: 3},
+	}, lag)
 }
