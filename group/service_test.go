@@ -344,3 +344,31 @@ func TestServiceLagToHighWatermarkOrLastStableOffset(t *testing.T) {
 		{Topic: "t", Partition: 1, Committed: 2, End: 5, Lag: 3},
 	}, lag)
 }
+
+// An append that fails answers its requests NOT_COORDINATOR, and the
+// coordinator starts over from the log: the commit that was not written is
+// not served, though the coordinator had applied it.
+func TestServiceFailedAppendIsNotServed(t *testing.T) {
+	fs := newMemDataFS(t)
+	d, s := openMemService(t, fs, 1, func() time.Time { return epoch })
+	defer func() { _ = d.Close() }() // the failed partition makes Close report it
+	defer func() { require.NoError(t, s.Close()) }()
+	ctx := context.Background()
+	require.NoError(t, serviceCommit(ctx, s, "g", "", -1, "t", 0, 5))
+
+	fail := errors.New("injected write failure")
+	fs.SetHook(func(op vfs.Op) error {
+		if op.Kind == vfs.OpWrite {
+			return fail
+		}
+		return nil
+	})
+	err := serviceCommit(ctx, s, "g", "", -1, "t", 0, 9)
+	require.ErrorIs(t, err, ErrNotCoordinator)
+	require.ErrorIs(t, err, fail)
+	fs.SetHook(nil)
+
+	r, err := s.OffsetFetch(ctx, OffsetFetchRequest{GroupID: "g", Topics: []OffsetFetchTopic{{Name: "t", Partitions: []int32{0}}}})
+	require.NoError(t, err)
+	require.Equal(t, int64(5), r.Topics[0].Partitions[0].Offset, "the commit that failed to append")
+}
