@@ -372,3 +372,50 @@ func TestServiceFailedAppendIsNotServed(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(5), r.Topics[0].Partitions[0].Offset, "the commit that failed to append")
 }
+
+// Compaction leaves the latest record of each key, with gaps in the offsets:
+// a Service opened over the compacted topic serves the same committed
+// offsets and places its next record after the log end.
+func TestServiceReplaysACompactedLog(t *testing.T) {
+	fs := newMemDataFS(t)
+	clock := func() time.Time { return epoch }
+	d, s := openMemService(t, fs, 1, clock)
+	ctx := context.Background()
+	for i := range int64(400) {
+		require.NoError(t, serviceCommit(ctx, s, fmt.Sprint("g", i%3), "", -1, "t", int32(i%4), i))
+	}
+	require.NoError(t, s.Close())
+	p, err := d.Partition(OffsetsTopic, 0)
+	require.NoError(t, err)
+	before, err := p.Stats()
+	require.NoError(t, err)
+	require.NoError(t, d.Maintain())
+	n := 0
+	for _, err := range p.Records(0, log.ReadLogEnd) {
+		require.NoError(t, err)
+		n++
+	}
+	require.Less(t, n, 200, "compaction removed the older commits (segments before: %d)", before.Segments)
+
+	s2, err := OpenService(d, ServiceOptions{Now: clock, Config: Config{Partitions: func(string) int32 { return 4 }}})
+	require.NoError(t, err)
+	require.NoError(t, serviceCommit(ctx, s2, "g0", "", -1, "t", 0, 1000)) // appends after the log end
+	require.NoError(t, s2.Close())
+	live := s.parts[0].c
+	got := s2.parts[0].c
+	require.Equal(t, live.nextOffset+1, got.nextOffset)
+	k := OffsetCommitKey{Group: "g0", Topic: "t", Partition: 0}
+	v, _ := got.offsets.get(k)
+	require.Equal(t, int64(1000), v.Offset)
+	got.offsets.remove(k)
+	live.offsets.remove(k)
+	for _, g := range []string{"g0", "g1", "g2"} {
+		require.Equal(t, live.offsets.keys(g), got.offsets.keys(g))
+		for _, k := range live.offsets.keys(g) {
+			lv, _ := live.offsets.get(k)
+			gv, _ := got.offsets.get(k)
+			require.Equal(t, lv, gv, "%v: the value and the offset of its record", k)
+		}
+	}
+	require.NoError(t, d.Close())
+}
