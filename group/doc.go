@@ -54,4 +54,13 @@
 // were and every group that was at rest (Stable or Empty) as it was; a
 // group caught in a rebalance comes back as its last persisted generation,
 // whose members rejoin, as in Kafka.
+//
+// # Service
+//
+// Service is that owner for a log.Dir: one Coordinator per partition of the
+// compacted __consumer_offsets topic, a group on the partition Kafka picks
+// for it (PartitionFor), all driven from one goroutine. Its methods block
+// until their request is answered, after the records it made are durable;
+// Lag measures a group against the Dir's high watermarks or last stable
+// offsets. Transactional offset commits are not offered by Service yet.
 package group

@@ -1138,6 +1138,12 @@ func (p *Partition) Offsets() (start, highWatermark, end int64, err error) {
 	return o[0], o[1], o[2], err
 }
 
+// LastStableOffset returns the partition's last stable offset, where
+// ReadCommitted reads stop; see Log.LastStableOffset.
+func (p *Partition) LastStableOffset() (int64, error) {
+	return with(p, false, func(l *Log) (int64, error) { return l.LastStableOffset(), nil })
+}
+
 // OffsetForTimestamp looks an offset up by time; see
 // Log.OffsetForTimestamp.
 func (p *Partition) OffsetForTimestamp(ts int64) (int64, bool, error) {

@@ -165,6 +165,7 @@ type partition struct {
 	lastEpoch  int32  // its partition leader epoch
 	cut        string // where opening the log truncates it, once found
 	epochsSeen bool   // some batch carries a leader epoch
+	offsets    bool   // a partition of the offsets topic: its records are decoded
 }
 
 type epochEntry struct {
@@ -232,7 +233,7 @@ func (p *partition) epochFor(offset int64) (int32, bool) {
 // inspectPartition prints and checks a partition directory.
 func (in *inspector) inspectPartition(dir string, names []string) {
 	in.printf("partition %s (%s)\n", filepath.Base(filepath.Clean(dir)), dir)
-	p := &partition{dir: dir, lastOffset: -1, lastEpoch: -1}
+	p := &partition{dir: dir, lastOffset: -1, lastEpoch: -1, offsets: isOffsetsPartition(dir)}
 	_, err := os.Stat(filepath.Join(dir, cleanShutdownFile))
 	p.clean = err == nil
 
@@ -285,6 +286,10 @@ func (in *inspector) inspectPartition(dir string, names []string) {
 	}
 	leo := max(bases[len(bases)-1], p.lastOffset+1)
 	in.printf("  log end offset %d\n", leo)
+	if in.groups.ends == nil {
+		in.groups.ends = map[string]int64{}
+	}
+	in.groups.ends[filepath.Base(filepath.Clean(dir))] = leo
 	if p.epochsSeen && len(p.epochs) == 0 {
 		in.note(dir, "batches carry leader epochs but %s has no entries", epochFile)
 	}

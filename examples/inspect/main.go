@@ -25,6 +25,13 @@
 //	-max-bytes N    show at most N bytes of each key, value and header value
 //	                (default 32; -1 shows them whole)
 //
+// The records of the partitions of __consumer_offsets are decoded with
+// group.Decode, and after the partitions inspect prints every group the
+// topic holds (its generation, protocol and members, from the latest group
+// record) and each committed offset with its lag: the log end offset of the
+// partition, if inspect read it, minus the committed offset. A transactional
+// commit is shown as written, whether or not its transaction committed.
+//
 // The checks always run:
 //
 //   - every batch's framing (length, magic) and CRC-32C, and its records'
@@ -112,6 +119,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 	}
+	in.printGroups()
 	return in.finish(stdout, stderr)
 }
 
@@ -122,6 +130,7 @@ type inspector struct {
 	opts     options
 	problems []string
 	notes    []string
+	groups   groups // what the offsets topic's partitions hold
 }
 
 // problem records corruption: the exit status becomes 1.

@@ -238,6 +238,9 @@ func (s *segScan) checkRecords(b segment.Batch, pos int64) {
 		}
 		n++
 		largest = max(largest, r.Timestamp)
+		if s.p.offsets && !b.Control() {
+			s.in.groupRecord(s.logPath, r)
+		}
 		if s.in.opts.records {
 			s.in.printf("    | %s\n", describeRecord(r, s.in.opts.maxBytes))
 		}

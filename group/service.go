@@ -1,0 +1,530 @@
+package group
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/strandlog/strand/log"
+	"github.com/strandlog/strand/segment"
+)
+
+// OffsetsTopic is the name of the offsets log's topic, as in Kafka.
+const OffsetsTopic = "__consumer_offsets"
+
+// DefaultOffsetsPartitions is the partition count of an offsets topic that
+// Service creates (offsets.topic.num.partitions; 50).
+const DefaultOffsetsPartitions = 50
+
+// ErrServiceClosed reports a request to a closed Service.
+var ErrServiceClosed = errors.New("group: service closed")
+
+// ServiceOptions configure a Service.
+type ServiceOptions struct {
+	// Config is the configuration of every partition's Coordinator. A nil
+	// Partitions reads the topics of the Dir.
+	Config Config
+	// Topic is the offsets topic; default OffsetsTopic.
+	Topic string
+	// Partitions is the partition count of the offsets topic when Service
+	// creates it (DefaultOffsetsPartitions if zero); an existing topic
+	// keeps its own.
+	Partitions int32
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+}
+
+// Service is the group coordinator of a data directory: the owner of one
+// Coordinator per partition of the compacted offsets topic, which it runs on
+// a single goroutine. A group belongs to the partition PartitionFor picks.
+// On open it replays every partition into its coordinator; each Ready's
+// records are appended to the group's partition in order and made durable
+// (the topic's fsync policy, and a Sync when that policy does not sync every
+// append) before that Ready's responses are delivered, so a response that
+// acknowledges a commit is never lost to a crash. Its methods are safe for
+// concurrent use and block until their request is answered.
+type Service struct {
+	dir    *log.Dir
+	topic  string
+	now    func() time.Time
+	cfg    Config
+	parts  []*servicePartition
+	reqs   chan serviceRequest
+	closed chan struct{} // closed by Close
+	done   chan struct{} // closed when the loop has returned
+	err    error         // the loop's failure, set before done closes
+}
+
+// servicePartition is one partition of the offsets topic and its
+// coordinator; only the loop touches it.
+type servicePartition struct {
+	p    *log.Partition
+	c    *Coordinator
+	sync bool // the topic's fsync policy does not sync each append
+}
+
+// serviceRequest is a request on its way to the loop: call makes it on the
+// coordinator of partition part, and its response goes to resp.
+type serviceRequest struct {
+	part int
+	call func(c *Coordinator, id RequestID)
+	resp chan serviceResponse
+}
+
+type serviceResponse struct {
+	r   Response
+	err error
+}
+
+// PartitionFor returns the partition of an offsets topic of n partitions
+// that holds a group, as Kafka picks it (GroupCoordinator.partitionFor):
+// Utils.abs(groupId.hashCode()) % n, with Java's String.hashCode over the
+// UTF-16 code units of the id and Utils.abs, which maps MinInt32 to 0.
+func PartitionFor(groupID string, n int32) int32 {
+	var h int32
+	for _, r := range groupID {
+		if r >= 0x10000 { // a surrogate pair in UTF-16
+			r -= 0x10000
+			h = 31*h + int32(0xD800+(r>>10))
+			h = 31*h + int32(0xDC00+(r&0x3FF))
+			continue
+		}
+		h = 31*h + int32(r)
+	}
+	if h == -1<<31 {
+		return 0
+	}
+	if h < 0 {
+		h = -h
+	}
+	return h % n
+}
+
+// OpenService opens the group coordinator over d's offsets topic, creating
+// it (compacted, FsyncAlways) if it does not exist, and replays every
+// partition of it. The Dir must outlive the Service.
+func OpenService(d *log.Dir, opts ServiceOptions) (*Service, error) {
+	s := &Service{
+		dir:    d,
+		topic:  opts.Topic,
+		now:    opts.Now,
+		cfg:    opts.Config,
+		reqs:   make(chan serviceRequest),
+		closed: make(chan struct{}),
+		done:   make(chan struct{}),
+	}
+	if s.topic == "" {
+		s.topic = OffsetsTopic
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.cfg.Partitions == nil {
+		s.cfg.Partitions = func(topic string) int32 {
+			tc, err := d.TopicConfig(topic)
+			if err != nil {
+				return 0
+			}
+			return tc.Partitions
+		}
+	}
+	if _, err := s.cfg.withDefaults(); err != nil {
+		return nil, err
+	}
+	n := opts.Partitions
+	if n == 0 {
+		n = DefaultOffsetsPartitions
+	}
+	err := d.CreateTopic(s.topic, log.TopicConfig{Partitions: n, Compact: log.Compacted, Fsync: log.FsyncAlways()})
+	if err != nil && !errors.Is(err, log.ErrTopicExists) {
+		return nil, fmt.Errorf("group: offsets topic %s: %w", s.topic, err)
+	}
+	tc, err := d.TopicConfig(s.topic)
+	if err != nil {
+		return nil, fmt.Errorf("group: offsets topic %s: %w", s.topic, err)
+	}
+	if tc.Compact != log.Compacted {
+		return nil, fmt.Errorf("%w: offsets topic %s is not compacted", ErrInvalidConfig, s.topic)
+	}
+	s.parts = make([]*servicePartition, tc.Partitions)
+	for i := range s.parts {
+		p, err := d.Partition(s.topic, int32(i))
+		if err != nil {
+			return nil, fmt.Errorf("group: offsets topic %s: %w", s.topic, err)
+		}
+		sp := &servicePartition{p: p, sync: tc.Fsync != log.FsyncAlways() && tc.Fsync != log.FsyncPolicy{}}
+		if err := s.load(sp); err != nil {
+			return nil, err
+		}
+		s.parts[i] = sp
+	}
+	go s.run()
+	return s, nil
+}
+
+// load builds a partition's coordinator from its log.
+func (s *Service) load(sp *servicePartition) error {
+	c, err := NewCoordinator(s.cfg, s.now())
+	if err != nil {
+		return err
+	}
+	if err := Load(c, sp.p); err != nil {
+		return err
+	}
+	sp.c = c
+	return nil
+}
+
+// Load replays a partition of the offsets topic into a new coordinator and
+// calls Loaded: the records of every batch, those of transactional batches
+// with their producer, and the transaction markers of control batches.
+func Load(c *Coordinator, p *log.Partition) error {
+	start, _, end, err := p.Offsets()
+	if err != nil {
+		return err
+	}
+	where := func(offset int64, err error) error {
+		return fmt.Errorf("group: loading %s-%d at offset %d: %w", p.Topic(), p.ID(), offset, err)
+	}
+	for offset := start; offset < end; {
+		bs, err := p.Read(offset, 1<<20, log.ReadLogEnd)
+		if err != nil {
+			return where(offset, err)
+		}
+		next, err := replayBatches(c, bs, offset)
+		_ = bs.Close()
+		if err != nil {
+			return where(offset, err)
+		}
+		if next == offset { // nothing below the end: the rest was compacted away
+			break
+		}
+		offset = next
+	}
+	c.nextOffset = max(c.nextOffset, end)
+	c.Loaded()
+	return nil
+}
+
+// replayBatches replays the batches of one read from offset on and returns
+// the offset after the last.
+func replayBatches(c *Coordinator, bs *log.Batches, offset int64) (int64, error) {
+	next := offset
+	for b, err := range bs.All() {
+		if err != nil {
+			return next, err
+		}
+		next = b.LastOffset() + 1
+		var producer *Producer
+		if b.Transactional() {
+			producer = &Producer{ID: b.ProducerID(), Epoch: b.ProducerEpoch()}
+		}
+		for r, err := range b.Records() {
+			if err != nil {
+				return next, err
+			}
+			if r.Offset < offset {
+				continue
+			}
+			if b.Control() {
+				commit, err := markerType(r.Key)
+				if err != nil {
+					return next, err
+				}
+				if err := c.ReplayTxnMarker(r.Offset, b.ProducerID(), commit); err != nil {
+					return next, err
+				}
+				continue
+			}
+			if err := c.Replay(r.Offset, Record{Key: r.Key, Value: r.Value, Producer: producer}); err != nil {
+				return next, err
+			}
+		}
+	}
+	return next, nil
+}
+
+// markerType reads a control record's key (version int16, type int16: 0
+// ABORT, 1 COMMIT, as Kafka's ControlRecordType) and reports a COMMIT.
+func markerType(key []byte) (commit bool, err error) {
+	if len(key) < 4 {
+		return false, fmt.Errorf("%w: control record key of %d bytes", ErrCorruptRecord, len(key))
+	}
+	switch t := binary.BigEndian.Uint16(key[2:]); t {
+	case 0:
+		return false, nil
+	case 1:
+		return true, nil
+	default:
+		return false, fmt.Errorf("%w: control record type %d", ErrCorruptRecord, t)
+	}
+}
+
+// run is the loop: it takes requests and timers, then writes what the
+// coordinators want written and delivers their responses, until Close.
+func (s *Service) run() {
+	defer close(s.done)
+	var nextID RequestID
+	var batch []serviceRequest
+	waiting := map[RequestID]chan serviceResponse{}
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		s.armTimer(timer)
+		select {
+		case <-s.closed:
+			answerAll(waiting)
+			return
+		case req := <-s.reqs:
+			batch = append(batch[:0], req)
+			// Take what else is queued, so that one append and one
+			// fsync serve them all (group commit).
+			for more := true; more; {
+				select {
+				case req := <-s.reqs:
+					batch = append(batch, req)
+				default:
+					more = false
+				}
+			}
+		case <-timer.C:
+		}
+		now := s.now()
+		for _, sp := range s.parts {
+			sp.c.Tick(now)
+		}
+		for _, req := range batch {
+			nextID++
+			waiting[nextID] = req.resp
+			req.call(s.parts[req.part].c, nextID)
+		}
+		batch = batch[:0]
+		for _, sp := range s.parts {
+			if err := s.flush(sp, waiting); err != nil {
+				s.err = err
+				answerAll(waiting)
+				return
+			}
+		}
+	}
+}
+
+// armTimer sets timer to the earliest deadline of the coordinators.
+func (s *Service) armTimer(timer *time.Timer) {
+	wait := time.Hour
+	for _, sp := range s.parts {
+		if d, ok := sp.c.NextDeadline(); ok {
+			wait = min(wait, d.Sub(s.now()))
+		}
+	}
+	timer.Reset(max(wait, 0))
+}
+
+// flush appends a partition's Ready records and delivers its responses. If
+// the append fails, the coordinator is unloaded and loaded again from the
+// log, and the requests of that Ready get NOT_COORDINATOR with the cause;
+// only a failure to load again ends the Service.
+func (s *Service) flush(sp *servicePartition, waiting map[RequestID]chan serviceResponse) error {
+	if !sp.c.HasReady() {
+		return nil
+	}
+	rd := sp.c.Ready()
+	err := s.append(sp, rd.Records)
+	if err == nil {
+		deliver(waiting, rd.Responses, nil)
+		return nil
+	}
+	err = fmt.Errorf("%w: offsets log %s-%d: %w", ErrNotCoordinator, s.topic, sp.p.ID(), err)
+	deliver(waiting, rd.Responses, err)
+	sp.c.Unload()
+	deliver(waiting, sp.c.Ready().Responses, nil)
+	return s.load(sp)
+}
+
+// append writes records to the partition at the offsets the coordinator
+// gave them, durably.
+func (s *Service) append(sp *servicePartition, recs []Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	ts := sp.c.now
+	out := make([]segment.Record, len(recs))
+	for i, r := range recs {
+		if r.Producer != nil {
+			// The coordinator emits transactional records only for
+			// TxnOffsetCommit, which Service does not offer.
+			return fmt.Errorf("transactional offset commit of producer %d: not supported by Service", r.Producer.ID)
+		}
+		out[i] = segment.Record{Timestamp: ts, Key: r.Key, Value: r.Value}
+	}
+	res, err := sp.p.Append(out)
+	if err != nil {
+		return err
+	}
+	if want := sp.c.nextOffset - int64(len(recs)); res.BaseOffset != want {
+		return fmt.Errorf("records appended at offset %d, the coordinator expected %d", res.BaseOffset, want)
+	}
+	if sp.sync {
+		return sp.p.Sync()
+	}
+	return nil
+}
+
+// deliver answers the waiting requests of rs, with err instead when set.
+func deliver(waiting map[RequestID]chan serviceResponse, rs []Response, err error) {
+	for _, r := range rs {
+		ch, ok := waiting[r.Request()]
+		if !ok {
+			continue
+		}
+		delete(waiting, r.Request())
+		if err != nil {
+			ch <- serviceResponse{err: err}
+		} else {
+			ch <- serviceResponse{r: r}
+		}
+	}
+}
+
+// answerAll answers every request still waiting, parked joins and syncs
+// included, with NOT_COORDINATOR: the coordinators are dropped with the
+// loop, as a broker drops them when it stops, and their clients find the
+// coordinator again.
+func answerAll(waiting map[RequestID]chan serviceResponse) {
+	for id, ch := range waiting {
+		ch <- serviceResponse{err: fmt.Errorf("%w: %w", ErrNotCoordinator, ErrServiceClosed)}
+		delete(waiting, id)
+	}
+}
+
+// Close stops the loop, answering the requests still waiting with
+// NOT_COORDINATOR, and returns the failure that stopped it early, if any.
+// It does not close the Dir.
+func (s *Service) Close() error {
+	select {
+	case <-s.closed:
+	default:
+		close(s.closed)
+	}
+	<-s.done
+	return s.err
+}
+
+// do sends a request for a group to its coordinator and waits for the
+// response.
+func do[R Response](ctx context.Context, s *Service, groupID string, call func(c *Coordinator, id RequestID)) (R, error) {
+	var zero R
+	resp := make(chan serviceResponse, 1) // the loop never blocks on it
+	req := serviceRequest{part: int(PartitionFor(groupID, int32(len(s.parts)))), call: call, resp: resp}
+	select {
+	case s.reqs <- req:
+	case <-s.done:
+		return zero, ErrServiceClosed
+	case <-ctx.Done():
+		return zero, ctx.Err()
+	}
+	// Once taken, a request is answered, if only at Close.
+	r := <-resp
+	if r.err != nil {
+		return zero, r.err
+	}
+	return r.r.(R), nil
+}
+
+// JoinGroup joins a classic group; see Coordinator.JoinGroup. It returns when
+// the join phase completes. A ctx done before the loop took the request
+// returns ctx.Err(); after, the answer is awaited, since the coordinator has
+// acted on it.
+func (s *Service) JoinGroup(ctx context.Context, req JoinGroupRequest) (*JoinGroupResponse, error) {
+	return do[*JoinGroupResponse](ctx, s, req.GroupID, func(c *Coordinator, id RequestID) { c.JoinGroup(id, req) })
+}
+
+// SyncGroup; see Coordinator.SyncGroup.
+func (s *Service) SyncGroup(ctx context.Context, req SyncGroupRequest) (*SyncGroupResponse, error) {
+	return do[*SyncGroupResponse](ctx, s, req.GroupID, func(c *Coordinator, id RequestID) { c.SyncGroup(id, req) })
+}
+
+// Heartbeat; see Coordinator.Heartbeat.
+func (s *Service) Heartbeat(ctx context.Context, req HeartbeatRequest) (*HeartbeatResponse, error) {
+	return do[*HeartbeatResponse](ctx, s, req.GroupID, func(c *Coordinator, id RequestID) { c.Heartbeat(id, req) })
+}
+
+// LeaveGroup; see Coordinator.LeaveGroup.
+func (s *Service) LeaveGroup(ctx context.Context, req LeaveGroupRequest) (*LeaveGroupResponse, error) {
+	return do[*LeaveGroupResponse](ctx, s, req.GroupID, func(c *Coordinator, id RequestID) { c.LeaveGroup(id, req) })
+}
+
+// OffsetCommit commits offsets; a nil error and a nil Err per partition
+// mean they are durable. See Coordinator.OffsetCommit.
+func (s *Service) OffsetCommit(ctx context.Context, req OffsetCommitRequest) (*OffsetCommitResponse, error) {
+	return do[*OffsetCommitResponse](ctx, s, req.GroupID, func(c *Coordinator, id RequestID) { c.OffsetCommit(id, req) })
+}
+
+// OffsetFetch; see Coordinator.OffsetFetch.
+func (s *Service) OffsetFetch(ctx context.Context, req OffsetFetchRequest) (*OffsetFetchResponse, error) {
+	return do[*OffsetFetchResponse](ctx, s, req.GroupID, func(c *Coordinator, id RequestID) { c.OffsetFetch(id, req) })
+}
+
+// OffsetDelete; see Coordinator.OffsetDelete.
+func (s *Service) OffsetDelete(ctx context.Context, req OffsetDeleteRequest) (*OffsetDeleteResponse, error) {
+	return do[*OffsetDeleteResponse](ctx, s, req.GroupID, func(c *Coordinator, id RequestID) { c.OffsetDelete(id, req) })
+}
+
+// DeleteGroup; see Coordinator.DeleteGroup.
+func (s *Service) DeleteGroup(ctx context.Context, groupID string) (*DeleteGroupResponse, error) {
+	return do[*DeleteGroupResponse](ctx, s, groupID, func(c *Coordinator, id RequestID) { c.DeleteGroup(id, groupID) })
+}
+
+// Lag returns a group's lag on each partition (see Coordinator.Lag) against
+// the partitions of the Service's Dir: up to the high watermark for
+// ReadUncommitted consumers, up to the last stable offset for ReadCommitted
+// ones (research 3.6).
+func (s *Service) Lag(ctx context.Context, groupID string, iso log.Isolation) ([]PartitionLag, error) {
+	r, err := do[*lagResponse](ctx, s, groupID, func(c *Coordinator, id RequestID) {
+		c.respond(&lagResponse{id: id, lag: c.Lag(groupID, DirOffsets(s.dir, iso))})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r.lag, nil
+}
+
+// lagResponse carries Lag's answer through the loop.
+type lagResponse struct {
+	id  RequestID
+	lag []PartitionLag
+}
+
+func (r *lagResponse) Request() RequestID { return r.id }
+
+// DirOffsets returns the Offsets of the partitions of d for consumers of
+// isolation iso: the log start offset, and the high watermark
+// (ReadUncommitted), the last stable offset (ReadCommitted) or the log end
+// (ReadLogEnd).
+func DirOffsets(d *log.Dir, iso log.Isolation) Offsets {
+	return func(topic string, partition int32) (start, end int64, ok bool) {
+		p, err := d.Partition(topic, partition)
+		if err != nil {
+			return 0, 0, false
+		}
+		start, hw, leo, err := p.Offsets()
+		if err != nil {
+			return 0, 0, false
+		}
+		switch iso {
+		case log.ReadUncommitted:
+			return start, hw, true
+		case log.ReadLogEnd:
+			return start, leo, true
+		}
+		lso, err := p.LastStableOffset()
+		return start, lso, err == nil
+	}
+}
+
+// ConsumerGroupHeartbeat; see Coordinator.ConsumerGroupHeartbeat.
+func (s *Service) ConsumerGroupHeartbeat(ctx context.Context, req ConsumerGroupHeartbeatRequest) (*ConsumerGroupHeartbeatResponse, error) {
+	return do[*ConsumerGroupHeartbeatResponse](ctx, s, req.GroupID, func(c *Coordinator, id RequestID) { c.ConsumerGroupHeartbeat(id, req) })
+}

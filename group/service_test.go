@@ -1,0 +1,421 @@
+package group
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/strandlog/strand/log"
+	"github.com/strandlog/strand/segment"
+	"github.com/strandlog/strand/vfs"
+	"github.com/stretchr/testify/require"
+)
+
+var serviceCrashes = flag.Int("group.service-crashes", 0, "crash points of TestServiceCrashKeepsAcknowledgedCommits (default 5, 40 without -short)")
+
+// The values were printed by Java 21: s.hashCode(), and
+// Utils.abs(hashCode) % 50 as GroupCoordinator.partitionFor computes it.
+func TestPartitionForIsKafkas(t *testing.T) {
+	for _, tc := range []struct {
+		group string
+		want  int32
+	}{
+		{"", 0},
+		{"Aa", 12},                // hashCode 2112
+		{"hello", 22},             // 99162322
+		{"polygenelubricants", 0}, // Integer.MIN_VALUE, which Utils.abs maps to 0
+		{"\U0001F600", 49},        // a surrogate pair: 1772899
+		{"my-consumer-group", 13}, // 1513705513
+		{"consumer-group-07", 48}, // 277006348
+		{"\u00e9-group", 7},       // 2016868507
+		{"zzzzzzzzzz", 36},        // -1580979136: a negative hash
+	} {
+		require.Equal(t, tc.want, PartitionFor(tc.group, 50), "%q", tc.group)
+	}
+}
+
+func openMemService(t *testing.T, fs vfs.FS, partitions int32, clock func() time.Time) (*log.Dir, *Service) {
+	t.Helper()
+	d, err := log.OpenDir("/data", log.DirOptions{Log: log.Options{FS: fs, SegmentBytes: 16 << 10, MaxIndexBytes: 1024, IndexIntervalBytes: 512}, MaintenanceInterval: -1})
+	require.NoError(t, err)
+	s, err := OpenService(d, ServiceOptions{
+		Partitions: partitions,
+		Now:        clock,
+		Config:     Config{InitialRebalanceDelay: -1, Partitions: func(string) int32 { return 4 }},
+	})
+	require.NoError(t, err)
+	return d, s
+}
+
+func newMemDataFS(t *testing.T) *vfs.MemFS {
+	fs := vfs.NewMem()
+	require.NoError(t, fs.MkdirAll("/data", 0o755))
+	require.NoError(t, vfs.SyncDir(fs, "/"))
+	return fs
+}
+
+// joinAlone makes a dynamic member join a classic group and sync with an
+// assignment, as a single consumer would, and returns its id and generation.
+func joinAlone(ctx context.Context, s *Service, groupID, memberID, topic string) (string, int32, error) {
+	req := JoinGroupRequest{
+		Version: JoinVersionLatest, GroupID: groupID, MemberID: memberID, ClientID: "c", SessionTimeout: 30 * time.Second,
+		ProtocolType: "consumer",
+		Protocols:    []Protocol{{Name: "range", Metadata: Subscription{Topics: []string{topic}}.Encode(3)}},
+	}
+	r, err := s.JoinGroup(ctx, req)
+	if err != nil {
+		return "", 0, err
+	}
+	if errors.Is(r.Err, ErrMemberIDRequired) {
+		req.MemberID = r.MemberID
+		if r, err = s.JoinGroup(ctx, req); err != nil {
+			return "", 0, err
+		}
+	}
+	if r.Err != nil {
+		return "", 0, r.Err
+	}
+	sr, err := s.SyncGroup(ctx, SyncGroupRequest{
+		GroupID: groupID, GenerationID: r.GenerationID, MemberID: r.MemberID,
+		Assignments: []SyncGroupAssignment{{MemberID: r.MemberID, Assignment: Assignment{Partitions: map[string][]int32{topic: {0, 1, 2, 3}}}.Encode(3)}},
+	})
+	if err != nil {
+		return "", 0, err
+	}
+	return r.MemberID, r.GenerationID, sr.Err
+}
+
+func serviceCommit(ctx context.Context, s *Service, groupID, member string, gen int32, topic string, p int32, offset int64) error {
+	r, err := s.OffsetCommit(ctx, OffsetCommitRequest{
+		Version: 9, GroupID: groupID, GenerationID: gen, MemberID: member,
+		Topics: []OffsetCommitTopic{{Name: topic, Partitions: []OffsetCommitPartition{{Partition: p, Offset: offset, LeaderEpoch: -1}}}},
+	})
+	if err != nil {
+		return err
+	}
+	if r.Err != nil {
+		return r.Err
+	}
+	return r.Topics[0].Partitions[0].Err
+}
+
+// TestServiceReopenRebuildsLiveState runs random requests from several
+// goroutines (joins, commits, leaves, deletes, simple commits), closes the
+// Service and opens it again over the same Dir: every partition's
+// coordinator replays to the live one's committed offsets and groups.
+func TestServiceReopenRebuildsLiveState(t *testing.T) {
+	fs := newMemDataFS(t)
+	clock := func() time.Time { return epoch }
+	d, s := openMemService(t, fs, 4, clock)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			// Each worker has groups of its own, of which it is the only
+			// member, so that no join waits for another member: the
+			// clock stands still.
+			rnd := rand.New(rand.NewPCG(uint64(w), 7))
+			members, gens := map[string]string{}, map[string]int32{}
+			for range 60 {
+				g := fmt.Sprint("w", w, "g", rnd.IntN(3))
+				switch rnd.IntN(6) {
+				case 0:
+					m, gen, err := joinAlone(ctx, s, g, members[g], "t")
+					if err != nil {
+						t.Errorf("join %s: %v", g, err)
+						return
+					}
+					members[g], gens[g] = m, gen
+				case 1:
+					_, err := s.LeaveGroup(ctx, LeaveGroupRequest{GroupID: g, Members: []LeaveGroupMember{{MemberID: members[g]}}})
+					require.NoError(t, err)
+					delete(members, g)
+				case 2:
+					_, err := s.DeleteGroup(ctx, g)
+					require.NoError(t, err)
+				case 3:
+					_ = serviceCommit(ctx, s, g, "", -1, "t", rnd.Int32N(4), rnd.Int64N(1000))
+				default:
+					_ = serviceCommit(ctx, s, g, members[g], gens[g], "t", rnd.Int32N(4), rnd.Int64N(1000))
+				}
+			}
+		})
+	}
+	wg.Wait()
+	require.NoError(t, s.Close())
+	// After Close the loop is gone: its coordinators may be read here.
+	live := s.parts
+	records := int64(0)
+	for _, sp := range live {
+		records += sp.c.nextOffset
+	}
+	require.Positive(t, records)
+
+	s2, err := OpenService(d, ServiceOptions{Partitions: 4, Now: clock, Config: Config{InitialRebalanceDelay: -1, Partitions: func(string) int32 { return 4 }}})
+	require.NoError(t, err)
+	require.NoError(t, s2.Close())
+	for i, sp := range live {
+		t.Run(fmt.Sprint("partition ", i), func(t *testing.T) { compareReplayed(t, sp.c, s2.parts[i].c) })
+	}
+	require.NoError(t, d.Close())
+}
+
+// Each group lives on the partition PartitionFor names.
+func TestServicePlacesGroupsByHash(t *testing.T) {
+	fs := newMemDataFS(t)
+	d, s := openMemService(t, fs, 50, func() time.Time { return epoch })
+	ctx := context.Background()
+	for _, g := range []string{"hello", "my-consumer-group", "zzzzzzzzzz"} {
+		require.NoError(t, serviceCommit(ctx, s, g, "", -1, "t", 0, 5))
+	}
+	require.NoError(t, s.Close())
+	for i, sp := range s.parts {
+		for g := range sp.c.groups {
+			require.Equal(t, PartitionFor(g, 50), int32(i), g)
+		}
+	}
+	require.Len(t, s.parts[22].c.groups, 1)
+	require.Len(t, s.parts[13].c.groups, 1)
+	require.Len(t, s.parts[36].c.groups, 1)
+	require.NoError(t, d.Close())
+}
+
+// A join parked in the coordinator (waiting for the initial rebalance delay)
+// is answered NOT_COORDINATOR by Close, and a request after Close fails with
+// ErrServiceClosed.
+func TestServiceCloseAnswersParkedRequests(t *testing.T) {
+	fs := newMemDataFS(t)
+	d, err := log.OpenDir("/data", log.DirOptions{Log: log.Options{FS: fs, MaxIndexBytes: 1024}, MaintenanceInterval: -1})
+	require.NoError(t, err)
+	s, err := OpenService(d, ServiceOptions{Partitions: 1, Config: Config{InitialRebalanceDelay: time.Hour}})
+	require.NoError(t, err)
+	ctx := context.Background()
+	req := JoinGroupRequest{Version: 3, GroupID: "g", ClientID: "c", SessionTimeout: 30 * time.Second, ProtocolType: "consumer", Protocols: []Protocol{{Name: "range"}}}
+	got := make(chan error, 1)
+	go func() {
+		_, err := s.JoinGroup(ctx, req)
+		got <- err
+	}()
+	require.Eventually(t, func() bool {
+		r, err := s.DeleteGroup(ctx, "g") // refused once the join is parked in the group
+		return err == nil && errors.Is(r.Err, ErrNonEmptyGroup)
+	}, 5*time.Second, time.Millisecond)
+	require.NoError(t, s.Close())
+	require.ErrorIs(t, <-got, ErrNotCoordinator)
+	_, err = s.OffsetFetch(ctx, OffsetFetchRequest{GroupID: "g"})
+	require.ErrorIs(t, err, ErrServiceClosed)
+	require.NoError(t, d.Close())
+}
+
+// TestServiceCrashKeepsAcknowledgedCommits commits offsets from several
+// goroutines, each committing increasing offsets to its own partition, and
+// takes a crash of the file system at a random write or sync: after a
+// restart on the crashed file system, every committed offset is at least
+// the last one acknowledged before the crash, and at most the last one
+// sent.
+func TestServiceCrashKeepsAcknowledgedCommits(t *testing.T) {
+	crashes := *serviceCrashes
+	if crashes == 0 {
+		crashes = 40
+		if testing.Short() {
+			crashes = 5
+		}
+	}
+	for seed := range uint64(crashes) {
+		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) { crashServiceOnce(t, seed) })
+	}
+}
+
+func crashServiceOnce(t *testing.T, seed uint64) {
+	const workers, commits = 4, 30
+	rnd := rand.New(rand.NewPCG(seed, 3))
+	fs := newMemDataFS(t)
+	clock := func() time.Time { return epoch }
+	d, s := openMemService(t, fs, 2, clock)
+
+	var mu sync.Mutex
+	var acked, sent [workers]int64
+	var crashed *vfs.MemFS
+	ops, at := 0, 20+rnd.IntN(400)
+	fs.SetHook(func(op vfs.Op) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if ops++; ops == at {
+			crashed = fs.Crash(vfs.CrashConfig{Rand: rand.New(rand.NewPCG(seed, 4))})
+		}
+		return nil
+	})
+	ackedAtCrash := func() [workers]int64 {
+		mu.Lock()
+		defer mu.Unlock()
+		return acked
+	}
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range int64(commits) {
+				mu.Lock()
+				sent[w] = i + 1
+				mu.Unlock()
+				if err := serviceCommit(context.Background(), s, fmt.Sprint("g", w%2), "", -1, "t", int32(w), i+1); err != nil {
+					t.Errorf("commit %d of worker %d: %v", i, w, err)
+					return
+				}
+				mu.Lock()
+				if crashed == nil {
+					acked[w] = i + 1
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	require.NoError(t, s.Close())
+	require.NoError(t, d.Close())
+	fs.SetHook(nil)
+	if crashed == nil {
+		crashed = fs.Crash(vfs.CrashConfig{})
+	}
+	want := ackedAtCrash()
+
+	d2, s2 := openMemService(t, crashed, 2, clock)
+	defer func() { require.NoError(t, d2.Close()) }()
+	defer func() { require.NoError(t, s2.Close()) }()
+	for w := range workers {
+		r, err := s2.OffsetFetch(context.Background(), OffsetFetchRequest{GroupID: fmt.Sprint("g", w%2), Topics: []OffsetFetchTopic{{Name: "t", Partitions: []int32{int32(w)}}}})
+		require.NoError(t, err)
+		require.NoError(t, r.Err)
+		got := r.Topics[0].Partitions[0].Offset
+		// -1 is no commit, right when none was acknowledged.
+		require.GreaterOrEqual(t, max(got, 0), want[w], "worker %d: acknowledged commit lost (crash at op %d)", w, at)
+		require.LessOrEqual(t, got, sent[w], "worker %d", w)
+	}
+}
+
+// A group's lag against the Dir: a ReadUncommitted consumer lags to the high
+// watermark, a ReadCommitted one to the last stable offset, which an open
+// transaction holds back (research 3.6).
+func TestServiceLagToHighWatermarkOrLastStableOffset(t *testing.T) {
+	fs := newMemDataFS(t)
+	d, s := openMemService(t, fs, 1, func() time.Time { return epoch })
+	defer func() { require.NoError(t, d.Close()) }()
+	defer func() { require.NoError(t, s.Close()) }()
+	require.NoError(t, d.CreateTopic("t", log.TopicConfig{Partitions: 2}))
+	p0, err := d.Partition("t", 0)
+	require.NoError(t, err)
+	p1, err := d.Partition("t", 1)
+	require.NoError(t, err)
+	for range 10 {
+		_, err := p0.Append([]segment.Record{log.NewRecord(nil, []byte("x"))})
+		require.NoError(t, err)
+	}
+	for range 5 {
+		_, err := p1.Append([]segment.Record{log.NewRecord(nil, []byte("x"))})
+		require.NoError(t, err)
+	}
+	open := make([]segment.Record, 3)
+	for i := range open {
+		open[i] = log.NewRecord(nil, []byte("in a transaction"))
+	}
+	b, err := segment.AppendBatch(nil, open, segment.BuildOptions{Producer: &segment.Producer{ID: 1, BaseSequence: 0}, Transactional: true})
+	require.NoError(t, err)
+	_, err = p1.AppendBatch(b)
+	require.NoError(t, err)
+
+	ctx := context.Background()
+	require.NoError(t, serviceCommit(ctx, s, "g", "", -1, "t", 0, 4))
+	require.NoError(t, serviceCommit(ctx, s, "g", "", -1, "t", 1, 2))
+
+	lag, err := s.Lag(ctx, "g", log.ReadUncommitted)
+	require.NoError(t, err)
+	require.Equal(t, []PartitionLag{
+		{Topic: "t", Partition: 0, Committed: 4, End: 10, Lag: 6},
+		{Topic: "t", Partition: 1, Committed: 2, End: 8, Lag: 6},
+	}, lag)
+	lag, err = s.Lag(ctx, "g", log.ReadCommitted)
+	require.NoError(t, err)
+	require.Equal(t, []PartitionLag{
+		{Topic: "t", Partition: 0, Committed: 4, End: 10, Lag: 6},
+		{Topic: "t", Partition: 1, Committed: 2, End: 5, Lag: 3},
+	}, lag)
+}
+
+// An append that fails answers its requests NOT_COORDINATOR, and the
+// coordinator starts over from the log: the commit that was not written is
+// not served, though the coordinator had applied it.
+func TestServiceFailedAppendIsNotServed(t *testing.T) {
+	fs := newMemDataFS(t)
+	d, s := openMemService(t, fs, 1, func() time.Time { return epoch })
+	defer func() { _ = d.Close() }() // the failed partition makes Close report it
+	defer func() { require.NoError(t, s.Close()) }()
+	ctx := context.Background()
+	require.NoError(t, serviceCommit(ctx, s, "g", "", -1, "t", 0, 5))
+
+	fail := errors.New("injected write failure")
+	fs.SetHook(func(op vfs.Op) error {
+		if op.Kind == vfs.OpWrite {
+			return fail
+		}
+		return nil
+	})
+	err := serviceCommit(ctx, s, "g", "", -1, "t", 0, 9)
+	require.ErrorIs(t, err, ErrNotCoordinator)
+	require.ErrorIs(t, err, fail)
+	fs.SetHook(nil)
+
+	r, err := s.OffsetFetch(ctx, OffsetFetchRequest{GroupID: "g", Topics: []OffsetFetchTopic{{Name: "t", Partitions: []int32{0}}}})
+	require.NoError(t, err)
+	require.Equal(t, int64(5), r.Topics[0].Partitions[0].Offset, "the commit that failed to append")
+}
+
+// Compaction leaves the latest record of each key, with gaps in the offsets:
+// a Service opened over the compacted topic serves the same committed
+// offsets and places its next record after the log end.
+func TestServiceReplaysACompactedLog(t *testing.T) {
+	fs := newMemDataFS(t)
+	clock := func() time.Time { return epoch }
+	d, s := openMemService(t, fs, 1, clock)
+	ctx := context.Background()
+	for i := range int64(400) {
+		require.NoError(t, serviceCommit(ctx, s, fmt.Sprint("g", i%3), "", -1, "t", int32(i%4), i))
+	}
+	require.NoError(t, s.Close())
+	p, err := d.Partition(OffsetsTopic, 0)
+	require.NoError(t, err)
+	before, err := p.Stats()
+	require.NoError(t, err)
+	require.NoError(t, d.Maintain())
+	n := 0
+	for _, err := range p.Records(0, log.ReadLogEnd) {
+		require.NoError(t, err)
+		n++
+	}
+	require.Less(t, n, 200, "compaction removed the older commits (segments before: %d)", before.Segments)
+
+	s2, err := OpenService(d, ServiceOptions{Now: clock, Config: Config{Partitions: func(string) int32 { return 4 }}})
+	require.NoError(t, err)
+	require.NoError(t, serviceCommit(ctx, s2, "g0", "", -1, "t", 0, 1000)) // appends after the log end
+	require.NoError(t, s2.Close())
+	live := s.parts[0].c
+	got := s2.parts[0].c
+	require.Equal(t, live.nextOffset+1, got.nextOffset)
+	k := OffsetCommitKey{Group: "g0", Topic: "t", Partition: 0}
+	v, _ := got.offsets.get(k)
+	require.Equal(t, int64(1000), v.Offset)
+	got.offsets.remove(k)
+	live.offsets.remove(k)
+	for _, g := range []string{"g0", "g1", "g2"} {
+		require.Equal(t, live.offsets.keys(g), got.offsets.keys(g))
+		for _, k := range live.offsets.keys(g) {
+			lv, _ := live.offsets.get(k)
+			gv, _ := got.offsets.get(k)
+			require.Equal(t, lv, gv, "%v: the value and the offset of its record", k)
+		}
+	}
+	require.NoError(t, d.Close())
+}
