@@ -55,6 +55,14 @@ type ProducerOptions struct {
 // before it syncs (the log pipelines its syncs).
 const maxAppending = 2
 
+// maxInFlight is how many batches of a partition may be in the log's hands
+// at once, full ones included: Kafka's max.in.flight.requests.per.connection,
+// whose limit of five for an idempotent producer matches the five batches
+// per producer the log remembers. A batch retried after its answer was lost
+// must be one of those five, or the log cannot tell it is a duplicate and
+// refuses it as out of order.
+const maxInFlight = 5
+
 // AnyPartition asks Produce to pick the partition with the partitioner.
 const AnyPartition int32 = -1
 
@@ -129,11 +137,15 @@ type pendingBatch struct {
 	// prev is the partition's batch before this one, until this one
 	// completes: this one enters the log after prev (so gets later
 	// offsets) and completes after it (so its callbacks come later).
-	prev   *pendingBatch
-	queued chan struct{} // closed once the batch has its place in the log's order, or failed
-	done   chan struct{} // closed once appended and its callbacks called
-	base   int64
-	err    error
+	prev *pendingBatch
+	// earlier holds the done channels of the partition's batches before
+	// this one, the oldest first, up to maxInFlight of them: this one is
+	// appended once earlier[0] is done.
+	earlier [maxInFlight]chan struct{}
+	queued  chan struct{} // closed once the batch has its place in the log's order, or failed
+	done    chan struct{} // closed once appended and its callbacks called
+	base    int64
+	err     error
 }
 
 // NewProducer returns a producer into d.
@@ -318,6 +330,10 @@ func (pr *Producer) partitionLocked(topicName string, partition int32, cfg Topic
 
 func (pr *Producer) newBatchLocked(p *Partition) *pendingBatch {
 	b := &pendingBatch{p: p, prev: pr.last[p], queued: make(chan struct{}), done: make(chan struct{})}
+	if b.prev != nil {
+		copy(b.earlier[:], b.prev.earlier[1:])
+		b.earlier[maxInFlight-1] = b.prev.done
+	}
 	pr.open[p], pr.last[p] = b, b
 	if pr.opts.Linger > 0 {
 		pr.running.Add(1)
@@ -390,6 +406,12 @@ func (pr *Producer) append(b *pendingBatch) {
 	defer pr.running.Done()
 	if b.prev != nil {
 		<-b.prev.queued
+		if pr.unknown(b) {
+			<-b.prev.done
+		}
+	}
+	if oldest := b.earlier[0]; oldest != nil {
+		<-oldest
 	}
 	var once sync.Once
 	queued := func() { once.Do(func() { close(b.queued) }) }
@@ -409,12 +431,14 @@ func (pr *Producer) append(b *pendingBatch) {
 	for range b.recs {
 		<-pr.room // before the callbacks, which may produce again
 	}
-	for i, call := range b.calls {
-		if call != nil {
-			call(b.result(i))
+	func() {
+		defer close(b.done) // even if a callback ends its goroutine
+		for i, call := range b.calls {
+			if call != nil {
+				call(b.result(i))
+			}
 		}
-	}
-	close(b.done)
+	}()
 
 	pr.mu.Lock()
 	defer pr.mu.Unlock()

@@ -24,6 +24,12 @@ type sequencer struct {
 	id    int64
 	epoch int16
 	next  int32
+	// known is set once the log has taken a batch of the producer: until
+	// then the log accepts any first sequence (Kafka's rule for a producer
+	// it has no state for), so a batch must not reach it before the batch
+	// ahead of it is done, or a failed first batch would leave a gap the
+	// log never sees.
+	known bool
 }
 
 // current reports whether prod is the partition's current stamp.
@@ -50,6 +56,27 @@ func (pr *Producer) stamp(b *pendingBatch) (segment.Producer, error) {
 	prod := segment.Producer{ID: s.id, Epoch: s.epoch, BaseSequence: s.next}
 	s.next = idempotence.IncrementSequence(s.next, int32(len(b.recs)))
 	return prod, nil
+}
+
+// unknown reports whether the log may not know the producer in b's
+// partition yet: b then waits until the batch before it is done.
+func (pr *Producer) unknown(b *pendingBatch) bool {
+	if pr.seqs == nil {
+		return false
+	}
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	s := pr.seqs[b.p]
+	return s == nil || !s.known
+}
+
+// succeeded records that the log took a batch stamped with prod.
+func (pr *Producer) succeeded(b *pendingBatch, prod segment.Producer) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if s := pr.seqs[b.p]; s.id == prod.ID {
+		s.known = true
+	}
 }
 
 // unstamp gives back the sequences of b, which never reached the log: the
@@ -82,7 +109,7 @@ func (pr *Producer) failed(b *pendingBatch, prod segment.Producer) {
 	}
 	s.next = 0
 	if s.epoch == math.MaxInt16 {
-		s.id, s.epoch = -1, 0
+		s.id, s.epoch, s.known = -1, 0, false
 	} else {
 		s.epoch++
 	}
@@ -130,6 +157,8 @@ func (pr *Producer) appendIdempotent(b *pendingBatch, queued func()) (AppendResu
 	}
 	if err != nil {
 		pr.failed(b, prod)
+	} else {
+		pr.succeeded(b, prod)
 	}
 	return res, err
 }

@@ -252,16 +252,21 @@ func TestIdempotentProducerLosingAnswersNeverDuplicates(t *testing.T) {
 	for p := range got {
 		got[p] = map[int64]uint64{}
 	}
+	var failed []error // a callback must not stop its goroutine with require
 	for i := range n {
 		v := binary.BigEndian.AppendUint64(nil, uint64(i))
 		require.NoError(t, pr.ProduceAsync(ctx, "t", int32(i%parts), NewRecord(nil, v), func(at Produced, err error) {
-			require.NoError(t, err, "record %d", i)
 			mu.Lock()
 			defer mu.Unlock()
+			if err != nil {
+				failed = append(failed, fmt.Errorf("record %d: %w", i, err))
+				return
+			}
 			got[at.Partition][at.Offset] = uint64(i)
 		}))
 	}
 	require.NoError(t, pr.Close())
+	require.Empty(t, failed)
 	require.Positive(t, lost.Load())
 	t.Logf("%d answers lost", lost.Load())
 	for p := range int32(parts) {
@@ -299,4 +304,94 @@ func BenchmarkProducerIdempotence(b *testing.B) {
 			require.NoError(b, pr.Close())
 		})
 	}
+}
+
+// TestProducerKeepsAtMostFiveBatchesInFlight: while a partition's first
+// batch hangs in the log, the producer hands the log four more and keeps
+// the rest: a batch retried after a lost answer must be among the five
+// batches per producer the log remembers (Kafka's
+// max.in.flight.requests.per.connection <= 5 for an idempotent producer).
+func TestProducerKeepsAtMostFiveBatchesInFlight(t *testing.T) {
+	_, d := openMemDir(t)
+	defer d.Close()
+	require.NoError(t, d.CreateTopic("t", TopicConfig{Partitions: 1}))
+	pr, err := d.NewProducer(ProducerOptions{BatchBytes: 1}) // a batch per record
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, err = pr.Produce(ctx, "t", 0, NewRecord(nil, []byte("known"))) // the log knows the producer
+	require.NoError(t, err)
+
+	real := pr.appendFn
+	hang := make(chan struct{})
+	var calls atomic.Int32
+	pr.appendFn = func(p *Partition, recs []segment.Record, prod *segment.Producer, queued func()) (AppendResult, error) {
+		if calls.Add(1) == 1 {
+			queued()
+			<-hang
+		}
+		return real(p, recs, prod, queued)
+	}
+	const n = 20
+	var mu sync.Mutex
+	var offsets []int64
+	for i := range n {
+		require.NoError(t, pr.ProduceAsync(ctx, "t", 0, NewRecord(nil, []byte{byte(i)}), func(at Produced, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				at.Offset = -1
+			}
+			offsets = append(offsets, at.Offset)
+		}))
+	}
+	require.Eventually(t, func() bool { return calls.Load() == maxInFlight }, 5*time.Second, time.Millisecond)
+	time.Sleep(20 * time.Millisecond)
+	require.EqualValues(t, maxInFlight, calls.Load(), "batches in the log's hands while the first hangs")
+	close(hang)
+	require.NoError(t, pr.Close())
+	require.Len(t, offsets, n)
+	for i, o := range offsets {
+		require.EqualValues(t, i+1, o, "record %d", i)
+	}
+}
+
+// TestFirstBatchGoesAloneToALogThatDoesNotKnowTheProducer: a log that has
+// no state for a producer accepts any first sequence (Kafka's
+// ProducerAppendInfo.checkSequence), so if the producer's first batch in a
+// partition failed while its second was taken, the log would start at
+// sequence 1 and refuse the retry of 0 for good. The second batch waits
+// until the first is done, then the log takes both, in order.
+func TestFirstBatchGoesAloneToALogThatDoesNotKnowTheProducer(t *testing.T) {
+	_, d := openMemDir(t)
+	defer d.Close()
+	require.NoError(t, d.CreateTopic("t", TopicConfig{Partitions: 1}))
+	pr, err := d.NewProducer(ProducerOptions{BatchBytes: 1, RetryBackoff: time.Millisecond})
+	require.NoError(t, err)
+	real := pr.appendFn
+	var mu sync.Mutex
+	var sent []int32 // the base sequence of every attempt, in order
+	pr.appendFn = func(p *Partition, recs []segment.Record, prod *segment.Producer, queued func()) (AppendResult, error) {
+		mu.Lock()
+		sent = append(sent, prod.BaseSequence)
+		first := len(sent) == 1
+		mu.Unlock()
+		if first {
+			queued()
+			time.Sleep(10 * time.Millisecond) // room for the second batch to overtake
+			return AppendResult{}, errLost    // and nothing written
+		}
+		return real(p, recs, prod, queued)
+	}
+	ctx := context.Background()
+	errs := make(chan error, 2)
+	report := func(_ Produced, err error) { errs <- err }
+	require.NoError(t, pr.ProduceAsync(ctx, "t", 0, NewRecord(nil, []byte("a")), report))
+	require.NoError(t, pr.ProduceAsync(ctx, "t", 0, NewRecord(nil, []byte("b")), report))
+	require.NoError(t, <-errs)
+	require.NoError(t, <-errs)
+	require.NoError(t, pr.Close())
+	require.Equal(t, []int32{0, 0, 1}, sent, "the first batch, its retry, then the second")
+	bs := partitionBatches(t, d, "t", 0)
+	require.Len(t, bs, 2)
+	require.EqualValues(t, 1, bs[1].BaseSequence())
 }
