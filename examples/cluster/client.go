@@ -25,13 +25,13 @@ type reply struct {
 	Error string       `json:"error,omitempty"`
 	// Leader is the raft leader as the answering node knows it: where to
 	// ask again after NOT_CONTROLLER.
-	Leader      replica.NodeID        `json:"leader"`
-	BrokerEpoch int64                 `json:"broker_epoch,omitempty"`
-	CanStop     bool                  `json:"can_stop,omitempty"`
-	Assignment  *assign.Reassignment  `json:"assignment,omitempty"`
-	Verify      []verifyLine          `json:"verify,omitempty"`
-	Produced    *produced             `json:"produced,omitempty"`
-	Consumed    *consumed             `json:"consumed,omitempty"`
+	Leader      replica.NodeID       `json:"leader"`
+	BrokerEpoch int64                `json:"broker_epoch,omitempty"`
+	CanStop     bool                 `json:"can_stop,omitempty"`
+	Assignment  *assign.Reassignment `json:"assignment,omitempty"`
+	Verify      []verifyLine         `json:"verify,omitempty"`
+	Produced    *produced            `json:"produced,omitempty"`
+	Consumed    *consumed            `json:"consumed,omitempty"`
 }
 
 func (r *reply) setErr(err error) {

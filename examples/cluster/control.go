@@ -66,7 +66,7 @@ type control struct {
 	inbox   chan func()
 	stopped chan struct{} // closed when run returns
 	lead    atomic.Int32
-	view  atomic.Pointer[metadata]
+	view    atomic.Pointer[metadata]
 	// publish hands the partitions and topics the committed records
 	// changed to the node's replicas.
 	publish func(topics map[string]int32, parts []*replica.LeaderAndISR)
