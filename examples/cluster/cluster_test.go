@@ -1,0 +1,471 @@
+// The tests start real node processes and signal them: Unix only.
+
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/strandlog/strand/assign"
+	"github.com/strandlog/strand/replica"
+)
+
+var kills = flag.Int("kills", 0, "TestKillLeader: how many leaders to SIGKILL (default 3 with -short, else 10; the long run is 50)")
+
+// The test binary is also the node: started with this variable set, it
+// runs main, so the tests spawn real node processes without building the
+// command.
+const childEnv = "STRAND_CLUSTER_NODE=1"
+
+func TestMain(m *testing.M) {
+	if os.Getenv("STRAND_CLUSTER_NODE") == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// startCluster starts three node processes and waits until every broker
+// is registered and live.
+func startCluster(t *testing.T) (*supervisor, *client) {
+	t.Helper()
+	self, err := os.Executable()
+	require.NoError(t, err)
+	var nf nodeFlags
+	nf.register(flag.NewFlagSet("defaults", flag.PanicOnError))
+	s := &supervisor{exe: self, env: []string{childEnv}, dir: t.TempDir(), args: nf.args()}
+	require.NoError(t, s.start(3))
+	t.Cleanup(func() {
+		s.kill()
+		if t.Failed() {
+			for _, id := range s.ids() {
+				out, _ := os.ReadFile(filepath.Join(s.dir, fmt.Sprintf("node-%d.out", id)))
+				lines := strings.Split(string(out), "\n")
+				t.Logf("node %d's last lines:\n%s", id, strings.Join(lines[max(0, len(lines)-40):], "\n"))
+			}
+		}
+	})
+	cl := newClient(s.peers)
+	waitFor(t, 20*time.Second, "three live brokers", func() (bool, string) {
+		md, err := cl.metadata(context.Background(), replica.NoNode)
+		if err != nil {
+			return false, err.Error()
+		}
+		live := 0
+		for _, b := range md.Brokers {
+			if !b.Fenced {
+				live++
+			}
+		}
+		return live == 3, fmt.Sprintf("brokers %+v", md.Brokers)
+	})
+	return s, cl
+}
+
+// waitFor polls cond until it holds, failing the test after timeout with
+// cond's last description.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last string
+	for time.Now().Before(deadline) {
+		var ok bool
+		if ok, last = cond(); ok {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("waited %v for %s; last: %s", timeout, what, last)
+}
+
+// metadataFrom asks the nodes that run (a killed node's port may be
+// taken by nothing, or answer nothing) for the metadata.
+func metadataFrom(s *supervisor, cl *client) (*metadata, error) {
+	var errs []error
+	for _, id := range s.ids() {
+		if !s.running(id) {
+			continue
+		}
+		md, err := cl.metadata(context.Background(), id)
+		if err == nil {
+			return md, nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, fmt.Errorf("no running node answered: %v", errs)
+}
+
+// waitISR waits until every partition of topic has a leader and an ISR
+// of want members.
+func waitISR(t *testing.T, s *supervisor, cl *client, topic string, want int) {
+	t.Helper()
+	waitFor(t, 30*time.Second, fmt.Sprintf("an ISR of %d in every partition of %s", want, topic), func() (bool, string) {
+		md, err := metadataFrom(s, cl)
+		if err != nil {
+			return false, err.Error()
+		}
+		ok, n := true, 0
+		for _, p := range md.Partitions {
+			if p.Topic == topic {
+				n++
+				ok = ok && p.Leader != replica.NoNode && len(p.ISR) == want
+			}
+		}
+		return ok && n > 0, fmt.Sprintf("%+v", md.Partitions)
+	})
+}
+
+func createTopicT(t *testing.T, cl *client, req topicRequest) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	require.NoError(t, cl.callRetry(ctx, "/controller/topics", req, nil))
+}
+
+// ack is a record the cluster acknowledged (acks=all).
+type ack struct {
+	offset int64
+	value  string
+	at     time.Time
+}
+
+// producer produces one record at a time, acks=all, to a partition's
+// leader, each attempt with a new value, and keeps what was acknowledged.
+// A produce that fails (the leader died, moved, or the outcome is unknown)
+// promises nothing about its value; the producer finds the leader again
+// and goes on with the next.
+type producer struct {
+	cl        *client
+	topic     string
+	partition int32
+	stop      chan struct{}
+	done      chan struct{}
+
+	mu       sync.Mutex
+	acked    []ack
+	attempts int
+}
+
+func startProducer(s *supervisor, cl *client, topic string, partition int32) *producer {
+	p := &producer{cl: cl, topic: topic, partition: partition, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		leader := replica.NoNode
+		for i := 0; ; i++ {
+			select {
+			case <-p.stop:
+				return
+			default:
+			}
+			if leader == replica.NoNode {
+				if md, err := metadataFrom(s, cl); err == nil {
+					if pv := md.partition(topic, partition); pv != nil {
+						leader = pv.Leader
+					}
+				}
+				if leader == replica.NoNode {
+					time.Sleep(20 * time.Millisecond)
+					continue
+				}
+			}
+			v := fmt.Sprintf("%s-%d-%07d", topic, partition, i)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			res, err := cl.produce(ctx, leader, topic, partition, "all", []byte(v))
+			cancel()
+			p.mu.Lock()
+			p.attempts++
+			if err == nil {
+				p.acked = append(p.acked, ack{res.BaseOffset, v, time.Now()})
+			}
+			p.mu.Unlock()
+			if err != nil {
+				leader = replica.NoNode
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+	}()
+	return p
+}
+
+func (p *producer) halt() {
+	select {
+	case <-p.stop:
+	default:
+		close(p.stop)
+	}
+	<-p.done
+}
+
+func (p *producer) snapshot() []ack {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.acked)
+}
+
+// firstAckAfter waits for the first acknowledgement after t.
+func (p *producer) firstAckAfter(t time.Time, timeout time.Duration) (time.Time, bool) {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		p.mu.Lock()
+		i := slices.IndexFunc(p.acked, func(a ack) bool { return a.at.After(t) })
+		var at time.Time
+		if i >= 0 {
+			at = p.acked[i].at
+		}
+		p.mu.Unlock()
+		if i >= 0 {
+			return at, true
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return time.Time{}, false
+}
+
+// checkAcked reads the partition from node up to its high watermark and
+// checks that every acknowledged record is there, at the offset it was
+// acknowledged with, exactly once, in the order acknowledged; and that no
+// value (acknowledged or not) is in the log twice.
+func checkAcked(t *testing.T, cl *client, node replica.NodeID, topic string, partition int32, acked []ack) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	recs, err := cl.consumeAll(ctx, node, topic, partition)
+	require.NoError(t, err)
+	where := map[string][]int64{}
+	for _, r := range recs {
+		where[string(r.Value)] = append(where[string(r.Value)], r.Offset)
+	}
+	for v, offs := range where {
+		require.Len(t, offs, 1, "value %q is in the log of node %d %d times, at %v", v, node, len(offs), offs)
+	}
+	last := int64(-1)
+	for i, a := range acked {
+		offs := where[a.value]
+		require.Equal(t, []int64{a.offset}, offs, "acknowledged record %d (%q) on node %d", i, a.value, node)
+		require.Greater(t, a.offset, last, "acknowledged record %d (%q) is in acknowledgement order", i, a.value)
+		last = a.offset
+	}
+	return len(recs)
+}
+
+func percentile(ds []time.Duration, p float64) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(float64(len(s)-1)*p + 0.5)
+	return s[min(i, len(s)-1)]
+}
+
+// A client produces with acks=all and MinInsyncReplicas 2 to a partition
+// of three replicas while the leader's process is SIGKILLed at random
+// moments. Each time the controller fences the dead broker when its
+// session ends and elects the first live ISR member (the controller moves
+// too when the dead node led the raft group); every acknowledged record is
+// then readable from the new leader, at its offset, in order, exactly
+// once; the killed node, restarted, registers as unclean (it found no
+// clean-shutdown marker), catches up and rejoins the ISR. The failover time
+// is from the kill to the first acknowledged produce after it.
+func TestKillLeader(t *testing.T) {
+	n := *kills
+	if n == 0 {
+		n = 10
+		if testing.Short() {
+			n = 3
+		}
+	}
+	s, cl := startCluster(t)
+	const topic = "kills"
+	createTopicT(t, cl, topicRequest{Topic: topic, Partitions: 1, ReplicationFactor: 3})
+	waitISR(t, s, cl, topic, 3)
+	p := startProducer(s, cl, topic, 0)
+	defer p.halt()
+
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	var failovers []time.Duration
+	controllerKills := 0
+	for k := range n {
+		time.Sleep(200*time.Millisecond + time.Duration(rng.Int64N(int64(800*time.Millisecond))))
+		md, err := metadataFrom(s, cl)
+		require.NoError(t, err)
+		victim := md.partition(topic, 0).Leader
+		require.True(t, s.running(victim), "leader %d runs", victim)
+		wasController := md.RaftLeader == victim
+		if wasController {
+			controllerKills++
+		}
+		killed := time.Now()
+		require.NoError(t, s.signal(victim, syscall.SIGKILL))
+
+		at, ok := p.firstAckAfter(killed, 30*time.Second)
+		require.True(t, ok, "kill %d: a produce succeeded after node %d was killed", k, victim)
+		failovers = append(failovers, at.Sub(killed))
+		md, err = metadataFrom(s, cl)
+		require.NoError(t, err)
+		leader := md.partition(topic, 0).Leader
+		require.NotEqual(t, victim, leader)
+		acked := p.snapshot()
+		read := checkAcked(t, cl, leader, topic, 0, acked)
+		t.Logf("kill %d: node %d (controller too: %t) killed; node %d leads after %v; %d acknowledged records all there (%d in the log)",
+			k, victim, wasController, leader, at.Sub(killed).Round(time.Millisecond), len(acked), read)
+
+		require.NoError(t, s.startNode(victim))
+		waitFor(t, 30*time.Second, fmt.Sprintf("node %d back in the ISR", victim), func() (bool, string) {
+			md, err := metadataFrom(s, cl)
+			if err != nil {
+				return false, err.Error()
+			}
+			pv := md.partition(topic, 0)
+			return slices.Contains(pv.ISR, victim), fmt.Sprintf("ISR %v", pv.ISR)
+		})
+		md, err = metadataFrom(s, cl)
+		require.NoError(t, err)
+		i := slices.IndexFunc(md.Brokers, func(b brokerView) bool { return b.ID == victim })
+		require.False(t, md.Brokers[i].Clean, "node %d, killed, registered as unclean", victim)
+	}
+	p.halt()
+	md, err := metadataFrom(s, cl)
+	require.NoError(t, err)
+	acked := p.snapshot()
+	checkAcked(t, cl, md.partition(topic, 0).Leader, topic, 0, acked)
+	t.Logf("%d kills (%d of the controller's node too), %d produces, %d acknowledged; failover median %v, p99 %v, max %v",
+		n, controllerKills, p.attempts, len(acked), percentile(failovers, 0.5).Round(time.Millisecond),
+		percentile(failovers, 0.99).Round(time.Millisecond), slices.Max(failovers).Round(time.Millisecond))
+	require.NotEmpty(t, acked)
+}
+
+// Killing the node that leads the raft group moves the controller: another
+// node takes over in a higher controller epoch, fences the dead broker,
+// and moves the leadership of the partitions it led; produces go on in
+// every partition; the dead node, restarted, rejoins every ISR.
+func TestControllerFailover(t *testing.T) {
+	s, cl := startCluster(t)
+	const topic = "failover"
+	createTopicT(t, cl, topicRequest{Topic: topic, Partitions: 3, ReplicationFactor: 3})
+	waitISR(t, s, cl, topic, 3)
+	md, err := metadataFrom(s, cl)
+	require.NoError(t, err)
+	old, epoch := md.RaftLeader, md.ControllerEpoch
+	require.NoError(t, s.signal(old, syscall.SIGKILL))
+
+	waitFor(t, 30*time.Second, "a new controller that moved every leader off the dead node", func() (bool, string) {
+		md, err := metadataFrom(s, cl)
+		if err != nil {
+			return false, err.Error()
+		}
+		ok := md.RaftLeader != old && md.RaftLeader != replica.NoNode && md.ControllerEpoch > epoch
+		for _, b := range md.Brokers {
+			ok = ok && (b.ID != old || b.Fenced)
+		}
+		for _, p := range md.Partitions {
+			ok = ok && p.Leader != old && p.Leader != replica.NoNode && !slices.Contains(p.ISR, old)
+		}
+		return ok, fmt.Sprintf("controller %d epoch %d, brokers %+v, partitions %+v", md.RaftLeader, md.ControllerEpoch, md.Brokers, md.Partitions)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for part := range int32(3) {
+		_, err := cl.produceTo(ctx, topic, part, "all", []byte("after the controller moved"))
+		require.NoError(t, err, "partition %d", part)
+	}
+	require.NoError(t, s.startNode(old))
+	waitISR(t, s, cl, topic, 3)
+}
+
+// A topic's replicas move to other nodes while a client produces to it
+// (kafka-reassign-partitions' execute, then verify until complete): the
+// new replica catches up and enters the ISR through its leader, the
+// leader moves off the replica being removed, and no acknowledged record
+// is lost. Bad reassignment files are refused and change nothing.
+func TestReassignWhileProducing(t *testing.T) {
+	s, cl := startCluster(t)
+	const topic = "moves"
+	createTopicT(t, cl, topicRequest{Topic: topic, Partitions: 1, ReplicationFactor: 2})
+	waitISR(t, s, cl, topic, 2)
+	md, err := metadataFrom(s, cl)
+	require.NoError(t, err)
+	before := *md.partition(topic, 0)
+	// Move off the leader, onto the node that has no replica.
+	var spare replica.NodeID
+	for _, id := range s.ids() {
+		if !slices.Contains(before.Replicas, id) {
+			spare = id
+		}
+	}
+	var kept replica.NodeID
+	for _, id := range before.Replicas {
+		if id != before.Leader {
+			kept = id
+		}
+	}
+	target := []int32{int32(kept), int32(spare)}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	for name, bad := range map[string]assign.Reassignment{
+		"unknown broker": {Version: 1, Partitions: []assign.PartitionReplicas{{Topic: topic, Replicas: []int32{int32(kept), 9}}}},
+		"duplicate":      {Version: 1, Partitions: []assign.PartitionReplicas{{Topic: topic, Replicas: []int32{int32(kept), int32(kept)}}}},
+		"empty replicas": {Version: 1, Partitions: []assign.PartitionReplicas{{Topic: topic, Replicas: []int32{}}}},
+		"version 2":      {Version: 2, Partitions: []assign.PartitionReplicas{{Topic: topic, Replicas: target}}},
+	} {
+		err := cl.callRetry(ctx, "/controller/reassign", bad, nil)
+		require.Error(t, err, name)
+		require.True(t, errorsIsAny(err, replica.ErrInvalidReplicaAssignment, replica.ErrInvalidRequest), "%s: %v", name, err)
+	}
+	md, err = metadataFrom(s, cl)
+	require.NoError(t, err)
+	require.Equal(t, before.PartitionEpoch, md.partition(topic, 0).PartitionEpoch, "refused reassignments changed nothing")
+
+	p := startProducer(s, cl, topic, 0)
+	defer p.halt()
+	time.Sleep(500 * time.Millisecond)
+	ra := assign.Reassignment{Version: 1, Partitions: []assign.PartitionReplicas{{Topic: topic, Partition: 0, Replicas: target}}}
+	require.NoError(t, cl.callRetry(ctx, "/controller/reassign", ra, nil))
+	var statuses []string
+	waitFor(t, 30*time.Second, "the reassignment to complete", func() (bool, string) {
+		var rep reply
+		if err := cl.callRetry(ctx, "/controller/verify", ra, &rep); err != nil {
+			return false, err.Error()
+		}
+		if len(statuses) == 0 || statuses[len(statuses)-1] != rep.Verify[0].Status {
+			statuses = append(statuses, rep.Verify[0].Status)
+		}
+		return rep.Verify[0].Status == "complete", rep.Verify[0].Status
+	})
+	time.Sleep(500 * time.Millisecond) // produce under the new replicas too
+	p.halt()
+	md, err = metadataFrom(s, cl)
+	require.NoError(t, err)
+	after := md.partition(topic, 0)
+	require.Equal(t, []replica.NodeID{kept, spare}, after.Replicas)
+	require.NotEqual(t, before.Leader, after.Leader, "the leader moved off the removed replica")
+	acked := p.snapshot()
+	require.NotEmpty(t, acked)
+	checkAcked(t, cl, after.Leader, topic, 0, acked)
+	t.Logf("replicas %v -> %v (leader %d -> %d), verify said %v; %d records acknowledged, all there",
+		before.Replicas, after.Replicas, before.Leader, after.Leader, statuses, len(acked))
+}
+
+func errorsIsAny(err error, targets ...error) bool {
+	for _, t := range targets {
+		if errors.Is(err, t) {
+			return true
+		}
+	}
+	return false
+}
