@@ -93,21 +93,28 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool
 	t.Fatalf("waited %v for %s; last: %s", timeout, what, last)
 }
 
-// metadataFrom asks the nodes that run (a killed node's port may be
-// taken by nothing, or answer nothing) for the metadata.
+// metadataFrom asks the nodes that run for the metadata and returns the
+// most recent: a restarted node may not have replayed the raft log yet.
 func metadataFrom(s *supervisor, cl *client) (*metadata, error) {
+	var best *metadata
 	var errs []error
 	for _, id := range s.ids() {
 		if !s.running(id) {
 			continue
 		}
 		md, err := cl.metadata(context.Background(), id)
-		if err == nil {
-			return md, nil
+		if err != nil {
+			errs = append(errs, err)
+			continue
 		}
-		errs = append(errs, err)
+		if best == nil || md.RaftTerm > best.RaftTerm || md.RaftTerm == best.RaftTerm && md.RaftApplied > best.RaftApplied {
+			best = md
+		}
 	}
-	return nil, fmt.Errorf("no running node answered: %v", errs)
+	if best == nil {
+		return nil, fmt.Errorf("no running node answered: %v", errs)
+	}
+	return best, nil
 }
 
 // waitISR waits until every partition of topic has a leader and an ISR
@@ -263,6 +270,30 @@ func checkAcked(t *testing.T, cl *client, node replica.NodeID, topic string, par
 	return len(recs)
 }
 
+// moveController moves raft leadership, and the active controller, from
+// node from to node to.
+func moveController(t *testing.T, s *supervisor, cl *client, from, to replica.NodeID) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, cl.do(ctx, "POST", from, fmt.Sprintf("/raft/transfer?to=%d", to), nil, nil))
+	waitFor(t, 10*time.Second, fmt.Sprintf("node %d to be the controller", to), func() (bool, string) {
+		md, err := metadataFrom(s, cl)
+		if err != nil {
+			return false, err.Error()
+		}
+		return md.RaftLeader == to, fmt.Sprintf("raft leader %d", md.RaftLeader)
+	})
+}
+
+func summary(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "(none)"
+	}
+	r := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
+	return fmt.Sprintf("median %v, p99 %v, max %v over %d", r(percentile(ds, 0.5)), r(percentile(ds, 0.99)), r(slices.Max(ds)), len(ds))
+}
+
 func percentile(ds []time.Duration, p float64) time.Duration {
 	s := slices.Clone(ds)
 	slices.Sort(s)
@@ -272,7 +303,8 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 
 // A client produces with acks=all and MinInsyncReplicas 2 to a partition
 // of three replicas while the leader's process is SIGKILLed at random
-// moments. Each time the controller fences the dead broker when its
+// moments, every other time with the controller on the same node. Each
+// time the controller fences the dead broker when its
 // session ends and elects the first live ISR member (the controller moves
 // too when the dead node led the raft group); every acknowledged record is
 // then readable from the new leader, at its offset, in order, exactly
@@ -297,24 +329,30 @@ func TestKillLeader(t *testing.T) {
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
-	var failovers []time.Duration
-	controllerKills := 0
+	var failovers, controllerFailovers []time.Duration
 	for k := range n {
 		time.Sleep(200*time.Millisecond + time.Duration(rng.Int64N(int64(800*time.Millisecond))))
 		md, err := metadataFrom(s, cl)
 		require.NoError(t, err)
 		victim := md.partition(topic, 0).Leader
 		require.True(t, s.running(victim), "leader %d runs", victim)
-		wasController := md.RaftLeader == victim
-		if wasController {
-			controllerKills++
+		if k%2 == 1 && md.RaftLeader != victim {
+			// Every other kill takes the controller with the leader.
+			moveController(t, s, cl, md.RaftLeader, victim)
+			md, err = metadataFrom(s, cl)
+			require.NoError(t, err)
+			require.Equal(t, victim, md.partition(topic, 0).Leader, "the partition leader stayed")
 		}
+		wasController := md.RaftLeader == victim
 		killed := time.Now()
 		require.NoError(t, s.signal(victim, syscall.SIGKILL))
 
 		at, ok := p.firstAckAfter(killed, 30*time.Second)
 		require.True(t, ok, "kill %d: a produce succeeded after node %d was killed", k, victim)
 		failovers = append(failovers, at.Sub(killed))
+		if wasController {
+			controllerFailovers = append(controllerFailovers, at.Sub(killed))
+		}
 		md, err = metadataFrom(s, cl)
 		require.NoError(t, err)
 		leader := md.partition(topic, 0).Leader
@@ -343,9 +381,8 @@ func TestKillLeader(t *testing.T) {
 	require.NoError(t, err)
 	acked := p.snapshot()
 	checkAcked(t, cl, md.partition(topic, 0).Leader, topic, 0, acked)
-	t.Logf("%d kills (%d of the controller's node too), %d produces, %d acknowledged; failover median %v, p99 %v, max %v",
-		n, controllerKills, p.attempts, len(acked), percentile(failovers, 0.5).Round(time.Millisecond),
-		percentile(failovers, 0.99).Round(time.Millisecond), slices.Max(failovers).Round(time.Millisecond))
+	t.Logf("%d kills, %d produces, %d acknowledged; failover (kill to first acknowledged produce) %s; when the controller died too %s",
+		n, p.attempts, len(acked), summary(failovers), summary(controllerFailovers))
 	require.NotEmpty(t, acked)
 }
 
@@ -468,4 +505,50 @@ func errorsIsAny(err error, targets ...error) bool {
 		}
 	}
 	return false
+}
+
+// SIGTERM makes a node shut down under control (Kafka's controlled
+// shutdown): it asks the controller to move the leadership of its
+// partitions away and exits only once it leads none, handing the raft
+// group's leadership over too when it holds it. So when its process has
+// ended, its partitions already have other leaders and another node is the
+// controller, without waiting for a session to expire; restarted, it
+// registers clean (it left its clean-shutdown marker).
+func TestControlledShutdown(t *testing.T) {
+	s, cl := startCluster(t)
+	const topic = "shutdown"
+	createTopicT(t, cl, topicRequest{Topic: topic, Partitions: 1, ReplicationFactor: 3})
+	waitISR(t, s, cl, topic, 3)
+	md, err := metadataFrom(s, cl)
+	require.NoError(t, err)
+	victim := md.partition(topic, 0).Leader
+	if md.RaftLeader != victim {
+		moveController(t, s, cl, md.RaftLeader, victim)
+	}
+	p := startProducer(s, cl, topic, 0)
+	defer p.halt()
+	time.Sleep(300 * time.Millisecond)
+
+	require.NoError(t, s.signal(victim, syscall.SIGTERM), "node %d stopped cleanly", victim)
+	stopped := time.Now()
+	md, err = metadataFrom(s, cl)
+	require.NoError(t, err)
+	pv := md.partition(topic, 0)
+	require.NotEqual(t, victim, pv.Leader, "leadership moved before the node stopped")
+	require.NotContains(t, pv.ISR, victim)
+	require.NotEqual(t, victim, md.RaftLeader, "the controller moved before the node stopped")
+	require.NotEqual(t, replica.NoNode, md.RaftLeader)
+	at, ok := p.firstAckAfter(stopped, 10*time.Second)
+	require.True(t, ok)
+	p.halt()
+	checkAcked(t, cl, pv.Leader, topic, 0, p.snapshot())
+	t.Logf("node %d stopped; node %d leads, node %d is the controller; first produce acknowledged %v after the stop",
+		victim, pv.Leader, md.RaftLeader, at.Sub(stopped).Round(time.Millisecond))
+
+	require.NoError(t, s.startNode(victim))
+	waitISR(t, s, cl, topic, 3)
+	md, err = metadataFrom(s, cl)
+	require.NoError(t, err)
+	i := slices.IndexFunc(md.Brokers, func(b brokerView) bool { return b.ID == victim })
+	require.True(t, md.Brokers[i].Clean, "node %d registered clean after a controlled shutdown", victim)
 }

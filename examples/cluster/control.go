@@ -108,22 +108,24 @@ func (c *control) leader() replica.NodeID {
 }
 
 // transferLeadership hands raft leadership, and with it the controller,
-// to the most caught-up live peer, if this node leads; it waits until
-// another node leads or ctx ends.
-func (c *control) transferLeadership(ctx context.Context) {
+// to node to (NoNode: the most caught-up live peer), if this node leads;
+// it waits until another node leads or ctx ends.
+func (c *control) transferLeadership(ctx context.Context, to replica.NodeID) {
 	err := c.do(ctx, func() {
 		st := c.rn.Status()
 		if st.RaftState != raft.StateLeader {
 			return
 		}
-		var to, match uint64
-		for id, pr := range st.Progress {
-			if id != uint64(c.id) && pr.RecentActive && pr.Match >= match {
-				to, match = id, pr.Match
+		if to == replica.NoNode {
+			var match uint64
+			for id, pr := range st.Progress {
+				if id != uint64(c.id) && pr.RecentActive && pr.Match >= match {
+					to, match = replica.NodeID(id), pr.Match
+				}
 			}
 		}
-		if to != raft.None {
-			c.rn.TransferLeader(to)
+		if to != replica.NoNode {
+			c.rn.TransferLeader(uint64(to))
 		}
 	})
 	for err == nil && c.leader() == c.id && ctx.Err() == nil {

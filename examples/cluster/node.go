@@ -346,7 +346,7 @@ func (n *node) controlledShutdown(ctx context.Context) {
 		}
 		time.Sleep(n.cfg.heartbeat)
 	}
-	n.ctl.transferLeadership(deadline)
+	n.ctl.transferLeadership(deadline, replica.NoNode)
 }
 
 // controllerClient calls the active controller, found as this node's raft

@@ -68,6 +68,23 @@ func (n *node) routes() *http.ServeMux {
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
+	// POST /raft/transfer?to=N moves raft leadership, and so the active
+	// controller, to node N (etcd's move-leader), if this node leads.
+	mux.HandleFunc("POST /raft/transfer", func(w http.ResponseWriter, r *http.Request) {
+		rep := &reply{}
+		to, err := queryInt(r, "to")
+		if err == nil {
+			ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+			defer cancel()
+			n.ctl.transferLeadership(ctx, replica.NodeID(to))
+			if l := n.ctl.leader(); l != replica.NodeID(to) {
+				err = fmt.Errorf("%w: raft leader is %d, not %d", replica.ErrNotController, l, to)
+			}
+		}
+		rep.setErr(err)
+		rep.Leader = n.ctl.leader()
+		writeJSON(w, rep)
+	})
 	n.controllerRoutes(mux)
 	mux.HandleFunc("POST /produce", n.produce)
 	mux.HandleFunc("GET /consume", n.consume)
