@@ -52,6 +52,12 @@ func startCluster(t *testing.T) (*supervisor, *client) {
 	require.NoError(t, s.start(3))
 	t.Cleanup(func() {
 		s.kill()
+		for _, id := range s.ids() {
+			out, _ := os.ReadFile(filepath.Join(s.dir, fmt.Sprintf("node-%d.out", id)))
+			if i := strings.Index(string(out), "WARNING: DATA RACE"); i >= 0 {
+				t.Errorf("node %d's process had a data race:\n%s", id, out[i:min(len(out), i+3000)])
+			}
+		}
 		if t.Failed() {
 			for _, id := range s.ids() {
 				out, _ := os.ReadFile(filepath.Join(s.dir, fmt.Sprintf("node-%d.out", id)))

@@ -109,11 +109,13 @@ func (c *control) leader() replica.NodeID {
 
 // transferLeadership hands raft leadership, and with it the controller,
 // to node to (NoNode: the most caught-up live peer), if this node leads;
-// it waits until another node leads or ctx ends.
+// it waits until another node is known to lead or ctx ends.
 func (c *control) transferLeadership(ctx context.Context, to replica.NodeID) {
+	started := make(chan bool, 1)
 	err := c.do(ctx, func() {
 		st := c.rn.Status()
 		if st.RaftState != raft.StateLeader {
+			started <- false
 			return
 		}
 		if to == replica.NoNode {
@@ -127,8 +129,12 @@ func (c *control) transferLeadership(ctx context.Context, to replica.NodeID) {
 		if to != replica.NoNode {
 			c.rn.TransferLeader(uint64(to))
 		}
+		started <- to != replica.NoNode
 	})
-	for err == nil && c.leader() == c.id && ctx.Err() == nil {
+	if err != nil || !<-started {
+		return
+	}
+	for (c.leader() == c.id || c.leader() == replica.NoNode) && ctx.Err() == nil {
 		time.Sleep(c.tick)
 	}
 }

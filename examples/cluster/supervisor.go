@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/strandlog/strand/replica"
@@ -26,6 +27,7 @@ type supervisor struct {
 	stdout *os.File
 
 	peers map[replica.NodeID]string
+	mu    sync.Mutex // procs is read by tests' producers too
 	procs map[replica.NodeID]*exec.Cmd
 }
 
@@ -102,20 +104,28 @@ func (s *supervisor) startNode(id replica.NodeID) error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
+	s.mu.Lock()
 	s.procs[id] = cmd
+	s.mu.Unlock()
 	return nil
 }
 
 // running reports whether the node's process was started and not stopped.
-func (s *supervisor) running(id replica.NodeID) bool { return s.procs[id] != nil }
+func (s *supervisor) running(id replica.NodeID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.procs[id] != nil
+}
 
 // signal sends sig to a node and waits for its process to end.
 func (s *supervisor) signal(id replica.NodeID, sig syscall.Signal) error {
+	s.mu.Lock()
 	cmd := s.procs[id]
+	delete(s.procs, id)
+	s.mu.Unlock()
 	if cmd == nil {
 		return nil
 	}
-	delete(s.procs, id)
 	if err := cmd.Process.Signal(sig); err != nil {
 		return err
 	}
