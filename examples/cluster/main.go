@@ -9,15 +9,16 @@
 // before anyone acts on it; every node applies the committed records and
 // acts on the leadership and ISR they give.
 //
-//	go run ./examples/cluster up -dir /tmp/strand-cluster
+//	cd examples/cluster && go run . up
 //
-// starts the nodes (and stops them cleanly on Ctrl-C); in another shell:
+// starts the nodes, with their data under /tmp/strand-cluster (-dir), and
+// stops them cleanly on Ctrl-C; in another shell, in examples/cluster:
 //
-//	go run ./examples/cluster create-topic -dir /tmp/strand-cluster -topic orders -partitions 3
-//	go run ./examples/cluster produce -dir /tmp/strand-cluster -topic orders hello world
-//	go run ./examples/cluster consume -dir /tmp/strand-cluster -topic orders
-//	go run ./examples/cluster status -dir /tmp/strand-cluster
-//	go run ./examples/cluster reassign -dir /tmp/strand-cluster -generate -topics orders -brokers 1,2,3
+//	go run . create-topic -topic orders -partitions 3
+//	go run . produce -topic orders hello world
+//	go run . consume -topic orders
+//	go run . status
+//	go run . reassign -generate -topics orders -brokers 1,2,3
 //
 // and the status page at http://ADDRESS/ of any node (the JSON at /status).
 package main
@@ -140,7 +141,7 @@ func up(args []string) error {
 	for _, id := range s.ids() {
 		fmt.Printf("node %d: http://%s/ (data in %s)\n", id, s.peers[id], s.nodeDir(id))
 	}
-	fmt.Printf("try: go run ./examples/cluster create-topic -dir %s -topic orders -partitions 3\n", *dir)
+	fmt.Printf("in another shell, in examples/cluster: go run . create-topic -dir %s -topic orders -partitions 3\n", *dir)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	<-ctx.Done()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -220,9 +221,18 @@ func (n *node) decide(r *http.Request, fn func(r *http.Request, c *controller.Co
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
 	rep := &reply{}
+	// fn runs on the control loop, maybe after this handler gave up
+	// waiting: it gets a copy of the request with the body read already.
+	body, err := io.ReadAll(io.LimitReader(r.Body, 16<<20))
+	if err != nil {
+		rep.setErr(fmt.Errorf("%w: reading the request: %w", replica.ErrInvalidRequest, err))
+		return rep
+	}
+	req := r.Clone(context.Background())
+	req.Body = io.NopCloser(bytes.NewReader(body))
 	done := make(chan struct{})
-	err := n.ctl.do(ctx, func() {
-		n.ctl.decide(func(c *controller.Controller) error { return fn(r, c, rep) }, func(err error) {
+	err = n.ctl.do(ctx, func() {
+		n.ctl.decide(func(c *controller.Controller) error { return fn(req, c, rep) }, func(err error) {
 			rep.setErr(err)
 			close(done)
 		})
