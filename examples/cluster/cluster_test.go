@@ -404,6 +404,7 @@ func TestControllerFailover(t *testing.T) {
 	md, err := metadataFrom(s, cl)
 	require.NoError(t, err)
 	old, epoch := md.RaftLeader, md.ControllerEpoch
+	oldBroker := md.Brokers[slices.IndexFunc(md.Brokers, func(b brokerView) bool { return b.ID == old })]
 	require.NoError(t, s.signal(old, syscall.SIGKILL))
 
 	waitFor(t, 30*time.Second, "a new controller that moved every leader off the dead node", func() (bool, string) {
@@ -428,6 +429,9 @@ func TestControllerFailover(t *testing.T) {
 	}
 	require.NoError(t, s.startNode(old))
 	waitISR(t, s, cl, topic, 3)
+	// The dead incarnation's broker epoch is refused from now on.
+	err = cl.callRetry(ctx, fmt.Sprintf("/controller/heartbeat?node=%d&epoch=%d", old, oldBroker.Epoch), nil, nil)
+	require.ErrorIs(t, err, replica.ErrStaleBrokerEpoch)
 }
 
 // A topic's replicas move to other nodes while a client produces to it

@@ -413,7 +413,10 @@ func decodeProposal(b []byte) (nonce, seq uint64, records []controller.Record, e
 	nonce, seq = next(), next()
 	for err == nil && len(b) > 0 {
 		n := next()
-		if err != nil || n > uint64(len(b)) {
+		if err != nil {
+			return 0, 0, nil, fmt.Errorf("%w: a record length does not decode", errBadProposal)
+		}
+		if n > uint64(len(b)) {
 			return 0, 0, nil, fmt.Errorf("%w: record length %d past the entry's end", errBadProposal, n)
 		}
 		r, rerr := controller.DecodeRecord(b[:n])
