@@ -130,23 +130,30 @@ func (c *client) do(ctx context.Context, method string, node replica.NodeID, pat
 	return r.err()
 }
 
-// metadata returns the committed metadata as the first node to answer
-// sees it, or as node sees it if node is not NoNode.
+// metadata returns the committed metadata as node sees it or, for
+// NoNode, the most recent that a node answers: a node that has just
+// restarted may not have replayed the raft log yet.
 func (c *client) metadata(ctx context.Context, node replica.NodeID) (*metadata, error) {
 	ids := []replica.NodeID{node}
 	if node == replica.NoNode {
 		ids = slices.Sorted(maps.Keys(c.peers))
 	}
+	var best *metadata
 	var errs []error
 	for _, id := range ids {
-		var md metadata
-		err := c.getJSON(ctx, id, "/metadata", &md)
-		if err == nil {
-			return &md, nil
+		md := new(metadata)
+		if err := c.getJSON(ctx, id, "/metadata", md); err != nil {
+			errs = append(errs, err)
+			continue
 		}
-		errs = append(errs, err)
+		if best == nil || md.RaftTerm > best.RaftTerm || md.RaftTerm == best.RaftTerm && md.RaftApplied > best.RaftApplied {
+			best = md
+		}
 	}
-	return nil, errors.Join(errs...)
+	if best == nil {
+		return nil, errors.Join(errs...)
+	}
+	return best, nil
 }
 
 func (c *client) getJSON(ctx context.Context, node replica.NodeID, path string, out any) error {

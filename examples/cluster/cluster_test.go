@@ -99,28 +99,16 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool
 	t.Fatalf("waited %v for %s; last: %s", timeout, what, last)
 }
 
-// metadataFrom asks the nodes that run for the metadata and returns the
-// most recent: a restarted node may not have replayed the raft log yet.
+// metadataFrom asks the nodes that run for the most recent metadata (a
+// killed node's address may hang or answer nothing).
 func metadataFrom(s *supervisor, cl *client) (*metadata, error) {
-	var best *metadata
-	var errs []error
-	for _, id := range s.ids() {
-		if !s.running(id) {
-			continue
-		}
-		md, err := cl.metadata(context.Background(), id)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if best == nil || md.RaftTerm > best.RaftTerm || md.RaftTerm == best.RaftTerm && md.RaftApplied > best.RaftApplied {
-			best = md
+	running := map[replica.NodeID]string{}
+	for id, addr := range cl.peers {
+		if s.running(id) {
+			running[id] = addr
 		}
 	}
-	if best == nil {
-		return nil, fmt.Errorf("no running node answered: %v", errs)
-	}
-	return best, nil
+	return (&client{http: cl.http, peers: running}).metadata(context.Background(), replica.NoNode)
 }
 
 // waitISR waits until every partition of topic has a leader and an ISR
