@@ -142,7 +142,8 @@ func createTopicT(t *testing.T, cl *client, req topicRequest) {
 type ack struct {
 	offset int64
 	value  string
-	at     time.Time
+	// sent and at are when the produce was sent and acknowledged.
+	sent, at time.Time
 }
 
 // producer produces one record at a time, acks=all, to a partition's
@@ -186,12 +187,13 @@ func startProducer(s *supervisor, cl *client, topic string, partition int32) *pr
 			}
 			v := fmt.Sprintf("%s-%d-%07d", topic, partition, i)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			sent := time.Now()
 			res, err := cl.produce(ctx, leader, topic, partition, "all", []byte(v))
 			cancel()
 			p.mu.Lock()
 			p.attempts++
 			if err == nil {
-				p.acked = append(p.acked, ack{res.BaseOffset, v, time.Now()})
+				p.acked = append(p.acked, ack{res.BaseOffset, v, sent, time.Now()})
 			}
 			p.mu.Unlock()
 			if err != nil {
@@ -218,12 +220,13 @@ func (p *producer) snapshot() []ack {
 	return slices.Clone(p.acked)
 }
 
-// firstAckAfter waits for the first acknowledgement after t.
+// firstAckAfter waits for the first acknowledgement of a produce sent
+// after t, and returns when it came.
 func (p *producer) firstAckAfter(t time.Time, timeout time.Duration) (time.Time, bool) {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		p.mu.Lock()
-		i := slices.IndexFunc(p.acked, func(a ack) bool { return a.at.After(t) })
+		i := slices.IndexFunc(p.acked, func(a ack) bool { return a.sent.After(t) })
 		var at time.Time
 		if i >= 0 {
 			at = p.acked[i].at

@@ -72,7 +72,6 @@ type control struct {
 	publish func(topics map[string]int32, parts []*replica.LeaderAndISR)
 	dirty   map[controller.TopicPartition]bool
 	topics  map[string]int32
-	unclean atomic.Int64
 }
 
 func newControl(id replica.NodeID, store *raftStore, peers map[replica.NodeID]string, cfg controller.Config, tick time.Duration, logger *slog.Logger) (*control, error) {

@@ -171,7 +171,7 @@ The same as JSON: <a href="/status">/status</a>.</p>
 <h2>Partitions</h2>
 <table><tr><th>partition</th><th>leader</th><th>leader epoch</th><th>partition epoch</th><th>replicas</th><th>ISR</th><th>ELR</th><th>reassigning</th><th>replica logs (node: log end / high watermark)</th></tr>
 {{range .Partitions}}<tr><td>{{.Topic}}-{{.Partition}}</td>
-<td>{{if lt .Leader 0}}<span class="bad">none</span>{{else}}{{.Leader}}{{end}}</td>
+<td>{{if lt .Leader 0}}<span class="bad">none</span>{{else}}{{.Leader}}{{end}}{{if .Recovering}} <span class="bad">(elected uncleanly: recovering)</span>{{end}}</td>
 <td>{{.LeaderEpoch}}</td><td>{{.PartitionEpoch}}</td><td>{{.Replicas}}</td><td>{{.ISR}}</td><td>{{.ELR}}</td>
 <td>{{if or .Adding .Removing}}adding {{.Adding}}, removing {{.Removing}}{{end}}</td>
 <td>{{range .Logs}}{{.Node}}: {{if .Error}}<span class="bad">{{.Error}}</span>{{else}}{{.LogEnd}} / {{.HighWatermark}}{{end}}<br>{{end}}</td></tr>
