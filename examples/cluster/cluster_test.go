@@ -9,8 +9,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -552,4 +555,75 @@ func TestControlledShutdown(t *testing.T) {
 	require.NoError(t, err)
 	i := slices.IndexFunc(md.Brokers, func(b brokerView) bool { return b.ID == victim })
 	require.True(t, md.Brokers[i].Clean, "node %d registered clean after a controlled shutdown", victim)
+}
+
+// cli runs the command as a user would (the test binary is the command),
+// and returns its standard output.
+func cli(t *testing.T, s *supervisor, stdin string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(s.exe, append(args[:1:1], append([]string{"-dir", s.dir}, args[1:]...)...)...)
+	cmd.Env = append(os.Environ(), childEnv)
+	cmd.Stdin = strings.NewReader(stdin)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "cluster %s: %s", strings.Join(args, " "), stderr.String())
+	return string(out)
+}
+
+// The CLI creates a topic, produces (acks=all) and consumes, prints the
+// status, and runs a reassignment from a kafka-reassign-partitions file
+// (execute, then verify until complete); the status page lists the
+// brokers and each replica's log end and high watermark, in HTML and JSON.
+func TestCLI(t *testing.T) {
+	s, cl := startCluster(t)
+	require.Contains(t, cli(t, s, "", "create-topic", "-topic", "cli", "-partitions", "2", "-replication-factor", "2"),
+		"created topic cli with 2 partitions")
+	require.Equal(t, "cli-1@0\ncli-1@1\ncli-1@2\n", cli(t, s, "", "produce", "-topic", "cli", "-partition", "1", "a", "b", "c"))
+	require.Equal(t, "cli-1@3\ncli-1@4\n", cli(t, s, "d\ne\n", "produce", "-topic", "cli", "-partition", "1"))
+	require.Equal(t, "0\ta\n1\tb\n2\tc\n3\td\n4\te\n", cli(t, s, "", "consume", "-topic", "cli", "-partition", "1"))
+
+	gen := cli(t, s, "", "reassign", "-generate", "-topics", "cli", "-brokers", "1,2,3")
+	require.Contains(t, gen, "Current partition replica assignment")
+	require.Contains(t, gen, "Proposed partition reassignment configuration")
+	md, err := metadataFrom(s, cl)
+	require.NoError(t, err)
+	current := md.partition("cli", 1).Replicas
+	target := []replica.NodeID{}
+	for _, id := range s.ids() {
+		if !slices.Contains(current, id) {
+			target = append(target, id)
+		}
+	}
+	target = append(target, current[0])
+	plan := filepath.Join(t.TempDir(), "plan.json")
+	require.NoError(t, os.WriteFile(plan, fmt.Appendf(nil, `{"version":1,"partitions":[{"topic":"cli","partition":1,"replicas":[%d,%d]}]}`, target[0], target[1]), 0o644))
+	require.Contains(t, cli(t, s, "", "reassign", "-execute", "-reassignment-json-file", plan), "Successfully started")
+	waitFor(t, 30*time.Second, "the reassignment to complete", func() (bool, string) {
+		out := cli(t, s, "", "reassign", "-verify", "-reassignment-json-file", plan)
+		return strings.Contains(out, "Status of partition reassignment for cli-1: complete"), out
+	})
+	require.Equal(t, "0\ta\n1\tb\n2\tc\n3\td\n4\te\n", cli(t, s, "", "consume", "-topic", "cli", "-partition", "1"),
+		"the records moved with the replicas")
+
+	status := cli(t, s, "", "status")
+	require.Contains(t, status, "BROKER")
+	require.Regexp(t, fmt.Sprintf(`cli-1 +\d +\d+ +\[%d %d\]`, target[0], target[1]), status)
+
+	var full metadata
+	require.NoError(t, cl.getJSON(context.Background(), 1, "/status", &full))
+	require.Len(t, full.Brokers, 3)
+	p := full.partition("cli", 1)
+	require.Len(t, p.Logs, 2)
+	for _, l := range p.Logs {
+		require.Empty(t, l.Error)
+		require.Equal(t, int64(5), l.LogEnd, "node %d", l.Node)
+	}
+	resp, err := http.Get(cl.url(2, "/"))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	page, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Contains(t, string(page), "<h2>Brokers</h2>")
+	require.Contains(t, string(page), "cli-1")
 }
