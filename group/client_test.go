@@ -285,8 +285,8 @@ func sizes(cs ...*Consumer) func() bool {
 // once, since each partition moves with its offset committed.
 func TestConsumerRebalanceCallbacks(t *testing.T) {
 	for _, tc := range []struct {
-		assignor                   assign.Assignor
-		aWhenBJoins, aWhenBLeaves  func(aKeeps, bGets []TopicPartition) []string
+		assignor                  assign.Assignor
+		aWhenBJoins, aWhenBLeaves func(aKeeps, bGets []TopicPartition) []string
 	}{
 		{assign.Range,
 			func(aKeeps, bGets []TopicPartition) []string {
