@@ -590,3 +590,45 @@ func TestConsumerRecordsIteratorRewindsOnBreak(t *testing.T) {
 		require.NoError(t, err, "the end of ctx ends the loop without an error")
 	}
 }
+
+// Close leaves at once even while the member waits in a rebalance for
+// others to rejoin: its leave answers its parked JoinGroup.
+func TestConsumerCloseWhileJoining(t *testing.T) {
+	e := newConsumerEnv(t, map[string]int32{"t": 4})
+	opts := ConsumerOptions{Topics: []string{"t"}, RebalanceTimeout: time.Minute}
+	a, b := e.consumer(opts), e.consumer(opts)
+	pollAll(t, func() bool { return len(a.Assigned()) == 4 }, a)
+	require.Empty(t, pollFor(t, b, 100*time.Millisecond)) // b's join waits for a, which does not poll
+	b.mu.Lock()
+	joining := b.joining
+	b.mu.Unlock()
+	require.True(t, joining)
+	began := time.Now()
+	require.NoError(t, b.Close(context.Background()))
+	require.Less(t, time.Since(began), 5*time.Second)
+	e.produce("t", 2, 1)
+	require.Equal(t, TopicPartition{"t", 2}, pollN(t, a, 1)[0].TopicPartition)
+	require.Len(t, a.Assigned(), 4)
+}
+
+// A member the group removed (here by an administrator's LeaveGroup) learns
+// it from its heartbeat: OnLost gets its partitions, nothing is committed,
+// since another member may own them already, and it joins again as a new
+// member, reading from the committed offsets (at least once).
+func TestConsumerLostMembership(t *testing.T) {
+	e := newConsumerEnv(t, map[string]int32{"t": 1})
+	var ev events
+	c := e.consumer(ev.options(ConsumerOptions{Topics: []string{"t"}, AutoCommitInterval: time.Hour}))
+	e.produce("t", 0, 5)
+	require.Equal(t, []int64{0, 1, 2, 3, 4}, offsetsOf(pollN(t, c, 5)))
+	id, _ := c.Generation()
+	r, err := e.s.LeaveGroup(context.Background(), LeaveGroupRequest{GroupID: "g", Members: []LeaveGroupMember{{MemberID: id}}})
+	require.NoError(t, err)
+	require.NoError(t, r.Err)
+	require.Equal(t, []int64{0, 1, 2, 3, 4}, offsetsOf(pollN(t, c, 5)), "delivered again from the log start: nothing was committed")
+	all := fmt.Sprint(tps("t", 0))
+	require.Equal(t, []string{"+" + all, "!" + all, "+" + all}, ev.get())
+	id2, _ := c.Generation()
+	require.NotEqual(t, id, id2)
+	require.Equal(t, int64(-1), e.committed(TopicPartition{"t", 0}))
+}
