@@ -73,7 +73,8 @@ func (c *Consumer) step(ctx context.Context) error {
 	err, joined, lost := c.err, c.joined, c.lost
 	c.err, c.joined, c.lost = nil, nil, false
 	if lost {
-		c.memberID, c.gen, c.rejoin = "", -1, false
+		// A generation the join reached before the loss is gone too.
+		c.memberID, c.gen, c.rejoin, joined = "", -1, false, nil
 	}
 	c.mu.Unlock()
 	if err != nil {

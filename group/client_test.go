@@ -632,3 +632,19 @@ func TestConsumerLostMembership(t *testing.T) {
 	require.NotEqual(t, id, id2)
 	require.Equal(t, int64(-1), e.committed(TopicPartition{"t", 0}))
 }
+
+// A generation reached just before the member was removed is not adopted:
+// its partitions may be another member's already.
+func TestConsumerLostMembershipDropsPendingGeneration(t *testing.T) {
+	e := newConsumerEnv(t, map[string]int32{"t": 2})
+	var ev events
+	c := e.consumer(ev.options(ConsumerOptions{Topics: []string{"t"}}))
+	pollAll(t, func() bool { return len(c.Assigned()) == 2 }, c)
+	c.mu.Lock()
+	c.joined = &joinResult{gen: c.gen + 1, assigned: tps("t", 0, 1)}
+	c.lost = true
+	c.mu.Unlock()
+	require.NoError(t, c.step(context.Background()))
+	require.Equal(t, []string{fmt.Sprint("+", tps("t", 0, 1)), fmt.Sprint("!", tps("t", 0, 1))}, ev.get())
+	require.Empty(t, c.Assigned())
+}
