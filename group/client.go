@@ -17,15 +17,16 @@ import (
 	"github.com/strandlog/strand/segment"
 )
 
-// Defaults of a Consumer, Kafka's consumer configuration where it has one.
+// Defaults of ConsumerOptions, Kafka's consumer configuration where it has
+// one.
 const (
-	DefaultConsumerClientID      = "strand"
-	DefaultClientSessionTimeout  = 45 * time.Second // session.timeout.ms (Kafka 3.0+)
-	DefaultClientRebalance       = 5 * time.Minute  // max.poll.interval.ms
-	DefaultClientHeartbeat       = 3 * time.Second  // heartbeat.interval.ms
-	DefaultAutoCommitInterval    = 5 * time.Second  // auto.commit.interval.ms
-	DefaultMetadataInterval      = time.Second      // how often a subscription is matched against the Dir
-	DefaultConsumerMaxPartBytes  = 1 << 20          // max.partition.fetch.bytes
+	consumerClientID             = "strand"
+	consumerSessionTimeout       = 45 * time.Second // session.timeout.ms (Kafka 3.0+)
+	consumerRebalanceTimeout     = 5 * time.Minute  // max.poll.interval.ms
+	consumerHeartbeatInterval    = 3 * time.Second  // heartbeat.interval.ms
+	consumerAutoCommitInterval   = 5 * time.Second  // auto.commit.interval.ms
+	consumerMetadataInterval     = time.Second      // in process, a look at the Dir is cheap
+	consumerMaxPartitionBytes    = 1 << 20          // max.partition.fetch.bytes
 	maxConsumerWaitBetweenDuties = time.Second
 )
 
@@ -37,10 +38,11 @@ var ErrConsumerClosed = errors.New("group: consumer closed")
 // assignment for partition").
 var ErrNotAssigned = errors.New("group: partition not assigned to this consumer")
 
-// ConsumerOptions configure a Consumer. Zero fields take the defaults above.
+// ConsumerOptions configure a Consumer. Zero fields take the defaults
+// given, Kafka's where Kafka has the setting.
 type ConsumerOptions struct {
 	Group    string // group.id
-	ClientID string // client.id
+	ClientID string // client.id; default "strand"
 	// Topics is the subscription; every topic must exist. Pattern
 	// subscribes instead to every topic of the Dir whose name it matches,
 	// the offsets topic aside, and picks up new ones (checked every
@@ -53,29 +55,33 @@ type ConsumerOptions struct {
 	// stops only those it gives up; with the others every rebalance revokes
 	// every partition first (eager).
 	Assignor assign.Assignor
-	// SessionTimeout is how long the coordinator waits for a heartbeat
-	// before it removes the member; it must lie within the Service's
-	// MinSessionTimeout and MaxSessionTimeout. HeartbeatInterval, below
-	// it, is how often a background goroutine heartbeats, so that a slow
-	// handler does not lose the membership. RebalanceTimeout is how long a
-	// rebalance waits for the member to call Poll and rejoin.
+	// SessionTimeout (default 45 s) is how long the coordinator waits for
+	// a heartbeat before it removes the member; it must lie within the
+	// Service's MinSessionTimeout and MaxSessionTimeout. HeartbeatInterval
+	// (default 3 s), below it, is how often a background goroutine
+	// heartbeats, so that a slow handler does not lose the membership.
+	// RebalanceTimeout (default 5 min, max.poll.interval.ms) is how long a
+	// rebalance waits for the member to call Poll and rejoin; unlike
+	// Kafka's consumer, one that does not poll for longer does not leave
+	// by itself, but the next rebalance removes it.
 	SessionTimeout    time.Duration
 	HeartbeatInterval time.Duration
 	RebalanceTimeout  time.Duration
-	// AutoCommitInterval is how often Poll commits the positions of what
-	// earlier Polls returned; DisableAutoCommit leaves commits to
+	// AutoCommitInterval (default 5 s) is how often Poll commits the
+	// positions of what earlier Polls returned; DisableAutoCommit leaves commits to
 	// CommitSync, CommitAsync and CommitOffsets. With auto commit, a
 	// revocation and Close commit too, so delivery is at least once.
 	AutoCommitInterval time.Duration
 	DisableAutoCommit  bool
-	// MetadataInterval is how often the consumer looks for new topics
-	// (Pattern) and partitions; a change rebalances the group.
+	// MetadataInterval (default 1 s) is how often the consumer looks for
+	// new topics (Pattern) and partitions; a change rebalances the group.
 	MetadataInterval time.Duration
 	// Isolation is how far Poll reads: log.ReadCommitted (the zero value)
 	// up to the last stable offset, skipping aborted transactions, or
 	// log.ReadUncommitted up to the high watermark.
 	Isolation log.Isolation
-	// MaxPartitionBytes bounds what one Poll reads of each partition.
+	// MaxPartitionBytes (default 1 MiB) bounds what one Poll reads of each
+	// partition; a batch larger than it is still read whole.
 	MaxPartitionBytes int
 
 	// OnAssigned is called with the partitions the consumer gets, once
@@ -210,20 +216,20 @@ func (o ConsumerOptions) withDefaults(s *Service, d *log.Dir) (ConsumerOptions, 
 		return nil
 	}
 	if o.ClientID == "" {
-		o.ClientID = DefaultConsumerClientID
+		o.ClientID = consumerClientID
 	}
 	if o.Assignor == nil {
 		o.Assignor = assign.Range
 	}
 	if o.MaxPartitionBytes == 0 {
-		o.MaxPartitionBytes = DefaultConsumerMaxPartBytes
+		o.MaxPartitionBytes = consumerMaxPartitionBytes
 	}
 	err := errors.Join(
-		def(&o.SessionTimeout, "SessionTimeout", DefaultClientSessionTimeout),
-		def(&o.HeartbeatInterval, "HeartbeatInterval", DefaultClientHeartbeat),
-		def(&o.RebalanceTimeout, "RebalanceTimeout", DefaultClientRebalance),
-		def(&o.AutoCommitInterval, "AutoCommitInterval", DefaultAutoCommitInterval),
-		def(&o.MetadataInterval, "MetadataInterval", DefaultMetadataInterval))
+		def(&o.SessionTimeout, "SessionTimeout", consumerSessionTimeout),
+		def(&o.HeartbeatInterval, "HeartbeatInterval", consumerHeartbeatInterval),
+		def(&o.RebalanceTimeout, "RebalanceTimeout", consumerRebalanceTimeout),
+		def(&o.AutoCommitInterval, "AutoCommitInterval", consumerAutoCommitInterval),
+		def(&o.MetadataInterval, "MetadataInterval", consumerMetadataInterval))
 	switch {
 	case err != nil:
 		return o, err
