@@ -44,7 +44,7 @@ func main() {
 	flag.Parse()
 	var err error
 	if cfg.fsync, err = log.ParseFsyncPolicy(*fsync); err == nil {
-		err = run(cfg)
+		err = run(cfg, new(summary))
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "queue:", err)
@@ -59,7 +59,11 @@ type config struct {
 	fsync                                           log.FsyncPolicy
 }
 
-func run(cfg config) error {
+// summary is what the group of one run processed: records of this run, of
+// earlier runs, and deliveries beyond the first.
+type summary struct{ thisRun, earlier, twice int }
+
+func run(cfg config, sum *summary) error {
 	d, err := log.OpenDir(cfg.dir, log.DirOptions{})
 	if err != nil {
 		return err
@@ -181,20 +185,19 @@ func run(cfg config) error {
 	fmt.Printf("produced %d records of %d bytes from %d goroutines in %v: %.0f records/s, %.1f MiB/s\n",
 		cfg.records, cfg.size, cfg.producers, producedIn.Round(time.Millisecond), float64(cfg.records)/producedIn.Seconds(), mb/producedIn.Seconds())
 	g.mu.Lock()
-	thisRun, earlier, twice := 0, 0, 0
 	for key, n := range g.seen {
 		if strings.HasPrefix(key, runID+"-") {
-			thisRun++
+			sum.thisRun++
 		} else {
-			earlier++
+			sum.earlier++
 		}
-		twice += n - 1
+		sum.twice += n - 1
 	}
 	g.mu.Unlock()
 	fmt.Printf("the group of %d processed %d records, all committed %v after the start: %d of this run, %d left over by an earlier run, %d delivered twice (at least once)\n",
-		cfg.consumers, g.processed.Load(), drained.Round(time.Millisecond), thisRun, earlier, twice)
-	if thisRun != cfg.records {
-		return fmt.Errorf("the group processed %d of this run's %d records", thisRun, cfg.records)
+		cfg.consumers, g.processed.Load(), drained.Round(time.Millisecond), sum.thisRun, sum.earlier, sum.twice)
+	if sum.thisRun != cfg.records {
+		return fmt.Errorf("the group processed %d of this run's %d records", sum.thisRun, cfg.records)
 	}
 	after, err := s.Lag(context.Background(), cfg.group, log.ReadCommitted)
 	if err != nil {
