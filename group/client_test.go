@@ -648,3 +648,48 @@ func TestConsumerLostMembershipDropsPendingGeneration(t *testing.T) {
 	require.Equal(t, []string{fmt.Sprint("+", tps("t", 0, 1)), fmt.Sprint("!", tps("t", 0, 1))}, ev.get())
 	require.Empty(t, c.Assigned())
 }
+
+// While a rebalance waits for a slow member, a cooperative member keeps
+// processing its partitions (KIP-429: only revoked partitions stop); an
+// eager one has given them all up until the rebalance ends.
+func TestConsumerCooperativeKeepsReadingDuringRebalance(t *testing.T) {
+	for _, tc := range []struct {
+		assignor assign.Assignor
+		reads    bool
+	}{{assign.Range, false}, {assign.CooperativeSticky, true}} {
+		t.Run(tc.assignor.Name(), func(t *testing.T) {
+			e := newConsumerEnv(t, map[string]int32{"t": 4})
+			opts := ConsumerOptions{Topics: []string{"t"}, Assignor: tc.assignor, RebalanceTimeout: time.Minute}
+			a, slow := e.consumer(opts), e.consumer(opts)
+			pollAll(t, sizes(a, slow), a, slow)
+			aHas := a.Assigned()
+
+			b := e.consumer(opts)
+			require.Empty(t, pollFor(t, b, 50*time.Millisecond)) // b joins; slow does not poll, so the rebalance waits
+			for _, tp := range aHas {
+				e.produce("t", tp.Partition, 3)
+			}
+			during := pollFor(t, a, 300*time.Millisecond)
+			b.mu.Lock()
+			joining := b.joining
+			b.mu.Unlock()
+			require.True(t, joining, "the rebalance is still waiting for the slow member")
+			if tc.reads {
+				require.Len(t, during, 6, "a reads its partitions through the rebalance")
+			} else {
+				require.Empty(t, during, "a gave up its partitions when the rebalance began")
+				require.Empty(t, a.Assigned())
+			}
+			pollAll(t, func() bool {
+				n := 0
+				for _, c := range []*Consumer{a, slow, b} {
+					if len(c.Assigned()) == 0 {
+						return false
+					}
+					n += len(c.Assigned())
+				}
+				return n == 4
+			}, a, slow, b)
+		})
+	}
+}
