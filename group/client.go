@@ -172,9 +172,8 @@ func NewConsumer(s *Service, d *log.Dir, opts ConsumerOptions) (*Consumer, error
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
 	c := &Consumer{
-		s: s, d: d, opts: opts, ctx: ctx, cancel: cancel,
+		s: s, d: d, opts: opts,
 		cooperative: opts.Assignor.Name() == assign.CooperativeSticky.Name(),
 		commits:     make(chan asyncCommit, 16), commitsDone: make(chan struct{}),
 		pos: map[TopicPartition]int64{}, paused: map[TopicPartition]bool{},
@@ -183,6 +182,7 @@ func NewConsumer(s *Service, d *log.Dir, opts ConsumerOptions) (*Consumer, error
 	if c.topics, err = c.subscription(); err != nil {
 		return nil, err
 	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.wg.Add(1)
 	go c.heartbeats()
 	go c.asyncCommits()
