@@ -160,7 +160,7 @@ func TestConsumerMembersChurn(t *testing.T) {
 			e := newConsumerEnv(t, map[string]int32{"t": partitions})
 			c := &memberChurn{owner: map[TopicPartition]int{}, tenure: map[TopicPartition]int64{}, last: map[TopicPartition]int64{}}
 			opts := ConsumerOptions{Group: "g", Topics: []string{"t"}, Assignor: assignor,
-				SessionTimeout: time.Second, HeartbeatInterval: 50 * time.Millisecond, RebalanceTimeout: 3 * time.Second,
+				SessionTimeout: 2 * time.Second, HeartbeatInterval: 50 * time.Millisecond, RebalanceTimeout: 3 * time.Second,
 				AutoCommitInterval: 100 * time.Millisecond, MetadataInterval: time.Hour}
 			var wg sync.WaitGroup
 			stops := make([]context.CancelCauseFunc, members)
