@@ -147,7 +147,8 @@ type Consumer struct {
 	topics       map[string]int32 // the subscription as last matched: topic -> partitions
 	nextCommit   time.Time
 	nextMetadata time.Time
-	closed       bool
+	closeBegun   bool // Close runs or ran: callbacks may still commit
+	closed       bool // Close returned
 
 	mu        sync.Mutex // guards what follows, shared with the background goroutines
 	memberID  string
@@ -380,7 +381,7 @@ func (c *Consumer) Paused() []TopicPartition {
 // (a failed join, a Service closed) is returned once; Poll may be called
 // again to retry.
 func (c *Consumer) Poll(ctx context.Context) ([]Message, error) {
-	if c.closed {
+	if c.closeBegun {
 		return nil, ErrConsumerClosed
 	}
 	for {
@@ -575,16 +576,20 @@ func (c *Consumer) CommitOffsets(ctx context.Context, offsets map[TopicPartition
 
 // CommitAsync commits the positions as CommitSync does, from another
 // goroutine, and calls done (if not nil) there with the outcome. Commits
-// complete in the order they were asked for; Close waits for them.
+// complete in the order they were asked for; Close waits for them. Called
+// from a callback that Close runs, it commits before it returns.
 func (c *Consumer) CommitAsync(done func(error)) {
 	if done == nil {
 		done = func(error) {}
 	}
-	if c.closed {
+	switch {
+	case c.closed:
 		done(ErrConsumerClosed)
-		return
+	case c.closeBegun:
+		done(c.commit(context.Background(), c.positions(c.assigned)))
+	default:
+		c.commits <- asyncCommit{c.positions(c.assigned), done}
 	}
-	c.commits <- asyncCommit{c.positions(c.assigned), done}
 }
 
 type asyncCommit struct {
@@ -660,12 +665,14 @@ func (c *Consumer) commit(ctx context.Context, offsets map[TopicPartition]int64)
 // the group so that the others take them over at once, and ends its
 // goroutines. A commit the group refuses because it rebalances, or because
 // it removed the member, is not an error of Close: those records are
-// delivered again. It must not run concurrently with Poll.
+// delivered again. It must not run concurrently with Poll. The callbacks
+// it runs may commit.
 func (c *Consumer) Close(ctx context.Context) error {
-	if c.closed {
+	if c.closeBegun {
 		return nil
 	}
-	c.closed = true
+	c.closeBegun = true
+	defer func() { c.closed = true }()
 	close(c.commits)
 	<-c.commitsDone
 	c.mu.Lock()

@@ -349,7 +349,7 @@ func TestConsumerRebalanceCallbacks(t *testing.T) {
 // crash stops c as a killed process stops: no commit, no leave, no more
 // heartbeats.
 func (c *Consumer) crash() {
-	c.closed = true
+	c.closeBegun, c.closed = true, true
 	c.mu.Lock()
 	c.closing = true
 	c.mu.Unlock()
@@ -692,4 +692,23 @@ func TestConsumerCooperativeKeepsReadingDuringRebalance(t *testing.T) {
 			}, a, slow, b)
 		})
 	}
+}
+
+// A revocation callback may commit, also when Close runs it: Kafka's
+// consumers commit in onPartitionsRevoked.
+func TestConsumerCommitsInOnRevokedDuringClose(t *testing.T) {
+	e := newConsumerEnv(t, map[string]int32{"t": 1})
+	var errs []error
+	c := e.consumer(ConsumerOptions{Topics: []string{"t"}, DisableAutoCommit: true,
+		OnRevoked: func(ctx context.Context, c *Consumer, _ []TopicPartition) {
+			errs = append(errs, c.CommitSync(ctx))
+			c.CommitAsync(func(err error) { errs = append(errs, err) })
+		}})
+	e.produce("t", 0, 4)
+	pollN(t, c, 4)
+	require.NoError(t, c.Close(context.Background()))
+	require.Equal(t, []error{nil, nil}, errs)
+	require.Equal(t, int64(4), e.committed(TopicPartition{"t", 0}))
+	c.CommitAsync(func(err error) { errs = append(errs, err) })
+	require.ErrorIs(t, errs[2], ErrConsumerClosed)
 }
