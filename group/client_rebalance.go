@@ -67,7 +67,9 @@ func (c *Consumer) heartbeats() {
 
 // step does what the group needs before Poll reads: it handles a lost
 // membership, adopts a finished join, looks for subscription changes,
-// commits when due, and starts a join when one is needed.
+// commits when due, and starts a join when one is needed. Its requests to
+// the Service run under the consumer's context, not Poll's: a Poll with a
+// short deadline must not leave a generation half adopted.
 func (c *Consumer) step(ctx context.Context) error {
 	c.mu.Lock()
 	err, joined, lost := c.err, c.joined, c.lost
@@ -77,9 +79,6 @@ func (c *Consumer) step(ctx context.Context) error {
 		c.memberID, c.gen, c.rejoin, joined = "", -1, false, nil
 	}
 	c.mu.Unlock()
-	if err != nil {
-		return err
-	}
 	if lost {
 		// The coordinator removed the member: another may own its
 		// partitions already, so nothing is committed.
@@ -89,6 +88,9 @@ func (c *Consumer) step(ctx context.Context) error {
 		if err := c.adopt(ctx, joined); err != nil {
 			return err
 		}
+	}
+	if err != nil {
+		return err
 	}
 	now := time.Now()
 	if !now.Before(c.nextMetadata) {
@@ -108,7 +110,7 @@ func (c *Consumer) step(ctx context.Context) error {
 		c.nextCommit = now.Add(c.opts.AutoCommitInterval)
 		// A failed auto commit is tried again at the next one, as in
 		// Kafka's consumer; the positions stay.
-		_ = c.commit(ctx, c.positions(c.assigned))
+		_ = c.commit(c.ctx, c.positions(c.assigned))
 	}
 	c.mu.Lock()
 	start := (c.gen < 0 || c.rejoin) && !c.joining
@@ -125,7 +127,7 @@ func (c *Consumer) step(ctx context.Context) error {
 func (c *Consumer) startJoin(ctx context.Context) {
 	if !c.cooperative {
 		if !c.opts.DisableAutoCommit {
-			_ = c.commit(ctx, c.positions(c.assigned))
+			_ = c.commit(c.ctx, c.positions(c.assigned))
 		}
 		c.revoke(ctx, c.assigned, c.opts.OnRevoked)
 	}
@@ -268,7 +270,7 @@ func (c *Consumer) adopt(ctx context.Context, res *joinResult) error {
 	added := slices.DeleteFunc(slices.Clone(res.assigned), in(c.assigned))
 	if len(revoked) > 0 {
 		if !c.opts.DisableAutoCommit {
-			_ = c.commit(ctx, c.positions(revoked))
+			_ = c.commit(c.ctx, c.positions(revoked))
 		}
 		c.revoke(ctx, revoked, c.opts.OnRevoked)
 		c.mu.Lock()
@@ -278,7 +280,7 @@ func (c *Consumer) adopt(ctx context.Context, res *joinResult) error {
 	if len(added) == 0 {
 		return nil
 	}
-	offsets, err := c.committedOffsets(ctx, added)
+	offsets, err := c.committedOffsets(c.ctx, added)
 	if err != nil {
 		// The partitions are the member's all the same; without their
 		// offsets the member leaves them unread until it rejoins.
