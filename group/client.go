@@ -43,6 +43,12 @@ var ErrNotAssigned = errors.New("group: partition not assigned to this consumer"
 type ConsumerOptions struct {
 	Group    string // group.id
 	ClientID string // client.id; default "strand"
+	// InstanceID makes the member static (group.instance.id, KIP-345): a
+	// consumer that closes does not leave the group, and one that starts
+	// again with the same InstanceID within SessionTimeout takes its place
+	// and its partitions without a rebalance. Two running consumers with
+	// one InstanceID fence each other (FENCED_INSTANCE_ID).
+	InstanceID string
 	// Topics is the subscription; every topic must exist. Pattern
 	// subscribes instead to every topic of the Dir whose name it matches,
 	// the offsets topic aside, and picks up new ones (checked every
@@ -156,8 +162,9 @@ type Consumer struct {
 	joining   bool  // a join goroutine runs
 	closing   bool  // Close has begun: no more joins
 	joined    *joinResult
-	rejoin    bool // the group rebalances, or the subscription changed
-	lost      bool // the member was removed from the group
+	rejoin    bool  // the group rebalances, or the subscription changed
+	lost      bool  // the member was removed from the group
+	fenced    error // another consumer took this one's InstanceID: final
 	err       error
 	committed map[TopicPartition]int64 // what this consumer last committed
 	wake      chan struct{}            // capacity 1: something for Poll to do
@@ -629,7 +636,8 @@ func (c *Consumer) commit(ctx context.Context, offsets map[TopicPartition]int64)
 	if gen < 0 {
 		return errorf(ErrUnknownMemberID, "group %q: commit: the consumer is not a member of a generation", c.opts.Group)
 	}
-	req := OffsetCommitRequest{Version: OffsetCommitVersionGroupIDNotFound, GroupID: c.opts.Group, GenerationID: gen, MemberID: memberID}
+	req := OffsetCommitRequest{Version: OffsetCommitVersionGroupIDNotFound, GroupID: c.opts.Group, GenerationID: gen,
+		MemberID: memberID, GroupInstanceID: c.opts.InstanceID}
 	for _, tp := range slices.SortedFunc(maps.Keys(offsets), compareTP) {
 		if n := len(req.Topics); n == 0 || req.Topics[n-1].Name != tp.Topic {
 			req.Topics = append(req.Topics, OffsetCommitTopic{Name: tp.Topic})
@@ -662,8 +670,8 @@ func (c *Consumer) commit(ctx context.Context, offsets map[TopicPartition]int64)
 
 // Close ends the consumer: it waits for CommitAsync's commits, commits the
 // positions (with auto commit), calls OnRevoked with its partitions, leaves
-// the group so that the others take them over at once, and ends its
-// goroutines. A commit the group refuses because it rebalances, or because
+// the group so that the others take them over at once (unless it is a
+// static member), and ends its goroutines. A commit the group refuses because it rebalances, or because
 // it removed the member, is not an error of Close: those records are
 // delivered again. It must not run concurrently with Poll. The callbacks
 // it runs may commit.
@@ -677,7 +685,7 @@ func (c *Consumer) Close(ctx context.Context) error {
 	<-c.commitsDone
 	c.mu.Lock()
 	c.closing = true
-	memberID, lost := c.memberID, c.lost || c.gen < 0
+	memberID, lost, joining := c.memberID, c.lost || c.gen < 0, c.joining
 	c.mu.Unlock()
 	var errs []error
 	if !lost {
@@ -688,8 +696,12 @@ func (c *Consumer) Close(ctx context.Context) error {
 	} else {
 		c.revoke(ctx, c.assigned, c.onLost())
 	}
-	if memberID != "" {
-		r, err := c.s.LeaveGroup(ctx, LeaveGroupRequest{GroupID: c.opts.Group, Members: []LeaveGroupMember{{MemberID: memberID}}})
+	// A static member stays in the group for its session, so that a restart
+	// takes its place without a rebalance; but a join it has parked must be
+	// answered, which only a leave does.
+	if memberID != "" && (c.opts.InstanceID == "" || joining) {
+		r, err := c.s.LeaveGroup(ctx, LeaveGroupRequest{GroupID: c.opts.Group,
+			Members: []LeaveGroupMember{{MemberID: memberID, GroupInstanceID: c.opts.InstanceID}}})
 		if err == nil {
 			err = r.Err
 		}

@@ -40,7 +40,8 @@ func (c *Consumer) heartbeats() {
 		if skip {
 			continue
 		}
-		r, err := c.s.Heartbeat(c.ctx, HeartbeatRequest{GroupID: c.opts.Group, GenerationID: gen, MemberID: memberID})
+		r, err := c.s.Heartbeat(c.ctx, HeartbeatRequest{GroupID: c.opts.Group, GenerationID: gen, MemberID: memberID,
+			GroupInstanceID: c.opts.InstanceID})
 		if err == nil {
 			err = r.Err
 		}
@@ -50,7 +51,9 @@ func (c *Consumer) heartbeats() {
 			case err == nil:
 			case errors.Is(err, ErrRebalanceInProgress):
 				c.rejoin = true
-			case errors.Is(err, ErrUnknownMemberID), errors.Is(err, ErrIllegalGeneration), errors.Is(err, ErrFencedInstanceID):
+			case errors.Is(err, ErrFencedInstanceID):
+				c.lost, c.fenced = true, err
+			case errors.Is(err, ErrUnknownMemberID), errors.Is(err, ErrIllegalGeneration):
 				c.lost = true
 			case errors.Is(err, ErrServiceClosed):
 				c.err = err
@@ -72,7 +75,7 @@ func (c *Consumer) heartbeats() {
 // short deadline must not leave a generation half adopted.
 func (c *Consumer) step(ctx context.Context) error {
 	c.mu.Lock()
-	err, joined, lost := c.err, c.joined, c.lost
+	err, joined, lost, fenced := c.err, c.joined, c.lost, c.fenced
 	c.err, c.joined, c.lost = nil, nil, false
 	if lost {
 		// A generation the join reached before the loss is gone too.
@@ -91,6 +94,11 @@ func (c *Consumer) step(ctx context.Context) error {
 	}
 	if err != nil {
 		return err
+	}
+	if fenced != nil {
+		// Another consumer runs with this InstanceID: rejoining would
+		// fence it in turn, so this one stops, as Kafka's does.
+		return fenced
 	}
 	now := time.Now()
 	if !now.Before(c.nextMetadata) {
@@ -153,7 +161,9 @@ func (c *Consumer) startJoin(ctx context.Context) {
 		case err == nil:
 			c.gen, c.joined = res.gen, res
 		case c.ctx.Err() != nil || c.closing:
-		case errors.Is(err, ErrUnknownMemberID), errors.Is(err, ErrIllegalGeneration), errors.Is(err, ErrFencedInstanceID):
+		case errors.Is(err, ErrFencedInstanceID):
+			c.lost, c.fenced = true, err
+		case errors.Is(err, ErrUnknownMemberID), errors.Is(err, ErrIllegalGeneration):
 			c.lost = true
 		default:
 			c.err, c.rejoin = err, true
@@ -174,7 +184,8 @@ func (c *Consumer) join(sub Subscription) (*joinResult, error) {
 			return nil, ErrConsumerClosed
 		}
 		r, err := c.s.JoinGroup(c.ctx, JoinGroupRequest{
-			Version: JoinVersionLatest, GroupID: c.opts.Group, MemberID: memberID, ClientID: c.opts.ClientID,
+			Version: JoinVersionLatest, GroupID: c.opts.Group, MemberID: memberID, GroupInstanceID: c.opts.InstanceID,
+			ClientID:       c.opts.ClientID,
 			SessionTimeout: c.opts.SessionTimeout, RebalanceTimeout: c.opts.RebalanceTimeout, ProtocolType: "consumer",
 			Protocols: protocol,
 		})
@@ -192,8 +203,11 @@ func (c *Consumer) join(sub Subscription) (*joinResult, error) {
 		case err != nil:
 			return nil, err
 		}
+		c.mu.Lock()
+		c.memberID = r.MemberID // a static member's restart gets a new id
+		c.mu.Unlock()
 		sync := SyncGroupRequest{GroupID: c.opts.Group, GenerationID: r.GenerationID, MemberID: r.MemberID,
-			ProtocolType: "consumer", ProtocolName: r.ProtocolName}
+			GroupInstanceID: c.opts.InstanceID, ProtocolType: "consumer", ProtocolName: r.ProtocolName}
 		if r.Leader == r.MemberID && !r.SkipAssignment {
 			if sync.Assignments, err = c.assign(r.Members); err != nil {
 				return nil, err

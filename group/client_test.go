@@ -712,3 +712,67 @@ func TestConsumerCommitsInOnRevokedDuringClose(t *testing.T) {
 	c.CommitAsync(func(err error) { errs = append(errs, err) })
 	require.ErrorIs(t, errs[2], ErrConsumerClosed)
 }
+
+// A static member (KIP-345) that closes and starts again within its session
+// takes its own place and partitions back, from its commits, without a
+// rebalance: the other member keeps its generation and never gives up a
+// partition.
+func TestConsumerStaticMemberRestartsWithoutRebalance(t *testing.T) {
+	e := newConsumerEnv(t, map[string]int32{"t": 4})
+	var bEv events
+	static := ConsumerOptions{Topics: []string{"t"}, InstanceID: "worker-1"}
+	a := e.consumer(static)
+	b := e.consumer(bEv.options(ConsumerOptions{Topics: []string{"t"}}))
+	pollAll(t, sizes(a, b), a, b)
+	aHad := a.Assigned()
+	_, gen := b.Generation()
+	for _, tp := range aHad {
+		e.produce("t", tp.Partition, 3)
+	}
+	pollN(t, a, 6)
+	require.NoError(t, a.Close(context.Background()))
+
+	for _, tp := range aHad {
+		e.produce("t", tp.Partition, 2)
+	}
+	a2 := e.consumer(static)
+	got := pollN(t, a2, 4)
+	for _, m := range got {
+		require.GreaterOrEqual(t, m.Offset, int64(3), "%v: from the commit of the closed instance", m.TopicPartition)
+	}
+	require.Equal(t, aHad, a2.Assigned())
+	pollFor(t, b, 300*time.Millisecond)
+	_, gen2 := b.Generation()
+	require.Equal(t, gen, gen2, "no rebalance")
+	_, genA := a2.Generation()
+	require.Equal(t, gen, genA)
+	require.Len(t, bEv.get(), 1, "b never gave up a partition")
+}
+
+// Two consumers with one InstanceID: the newer takes the place, the older
+// is fenced (FENCED_INSTANCE_ID), loses its partitions and stops, rather
+// than rejoin and fence the newer in turn.
+func TestConsumerStaticMemberFenced(t *testing.T) {
+	e := newConsumerEnv(t, map[string]int32{"t": 2})
+	var oldEv events
+	static := ConsumerOptions{Topics: []string{"t"}, InstanceID: "worker-1"}
+	old := e.consumer(oldEv.options(static))
+	pollAll(t, func() bool { return len(old.Assigned()) == 2 }, old)
+	newer := e.consumer(static)
+	pollAll(t, func() bool { return len(newer.Assigned()) == 2 }, newer)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var err error
+	for err == nil {
+		_, err = old.Poll(ctx)
+	}
+	require.ErrorIs(t, err, ErrFencedInstanceID)
+	_, err = old.Poll(ctx)
+	require.ErrorIs(t, err, ErrFencedInstanceID, "it stays stopped")
+	require.Equal(t, []string{fmt.Sprint("+", tps("t", 0, 1)), fmt.Sprint("!", tps("t", 0, 1))}, oldEv.get())
+	e.produce("t", 1, 2)
+	require.Len(t, pollN(t, newer, 2), 2)
+	require.NoError(t, old.Close(context.Background()))
+	require.Len(t, newer.Assigned(), 2, "the fenced one's Close does not remove the newer")
+}
