@@ -174,7 +174,8 @@ type Consumer struct {
 // s. It joins on its first Poll. Bad options are typed errors: an empty or
 // too long group id is ErrInvalidGroupID, a subscription to a missing topic
 // ErrUnknownTopicOrPartition, a session timeout outside the Service's range
-// ErrInvalidSessionTimeout, and anything else ErrInvalidConfig.
+// ErrInvalidSessionTimeout, a client or instance id too long for the
+// protocol ErrInvalidRequest, and anything else ErrInvalidConfig.
 func NewConsumer(s *Service, d *log.Dir, opts ConsumerOptions) (*Consumer, error) {
 	opts, err := opts.withDefaults(s, d)
 	if err != nil {
@@ -203,6 +204,9 @@ func (o ConsumerOptions) withDefaults(s *Service, d *log.Dir) (ConsumerOptions, 
 	}
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: group %q: ConsumerOptions.%s", ErrInvalidConfig, o.Group, fmt.Sprintf(format, args...))
+	}
+	if err := checkStrings(map[string]string{"ConsumerOptions.ClientID": o.ClientID, "ConsumerOptions.InstanceID": o.InstanceID}); err != nil {
+		return o, err
 	}
 	if (len(o.Topics) == 0) == (o.Pattern == nil) {
 		return o, bad("Topics or Pattern: exactly one must be set")

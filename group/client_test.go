@@ -152,6 +152,7 @@ func TestConsumerRejectsBadOptions(t *testing.T) {
 	}{
 		{"empty group id", ConsumerOptions{Topics: []string{"t"}}, ErrInvalidGroupID},
 		{"group id too long", ConsumerOptions{Group: string(make([]byte, maxStringLen+1)), Topics: []string{"t"}}, ErrInvalidGroupID},
+		{"instance id too long", ConsumerOptions{Group: "g", Topics: []string{"t"}, InstanceID: string(make([]byte, maxStringLen+1))}, ErrInvalidRequest},
 		{"missing topic", ConsumerOptions{Group: "g", Topics: []string{"t", "nope"}}, ErrUnknownTopicOrPartition},
 		{"session below the minimum", ConsumerOptions{Group: "g", Topics: []string{"t"}, SessionTimeout: 50 * time.Millisecond, HeartbeatInterval: time.Millisecond}, ErrInvalidSessionTimeout},
 		{"session above the maximum", ConsumerOptions{Group: "g", Topics: []string{"t"}, SessionTimeout: DefaultMaxSessionTimeout + time.Second}, ErrInvalidSessionTimeout},
