@@ -113,6 +113,7 @@ type Dir struct {
 	done sync.WaitGroup
 
 	pids producerIDs // see newProducerID
+	txns dirTxns     // see Transactions
 }
 
 type topic struct {
@@ -172,6 +173,9 @@ func OpenDir(path string, opts DirOptions) (*Dir, error) {
 	if opts.MaintenanceInterval > 0 {
 		d.done.Add(1)
 		go d.maintainEvery(opts.MaintenanceInterval)
+	}
+	if err := d.recoverTransactions(); err != nil {
+		return nil, errors.Join(err, d.Close())
 	}
 	return d, nil
 }
@@ -749,10 +753,11 @@ func (d *Dir) Partition(topicName string, partition int32) (*Partition, error) {
 }
 
 // Maintain applies retention and compaction to every partition now, as
-// the background maintenance does at each interval. It returns the
+// the background maintenance does at each interval, and aborts the
+// transactions open past their timeout (see Transactions). It returns the
 // partitions' errors joined.
 func (d *Dir) Maintain() error {
-	return errors.Join(d.maintain()...)
+	return errors.Join(append(d.maintain(), d.tickTransactions())...)
 }
 
 // maintain returns the errors of the partitions whose maintenance failed,
