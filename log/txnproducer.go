@@ -294,6 +294,9 @@ func (tp *TransactionalProducer) finish(ctx context.Context, commit bool) error 
 	if commit && tp.err != nil {
 		return fmt.Errorf("%w: transaction of %q: %w", ErrTransactionAbortable, tp.id, tp.err)
 	}
+	if errors.Is(tp.err, idempotence.ErrProducerFenced) {
+		return tp.err
+	}
 	if len(tp.joined) == 0 {
 		// Nothing reached a partition: nothing to end (Kafka's producer
 		// sends no EndTxn either).
