@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -321,7 +322,7 @@ func (t *Transactions) runLocked(s idempotence.Step) error {
 // idempotence.DefaultMaxTransactionTimeout.
 func (t *Transactions) InitProducerID(txnID string, timeout time.Duration) (idempotence.ProducerIDAndEpoch, error) {
 	ms := timeout.Milliseconds()
-	if ms > int64(^uint32(0)>>1) {
+	if ms > math.MaxInt32 {
 		ms = -1 // refused by the coordinator as out of range
 	}
 	t.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -87,6 +88,15 @@ func produceTxn(t *testing.T, tp *TransactionalProducer, value string, tps ...id
 	}
 }
 
+// commitTxn produces value to each of the partitions in a transaction and
+// commits it.
+func commitTxn(t *testing.T, tp *TransactionalProducer, value string, tps ...idempotence.TopicPartition) {
+	t.Helper()
+	require.NoError(t, tp.Begin())
+	produceTxn(t, tp, value, tps...)
+	require.NoError(t, tp.Commit(context.Background()))
+}
+
 var (
 	a0 = idempotence.TopicPartition{Topic: "a", Partition: 0}
 	a1 = idempotence.TopicPartition{Topic: "a", Partition: 1}
@@ -122,9 +132,7 @@ func TestTxnCommitMakesEveryPartitionReadableTogether(t *testing.T) {
 	require.Equal(t, idempotence.TxnCompleteCommit, rec.State)
 
 	// The next transaction runs under the epoch EndTxn gave back.
-	require.NoError(t, tp.Begin())
-	produceTxn(t, tp, "y", a0)
-	require.NoError(t, tp.Commit(context.Background()))
+	commitTxn(t, tp, "y", a0)
 	require.Equal(t, []string{"x1", "x2", "y"}, values(t, d, "a", 0, ReadCommitted))
 }
 
@@ -134,9 +142,7 @@ func TestTxnAbortHidesRecords(t *testing.T) {
 	require.NoError(t, tp.Begin())
 	produceTxn(t, tp, "aborted", a0, b0)
 	require.NoError(t, tp.Abort(context.Background()))
-	require.NoError(t, tp.Begin())
-	produceTxn(t, tp, "committed", a0, b0)
-	require.NoError(t, tp.Commit(context.Background()))
+	commitTxn(t, tp, "committed", a0, b0)
 	for _, x := range []idempotence.TopicPartition{a0, b0} {
 		require.Equal(t, []string{"committed"}, values(t, d, x.Topic, x.Partition, ReadCommitted))
 		require.Equal(t, []string{"aborted", "committed"}, values(t, d, x.Topic, x.Partition, ReadUncommitted))
@@ -235,9 +241,7 @@ func TestTxnHungTransactionAbortedAfterTimeout(t *testing.T) {
 	err := tp.Commit(context.Background())
 	require.ErrorIs(t, err, idempotence.ErrInvalidTxnState, "the coordinator aborted it")
 	require.NoError(t, tp.Abort(context.Background()), "an abort after the coordinator's is a retry of it")
-	require.NoError(t, tp.Begin())
-	produceTxn(t, tp, "after", a0)
-	require.NoError(t, tp.Commit(context.Background()))
+	commitTxn(t, tp, "after", a0)
 	require.Equal(t, []string{"after"}, values(t, d, "a", 0, ReadCommitted))
 }
 
@@ -262,9 +266,7 @@ func TestTxnZombieFenced(t *testing.T) {
 	require.ErrorIs(t, zombie.Begin(), idempotence.ErrProducerFenced, "a fenced producer stays fenced")
 	require.Equal(t, int64(2), endOffset(t, d, "a", 0), "nothing of the zombie's after the fence")
 
-	require.NoError(t, successor.Begin())
-	produceTxn(t, successor, "successor", a0)
-	require.NoError(t, successor.Commit(context.Background()))
+	commitTxn(t, successor, "successor", a0)
 	require.Equal(t, []string{"successor"}, values(t, d, "a", 0, ReadCommitted))
 
 	// A producer fenced between transactions learns it at its first
@@ -275,9 +277,7 @@ func TestTxnZombieFenced(t *testing.T) {
 	require.ErrorIs(t, err, idempotence.ErrProducerFenced)
 	require.ErrorIs(t, successor.Abort(context.Background()), idempotence.ErrProducerFenced)
 	require.Equal(t, int64(0), endOffset(t, d, "b", 0))
-	require.NoError(t, third.Begin())
-	produceTxn(t, third, "third", b0)
-	require.NoError(t, third.Commit(context.Background()))
+	commitTxn(t, third, "third", b0)
 	require.Equal(t, []string{"third"}, values(t, d, "b", 0, ReadCommitted))
 }
 
@@ -337,9 +337,7 @@ func TestTxnBadRequestsAppendNothing(t *testing.T) {
 func TestTxnReopenReplaysCoordinator(t *testing.T) {
 	fs, clock, d := openTxnDir(t)
 	committed := newTxnProducer(t, d, "committed", TransactionalOptions{})
-	require.NoError(t, committed.Begin())
-	produceTxn(t, committed, "c", a0, b0)
-	require.NoError(t, committed.Commit(context.Background()))
+	commitTxn(t, committed, "c", a0, b0)
 
 	aborted := newTxnProducer(t, d, "aborted", TransactionalOptions{})
 	require.NoError(t, aborted.Begin())
@@ -476,4 +474,76 @@ func TestTxnOffsetsCountOnlyWhenTheTransactionCommits(t *testing.T) {
 	require.Equal(t, map[string]int64{"in/0": 1}, f.committed, "committed with its output (T19)")
 	require.Equal(t, []string{"1"}, values(t, d, "offsets", 0, ReadCommitted))
 	require.Equal(t, []string{"out-1"}, values(t, d, "a", 0, ReadCommitted))
+}
+
+// Transactional producers commit and abort at the same time, with
+// ProduceAsync to partitions shared with each other, the coordinator's
+// background tick running: ReadCommitted readers get exactly the records
+// of the committed transactions, and no goroutine outlives the Dir's
+// Close.
+func TestTxnConcurrentProducersThenClose(t *testing.T) {
+	before := runtime.NumGoroutine()
+	fs := newMemFS(t)
+	opts := dirOptions(fs)
+	opts.MaintenanceInterval = time.Millisecond
+	d, err := OpenDir("/data", opts)
+	require.NoError(t, err)
+	require.NoError(t, d.CreateTopic("a", TopicConfig{Partitions: 3}))
+
+	const producers, txns, perTxn = 4, 15, 4
+	want := map[string]bool{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := range producers {
+		tp, err := d.NewTransactionalProducer(fmt.Sprintf("p%d", i), TransactionalOptions{})
+		require.NoError(t, err)
+		wg.Go(func() {
+			defer tp.Close()
+			for j := range txns {
+				if err := tp.Begin(); err != nil {
+					t.Error(err)
+					return
+				}
+				var values []string
+				for k := range perTxn {
+					v := fmt.Sprintf("p%d t%d r%d", i, j, k)
+					values = append(values, v)
+					if err := tp.ProduceAsync(context.Background(), "a", int32((i+k)%3), NewRecord(nil, []byte(v)), func(_ Produced, err error) {
+						if err != nil {
+							t.Error(err)
+						}
+					}); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+				end, commit := tp.Abort, j%3 != 0
+				if commit {
+					end = tp.Commit
+				}
+				if err := end(context.Background()); err != nil {
+					t.Error(err)
+					return
+				}
+				if commit {
+					mu.Lock()
+					for _, v := range values {
+						want[v] = true
+					}
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	got := map[string]bool{}
+	for p := range int32(3) {
+		for _, v := range values(t, d, "a", p, ReadCommitted) {
+			require.False(t, got[v], "%s read twice", v)
+			got[v] = true
+		}
+	}
+	require.Equal(t, want, got)
+	require.NoError(t, d.Close())
+	requireNoLeakedGoroutines(t, before)
 }
