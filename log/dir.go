@@ -1073,22 +1073,32 @@ func (p *Partition) appendQueued(recs []segment.Record, prod *segment.Producer, 
 // which must decompress within segment.MaxDecompressedSize, and of a
 // compacted topic's batch, which must all have keys.
 func (p *Partition) AppendBatch(b segment.Batch) (AppendResult, error) {
-	if b.Codec() != segment.CodecNone || p.topic.compact.Load() {
-		if err := b.Validate(); err != nil {
-			return AppendResult{}, fmt.Errorf("log %s: %w", p.dir(), err)
-		}
-		i := 0
-		for r, err := range b.Records() {
-			if err != nil {
-				return AppendResult{}, fmt.Errorf("log %s: %w", p.dir(), err)
-			}
-			if err := p.checkKey(i, r.Key); err != nil {
-				return AppendResult{}, err
-			}
-			i++
-		}
+	if err := p.checkRecords(b); err != nil {
+		return AppendResult{}, err
 	}
 	return with(p, true, func(l *Log) (AppendResult, error) { return l.AppendBatch(b) })
+}
+
+// checkRecords reads the records of b if it is compressed or the topic
+// compacted, as AppendBatch does.
+func (p *Partition) checkRecords(b segment.Batch) error {
+	if b.Codec() == segment.CodecNone && !p.topic.compact.Load() {
+		return nil
+	}
+	if err := b.Validate(); err != nil {
+		return fmt.Errorf("log %s: %w", p.dir(), err)
+	}
+	i := 0
+	for r, err := range b.Records() {
+		if err != nil {
+			return fmt.Errorf("log %s: %w", p.dir(), err)
+		}
+		if err := p.checkKey(i, r.Key); err != nil {
+			return err
+		}
+		i++
+	}
+	return nil
 }
 
 // AppendMarker appends a transaction coordinator's marker; see

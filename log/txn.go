@@ -401,3 +401,29 @@ func (t *Transactions) routeMarkers(topic string, c TxnOffsetCommitter) {
 	defer t.mu.Unlock()
 	t.committers[topic] = c
 }
+
+// AppendCoordinatorBatch appends a transactional batch that a coordinator
+// writes on behalf of a producer, as a group coordinator writes the offsets
+// of a TxnOffsetCommit (Kafka appends them with AppendOrigin.COORDINATOR):
+// the producer's epoch is checked (ErrInvalidProducerEpoch), its sequence
+// is not, and the batch carries none (idempotence.NoSequence). The batch
+// joins the producer's transaction on this partition like the producer's
+// own; its marker ends it.
+func (l *Log) AppendCoordinatorBatch(b segment.Batch) (AppendResult, error) {
+	if err := l.checkBatch(b); err != nil {
+		return AppendResult{}, err
+	}
+	if b.Control() || !b.Transactional() || b.ProducerID() < 0 {
+		return AppendResult{}, fmt.Errorf("log %s: %w: AppendCoordinatorBatch needs a transactional data batch with a producer id", l.dir, idempotence.ErrInvalidRecord)
+	}
+	return l.enqueue(&pending{batch: b, origin: idempotence.OriginCoordinator})
+}
+
+// AppendCoordinatorBatch appends a coordinator's transactional batch; see
+// Log.AppendCoordinatorBatch. A compacted topic's records need keys.
+func (p *Partition) AppendCoordinatorBatch(b segment.Batch) (AppendResult, error) {
+	if err := p.checkRecords(b); err != nil {
+		return AppendResult{}, err
+	}
+	return with(p, true, func(l *Log) (AppendResult, error) { return l.AppendCoordinatorBatch(b) })
+}

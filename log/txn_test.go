@@ -391,7 +391,6 @@ type fakeOffsets struct {
 	d *Dir
 
 	mu        sync.Mutex
-	seq       map[idempotence.ProducerIDAndEpoch]int32
 	staged    map[int64][]TxnOffset
 	committed map[string]int64 // topic/partition -> offset
 }
@@ -407,9 +406,8 @@ func (f *fakeOffsets) TxnOffsetCommit(_ context.Context, req TxnOffsetCommit) er
 	for _, o := range req.Offsets {
 		recs = append(recs, segment.Record{Timestamp: 1, Key: fmt.Appendf(nil, "%s/%s/%d", req.Group, o.Topic, o.Partition), Value: fmt.Append(nil, o.Offset)})
 	}
-	seq := f.seq[req.Producer]
 	b, err := segment.AppendBatch(nil, recs, segment.BuildOptions{
-		Producer:      &segment.Producer{ID: req.Producer.ProducerID, Epoch: req.Producer.Epoch, BaseSequence: seq},
+		Producer:      &segment.Producer{ID: req.Producer.ProducerID, Epoch: req.Producer.Epoch, BaseSequence: idempotence.NoSequence},
 		Transactional: true,
 	})
 	if err != nil {
@@ -419,10 +417,9 @@ func (f *fakeOffsets) TxnOffsetCommit(_ context.Context, req TxnOffsetCommit) er
 	if err != nil {
 		return err
 	}
-	if _, err := p.AppendBatch(segment.Batch(b)); err != nil {
+	if _, err := p.AppendCoordinatorBatch(segment.Batch(b)); err != nil {
 		return err
 	}
-	f.seq[req.Producer] = seq + int32(len(recs))
 	f.staged[req.Producer.ProducerID] = append(f.staged[req.Producer.ProducerID], req.Offsets...)
 	return nil
 }
@@ -453,7 +450,7 @@ func (f *fakeOffsets) WriteTxnMarker(_ context.Context, topic string, partition 
 func TestTxnOffsetsCountOnlyWhenTheTransactionCommits(t *testing.T) {
 	_, _, d := openTxnDir(t)
 	require.NoError(t, d.CreateTopic("offsets", TopicConfig{Compact: Compacted}))
-	f := &fakeOffsets{d: d, seq: map[idempotence.ProducerIDAndEpoch]int32{}, staged: map[int64][]TxnOffset{}, committed: map[string]int64{}}
+	f := &fakeOffsets{d: d, staged: map[int64][]TxnOffset{}, committed: map[string]int64{}}
 	tp := newTxnProducer(t, d, "t1", TransactionalOptions{})
 	commitOffset := func(offset int64) {
 		require.NoError(t, tp.CommitOffsets(context.Background(), f, TxnOffsetCommit{Group: "g", Offsets: []TxnOffset{{Topic: "in", Partition: 0, Offset: offset}}}))
@@ -546,4 +543,36 @@ func TestTxnConcurrentProducersThenClose(t *testing.T) {
 	require.Equal(t, want, got)
 	require.NoError(t, d.Close())
 	requireNoLeakedGoroutines(t, before)
+}
+
+// A coordinator's batch for a producer is checked for the producer's epoch
+// and nothing else; a batch that is not a transactional data batch with a
+// producer is refused. Refused batches append nothing.
+func TestTxnAppendCoordinatorBatch(t *testing.T) {
+	_, _, d := openTxnDir(t)
+	tp := newTxnProducer(t, d, "t1", TransactionalOptions{})
+	commitTxn(t, tp, "x", a0) // the partition's producer epoch is now the one after
+	pe := tp.producer
+	build := func(epoch int16, transactional bool) segment.Batch {
+		b, err := segment.AppendBatch(nil, []segment.Record{{Timestamp: 1, Value: []byte("offsets")}}, segment.BuildOptions{
+			Producer:      &segment.Producer{ID: pe.ProducerID, Epoch: epoch, BaseSequence: idempotence.NoSequence},
+			Transactional: transactional,
+		})
+		require.NoError(t, err)
+		return b
+	}
+	p, err := d.Partition("a", 0)
+	require.NoError(t, err)
+	end := endOffset(t, d, "a", 0)
+	_, err = p.AppendCoordinatorBatch(build(pe.Epoch-1, true))
+	require.ErrorIs(t, err, idempotence.ErrInvalidProducerEpoch)
+	_, err = p.AppendCoordinatorBatch(build(pe.Epoch, false))
+	require.ErrorIs(t, err, idempotence.ErrInvalidRecord)
+	require.Equal(t, end, endOffset(t, d, "a", 0))
+
+	res, err := p.AppendCoordinatorBatch(build(pe.Epoch, true))
+	require.NoError(t, err)
+	lso, err := p.LastStableOffset()
+	require.NoError(t, err)
+	require.Equal(t, res.BaseOffset, lso, "the batch opened the producer's transaction on the partition")
 }

@@ -404,7 +404,8 @@ type TxnOffsetCommitter interface {
 	TxnOffsetsPartition(group string) (topic string, partition int32, err error)
 	// TxnOffsetCommit checks req's member and generation, writes its
 	// offsets to the group's partition as a transactional batch of
-	// req.Producer, and stages them until the marker.
+	// req.Producer (Partition.AppendCoordinatorBatch), and stages them
+	// until the marker.
 	TxnOffsetCommit(ctx context.Context, req TxnOffsetCommit) error
 	// WriteTxnMarker appends marker, a control batch built by
 	// idempotence.AppendMarkerBatch, to a partition TxnOffsetsPartition
