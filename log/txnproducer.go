@@ -68,6 +68,9 @@ type TransactionalProducer struct {
 	state  txnProducerState
 	closed bool
 	fatal  error // the producer was fenced
+	// queuing counts the ProduceAsync calls queuing a record in the open
+	// transaction: Commit and Abort wait for them before they flush.
+	queuing sync.WaitGroup
 
 	// jmu guards what the appends of the open transaction use.
 	jmu      sync.Mutex
@@ -182,18 +185,27 @@ func (tp *TransactionalProducer) Produce(ctx context.Context, topicName string, 
 
 // ProduceAsync produces rec in the open transaction as
 // Producer.ProduceAsync does. A record that fails makes the transaction
-// abortable: Commit refuses it.
+// abortable: Commit refuses it. Commit and Abort take in the records of
+// the ProduceAsync calls that began before them; a call made while they
+// run, from a callback say, fails with ErrTransactionState.
 func (tp *TransactionalProducer) ProduceAsync(ctx context.Context, topicName string, partition int32, rec Record, done func(Produced, error)) error {
-	tp.mu.Lock()
-	err := tp.checkLocked(txnOpen, "Produce")
-	tp.mu.Unlock()
-	if err != nil {
+	if err := tp.enter("Produce"); err != nil {
 		return err
 	}
-	// A record queued as Commit or Abort begins may miss their flush: it
-	// then fails with ErrTransactionState, or goes to the next
-	// transaction if one begins first.
+	defer tp.queuing.Done()
 	return tp.pr.ProduceAsync(ctx, topicName, partition, rec, done)
+}
+
+// enter counts a call that adds to the open transaction in queuing, or
+// says why there is none to add to.
+func (tp *TransactionalProducer) enter(what string) error {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	err := tp.checkLocked(txnOpen, what)
+	if err == nil {
+		tp.queuing.Add(1)
+	}
+	return err
 }
 
 // join adds p to the open transaction before its first batch, and refuses
@@ -201,10 +213,6 @@ func (tp *TransactionalProducer) ProduceAsync(ctx context.Context, topicName str
 func (tp *TransactionalProducer) join(p *Partition) error {
 	tp.mu.Lock()
 	err := tp.fatal
-	if err == nil && tp.state == txnIdle {
-		// Produced as the transaction ended, too late for it.
-		err = fmt.Errorf("%w: a record of %q reached its partition after its transaction ended", ErrTransactionState, tp.id)
-	}
 	tp.mu.Unlock()
 	if err != nil {
 		return err
@@ -286,6 +294,7 @@ func (tp *TransactionalProducer) end(ctx context.Context, commit bool) error {
 
 // finish flushes the transaction's records and ends it at the coordinator.
 func (tp *TransactionalProducer) finish(ctx context.Context, commit bool) error {
+	tp.queuing.Wait()
 	if err := tp.pr.Flush(ctx); err != nil {
 		return err
 	}
@@ -321,6 +330,10 @@ func (tp *TransactionalProducer) CommitOffsets(ctx context.Context, c TxnOffsetC
 	if ctx == nil {
 		return ErrNilContext
 	}
+	if err := tp.enter("CommitOffsets"); err != nil {
+		return err
+	}
+	defer tp.queuing.Done()
 	topic, partition, err := c.TxnOffsetsPartition(req.Group)
 	if err == nil {
 		var p *Partition
