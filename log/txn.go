@@ -387,6 +387,24 @@ func (t *Transactions) EndTxn(txnID string, producer idempotence.ProducerIDAndEp
 	return idempotence.ProducerIDAndEpoch{ProducerID: s.ProducerID, Epoch: s.ProducerEpoch}, nil
 }
 
+// AppendBatch appends a producer's batch to p as a partition leader of
+// transactions version 2 does for a produce request that carries
+// transactional id txnID (KIP-890): a transactional batch first adds p to
+// its producer's transaction, beginning one if none is open, so that no
+// batch can open a transaction on a partition the coordinator does not
+// know of; then the batch is appended as Partition.AppendBatch does. A
+// batch whose producer is not txnID's current one is refused by the
+// coordinator and appends nothing.
+func (t *Transactions) AppendBatch(txnID string, p *Partition, b segment.Batch) (AppendResult, error) {
+	if b.Transactional() && !b.Control() {
+		pe := idempotence.ProducerIDAndEpoch{ProducerID: b.ProducerID(), Epoch: b.ProducerEpoch()}
+		if err := t.AddPartitions(txnID, pe, idempotence.TopicPartition{Topic: p.Topic(), Partition: p.ID()}); err != nil {
+			return AppendResult{}, err
+		}
+	}
+	return p.AppendBatch(b)
+}
+
 // Describe returns the durable state of transactional id txnID (Kafka's
 // DescribeTransactions).
 func (t *Transactions) Describe(txnID string) (idempotence.TxnRecord, bool) {

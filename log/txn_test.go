@@ -576,3 +576,119 @@ func TestTxnAppendCoordinatorBatch(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, res.BaseOffset, lso, "the batch opened the producer's transaction on the partition")
 }
+
+// A producer that builds its own batches (idempotence.Sequencer's user, a
+// Kafka client behind a server) writes to a transaction through
+// Transactions.AppendBatch: the partition joins the transaction at the
+// first batch (KIP-890), and a late batch of an ended transaction opens
+// nothing (T16, T17 of research 5.6).
+func TestTxnAppendBatchAddsPartitionsImplicitly(t *testing.T) {
+	_, _, d := openTxnDir(t)
+	tx, err := d.Transactions()
+	require.NoError(t, err)
+	pe, err := tx.InitProducerID("remote", time.Minute)
+	require.NoError(t, err)
+	batch := func(pe idempotence.ProducerIDAndEpoch, seq int32, value string) segment.Batch {
+		b, err := segment.AppendBatch(nil, []segment.Record{{Timestamp: 1, Value: []byte(value)}}, segment.BuildOptions{
+			Producer:      &segment.Producer{ID: pe.ProducerID, Epoch: pe.Epoch, BaseSequence: seq},
+			Transactional: true,
+		})
+		require.NoError(t, err)
+		return b
+	}
+	pa, _ := d.Partition("a", 0)
+	pb, _ := d.Partition("b", 0)
+	_, err = tx.AppendBatch("remote", pa, batch(pe, 0, "x"))
+	require.NoError(t, err)
+	_, err = tx.AppendBatch("remote", pb, batch(pe, 0, "y"))
+	require.NoError(t, err)
+	_, err = tx.AppendBatch("remote", pa, batch(pe, 1, "z"))
+	require.NoError(t, err)
+	rec, _ := tx.Describe("remote")
+	require.Equal(t, idempotence.TxnOngoing, rec.State)
+	require.Equal(t, []idempotence.TopicPartition{a0, b0}, rec.Partitions)
+
+	next, err := tx.EndTxn("remote", pe, true)
+	require.NoError(t, err)
+	require.Equal(t, pe.Epoch+1, next.Epoch, "EndTxn gives the next transaction's epoch (T16)")
+	require.Equal(t, []string{"x", "z"}, values(t, d, "a", 0, ReadCommitted))
+	require.Equal(t, []string{"y"}, values(t, d, "b", 0, ReadCommitted))
+
+	// A late retry of the ended transaction's batch to a partition it never
+	// reached: refused, and no transaction hangs there (T17).
+	end := endOffset(t, d, "a", 1)
+	pa1, _ := d.Partition("a", 1)
+	_, err = tx.AppendBatch("remote", pa1, batch(pe, 0, "late"))
+	require.ErrorIs(t, err, idempotence.ErrProducerFenced)
+	require.Equal(t, end, endOffset(t, d, "a", 1))
+	lso, err := pa1.LastStableOffset()
+	require.NoError(t, err)
+	require.Equal(t, end, lso)
+}
+
+// A record that fails makes its transaction abortable: Commit refuses it
+// and leaves it open, Abort ends it, and none of its records is read.
+func TestTxnFailedRecordMakesTransactionAbortable(t *testing.T) {
+	_, _, d := openTxnDir(t)
+	tp := newTxnProducer(t, d, "t1", TransactionalOptions{})
+	require.NoError(t, tp.Begin())
+	produceTxn(t, tp, "ok", a0)
+	_, err := tp.Produce(context.Background(), "b", 0, NewRecord(nil, make([]byte, DefaultMaxBatchBytes+1)))
+	require.ErrorIs(t, err, segment.ErrBatchTooLarge)
+	err = tp.Commit(context.Background())
+	require.ErrorIs(t, err, ErrTransactionAbortable)
+	require.ErrorIs(t, err, segment.ErrBatchTooLarge, "the error names the record's failure")
+	_, err = tp.Produce(context.Background(), "a", 1, NewRecord(nil, []byte("after the failure")))
+	require.ErrorIs(t, err, ErrTransactionAbortable, "the transaction takes no more records")
+	require.NoError(t, tp.Abort(context.Background()))
+	require.Empty(t, values(t, d, "a", 0, ReadCommitted))
+	require.Empty(t, values(t, d, "a", 1, ReadCommitted))
+
+	commitTxn(t, tp, "next", a0)
+	require.Equal(t, []string{"next"}, values(t, d, "a", 0, ReadCommitted))
+}
+
+// A Commit whose context ends while its records are appended returns the
+// context's error and leaves the transaction open, to commit or abort.
+func TestTxnCommitWithEndedContextLeavesTransactionOpen(t *testing.T) {
+	_, _, d := openTxnDir(t)
+	tp := newTxnProducer(t, d, "t1", TransactionalOptions{ProducerOptions: ProducerOptions{Linger: time.Hour}})
+	require.NoError(t, tp.Begin())
+	require.NoError(t, tp.ProduceAsync(context.Background(), "a", 0, NewRecord(nil, []byte("x")), nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.ErrorIs(t, tp.Commit(ctx), context.Canceled)
+	require.ErrorIs(t, tp.Begin(), ErrTransactionState, "still open")
+	require.NoError(t, tp.Commit(context.Background()))
+	require.Equal(t, []string{"x"}, values(t, d, "a", 0, ReadCommitted))
+}
+
+// T23 of research 5.6: a transactional id idle for
+// idempotence.DefaultTransactionalIDExpiration is removed (a tombstone in
+// TransactionStateTopic, so also after a restart), and a producer with it
+// later gets a new producer id.
+func TestTxnIdleTransactionalIDExpires(t *testing.T) {
+	fs, clock, d := openTxnDir(t)
+	tp := newTxnProducer(t, d, "idle", TransactionalOptions{})
+	commitTxn(t, tp, "x", a0)
+	old := tp.producer.ProducerID
+	require.NoError(t, tp.Close())
+
+	clock.advance(idempotence.DefaultTransactionalIDExpiration + time.Millisecond)
+	require.NoError(t, d.Maintain())
+	tx, _ := d.Transactions()
+	_, ok := tx.Describe("idle")
+	require.False(t, ok)
+
+	d2, err := OpenDir("/data", txnDirOptions(fs.Crash(vfs.CrashConfig{}), clock))
+	require.NoError(t, err)
+	defer d2.Close()
+	tx2, err := d2.Transactions()
+	require.NoError(t, err)
+	_, ok = tx2.Describe("idle")
+	require.False(t, ok, "the tombstone replays")
+	pe, err := tx2.InitProducerID("idle", time.Minute)
+	require.NoError(t, err)
+	require.NotEqual(t, old, pe.ProducerID)
+	require.Zero(t, pe.Epoch)
+}
