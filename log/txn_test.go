@@ -2,6 +2,7 @@ package log
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime"
@@ -691,4 +692,93 @@ func TestTxnIdleTransactionalIDExpires(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEqual(t, old, pe.ProducerID)
 	require.Zero(t, pe.Epoch)
+}
+
+// TestCrashDuringTransactions cuts the power before every file-system
+// operation of a run that creates topics and commits, aborts and commits
+// transactions over three partitions. The reopened Dir must show each
+// transaction in all its partitions or in none, never the aborted one,
+// every one whose Commit returned, and take a new transaction.
+func TestCrashDuringTransactions(t *testing.T) {
+	parts := []idempotence.TopicPartition{a0, a1, b0}
+	quiet := func(fs vfs.FS) DirOptions {
+		opts := dirOptions(fs)
+		opts.Logger = slog.New(slog.DiscardHandler)
+		return opts
+	}
+	script := func(fs *vfs.MemFS, acked *[]string) {
+		d, err := OpenDir("/data", quiet(fs))
+		if err != nil {
+			return
+		}
+		defer d.Close()
+		if d.CreateTopic("a", TopicConfig{Partitions: 2}) != nil || d.CreateTopic("b", TopicConfig{}) != nil {
+			return
+		}
+		tp, err := d.NewTransactionalProducer("t", TransactionalOptions{})
+		if err != nil {
+			return
+		}
+		defer tp.Close()
+		for _, v := range []string{"t1", "t2", "t3"} {
+			if tp.Begin() != nil {
+				return
+			}
+			for _, x := range parts {
+				if _, err := tp.Produce(context.Background(), x.Topic, x.Partition, NewRecord(nil, []byte(v))); err != nil {
+					return
+				}
+			}
+			if v == "t2" {
+				if tp.Abort(context.Background()) != nil {
+					return
+				}
+				continue
+			}
+			if tp.Commit(context.Background()) != nil {
+				return
+			}
+			*acked = append(*acked, v)
+		}
+	}
+	var acked []string
+	total := countOps(t, func(fs *vfs.MemFS) { script(fs, &acked) })
+	require.Equal(t, []string{"t1", "t3"}, acked)
+
+	for stop := 0; stop < total; stop++ {
+		var acked []string
+		after := crashedAt(t, stop, 17, func(fs *vfs.MemFS) { script(fs, &acked) })
+		msg := fmt.Sprintf("stop %d of %d", stop, total)
+		d, err := OpenDir("/data", quiet(after))
+		require.NoError(t, err, msg)
+		seen := map[string]int{}
+		for _, x := range parts {
+			p, err := d.Partition(x.Topic, x.Partition)
+			if errors.Is(err, ErrUnknownTopic) {
+				continue
+			}
+			require.NoError(t, err, msg)
+			for r, err := range p.Records(0, ReadCommitted) {
+				require.NoError(t, err, msg)
+				seen[string(r.Value)]++
+			}
+		}
+		for v, n := range seen {
+			require.Equal(t, len(parts), n, "%s: transaction %s is in %d of its %d partitions", msg, v, n, len(parts))
+		}
+		require.Zero(t, seen["t2"], "%s: the aborted transaction is read", msg)
+		for _, v := range acked {
+			require.Equal(t, len(parts), seen[v], "%s: committed transaction %s lost", msg, v)
+		}
+		if _, err := d.TopicConfig("b"); err == nil {
+			tp, err := d.NewTransactionalProducer("t", TransactionalOptions{})
+			require.NoError(t, err, msg)
+			require.NoError(t, tp.Begin(), msg)
+			_, err = tp.Produce(context.Background(), "b", 0, NewRecord(nil, []byte("after")))
+			require.NoError(t, err, msg)
+			require.NoError(t, tp.Commit(context.Background()), msg)
+			require.NoError(t, tp.Close(), msg)
+		}
+		require.NoError(t, d.Close(), msg)
+	}
 }
