@@ -15,8 +15,8 @@ import (
 // TransactionStateTopic is the compacted topic in which a Dir's transaction
 // coordinator keeps the state of each transactional id, one record per
 // transition, keyed by the id, in the bytes of Kafka's __transaction_state
-// (idempotence.MarshalTxnRecord). It has one partition and syncs every
-// append.
+// (idempotence.MarshalTxnRecord). It has one partition, syncs every
+// append and has no retention.
 const TransactionStateTopic = "__transaction_state"
 
 // txnAbortInterval is how often the background maintenance looks for
@@ -96,7 +96,10 @@ func (d *Dir) transactions(create bool) (*Transactions, error) {
 		return d.txns.t, nil
 	}
 	if create {
-		err := d.CreateTopic(TransactionStateTopic, TopicConfig{Partitions: 1, Compact: Compacted, Fsync: FsyncAlways()})
+		// Compacted only, whatever the Dir's default retention: a
+		// transactional id's state must stay until its tombstone.
+		err := d.CreateTopic(TransactionStateTopic, TopicConfig{Partitions: 1, Compact: Compacted, Fsync: FsyncAlways(),
+			Retention: Retention{Age: Unlimited, Bytes: Unlimited}})
 		if err != nil && !errors.Is(err, ErrTopicExists) {
 			return nil, fmt.Errorf("log: transaction coordinator: %w", err)
 		}

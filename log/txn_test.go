@@ -782,3 +782,21 @@ func TestCrashDuringTransactions(t *testing.T) {
 		require.NoError(t, d.Close(), msg)
 	}
 }
+
+// TransactionStateTopic is compacted and never loses records to a
+// retention the Dir's defaults give other topics (Kafka's
+// __transaction_state is cleanup.policy=compact).
+func TestTxnStateTopicHasNoRetention(t *testing.T) {
+	opts := dirOptions(newMemFS(t))
+	opts.Defaults.Retention = Retention{Age: time.Hour, Bytes: 1 << 20}
+	d, err := OpenDir("/data", opts)
+	require.NoError(t, err)
+	defer d.Close()
+	_, err = d.Transactions()
+	require.NoError(t, err)
+	cfg, err := d.TopicConfig(TransactionStateTopic)
+	require.NoError(t, err)
+	require.Equal(t, Compacted, cfg.Compact)
+	require.Equal(t, Retention{Age: Unlimited, Bytes: Unlimited}, cfg.Retention)
+	require.Equal(t, FsyncAlways(), cfg.Fsync)
+}
