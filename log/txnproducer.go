@@ -423,6 +423,7 @@ type TxnOffsetCommitter interface {
 	// WriteTxnMarker appends marker, a control batch built by
 	// idempotence.AppendMarkerBatch, to a partition TxnOffsetsPartition
 	// named, with Partition.AppendMarker, and applies it to the offsets
-	// staged by its producer.
+	// staged by its producer. The coordinator calls it with its own lock
+	// held: it must not call the Dir's Transactions.
 	WriteTxnMarker(ctx context.Context, topic string, partition int32, marker segment.Batch) error
 }
