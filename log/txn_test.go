@@ -800,3 +800,41 @@ func TestTxnStateTopicHasNoRetention(t *testing.T) {
 	require.Equal(t, Retention{Age: Unlimited, Bytes: Unlimited}, cfg.Retention)
 	require.Equal(t, FsyncAlways(), cfg.Fsync)
 }
+
+// Markers that could not be written are written again: by the next
+// request of the transactional id, which would otherwise get
+// CONCURRENT_TRANSACTIONS, or by Maintain.
+func TestTxnMarkersWrittenAgainAfterAFailure(t *testing.T) {
+	for _, by := range []string{"next transaction", "Maintain"} {
+		t.Run(by, func(t *testing.T) {
+			fs, _, d := openTxnDir(t)
+			tp := newTxnProducer(t, d, "t1", TransactionalOptions{})
+			require.NoError(t, tp.Begin())
+			produceTxn(t, tp, "x", a0, b0)
+			var failing atomic.Bool
+			fs.SetHook(func(op vfs.Op) error {
+				if failing.Load() && op.Kind == vfs.OpWrite && strings.HasPrefix(op.Name, "/data/b-0/") {
+					return syscall.ENOSPC
+				}
+				return nil
+			})
+			failing.Store(true)
+			require.NoError(t, tp.Commit(context.Background()))
+			tx, _ := d.Transactions()
+			rec, _ := tx.Describe("t1")
+			require.Equal(t, idempotence.TxnPrepareCommit, rec.State)
+			require.Empty(t, values(t, d, "b", 0, ReadCommitted))
+			failing.Store(false)
+
+			if by == "Maintain" {
+				require.NoError(t, d.Maintain())
+			} else {
+				commitTxn(t, tp, "y", a1)
+			}
+			rec, _ = tx.Describe("t1")
+			require.Equal(t, idempotence.TxnCompleteCommit, rec.State)
+			require.Equal(t, []string{"x"}, values(t, d, "b", 0, ReadCommitted))
+			require.Equal(t, []string{"x"}, values(t, d, "a", 0, ReadCommitted))
+		})
+	}
+}
