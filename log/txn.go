@@ -317,6 +317,18 @@ func (t *Transactions) runLocked(s idempotence.Step) error {
 	return nil
 }
 
+// retryLocked makes request, and makes it again after writing the markers
+// still to write if it found its transactional id completing
+// (CONCURRENT_TRANSACTIONS): markers whose write failed are written again
+// as soon as they are waited for, not at the next tick only.
+func (t *Transactions) retryLocked(request func() (idempotence.Step, error)) (idempotence.Step, error) {
+	s, err := request()
+	if errors.Is(err, idempotence.ErrConcurrentTransactions) && t.resendLocked() == nil {
+		s, err = request()
+	}
+	return s, err
+}
+
 // InitProducerID gives transactional id txnID a producer id and epoch
 // (Kafka's InitProducerId): a new id gets a new producer id; a known one
 // gets its epoch bumped, which fences the producer that had it. A
@@ -334,7 +346,9 @@ func (t *Transactions) InitProducerID(txnID string, timeout time.Duration) (idem
 	// so the request repeated after CONCURRENT_TRANSACTIONS succeeds
 	// unless its markers could not be written.
 	for range 2 {
-		s, err := t.c.InitProducerID(txnID, int32(ms), nil, t.nowMs())
+		s, err := t.retryLocked(func() (idempotence.Step, error) {
+			return t.c.InitProducerID(txnID, int32(ms), nil, t.nowMs())
+		})
 		if err != nil {
 			return idempotence.ProducerIDAndEpoch{}, fmt.Errorf("log: InitProducerId: %w", err)
 		}
@@ -362,7 +376,9 @@ func (t *Transactions) AddPartitions(txnID string, producer idempotence.Producer
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s, err := t.c.AddPartitions(txnID, producer.ProducerID, producer.Epoch, partitions, t.nowMs())
+	s, err := t.retryLocked(func() (idempotence.Step, error) {
+		return t.c.AddPartitions(txnID, producer.ProducerID, producer.Epoch, partitions, t.nowMs())
+	})
 	if err != nil {
 		return fmt.Errorf("log: AddPartitionsToTxn: %w", err)
 	}
@@ -380,7 +396,9 @@ func (t *Transactions) AddPartitions(txnID string, producer idempotence.Producer
 func (t *Transactions) EndTxn(txnID string, producer idempotence.ProducerIDAndEpoch, commit bool) (idempotence.ProducerIDAndEpoch, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s, err := t.c.EndTxn(txnID, producer.ProducerID, producer.Epoch, commit, t.nowMs())
+	s, err := t.retryLocked(func() (idempotence.Step, error) {
+		return t.c.EndTxn(txnID, producer.ProducerID, producer.Epoch, commit, t.nowMs())
+	})
 	if err == nil {
 		err = t.runLocked(s)
 	}
