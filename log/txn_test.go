@@ -838,3 +838,37 @@ func TestTxnMarkersWrittenAgainAfterAFailure(t *testing.T) {
 		})
 	}
 }
+
+// Each transition is a record of TransactionStateTopic, in Kafka's
+// __transaction_state bytes, written before it takes effect; a commit
+// writes PrepareCommit before its markers and CompleteCommit after them.
+func TestTxnTransitionsAreRecordsOfTheStateTopic(t *testing.T) {
+	_, _, d := openTxnDir(t)
+	tp := newTxnProducer(t, d, "t1", TransactionalOptions{})
+	commitTxn(t, tp, "x", a0, b0)
+	require.NoError(t, tp.Begin())
+	produceTxn(t, tp, "y", a1)
+	require.NoError(t, tp.Close(), "Close aborts the open transaction")
+	require.Equal(t, int64(2), endOffset(t, d, "a", 1), "its record and the ABORT marker")
+
+	p, err := d.Partition(TransactionStateTopic, 0)
+	require.NoError(t, err)
+	var states []string
+	for r, err := range p.Records(0, ReadLogEnd) {
+		require.NoError(t, err)
+		rec, err := idempotence.UnmarshalTxnRecord(r.Key, r.Value)
+		require.NoError(t, err)
+		require.Equal(t, "t1", rec.TransactionalID)
+		states = append(states, fmt.Sprintf("%v %d %v", rec.State, rec.ProducerEpoch, rec.Partitions))
+	}
+	require.Equal(t, []string{
+		"Empty 0 []",
+		"Ongoing 0 [{a 0}]",
+		"Ongoing 0 [{a 0} {b 0}]",
+		"PrepareCommit 1 [{a 0} {b 0}]",
+		"CompleteCommit 1 []",
+		"Ongoing 1 [{a 1}]",
+		"PrepareAbort 2 [{a 1}]",
+		"CompleteAbort 2 []",
+	}, states)
+}
