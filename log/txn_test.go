@@ -257,6 +257,8 @@ func TestTxnZombieFenced(t *testing.T) {
 	produceTxn(t, zombie, "zombie", a0)
 
 	successor := newTxnProducer(t, d, "t1", TransactionalOptions{})
+	require.Equal(t, zombie.producer.ProducerID, successor.producer.ProducerID)
+	require.Equal(t, zombie.producer.Epoch+2, successor.producer.Epoch, "one bump to fence and abort, one for the new producer (T10)")
 	require.Empty(t, values(t, d, "a", 0, ReadCommitted))
 	require.Equal(t, int64(2), endOffset(t, d, "a", 0), "the zombie's open transaction was aborted")
 
