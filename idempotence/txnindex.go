@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path/filepath"
 	"slices"
 
 	"github.com/strandlog/strand/vfs"
@@ -108,7 +109,15 @@ func (x *TxnIndex) file() (vfs.File, error) {
 	}
 	f, err := x.fs.OpenReadWrite(x.name)
 	if errors.Is(err, fs.ErrNotExist) {
-		f, err = x.fs.Create(x.name)
+		// The new name is made durable at once: a producer snapshot or
+		// a recovery point written later, past the entries, would
+		// otherwise survive a crash that loses the file, and the
+		// aborted transactions would read as committed.
+		if f, err = x.fs.Create(x.name); err == nil {
+			if err = vfs.SyncDir(x.fs, filepath.Dir(x.name)); err != nil {
+				f.Close()
+			}
+		}
 	}
 	if err != nil {
 		return nil, err

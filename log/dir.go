@@ -113,6 +113,7 @@ type Dir struct {
 	done sync.WaitGroup
 
 	pids producerIDs // see newProducerID
+	txns dirTxns     // see Transactions
 }
 
 type topic struct {
@@ -172,6 +173,9 @@ func OpenDir(path string, opts DirOptions) (*Dir, error) {
 	if opts.MaintenanceInterval > 0 {
 		d.done.Add(1)
 		go d.maintainEvery(opts.MaintenanceInterval)
+	}
+	if err := d.recoverTransactions(); err != nil {
+		return nil, errors.Join(err, d.Close())
 	}
 	return d, nil
 }
@@ -749,10 +753,11 @@ func (d *Dir) Partition(topicName string, partition int32) (*Partition, error) {
 }
 
 // Maintain applies retention and compaction to every partition now, as
-// the background maintenance does at each interval. It returns the
+// the background maintenance does at each interval, and aborts the
+// transactions open past their timeout (see Transactions). It returns the
 // partitions' errors joined.
 func (d *Dir) Maintain() error {
-	return errors.Join(d.maintain()...)
+	return errors.Join(append(d.maintain(), d.tickTransactions())...)
 }
 
 // maintain returns the errors of the partitions whose maintenance failed,
@@ -1068,22 +1073,32 @@ func (p *Partition) appendQueued(recs []segment.Record, prod *segment.Producer, 
 // which must decompress within segment.MaxDecompressedSize, and of a
 // compacted topic's batch, which must all have keys.
 func (p *Partition) AppendBatch(b segment.Batch) (AppendResult, error) {
-	if b.Codec() != segment.CodecNone || p.topic.compact.Load() {
-		if err := b.Validate(); err != nil {
-			return AppendResult{}, fmt.Errorf("log %s: %w", p.dir(), err)
-		}
-		i := 0
-		for r, err := range b.Records() {
-			if err != nil {
-				return AppendResult{}, fmt.Errorf("log %s: %w", p.dir(), err)
-			}
-			if err := p.checkKey(i, r.Key); err != nil {
-				return AppendResult{}, err
-			}
-			i++
-		}
+	if err := p.checkRecords(b); err != nil {
+		return AppendResult{}, err
 	}
 	return with(p, true, func(l *Log) (AppendResult, error) { return l.AppendBatch(b) })
+}
+
+// checkRecords reads the records of b if it is compressed or the topic
+// compacted, as AppendBatch does.
+func (p *Partition) checkRecords(b segment.Batch) error {
+	if b.Codec() == segment.CodecNone && !p.topic.compact.Load() {
+		return nil
+	}
+	if err := b.Validate(); err != nil {
+		return fmt.Errorf("log %s: %w", p.dir(), err)
+	}
+	i := 0
+	for r, err := range b.Records() {
+		if err != nil {
+			return fmt.Errorf("log %s: %w", p.dir(), err)
+		}
+		if err := p.checkKey(i, r.Key); err != nil {
+			return err
+		}
+		i++
+	}
+	return nil
 }
 
 // AppendMarker appends a transaction coordinator's marker; see

@@ -35,6 +35,21 @@
 // the process reopens the Dir: what it wrote since the last good sync may
 // or may not be on the disk, and a restart recovers whatever is (see Dir).
 //
+// # Transactions
+//
+// A [TransactionalProducer], from [Dir.NewTransactionalProducer], writes
+// to several partitions at once: the records of a transaction, begun with
+// Begin, become readable to ReadCommitted readers in every partition when
+// Commit returns, and never if it aborts. A transactional id names the
+// producer across restarts, and a new producer with it fences the old one
+// (Kafka's zombie fencing). The Dir's transaction coordinator
+// ([Dir.Transactions]) keeps its state in the compacted topic
+// TransactionStateTopic, finishes after a crash the commits it had
+// decided, and aborts transactions left open past their timeout. A
+// consumer group's offsets join a transaction through a
+// [TxnOffsetCommitter], for exactly-once consume-transform-produce (see
+// examples/exactlyonce).
+//
 // # The partition log: Log
 //
 // A [Log] is one partition in a directory, usable on its own or under a

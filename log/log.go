@@ -152,6 +152,13 @@ func (l *Log) Append(recs []segment.Record) (AppendResult, error) {
 // idempotent producer's id, epoch and first sequence, which the producer
 // state checks as AppendBatch's.
 func (l *Log) appendQueued(recs []segment.Record, prod *segment.Producer, queued func()) (AppendResult, error) {
+	return l.appendBuilt(recs, segment.BuildOptions{Producer: prod}, queued)
+}
+
+// appendBuilt is appendQueued for a batch built with bo (whose Codec it
+// sets): a transactional producer's batches carry the transactional
+// attribute.
+func (l *Log) appendBuilt(recs []segment.Record, bo segment.BuildOptions, queued func()) (AppendResult, error) {
 	opts := l.liveOptions()
 	if err := opts.checkRecordsSize(recs); err != nil {
 		return AppendResult{}, fmt.Errorf("log %s: %w", l.dir, err)
@@ -167,7 +174,8 @@ func (l *Log) appendQueued(recs []segment.Record, prod *segment.Producer, queued
 	}
 	buf := batchBuffers.Get().(*[]byte)
 	defer batchBuffers.Put(buf)
-	b, err := segment.AppendBatch((*buf)[:0], recs, segment.BuildOptions{Codec: opts.Compression, Producer: prod})
+	bo.Codec = opts.Compression
+	b, err := segment.AppendBatch((*buf)[:0], recs, bo)
 	if err != nil {
 		return AppendResult{}, fmt.Errorf("log %s: %w", l.dir, err)
 	}

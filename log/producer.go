@@ -121,6 +121,8 @@ type Producer struct {
 	running     sync.WaitGroup            // linger timers that may fire, batches being appended
 	seqs        map[*Partition]*sequencer // idempotent mode only
 	id          int64                     // the producer id, in idempotent mode
+	epoch       int16                     // its epoch, which a transactional producer's coordinator bumps
+	txn         *TransactionalProducer    // set if the producer is transactional
 
 	// appendFn appends a batch; tests replace it to lose an answer.
 	appendFn func(p *Partition, recs []segment.Record, prod *segment.Producer, queued func()) (AppendResult, error)
@@ -424,6 +426,9 @@ func (pr *Producer) append(b *pendingBatch) {
 	}
 	queued() // if the append failed before it reached the log
 	b.base, b.err = res.BaseOffset, err
+	if err != nil && pr.txn != nil {
+		pr.txn.batchFailed(err)
+	}
 	if b.prev != nil {
 		<-b.prev.done
 		b.prev = nil // let it go

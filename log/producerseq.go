@@ -43,7 +43,7 @@ func (pr *Producer) stamp(b *pendingBatch) (segment.Producer, error) {
 	defer pr.mu.Unlock()
 	s := pr.seqs[b.p]
 	if s == nil {
-		s = &sequencer{id: pr.id}
+		s = &sequencer{id: pr.id, epoch: pr.epoch}
 		pr.seqs[b.p] = s
 	}
 	if s.id < 0 { // the epoch ran out: a new producer id
@@ -104,7 +104,9 @@ func (pr *Producer) failed(b *pendingBatch, prod segment.Producer) {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	s := pr.seqs[b.p]
-	if !s.current(prod) {
+	// A transactional producer's epoch is its coordinator's: the failure
+	// makes its transaction abortable instead, and the abort bumps it.
+	if !s.current(prod) || pr.txn != nil {
 		return
 	}
 	s.next = 0
@@ -128,6 +130,11 @@ func (pr *Producer) failed(b *pendingBatch, prod segment.Producer) {
 // that is not the next one). Once the earlier batches are done, an
 // ErrOutOfOrderSequence is a real gap and fails the batch.
 func (pr *Producer) appendIdempotent(b *pendingBatch, queued func()) (AppendResult, error) {
+	if pr.txn != nil {
+		if err := pr.txn.join(b.p); err != nil {
+			return AppendResult{}, err
+		}
+	}
 	prod, err := pr.stamp(b)
 	if err != nil {
 		return AppendResult{}, err

@@ -1,0 +1,468 @@
+package log
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/strandlog/strand/idempotence"
+	"github.com/strandlog/strand/segment"
+)
+
+// TransactionStateTopic is the compacted topic in which a Dir's transaction
+// coordinator keeps the state of each transactional id, one record per
+// transition, keyed by the id, in the bytes of Kafka's __transaction_state
+// (idempotence.MarshalTxnRecord). It has one partition, syncs every
+// append and has no retention.
+const TransactionStateTopic = "__transaction_state"
+
+// txnAbortInterval is how often the background maintenance looks for
+// transactions open past their timeout (Kafka's
+// transaction.abort.timed.out.transaction.cleanup.interval.ms).
+const txnAbortInterval = 10 * time.Second
+
+// dirTxns holds a Dir's transaction coordinator once it exists.
+type dirTxns struct {
+	mu sync.Mutex
+	t  *Transactions
+}
+
+// Transactions is a Dir's transaction coordinator: Kafka's, with
+// transactions version 2 (KIP-890), made durable in TransactionStateTopic.
+// Every transition of a transactional id is appended to that topic, and
+// durable, before it takes effect (idempotence.Coordinator holds the
+// rules); OpenDir replays the topic into a new coordinator, which is then
+// the one that ran before, and writes the markers of the transactions that
+// were completing, so that a commit decided before a crash completes after
+// it. A transaction ends with a COMMIT or ABORT marker written with
+// Partition.AppendMarker to each of its partitions once its PrepareCommit
+// or PrepareAbort record is durable, then a CompleteCommit or
+// CompleteAbort record.
+//
+// Time is the Dir's clock (Options.Now). Maintain, and the background
+// maintenance every 10 seconds unless DirOptions.MaintenanceInterval is
+// negative, abort the transactions open past their timeout, with the
+// producer epoch bumped so that their producer is fenced, and expire
+// transactional ids idle for idempotence.DefaultTransactionalIDExpiration.
+//
+// Most embedders use a TransactionalProducer; Transactions' methods are
+// Kafka's requests (InitProducerId, AddPartitionsToTxn, EndTxn), for a
+// server that answers producers over a transport of its own. Their errors
+// wrap the idempotence error Kafka answers with, and a refused request
+// appends nothing. Transactions is safe for concurrent use.
+type Transactions struct {
+	d *Dir
+	p *Partition // partition 0 of TransactionStateTopic
+
+	mu sync.Mutex
+	c  *idempotence.Coordinator
+	// committers write the markers of their topics' partitions (see
+	// TxnOffsetCommitter).
+	committers map[string]TxnOffsetCommitter
+}
+
+// Transactions returns the Dir's transaction coordinator, creating
+// TransactionStateTopic on first use.
+func (d *Dir) Transactions() (*Transactions, error) {
+	return d.transactions(true)
+}
+
+// recoverTransactions loads the transaction coordinator, if the Dir has
+// one, so that the transactions a crash left completing are completed.
+func (d *Dir) recoverTransactions() error {
+	_, err := d.transactions(false)
+	return err
+}
+
+// tickTransactions aborts the transactions open past their timeout and
+// writes the markers still to write.
+func (d *Dir) tickTransactions() error {
+	d.txns.mu.Lock()
+	t := d.txns.t
+	d.txns.mu.Unlock()
+	if t == nil {
+		return nil
+	}
+	return t.tick()
+}
+
+func (d *Dir) transactions(create bool) (*Transactions, error) {
+	d.txns.mu.Lock()
+	defer d.txns.mu.Unlock()
+	if d.txns.t != nil {
+		return d.txns.t, nil
+	}
+	if create {
+		// Compacted only, whatever the Dir's default retention: a
+		// transactional id's state must stay until its tombstone.
+		err := d.CreateTopic(TransactionStateTopic, TopicConfig{Partitions: 1, Compact: Compacted, Fsync: FsyncAlways(),
+			Retention: Retention{Age: Unlimited, Bytes: Unlimited}})
+		if err != nil && !errors.Is(err, ErrTopicExists) {
+			return nil, fmt.Errorf("log: transaction coordinator: %w", err)
+		}
+	}
+	p, err := d.Partition(TransactionStateTopic, 0)
+	switch {
+	case errors.Is(err, ErrUnknownTopic) && !create:
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("log: transaction coordinator: %w", err)
+	}
+	c, err := idempotence.NewCoordinator(idempotence.CoordinatorOptions{AllocateProducerID: d.newProducerID})
+	if err != nil {
+		return nil, err
+	}
+	t := &Transactions{d: d, p: p, c: c, committers: map[string]TxnOffsetCommitter{}}
+	if err := t.replay(); err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	err = t.resendLocked()
+	t.mu.Unlock()
+	if err != nil {
+		// The decision is durable; the markers are written again at the
+		// next tick.
+		d.opts.Logger.Error("strand: writing transaction markers failed", "dir", d.path, "err", err)
+	}
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if d.opts.MaintenanceInterval > 0 {
+		d.done.Add(1)
+		go t.tickEvery()
+	}
+	d.mu.Unlock()
+	d.txns.t = t
+	return t, nil
+}
+
+// replay rebuilds the coordinator from TransactionStateTopic. Compaction
+// keeps at least the newest record of each transactional id, which is its
+// state: replaying what it kept gives the state replaying everything
+// would.
+func (t *Transactions) replay() error {
+	start, _, _, err := t.p.Offsets()
+	if err != nil {
+		return fmt.Errorf("log: transaction coordinator: %w", err)
+	}
+	for r, err := range t.p.Records(start, ReadLogEnd) {
+		if err != nil {
+			return fmt.Errorf("log: transaction coordinator: replaying %s: %w", TransactionStateTopic, err)
+		}
+		rec, err := idempotence.UnmarshalTxnRecord(r.Key, r.Value)
+		if err != nil {
+			return fmt.Errorf("log: transaction coordinator: %s offset %d: %w", TransactionStateTopic, r.Offset, err)
+		}
+		t.c.Replay(rec)
+	}
+	return nil
+}
+
+func (t *Transactions) tickEvery() {
+	defer t.d.done.Done()
+	tick := time.NewTicker(txnAbortInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-t.d.stop:
+			return
+		case <-tick.C:
+			if err := t.tick(); err != nil && !errors.Is(err, ErrClosed) {
+				t.d.opts.Logger.Error("strand: transaction timeouts failed", "dir", t.d.path, "err", err)
+			}
+		}
+	}
+}
+
+func (t *Transactions) nowMs() int64 {
+	if now := t.d.opts.Log.Now; now != nil {
+		return now().UnixMilli()
+	}
+	return time.Now().UnixMilli()
+}
+
+// tick carries out the transitions the clock makes due, then writes the
+// markers that could not be written before.
+func (t *Transactions) tick() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	recs, err := t.c.Tick(t.nowMs())
+	errs := []error{err}
+	for i, rec := range recs {
+		if _, err := t.completeLocked(rec); err != nil {
+			errs = append(errs, err)
+			for _, r := range recs[i+1:] {
+				errs = append(errs, t.c.Abandon(r.TransactionalID))
+			}
+			break
+		}
+	}
+	return errors.Join(append(errs, t.resendLocked())...)
+}
+
+// persistLocked appends rec to TransactionStateTopic, durably.
+func (t *Transactions) persistLocked(rec *idempotence.TxnRecord) error {
+	key, value := idempotence.MarshalTxnRecord(*rec)
+	_, err := t.p.Append([]Record{{Key: key, Value: value}})
+	return err
+}
+
+// completeLocked persists rec, the pending transition of its transactional
+// id, makes it take effect and carries out what follows: after a
+// PrepareCommit or PrepareAbort, the markers and then the record that
+// completes the transaction. durable reports whether rec took effect; if
+// not, it is abandoned and the state is as before. An error after rec is
+// durable is a marker that could not be written: the transaction stays
+// completing and tick writes its markers again.
+func (t *Transactions) completeLocked(rec *idempotence.TxnRecord) (durable bool, err error) {
+	if err := t.persistLocked(rec); err != nil {
+		return false, errors.Join(fmt.Errorf("log: transaction coordinator: persisting %q %v: %w", rec.TransactionalID, rec.State, err),
+			t.c.Abandon(rec.TransactionalID))
+	}
+	f, err := t.c.Complete(*rec)
+	for err == nil {
+		next := f.Next
+		if len(f.Markers) > 0 {
+			next, err = t.writeMarkersLocked(f.Markers)
+		}
+		if err != nil || next == nil {
+			break
+		}
+		if err = t.persistLocked(next); err != nil {
+			err = errors.Join(fmt.Errorf("log: transaction coordinator: persisting %q %v: %w", next.TransactionalID, next.State, err),
+				t.c.Abandon(next.TransactionalID))
+			break
+		}
+		f, err = t.c.Complete(*next)
+	}
+	return true, err
+}
+
+// writeMarkersLocked writes the markers of one transaction and returns the
+// record that completes it once the last is written.
+func (t *Transactions) writeMarkersLocked(ms []idempotence.MarkerRequest) (*idempotence.TxnRecord, error) {
+	now := t.nowMs()
+	for _, m := range ms {
+		if err := t.writeMarker(m, now); err != nil {
+			return nil, fmt.Errorf("log: transaction coordinator: %v marker of %q on %s-%d: %w",
+				m.Type, m.TransactionalID, m.Partition.Topic, m.Partition.Partition, err)
+		}
+		next, err := t.c.MarkerWritten(m.TransactionalID, m.Partition, now)
+		if err != nil || next != nil {
+			return next, err
+		}
+	}
+	return nil, nil
+}
+
+func (t *Transactions) writeMarker(m idempotence.MarkerRequest, nowMs int64) error {
+	b, err := idempotence.AppendMarkerBatch(nil, m.ProducerID, m.ProducerEpoch,
+		idempotence.Marker{Type: m.Type, CoordinatorEpoch: m.CoordinatorEpoch}, nowMs)
+	if err != nil {
+		return err
+	}
+	if c := t.committers[m.Partition.Topic]; c != nil {
+		return c.WriteTxnMarker(context.Background(), m.Partition.Topic, m.Partition.Partition, segment.Batch(b))
+	}
+	p, err := t.d.Partition(m.Partition.Topic, m.Partition.Partition)
+	if errors.Is(err, ErrUnknownTopic) || errors.Is(err, ErrUnknownPartition) {
+		return nil // deleted since: nothing left to mark
+	}
+	if err != nil {
+		return err
+	}
+	_, err = p.AppendMarker(segment.Batch(b))
+	return err
+}
+
+// resendLocked writes the markers of every completing transaction, one
+// transaction after another.
+func (t *Transactions) resendLocked() error {
+	var errs []error
+	ms := t.c.Markers() // sorted by transactional id
+	for len(ms) > 0 {
+		n := 1
+		for n < len(ms) && ms[n].TransactionalID == ms[0].TransactionalID {
+			n++
+		}
+		next, err := t.writeMarkersLocked(ms[:n])
+		if err == nil && next != nil {
+			_, err = t.completeLocked(next)
+		}
+		errs = append(errs, err)
+		ms = ms[n:]
+	}
+	return errors.Join(errs...)
+}
+
+// runLocked carries out a request's step: its record, if any, is persisted
+// and takes effect. A failure of the markers that follow is logged, not
+// returned: the transition is made and its markers are written again.
+func (t *Transactions) runLocked(s idempotence.Step) error {
+	if s.Record == nil {
+		return nil
+	}
+	durable, err := t.completeLocked(s.Record)
+	if !durable {
+		return err
+	}
+	if err != nil {
+		t.d.opts.Logger.Error("strand: writing transaction markers failed", "dir", t.d.path, "err", err)
+	}
+	return nil
+}
+
+// retryLocked makes request, and makes it again after writing the markers
+// still to write if it found its transactional id completing
+// (CONCURRENT_TRANSACTIONS): markers whose write failed are written again
+// as soon as they are waited for, not at the next tick only.
+func (t *Transactions) retryLocked(request func() (idempotence.Step, error)) (idempotence.Step, error) {
+	s, err := request()
+	if errors.Is(err, idempotence.ErrConcurrentTransactions) && t.resendLocked() == nil {
+		s, err = request()
+	}
+	return s, err
+}
+
+// InitProducerID gives transactional id txnID a producer id and epoch
+// (Kafka's InitProducerId): a new id gets a new producer id; a known one
+// gets its epoch bumped, which fences the producer that had it. A
+// transaction the id has open is aborted first. timeout is how long its
+// transactions may stay open (Kafka's transaction.timeout.ms), at most
+// idempotence.DefaultMaxTransactionTimeout.
+func (t *Transactions) InitProducerID(txnID string, timeout time.Duration) (idempotence.ProducerIDAndEpoch, error) {
+	ms := timeout.Milliseconds()
+	if ms > math.MaxInt32 {
+		ms = -1 // refused by the coordinator as out of range
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	// The abort of an open transaction completes here, markers included,
+	// so the request repeated after CONCURRENT_TRANSACTIONS succeeds
+	// unless its markers could not be written.
+	for range 2 {
+		s, err := t.retryLocked(func() (idempotence.Step, error) {
+			return t.c.InitProducerID(txnID, int32(ms), nil, t.nowMs())
+		})
+		if err != nil {
+			return idempotence.ProducerIDAndEpoch{}, fmt.Errorf("log: InitProducerId: %w", err)
+		}
+		if err := t.runLocked(s); err != nil {
+			return idempotence.ProducerIDAndEpoch{}, err
+		}
+		if s.Err == nil {
+			return idempotence.ProducerIDAndEpoch{ProducerID: s.ProducerID, Epoch: s.ProducerEpoch}, nil
+		}
+	}
+	return idempotence.ProducerIDAndEpoch{}, fmt.Errorf("log: InitProducerId: %w: the open transaction of %q is still being aborted",
+		idempotence.ErrConcurrentTransactions, txnID)
+}
+
+// AddPartitions adds partitions to the transaction of producer, which has
+// transactional id txnID, beginning one if none is open (Kafka's
+// AddPartitionsToTxn, which under transactions version 2 the partition
+// leader sends when the producer first writes to a partition). The
+// partitions must exist.
+func (t *Transactions) AddPartitions(txnID string, producer idempotence.ProducerIDAndEpoch, partitions ...idempotence.TopicPartition) error {
+	for _, tp := range partitions {
+		if _, err := t.d.Partition(tp.Topic, tp.Partition); err != nil {
+			return fmt.Errorf("log: AddPartitionsToTxn: %w", err)
+		}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s, err := t.retryLocked(func() (idempotence.Step, error) {
+		return t.c.AddPartitions(txnID, producer.ProducerID, producer.Epoch, partitions, t.nowMs())
+	})
+	if err != nil {
+		return fmt.Errorf("log: AddPartitionsToTxn: %w", err)
+	}
+	return t.runLocked(s)
+}
+
+// EndTxn commits or aborts the transaction of producer, which has
+// transactional id txnID (Kafka's EndTxn, version 5). It returns once the
+// decision is durable and, unless writing one failed, the markers are
+// written, with the producer id and epoch of the producer's next
+// transaction: every EndTxn bumps the epoch. A commit with no transaction
+// open, or of one being aborted, is ErrInvalidTxnState; an epoch older
+// than the coordinator's is ErrProducerFenced; an unknown transactional id
+// or a producer id that is not its own, ErrInvalidProducerIDMapping.
+func (t *Transactions) EndTxn(txnID string, producer idempotence.ProducerIDAndEpoch, commit bool) (idempotence.ProducerIDAndEpoch, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s, err := t.retryLocked(func() (idempotence.Step, error) {
+		return t.c.EndTxn(txnID, producer.ProducerID, producer.Epoch, commit, t.nowMs())
+	})
+	if err == nil {
+		err = t.runLocked(s)
+	}
+	if err != nil {
+		return idempotence.ProducerIDAndEpoch{}, fmt.Errorf("log: EndTxn: %w", err)
+	}
+	return idempotence.ProducerIDAndEpoch{ProducerID: s.ProducerID, Epoch: s.ProducerEpoch}, nil
+}
+
+// AppendBatch appends a producer's batch to p as a partition leader of
+// transactions version 2 does for a produce request that carries
+// transactional id txnID (KIP-890): a transactional batch first adds p to
+// its producer's transaction, beginning one if none is open, so that no
+// batch can open a transaction on a partition the coordinator does not
+// know of; then the batch is appended as Partition.AppendBatch does. A
+// batch whose producer is not txnID's current one is refused by the
+// coordinator and appends nothing.
+func (t *Transactions) AppendBatch(txnID string, p *Partition, b segment.Batch) (AppendResult, error) {
+	if b.Transactional() && !b.Control() {
+		pe := idempotence.ProducerIDAndEpoch{ProducerID: b.ProducerID(), Epoch: b.ProducerEpoch()}
+		if err := t.AddPartitions(txnID, pe, idempotence.TopicPartition{Topic: p.Topic(), Partition: p.ID()}); err != nil {
+			return AppendResult{}, err
+		}
+	}
+	return p.AppendBatch(b)
+}
+
+// Describe returns the durable state of transactional id txnID (Kafka's
+// DescribeTransactions).
+func (t *Transactions) Describe(txnID string) (idempotence.TxnRecord, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.c.Transaction(txnID)
+}
+
+// routeMarkers sends the markers of topic's partitions through c.
+func (t *Transactions) routeMarkers(topic string, c TxnOffsetCommitter) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.committers[topic] = c
+}
+
+// AppendCoordinatorBatch appends a transactional batch that a coordinator
+// writes on behalf of a producer, as a group coordinator writes the offsets
+// of a TxnOffsetCommit (Kafka appends them with AppendOrigin.COORDINATOR):
+// the producer's epoch is checked (ErrInvalidProducerEpoch), its sequence
+// is not, and the batch carries none (idempotence.NoSequence). The batch
+// joins the producer's transaction on this partition like the producer's
+// own; its marker ends it.
+func (l *Log) AppendCoordinatorBatch(b segment.Batch) (AppendResult, error) {
+	if err := l.checkBatch(b); err != nil {
+		return AppendResult{}, err
+	}
+	if b.Control() || !b.Transactional() || b.ProducerID() < 0 {
+		return AppendResult{}, fmt.Errorf("log %s: %w: AppendCoordinatorBatch needs a transactional data batch with a producer id", l.dir, idempotence.ErrInvalidRecord)
+	}
+	return l.enqueue(&pending{batch: b, origin: idempotence.OriginCoordinator})
+}
+
+// AppendCoordinatorBatch appends a coordinator's transactional batch; see
+// Log.AppendCoordinatorBatch. A compacted topic's records need keys.
+func (p *Partition) AppendCoordinatorBatch(b segment.Batch) (AppendResult, error) {
+	if err := p.checkRecords(b); err != nil {
+		return AppendResult{}, err
+	}
+	return with(p, true, func(l *Log) (AppendResult, error) { return l.AppendCoordinatorBatch(b) })
+}
