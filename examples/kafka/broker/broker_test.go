@@ -17,6 +17,7 @@ import (
 	"github.com/strandlog/strand/examples/kafka/broker"
 	"github.com/strandlog/strand/group"
 	"github.com/strandlog/strand/log"
+	"github.com/strandlog/strand/segment"
 )
 
 // testBroker is a broker on a loopback port over a data directory that
@@ -166,6 +167,28 @@ func TestKgoProducesAndConsumesInAGroupAcrossARestart(t *testing.T) {
 	admin.Close()
 
 	tb.stop()
+	// The batches are on disk as the producer built them: lz4, with its
+	// producer id and sequence numbers.
+	d, err := log.OpenDir(dir, log.DirOptions{MaintenanceInterval: -1})
+	require.NoError(t, err)
+	batches := 0
+	for id := range int32(3) {
+		p, err := d.Partition(topic, id)
+		require.NoError(t, err)
+		bs, err := p.Read(0, 1<<20, log.ReadUncommitted)
+		require.NoError(t, err)
+		for batch, err := range bs.All() {
+			require.NoError(t, err)
+			require.Equal(t, segment.CodecLZ4, batch.Codec())
+			require.GreaterOrEqual(t, batch.ProducerID(), int64(0), "an idempotent producer's batch")
+			require.GreaterOrEqual(t, batch.BaseSequence(), int32(0))
+			batches++
+		}
+		require.NoError(t, bs.Close())
+	}
+	require.Positive(t, batches)
+	require.NoError(t, d.Close())
+
 	tb = startBroker(t, dir)
 	producer = tb.client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)))
@@ -179,4 +202,86 @@ func TestKgoProducesAndConsumesInAGroupAcrossARestart(t *testing.T) {
 	for k, r := range got {
 		require.Equal(t, produced[k].Offset, r.Offset, k)
 	}
+}
+
+// listOffset asks for one partition's offset at timestamp ts with Kafka's
+// ListOffsets.
+func listOffset(t *testing.T, c *kgo.Client, topic string, ts int64) (offset, timestamp int64) {
+	t.Helper()
+	req := kmsg.NewPtrListOffsetsRequest()
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Partition, rp.Timestamp = 0, ts
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(context.Background(), c)
+	require.NoError(t, err)
+	p := resp.Topics[0].Partitions[0]
+	require.NoError(t, kerr.ErrorForCode(p.ErrorCode))
+	return p.Offset, p.Timestamp
+}
+
+// TestKgoListsOffsetsByTime: ListOffsets answers the first record at or
+// after a time with that record's timestamp, -1 past the last record, and
+// the log's ends for -2 and -1; DeleteRecords moves the earliest offset; a
+// consumer told to start after a time starts there.
+func TestKgoListsOffsetsByTime(t *testing.T) {
+	tb := startBroker(t, t.TempDir())
+	const topic = "clicks"
+	c := tb.client(kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerLinger(0))
+	createTopic(t, c, topic, 1)
+	t0 := time.UnixMilli(1_700_000_000_000)
+	for i := range 10 {
+		r := &kgo.Record{Topic: topic, Key: []byte(key(i)), Value: []byte(value(i)), Timestamp: t0.Add(time.Duration(i) * time.Second)}
+		require.NoError(t, c.ProduceSync(context.Background(), r).FirstErr())
+	}
+	for _, tc := range []struct {
+		ts, offset, timestamp int64
+	}{
+		{t0.UnixMilli() - 1, 0, t0.UnixMilli()},
+		{t0.UnixMilli() + 2500, 3, t0.UnixMilli() + 3000},
+		{t0.UnixMilli() + 9000, 9, t0.UnixMilli() + 9000},
+		{t0.UnixMilli() + 9001, -1, -1},
+		{-2, 0, -1},
+		{-1, 10, -1},
+	} {
+		offset, timestamp := listOffset(t, c, topic, tc.ts)
+		require.Equal(t, tc.offset, offset, "timestamp %d", tc.ts)
+		require.Equal(t, tc.timestamp, timestamp, "timestamp %d", tc.ts)
+	}
+
+	consumer := tb.client(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AfterMilli(t0.UnixMilli()+4500)))
+	recs := consume(t, consumer, 5)
+	require.Len(t, recs, 5)
+	for i, r := range recs {
+		require.Equal(t, int64(5+i), r.Offset)
+		require.Equal(t, key(5+i), string(r.Key))
+		require.Equal(t, t0.Add(time.Duration(5+i)*time.Second).UnixMilli(), r.Timestamp.UnixMilli())
+	}
+
+	del := kmsg.NewPtrDeleteRecordsRequest()
+	dt := kmsg.NewDeleteRecordsRequestTopic()
+	dt.Topic = topic
+	dt.Partitions = []kmsg.DeleteRecordsRequestTopicPartition{{Partition: 0, Offset: 4}}
+	del.Topics = append(del.Topics, dt)
+	dresp, err := del.RequestWith(context.Background(), c)
+	require.NoError(t, err)
+	require.NoError(t, kerr.ErrorForCode(dresp.Topics[0].Partitions[0].ErrorCode))
+	require.EqualValues(t, 4, dresp.Topics[0].Partitions[0].LowWatermark)
+	offset, _ := listOffset(t, c, topic, -2)
+	require.EqualValues(t, 4, offset)
+
+	epochs := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	et := kmsg.NewOffsetForLeaderEpochRequestTopic()
+	et.Topic = topic
+	ep := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+	ep.Partition, ep.LeaderEpoch, ep.CurrentLeaderEpoch = 0, 0, 0
+	et.Partitions = append(et.Partitions, ep)
+	epochs.Topics = append(epochs.Topics, et)
+	eresp, err := epochs.RequestWith(context.Background(), c)
+	require.NoError(t, err)
+	require.NoError(t, kerr.ErrorForCode(eresp.Topics[0].Partitions[0].ErrorCode))
+	require.EqualValues(t, 0, eresp.Topics[0].Partitions[0].LeaderEpoch)
+	require.EqualValues(t, 10, eresp.Topics[0].Partitions[0].EndOffset, "epoch 0, the only one, ends at the log end")
 }

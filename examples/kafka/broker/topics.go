@@ -234,7 +234,8 @@ func (b *Broker) deleteRecords(_ context.Context, r *request) kmsg.Response {
 		for _, tp := range t.Partitions {
 			rp := kmsg.NewDeleteRecordsResponseTopicPartition()
 			rp.Partition = tp.Partition
-			rp.LowWatermark, rp.ErrorCode = -1, code(b.deleteRecordsOf(t.Topic, tp.Partition, tp.Offset, &rp.LowWatermark))
+			rp.LowWatermark = -1
+			rp.ErrorCode = code(b.deleteRecordsOf(t.Topic, tp.Partition, tp.Offset, &rp.LowWatermark))
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)
