@@ -95,16 +95,13 @@ func (b *Broker) serveConn(c net.Conn) {
 		if err != nil {
 			return
 		}
-		r, resp, err := b.decode(frame, host)
+		r, resp, err := b.handle(frame, host)
 		if err != nil {
 			b.logger.Warn("broker: refused request, closing the connection", "remote", c.RemoteAddr().String(), "err", err)
 			return
 		}
 		if resp == nil {
-			resp = apis[r.key].serve(b)(b.ctx, r)
-			if resp == nil {
-				continue
-			}
+			continue
 		}
 		out = appendResponse(out[:0], r.header, resp)
 		c.SetWriteDeadline(time.Now().Add(b.cfg.IdleTimeout))
@@ -112,6 +109,24 @@ func (b *Broker) serveConn(c net.Conn) {
 			return
 		}
 	}
+}
+
+// errPanic is a request whose decoding or handling panicked: its connection
+// is closed, and the broker serves the others.
+var errPanic = errors.New("broker: request handling panicked")
+
+// handle decodes a request and serves it. A nil response sends nothing.
+func (b *Broker) handle(frame []byte, host string) (r *request, resp kmsg.Response, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			r, resp, err = nil, nil, fmt.Errorf("%w: %v", errPanic, p)
+		}
+	}()
+	r, resp, err = b.decode(frame, host)
+	if err != nil || resp != nil {
+		return r, resp, err
+	}
+	return r, apis[r.key].serve(b)(b.ctx, r), nil
 }
 
 // readFrame reads one size-prefixed request. A size past the maximum or

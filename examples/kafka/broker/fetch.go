@@ -72,7 +72,7 @@ func (b *Broker) fetch(ctx context.Context, r *request) kmsg.Response {
 		for j := range t.Partitions {
 			rp := &rt.Partitions[j]
 			*rp = kmsg.NewFetchResponseTopicPartition()
-			rp.Partition = t.Partitions[j].Partition
+			rp.Partition, rp.RecordBatches = t.Partitions[j].Partition, []byte{}
 			p, epoch, err := b.partition(t.Topic, rp.Partition)
 			if err == nil {
 				err = checkEpoch(t.Partitions[j].CurrentLeaderEpoch, epoch)
@@ -104,7 +104,8 @@ func (b *Broker) fetch(ctx context.Context, r *request) kmsg.Response {
 // still empty, KIP-74), and returns the bytes it holds.
 func (b *Broker) readPartition(fp *fetchPartition, iso log.Isolation, room int) int {
 	rp := fp.resp
-	rp.RecordBatches, rp.AbortedTransactions, rp.ErrorCode = nil, nil, 0
+	// Empty, not null: librdkafka refuses a null record set.
+	rp.RecordBatches, rp.AbortedTransactions, rp.ErrorCode = []byte{}, nil, 0
 	start, hw, _, err := fp.p.Offsets()
 	if err == nil {
 		rp.LogStartOffset, rp.HighWatermark = start, hw
