@@ -103,9 +103,16 @@ func (b *Broker) serveConn(c net.Conn) {
 		if resp == nil {
 			continue
 		}
-		out = appendResponse(out[:0], r.header, resp)
 		c.SetWriteDeadline(time.Now().Add(b.cfg.IdleTimeout))
-		if _, err := c.Write(out); err != nil {
+		if f, ok := resp.(*fetchResponse); ok {
+			out, err = f.write(c, r.header, out)
+			f.close()
+		} else {
+			out = appendResponse(out[:0], r.header, resp)
+			_, err = c.Write(out)
+		}
+		if err != nil {
+			b.logger.Debug("broker: response not written", "remote", c.RemoteAddr().String(), "err", err)
 			return
 		}
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/log"
-	"github.com/strandlog/strand/segment"
 )
 
 // isolation maps a request's isolation level (0 read_uncommitted,
@@ -38,17 +37,20 @@ func checkEpoch(current, epoch int32) error {
 
 // fetchPartition is one partition of a fetch in progress.
 type fetchPartition struct {
-	p    *log.Partition
-	req  *kmsg.FetchRequestTopicPartition
-	resp *kmsg.FetchResponseTopicPartition
-	next int64 // the offset to wait for: past what the response holds
+	p       *log.Partition
+	req     *kmsg.FetchRequestTopicPartition
+	resp    *kmsg.FetchResponseTopicPartition
+	batches *log.Batches // what the response holds, still in the segment file
+	next    int64        // the offset to wait for: the end of what could be read
 }
 
-// fetch reads whole batches (Kafka's FetchResponse carries them as stored)
-// and, until MinBytes are gathered or MaxWaitMillis passes, waits for more
-// (a long poll). Fetch sessions (KIP-227) are not kept: a request that asks
-// for one is answered with session id 0, which tells the client to send full
-// fetches, as a Kafka broker whose session cache is full does.
+// fetch reads whole batches, as stored, from one segment per partition (as
+// Kafka's LogSegment.read does) and, until MinBytes are gathered or
+// MaxWaitMillis passes, waits for more (a long poll). The batches stay in
+// the segment files until the response is written: see fetchResponse.
+// Fetch sessions (KIP-227) are not kept: a request that asks for one is
+// answered with session id 0, which tells the client to send full fetches,
+// as a Kafka broker whose session cache is full does.
 func (b *Broker) fetch(ctx context.Context, r *request) kmsg.Response {
 	req := r.body.(*kmsg.FetchRequest)
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
@@ -57,10 +59,11 @@ func (b *Broker) fetch(ctx context.Context, r *request) kmsg.Response {
 		return resp
 	}
 	iso := isolation(req.IsolationLevel)
-	maxBytes := int(req.MaxBytes)
+	maxBytes := int64(req.MaxBytes)
 	if req.Version < 3 || maxBytes <= 0 {
 		maxBytes = math.MaxInt32
 	}
+	out := &fetchResponse{FetchResponse: resp, sentinel: newSentinel()}
 	var parts []*fetchPartition
 	resp.Topics = make([]kmsg.FetchResponseTopic, len(req.Topics))
 	for i := range req.Topics {
@@ -81,29 +84,36 @@ func (b *Broker) fetch(ctx context.Context, r *request) kmsg.Response {
 				rp.ErrorCode = code(err)
 				continue
 			}
-			parts = append(parts, &fetchPartition{p: p, req: &t.Partitions[j], resp: rp, next: t.Partitions[j].FetchOffset})
+			parts = append(parts, &fetchPartition{p: p, req: &t.Partitions[j], resp: rp})
 		}
 	}
 	deadline := time.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
 	for {
-		total := 0
+		var total int64
 		for _, fp := range parts {
-			total += b.readPartition(fp, iso, maxBytes-total)
+			total += out.read(fp, iso, maxBytes-total)
 		}
-		if total >= int(req.MinBytes) || !time.Now().Before(deadline) || len(parts) == 0 {
-			return resp
-		}
-		if !waitAny(ctx, deadline, parts, iso) {
-			return resp
+		if total >= int64(req.MinBytes) || !time.Now().Before(deadline) || len(parts) == 0 ||
+			!waitAny(ctx, deadline, parts, iso) {
+			for _, fp := range parts {
+				if fp.batches != nil {
+					out.sets = append(out.sets, fp.batches)
+				}
+			}
+			return out
 		}
 	}
 }
 
-// readPartition fills a partition's response with batches from its fetch
-// offset, at most room bytes (but at least one batch when the response is
-// still empty, KIP-74), and returns the bytes it holds.
-func (b *Broker) readPartition(fp *fetchPartition, iso log.Isolation, room int) int {
+// read fills a partition's response with batches from its fetch offset,
+// at most room bytes (but at least one batch, KIP-74, when room is left),
+// and returns the bytes it holds.
+func (out *fetchResponse) read(fp *fetchPartition, iso log.Isolation, room int64) int64 {
 	rp := fp.resp
+	if fp.batches != nil {
+		fp.batches.Close()
+		fp.batches = nil
+	}
 	// Empty, not null: librdkafka refuses a null record set.
 	rp.RecordBatches, rp.AbortedTransactions, rp.ErrorCode = []byte{}, nil, 0
 	start, hw, _, err := fp.p.Offsets()
@@ -115,60 +125,31 @@ func (b *Broker) readPartition(fp *fetchPartition, iso log.Isolation, room int) 
 		rp.ErrorCode = code(err)
 		return 0
 	}
-	limit := min(int(fp.req.PartitionMaxBytes), room)
+	if iso == log.ReadCommitted {
+		fp.next = rp.LastStableOffset
+		rp.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
+	} else {
+		fp.next = hw
+	}
+	limit := min(int64(fp.req.PartitionMaxBytes), room)
 	if limit <= 0 {
 		return 0
 	}
-	offset := fp.req.FetchOffset
-	for len(rp.RecordBatches) < limit {
-		batches, err := fp.p.Read(offset, limit-len(rp.RecordBatches), iso)
-		if err != nil {
-			if len(rp.RecordBatches) == 0 {
-				rp.ErrorCode = code(err)
-			}
-			break
-		}
-		data, err := batches.Bytes()
-		aborted := batches.Aborted
+	batches, err := fp.p.Read(fp.req.FetchOffset, int(min(limit, math.MaxInt32)), iso)
+	if err != nil {
+		rp.ErrorCode = code(err)
+		return 0
+	}
+	n := batches.Len()
+	if n == 0 {
 		batches.Close()
-		if err != nil {
-			rp.ErrorCode = code(err)
-			break
-		}
-		if len(data) == 0 {
-			break
-		}
-		last, ok := lastOffset(data)
-		if !ok {
-			break
-		}
-		rp.RecordBatches = append(rp.RecordBatches, data...)
-		for _, a := range aborted {
-			rp.AbortedTransactions = append(rp.AbortedTransactions, kmsg.FetchResponseTopicPartitionAbortedTransaction{ProducerID: a.ProducerID, FirstOffset: a.FirstOffset})
-		}
-		offset = last + 1
-		// A read ends at its segment's end: go on into the next one.
+		return 0
 	}
-	if iso == log.ReadCommitted && rp.AbortedTransactions == nil {
-		rp.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
+	fp.batches, rp.RecordBatches = batches, out.sentinel
+	for _, a := range batches.Aborted {
+		rp.AbortedTransactions = append(rp.AbortedTransactions, kmsg.FetchResponseTopicPartitionAbortedTransaction{ProducerID: a.ProducerID, FirstOffset: a.FirstOffset})
 	}
-	if len(rp.RecordBatches) > 0 {
-		fp.next = offset
-	}
-	return len(rp.RecordBatches)
-}
-
-// lastOffset returns the last offset of the last whole batch in data.
-func lastOffset(data []byte) (int64, bool) {
-	last, ok := int64(-1), false
-	for len(data) > 0 {
-		batch, rest, err := segment.ParseBatch(data)
-		if err != nil {
-			break
-		}
-		last, ok, data = batch.LastOffset(), true, rest
-	}
-	return last, ok
+	return n
 }
 
 // waitAny waits until one of the partitions has records past what the
