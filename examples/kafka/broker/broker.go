@@ -17,6 +17,34 @@
 // decode closes the connection (Kafka closes it too: there is no response it
 // could frame); an API or version the broker does not serve is answered with
 // UNSUPPORTED_VERSION. Each refused request is logged.
+//
+// # What is served
+//
+// ApiVersions, Metadata, CreateTopics, DeleteTopics, DescribeConfigs,
+// DeleteRecords; Produce (acks 0, 1 and all) and InitProducerId for
+// idempotent producers; Fetch (read_uncommitted and read_committed, long
+// polls with max wait and min bytes), ListOffsets (earliest, latest, by time),
+// OffsetForLeaderEpoch; FindCoordinator, JoinGroup, SyncGroup, Heartbeat,
+// LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups and ListGroups.
+// ApiVersions lists the versions of each.
+//
+// # Not yet
+//
+//   - Transactions: FindCoordinator for a transaction coordinator answers
+//     COORDINATOR_NOT_AVAILABLE, InitProducerId with a transactional id
+//     too, and transactional batches are refused with INVALID_TXN_STATE.
+//     Read_committed is served for what the log holds (its last stable
+//     offset and aborted transactions).
+//   - KIP-848 consumer groups (ConsumerGroupHeartbeat), fetch sessions
+//     (KIP-227: every fetch is a full one), topic ids (Fetch v13+ and the
+//     other versions that need them are not advertised).
+//   - Snappy and zstd batches: the log decodes none, gzip and lz4 only, and
+//     a leader must read a compressed batch's records to check them, so they
+//     are refused with UNSUPPORTED_COMPRESSION_TYPE. franz-go compresses with
+//     snappy by default: give it kgo.ProducerBatchCompression with lz4,
+//     gzip or none.
+//   - More than one broker: each partition is led by this one, its leader
+//     epoch the log's latest (0 for a new partition), unchanged by restarts.
 package broker
 
 import (

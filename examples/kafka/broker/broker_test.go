@@ -31,9 +31,9 @@ type testBroker struct {
 	done chan error
 }
 
-func startBroker(t *testing.T, dir string) *testBroker {
+func startBroker(t *testing.T, dir string, opts ...func(*broker.Config)) *testBroker {
 	t.Helper()
-	b, err := broker.Open(broker.Config{
+	cfg := broker.Config{
 		DataDir: dir,
 		Dir:     log.DirOptions{Defaults: log.TopicConfig{Fsync: log.FsyncNever()}, MaintenanceInterval: -1},
 		Groups: group.ServiceOptions{
@@ -42,7 +42,11 @@ func startBroker(t *testing.T, dir string) *testBroker {
 		},
 		AutoCreateTopics: true,
 		Logger:           slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	b, err := broker.Open(cfg)
 	require.NoError(t, err)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

@@ -12,6 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/examples/kafka/broker"
 )
 
 // rawConn is a connection that writes bytes as given, to send what no
@@ -199,4 +201,19 @@ func TestKafkaErrorCodes(t *testing.T) {
 	p := fresp.Topics[0].Partitions[0]
 	require.Equal(t, kerr.OffsetOutOfRange.Code, p.ErrorCode)
 	require.EqualValues(t, 1, p.HighWatermark)
+}
+
+// TestIdleConnectionsAreClosed: a connection that sends nothing for the idle
+// timeout is closed (connections.max.idle.ms); one that keeps sending is
+// served.
+func TestIdleConnectionsAreClosed(t *testing.T) {
+	tb := startBroker(t, t.TempDir(), func(c *broker.Config) { c.IdleTimeout = 300 * time.Millisecond })
+	busy, idle := dial(t, tb.addr), dial(t, tb.addr)
+	start := time.Now()
+	for time.Since(start) < time.Second {
+		busy.servesApiVersions()
+		time.Sleep(100 * time.Millisecond)
+	}
+	idle.closedByBroker()
+	busy.servesApiVersions()
 }
