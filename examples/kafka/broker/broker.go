@@ -25,8 +25,10 @@
 // idempotent producers; Fetch (read_uncommitted and read_committed, long
 // polls with max wait and min bytes), ListOffsets (earliest, latest, by time),
 // OffsetForLeaderEpoch; FindCoordinator, JoinGroup, SyncGroup, Heartbeat,
-// LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups and ListGroups.
-// ApiVersions lists the versions of each.
+// LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups and ListGroups for
+// classic groups, and ConsumerGroupHeartbeat for KIP-848 consumer groups
+// (whose assignments name topics by id: see topicID). ApiVersions lists the
+// versions of each.
 //
 // # Not yet
 //
@@ -35,9 +37,10 @@
 //     too, and transactional batches are refused with INVALID_TXN_STATE.
 //     Read_committed is served for what the log holds (its last stable
 //     offset and aborted transactions).
-//   - KIP-848 consumer groups (ConsumerGroupHeartbeat), fetch sessions
-//     (KIP-227: every fetch is a full one), topic ids (Fetch v13+ and the
-//     other versions that need them are not advertised).
+//   - Fetch sessions (KIP-227: every fetch is a full one); requests that
+//     name topics by id (Fetch v13+, OffsetCommit and OffsetFetch v10,
+//     DeleteTopics v6 are not advertised); subscriptions by regular
+//     expression in ConsumerGroupHeartbeat; ConsumerGroupDescribe.
 //   - Snappy and zstd batches: the log decodes none, gzip and lz4 only, and
 //     a leader must read a compressed batch's records to check them, so they
 //     are refused with UNSUPPORTED_COMPRESSION_TYPE. franz-go compresses with

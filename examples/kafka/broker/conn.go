@@ -72,6 +72,7 @@ func servedAPIs() map[int16]api {
 		22: {0, 4, func(b *Broker) handler { return b.initProducerID }},
 		23: {2, 4, func(b *Broker) handler { return b.offsetForLeaderEpoch }},
 		32: {0, 4, func(b *Broker) handler { return b.describeConfigs }},
+		68: {0, 1, func(b *Broker) handler { return b.consumerGroupHeartbeat }},
 	}
 }
 

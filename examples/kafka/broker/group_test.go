@@ -20,11 +20,11 @@ type member struct {
 	done   chan struct{}
 }
 
-func startMember(t *testing.T, tb *testBroker, groupID, topic string, seen *sync.Map) *member {
+func startMember(t *testing.T, tb *testBroker, groupID, topic string, seen *sync.Map, opts ...kgo.Opt) *member {
 	t.Helper()
-	c := tb.client(kgo.ConsumerGroup(groupID), kgo.ConsumeTopics(topic), kgo.DisableAutoCommit(),
+	c := tb.client(append([]kgo.Opt{kgo.ConsumerGroup(groupID), kgo.ConsumeTopics(topic), kgo.DisableAutoCommit(),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.SessionTimeout(3*time.Second), kgo.HeartbeatInterval(200*time.Millisecond))
+		kgo.SessionTimeout(3 * time.Second), kgo.HeartbeatInterval(200 * time.Millisecond)}, opts...)...)
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &member{c: c, cancel: cancel, done: make(chan struct{})}
 	go func() {
@@ -166,4 +166,49 @@ func TestKgoCooperativeGroupWhileMembersComeAndGo(t *testing.T) {
 	for _, m := range members {
 		m.leave()
 	}
+}
+
+// TestKgoConsumerGroupOfKIP848: franz-go members of a KIP-848 consumer group
+// (the coordinator assigns, through ConsumerGroupHeartbeat) consume every
+// record while a member joins, and their commits reach the partitions' ends.
+func TestKgoConsumerGroupOfKIP848(t *testing.T) {
+	tb := startBroker(t, t.TempDir())
+	const topic, groupID, partitions, total = "jobs", "next-gen", 4, 200
+	c := tb.client(kgo.ProducerBatchCompression(kgo.NoCompression()))
+	createTopic(t, c, topic, partitions)
+	var seen sync.Map
+	nextGen := []kgo.Opt{kgo.ServerSideBalancer(), kgo.Balancers(kgo.RangeBalancer())}
+	first := startMember(t, tb, groupID, topic, &seen, nextGen...)
+	produce(t, c, topic, 0, total/2)
+	second := startMember(t, tb, groupID, topic, &seen, nextGen...)
+	produce(t, c, topic, total/2, total)
+	require.Eventually(t, func() bool {
+		n := 0
+		seen.Range(func(any, any) bool { n++; return true })
+		return n == total
+	}, 30*time.Second, 50*time.Millisecond, "every record consumed")
+	require.Eventually(t, func() bool {
+		freq := kmsg.NewPtrOffsetFetchRequest()
+		freq.Group = groupID
+		freq.SetVersion(7)
+		fresp, err := freq.RequestWith(context.Background(), c)
+		if err != nil || fresp.ErrorCode != 0 || len(fresp.Topics) != 1 {
+			return false
+		}
+		var committed int64
+		for _, p := range fresp.Topics[0].Partitions {
+			committed += max(p.Offset, 0)
+		}
+		return committed == total
+	}, 30*time.Second, 100*time.Millisecond, "committed offsets add up to every record")
+	// The members never joined a classic group: they heartbeat in a
+	// consumer group, which DescribeGroups (classic) does not know.
+	dreq := kmsg.NewPtrDescribeGroupsRequest()
+	dreq.Groups = []string{groupID}
+	dresp, err := dreq.RequestWith(context.Background(), c)
+	require.NoError(t, err)
+	require.Equal(t, "Dead", dresp.Groups[0].State)
+	require.Empty(t, dresp.Groups[0].Members)
+	first.leave()
+	second.leave()
 }

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -305,6 +306,58 @@ func (b *Broker) listGroups(ctx context.Context, r *request) kmsg.Response {
 		rg := kmsg.NewListGroupsResponseGroup()
 		rg.Group, rg.ProtocolType, rg.GroupState = g.GroupID, g.ProtocolType, state
 		resp.Groups = append(resp.Groups, rg)
+	}
+	return resp
+}
+
+// consumerGroupHeartbeat serves KIP-848 consumer groups, whose assignments
+// name topics by id (see topicID).
+func (b *Broker) consumerGroupHeartbeat(ctx context.Context, r *request) kmsg.Response {
+	req := r.body.(*kmsg.ConsumerGroupHeartbeatRequest)
+	resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
+	fail := func(err error) kmsg.Response {
+		resp.ErrorCode, resp.ErrorMessage = code(err), message(err)
+		return resp
+	}
+	if req.SubscribedTopicRegex != nil {
+		return fail(fmt.Errorf("%w: subscription by regular expression is not served", kerr.InvalidRequest))
+	}
+	byID, err := b.topicNames()
+	if err != nil {
+		return fail(err)
+	}
+	hr := group.ConsumerGroupHeartbeatRequest{
+		GroupID: req.Group, MemberID: req.MemberID, MemberEpoch: req.MemberEpoch,
+		InstanceID: str(req.InstanceID), RackID: str(req.RackID),
+		RebalanceTimeout: ms(req.RebalanceTimeoutMillis), SubscribedTopicNames: req.SubscribedTopicNames,
+		ServerAssignor: str(req.ServerAssignor),
+	}
+	if req.Topics != nil {
+		hr.Owned = &group.Assignment{Partitions: map[string][]int32{}}
+		for _, t := range req.Topics {
+			name, ok := byID[t.TopicID]
+			if !ok {
+				continue // a topic deleted since: no longer owned
+			}
+			hr.Owned.Partitions[name] = t.Partitions
+		}
+	}
+	g, err := b.groups.ConsumerGroupHeartbeat(ctx, hr)
+	if err == nil {
+		err = g.Err
+	}
+	if err != nil {
+		return fail(err)
+	}
+	resp.MemberID, resp.MemberEpoch = &g.MemberID, g.MemberEpoch
+	resp.HeartbeatIntervalMillis = int32(g.HeartbeatInterval.Milliseconds())
+	if g.Assignment != nil {
+		resp.Assignment = &kmsg.ConsumerGroupHeartbeatResponseAssignment{}
+		for _, name := range slices.Sorted(maps.Keys(g.Assignment.Partitions)) {
+			t := kmsg.NewConsumerGroupHeartbeatResponseAssignmentTopic()
+			t.TopicID, t.Partitions = topicID(name), g.Assignment.Partitions[name]
+			resp.Assignment.Topics = append(resp.Assignment.Topics, t)
+		}
 	}
 	return resp
 }

@@ -30,9 +30,26 @@ func (b *Broker) metadata(_ context.Context, r *request) kmsg.Response {
 		}
 		names = all
 	} else {
+		var byID map[[16]byte]string
 		for _, t := range req.Topics {
-			if t.Topic != nil {
+			switch {
+			case t.Topic != nil:
 				names = append(names, *t.Topic)
+			case byID == nil:
+				var err error
+				if byID, err = b.topicNames(); err != nil {
+					resp.ErrorCode = code(err)
+					return resp
+				}
+				fallthrough
+			default:
+				if name, ok := byID[t.TopicID]; ok {
+					names = append(names, name)
+				} else {
+					rt := kmsg.NewMetadataResponseTopic()
+					rt.TopicID, rt.ErrorCode = t.TopicID, kerr.UnknownTopicID.Code
+					resp.Topics = append(resp.Topics, rt)
+				}
 			}
 		}
 	}
@@ -45,7 +62,7 @@ func (b *Broker) metadata(_ context.Context, r *request) kmsg.Response {
 
 func (b *Broker) topicMetadata(name string, autoCreate bool) kmsg.MetadataResponseTopic {
 	t := kmsg.NewMetadataResponseTopic()
-	t.Topic = &name
+	t.Topic, t.TopicID = &name, topicID(name)
 	t.IsInternal = name == group.OffsetsTopic
 	cfg, err := b.dir.TopicConfig(name)
 	if errors.Is(err, log.ErrUnknownTopic) && autoCreate {
