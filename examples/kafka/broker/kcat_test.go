@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -56,6 +57,16 @@ type kcatRecord struct {
 }
 
 const kcatFormat = "%p:%o:%k=%s\n"
+
+// consumeArgs make kcat's consumers long-poll for 100ms, not librdkafka's
+// 500ms, so that they see the end of the partitions sooner.
+var consumeArgs = []string{"-X", "fetch.wait.max.ms=100", "-f", kcatFormat}
+
+// kcatConsume runs a kcat consumer and returns the records it printed.
+func kcatConsume(t *testing.T, addr string, args ...string) []kcatRecord {
+	t.Helper()
+	return parseKcat(t, kcat(t, addr, "", slices.Concat(consumeArgs, args)...))
+}
 
 func parseKcat(t *testing.T, out string) []kcatRecord {
 	t.Helper()
@@ -141,7 +152,7 @@ func TestKcat(t *testing.T) {
 
 	produceArgs := []string{"-P", "-t", topic, "-K:", "-X", "acks=all", "-X", "enable.idempotence=true"}
 	kcat(t, tb.addr, keyedLines(0, 20), produceArgs...)
-	all := checkKcatRecords(t, parseKcat(t, kcat(t, tb.addr, "", "-C", "-t", topic, "-o", "beginning", "-e", "-f", kcatFormat)), 0, 20)
+	all := checkKcatRecords(t, kcatConsume(t, tb.addr, "-C", "-t", topic, "-o", "beginning", "-e"), 0, 20)
 
 	// franz-go sees the same records at the same places.
 	kc := tb.client(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
@@ -159,7 +170,7 @@ func TestKcat(t *testing.T) {
 			p0 = append(p0, r)
 		}
 	}
-	fromOffset := parseKcat(t, kcat(t, tb.addr, "", "-C", "-t", topic, "-p", "0", "-o", "2", "-e", "-f", kcatFormat))
+	fromOffset := kcatConsume(t, tb.addr, "-C", "-t", topic, "-p", "0", "-o", "2", "-e")
 	require.ElementsMatch(t, p0, fromOffset)
 
 	// From a time: only what was produced after it.
@@ -167,12 +178,12 @@ func TestKcat(t *testing.T) {
 	since := time.Now().UnixMilli()
 	time.Sleep(20 * time.Millisecond)
 	kcat(t, tb.addr, keyedLines(20, 30), produceArgs...)
-	later := parseKcat(t, kcat(t, tb.addr, "", "-C", "-t", topic, "-o", fmt.Sprintf("s@%d", since), "-e", "-f", kcatFormat))
+	later := kcatConsume(t, tb.addr, "-C", "-t", topic, "-o", fmt.Sprintf("s@%d", since), "-e")
 	checkKcatRecords(t, later, 20, 30)
 
 	// As a group member: everything once, offsets committed on exit, and a
 	// second member of the group gets nothing more.
-	grouped := parseKcat(t, kcat(t, tb.addr, "", "-G", "kcat-group", "-o", "beginning", "-e", "-f", kcatFormat, topic))
+	grouped := kcatConsume(t, tb.addr, "-G", "kcat-group", "-o", "beginning", "-e", topic)
 	checkKcatRecords(t, grouped, 0, 30)
 	fetch := kmsg.NewPtrOffsetFetchRequest()
 	fetch.Group = "kcat-group"
@@ -191,6 +202,6 @@ func TestKcat(t *testing.T) {
 		got[p.Partition] = p.Offset
 	}
 	require.Equal(t, ends, got, "committed offsets are the ends of what the member read")
-	again := kcat(t, tb.addr, "", "-G", "kcat-group", "-e", "-f", kcatFormat, topic)
+	again := kcatConsume(t, tb.addr, "-G", "kcat-group", "-e", topic)
 	require.Empty(t, again, "the group resumes at its committed offsets")
 }
