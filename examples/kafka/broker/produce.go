@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/group"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/segment"
 )
@@ -63,6 +64,9 @@ func (b *Broker) produce(_ context.Context, r *request) kmsg.Response {
 // version 3+ holds exactly one, Kafka's LogValidator rule) and fills in the
 // partition's response.
 func (b *Broker) appendBatch(topic string, id int32, records []byte, rp *kmsg.ProduceResponseTopicPartition) error {
+	if err := writable(topic); err != nil {
+		return err
+	}
 	p, _, err := b.partition(topic, id)
 	if err != nil {
 		return err
@@ -112,4 +116,14 @@ func (b *Broker) initProducerID(_ context.Context, r *request) kmsg.Response {
 	}
 	resp.ProducerID, resp.ProducerEpoch = id, 0
 	return resp
+}
+
+// writable refuses clients' writes to the group coordinator's topic, whose
+// records only the coordinator may write (Kafka: "Cannot append to internal
+// topic").
+func writable(topic string) error {
+	if topic == group.OffsetsTopic {
+		return fmt.Errorf("%w: %s is written by the group coordinator only", kerr.InvalidTopicException, topic)
+	}
+	return nil
 }

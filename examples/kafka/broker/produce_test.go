@@ -161,3 +161,32 @@ func TestTopicAdministration(t *testing.T) {
 	require.NoError(t, err)
 	require.NotContains(t, topics, "compacted")
 }
+
+// TestOffsetsTopicIsTheCoordinators: clients cannot produce to, delete
+// records of, or delete the group coordinator's __consumer_offsets, whose
+// records the coordinator replays on every start.
+func TestOffsetsTopicIsTheCoordinators(t *testing.T) {
+	tb := startBroker(t, t.TempDir())
+	c := tb.client()
+	b, err := segment.AppendBatch(nil, []segment.Record{{Key: []byte("k"), Value: []byte("garbage")}}, segment.BuildOptions{})
+	require.NoError(t, err)
+	require.Equal(t, kerr.InvalidTopicException.Code, produceRaw(t, c, "__consumer_offsets", b).ErrorCode)
+
+	del := kmsg.NewPtrDeleteRecordsRequest()
+	dt := kmsg.NewDeleteRecordsRequestTopic()
+	dt.Topic = "__consumer_offsets"
+	dt.Partitions = []kmsg.DeleteRecordsRequestTopicPartition{{Partition: 0, Offset: -1}}
+	del.Topics = append(del.Topics, dt)
+	dresp, err := del.RequestWith(context.Background(), c)
+	require.NoError(t, err)
+	require.Equal(t, kerr.InvalidTopicException.Code, dresp.Topics[0].Partitions[0].ErrorCode)
+
+	dtr := kmsg.NewPtrDeleteTopicsRequest()
+	dtr.TopicNames = []string{"__consumer_offsets"}
+	dtresp, err := dtr.RequestWith(context.Background(), c)
+	require.NoError(t, err)
+	require.Equal(t, kerr.InvalidTopicException.Code, dtresp.Topics[0].ErrorCode)
+	topics, err := tb.b.Dir().Topics()
+	require.NoError(t, err)
+	require.Contains(t, topics, "__consumer_offsets")
+}

@@ -167,9 +167,10 @@ func (b *Broker) deleteTopics(_ context.Context, r *request) kmsg.Response {
 		rt := kmsg.NewDeleteTopicsResponseTopic()
 		rt.Topic = &name
 		var err error
-		if name == group.OffsetsTopic {
-			err = fmt.Errorf("%w: %s is the group coordinator's", kerr.InvalidTopicException, name)
-		} else if err = b.dir.DeleteTopic(name); err == nil {
+		if err = writable(name); err == nil {
+			err = b.dir.DeleteTopic(name)
+		}
+		if err == nil {
 			b.forgetTopic(name)
 		}
 		rt.ErrorCode, rt.ErrorMessage = code(err), message(err)
@@ -263,6 +264,9 @@ func (b *Broker) deleteRecords(_ context.Context, r *request) kmsg.Response {
 // deleteRecordsOf moves a partition's log start to offset (-1: the high
 // watermark, as Kafka's DeleteRecords) and reports the new log start.
 func (b *Broker) deleteRecordsOf(topic string, id int32, offset int64, low *int64) error {
+	if err := writable(topic); err != nil {
+		return err
+	}
 	p, _, err := b.partition(topic, id)
 	if err != nil {
 		return err
