@@ -191,10 +191,13 @@ func (b *Broker) decode(frame []byte, host string) (*request, kmsg.Response, err
 	}
 	r.body = body
 	if !served || h.version < a.min || h.version > a.max {
-		b.logger.Warn("broker: API or version not served", "key", h.key, "name", kmsg.NameForKey(h.key), "version", h.version, "client", clientID)
 		if h.key == 18 {
+			// Clients open with their latest ApiVersions and retry
+			// with a version from the answer: no news.
+			b.logger.Debug("broker: ApiVersions version not served", "version", h.version, "client", clientID)
 			return r, unsupported(), nil
 		}
+		b.logger.Warn("broker: API or version not served", "key", h.key, "name", kmsg.NameForKey(h.key), "version", h.version, "client", clientID)
 		resp := body.ResponseKind()
 		resp.SetVersion(h.version)
 		setErrorCodes(resp, kerr.UnsupportedVersion.Code)
