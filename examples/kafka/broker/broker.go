@@ -92,9 +92,9 @@ type Config struct {
 	// IdleTimeout closes a connection that sends nothing for this long;
 	// default DefaultIdleTimeout.
 	IdleTimeout time.Duration
-	// AutoCreateTopics creates a topic that Metadata (when the client
-	// allows it) or Produce names and that does not exist, with
-	// Dir.Defaults (auto.create.topics.enable).
+	// AutoCreateTopics creates a topic that a Metadata request names, and
+	// allows to be created, if it does not exist, with Dir.Defaults
+	// (auto.create.topics.enable). A Produce never creates a topic.
 	AutoCreateTopics bool
 	// Logger receives a line for each refused request and connection
 	// error; default slog.Default().

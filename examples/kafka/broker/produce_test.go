@@ -3,12 +3,14 @@ package broker_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/examples/kafka/broker"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/segment"
 )
@@ -189,4 +191,29 @@ func TestOffsetsTopicIsTheCoordinators(t *testing.T) {
 	topics, err := tb.b.Dir().Topics()
 	require.NoError(t, err)
 	require.Contains(t, topics, "__consumer_offsets")
+}
+
+// TestAutoCreateTopics: with AutoCreateTopics, a producer's metadata request
+// for a topic that does not exist creates it (auto.create.topics.enable) if
+// the client allows it; without either, the producer gets
+// UNKNOWN_TOPIC_OR_PARTITION and nothing is created.
+func TestAutoCreateTopics(t *testing.T) {
+	tb := startBroker(t, t.TempDir())
+	c := tb.client(kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.RecordDeliveryTimeout(time.Second))
+	err := c.ProduceSync(context.Background(), &kgo.Record{Topic: "not-allowed", Value: []byte("v")}).FirstErr()
+	require.ErrorIs(t, err, kerr.UnknownTopicOrPartition, "the client did not allow creation")
+	c = tb.client(kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.AllowAutoTopicCreation())
+	produce(t, c, "made-on-demand", 0, 5)
+	topics, err := tb.b.Dir().Topics()
+	require.NoError(t, err)
+	require.Contains(t, topics, "made-on-demand")
+	require.NotContains(t, topics, "not-allowed")
+
+	off := startBroker(t, t.TempDir(), func(c *broker.Config) { c.AutoCreateTopics = false })
+	oc := off.client(kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.RecordDeliveryTimeout(time.Second), kgo.AllowAutoTopicCreation())
+	err = oc.ProduceSync(context.Background(), &kgo.Record{Topic: "never-made", Value: []byte("v")}).FirstErr()
+	require.ErrorIs(t, err, kerr.UnknownTopicOrPartition)
+	topics, err = off.b.Dir().Topics()
+	require.NoError(t, err)
+	require.NotContains(t, topics, "never-made")
 }
