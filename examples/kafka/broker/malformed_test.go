@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
+	"runtime"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/examples/kafka/broker"
+	"github.com/strandlog/strand/log"
 )
 
 // rawConn is a connection that writes bytes as given, to send what no
@@ -216,4 +218,46 @@ func TestIdleConnectionsAreClosed(t *testing.T) {
 	}
 	idle.closedByBroker()
 	busy.servesApiVersions()
+}
+
+// TestCloseEndsParkedRequests: Close returns promptly while a JoinGroup
+// waits in the coordinator and a Fetch long-polls, closes their connections,
+// and leaves no goroutine of the broker running.
+func TestCloseEndsParkedRequests(t *testing.T) {
+	before := runtime.NumGoroutine()
+	tb := startBroker(t, t.TempDir(), func(c *broker.Config) { c.Groups.Config.InitialRebalanceDelay = time.Hour })
+	require.NoError(t, tb.b.Dir().CreateTopic("quiet", log.TopicConfig{}))
+
+	join := kmsg.NewPtrJoinGroupRequest()
+	join.Group, join.SessionTimeoutMillis, join.RebalanceTimeoutMillis, join.ProtocolType = "parked", 10000, 10000, "consumer"
+	// Version 3: a first join without a member id parks at once (v4+
+	// answers MEMBER_ID_REQUIRED first, KIP-394).
+	join.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0}}}
+	joiner := dial(t, tb.addr)
+	_, err := joiner.Write(frame(join, 11, 3, 1))
+	require.NoError(t, err)
+
+	fetch := kmsg.NewPtrFetchRequest()
+	fetch.MaxWaitMillis, fetch.MinBytes, fetch.MaxBytes, fetch.SessionEpoch = 60000, 1, 1<<20, -1
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = "quiet"
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.PartitionMaxBytes = 1 << 20
+	ft.Partitions = append(ft.Partitions, fp)
+	fetch.Topics = append(fetch.Topics, ft)
+	fetcher := dial(t, tb.addr)
+	_, err = fetcher.Write(frame(fetch, 1, 11, 2))
+	require.NoError(t, err)
+
+	time.Sleep(200 * time.Millisecond) // both are parked
+	start := time.Now()
+	tb.stop()
+	require.Less(t, time.Since(start), 5*time.Second)
+	joiner.closedByBroker()
+	fetcher.closedByBroker()
+	// Not require.Eventually, whose own goroutines would count.
+	for deadline := time.Now().Add(5 * time.Second); runtime.NumGoroutine() > before && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.LessOrEqual(t, runtime.NumGoroutine(), before, "goroutines left after Close")
 }
