@@ -7,7 +7,9 @@
 // and committed offsets a group.Service over the Dir's __consumer_offsets
 // topic, producer ids the Dir's. Produced batches are appended as they arrive
 // (an idempotent producer's checked by the log's sequence rules, compressed
-// ones kept compressed), and fetches return whole batches from the segment
+// ones kept compressed; snappy and zstd ones, which the log cannot read,
+// recompressed with lz4 as a Kafka broker recompresses to a topic's
+// compression.type), and fetches return whole batches from the segment
 // files.
 //
 // Each connection is served by one goroutine, one request at a time, so that
@@ -41,11 +43,6 @@
 //     name topics by id (Fetch v13+, OffsetCommit and OffsetFetch v10,
 //     DeleteTopics v6 are not advertised); subscriptions by regular
 //     expression in ConsumerGroupHeartbeat; ConsumerGroupDescribe.
-//   - Snappy and zstd batches: the log decodes none, gzip and lz4 only, and
-//     a leader must read a compressed batch's records to check them, so they
-//     are refused with UNSUPPORTED_COMPRESSION_TYPE. franz-go compresses with
-//     snappy by default: give it kgo.ProducerBatchCompression with lz4,
-//     gzip or none.
 //   - More than one broker: each partition is led by this one, its leader
 //     epoch the log's latest (0 for a new partition), unchanged by restarts.
 package broker

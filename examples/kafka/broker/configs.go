@@ -134,9 +134,10 @@ var topicConfigs = []topicConfig{
 		}
 		return nil
 	}},
-	// Batches are stored as the producer compressed them, which is
-	// Kafka's compression.type=producer; the topic's own Compression
-	// applies only to records a Go program appends through the Dir.
+	// Batches are stored as the producer compressed them (but snappy and
+	// zstd ones, recompressed with lz4: see transcode), which is Kafka's
+	// compression.type=producer; the topic's own Compression applies only
+	// to records a Go program appends through the Dir.
 	{"compression.type", func(c *log.TopicConfig) string {
 		if c.Compression == segment.CodecNone {
 			return "producer"

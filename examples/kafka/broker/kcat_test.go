@@ -117,7 +117,7 @@ func checkKcatRecords(t *testing.T, recs []kcatRecord, first, last int) map[stri
 }
 
 // TestKcat: librdkafka's kcat lists metadata, produces keyed messages
-// idempotently with acks=all, and consumes them from the beginning, from an
+// idempotently with acks=all (uncompressed, snappy and zstd), and consumes them from the beginning, from an
 // offset, from a time and as a group member whose offsets are committed;
 // franz-go reads the same records at the same offsets.
 func TestKcat(t *testing.T) {
@@ -177,7 +177,8 @@ func TestKcat(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	since := time.Now().UnixMilli()
 	time.Sleep(20 * time.Millisecond)
-	kcat(t, tb.addr, keyedLines(20, 30), produceArgs...)
+	kcat(t, tb.addr, keyedLines(20, 25), append(produceArgs, "-z", "snappy")...)
+	kcat(t, tb.addr, keyedLines(25, 30), append(produceArgs, "-z", "zstd")...)
 	later := kcatConsume(t, tb.addr, "-C", "-t", topic, "-o", fmt.Sprintf("s@%d", since), "-e")
 	checkKcatRecords(t, later, 20, 30)
 

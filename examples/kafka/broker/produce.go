@@ -82,6 +82,14 @@ func (b *Broker) appendBatch(topic string, id int32, records []byte, rp *kmsg.Pr
 	case batch.Transactional():
 		return fmt.Errorf("%w: transactional batch; transactions are not served by this broker yet", kerr.InvalidTxnState)
 	}
+	if c := batch.Codec(); c == segment.CodecSnappy || c == segment.CodecZstd {
+		if err := batch.Validate(); err != nil {
+			return err
+		}
+		if batch, err = transcode(batch); err != nil {
+			return err
+		}
+	}
 	res, err := p.AppendBatch(batch)
 	if err != nil {
 		return err
