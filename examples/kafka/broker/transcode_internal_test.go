@@ -12,7 +12,7 @@ import (
 )
 
 // snappyBatch returns recs as a snappy batch, its records framed by frame.
-func snappyBatch(t *testing.T, recs []segment.Record, frame func(raw []byte) []byte) segment.Batch {
+func snappyBatch(t testing.TB, recs []segment.Record, frame func(raw []byte) []byte) segment.Batch {
 	t.Helper()
 	plain, err := segment.AppendBatch(nil, recs, segment.BuildOptions{Producer: &segment.Producer{ID: 7, Epoch: 1, BaseSequence: 40}})
 	require.NoError(t, err)
@@ -80,4 +80,24 @@ func TestTranscodeSnappyFramings(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzTranscode: whatever a producer sends as a snappy or zstd batch,
+// transcode returns a valid lz4 batch or an error, never a panic.
+func FuzzTranscode(f *testing.F) {
+	recs := []segment.Record{{Key: []byte("k"), Value: []byte("v"), Timestamp: 5}}
+	f.Add([]byte(snappyBatch(f, recs, func(raw []byte) []byte { return s2.EncodeSnappy(nil, raw) })))
+	f.Add([]byte(snappyBatch(f, recs, xerial(4))))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		b, _, err := segment.ParseBatch(data)
+		if err != nil {
+			return
+		}
+		out, err := transcode(b)
+		if c := b.Codec(); err == nil && (c == segment.CodecSnappy || c == segment.CodecZstd) {
+			if err := out.Validate(); err != nil {
+				t.Fatalf("transcoded batch does not validate: %v", err)
+			}
+		}
+	})
 }
