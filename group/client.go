@@ -4,30 +4,103 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"maps"
+	"regexp"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/strandlog/strand/assign"
+	"github.com/strandlog/strand/idempotence"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/segment"
 )
 
-// ConsumerOptions configure a Consumer.
+// Defaults of ConsumerOptions, Kafka's consumer configuration where it has
+// one.
+const (
+	consumerClientID             = "strand"
+	consumerSessionTimeout       = 45 * time.Second // session.timeout.ms (Kafka 3.0+)
+	consumerRebalanceTimeout     = 5 * time.Minute  // max.poll.interval.ms
+	consumerHeartbeatInterval    = 3 * time.Second  // heartbeat.interval.ms
+	consumerAutoCommitInterval   = 5 * time.Second  // auto.commit.interval.ms
+	consumerMetadataInterval     = time.Second      // in process, a look at the Dir is cheap
+	consumerMaxPartitionBytes    = 1 << 20          // max.partition.fetch.bytes
+	maxConsumerWaitBetweenDuties = time.Second
+)
+
+// ErrConsumerClosed reports a call on a closed Consumer.
+var ErrConsumerClosed = errors.New("group: consumer closed")
+
+// ErrNotAssigned reports a Seek, Pause, Resume or Position of a partition
+// the consumer does not own (Kafka's IllegalStateException "No current
+// assignment for partition").
+var ErrNotAssigned = errors.New("group: partition not assigned to this consumer")
+
+// ConsumerOptions configure a Consumer. Zero fields take the defaults
+// given, Kafka's where Kafka has the setting.
 type ConsumerOptions struct {
-	Group    string
-	ClientID string   // default "strand"
-	Topics   []string // the subscription
-	// SessionTimeout is the member's session (default 10 s, Kafka's
-	// session.timeout.ms before 3.0); RebalanceTimeout how long a rebalance
-	// waits for it (default 5 min, max.poll.interval.ms).
-	SessionTimeout   time.Duration
-	RebalanceTimeout time.Duration
-	// Isolation is how far Poll reads: ReadCommitted (the default) up to
-	// the last stable offset, ReadUncommitted up to the high watermark.
+	Group    string // group.id
+	ClientID string // client.id; default "strand"
+	// InstanceID makes the member static (group.instance.id, KIP-345): a
+	// consumer that closes does not leave the group, and one that starts
+	// again with the same InstanceID within SessionTimeout takes its place
+	// and its partitions without a rebalance. Two running consumers with
+	// one InstanceID fence each other (FENCED_INSTANCE_ID).
+	InstanceID string
+	// Topics is the subscription; every topic must exist. Pattern
+	// subscribes instead to every topic of the Dir whose name it matches,
+	// the offsets topic aside, and picks up new ones (checked every
+	// MetadataInterval). Exactly one of the two is set.
+	Topics  []string
+	Pattern *regexp.Regexp
+	// Assignor is the assignment strategy the group's leader runs (default
+	// assign.Range). assign.CooperativeSticky rebalances cooperatively
+	// (KIP-429): a member keeps its partitions through a rebalance and
+	// stops only those it gives up; with the others every rebalance revokes
+	// every partition first (eager).
+	Assignor assign.Assignor
+	// SessionTimeout (default 45 s) is how long the coordinator waits for
+	// a heartbeat before it removes the member; it must lie within the
+	// Service's MinSessionTimeout and MaxSessionTimeout. HeartbeatInterval
+	// (default 3 s), below it, is how often a background goroutine
+	// heartbeats, so that a slow handler does not lose the membership.
+	// RebalanceTimeout (default 5 min, max.poll.interval.ms) is how long a
+	// rebalance waits for the member to call Poll and rejoin; unlike
+	// Kafka's consumer, one that does not poll for longer does not leave
+	// by itself, but the next rebalance removes it.
+	SessionTimeout    time.Duration
+	HeartbeatInterval time.Duration
+	RebalanceTimeout  time.Duration
+	// AutoCommitInterval (default 5 s) is how often Poll commits the
+	// positions of what earlier Polls returned; DisableAutoCommit leaves commits to
+	// CommitSync, CommitAsync and CommitOffsets. With auto commit, a
+	// revocation and Close commit too, so delivery is at least once.
+	AutoCommitInterval time.Duration
+	DisableAutoCommit  bool
+	// MetadataInterval (default 1 s) is how often the consumer looks for
+	// new topics (Pattern) and partitions; a change rebalances the group.
+	MetadataInterval time.Duration
+	// Isolation is how far Poll reads: log.ReadCommitted (the zero value)
+	// up to the last stable offset, skipping aborted transactions, or
+	// log.ReadUncommitted up to the high watermark.
 	Isolation log.Isolation
-	// MaxBytes bounds what Poll reads of each partition (default 1 MiB).
-	MaxBytes int
+	// MaxPartitionBytes (default 1 MiB) bounds what one Poll reads of each
+	// partition; a batch larger than it is still read whole.
+	MaxPartitionBytes int
+
+	// OnAssigned is called with the partitions the consumer gets, once
+	// their positions are set (from the committed offsets, or the log start
+	// where none is); OnRevoked with those it gives up, before another
+	// member can get them (with auto commit, after their positions are
+	// committed); OnLost with those it lost without giving them up (it was
+	// removed from the group), which another member may already own: nil
+	// calls OnRevoked. They run in Poll or Close, on the caller's goroutine,
+	// and may call the Consumer's methods (commit, seek, pause).
+	OnAssigned func(ctx context.Context, c *Consumer, tps []TopicPartition)
+	OnRevoked  func(ctx context.Context, c *Consumer, tps []TopicPartition)
+	OnLost     func(ctx context.Context, c *Consumer, tps []TopicPartition)
 }
 
 // TopicPartition names a partition of a topic.
@@ -36,284 +109,648 @@ type TopicPartition struct {
 	Partition int32
 }
 
+func (tp TopicPartition) String() string { return fmt.Sprintf("%s-%d", tp.Topic, tp.Partition) }
+
+func compareTP(a, b TopicPartition) int {
+	if a.Topic != b.Topic {
+		if a.Topic < b.Topic {
+			return -1
+		}
+		return 1
+	}
+	return int(a.Partition) - int(b.Partition)
+}
+
 // Message is a record Poll returns, with where it came from.
 type Message struct {
 	TopicPartition
 	segment.Record
 }
 
-// Consumer is a member of a classic group served by a Service, reading the
-// partitions assigned to it from the Service's Dir, as Kafka's consumer does
-// with the "range" protocol and eager rebalancing. It heartbeats in Poll, as
-// consumers did before KIP-62, so it must be polled more often than its
-// session timeout. A Consumer is used from one goroutine.
+// Consumer is a member of a classic consumer group served by a Service,
+// reading the partitions assigned to it from the Service's Dir, as Kafka's
+// consumer does: it joins on the first Poll, heartbeats from a goroutine of
+// its own, rebalances (eagerly, or cooperatively with
+// assign.CooperativeSticky) in Poll, commits, and leaves on Close.
 //
-// It is the start of the in-process consumer: there are no callbacks,
-// patterns, automatic commits, seeks or pauses yet.
+// Its methods are called from one goroutine (the callbacks run on it), as
+// Kafka's consumer is; Close ends every goroutine it started.
 type Consumer struct {
-	s        *Service
-	d        *log.Dir
-	opts     ConsumerOptions
-	memberID string
-	gen      int32
-	assigned []TopicPartition
-	pos      map[TopicPartition]int64 // next offset to read
+	s           *Service
+	d           *log.Dir
+	opts        ConsumerOptions
+	cooperative bool
+	ctx         context.Context // ends with Close
+	cancel      context.CancelFunc
+	wg          sync.WaitGroup
+	commits     chan asyncCommit
+	commitsDone chan struct{}
+
+	// Used by the caller's goroutine only.
+	assigned     []TopicPartition // sorted
+	pos          map[TopicPartition]int64
+	paused       map[TopicPartition]bool
+	topics       map[string]int32 // the subscription as last matched: topic -> partitions
+	nextCommit   time.Time
+	nextMetadata time.Time
+	closeBegun   bool // Close runs or ran: callbacks may still commit
+	closed       bool // Close returned
+
+	mu        sync.Mutex // guards what follows, shared with the background goroutines
+	memberID  string
+	gen       int32 // -1 when not in a generation
+	joining   bool  // a join goroutine runs
+	closing   bool  // Close has begun: no more joins
+	joined    *joinResult
+	rejoin    bool  // the group rebalances, or the subscription changed
+	lost      bool  // the member was removed from the group
+	fenced    error // another consumer took this one's InstanceID: final
+	err       error
+	committed map[TopicPartition]int64 // what this consumer last committed
+	wake      chan struct{}            // capacity 1: something for Poll to do
 }
 
-// NewConsumer returns a consumer of s's group opts.Group over d, which must
-// be the Dir of s. It joins on its first Poll.
+// NewConsumer returns a consumer of s's group opts.Group over d, the Dir of
+// s. It joins on its first Poll. Bad options are typed errors: an empty or
+// too long group id is ErrInvalidGroupID, a subscription to a missing topic
+// ErrUnknownTopicOrPartition, a session timeout outside the Service's range
+// ErrInvalidSessionTimeout, a client or instance id too long for the
+// protocol ErrInvalidRequest, and anything else ErrInvalidConfig.
 func NewConsumer(s *Service, d *log.Dir, opts ConsumerOptions) (*Consumer, error) {
-	if err := checkGroupID(opts.Group); err != nil {
-		return nil, err
-	}
-	if len(opts.Topics) == 0 {
-		return nil, fmt.Errorf("%w: ConsumerOptions.Topics is empty", ErrInvalidConfig)
-	}
-	if opts.ClientID == "" {
-		opts.ClientID = "strand"
-	}
-	if opts.SessionTimeout == 0 {
-		opts.SessionTimeout = 10 * time.Second
-	}
-	if opts.RebalanceTimeout == 0 {
-		opts.RebalanceTimeout = 5 * time.Minute
-	}
-	if opts.MaxBytes == 0 {
-		opts.MaxBytes = 1 << 20
-	}
-	return &Consumer{s: s, d: d, opts: opts, gen: -1}, nil
-}
-
-// Assigned returns the partitions the consumer owns in its generation.
-func (c *Consumer) Assigned() []TopicPartition { return slices.Clone(c.assigned) }
-
-// join runs a rebalance: JoinGroup (again with the member id on
-// MEMBER_ID_REQUIRED), the leader's range assignment over the Dir's
-// partitions, SyncGroup, and the committed offsets of what it gets.
-func (c *Consumer) join(ctx context.Context) error {
-	c.assigned, c.pos = nil, nil
-	sub := Subscription{Topics: slices.Sorted(slices.Values(c.opts.Topics))}
-	req := JoinGroupRequest{
-		Version: JoinVersionLatest, GroupID: c.opts.Group, MemberID: c.memberID, ClientID: c.opts.ClientID,
-		SessionTimeout: c.opts.SessionTimeout, RebalanceTimeout: c.opts.RebalanceTimeout, ProtocolType: "consumer",
-		Protocols: []Protocol{{Name: assign.Range.Name(), Metadata: sub.Encode(3)}},
-	}
-	for {
-		r, err := c.s.JoinGroup(ctx, req)
-		if err != nil {
-			return err
-		}
-		switch {
-		case errors.Is(r.Err, ErrMemberIDRequired):
-			req.MemberID = r.MemberID
-			continue
-		case errors.Is(r.Err, ErrUnknownMemberID):
-			req.MemberID = ""
-			continue
-		case r.Err != nil:
-			return r.Err
-		}
-		c.memberID, c.gen = r.MemberID, r.GenerationID
-		sync := SyncGroupRequest{GroupID: c.opts.Group, GenerationID: r.GenerationID, MemberID: r.MemberID}
-		if r.Leader == r.MemberID {
-			if sync.Assignments, err = c.assign(r.Members); err != nil {
-				return err
-			}
-		}
-		sr, err := c.s.SyncGroup(ctx, sync)
-		if err != nil {
-			return err
-		}
-		if errors.Is(sr.Err, ErrRebalanceInProgress) {
-			continue
-		}
-		if sr.Err != nil {
-			return sr.Err
-		}
-		a, _, err := DecodeAssignment(sr.Assignment)
-		if err != nil {
-			return err
-		}
-		return c.take(ctx, a)
-	}
-}
-
-// assign is the leader's range assignment of the members' subscriptions.
-func (c *Consumer) assign(members []JoinGroupMember) ([]SyncGroupAssignment, error) {
-	ms := make([]assign.Member, len(members))
-	topics := map[string]assign.Topic{}
-	for i, m := range members {
-		sub, _, err := DecodeSubscription(m.Metadata)
-		if err != nil {
-			return nil, err
-		}
-		ms[i] = assign.Member{ID: m.MemberID, InstanceID: m.GroupInstanceID, Topics: sub.Topics, Generation: -1}
-		for _, t := range sub.Topics {
-			if tc, err := c.d.TopicConfig(t); err == nil {
-				topics[t] = assign.Topic{Partitions: tc.Partitions}
-			}
-		}
-	}
-	plan, err := assign.Range.Assign(ms, topics)
+	opts, err := opts.withDefaults(s, d)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]SyncGroupAssignment, 0, len(plan))
-	for _, m := range members {
-		out = append(out, SyncGroupAssignment{MemberID: m.MemberID, Assignment: Assignment{Partitions: plan[m.MemberID]}.Encode(3)})
+	c := &Consumer{
+		s: s, d: d, opts: opts,
+		cooperative: opts.Assignor.Name() == assign.CooperativeSticky.Name(),
+		commits:     make(chan asyncCommit, 16), commitsDone: make(chan struct{}),
+		pos: map[TopicPartition]int64{}, paused: map[TopicPartition]bool{},
+		gen: -1, committed: map[TopicPartition]int64{}, wake: make(chan struct{}, 1),
+	}
+	if c.topics, err = c.subscription(); err != nil {
+		return nil, err
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.wg.Add(1)
+	go c.heartbeats()
+	go c.asyncCommits()
+	return c, nil
+}
+
+func (o ConsumerOptions) withDefaults(s *Service, d *log.Dir) (ConsumerOptions, error) {
+	if err := checkGroupID(o.Group); err != nil {
+		return o, err
+	}
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: group %q: ConsumerOptions.%s", ErrInvalidConfig, o.Group, fmt.Sprintf(format, args...))
+	}
+	if err := checkStrings(map[string]string{"ConsumerOptions.ClientID": o.ClientID, "ConsumerOptions.InstanceID": o.InstanceID}); err != nil {
+		return o, err
+	}
+	if (len(o.Topics) == 0) == (o.Pattern == nil) {
+		return o, bad("Topics or Pattern: exactly one must be set")
+	}
+	for _, t := range o.Topics {
+		if _, err := d.TopicConfig(t); err != nil {
+			return o, errorf(ErrUnknownTopicOrPartition, "group %q: ConsumerOptions.Topics: topic %q: %v", o.Group, t, err)
+		}
+	}
+	def := func(v *time.Duration, name string, d time.Duration) error {
+		switch {
+		case *v == 0:
+			*v = d
+		case *v < 0:
+			return bad("%s %v is negative", name, *v)
+		case v.Milliseconds() > 1<<31-1:
+			return bad("%s %v exceeds an int32 of milliseconds", name, *v)
+		}
+		return nil
+	}
+	if o.ClientID == "" {
+		o.ClientID = consumerClientID
+	}
+	if o.Assignor == nil {
+		o.Assignor = assign.Range
+	}
+	if o.MaxPartitionBytes == 0 {
+		o.MaxPartitionBytes = consumerMaxPartitionBytes
+	}
+	err := errors.Join(
+		def(&o.SessionTimeout, "SessionTimeout", consumerSessionTimeout),
+		def(&o.HeartbeatInterval, "HeartbeatInterval", consumerHeartbeatInterval),
+		def(&o.RebalanceTimeout, "RebalanceTimeout", consumerRebalanceTimeout),
+		def(&o.AutoCommitInterval, "AutoCommitInterval", consumerAutoCommitInterval),
+		def(&o.MetadataInterval, "MetadataInterval", consumerMetadataInterval))
+	switch {
+	case err != nil:
+		return o, err
+	case o.MaxPartitionBytes < 0:
+		return o, bad("MaxPartitionBytes %d is negative", o.MaxPartitionBytes)
+	case o.Isolation != log.ReadCommitted && o.Isolation != log.ReadUncommitted:
+		return o, bad("Isolation %v: a consumer reads committed or uncommitted", o.Isolation)
+	case o.HeartbeatInterval >= o.SessionTimeout:
+		return o, bad("HeartbeatInterval %v must be below SessionTimeout %v", o.HeartbeatInterval, o.SessionTimeout)
+	}
+	cfg, err := s.cfg.withDefaults()
+	if err != nil {
+		return o, err
+	}
+	if o.SessionTimeout < cfg.MinSessionTimeout || o.SessionTimeout > cfg.MaxSessionTimeout {
+		// The coordinator would answer the join so (G22); say it now.
+		return o, errorf(ErrInvalidSessionTimeout, "group %q: ConsumerOptions.SessionTimeout %v outside %v-%v",
+			o.Group, o.SessionTimeout, cfg.MinSessionTimeout, cfg.MaxSessionTimeout)
+	}
+	return o, nil
+}
+
+// subscription returns the topics the consumer subscribes to as the Dir
+// has them now, with their partition counts; a named topic deleted since
+// is left out, as Kafka's consumer leaves out a topic the metadata lacks.
+func (c *Consumer) subscription() (map[string]int32, error) {
+	names := c.opts.Topics
+	if c.opts.Pattern != nil {
+		all, err := c.d.Topics()
+		if err != nil {
+			return nil, err
+		}
+		names = slices.DeleteFunc(all, func(t string) bool { return t == c.s.topic || !c.opts.Pattern.MatchString(t) })
+	}
+	out := map[string]int32{}
+	for _, t := range names {
+		if tc, err := c.d.TopicConfig(t); err == nil {
+			out[t] = tc.Partitions
+		}
 	}
 	return out, nil
 }
 
-// take adopts an assignment: positions start at the committed offsets, or
-// at the log start where nothing is committed (auto.offset.reset=earliest).
-func (c *Consumer) take(ctx context.Context, a Assignment) error {
-	req := OffsetFetchRequest{GroupID: c.opts.Group}
-	c.pos = map[TopicPartition]int64{}
-	for _, t := range slices.Sorted(maps.Keys(a.Partitions)) {
-		req.Topics = append(req.Topics, OffsetFetchTopic{Name: t, Partitions: a.Partitions[t]})
-		for _, p := range a.Partitions[t] {
-			c.assigned = append(c.assigned, TopicPartition{t, p})
-		}
+// signal tells a waiting Poll that there is something to do.
+func (c *Consumer) signal() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
 	}
-	r, err := c.s.OffsetFetch(ctx, req)
-	if err != nil {
-		return err
-	}
-	if r.Err != nil {
-		return r.Err
-	}
-	for _, t := range r.Topics {
-		for _, p := range t.Partitions {
-			tp := TopicPartition{t.Name, p.Partition}
-			if p.Err != nil {
-				return p.Err
-			}
-			if p.Offset >= 0 {
-				c.pos[tp] = p.Offset
-				continue
-			}
-			part, err := c.d.Partition(tp.Topic, tp.Partition)
-			if err != nil {
-				return err
-			}
-			start, _, _, err := part.Offsets()
-			if err != nil {
-				return err
-			}
-			c.pos[tp] = start
-		}
+}
+
+// Assigned returns the partitions the consumer owns, sorted.
+func (c *Consumer) Assigned() []TopicPartition { return slices.Clone(c.assigned) }
+
+// Generation returns the consumer's member id and generation; -1 when it
+// is not a member of a generation.
+func (c *Consumer) Generation() (memberID string, generation int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.memberID, c.gen
+}
+
+func (c *Consumer) owns(tp TopicPartition) error {
+	if _, ok := slices.BinarySearchFunc(c.assigned, tp, compareTP); !ok {
+		return fmt.Errorf("%w: %v", ErrNotAssigned, tp)
 	}
 	return nil
 }
 
-// Poll heartbeats, rejoining when the group rebalances (after committing
-// what it consumed, as an eager consumer does), and returns the records
-// available on its partitions from its positions, which move past them.
-func (c *Consumer) Poll(ctx context.Context) ([]Message, error) {
-	if c.gen < 0 {
-		if err := c.join(ctx); err != nil {
-			return nil, err
-		}
-	} else {
-		r, err := c.s.Heartbeat(ctx, HeartbeatRequest{GroupID: c.opts.Group, GenerationID: c.gen, MemberID: c.memberID})
-		if err != nil {
-			return nil, err
-		}
-		switch {
-		case errors.Is(r.Err, ErrRebalanceInProgress):
-			if err := c.Commit(ctx); err != nil && !errors.Is(err, ErrRebalanceInProgress) {
-				return nil, err
-			}
-			if err := c.join(ctx); err != nil {
-				return nil, err
-			}
-		case errors.Is(r.Err, ErrUnknownMemberID), errors.Is(r.Err, ErrIllegalGeneration):
-			c.memberID, c.gen = "", -1
-			if err := c.join(ctx); err != nil {
-				return nil, err
-			}
-		case r.Err != nil:
-			return nil, r.Err
+// Position returns the offset of the next record Poll returns of tp.
+func (c *Consumer) Position(tp TopicPartition) (int64, error) {
+	if err := c.owns(tp); err != nil {
+		return 0, err
+	}
+	return c.pos[tp], nil
+}
+
+// Seek makes Poll read tp from offset on. An offset below the log start
+// reads from the log start, one beyond the log end from the log end.
+func (c *Consumer) Seek(tp TopicPartition, offset int64) error {
+	if err := c.owns(tp); err != nil {
+		return err
+	}
+	c.pos[tp] = offset
+	return nil
+}
+
+// SeekToTime makes Poll read tp from its first record with a timestamp at
+// or after t (Kafka's offsetsForTimes), or from the log end if none is.
+func (c *Consumer) SeekToTime(tp TopicPartition, t time.Time) error {
+	if err := c.owns(tp); err != nil {
+		return err
+	}
+	p, err := c.d.Partition(tp.Topic, tp.Partition)
+	if err != nil {
+		return err
+	}
+	offset, ok, err := p.OffsetForTimestamp(t.UnixMilli())
+	if err != nil {
+		return err
+	}
+	if !ok {
+		if _, offset, _, err = p.Offsets(); err != nil {
+			return err
 		}
 	}
+	c.pos[tp] = offset
+	return nil
+}
+
+// Pause stops Poll returning records of the partitions until Resume; they
+// stay assigned, and a rebalance that keeps them keeps them paused.
+func (c *Consumer) Pause(tps ...TopicPartition) error {
+	for _, tp := range tps {
+		if err := c.owns(tp); err != nil {
+			return err
+		}
+	}
+	for _, tp := range tps {
+		c.paused[tp] = true
+	}
+	return nil
+}
+
+// Resume lets Poll return records of paused partitions again.
+func (c *Consumer) Resume(tps ...TopicPartition) error {
+	for _, tp := range tps {
+		if err := c.owns(tp); err != nil {
+			return err
+		}
+	}
+	for _, tp := range tps {
+		delete(c.paused, tp)
+	}
+	return nil
+}
+
+// Paused returns the paused partitions, sorted.
+func (c *Consumer) Paused() []TopicPartition {
+	return slices.SortedFunc(maps.Keys(c.paused), compareTP)
+}
+
+// Poll returns records of the consumer's unpaused partitions from their
+// positions, which move past them, waiting until there are some or ctx
+// ends. Before it reads, it does what the group needs: it joins or
+// rejoins (running OnRevoked and OnAssigned), commits when auto commit is
+// due, and looks for new topics and partitions. An error from the group
+// (a failed join, a Service closed) is returned once; Poll may be called
+// again to retry.
+func (c *Consumer) Poll(ctx context.Context) ([]Message, error) {
+	if c.closeBegun {
+		return nil, ErrConsumerClosed
+	}
+	for {
+		if err := c.step(ctx); err != nil {
+			return nil, err
+		}
+		ms, err := c.fetch()
+		if err != nil || len(ms) > 0 {
+			return ms, err
+		}
+		if err := c.waitForWork(ctx); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// Records is an iterator over what Poll returns, until ctx ends (which ends
+// the iteration without an error) or Poll fails. If the loop stops early,
+// the partitions of the records it did not take are sought back to them,
+// so that a commit does not pass records that were never processed.
+func (c *Consumer) Records(ctx context.Context) iter.Seq2[Message, error] {
+	return func(yield func(Message, error) bool) {
+		for {
+			ms, err := c.Poll(ctx)
+			if err != nil {
+				if ctx.Err() == nil {
+					yield(Message{}, err)
+				}
+				return
+			}
+			for i, m := range ms {
+				if !yield(m, nil) {
+					c.rewind(ms[i+1:])
+					return
+				}
+			}
+		}
+	}
+}
+
+// rewind seeks each partition of ms back to its first record there.
+func (c *Consumer) rewind(ms []Message) {
+	done := map[TopicPartition]bool{}
+	for _, m := range ms {
+		if !done[m.TopicPartition] {
+			done[m.TopicPartition] = true
+			_ = c.Seek(m.TopicPartition, m.Offset) // still assigned: no Poll ran since
+		}
+	}
+}
+
+// fetch reads what is there of each unpaused partition.
+func (c *Consumer) fetch() ([]Message, error) {
 	var out []Message
 	for _, tp := range c.assigned {
-		part, err := c.d.Partition(tp.Topic, tp.Partition)
+		if c.paused[tp] {
+			continue
+		}
+		var err error
+		if out, err = c.fetchPartition(tp, out); err != nil {
+			return out, fmt.Errorf("group: consumer of %q reading %v at offset %d: %w", c.opts.Group, tp, c.pos[tp], err)
+		}
+	}
+	return out, nil
+}
+
+// fetchPartition appends what one read of tp returns to out. Control
+// batches and, when reading committed, the batches of aborted transactions
+// move the position without being returned, as in Kafka's consumer.
+func (c *Consumer) fetchPartition(tp TopicPartition, out []Message) ([]Message, error) {
+	part, err := c.d.Partition(tp.Topic, tp.Partition)
+	if err != nil {
+		return out, err
+	}
+	bs, err := part.Read(c.pos[tp], c.opts.MaxPartitionBytes, c.opts.Isolation)
+	if errors.Is(err, log.ErrOffsetOutOfRange) {
+		// auto.offset.reset: earliest below the log, latest beyond it.
+		start, _, end, oerr := part.Offsets()
+		if oerr != nil {
+			return out, oerr
+		}
+		c.pos[tp] = min(max(c.pos[tp], start), end)
+		bs, err = part.Read(c.pos[tp], c.opts.MaxPartitionBytes, c.opts.Isolation)
+	}
+	if err != nil {
+		return out, err
+	}
+	defer bs.Close()
+	var aborted *idempotence.AbortedFilter
+	if len(bs.Aborted) > 0 {
+		aborted = idempotence.NewAbortedFilter(bs.Aborted)
+	}
+	for b, err := range bs.All() {
 		if err != nil {
 			return out, err
 		}
-		bs, err := part.Read(c.pos[tp], c.opts.MaxBytes, c.opts.Isolation)
+		skip, err := skipped(b, aborted)
 		if err != nil {
 			return out, err
 		}
-		for b, err := range bs.All() {
-			if err != nil {
-				_ = bs.Close()
-				return out, err
-			}
-			if b.Control() {
-				c.pos[tp] = b.LastOffset() + 1
-				continue
-			}
+		if !skip {
 			for r, err := range b.Records() {
 				if err != nil {
-					_ = bs.Close()
 					return out, err
 				}
 				if r.Offset >= c.pos[tp] {
 					out = append(out, Message{tp, r})
 				}
 			}
-			c.pos[tp] = b.LastOffset() + 1
 		}
-		_ = bs.Close()
+		c.pos[tp] = max(c.pos[tp], b.LastOffset()+1)
 	}
 	return out, nil
 }
 
-// Commit commits the positions of the consumer's partitions: the offsets of
-// the next records it will read.
-func (c *Consumer) Commit(ctx context.Context) error {
-	if c.gen < 0 || len(c.assigned) == 0 {
+// skipped reports whether a consumer drops b: a control batch, or a batch
+// of a transaction aborted (which the filter learns from the markers).
+func skipped(b segment.Batch, aborted *idempotence.AbortedFilter) (bool, error) {
+	if aborted == nil {
+		return b.Control(), nil
+	}
+	if !b.Control() && !b.Transactional() {
+		return false, nil
+	}
+	info, err := idempotence.InfoOf(b)
+	if err != nil {
+		return false, err
+	}
+	return aborted.Skip(info) || b.Control(), nil
+}
+
+// waitForWork waits until one of the consumer's partitions has a record to
+// read, the group needs Poll, a timed duty is due, or ctx ends.
+func (c *Consumer) waitForWork(ctx context.Context) error {
+	wctx, cancel := context.WithCancel(ctx)
+	ready := make(chan struct{}, 1)
+	var waiters sync.WaitGroup
+	for _, tp := range c.assigned {
+		if c.paused[tp] {
+			continue
+		}
+		part, err := c.d.Partition(tp.Topic, tp.Partition)
+		if err != nil {
+			cancel()
+			waiters.Wait()
+			return err
+		}
+		from := c.pos[tp]
+		waiters.Go(func() {
+			if part.Wait(wctx, from, c.opts.Isolation) == nil {
+				select {
+				case ready <- struct{}{}:
+				default:
+				}
+			}
+		})
+	}
+	wait := min(time.Until(c.nextMetadata), maxConsumerWaitBetweenDuties)
+	if !c.opts.DisableAutoCommit && len(c.assigned) > 0 {
+		wait = min(wait, time.Until(c.nextCommit))
+	}
+	timer := time.NewTimer(wait)
+	select {
+	case <-ctx.Done():
+	case <-c.wake:
+	case <-ready:
+	case <-timer.C:
+	}
+	timer.Stop()
+	cancel()
+	waiters.Wait()
+	return ctx.Err()
+}
+
+// CommitSync commits the positions of the consumer's partitions that moved
+// since its last commit: the offsets of the next records Poll returns.
+func (c *Consumer) CommitSync(ctx context.Context) error {
+	if c.closed {
+		return ErrConsumerClosed
+	}
+	return c.commit(ctx, c.positions(c.assigned))
+}
+
+// CommitOffsets commits the given offsets, each the offset of the next
+// record to process of its partition.
+func (c *Consumer) CommitOffsets(ctx context.Context, offsets map[TopicPartition]int64) error {
+	if c.closed {
+		return ErrConsumerClosed
+	}
+	return c.commit(ctx, maps.Clone(offsets))
+}
+
+// CommitAsync commits the positions as CommitSync does, from another
+// goroutine, and calls done (if not nil) there with the outcome. Commits
+// complete in the order they were asked for; Close waits for them. Called
+// from a callback that Close runs, it commits before it returns.
+func (c *Consumer) CommitAsync(done func(error)) {
+	if done == nil {
+		done = func(error) {}
+	}
+	switch {
+	case c.closed:
+		done(ErrConsumerClosed)
+	case c.closeBegun:
+		done(c.commit(context.Background(), c.positions(c.assigned)))
+	default:
+		c.commits <- asyncCommit{c.positions(c.assigned), done}
+	}
+}
+
+type asyncCommit struct {
+	offsets map[TopicPartition]int64
+	done    func(error)
+}
+
+// asyncCommits runs CommitAsync's commits until Close closes the queue.
+func (c *Consumer) asyncCommits() {
+	defer close(c.commitsDone)
+	for ac := range c.commits {
+		ac.done(c.commit(c.ctx, ac.offsets))
+	}
+}
+
+func (c *Consumer) positions(tps []TopicPartition) map[TopicPartition]int64 {
+	out := make(map[TopicPartition]int64, len(tps))
+	for _, tp := range tps {
+		out[tp] = c.pos[tp]
+	}
+	return out
+}
+
+// commit commits the offsets that differ from what this consumer last
+// committed, at its generation.
+func (c *Consumer) commit(ctx context.Context, offsets map[TopicPartition]int64) error {
+	c.mu.Lock()
+	memberID, gen := c.memberID, c.gen
+	maps.DeleteFunc(offsets, func(tp TopicPartition, off int64) bool {
+		prev, ok := c.committed[tp]
+		return ok && prev == off
+	})
+	c.mu.Unlock()
+	if len(offsets) == 0 {
 		return nil
 	}
-	req := OffsetCommitRequest{Version: OffsetCommitVersionGroupIDNotFound, GroupID: c.opts.Group, GenerationID: c.gen, MemberID: c.memberID}
-	for _, tp := range c.assigned {
+	if gen < 0 {
+		return errorf(ErrUnknownMemberID, "group %q: commit: the consumer is not a member of a generation", c.opts.Group)
+	}
+	req := OffsetCommitRequest{Version: OffsetCommitVersionGroupIDNotFound, GroupID: c.opts.Group, GenerationID: gen,
+		MemberID: memberID, GroupInstanceID: c.opts.InstanceID}
+	for _, tp := range slices.SortedFunc(maps.Keys(offsets), compareTP) {
 		if n := len(req.Topics); n == 0 || req.Topics[n-1].Name != tp.Topic {
 			req.Topics = append(req.Topics, OffsetCommitTopic{Name: tp.Topic})
 		}
 		t := &req.Topics[len(req.Topics)-1]
-		t.Partitions = append(t.Partitions, OffsetCommitPartition{Partition: tp.Partition, Offset: c.pos[tp], LeaderEpoch: -1})
+		t.Partitions = append(t.Partitions, OffsetCommitPartition{Partition: tp.Partition, Offset: offsets[tp], LeaderEpoch: -1})
 	}
 	r, err := c.s.OffsetCommit(ctx, req)
+	if err == nil {
+		err = r.Err
+	}
 	if err != nil {
-		return err
+		return fmt.Errorf("group %q: commit at generation %d: %w", c.opts.Group, gen, err)
 	}
-	if r.Err != nil {
-		return r.Err
-	}
+	var errs []error
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	for _, t := range r.Topics {
 		for _, p := range t.Partitions {
+			tp := TopicPartition{t.Name, p.Partition}
 			if p.Err != nil {
-				return fmt.Errorf("commit of %s-%d: %w", t.Name, p.Partition, p.Err)
+				errs = append(errs, fmt.Errorf("commit of %v: %w", tp, p.Err))
+				continue
 			}
+			c.committed[tp] = offsets[tp]
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
-// Close commits and leaves the group, so that the others take its
-// partitions over at once.
+// Close ends the consumer: it waits for CommitAsync's commits, commits the
+// positions (with auto commit), calls OnRevoked with its partitions, leaves
+// the group so that the others take them over at once (unless it is a
+// static member), and ends its goroutines. A commit the group refuses because it rebalances, or because
+// it removed the member, is not an error of Close: those records are
+// delivered again. It must not run concurrently with Poll. The callbacks
+// it runs may commit.
 func (c *Consumer) Close(ctx context.Context) error {
-	if c.gen < 0 {
+	if c.closeBegun {
 		return nil
 	}
-	err := c.Commit(ctx)
-	r, lerr := c.s.LeaveGroup(ctx, LeaveGroupRequest{GroupID: c.opts.Group, Members: []LeaveGroupMember{{MemberID: c.memberID}}})
-	if lerr == nil {
-		lerr = r.Err
+	c.closeBegun = true
+	defer func() { c.closed = true }()
+	close(c.commits)
+	<-c.commitsDone
+	c.mu.Lock()
+	c.closing = true
+	memberID, lost, joining := c.memberID, c.lost || c.gen < 0, c.joining
+	c.mu.Unlock()
+	var errs []error
+	if !lost {
+		if !c.opts.DisableAutoCommit {
+			errs = append(errs, membershipIgnored(c.commit(ctx, c.positions(c.assigned))))
+		}
+		c.revoke(ctx, c.assigned, c.opts.OnRevoked)
+	} else {
+		c.revoke(ctx, c.assigned, c.onLost())
 	}
-	c.gen, c.assigned, c.pos = -1, nil, nil
-	return errors.Join(err, lerr)
+	// A static member stays in the group for its session, so that a restart
+	// takes its place without a rebalance; but a join it has parked must be
+	// answered, which only a leave does.
+	if memberID != "" && (c.opts.InstanceID == "" || joining) {
+		r, err := c.s.LeaveGroup(ctx, LeaveGroupRequest{GroupID: c.opts.Group,
+			Members: []LeaveGroupMember{{MemberID: memberID, GroupInstanceID: c.opts.InstanceID}}})
+		if err == nil {
+			err = r.Err
+		}
+		errs = append(errs, membershipIgnored(err))
+	}
+	c.cancel()
+	c.wg.Wait()
+	return errors.Join(errs...)
+}
+
+// membershipIgnored drops the errors with which the group refuses a
+// leaving member's last commit or its leave because it is rebalancing or
+// has removed the member already: the records are delivered again, or the
+// member is gone, as Close wants.
+func membershipIgnored(err error) error {
+	for _, kind := range []error{ErrRebalanceInProgress, ErrIllegalGeneration, ErrUnknownMemberID} {
+		if errors.Is(err, kind) {
+			return nil
+		}
+	}
+	return err
+}
+
+func (c *Consumer) onLost() func(context.Context, *Consumer, []TopicPartition) {
+	if c.opts.OnLost != nil {
+		return c.opts.OnLost
+	}
+	return c.opts.OnRevoked
+}
+
+// revoke calls a callback with tps (if any) and forgets them.
+func (c *Consumer) revoke(ctx context.Context, tps []TopicPartition, callback func(context.Context, *Consumer, []TopicPartition)) {
+	if len(tps) == 0 {
+		return
+	}
+	tps = slices.Clone(tps)
+	if callback != nil {
+		callback(ctx, c, tps)
+	}
+	c.assigned = slices.DeleteFunc(c.assigned, func(tp TopicPartition) bool {
+		_, gone := slices.BinarySearchFunc(tps, tp, compareTP)
+		return gone
+	})
+	for _, tp := range tps {
+		delete(c.pos, tp)
+		delete(c.paused, tp)
+	}
 }

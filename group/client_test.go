@@ -2,116 +2,778 @@ package group
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/strandlog/strand/assign"
+	"github.com/strandlog/strand/idempotence"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/segment"
 	"github.com/stretchr/testify/require"
 )
 
-// Two consumers of one group share a topic's partitions, each partition
-// owned by one of them, every record read at least once and in order; when
-// one closes, the other takes its partitions over from its commits.
-func TestConsumersShareAndTakeOver(t *testing.T) {
-	fs := newMemDataFS(t)
-	d, err := log.OpenDir("/data", log.DirOptions{Log: log.Options{FS: fs, MaxIndexBytes: 1024}, MaintenanceInterval: -1})
+// consumerEnv is a Dir on a MemFS with a Service whose sessions may be short.
+type consumerEnv struct {
+	t *testing.T
+	d *log.Dir
+	s *Service
+}
+
+const testSessionTimeout = 2 * time.Second
+
+func newConsumerEnv(t *testing.T, topics map[string]int32) *consumerEnv {
+	t.Helper()
+	d, err := log.OpenDir("/data", log.DirOptions{Log: log.Options{FS: newMemDataFS(t), MaxIndexBytes: 1024}, MaintenanceInterval: -1})
 	require.NoError(t, err)
-	defer func() { require.NoError(t, d.Close()) }()
-	s, err := OpenService(d, ServiceOptions{Partitions: 1, Config: Config{InitialRebalanceDelay: -1}})
+	t.Cleanup(func() { require.NoError(t, d.Close()) })
+	s, err := OpenService(d, ServiceOptions{Partitions: 3, Config: Config{InitialRebalanceDelay: -1, MinSessionTimeout: 100 * time.Millisecond}})
 	require.NoError(t, err)
-	defer func() { require.NoError(t, s.Close()) }()
-	require.NoError(t, d.CreateTopic("t", log.TopicConfig{Partitions: 4}))
-	produce := func(n int) {
-		for p := range int32(4) {
-			part, err := d.Partition("t", p)
-			require.NoError(t, err)
-			for range n {
-				_, err := part.Append([]segment.Record{log.NewRecord(nil, []byte("r"))})
-				require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	e := &consumerEnv{t, d, s}
+	for name, n := range topics {
+		e.createTopic(name, n)
+	}
+	return e
+}
+
+func (e *consumerEnv) createTopic(name string, partitions int32) {
+	e.t.Helper()
+	require.NoError(e.t, e.d.CreateTopic(name, log.TopicConfig{Partitions: partitions}))
+}
+
+// produce appends n records to a partition, valued "topic-p-offset".
+func (e *consumerEnv) produce(topic string, p int32, n int) {
+	e.t.Helper()
+	part, err := e.d.Partition(topic, p)
+	require.NoError(e.t, err)
+	_, _, end, err := part.Offsets()
+	require.NoError(e.t, err)
+	recs := make([]segment.Record, n)
+	for i := range recs {
+		recs[i] = log.NewRecord(nil, fmt.Appendf(nil, "%s-%d-%d", topic, p, end+int64(i)))
+	}
+	_, err = part.Append(recs)
+	require.NoError(e.t, err)
+}
+
+// consumer returns a consumer of group "g" with fast heartbeats and
+// metadata checks; opts' other fields are kept.
+func (e *consumerEnv) consumer(opts ConsumerOptions) *Consumer {
+	e.t.Helper()
+	if opts.Group == "" {
+		opts.Group = "g"
+	}
+	if opts.SessionTimeout == 0 {
+		opts.SessionTimeout = testSessionTimeout
+	}
+	if opts.HeartbeatInterval == 0 {
+		opts.HeartbeatInterval = 20 * time.Millisecond
+	}
+	if opts.MetadataInterval == 0 {
+		opts.MetadataInterval = 20 * time.Millisecond
+	}
+	c, err := NewConsumer(e.s, e.d, opts)
+	require.NoError(e.t, err)
+	e.t.Cleanup(func() { _ = c.Close(context.Background()) })
+	return c
+}
+
+// committed returns group g's committed offset of tp, -1 if none.
+func (e *consumerEnv) committed(tp TopicPartition) int64 {
+	e.t.Helper()
+	r, err := e.s.OffsetFetch(context.Background(), OffsetFetchRequest{GroupID: "g", Topics: []OffsetFetchTopic{{Name: tp.Topic, Partitions: []int32{tp.Partition}}}})
+	require.NoError(e.t, err)
+	require.NoError(e.t, r.Err)
+	return r.Topics[0].Partitions[0].Offset
+}
+
+// pollN polls until it has n records, failing after a deadline.
+func pollN(t *testing.T, c *Consumer, n int) []Message {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var out []Message
+	for len(out) < n {
+		ms, err := c.Poll(ctx)
+		require.NoError(t, err, "after %d of %d records", len(out), n)
+		out = append(out, ms...)
+	}
+	require.Len(t, out, n)
+	return out
+}
+
+// pollFor polls for d and returns what came.
+func pollFor(t *testing.T, c *Consumer, d time.Duration) []Message {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var out []Message
+	for {
+		ms, err := c.Poll(ctx)
+		out = append(out, ms...)
+		if errors.Is(err, context.DeadlineExceeded) {
+			return out
+		}
+		require.NoError(t, err)
+	}
+}
+
+func offsetsOf(ms []Message) []int64 {
+	out := make([]int64, len(ms))
+	for i, m := range ms {
+		out[i] = m.Offset
+	}
+	return out
+}
+
+func tps(topic string, ps ...int32) []TopicPartition {
+	out := make([]TopicPartition, len(ps))
+	for i, p := range ps {
+		out[i] = TopicPartition{topic, p}
+	}
+	return out
+}
+
+// Bad options are typed errors with Kafka's meaning, found before the
+// consumer talks to the group, so nothing reaches the offsets log.
+func TestConsumerRejectsBadOptions(t *testing.T) {
+	e := newConsumerEnv(t, map[string]int32{"t": 1})
+	for _, tc := range []struct {
+		name string
+		opts ConsumerOptions
+		want error
+	}{
+		{"empty group id", ConsumerOptions{Topics: []string{"t"}}, ErrInvalidGroupID},
+		{"group id too long", ConsumerOptions{Group: string(make([]byte, maxStringLen+1)), Topics: []string{"t"}}, ErrInvalidGroupID},
+		{"instance id too long", ConsumerOptions{Group: "g", Topics: []string{"t"}, InstanceID: string(make([]byte, maxStringLen+1))}, ErrInvalidRequest},
+		{"missing topic", ConsumerOptions{Group: "g", Topics: []string{"t", "nope"}}, ErrUnknownTopicOrPartition},
+		{"session below the minimum", ConsumerOptions{Group: "g", Topics: []string{"t"}, SessionTimeout: 50 * time.Millisecond, HeartbeatInterval: time.Millisecond}, ErrInvalidSessionTimeout},
+		{"session above the maximum", ConsumerOptions{Group: "g", Topics: []string{"t"}, SessionTimeout: DefaultMaxSessionTimeout + time.Second}, ErrInvalidSessionTimeout},
+		{"no subscription", ConsumerOptions{Group: "g"}, ErrInvalidConfig},
+		{"topics and pattern", ConsumerOptions{Group: "g", Topics: []string{"t"}, Pattern: regexp.MustCompile("t")}, ErrInvalidConfig},
+		{"heartbeat not below session", ConsumerOptions{Group: "g", Topics: []string{"t"}, SessionTimeout: time.Second, HeartbeatInterval: time.Second}, ErrInvalidConfig},
+		{"negative auto commit interval", ConsumerOptions{Group: "g", Topics: []string{"t"}, AutoCommitInterval: -time.Second}, ErrInvalidConfig},
+		{"log end isolation", ConsumerOptions{Group: "g", Topics: []string{"t"}, Isolation: log.ReadLogEnd}, ErrInvalidConfig},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := NewConsumer(e.s, e.d, tc.opts)
+			require.ErrorIs(t, err, tc.want)
+			require.Nil(t, c)
+			var kafka *Error
+			if errors.As(tc.want, &kafka) {
+				require.Equal(t, kafka.Code, Code(err))
 			}
+		})
+	}
+	p, err := e.d.Partition(OffsetsTopic, PartitionFor("g", 3))
+	require.NoError(t, err)
+	_, _, end, err := p.Offsets()
+	require.NoError(t, err)
+	require.Zero(t, end, "nothing written to the offsets log")
+}
+
+// The background goroutine heartbeats while the handler is slower than the
+// session timeout (KIP-62), so the member keeps its generation and its
+// partitions; after Close no goroutine of the consumer is left.
+func TestConsumerKeepsMembershipThroughSlowHandler(t *testing.T) {
+	e := newConsumerEnv(t, map[string]int32{"t": 2})
+	lost := 0
+	c := e.consumer(ConsumerOptions{Topics: []string{"t"}, SessionTimeout: 300 * time.Millisecond, HeartbeatInterval: 30 * time.Millisecond,
+		OnLost: func(context.Context, *Consumer, []TopicPartition) { lost++ }})
+	e.produce("t", 0, 3)
+	pollN(t, c, 3)
+	id, gen := c.Generation()
+	time.Sleep(time.Second) // a slow handler: three session timeouts
+	e.produce("t", 1, 2)
+	ms := pollN(t, c, 2)
+	require.Equal(t, tps("t", 1, 1), []TopicPartition{ms[0].TopicPartition, ms[1].TopicPartition})
+	id2, gen2 := c.Generation()
+	require.Equal(t, id, id2)
+	require.Equal(t, gen, gen2, "no rebalance: the session never expired")
+	require.Zero(t, lost)
+	require.NoError(t, c.Close(context.Background()))
+	require.Eventually(t, func() bool { return consumerGoroutines() == "" }, 5*time.Second, 10*time.Millisecond,
+		"goroutines of the consumer outlive Close: %s", consumerGoroutines())
+	_, err := c.Poll(context.Background())
+	require.ErrorIs(t, err, ErrConsumerClosed)
+}
+
+// consumerGoroutines returns the stacks of the goroutines running a
+// Consumer's code.
+func consumerGoroutines() string {
+	buf := make([]byte, 1<<20)
+	var out []string
+	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+		if strings.Contains(g, "group.(*Consumer)") && !strings.Contains(g, "consumerGoroutines") {
+			out = append(out, g)
 		}
 	}
+	return strings.Join(out, "\n\n")
+}
+
+// events records a consumer's callbacks, as "+[t-0 t-1]" for an assignment,
+// "-[...]" for a revocation and "![...]" for a loss.
+type events struct {
+	mu   sync.Mutex
+	list []string
+}
+
+func (ev *events) options(opts ConsumerOptions) ConsumerOptions {
+	record := func(sign string) func(context.Context, *Consumer, []TopicPartition) {
+		return func(_ context.Context, _ *Consumer, tps []TopicPartition) {
+			ev.mu.Lock()
+			defer ev.mu.Unlock()
+			ev.list = append(ev.list, fmt.Sprint(sign, tps))
+		}
+	}
+	opts.OnAssigned, opts.OnRevoked, opts.OnLost = record("+"), record("-"), record("!")
+	return opts
+}
+
+func (ev *events) get() []string {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	return slices.Clone(ev.list)
+}
+
+// pollAll polls the consumers in turn, briefly each, until done holds,
+// and returns what each got.
+func pollAll(t *testing.T, done func() bool, cs ...*Consumer) [][]Message {
+	t.Helper()
+	out := make([][]Message, len(cs))
+	pollInto(t, done, func(i int, ms []Message) { out[i] = append(out[i], ms...) }, cs...)
+	return out
+}
+
+// pollInto polls the consumers in turn, briefly each, giving what consumer
+// i gets to sink, until done holds.
+func pollInto(t *testing.T, done func() bool, sink func(i int, ms []Message), cs ...*Consumer) {
+	t.Helper()
+	for deadline := time.Now().Add(15 * time.Second); !done(); {
+		require.True(t, time.Now().Before(deadline), "the consumers never got there")
+		for i, c := range cs {
+			sink(i, pollFor(t, c, 10*time.Millisecond))
+		}
+	}
+}
+
+func sizes(cs ...*Consumer) func() bool {
+	return func() bool {
+		var n []int
+		for _, c := range cs {
+			n = append(n, len(c.Assigned()))
+		}
+		for i := range n {
+			if n[i] != n[0] {
+				return false
+			}
+		}
+		return n[0] > 0
+	}
+}
+
+// Callbacks tell each member what it gets and gives up. Eagerly, a
+// rebalance revokes every partition of every member first; cooperatively
+// (KIP-429), a member gives up only the partitions that move, and keeps
+// reading the others through the rebalance. Either way each record is read
+// once, since each partition moves with its offset committed.
+func TestConsumerRebalanceCallbacks(t *testing.T) {
+	for _, tc := range []struct {
+		assignor                  assign.Assignor
+		aWhenBJoins, aWhenBLeaves func(aKeeps, bGets []TopicPartition) []string
+	}{
+		{assign.Range,
+			func(aKeeps, bGets []TopicPartition) []string {
+				return []string{fmt.Sprint("-", tps("t", 0, 1, 2, 3)), fmt.Sprint("+", aKeeps)}
+			},
+			func(aKeeps, bGets []TopicPartition) []string {
+				return []string{fmt.Sprint("-", aKeeps), fmt.Sprint("+", tps("t", 0, 1, 2, 3))}
+			}},
+		{assign.CooperativeSticky,
+			func(aKeeps, bGets []TopicPartition) []string { return []string{fmt.Sprint("-", bGets)} },
+			func(aKeeps, bGets []TopicPartition) []string { return []string{fmt.Sprint("+", bGets)} }},
+	} {
+		t.Run(tc.assignor.Name(), func(t *testing.T) {
+			e := newConsumerEnv(t, map[string]int32{"t": 4})
+			var aEv, bEv events
+			a := e.consumer(aEv.options(ConsumerOptions{Topics: []string{"t"}, Assignor: tc.assignor}))
+			b := e.consumer(bEv.options(ConsumerOptions{Topics: []string{"t"}, Assignor: tc.assignor}))
+			read := map[TopicPartition][]int64{}
+			count := func(_ int, ms []Message) {
+				for _, m := range ms {
+					read[m.TopicPartition] = append(read[m.TopicPartition], m.Offset)
+				}
+			}
+			for p := range int32(4) {
+				e.produce("t", p, 10)
+			}
+			count(0, pollN(t, a, 40))
+			require.Equal(t, []string{fmt.Sprint("+", tps("t", 0, 1, 2, 3))}, aEv.get())
+
+			for p := range int32(4) {
+				e.produce("t", p, 5)
+			}
+			pollInto(t, sizes(a, b), count, a, b)
+			aKeeps, bGets := a.Assigned(), b.Assigned()
+			require.Len(t, aKeeps, 2)
+			require.ElementsMatch(t, tps("t", 0, 1, 2, 3), append(a.Assigned(), b.Assigned()...))
+			require.Equal(t, tc.aWhenBJoins(aKeeps, bGets), aEv.get()[1:])
+			require.Equal(t, []string{fmt.Sprint("+", bGets)}, bEv.get())
+			pollInto(t, func() bool { return len(read[aKeeps[0]])+len(read[bGets[0]]) == 30 }, count, a, b)
+
+			for p := range int32(4) {
+				e.produce("t", p, 5)
+			}
+			require.NoError(t, b.Close(context.Background()))
+			require.Equal(t, []string{fmt.Sprint("+", bGets), fmt.Sprint("-", bGets)}, bEv.get(), "Close revokes")
+			pollInto(t, func() bool { return len(a.Assigned()) == 4 && len(read[bGets[1]]) == 20 }, count, a)
+			require.Equal(t, tc.aWhenBLeaves(aKeeps, bGets), aEv.get()[1+len(tc.aWhenBJoins(aKeeps, bGets)):])
+			count(0, pollFor(t, a, 50*time.Millisecond))
+			for _, tp := range tps("t", 0, 1, 2, 3) {
+				want := make([]int64, 20)
+				for i := range want {
+					want[i] = int64(i)
+				}
+				require.Equal(t, want, read[tp], "%v: every record once, in order", tp)
+			}
+		})
+	}
+}
+
+// crash stops c as a killed process stops: no commit, no leave, no more
+// heartbeats.
+func (c *Consumer) crash() {
+	c.closeBegun, c.closed = true, true
+	c.mu.Lock()
+	c.closing = true
+	c.mu.Unlock()
+	c.cancel()
+	close(c.commits)
+	<-c.commitsDone
+	c.wg.Wait()
+}
+
+// A member that stops heartbeating is removed when its session expires and
+// the others take its partitions over from its last commit: the records
+// after it are delivered again (at least once), none is skipped.
+func TestConsumerTakesOverFromMemberThatStopsHeartbeating(t *testing.T) {
+	for _, assignor := range []assign.Assignor{assign.Range, assign.CooperativeSticky} {
+		t.Run(assignor.Name(), func(t *testing.T) {
+			e := newConsumerEnv(t, map[string]int32{"t": 4})
+			opts := ConsumerOptions{Topics: []string{"t"}, Assignor: assignor, SessionTimeout: 300 * time.Millisecond, DisableAutoCommit: true}
+			a, b := e.consumer(opts), e.consumer(opts)
+			pollAll(t, sizes(a, b), a, b)
+			for p := range int32(4) {
+				e.produce("t", p, 10)
+			}
+			got := pollAll(t, func() bool { return a.pos[a.assigned[0]] == 10 && a.pos[a.assigned[1]] == 10 }, a)[0]
+			require.Len(t, got, 20)
+			aHad := a.Assigned()
+			require.NoError(t, a.CommitOffsets(context.Background(), map[TopicPartition]int64{aHad[0]: 4, aHad[1]: 7}))
+			a.crash()
+
+			taken := pollAll(t, func() bool { return len(b.Assigned()) == 4 }, b)[0]
+			taken = append(taken, pollFor(t, b, 100*time.Millisecond)...)
+			first := map[TopicPartition]int64{}
+			for _, m := range slices.Backward(taken) {
+				first[m.TopicPartition] = m.Offset
+			}
+			require.Equal(t, int64(4), first[aHad[0]], "b starts at a's commit")
+			require.Equal(t, int64(7), first[aHad[1]], "b starts at a's commit")
+		})
+	}
+}
+
+// A pattern subscription picks up topics created later, and not those it
+// does not match.
+func TestConsumerPatternPicksUpNewTopics(t *testing.T) {
+	e := newConsumerEnv(t, map[string]int32{"orders-eu": 1, "audit": 1})
+	var ev events
+	c := e.consumer(ev.options(ConsumerOptions{Pattern: regexp.MustCompile(`^orders-`)}))
+	e.produce("orders-eu", 0, 2)
+	e.produce("audit", 0, 2)
+	ms := pollN(t, c, 2)
+	require.Equal(t, "orders-eu", ms[0].Topic)
+	e.createTopic("orders-us", 2)
+	e.produce("orders-us", 1, 3)
+	ms = pollN(t, c, 3)
+	for _, m := range ms {
+		require.Equal(t, TopicPartition{"orders-us", 1}, m.TopicPartition)
+	}
+	require.Equal(t, append(tps("orders-eu", 0), tps("orders-us", 0, 1)...), c.Assigned())
+	require.Equal(t, []string{fmt.Sprint("+", tps("orders-eu", 0)), fmt.Sprint("-", tps("orders-eu", 0)),
+		fmt.Sprint("+", append(tps("orders-eu", 0), tps("orders-us", 0, 1)...))}, ev.get(), "an eager rebalance for the new topic")
+}
+
+// Auto commit (on by default) commits the positions of what earlier Polls
+// returned, every AutoCommitInterval; without it nothing is committed,
+// Close included.
+func TestConsumerAutoCommit(t *testing.T) {
+	tp := TopicPartition{"t", 0}
+	for _, disable := range []bool{false, true} {
+		t.Run(fmt.Sprint("disabled=", disable), func(t *testing.T) {
+			e := newConsumerEnv(t, map[string]int32{"t": 1})
+			c := e.consumer(ConsumerOptions{Topics: []string{"t"}, AutoCommitInterval: 50 * time.Millisecond, DisableAutoCommit: disable})
+			e.produce("t", 0, 5)
+			pollN(t, c, 5)
+			pollFor(t, c, 200*time.Millisecond)
+			if !disable {
+				require.Equal(t, int64(5), e.committed(tp))
+				e.produce("t", 0, 2)
+				pollN(t, c, 2)
+				require.NoError(t, c.Close(context.Background()))
+				require.Equal(t, int64(7), e.committed(tp), "Close commits")
+				return
+			}
+			require.Equal(t, int64(-1), e.committed(tp))
+			require.NoError(t, c.Close(context.Background()))
+			require.Equal(t, int64(-1), e.committed(tp))
+		})
+	}
+}
+
+// CommitOffsets commits what it is given, CommitSync the positions, and
+// CommitAsync's commits finish in order, before Close returns.
+func TestConsumerManualCommits(t *testing.T) {
+	e := newConsumerEnv(t, map[string]int32{"t": 2})
+	c := e.consumer(ConsumerOptions{Topics: []string{"t"}, DisableAutoCommit: true})
+	p0, p1 := TopicPartition{"t", 0}, TopicPartition{"t", 1}
+	e.produce("t", 0, 5)
+	e.produce("t", 1, 3)
+	pollN(t, c, 8)
 	ctx := context.Background()
-	seen := map[TopicPartition]map[int64]int{}
-	// read checks that a consumer's records of each partition come in
-	// order, and counts them.
-	last := map[*Consumer]map[TopicPartition]int64{}
-	read := func(c *Consumer, ms []Message) {
-		if last[c] == nil {
-			last[c] = map[TopicPartition]int64{}
-		}
-		for _, m := range ms {
-			if prev, ok := last[c][m.TopicPartition]; ok {
-				require.Greater(t, m.Offset, prev, "%v read out of order", m.TopicPartition)
-			}
-			last[c][m.TopicPartition] = m.Offset
-			if seen[m.TopicPartition] == nil {
-				seen[m.TopicPartition] = map[int64]int{}
-			}
-			seen[m.TopicPartition][m.Offset]++
+	require.NoError(t, c.CommitOffsets(ctx, map[TopicPartition]int64{p0: 2}))
+	require.Equal(t, int64(2), e.committed(p0))
+	require.Equal(t, int64(-1), e.committed(p1))
+	require.NoError(t, c.CommitSync(ctx))
+	require.Equal(t, int64(5), e.committed(p0))
+	require.Equal(t, int64(3), e.committed(p1))
+
+	var order []int
+	var mu sync.Mutex
+	for i := range 3 {
+		require.NoError(t, c.Seek(p0, int64(i)))
+		c.CommitAsync(func(err error) {
+			require.NoError(t, err)
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+		})
+	}
+	require.NoError(t, c.Close(ctx))
+	require.Equal(t, []int{0, 1, 2}, order)
+	require.Equal(t, int64(2), e.committed(p0), "the last async commit wins")
+	require.ErrorIs(t, c.CommitSync(ctx), ErrConsumerClosed)
+}
+
+// Seek moves a position by offset, SeekToTime by timestamp (Kafka's
+// offsetsForTimes: the first record at or after it, else the log end); an
+// offset out of the log reads from its nearest end; a partition the
+// consumer does not own is ErrNotAssigned.
+func TestConsumerSeek(t *testing.T) {
+	e := newConsumerEnv(t, map[string]int32{"t": 1})
+	tp := TopicPartition{"t", 0}
+	part, err := e.d.Partition("t", 0)
+	require.NoError(t, err)
+	recs := make([]segment.Record, 10)
+	for i := range recs {
+		recs[i] = segment.Record{Timestamp: 1000 + int64(i)*10, Value: []byte{byte(i)}}
+	}
+	_, err = part.Append(recs)
+	require.NoError(t, err)
+	c := e.consumer(ConsumerOptions{Topics: []string{"t"}})
+	pollN(t, c, 10)
+
+	require.NoError(t, c.Seek(tp, 3))
+	require.Equal(t, []int64{3, 4, 5, 6, 7, 8, 9}, offsetsOf(pollN(t, c, 7)))
+	require.NoError(t, c.SeekToTime(tp, time.UnixMilli(1045)))
+	require.Equal(t, []int64{5, 6, 7, 8, 9}, offsetsOf(pollN(t, c, 5)))
+	require.NoError(t, c.SeekToTime(tp, time.UnixMilli(5000)))
+	pos, err := c.Position(tp)
+	require.NoError(t, err)
+	require.Equal(t, int64(10), pos, "no record that late: the log end")
+
+	require.NoError(t, part.DeleteRecordsBefore(4))
+	require.NoError(t, c.Seek(tp, 1))
+	require.Equal(t, []int64{4, 5, 6, 7, 8, 9}, offsetsOf(pollN(t, c, 6)), "below the log start: from the log start")
+	require.NoError(t, c.Seek(tp, 99))
+	require.Empty(t, pollFor(t, c, 50*time.Millisecond))
+	pos, err = c.Position(tp)
+	require.NoError(t, err)
+	require.Equal(t, int64(10), pos, "beyond the log end: from the log end")
+	e.produce("t", 0, 1)
+	require.Equal(t, []int64{10}, offsetsOf(pollN(t, c, 1)))
+
+	for _, err := range []error{c.Seek(TopicPartition{"t", 1}, 0), c.SeekToTime(TopicPartition{"u", 0}, time.Now()),
+		c.Pause(TopicPartition{"t", 1}), c.Resume(TopicPartition{"t", 1})} {
+		require.ErrorIs(t, err, ErrNotAssigned)
+	}
+}
+
+// A paused partition is not read until it is resumed; the others are.
+func TestConsumerPauseResume(t *testing.T) {
+	e := newConsumerEnv(t, map[string]int32{"t": 2})
+	c := e.consumer(ConsumerOptions{Topics: []string{"t"}})
+	pollAll(t, func() bool { return len(c.Assigned()) == 2 }, c)
+	require.NoError(t, c.Pause(TopicPartition{"t", 0}))
+	require.Equal(t, tps("t", 0), c.Paused())
+	e.produce("t", 0, 3)
+	e.produce("t", 1, 3)
+	ms := pollN(t, c, 3)
+	require.Empty(t, pollFor(t, c, 100*time.Millisecond))
+	for _, m := range ms {
+		require.Equal(t, int32(1), m.Partition)
+	}
+	require.NoError(t, c.Resume(TopicPartition{"t", 0}))
+	require.Empty(t, c.Paused())
+	for _, m := range pollN(t, c, 3) {
+		require.Equal(t, int32(0), m.Partition)
+	}
+}
+
+// ReadCommitted stops at the last stable offset and skips aborted
+// transactions; ReadUncommitted reads up to the high watermark.
+func TestConsumerIsolation(t *testing.T) {
+	e := newConsumerEnv(t, map[string]int32{"t": 1})
+	part, err := e.d.Partition("t", 0)
+	require.NoError(t, err)
+	e.produce("t", 0, 2) // 0, 1
+	txn, err := segment.AppendBatch(nil, []segment.Record{{Timestamp: time.Now().UnixMilli(), Value: []byte("open")}},
+		segment.BuildOptions{Producer: &segment.Producer{ID: 7}, Transactional: true})
+	require.NoError(t, err)
+	_, err = part.AppendBatch(txn) // 2
+	require.NoError(t, err)
+	e.produce("t", 0, 1) // 3
+
+	committed := e.consumer(ConsumerOptions{Group: "committed", Topics: []string{"t"}})
+	uncommitted := e.consumer(ConsumerOptions{Group: "uncommitted", Topics: []string{"t"}, Isolation: log.ReadUncommitted})
+	require.Equal(t, []int64{0, 1, 2, 3}, offsetsOf(pollN(t, uncommitted, 4)))
+	require.Equal(t, []int64{0, 1}, offsetsOf(pollN(t, committed, 2)))
+	require.Empty(t, pollFor(t, committed, 100*time.Millisecond), "the open transaction holds the last stable offset at 2")
+
+	abort, err := idempotence.AppendMarkerBatch(nil, 7, 0, idempotence.Marker{Type: idempotence.MarkerAbort}, time.Now().UnixMilli())
+	require.NoError(t, err)
+	_, err = part.AppendMarker(abort) // 4
+	require.NoError(t, err)
+	e.produce("t", 0, 1) // 5
+	require.Equal(t, []int64{3, 5}, offsetsOf(pollN(t, committed, 2)), "the aborted record and the marker are skipped")
+	pos, err := committed.Position(TopicPartition{"t", 0})
+	require.NoError(t, err)
+	require.Equal(t, int64(6), pos)
+}
+
+// A loop over Records that stops early leaves the records it did not take
+// to the next Poll, so a commit never passes them.
+func TestConsumerRecordsIteratorRewindsOnBreak(t *testing.T) {
+	e := newConsumerEnv(t, map[string]int32{"t": 1})
+	c := e.consumer(ConsumerOptions{Topics: []string{"t"}})
+	e.produce("t", 0, 5)
+	var took []int64
+	for m, err := range c.Records(context.Background()) {
+		require.NoError(t, err)
+		took = append(took, m.Offset)
+		if len(took) == 2 {
+			break
 		}
 	}
-	opts := ConsumerOptions{Group: "g", Topics: []string{"t"}}
-	a, err := NewConsumer(s, d, opts)
-	require.NoError(t, err)
-	b, err := NewConsumer(s, d, opts)
-	require.NoError(t, err)
+	require.Equal(t, []int64{0, 1}, took)
+	require.Equal(t, []int64{2, 3, 4}, offsetsOf(pollN(t, c, 3)))
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	for _, err := range c.Records(ctx) {
+		require.NoError(t, err, "the end of ctx ends the loop without an error")
+	}
+}
 
-	produce(20)
-	ms, err := a.Poll(ctx)
-	require.NoError(t, err)
-	read(a, ms)
+// Close leaves at once even while the member waits in a rebalance for
+// others to rejoin: its leave answers its parked JoinGroup.
+func TestConsumerCloseWhileJoining(t *testing.T) {
+	e := newConsumerEnv(t, map[string]int32{"t": 4})
+	opts := ConsumerOptions{Topics: []string{"t"}, RebalanceTimeout: time.Minute}
+	a, b := e.consumer(opts), e.consumer(opts)
+	pollAll(t, func() bool { return len(a.Assigned()) == 4 }, a)
+	require.Empty(t, pollFor(t, b, 100*time.Millisecond)) // b's join waits for a, which does not poll
+	b.mu.Lock()
+	joining := b.joining
+	b.mu.Unlock()
+	require.True(t, joining)
+	began := time.Now()
+	require.NoError(t, b.Close(context.Background()))
+	require.Less(t, time.Since(began), 5*time.Second)
+	e.produce("t", 2, 1)
+	require.Equal(t, TopicPartition{"t", 2}, pollN(t, a, 1)[0].TopicPartition)
 	require.Len(t, a.Assigned(), 4)
-	require.Len(t, ms, 80)
-	produce(20)
+}
 
-	type polled struct {
-		ms  []Message
-		err error
-	}
-	bDone := make(chan polled, 1)
-	go func() {
-		ms, err := b.Poll(ctx) // waits in JoinGroup until a rejoins
-		bDone <- polled{ms, err}
-	}()
-	var bFirst polled
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		require.True(t, time.Now().Before(deadline), "a never rejoined")
-		ms, err := a.Poll(ctx)
-		require.NoError(t, err)
-		read(a, ms)
-		select {
-		case bFirst = <-bDone:
-		default:
-			continue
-		}
-		break
-	}
-	require.NoError(t, bFirst.err)
-	read(b, bFirst.ms)
-	require.Len(t, a.Assigned(), 2)
-	require.Len(t, b.Assigned(), 2)
-	require.ElementsMatch(t, []TopicPartition{{"t", 0}, {"t", 1}, {"t", 2}, {"t", 3}}, append(a.Assigned(), b.Assigned()...))
-	for tp, offsets := range seen {
-		require.Len(t, offsets, 40, "%v: every record read", tp)
-	}
-
-	produce(10)
-	require.NoError(t, a.Close(ctx))
-	for len(b.Assigned()) < 4 {
-		ms, err := b.Poll(ctx)
-		require.NoError(t, err)
-		read(b, ms)
-	}
-	ms, err = b.Poll(ctx)
+// A member the group removed (here by an administrator's LeaveGroup) learns
+// it from its heartbeat: OnLost gets its partitions, nothing is committed,
+// since another member may own them already, and it joins again as a new
+// member, reading from the committed offsets (at least once).
+func TestConsumerLostMembership(t *testing.T) {
+	e := newConsumerEnv(t, map[string]int32{"t": 1})
+	var ev events
+	c := e.consumer(ev.options(ConsumerOptions{Topics: []string{"t"}, AutoCommitInterval: time.Hour}))
+	e.produce("t", 0, 5)
+	require.Equal(t, []int64{0, 1, 2, 3, 4}, offsetsOf(pollN(t, c, 5)))
+	id, _ := c.Generation()
+	r, err := e.s.LeaveGroup(context.Background(), LeaveGroupRequest{GroupID: "g", Members: []LeaveGroupMember{{MemberID: id}}})
 	require.NoError(t, err)
-	read(b, ms)
-	for tp, offsets := range seen {
-		require.Len(t, offsets, 50, "%v: every record read", tp)
-		for off, n := range offsets {
-			require.LessOrEqual(t, n, 1, "%v offset %d read again: nothing was uncommitted at each handover", tp, off)
-		}
+	require.NoError(t, r.Err)
+	require.Equal(t, []int64{0, 1, 2, 3, 4}, offsetsOf(pollN(t, c, 5)), "delivered again from the log start: nothing was committed")
+	all := fmt.Sprint(tps("t", 0))
+	require.Equal(t, []string{"+" + all, "!" + all, "+" + all}, ev.get())
+	id2, _ := c.Generation()
+	require.NotEqual(t, id, id2)
+	require.Equal(t, int64(-1), e.committed(TopicPartition{"t", 0}))
+}
+
+// A generation reached just before the member was removed is not adopted:
+// its partitions may be another member's already.
+func TestConsumerLostMembershipDropsPendingGeneration(t *testing.T) {
+	e := newConsumerEnv(t, map[string]int32{"t": 2})
+	var ev events
+	c := e.consumer(ev.options(ConsumerOptions{Topics: []string{"t"}}))
+	pollAll(t, func() bool { return len(c.Assigned()) == 2 }, c)
+	c.mu.Lock()
+	c.joined = &joinResult{gen: c.gen + 1, assigned: tps("t", 0, 1)}
+	c.lost = true
+	c.mu.Unlock()
+	require.NoError(t, c.step(context.Background()))
+	require.Equal(t, []string{fmt.Sprint("+", tps("t", 0, 1)), fmt.Sprint("!", tps("t", 0, 1))}, ev.get())
+	require.Empty(t, c.Assigned())
+}
+
+// While a rebalance waits for a slow member, a cooperative member keeps
+// processing its partitions (KIP-429: only revoked partitions stop); an
+// eager one has given them all up until the rebalance ends.
+func TestConsumerCooperativeKeepsReadingDuringRebalance(t *testing.T) {
+	for _, tc := range []struct {
+		assignor assign.Assignor
+		reads    bool
+	}{{assign.Range, false}, {assign.CooperativeSticky, true}} {
+		t.Run(tc.assignor.Name(), func(t *testing.T) {
+			e := newConsumerEnv(t, map[string]int32{"t": 4})
+			opts := ConsumerOptions{Topics: []string{"t"}, Assignor: tc.assignor, RebalanceTimeout: time.Minute}
+			a, slow := e.consumer(opts), e.consumer(opts)
+			pollAll(t, sizes(a, slow), a, slow)
+			aHas := a.Assigned()
+
+			b := e.consumer(opts)
+			require.Empty(t, pollFor(t, b, 50*time.Millisecond)) // b joins; slow does not poll, so the rebalance waits
+			for _, tp := range aHas {
+				e.produce("t", tp.Partition, 3)
+			}
+			during := pollFor(t, a, 300*time.Millisecond)
+			b.mu.Lock()
+			joining := b.joining
+			b.mu.Unlock()
+			require.True(t, joining, "the rebalance is still waiting for the slow member")
+			if tc.reads {
+				require.Len(t, during, 6, "a reads its partitions through the rebalance")
+			} else {
+				require.Empty(t, during, "a gave up its partitions when the rebalance began")
+				require.Empty(t, a.Assigned())
+			}
+			pollAll(t, func() bool {
+				n := 0
+				for _, c := range []*Consumer{a, slow, b} {
+					if len(c.Assigned()) == 0 {
+						return false
+					}
+					n += len(c.Assigned())
+				}
+				return n == 4
+			}, a, slow, b)
+		})
 	}
-	require.NoError(t, b.Close(ctx))
+}
+
+// A revocation callback may commit, also when Close runs it: Kafka's
+// consumers commit in onPartitionsRevoked.
+func TestConsumerCommitsInOnRevokedDuringClose(t *testing.T) {
+	e := newConsumerEnv(t, map[string]int32{"t": 1})
+	var errs []error
+	c := e.consumer(ConsumerOptions{Topics: []string{"t"}, DisableAutoCommit: true,
+		OnRevoked: func(ctx context.Context, c *Consumer, _ []TopicPartition) {
+			errs = append(errs, c.CommitSync(ctx))
+			c.CommitAsync(func(err error) { errs = append(errs, err) })
+		}})
+	e.produce("t", 0, 4)
+	pollN(t, c, 4)
+	require.NoError(t, c.Close(context.Background()))
+	require.Equal(t, []error{nil, nil}, errs)
+	require.Equal(t, int64(4), e.committed(TopicPartition{"t", 0}))
+	c.CommitAsync(func(err error) { errs = append(errs, err) })
+	require.ErrorIs(t, errs[2], ErrConsumerClosed)
+}
+
+// A static member (KIP-345) that closes and starts again within its session
+// takes its own place and partitions back, from its commits, without a
+// rebalance: the other member keeps its generation and never gives up a
+// partition.
+func TestConsumerStaticMemberRestartsWithoutRebalance(t *testing.T) {
+	e := newConsumerEnv(t, map[string]int32{"t": 4})
+	var bEv events
+	static := ConsumerOptions{Topics: []string{"t"}, InstanceID: "worker-1"}
+	a := e.consumer(static)
+	b := e.consumer(bEv.options(ConsumerOptions{Topics: []string{"t"}}))
+	pollAll(t, sizes(a, b), a, b)
+	aHad := a.Assigned()
+	_, gen := b.Generation()
+	for _, tp := range aHad {
+		e.produce("t", tp.Partition, 3)
+	}
+	pollN(t, a, 6)
+	require.NoError(t, a.Close(context.Background()))
+
+	for _, tp := range aHad {
+		e.produce("t", tp.Partition, 2)
+	}
+	a2 := e.consumer(static)
+	got := pollN(t, a2, 4)
+	for _, m := range got {
+		require.GreaterOrEqual(t, m.Offset, int64(3), "%v: from the commit of the closed instance", m.TopicPartition)
+	}
+	require.Equal(t, aHad, a2.Assigned())
+	pollFor(t, b, 300*time.Millisecond)
+	_, gen2 := b.Generation()
+	require.Equal(t, gen, gen2, "no rebalance")
+	_, genA := a2.Generation()
+	require.Equal(t, gen, genA)
+	require.Len(t, bEv.get(), 1, "b never gave up a partition")
+}
+
+// Two consumers with one InstanceID: the newer takes the place, the older
+// is fenced (FENCED_INSTANCE_ID), loses its partitions and stops, rather
+// than rejoin and fence the newer in turn.
+func TestConsumerStaticMemberFenced(t *testing.T) {
+	e := newConsumerEnv(t, map[string]int32{"t": 2})
+	var oldEv events
+	static := ConsumerOptions{Topics: []string{"t"}, InstanceID: "worker-1"}
+	old := e.consumer(oldEv.options(static))
+	pollAll(t, func() bool { return len(old.Assigned()) == 2 }, old)
+	newer := e.consumer(static)
+	pollAll(t, func() bool { return len(newer.Assigned()) == 2 }, newer)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var err error
+	for err == nil {
+		_, err = old.Poll(ctx)
+	}
+	require.ErrorIs(t, err, ErrFencedInstanceID)
+	_, err = old.Poll(ctx)
+	require.ErrorIs(t, err, ErrFencedInstanceID, "it stays stopped")
+	require.Equal(t, []string{fmt.Sprint("+", tps("t", 0, 1)), fmt.Sprint("!", tps("t", 0, 1))}, oldEv.get())
+	e.produce("t", 1, 2)
+	require.Len(t, pollN(t, newer, 2), 2)
+	require.NoError(t, old.Close(context.Background()))
+	require.Len(t, newer.Assigned(), 2, "the fenced one's Close does not remove the newer")
 }

@@ -97,6 +97,22 @@ func (x *OffsetIndex) Lookup(target int64) OffsetPosition {
 	return x.entry(i)
 }
 
+// LookupPosition returns the entry with the largest position <= pos, or
+// (base offset, 0) if there is none: the batch boundary a reader that may
+// take the bytes up to pos can skip to.
+func (x *OffsetIndex) LookupPosition(pos int64) OffsetPosition {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	i := x.search(pos, func(i int) int64 {
+		_, p := offsetEntryAt(x.buf, i)
+		return int64(p)
+	})
+	if i < 0 {
+		return OffsetPosition{Offset: x.base}
+	}
+	return x.entry(i)
+}
+
 // LastEntry returns the last entry, or (base offset, 0) if there is none.
 func (x *OffsetIndex) LastEntry() OffsetPosition {
 	x.mu.RLock()

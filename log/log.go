@@ -266,8 +266,13 @@ func (l *Log) enqueue(p *pending) (AppendResult, error) {
 	l.leading = true
 	l.qmu.Unlock()
 	// Let the appenders the last commit woke queue up again, so that they
-	// share this commit's sync rather than wait for the next.
-	runtime.Gosched()
+	// share this commit's sync rather than wait for the next. Without a
+	// sync per group there is nothing to share, and the yield only costs
+	// (it woke another thread at almost every append: 3,604 futex calls in
+	// 2,000 appends without fsync, 310 without the yield).
+	if l.syncsEveryGroup() {
+		runtime.Gosched()
+	}
 	l.qmu.Lock()
 	group := l.queue
 	l.queue = nil
@@ -471,7 +476,7 @@ func (l *Log) afterWriteLocked(now time.Time) *syncTicket {
 	var ticket *syncTicket
 	p := l.opts.Fsync
 	switch {
-	case p.mode == fsyncAlways || p.mode == fsyncDefault,
+	case p.always(),
 		p.mode == fsyncEvery && ((p.messages > 0 && l.unflushedMsgs >= p.messages) || (p.bytes > 0 && l.unflushedBytes >= p.bytes)):
 		active := l.active()
 		active.acquire() // the log holds it, so this succeeds

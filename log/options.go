@@ -22,6 +22,9 @@ type FsyncPolicy struct {
 	bytes    int64
 }
 
+// always reports whether p is FsyncAlways, the default.
+func (p FsyncPolicy) always() bool { return p.mode == fsyncAlways || p.mode == fsyncDefault }
+
 type fsyncMode int8
 
 const (
@@ -264,6 +267,14 @@ func (l *Log) liveOptions() Options {
 	return l.opts
 }
 
+// syncsEveryGroup reports whether the log's fsync policy syncs every group
+// of appends.
+func (l *Log) syncsEveryGroup() bool {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.opts.Fsync.always()
+}
+
 // reconfigure gives an open log new values of the options a topic's
 // configuration sets: SegmentBytes and SegmentAge (the next roll checks
 // them), Fsync (the next append follows it; a change to FsyncAlways syncs
@@ -284,7 +295,7 @@ func (l *Log) reconfigure(o Options) error {
 	l.opts.SegmentBytes, l.opts.SegmentAge = o.SegmentBytes, o.SegmentAge
 	l.opts.Fsync, l.opts.Compression, l.opts.MaxBatchBytes = o.Fsync, o.Compression, o.MaxBatchBytes
 	l.mu.Unlock()
-	if (o.Fsync.mode == fsyncAlways || o.Fsync.mode == fsyncDefault) && l.failed == nil {
+	if l.syncsEveryGroup() && l.failed == nil {
 		return l.flushLocked()
 	}
 	return nil

@@ -129,7 +129,7 @@ func (s *Segment) Batches(from int64, whole bool) iter.Seq2[Batch, error] {
 			}
 			return
 		}
-		sc := newScanner(s.log, s.logName(), pos, end)
+		sc := newScanner(s.log, s.logName(), pos, end, scanChunk)
 		next := int64(math.MinInt64)
 		for {
 			at := sc.pos

@@ -7,8 +7,8 @@ import (
 	"github.com/strandlog/strand/vfs"
 )
 
-// scanChunk is how much of a log file a scanner reads at a time: many
-// small batch headers come from one read.
+// scanChunk is how much of a log file a scan of a whole file reads at a
+// time: many small batch headers come from one read.
 const scanChunk = 64 << 10
 
 // scanner steps through the batches of a log file between two positions,
@@ -17,14 +17,18 @@ type scanner struct {
 	f        vfs.File
 	name     string
 	pos, end int64
+	chunk    int64 // bytes read at a time while batches are small
 
 	buf    []byte // file bytes from bufPos
 	bufPos int64
 	large  bool // the last batch was large: read headers alone
 }
 
-func newScanner(f vfs.File, name string, pos, end int64) *scanner {
-	return &scanner{f: f, name: name, pos: pos, end: end}
+// newScanner returns a scanner that reads chunk bytes at a time: scanChunk
+// for a scan of a whole file, less for a lookup that scans from an index
+// entry to the batch it wants, so that it reads no more than it needs.
+func newScanner(f vfs.File, name string, pos, end, chunk int64) *scanner {
+	return &scanner{f: f, name: name, pos: pos, end: end, chunk: chunk}
 }
 
 // next returns the batch at the scanner's position and moves past it:
@@ -56,7 +60,7 @@ func (s *scanner) next(whole bool) (Batch, error) {
 		h = Batch(b)
 	}
 	s.pos += size
-	s.large = size > scanChunk/4
+	s.large = size > s.chunk/4
 	return h, nil
 }
 
@@ -69,7 +73,7 @@ func (s *scanner) bytes(n int64) ([]byte, error) {
 	// from one read; when they are large, a chunk would hold one header.
 	want := min(n, s.end-s.pos)
 	if !s.large {
-		want = min(max(n, scanChunk), s.end-s.pos)
+		want = min(max(n, s.chunk), s.end-s.pos)
 	}
 	if int64(cap(s.buf)) < want {
 		s.buf = make([]byte, want)

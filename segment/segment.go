@@ -338,7 +338,7 @@ func (s *Segment) rebuild(validate bool, durable int64) error {
 	s.resetTimestamps()
 	s.sinceIndexEntry = 0
 
-	sc := newScanner(s.log, s.logName(), 0, end)
+	sc := newScanner(s.log, s.logName(), 0, end, scanChunk)
 	for {
 		pos := sc.pos
 		b, err := sc.next(validate)
@@ -406,7 +406,7 @@ func (s *Segment) loadTail() error {
 	}
 	s.nextOffset.Store(next)
 	if s.size.Load() > 0 {
-		first, err := newScanner(s.log, s.logName(), 0, s.size.Load()).next(false)
+		first, err := s.lookup(0, s.size.Load()).next(false)
 		if err != nil {
 			return fmt.Errorf("segment %s: position 0: %w", s.logName(), err)
 		}
@@ -422,7 +422,7 @@ func (s *Segment) loadTail() error {
 // batch that cannot be framed is corruption: the log was trusted whole.
 func (s *Segment) scanTail(last index.OffsetPosition, each func(Batch)) (int64, error) {
 	next := s.base
-	sc := newScanner(s.log, s.logName(), int64(last.Position), s.size.Load())
+	sc := s.lookup(int64(last.Position), s.size.Load())
 	for first := last.Position > 0; ; first = false {
 		pos := sc.pos
 		b, err := sc.next(false)
@@ -622,21 +622,35 @@ func (s *Segment) FindOffset(offset int64) (pos int64, header Batch, err error) 
 }
 
 func (s *Segment) findOffset(offset, end int64) (int64, Batch, error) {
+	pos, b, _, err := s.seek(offset, end)
+	return pos, b, err
+}
+
+// seek finds the batch holding offset as FindOffset does, and returns the
+// scanner that found it, past that batch.
+func (s *Segment) seek(offset, end int64) (int64, Batch, *scanner, error) {
 	start := s.offsets.Lookup(offset)
-	sc := newScanner(s.log, s.logName(), int64(start.Position), end)
+	sc := s.lookup(int64(start.Position), end)
 	for {
 		pos := sc.pos
 		b, err := sc.next(false)
 		if err == io.EOF {
-			return 0, nil, fmt.Errorf("%w: offset %d in %s (next offset %d)", ErrOffsetNotFound, offset, s.logName(), s.nextOffset.Load())
+			return 0, nil, nil, fmt.Errorf("%w: offset %d in %s (next offset %d)", ErrOffsetNotFound, offset, s.logName(), s.nextOffset.Load())
 		}
 		if err != nil {
-			return 0, nil, sc.wrap(pos, err)
+			return 0, nil, nil, sc.wrap(pos, err)
 		}
 		if b.LastOffset() >= offset {
-			return pos, b, nil
+			return pos, b, sc, nil
 		}
 	}
+}
+
+// lookup returns a scanner from pos for a lookup that starts at an index
+// entry: one read of an index interval and a header covers the batches up
+// to the next entry, unless they are large.
+func (s *Segment) lookup(pos, end int64) *scanner {
+	return newScanner(s.log, s.logName(), pos, end, min(scanChunk, int64(s.opts.IndexIntervalBytes)+HeaderSize))
 }
 
 // Read returns the whole batches that start at the batch holding offset and
@@ -649,7 +663,7 @@ func (s *Segment) Read(offset, maxOffset int64, maxBytes int) (Slice, error) {
 		return Slice{}, err
 	}
 	end := s.size.Load()
-	pos, first, err := s.findOffset(offset, end)
+	pos, first, sc, err := s.seek(offset, end)
 	if err != nil {
 		return Slice{}, err
 	}
@@ -657,7 +671,15 @@ func (s *Segment) Read(offset, maxOffset int64, maxBytes int) (Slice, error) {
 	if first.LastOffset() >= maxOffset {
 		return sl, nil
 	}
-	sc := newScanner(s.log, s.logName(), pos, end)
+	sl.n = int64(first.Size())
+	limit := pos + int64(max(maxBytes, 0))
+	// Every batch before an indexed one that starts by limit and ends
+	// before maxOffset qualifies: skip to it rather than read each header.
+	// An entry at or past end belongs to a batch being appended.
+	byPos, byOffset := s.offsets.LookupPosition(limit), s.offsets.Lookup(maxOffset-1)
+	if skip := int64(min(byPos.Position, byOffset.Position)); skip > sc.pos && skip < end {
+		sc, sl.n = s.lookup(skip, end), skip-pos
+	}
 	for {
 		at := sc.pos
 		b, err := sc.next(false)
@@ -667,10 +689,10 @@ func (s *Segment) Read(offset, maxOffset int64, maxBytes int) (Slice, error) {
 		if err != nil {
 			return Slice{}, sc.wrap(at, err)
 		}
-		if b.LastOffset() >= maxOffset || (sl.n > 0 && sl.n+int64(b.Size()) > int64(maxBytes)) {
+		if b.LastOffset() >= maxOffset || at+int64(b.Size()) > limit {
 			break
 		}
-		sl.n += int64(b.Size())
+		sl.n = at + int64(b.Size()) - pos
 	}
 	return sl, nil
 }
@@ -687,7 +709,7 @@ func (s *Segment) FindTimestamp(ts int64) (offset int64, ok bool, err error) {
 	end := s.size.Load()
 	from := s.times.Lookup(ts)
 	start := s.offsets.Lookup(from.Offset)
-	sc := newScanner(s.log, s.logName(), int64(start.Position), end)
+	sc := s.lookup(int64(start.Position), end)
 	for {
 		pos := sc.pos
 		h, err := sc.next(false)
@@ -700,7 +722,7 @@ func (s *Segment) FindTimestamp(ts int64) (offset int64, ok bool, err error) {
 		if h.MaxTimestamp() < ts {
 			continue
 		}
-		whole, err := newScanner(s.log, s.logName(), pos, end).next(true)
+		whole, err := s.lookup(pos, end).next(true)
 		if err == nil {
 			err = whole.Validate()
 		}

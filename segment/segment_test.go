@@ -2,6 +2,7 @@ package segment
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -173,6 +174,44 @@ func TestReadReturnsWholeBatches(t *testing.T) {
 	}
 	_, err = s.Read(40, math.MaxInt64, 100)
 	require.ErrorIs(t, err, ErrOffsetNotFound)
+}
+
+// TestReadSkipsByTheIndexAsAWalkWould: Read skips to an index entry
+// instead of reading every batch header; whatever the batch sizes, the
+// index interval, the offset, the upper bound and the byte limit, it
+// returns exactly the batches a walk over every header returns.
+func TestReadSkipsByTheIndexAsAWalkWould(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, interval := range []int{1, 300, 4096, 1 << 20} {
+		fs, dir := newMemDir(t)
+		s, err := Create(dir, 0, on(fs, Options{IndexIntervalBytes: interval, MaxIndexBytes: 64 << 10}))
+		require.NoError(t, err)
+		var bs []Batch
+		var starts []int64 // position of each batch, then the end
+		off, pos := int64(0), int64(0)
+		for range 200 {
+			b := testBatches(t, 1, 1+rng.IntN(8), rng.IntN(3000), off, 0)[0]
+			require.NoError(t, s.Append(b))
+			bs, starts = append(bs, b), append(starts, pos)
+			off, pos = b.LastOffset()+1, pos+int64(len(b))
+		}
+		starts = append(starts, pos)
+		for range 2000 {
+			offset := rng.Int64N(off)
+			maxOffset := offset + rng.Int64N(off-offset+20)
+			maxBytes := rng.IntN(40000)
+			first, _ := slices.BinarySearchFunc(bs, offset, func(b Batch, o int64) int { return cmp.Compare(b.LastOffset(), o) })
+			last := first // one past the last batch returned
+			for last < len(bs) && bs[last].LastOffset() < maxOffset && (last == first || starts[last+1]-starts[first] <= int64(maxBytes)) {
+				last++
+			}
+			sl, err := s.Read(offset, maxOffset, maxBytes)
+			require.NoError(t, err)
+			require.Equal(t, starts[first], sl.Position(), "interval %d: Read(%d, %d, %d)", interval, offset, maxOffset, maxBytes)
+			require.Equal(t, starts[last]-starts[first], sl.Len(), "interval %d: Read(%d, %d, %d)", interval, offset, maxOffset, maxBytes)
+		}
+		require.NoError(t, s.Close())
+	}
 }
 
 func TestFindTimestamp(t *testing.T) {

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/segment"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // readChunk is what every reader asks for at a time: Kafka's default
@@ -43,11 +46,11 @@ func compareReadAndReopen(shape logShape, payloads [][]byte) (cmps []comparison,
 		return nil, err
 	}
 	cmps = append(cmps, c)
-	c, err = compareRead(shape, big, records)
+	cs, err := compareRead(shape, big, records)
 	if err != nil {
 		return nil, err
 	}
-	return append(cmps, c), nil
+	return append(cmps, cs...), nil
 }
 
 // buildLog writes at least size bytes of the payloads in batches to a new
@@ -100,22 +103,24 @@ func compareReopen(shape logShape, big, small string) (comparison, error) {
 }
 
 // compareRead reads the whole log in dir, which holds records records:
-// raw, and through the log three ways. The ratio takes the log's
-// ReadAt path, which does what the raw read does (copy the file's bytes
-// into a 1 MiB buffer) and walks the batch headers to know where to
-// read next.
-func compareRead(shape logShape, dir string, records int64) (comparison, error) {
+// raw, through the log three ways, and decoded by franz-go's kmsg. The
+// first ratio takes the log's ReadAt path, which does what the raw read
+// does (copy the file's bytes into a 1 MiB buffer) and walks the batch
+// headers to know where to read next; the second sets the log's record
+// iterator against kmsg decoding the same batches as franz-go's consumer
+// does (CRC checked, every record decoded), both from the page cache.
+func compareRead(shape logShape, dir string, records int64) ([]comparison, error) {
 	files, err := filepath.Glob(filepath.Join(dir, "*"+segment.LogSuffix))
 	if err != nil {
-		return comparison{}, err
+		return nil, err
 	}
 	l, err := log.Open(dir, log.Options{Fsync: log.FsyncNever()})
 	if err != nil {
-		return comparison{}, err
+		return nil, err
 	}
 	devNull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
 	if err != nil {
-		return comparison{}, errors.Join(err, l.Close())
+		return nil, errors.Join(err, l.Close())
 	}
 	buf := make([]byte, readChunk)
 	run := func(read func() (int64, error)) func() (sample, error) {
@@ -135,16 +140,21 @@ func compareRead(shape logShape, dir string, records int64) (comparison, error) 
 	}
 	// Warm the page cache: the issue compares reads from it.
 	if _, err := raw(); err != nil {
-		return comparison{}, errors.Join(err, devNull.Close(), l.Close())
+		return nil, errors.Join(err, devNull.Close(), l.Close())
 	}
+	var decoded int64 // kmsg's records, counted apart: readLog counts offsets
 	ss, err := medians(shape.reps,
 		run(raw),
 		run(func() (int64, error) { return readLog(l, readAtInto(buf)) }),
 		run(func() (int64, error) { return readLog(l, sendTo(devNull)) }),
 		run(func() (int64, error) { return countRecords(l) }),
+		run(func() (int64, error) { decoded = 0; return readLog(l, kmsgDecode(buf, &decoded)) }),
 	)
+	if err == nil && decoded != records {
+		err = fmt.Errorf("kmsg decoded %d records of %d", decoded, records)
+	}
 	if err := errors.Join(err, devNull.Close(), l.Close()); err != nil {
-		return comparison{}, err
+		return nil, err
 	}
 	const test = "read whole log, cached"
 	note := fmt.Sprintf("%s in %d segment files", sizeName(shape.bigLog), len(files))
@@ -152,7 +162,11 @@ func compareRead(shape logShape, dir string, records int64) (comparison, error) 
 	printRate(test, "strand Read+ReadAt", ss[1], recordSize, "Read(1 MiB), ReadAt into 1 MiB, walk headers")
 	printRate(test, "strand Read+sendfile", ss[2], recordSize, "Read(1 MiB), WriteTo(/dev/null), walk headers")
 	printRate(test, "strand Records", ss[3], recordSize, "every record decoded, every CRC checked")
-	return comparison{name: "log-read-vs-raw-read", value: ss[1].perSec() / ss[0].perSec(), bound: 0.8}, nil
+	printRate(test, "franz-go kmsg", ss[4], recordSize, "Read(1 MiB), ReadAt, kmsg batch and records, CRC checked")
+	return []comparison{
+		{name: "log-read-vs-raw-read", value: ss[1].perSec() / ss[0].perSec(), bound: 0.8},
+		{name: "log-records-vs-kmsg-decode", value: ss[3].perSec() / ss[4].perSec(), bound: 1},
+	}, nil
 }
 
 // readFiles reads files whole, in order, through buf.
@@ -222,6 +236,43 @@ func readAtInto(buf []byte) func(*log.Batches) (int64, error) {
 		return next, nil
 	}
 }
+
+// kmsgDecode copies the batches into buf and decodes them with franz-go's
+// kmsg as its consumer does: each batch's CRC-32C checked over the bytes
+// after the CRC field, then every record read. It counts the records in n.
+func kmsgDecode(buf []byte, n *int64) func(*log.Batches) (int64, error) {
+	var batch kmsg.RecordBatch
+	var rec kmsg.Record
+	return func(bs *log.Batches) (int64, error) {
+		data := buf[:bs.Len()]
+		if got, err := bs.ReadAt(data, 0); got < len(data) {
+			return 0, err
+		}
+		var next int64
+		for len(data) > 0 {
+			size := 12 + int(binary.BigEndian.Uint32(data[8:]))
+			if err := batch.ReadFrom(data[:size]); err != nil {
+				return 0, err
+			}
+			if crc32.Checksum(data[21:size], castagnoli) != uint32(batch.CRC) {
+				return 0, fmt.Errorf("batch at offset %d: CRC mismatch", batch.FirstOffset)
+			}
+			raw := batch.Records
+			for range batch.NumRecords {
+				length, lenSize := binary.Varint(raw)
+				if err := rec.ReadFrom(raw); err != nil {
+					return 0, err
+				}
+				raw = raw[lenSize+int(length):]
+				*n++
+			}
+			next, data = batch.FirstOffset+int64(batch.LastOffsetDelta)+1, data[size:]
+		}
+		return next, nil
+	}
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // sendTo sends the batches to w (with sendfile if w is a file) and reads
 // their headers to find where they end.

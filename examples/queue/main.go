@@ -1,10 +1,14 @@
 // Command queue uses Strand as an in-process durable queue: it opens a data
-// directory, creates a topic with several partitions, produces records from
-// several goroutines while consumers tail every partition, and prints what
-// it measured. Run it twice: the second run finds the first run's records.
+// directory, creates a topic with several partitions, and produces records
+// from several goroutines while a consumer group of several members shares
+// the partitions, each member committing its offsets to the directory's
+// __consumer_offsets topic. It prints the group's lag as it drains. Run it
+// twice: the second run finds the first run's records, and its group
+// continues from the committed offsets, so it processes only the new ones.
 //
 //	go run ./examples/queue
 //	go run ./examples/queue -records 200000 -size 100 -partitions 8 -fsync never
+//	go run ./examples/queue -consumers 8 -cooperative
 //	go run ./examples/queue -async   # one goroutine, many records in flight
 package main
 
@@ -14,10 +18,13 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/strandlog/strand/assign"
+	"github.com/strandlog/strand/group"
 	"github.com/strandlog/strand/log"
 )
 
@@ -30,11 +37,14 @@ func main() {
 	flag.IntVar(&cfg.partitions, "partitions", 4, "partitions of a new topic")
 	flag.IntVar(&cfg.producers, "producers", 16, "producing goroutines")
 	flag.BoolVar(&cfg.async, "async", false, "produce from one goroutine with ProduceAsync instead")
+	flag.StringVar(&cfg.group, "group", "queue", "consumer group")
+	flag.IntVar(&cfg.consumers, "consumers", 3, "members of the consumer group")
+	flag.BoolVar(&cfg.cooperative, "cooperative", false, "rebalance cooperatively (cooperative-sticky) instead of eagerly (range)")
 	fsync := flag.String("fsync", "always", "fsync policy: always, never, interval:DURATION or every:MESSAGES:BYTES")
 	flag.Parse()
 	var err error
 	if cfg.fsync, err = log.ParseFsyncPolicy(*fsync); err == nil {
-		err = run(cfg)
+		err = run(cfg, new(summary))
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "queue:", err)
@@ -43,37 +53,37 @@ func main() {
 }
 
 type config struct {
-	dir, topic                           string
-	records, size, partitions, producers int
-	async                                bool
-	fsync                                log.FsyncPolicy
+	dir, topic, group                               string
+	records, size, partitions, producers, consumers int
+	async, cooperative                              bool
+	fsync                                           log.FsyncPolicy
 }
 
-func run(cfg config) error {
+// summary is what the group of one run processed: records of this run, of
+// earlier runs, and deliveries beyond the first.
+type summary struct{ thisRun, earlier, twice int }
+
+func run(cfg config, sum *summary) error {
 	d, err := log.OpenDir(cfg.dir, log.DirOptions{})
 	if err != nil {
 		return err
 	}
 	defer d.Close()
 	err = d.CreateTopic(cfg.topic, log.TopicConfig{Partitions: int32(cfg.partitions), Fsync: cfg.fsync})
-	switch {
-	case err != nil && !errors.Is(err, log.ErrTopicExists):
+	if err != nil && !errors.Is(err, log.ErrTopicExists) {
 		return err
 	}
 	tc, err := d.TopicConfig(cfg.topic)
 	if err != nil {
 		return err
 	}
-	if err == nil {
-		fmt.Printf("topic %q in %s: %d partitions, fsync %s\n", cfg.topic, cfg.dir, tc.Partitions, tc.Fsync)
-	}
+	fmt.Printf("topic %q in %s: %d partitions, fsync %s\n", cfg.topic, cfg.dir, tc.Partitions, tc.Fsync)
 	if tc.Fsync != cfg.fsync {
 		fmt.Printf("(the topic keeps the fsync policy it was created with; -fsync applies to a new topic)\n")
 	}
 
-	// What earlier runs left, and where this run's records will start.
+	// What earlier runs left.
 	parts := make([]*log.Partition, tc.Partitions)
-	starts := make([]int64, tc.Partitions)
 	var kept int64
 	for i := range parts {
 		if parts[i], err = d.Partition(cfg.topic, int32(i)); err != nil {
@@ -83,51 +93,88 @@ func run(cfg config) error {
 		if err != nil {
 			return err
 		}
-		starts[i] = end
 		kept += end - start
 	}
 	if kept > 0 {
 		fmt.Printf("earlier runs left %d records; the first is still readable: %s\n", kept, firstRecord(parts))
 	}
 
-	// Consumers tail every partition from where this run starts.
+	// The group coordinator keeps the group's offsets in the same directory.
+	// No initial rebalance delay: the members join as they start.
+	s, err := group.OpenService(d, group.ServiceOptions{Partitions: 1, Config: group.Config{InitialRebalanceDelay: -1}})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var consumed atomic.Int64
-	var consumers sync.WaitGroup
-	errs := make(chan error, len(parts)+cfg.producers)
-	for i, p := range parts {
-		consumers.Add(1)
-		go func() {
-			defer consumers.Done()
-			if err := tail(ctx, p, starts[i], &consumed); err != nil && !errors.Is(err, context.Canceled) {
+	before, err := s.Lag(ctx, cfg.group, log.ReadCommitted)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("group %q starts at %s\n", cfg.group, describe(before))
+
+	g := &consumerGroup{seen: map[string]int{}}
+	errs := make(chan error, cfg.consumers+cfg.producers)
+	for i := range cfg.consumers {
+		g.members.Go(func() {
+			if err := g.consume(ctx, s, d, cfg, i); err != nil {
 				errs <- err
 			}
-		}()
+		})
 	}
 
 	pr, err := d.NewProducer(log.ProducerOptions{})
 	if err != nil {
 		return err
 	}
+	runID := time.Now().Format("150405.000")
 	value := make([]byte, cfg.size)
 	begin := time.Now()
-	if cfg.async {
-		cfg.producers = 1
-		produceAsync(ctx, pr, cfg, value, errs)
-	} else {
-		produceSync(ctx, pr, cfg, value, errs)
-	}
-	produced := time.Since(begin)
-	if err := pr.Close(); err != nil {
-		return err
-	}
-	for consumed.Load() < int64(cfg.records) && len(errs) == 0 {
-		time.Sleep(time.Millisecond)
+	produced := make(chan time.Duration, 1)
+	go func() {
+		if cfg.async {
+			cfg.producers = 1
+			produceAsync(ctx, pr, cfg, runID, value, errs)
+		} else {
+			produceSync(ctx, pr, cfg, runID, value, errs)
+		}
+		produced <- time.Since(begin)
+	}()
+
+	// The lag, as the group drains it: committed offsets against the last
+	// stable offsets, so it counts what is produced and not yet committed.
+	var producedIn time.Duration
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	var lastPrint time.Time
+	for {
+		select {
+		case err := <-errs:
+			return err
+		case producedIn = <-produced:
+			produced = nil
+			if err := pr.Close(); err != nil {
+				return err
+			}
+		case <-tick.C:
+		}
+		lag, err := s.Lag(ctx, cfg.group, log.ReadCommitted)
+		if err != nil {
+			return err
+		}
+		total := totalLag(lag)
+		if time.Since(lastPrint) >= 250*time.Millisecond || total == 0 && produced == nil {
+			fmt.Printf("  %6v  processed %7d  lag %7d\n", time.Since(begin).Round(time.Millisecond), g.processed.Load(), total)
+			lastPrint = time.Now()
+		}
+		if total == 0 && produced == nil {
+			break
+		}
 	}
 	drained := time.Since(begin)
 	cancel()
-	consumers.Wait()
+	g.members.Wait()
 	select {
 	case err := <-errs:
 		return err
@@ -136,8 +183,27 @@ func run(cfg config) error {
 
 	mb := float64(cfg.records*cfg.size) / (1 << 20)
 	fmt.Printf("produced %d records of %d bytes from %d goroutines in %v: %.0f records/s, %.1f MiB/s\n",
-		cfg.records, cfg.size, cfg.producers, produced.Round(time.Millisecond), float64(cfg.records)/produced.Seconds(), mb/produced.Seconds())
-	fmt.Printf("consumed all %d while they arrived, last one %v after the start\n", consumed.Load(), drained.Round(time.Millisecond))
+		cfg.records, cfg.size, cfg.producers, producedIn.Round(time.Millisecond), float64(cfg.records)/producedIn.Seconds(), mb/producedIn.Seconds())
+	g.mu.Lock()
+	for key, n := range g.seen {
+		if strings.HasPrefix(key, runID+"-") {
+			sum.thisRun++
+		} else {
+			sum.earlier++
+		}
+		sum.twice += n - 1
+	}
+	g.mu.Unlock()
+	fmt.Printf("the group of %d processed %d records, all committed %v after the start: %d of this run, %d left over by an earlier run, %d delivered twice (at least once)\n",
+		cfg.consumers, g.processed.Load(), drained.Round(time.Millisecond), sum.thisRun, sum.earlier, sum.twice)
+	if sum.thisRun != cfg.records {
+		return fmt.Errorf("the group processed %d of this run's %d records", sum.thisRun, cfg.records)
+	}
+	after, err := s.Lag(context.Background(), cfg.group, log.ReadCommitted)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("group %q ends at %s\n", cfg.group, describe(after))
 	var total, appends, fsyncs int64
 	for i, p := range parts {
 		st, err := p.Stats()
@@ -150,19 +216,75 @@ func run(cfg config) error {
 		fsyncs += st.Fsyncs
 	}
 	fmt.Printf("this run: %d records in %d batch appends and %d fsyncs; the topic now holds %d records\n", cfg.records, appends, fsyncs, total)
-	fmt.Printf("run again to see them survive; remove %s to start over\n", cfg.dir)
+	fmt.Printf("run again: the group continues from its committed offsets; remove %s to start over\n", cfg.dir)
 	return nil
+}
+
+// consumerGroup is what the members of the group share: the keys they
+// processed, to count what came twice.
+type consumerGroup struct {
+	members   sync.WaitGroup
+	processed atomic.Int64
+	mu        sync.Mutex
+	seen      map[string]int
+}
+
+// consume runs one member until ctx ends, then closes it, which commits
+// and leaves the group.
+func (g *consumerGroup) consume(ctx context.Context, s *group.Service, d *log.Dir, cfg config, i int) error {
+	opts := group.ConsumerOptions{
+		Group: cfg.group, ClientID: fmt.Sprintf("queue-%d", i), Topics: []string{cfg.topic},
+		HeartbeatInterval: 100 * time.Millisecond, AutoCommitInterval: 100 * time.Millisecond,
+	}
+	if cfg.cooperative {
+		opts.Assignor = assign.CooperativeSticky
+	}
+	c, err := group.NewConsumer(s, d, opts)
+	if err != nil {
+		return err
+	}
+	for m, err := range c.Records(ctx) {
+		if err != nil {
+			_ = c.Close(context.Background())
+			return err
+		}
+		g.processed.Add(1)
+		g.mu.Lock()
+		g.seen[string(m.Key)]++
+		g.mu.Unlock()
+	}
+	return c.Close(context.Background())
+}
+
+func totalLag(lag []group.PartitionLag) int64 {
+	var total int64
+	for _, l := range lag {
+		total += l.Lag
+	}
+	return total
+}
+
+// describe says where a group stands: its committed offsets and its lag.
+func describe(lag []group.PartitionLag) string {
+	if len(lag) == 0 {
+		return "nothing committed"
+	}
+	var b strings.Builder
+	for _, l := range lag {
+		fmt.Fprintf(&b, "%s-%d:%d ", l.Topic, l.Partition, l.Committed)
+	}
+	return fmt.Sprintf("committed offsets %s(lag %d)", b.String(), totalLag(lag))
 }
 
 // produceSync produces from cfg.producers goroutines, each waiting for
 // its record.
-func produceSync(ctx context.Context, pr *log.Producer, cfg config, value []byte, errs chan<- error) {
+func produceSync(ctx context.Context, pr *log.Producer, cfg config, runID string, value []byte, errs chan<- error) {
 	var producers sync.WaitGroup
 	var next atomic.Int64
 	for range cfg.producers {
 		producers.Go(func() {
 			for i := next.Add(1) - 1; i < int64(cfg.records); i = next.Add(1) - 1 {
-				rec := log.NewRecord(fmt.Appendf(nil, "key-%d", i), value)
+				rec := log.NewRecord(fmt.Appendf(nil, "%s-%d", runID, i), value)
 				if _, err := pr.Produce(ctx, cfg.topic, log.AnyPartition, rec); err != nil {
 					errs <- err
 					return
@@ -176,7 +298,7 @@ func produceSync(ctx context.Context, pr *log.Producer, cfg config, value []byte
 // produceAsync produces from this goroutine, keeping many records in
 // flight, and waits for them all with Flush. A failed record is reported
 // once: the callbacks of one partition come one at a time.
-func produceAsync(ctx context.Context, pr *log.Producer, cfg config, value []byte, errs chan<- error) {
+func produceAsync(ctx context.Context, pr *log.Producer, cfg config, runID string, value []byte, errs chan<- error) {
 	var failed atomic.Bool
 	done := func(_ log.Produced, err error) {
 		if err != nil && failed.CompareAndSwap(false, true) {
@@ -184,7 +306,7 @@ func produceAsync(ctx context.Context, pr *log.Producer, cfg config, value []byt
 		}
 	}
 	for i := range cfg.records {
-		rec := log.NewRecord(fmt.Appendf(nil, "key-%d", i), value)
+		rec := log.NewRecord(fmt.Appendf(nil, "%s-%d", runID, i), value)
 		if err := pr.ProduceAsync(ctx, cfg.topic, log.AnyPartition, rec, done); err != nil {
 			errs <- err
 			return
@@ -192,25 +314,6 @@ func produceAsync(ctx context.Context, pr *log.Producer, cfg config, value []byt
 	}
 	if err := pr.Flush(ctx); err != nil {
 		errs <- err
-	}
-}
-
-// tail consumes a partition from offset from, waiting for new records.
-func tail(ctx context.Context, p *log.Partition, from int64, consumed *atomic.Int64) error {
-	for {
-		if err := p.Wait(ctx, from, log.ReadCommitted); err != nil {
-			return err
-		}
-		for r, err := range p.Records(from, log.ReadCommitted) {
-			if err != nil {
-				return err
-			}
-			if r.Offset != from {
-				return fmt.Errorf("partition %d: offset %d after %d", p.ID(), r.Offset, from-1)
-			}
-			from++
-			consumed.Add(1)
-		}
 	}
 }
 

@@ -1,0 +1,434 @@
+// Command cluster runs a three-node Strand cluster on loopback: three OS
+// processes, each a node with its own data directory, that replicate
+// their partitions with package replica over net/http, and whose
+// controller (package replica/controller) keeps its records in a raft log
+// replicated by etcd raft. Whichever node leads the raft group is the
+// active controller: it registers brokers, fences those that stop
+// heartbeating, elects partition leaders and answers the partition
+// leaders' ISR changes, each decision a record committed through raft
+// before anyone acts on it; every node applies the committed records and
+// acts on the leadership and ISR they give.
+//
+//	cd examples/cluster && go run . up
+//
+// starts the nodes, with their data under /tmp/strand-cluster (-dir), and
+// stops them cleanly on Ctrl-C; in another shell, in examples/cluster:
+//
+//	go run . create-topic -topic orders -partitions 3
+//	go run . produce -topic orders hello world
+//	go run . consume -topic orders
+//	go run . status
+//	go run . reassign -generate -topics orders -brokers 1,2,3
+//
+// and the status page at http://ADDRESS/ of any node (the JSON at /status).
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/strandlog/strand/assign"
+	"github.com/strandlog/strand/replica"
+)
+
+const usage = `usage: cluster COMMAND [flags]
+
+commands:
+  up            start three nodes on loopback (the default command)
+  create-topic  create a topic
+  produce       produce records (arguments, or lines of standard input)
+  consume       print a partition's records up to its high watermark
+  reassign      generate, execute, verify or cancel a reassignment (kafka-reassign-partitions JSON)
+  elect         preferred leader election for a partition
+  status        print brokers and partitions
+  node          run one node (started by up)
+
+Run cluster COMMAND -h for a command's flags.`
+
+func main() {
+	args := os.Args[1:]
+	cmd := "up"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, args = args[0], args[1:]
+	}
+	commands := map[string]func([]string) error{
+		"up": up, "node": nodeCmd, "create-topic": createTopic, "produce": produceCmd,
+		"consume": consumeCmd, "reassign": reassign, "elect": elect, "status": statusCmd,
+	}
+	run, ok := commands[cmd]
+	if !ok {
+		fmt.Fprintln(os.Stderr, usage)
+		os.Exit(2)
+	}
+	if err := run(args); err != nil {
+		fmt.Fprintf(os.Stderr, "cluster %s: %v\n", cmd, err)
+		os.Exit(1)
+	}
+}
+
+// nodeFlags are the tuning flags of a node, which up passes on.
+type nodeFlags struct {
+	tick, controlTick, heartbeat    time.Duration
+	lag, session, minISR, rebalance int
+}
+
+func (f *nodeFlags) register(fs *flag.FlagSet) {
+	fs.DurationVar(&f.tick, "tick", 10*time.Millisecond, "how often replicas tick")
+	fs.IntVar(&f.lag, "lag", 50, "ReplicaLagTime, in replica ticks")
+	fs.DurationVar(&f.controlTick, "control-tick", 50*time.Millisecond, "how often raft and the controller tick (raft's election timeout is 10 to 20 ticks)")
+	fs.IntVar(&f.session, "session", 20, "broker session timeout, in control ticks")
+	fs.DurationVar(&f.heartbeat, "heartbeat", 150*time.Millisecond, "how often brokers heartbeat")
+	fs.IntVar(&f.minISR, "min-isr", 2, "min.insync.replicas of every partition")
+	fs.IntVar(&f.rebalance, "rebalance", 0, "automatic preferred-leader rebalance every this many control ticks (0: never)")
+}
+
+func (f *nodeFlags) args() []string {
+	return []string{"-tick", f.tick.String(), "-lag", fmt.Sprint(f.lag), "-control-tick", f.controlTick.String(),
+		"-session", fmt.Sprint(f.session), "-heartbeat", f.heartbeat.String(), "-min-isr", fmt.Sprint(f.minISR),
+		"-rebalance", fmt.Sprint(f.rebalance)}
+}
+
+func nodeCmd(args []string) error {
+	fs := flag.NewFlagSet("node", flag.ExitOnError)
+	id := fs.Int("id", 0, "this node's id (1, 2 or 3)")
+	dir := fs.String("dir", "", "this node's data directory")
+	peers := fs.String("peers", "", "every node's host:port, comma-separated, node 1 first")
+	var nf nodeFlags
+	nf.register(fs)
+	fs.Parse(args)
+	pm, err := parsePeers(*peers)
+	if err != nil {
+		return err
+	}
+	if _, ok := pm[replica.NodeID(*id)]; !ok || *dir == "" {
+		return fmt.Errorf("-id %d is not one of the %d peers, or no -dir", *id, len(pm))
+	}
+	return runNode(nodeConfig{id: replica.NodeID(*id), dir: *dir, peers: pm, tick: nf.tick, lag: nf.lag,
+		controlTick: nf.controlTick, session: nf.session, heartbeat: nf.heartbeat, minISR: nf.minISR, rebalance: nf.rebalance})
+}
+
+func up(args []string) error {
+	fs := flag.NewFlagSet("up", flag.ExitOnError)
+	dir := fs.String("dir", "/tmp/strand-cluster", "data directory; node N uses DIR/node-N")
+	var nf nodeFlags
+	nf.register(fs)
+	fs.Parse(args)
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	s := &supervisor{exe: exe, dir: *dir, args: nf.args(), stdout: os.Stderr}
+	if prev, err := readPeers(*dir); err == nil {
+		s.peers = prev // a restarted cluster keeps its addresses: the raft log names them
+	}
+	if err := s.start(3); err != nil {
+		s.kill()
+		return err
+	}
+	for _, id := range s.ids() {
+		fmt.Printf("node %d: http://%s/ (data in %s)\n", id, s.peers[id], s.nodeDir(id))
+	}
+	fmt.Printf("in another shell, in examples/cluster: go run . create-topic -dir %s -topic orders -partitions 3\n", *dir)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	<-ctx.Done()
+	fmt.Println("stopping the nodes (controlled shutdown)")
+	return s.stop()
+}
+
+// clientFlags find the cluster: its data directory (where up wrote the
+// addresses) or the addresses themselves.
+func clientFlags(fs *flag.FlagSet) func() (*client, error) {
+	dir := fs.String("dir", "/tmp/strand-cluster", "the cluster's data directory (up writes the node addresses there)")
+	peers := fs.String("peers", "", "the nodes' host:port, comma-separated, node 1 first (instead of -dir)")
+	return func() (*client, error) {
+		var pm map[replica.NodeID]string
+		var err error
+		if *peers != "" {
+			pm, err = parsePeers(*peers)
+		} else {
+			pm, err = readPeers(*dir)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return newClient(pm), nil
+	}
+}
+
+func timeout() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), 30*time.Second)
+}
+
+func createTopic(args []string) error {
+	fs := flag.NewFlagSet("create-topic", flag.ExitOnError)
+	connect := clientFlags(fs)
+	var req topicRequest
+	fs.StringVar(&req.Topic, "topic", "", "topic name")
+	fs.IntVar(&req.Partitions, "partitions", 1, "partitions")
+	fs.IntVar(&req.ReplicationFactor, "replication-factor", 3, "replicas per partition")
+	fs.BoolVar(&req.Unclean, "unclean", false, "allow unclean leader election (may lose acknowledged records)")
+	fs.Parse(args)
+	cl, err := connect()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := timeout()
+	defer cancel()
+	if err := cl.callRetry(ctx, "/controller/topics", req, nil); err != nil {
+		return err
+	}
+	fmt.Printf("created topic %s with %d partitions, replication factor %d\n", req.Topic, req.Partitions, req.ReplicationFactor)
+	return nil
+}
+
+// produceTo produces one batch to a partition's leader, following
+// leadership changes until ctx ends.
+func (c *client) produceTo(ctx context.Context, topic string, partition int32, acks string, values ...[]byte) (produced, error) {
+	for {
+		leader, err := c.leaderOf(ctx, topic, partition)
+		if err == nil {
+			var p produced
+			if p, err = c.produce(ctx, leader, topic, partition, acks, values...); err == nil || !retriable(err) {
+				return p, err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return produced{}, fmt.Errorf("%w (last error: %w)", ctx.Err(), err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func produceCmd(args []string) error {
+	fs := flag.NewFlagSet("produce", flag.ExitOnError)
+	connect := clientFlags(fs)
+	topic := fs.String("topic", "", "topic")
+	partition := fs.Int("partition", 0, "partition")
+	acks := fs.String("acks", "all", "acks: all, 1 or 0")
+	fs.Parse(args)
+	cl, err := connect()
+	if err != nil {
+		return err
+	}
+	values := fs.Args()
+	if len(values) == 0 {
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			values = append(values, sc.Text())
+		}
+	}
+	ctx, cancel := timeout()
+	defer cancel()
+	for _, v := range values {
+		p, err := cl.produceTo(ctx, *topic, int32(*partition), *acks, []byte(v))
+		if err != nil {
+			return err
+		}
+		fmt.Printf("%s-%d@%d\n", *topic, *partition, p.BaseOffset)
+	}
+	return nil
+}
+
+func consumeCmd(args []string) error {
+	fs := flag.NewFlagSet("consume", flag.ExitOnError)
+	connect := clientFlags(fs)
+	topic := fs.String("topic", "", "topic")
+	partition := fs.Int("partition", 0, "partition")
+	fs.Parse(args)
+	cl, err := connect()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := timeout()
+	defer cancel()
+	leader, err := cl.leaderOf(ctx, *topic, int32(*partition))
+	if err != nil {
+		return err
+	}
+	recs, err := cl.consumeAll(ctx, leader, *topic, int32(*partition))
+	if err != nil {
+		return err
+	}
+	for _, r := range recs {
+		fmt.Printf("%d\t%s\n", r.Offset, r.Value)
+	}
+	return nil
+}
+
+func reassign(args []string) error {
+	fs := flag.NewFlagSet("reassign", flag.ExitOnError)
+	connect := clientFlags(fs)
+	generate := fs.Bool("generate", false, "print the current assignment of -topics and a proposed one over -brokers")
+	execute := fs.Bool("execute", false, "start the reassignment of -reassignment-json-file")
+	verify := fs.Bool("verify", false, "report where each partition of -reassignment-json-file stands")
+	cancelRa := fs.Bool("cancel", false, "cancel the reassignments of -reassignment-json-file's partitions")
+	file := fs.String("reassignment-json-file", "", "kafka-reassign-partitions JSON ('-' for standard input)")
+	topics := fs.String("topics", "", "generate: the topics to move, comma-separated")
+	brokers := fs.String("brokers", "1,2,3", "generate: the brokers to move them to, comma-separated")
+	fs.Parse(args)
+	cl, err := connect()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := timeout()
+	defer cancel()
+	if *generate {
+		return generateReassignment(ctx, cl, *topics, *brokers)
+	}
+	var body json.RawMessage
+	if *file == "-" {
+		body, err = io.ReadAll(os.Stdin)
+	} else {
+		body, err = os.ReadFile(*file)
+	}
+	if err != nil {
+		return err
+	}
+	var rep reply
+	switch {
+	case *execute:
+		if err := cl.callRetry(ctx, "/controller/reassign", body, nil); err != nil {
+			return err
+		}
+		fmt.Println("Successfully started partition reassignments")
+	case *verify:
+		if err := cl.callRetry(ctx, "/controller/verify", body, &rep); err != nil {
+			return err
+		}
+		for _, l := range rep.Verify {
+			fmt.Printf("Status of partition reassignment for %s-%d: %s\n", l.Topic, l.Partition, l.Status)
+		}
+	case *cancelRa:
+		if err := cl.callRetry(ctx, "/controller/cancel", body, nil); err != nil {
+			return err
+		}
+		fmt.Println("Successfully cancelled partition reassignments")
+	default:
+		return errors.New("one of -generate, -execute, -verify or -cancel")
+	}
+	return nil
+}
+
+func generateReassignment(ctx context.Context, cl *client, topics, brokers string) error {
+	var move assign.TopicsToMove
+	move.Version = 1
+	var query []string
+	for t := range strings.SplitSeq(topics, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			move.Topics = append(move.Topics, assign.TopicName{Topic: t})
+			query = append(query, "topic="+t)
+		}
+	}
+	var bs []assign.Broker
+	for b := range strings.SplitSeq(brokers, ",") {
+		id, err := strconv.Atoi(strings.TrimSpace(b))
+		if err != nil {
+			return fmt.Errorf("-brokers: %w", err)
+		}
+		bs = append(bs, assign.Broker{ID: int32(id)})
+	}
+	var rep reply
+	if err := cl.callRetry(ctx, "/controller/assignment?"+strings.Join(query, "&"), nil, &rep); err != nil {
+		return err
+	}
+	proposed, err := assign.GenerateReassignment(*rep.Assignment, move, bs, rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())))
+	if err != nil {
+		return err
+	}
+	cur, _ := json.Marshal(rep.Assignment)
+	prop, _ := json.Marshal(proposed)
+	fmt.Printf("Current partition replica assignment\n%s\n\nProposed partition reassignment configuration\n%s\n", cur, prop)
+	return nil
+}
+
+func elect(args []string) error {
+	fs := flag.NewFlagSet("elect", flag.ExitOnError)
+	connect := clientFlags(fs)
+	topic := fs.String("topic", "", "topic")
+	partition := fs.Int("partition", 0, "partition")
+	fs.Parse(args)
+	cl, err := connect()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := timeout()
+	defer cancel()
+	return cl.callRetry(ctx, fmt.Sprintf("/controller/elect?topic=%s&partition=%d", *topic, *partition), nil, nil)
+}
+
+func statusCmd(args []string) error {
+	fs := flag.NewFlagSet("status", flag.ExitOnError)
+	connect := clientFlags(fs)
+	asJSON := fs.Bool("json", false, "print the status as JSON")
+	fs.Parse(args)
+	cl, err := connect()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := timeout()
+	defer cancel()
+	var errs []error
+	for _, id := range []replica.NodeID{1, 2, 3} {
+		var md metadata
+		if err := cl.getJSON(ctx, id, "/status", &md); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if *asJSON {
+			enc := json.NewEncoder(os.Stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(md)
+		}
+		printStatus(os.Stdout, &md)
+		return nil
+	}
+	return errors.Join(errs...)
+}
+
+func printStatus(w io.Writer, md *metadata) {
+	fmt.Fprintf(w, "controller: node %d (raft term %d), controller epoch %d; seen from node %d\n\n",
+		md.RaftLeader, md.RaftTerm, md.ControllerEpoch, md.Node)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "BROKER\tEPOCH\tSTATE")
+	for _, b := range md.Brokers {
+		state := "live"
+		switch {
+		case b.Fenced:
+			state = "fenced"
+		case b.ShuttingDown:
+			state = "shutting down"
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%s\n", b.ID, b.Epoch, state)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PARTITION\tLEADER\tEPOCH\tREPLICAS\tISR\tLOGS (node:end/hw)")
+	for _, p := range md.Partitions {
+		var logs []string
+		for _, l := range p.Logs {
+			if l.Error != "" {
+				logs = append(logs, fmt.Sprintf("%d:?", l.Node))
+			} else {
+				logs = append(logs, fmt.Sprintf("%d:%d/%d", l.Node, l.LogEnd, l.HighWatermark))
+			}
+		}
+		fmt.Fprintf(tw, "%s-%d\t%d\t%d\t%v\t%v\t%s\n", p.Topic, p.Partition, p.Leader, p.LeaderEpoch, p.Replicas, p.ISR, strings.Join(logs, " "))
+	}
+	tw.Flush()
+}

@@ -1,0 +1,362 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/strandlog/strand/log"
+	"github.com/strandlog/strand/replica"
+	"github.com/strandlog/strand/replica/controller"
+)
+
+// nodeConfig is what a node process is started with.
+type nodeConfig struct {
+	id    replica.NodeID
+	dir   string                    // the node's own data directory
+	peers map[replica.NodeID]string // host:port of every node, this one included
+	// tick is the replicas' tick; lag is ReplicaLagTime in those ticks.
+	tick time.Duration
+	lag  int
+	// controlTick is raft's and the controller's tick (raft's election
+	// timeout is 10 to 20 of them); session is the controller's broker
+	// session timeout in them, heartbeat how often brokers beat.
+	controlTick time.Duration
+	session     int
+	heartbeat   time.Duration
+	minISR      int
+	// rebalance is the controller's RebalanceInterval in control ticks (0: never).
+	rebalance int
+}
+
+// The files of a node's data directory.
+const (
+	logDir      = "log"            // the partitions' log.Dir
+	raftFile    = "raft.log"       // the raft log (raftStore)
+	cleanMarker = "clean-shutdown" // left by a node that stopped cleanly
+)
+
+// node is one node process: a broker (its partitions' replicas, driven
+// by a replica.Driver) and a member of the raft group that replicates the
+// controller's records.
+type node struct {
+	cfg nodeConfig
+	log *slog.Logger
+	dir *log.Dir
+	d   *replica.Driver
+	ctl *control
+	out *poster
+
+	mu    sync.Mutex
+	parts map[controller.TopicPartition]*log.Partition // replicas added to the driver
+	// Metadata the control loop published and the broker loop has not
+	// applied yet: the latest state of each changed partition.
+	pendingTopics map[string]int32
+	pendingParts  map[controller.TopicPartition]*replica.LeaderAndISR
+	wake          chan struct{}
+
+	brokerEpoch int64 // owned by the heartbeat loop
+}
+
+// runNode runs a node until SIGTERM or SIGINT, or until the process that
+// started it is gone.
+func runNode(cfg nodeConfig) error {
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("node", cfg.id)
+	if err := os.MkdirAll(cfg.dir, 0o755); err != nil {
+		return err
+	}
+	clean, err := takeCleanMarker(cfg.dir)
+	if err != nil {
+		return err
+	}
+	dir, err := log.OpenDir(filepath.Join(cfg.dir, logDir), log.DirOptions{Log: log.Options{ExternalHighWatermark: true}})
+	if err != nil {
+		return err
+	}
+	n := &node{cfg: cfg, log: logger, dir: dir, out: newPoster(cfg.peers),
+		parts: map[controller.TopicPartition]*log.Partition{}, pendingTopics: map[string]int32{},
+		pendingParts: map[controller.TopicPartition]*replica.LeaderAndISR{}, wake: make(chan struct{}, 1)}
+	err = n.run(clean)
+	n.out.close()
+	if cerr := dir.Close(); err == nil && cerr == nil {
+		// Everything the node acknowledged is on disk and its logs are
+		// closed: the next incarnation registers clean (KIP-966).
+		return os.WriteFile(filepath.Join(cfg.dir, cleanMarker), nil, 0o644)
+	} else if err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// takeCleanMarker reports whether the previous incarnation stopped
+// cleanly, and removes the marker so that a crash of this one is seen.
+func takeCleanMarker(dir string) (bool, error) {
+	err := os.Remove(filepath.Join(dir, cleanMarker))
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return false, err
+	}
+	defer d.Close()
+	return true, d.Sync()
+}
+
+func (n *node) run(clean bool) error {
+	cfg := n.cfg
+	var voters []uint64
+	for id := range cfg.peers {
+		voters = append(voters, uint64(id))
+	}
+	slices.Sort(voters)
+	store, err := openRaftStore(filepath.Join(cfg.dir, raftFile), voters)
+	if err != nil {
+		return err
+	}
+	defer store.close()
+	n.ctl, err = newControl(cfg.id, store, cfg.peers, controller.Config{
+		Node: cfg.id, SessionTimeout: cfg.session, MinInsyncReplicas: cfg.minISR,
+		RebalanceInterval: cfg.rebalance, ImbalanceRatio: 0.1,
+	}, cfg.controlTick, n.log)
+	if err != nil {
+		return err
+	}
+	tr := &replicaTransport{peers: cfg.peers, out: n.out, lead: n.ctl.leader}
+	n.ctl.dataTr = tr
+	n.ctl.publish = n.update
+	n.d, err = replica.NewDriver(replica.DriverConfig{
+		Node: replica.NewNode(cfg.id), Transport: tr, TickInterval: cfg.tick,
+		OnError: func(err error) { n.log.Debug("replica", "err", err) },
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.peers[cfg.id])
+	if err != nil {
+		return err
+	}
+
+	sig, stopSig := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stopSig()
+	go stopWithParent(sig, stopSig)
+	// The loops run until stop; the HTTP server stops first, so that no
+	// handler waits on a loop that has ended.
+	loops, stop := context.WithCancel(context.Background())
+	defer stop()
+	var wg sync.WaitGroup
+	errc := make(chan error, 2)
+	wg.Go(func() { errc <- n.d.Run(loops) })
+	wg.Go(func() {
+		if err := n.ctl.run(loops); err != nil {
+			errc <- err
+			stopSig()
+		}
+	})
+	wg.Go(func() { n.applyMetadata(loops) })
+	beats, stopBeats := context.WithCancel(loops)
+	beatsDone := make(chan struct{})
+	go func() { defer close(beatsDone); n.heartbeats(beats, clean) }()
+
+	srv := &http.Server{Handler: n.routes()}
+	go srv.Serve(ln)
+	n.log.Info("node started", "addr", cfg.peers[cfg.id], "clean", clean)
+	<-sig.Done()
+
+	stopBeats()
+	<-beatsDone
+	n.controlledShutdown(loops)
+	shutdown, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	srv.Shutdown(shutdown)
+	stop()
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return err
+		}
+	}
+	return nil
+}
+
+// stopWithParent stops the node when the process that started it is gone
+// (killed, or a test binary that timed out), rather than leaving an orphan
+// that holds its port and data directory.
+func stopWithParent(ctx context.Context, stop func()) {
+	parent := os.Getppid()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+			if os.Getppid() != parent {
+				stop()
+				return
+			}
+		}
+	}
+}
+
+// update is how the control loop hands the node what the committed
+// records changed; the latest state of a partition replaces an older one
+// not yet applied.
+func (n *node) update(topics map[string]int32, parts []*replica.LeaderAndISR) {
+	n.mu.Lock()
+	maps.Copy(n.pendingTopics, topics)
+	for _, m := range parts {
+		n.pendingParts[controller.TopicPartition{Topic: m.Topic, Partition: m.Partition}] = m
+	}
+	n.mu.Unlock()
+	select {
+	case n.wake <- struct{}{}:
+	default:
+	}
+}
+
+// applyMetadata creates the topics and replicas the committed records
+// name and tells each replica its partition's state (Kafka's
+// LeaderAndIsr, or a KRaft broker's metadata listener).
+func (n *node) applyMetadata(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.wake:
+		}
+		n.mu.Lock()
+		topics, parts := n.pendingTopics, n.pendingParts
+		n.pendingTopics, n.pendingParts = map[string]int32{}, map[controller.TopicPartition]*replica.LeaderAndISR{}
+		n.mu.Unlock()
+		for _, name := range slices.Sorted(maps.Keys(topics)) {
+			err := n.dir.CreateTopic(name, log.TopicConfig{Partitions: topics[name], Fsync: log.FsyncAlways()})
+			if err != nil && !errors.Is(err, log.ErrTopicExists) {
+				n.log.Error("creating a topic", "topic", name, "err", err)
+			}
+		}
+		for _, tp := range slices.SortedFunc(maps.Keys(parts), compareTP) {
+			if err := n.deliver(ctx, tp, parts[tp]); err != nil {
+				n.log.Error("applying metadata", "partition", tp, "err", err)
+			}
+		}
+	}
+}
+
+func (n *node) deliver(ctx context.Context, tp controller.TopicPartition, m *replica.LeaderAndISR) error {
+	n.mu.Lock()
+	_, have := n.parts[tp]
+	n.mu.Unlock()
+	if !have {
+		if !slices.Contains(m.Replicas, n.cfg.id) {
+			return nil
+		}
+		plog, err := n.dir.Partition(tp.Topic, tp.Partition)
+		if err != nil {
+			return err
+		}
+		err = n.d.AddPartition(ctx, replica.Config{
+			Topic: tp.Topic, Partition: tp.Partition, Log: plog,
+			MinInsyncReplicas: n.cfg.minISR,
+			ReplicaLagTime:    n.cfg.lag,
+			RequestTimeout:    n.cfg.lag,
+			ProduceTimeout:    10 * n.cfg.lag,
+		})
+		if err != nil {
+			return err
+		}
+		n.mu.Lock()
+		n.parts[tp] = plog
+		n.mu.Unlock()
+	}
+	return n.d.Receive(ctx, m)
+}
+
+// partition returns a replica's log, or nil.
+func (n *node) partition(tp controller.TopicPartition) *log.Partition {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.parts[tp]
+}
+
+// heartbeats registers the broker with the active controller and renews
+// its session, registering again if the controller no longer knows this
+// incarnation's epoch.
+func (n *node) heartbeats(ctx context.Context, clean bool) {
+	cl := n.controllerClient()
+	n.brokerEpoch = -1
+	t := time.NewTicker(n.cfg.heartbeat)
+	defer t.Stop()
+	for {
+		if n.brokerEpoch < 0 {
+			var rep reply
+			if err := cl.call(ctx, fmt.Sprintf("/controller/register?node=%d&clean=%t", n.cfg.id, clean), nil, &rep); err == nil {
+				n.brokerEpoch = rep.BrokerEpoch
+				n.log.Info("registered", "epoch", rep.BrokerEpoch, "clean", clean)
+			}
+		} else {
+			err := cl.call(ctx, fmt.Sprintf("/controller/heartbeat?node=%d&epoch=%d", n.cfg.id, n.brokerEpoch), nil, nil)
+			if errors.Is(err, replica.ErrStaleBrokerEpoch) || errors.Is(err, replica.ErrBrokerNotRegistered) {
+				n.brokerEpoch = -1
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// controlledShutdown asks the controller to move leadership away from the
+// node (Kafka's controlled shutdown) and waits, heartbeating, until it
+// leads nothing, at most a few seconds; a node leading the raft group then
+// hands that over too, so that the controller moves without an election
+// timeout.
+func (n *node) controlledShutdown(ctx context.Context) {
+	if n.brokerEpoch < 0 {
+		return
+	}
+	cl := n.controllerClient()
+	deadline, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	q := fmt.Sprintf("?node=%d&epoch=%d", n.cfg.id, n.brokerEpoch)
+	if err := cl.call(deadline, "/controller/shutdown"+q, nil, nil); err != nil {
+		n.log.Warn("controlled shutdown", "err", err)
+		return
+	}
+	for deadline.Err() == nil {
+		var rep reply
+		if err := cl.call(deadline, "/controller/heartbeat"+q, nil, &rep); err == nil && rep.CanStop {
+			n.log.Info("controlled shutdown: leads no partition")
+			break
+		}
+		time.Sleep(n.cfg.heartbeat)
+	}
+	n.ctl.transferLeadership(deadline, replica.NoNode)
+}
+
+// controllerClient calls the active controller, found as this node's raft
+// view of the leader.
+func (n *node) controllerClient() *client {
+	return &client{http: &http.Client{Timeout: 5 * time.Second}, peers: n.cfg.peers,
+		controller: func(context.Context) (replica.NodeID, error) {
+			if l := n.ctl.leader(); l != replica.NoNode && l != 0 {
+				return l, nil
+			}
+			return 0, errNotController
+		}}
+}
