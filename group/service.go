@@ -415,9 +415,15 @@ func (s *Service) Close() error {
 // do sends a request for a group to its coordinator and waits for the
 // response.
 func do[R Response](ctx context.Context, s *Service, groupID string, call func(c *Coordinator, id RequestID)) (R, error) {
+	return doOn[R](ctx, s, int(PartitionFor(groupID, int32(len(s.parts)))), call)
+}
+
+// doOn sends a request to the coordinator of partition part and waits for
+// the response.
+func doOn[R Response](ctx context.Context, s *Service, part int, call func(c *Coordinator, id RequestID)) (R, error) {
 	var zero R
 	resp := make(chan serviceResponse, 1) // the loop never blocks on it
-	req := serviceRequest{part: int(PartitionFor(groupID, int32(len(s.parts)))), call: call, resp: resp}
+	req := serviceRequest{part: part, call: call, resp: resp}
 	select {
 	case s.reqs <- req:
 	case <-s.done:
@@ -528,3 +534,61 @@ func DirOffsets(d *log.Dir, iso log.Isolation) Offsets {
 func (s *Service) ConsumerGroupHeartbeat(ctx context.Context, req ConsumerGroupHeartbeatRequest) (*ConsumerGroupHeartbeatResponse, error) {
 	return do[*ConsumerGroupHeartbeatResponse](ctx, s, req.GroupID, func(c *Coordinator, id RequestID) { c.ConsumerGroupHeartbeat(id, req) })
 }
+
+// DescribeGroup returns a classic group's state and members (Kafka's
+// DescribeGroups); ok is false when no classic group has that id. See
+// Coordinator.DescribeGroup.
+func (s *Service) DescribeGroup(ctx context.Context, groupID string) (d GroupDescription, ok bool, err error) {
+	r, err := do[*describeResponse](ctx, s, groupID, func(c *Coordinator, id RequestID) {
+		d, ok := c.DescribeGroup(groupID)
+		c.respond(&describeResponse{id: id, d: d, ok: ok})
+	})
+	if err != nil {
+		return d, false, err
+	}
+	return r.d, r.ok, nil
+}
+
+// describeResponse carries DescribeGroup's answer through the loop.
+type describeResponse struct {
+	id RequestID
+	d  GroupDescription
+	ok bool
+}
+
+func (r *describeResponse) Request() RequestID { return r.id }
+
+// GroupListing is one classic group as ListGroups shows it.
+type GroupListing struct {
+	GroupID      string
+	ProtocolType string
+	State        State
+}
+
+// ListGroups returns the classic groups of every partition of the offsets
+// topic (Kafka's ListGroups), by partition and then by id.
+func (s *Service) ListGroups(ctx context.Context) ([]GroupListing, error) {
+	var all []GroupListing
+	for part := range s.parts {
+		r, err := doOn[*listResponse](ctx, s, part, func(c *Coordinator, id RequestID) {
+			l := &listResponse{id: id}
+			for _, g := range c.sortedGroups() {
+				l.groups = append(l.groups, GroupListing{GroupID: g.id, ProtocolType: g.protocolType, State: g.state})
+			}
+			c.respond(l)
+		})
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, r.groups...)
+	}
+	return all, nil
+}
+
+// listResponse carries one partition's part of ListGroups through the loop.
+type listResponse struct {
+	id     RequestID
+	groups []GroupListing
+}
+
+func (r *listResponse) Request() RequestID { return r.id }

@@ -419,3 +419,38 @@ func TestServiceReplaysACompactedLog(t *testing.T) {
 	}
 	require.NoError(t, d.Close())
 }
+
+// ListGroups gathers the groups of every offsets partition, and DescribeGroup
+// finds a group on its own partition, as Kafka's ListGroups and
+// DescribeGroups do across a broker's coordinators.
+func TestServiceListsAndDescribesGroups(t *testing.T) {
+	fs := newMemDataFS(t)
+	d, s := openMemService(t, fs, 8, func() time.Time { return epoch })
+	ctx := context.Background()
+	member, gen, err := joinAlone(ctx, s, "joined", "", "t")
+	require.NoError(t, err)
+	require.NoError(t, serviceCommit(ctx, s, "simple", "", -1, "t", 0, 5))
+	require.NotEqual(t, PartitionFor("joined", 8), PartitionFor("simple", 8), "the test wants two partitions")
+
+	groups, err := s.ListGroups(ctx)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []GroupListing{
+		{GroupID: "joined", ProtocolType: "consumer", State: Stable},
+		{GroupID: "simple", State: Empty},
+	}, groups)
+
+	desc, ok, err := s.DescribeGroup(ctx, "joined")
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, Stable, desc.State)
+	require.Equal(t, gen, desc.Generation)
+	require.Equal(t, member, desc.Leader)
+	require.Len(t, desc.Members, 1)
+	require.Equal(t, member, desc.Members[0].MemberID)
+
+	_, ok, err = s.DescribeGroup(ctx, "absent")
+	require.NoError(t, err)
+	require.False(t, ok)
+	require.NoError(t, s.Close())
+	require.NoError(t, d.Close())
+}

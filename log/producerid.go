@@ -30,6 +30,12 @@ type producerIDs struct {
 	loaded    bool
 }
 
+// NewProducerID returns a producer id no producer of this data directory had
+// before, across restarts, as Kafka's ProducerIdManager hands one to each
+// InitProducerId: for a broker serving idempotent producers over the network,
+// or a transaction coordinator's AllocateProducerID.
+func (d *Dir) NewProducerID() (int64, error) { return d.newProducerID() }
+
 // newProducerID returns a producer id no producer of this data directory
 // had before, across restarts. The block it comes from is durable before
 // the id is returned.

@@ -138,6 +138,10 @@ func TestProducerIDsAreNeverReused(t *testing.T) {
 	}
 	require.EqualValues(t, 0, newID(d))
 	require.EqualValues(t, 1, newID(d))
+	id, err := d.NewProducerID() // a broker's InitProducerId draws from the same ids
+	require.NoError(t, err)
+	require.EqualValues(t, 2, id)
+	seen[id] = true
 	strays, err := d.Strays()
 	require.NoError(t, err)
 	require.Empty(t, strays)

@@ -1,0 +1,298 @@
+// Package broker serves a Strand data directory to Kafka clients over
+// Kafka's wire protocol, as one Kafka broker that leads every partition.
+//
+// Every request and response is encoded and decoded by franz-go's kmsg; this
+// package frames them (the 4-byte size and the request header) and maps each
+// request onto Strand's packages: topics and partitions are a log.Dir, groups
+// and committed offsets a group.Service over the Dir's __consumer_offsets
+// topic, producer ids the Dir's. Produced batches are appended as they arrive
+// (an idempotent producer's checked by the log's sequence rules, compressed
+// ones kept compressed; snappy and zstd ones, which the log cannot read,
+// recompressed with lz4 as a Kafka broker recompresses to a topic's
+// compression.type), and fetches return whole batches from the segment
+// files.
+//
+// Each connection is served by one goroutine, one request at a time, so that
+// its responses go out in request order, as a Kafka broker mutes a connection
+// while a request of it is in flight. A request larger than
+// Config.MaxRequestBytes, a frame cut short or a request body that does not
+// decode closes the connection (Kafka closes it too: there is no response it
+// could frame); an API or version the broker does not serve is answered with
+// UNSUPPORTED_VERSION. Each refused request is logged.
+//
+// # What is served
+//
+// ApiVersions, Metadata, CreateTopics, DeleteTopics, DescribeConfigs,
+// DeleteRecords; Produce (acks 0, 1 and all) and InitProducerId for
+// idempotent producers; Fetch (read_uncommitted and read_committed, long
+// polls with max wait and min bytes), ListOffsets (earliest, latest, by time),
+// OffsetForLeaderEpoch; FindCoordinator, JoinGroup, SyncGroup, Heartbeat,
+// LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups and ListGroups for
+// classic groups, and ConsumerGroupHeartbeat for KIP-848 consumer groups
+// (whose assignments name topics by id: see topicID). ApiVersions lists the
+// versions of each.
+//
+// # Not yet
+//
+//   - Transactions: FindCoordinator for a transaction coordinator answers
+//     COORDINATOR_NOT_AVAILABLE, InitProducerId with a transactional id
+//     too, and transactional batches are refused with INVALID_TXN_STATE.
+//     Read_committed is served for what the log holds (its last stable
+//     offset and aborted transactions).
+//   - Fetch sessions (KIP-227: every fetch is a full one); requests that
+//     name topics by id (Fetch v13+, OffsetCommit and OffsetFetch v10,
+//     DeleteTopics v6 are not advertised); subscriptions by regular
+//     expression in ConsumerGroupHeartbeat; ConsumerGroupDescribe.
+//   - More than one broker: each partition is led by this one, its leader
+//     epoch the log's latest (0 for a new partition), unchanged by restarts.
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/strandlog/strand/group"
+	"github.com/strandlog/strand/log"
+)
+
+// Defaults of Config, Kafka's where Kafka has one.
+const (
+	DefaultMaxRequestBytes = 100 << 20        // socket.request.max.bytes
+	DefaultIdleTimeout     = 10 * time.Minute // connections.max.idle.ms
+	DefaultClusterID       = "strand"
+)
+
+// Config configures a Broker.
+type Config struct {
+	// DataDir is the data directory, opened with log.OpenDir.
+	DataDir string
+	// Dir are the options of the data directory.
+	Dir log.DirOptions
+	// Groups are the options of the group coordinator.
+	Groups group.ServiceOptions
+	// NodeID is the broker's id in Metadata; default 0.
+	NodeID int32
+	// Advertise is the host:port clients are told to connect to; default
+	// the address of the listener Serve was given.
+	Advertise string
+	// ClusterID is the cluster id in Metadata; default DefaultClusterID.
+	ClusterID string
+	// MaxRequestBytes bounds a request's size; a larger one closes its
+	// connection. Default DefaultMaxRequestBytes.
+	MaxRequestBytes int32
+	// IdleTimeout closes a connection that sends nothing for this long;
+	// default DefaultIdleTimeout.
+	IdleTimeout time.Duration
+	// AutoCreateTopics creates a topic that a Metadata request names, and
+	// allows to be created, if it does not exist, with Dir.Defaults
+	// (auto.create.topics.enable). A Produce never creates a topic.
+	AutoCreateTopics bool
+	// Logger receives a line for each refused request and connection
+	// error; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Broker is a Kafka broker over one data directory.
+type Broker struct {
+	cfg    Config
+	dir    *log.Dir
+	groups *group.Service
+	logger *slog.Logger
+
+	ctx    context.Context // canceled by Close: ends long polls
+	cancel context.CancelFunc
+
+	mu        sync.Mutex
+	closed    bool
+	listeners map[net.Listener]struct{}
+	conns     map[net.Conn]struct{}
+	advertise struct {
+		host string
+		port int32
+	}
+	epochs map[topicPartition]int32 // leader epochs of the partitions used so far
+
+	wg sync.WaitGroup // connection goroutines
+}
+
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
+// ErrClosed is returned by Serve after Close.
+var ErrClosed = errors.New("broker: closed")
+
+// Open opens the data directory and its group coordinator.
+func Open(cfg Config) (*Broker, error) {
+	if cfg.MaxRequestBytes <= 0 {
+		cfg.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.ClusterID == "" {
+		cfg.ClusterID = DefaultClusterID
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Dir.Logger == nil {
+		cfg.Dir.Logger = cfg.Logger
+	}
+	d, err := log.OpenDir(cfg.DataDir, cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	g, err := group.OpenService(d, cfg.Groups)
+	if err != nil {
+		return nil, errors.Join(err, d.Close())
+	}
+	b := &Broker{cfg: cfg, dir: d, groups: g, logger: cfg.Logger,
+		listeners: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}, epochs: map[topicPartition]int32{}}
+	b.ctx, b.cancel = context.WithCancel(context.Background())
+	if cfg.Advertise != "" {
+		if err := b.setAdvertise(cfg.Advertise); err != nil {
+			return nil, errors.Join(err, b.Close())
+		}
+	}
+	return b, nil
+}
+
+// Dir returns the broker's data directory.
+func (b *Broker) Dir() *log.Dir { return b.dir }
+
+func (b *Broker) setAdvertise(hostport string) error {
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return fmt.Errorf("broker: advertised address %q: %w", hostport, err)
+	}
+	p, err := strconv.ParseInt(port, 10, 32)
+	if err != nil {
+		return fmt.Errorf("broker: advertised address %q: port: %w", hostport, err)
+	}
+	b.mu.Lock()
+	b.advertise.host, b.advertise.port = host, int32(p)
+	b.mu.Unlock()
+	return nil
+}
+
+func (b *Broker) address() (string, int32) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.advertise.host, b.advertise.port
+}
+
+// Serve accepts connections on l until Close, serving each on its own
+// goroutine. It returns ErrClosed after Close.
+func (b *Broker) Serve(l net.Listener) error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return ErrClosed
+	}
+	b.listeners[l] = struct{}{}
+	unset := b.advertise.host == ""
+	b.mu.Unlock()
+	if unset {
+		if err := b.setAdvertise(l.Addr().String()); err != nil {
+			return err
+		}
+	}
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			b.mu.Lock()
+			closed := b.closed
+			b.mu.Unlock()
+			if closed {
+				return ErrClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return fmt.Errorf("broker: accept: %w", err)
+		}
+		b.mu.Lock()
+		if b.closed {
+			b.mu.Unlock()
+			c.Close()
+			return ErrClosed
+		}
+		b.conns[c] = struct{}{}
+		b.wg.Add(1)
+		b.mu.Unlock()
+		go b.serveConn(c)
+	}
+}
+
+// Close stops the listeners, closes the connections, ends the group
+// coordinator (which answers requests parked in it) and closes the data
+// directory once every connection's goroutine has returned.
+func (b *Broker) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return ErrClosed
+	}
+	b.closed = true
+	for l := range b.listeners {
+		l.Close()
+	}
+	for c := range b.conns {
+		c.Close()
+	}
+	b.mu.Unlock()
+	b.cancel()
+	gerr := b.groups.Close()
+	b.wg.Wait()
+	return errors.Join(gerr, b.dir.Close())
+}
+
+// partition returns a partition and its leader epoch. A partition this
+// broker leads for the first time, with no epoch yet, starts epoch 0, so that
+// its batches carry an epoch and clients can check it (KIP-320).
+func (b *Broker) partition(topic string, id int32) (*log.Partition, int32, error) {
+	p, err := b.dir.Partition(topic, id)
+	if err != nil {
+		return nil, 0, err
+	}
+	tp := topicPartition{topic, id}
+	b.mu.Lock()
+	epoch, ok := b.epochs[tp]
+	b.mu.Unlock()
+	if ok {
+		return p, epoch, nil
+	}
+	if epoch, err = p.LatestEpoch(); err != nil {
+		return nil, 0, err
+	}
+	if epoch < 0 {
+		epoch = 0
+		if err := p.SetLeaderEpoch(epoch); err != nil {
+			return nil, 0, err
+		}
+	}
+	b.mu.Lock()
+	b.epochs[tp] = epoch
+	b.mu.Unlock()
+	return p, epoch, nil
+}
+
+// forgetTopic drops the epochs of a deleted topic's partitions.
+func (b *Broker) forgetTopic(topic string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for tp := range b.epochs {
+		if tp.topic == topic {
+			delete(b.epochs, tp)
+		}
+	}
+}

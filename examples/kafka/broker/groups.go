@@ -1,0 +1,363 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/group"
+)
+
+// The group APIs are served by the group.Service: this file only translates
+// between kmsg's structs and the coordinator's.
+
+func (b *Broker) findCoordinator(_ context.Context, r *request) kmsg.Response {
+	req := r.body.(*kmsg.FindCoordinatorRequest)
+	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
+	host, port := b.address()
+	var err error
+	if req.CoordinatorType != 0 {
+		err = fmt.Errorf("%w: transactions are not served by this broker yet", kerr.CoordinatorNotAvailable)
+		b.logger.Info("broker: transaction coordinator asked for", "client", r.clientID)
+	}
+	if req.Version < 4 {
+		resp.ErrorCode, resp.ErrorMessage = code(err), message(err)
+		if err == nil {
+			resp.NodeID, resp.Host, resp.Port = b.cfg.NodeID, host, port
+		}
+		return resp
+	}
+	for _, key := range req.CoordinatorKeys {
+		c := kmsg.NewFindCoordinatorResponseCoordinator()
+		c.Key, c.ErrorCode, c.ErrorMessage = key, code(err), message(err)
+		c.NodeID, c.Host, c.Port = -1, "", -1
+		if err == nil {
+			c.NodeID, c.Host, c.Port = b.cfg.NodeID, host, port
+		}
+		resp.Coordinators = append(resp.Coordinators, c)
+	}
+	return resp
+}
+
+func str(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+func ptr(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func ms(n int32) time.Duration { return time.Duration(n) * time.Millisecond }
+
+func (b *Broker) joinGroup(ctx context.Context, r *request) kmsg.Response {
+	req := r.body.(*kmsg.JoinGroupRequest)
+	resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
+	jr := group.JoinGroupRequest{
+		Version: req.Version, GroupID: req.Group, MemberID: req.MemberID, GroupInstanceID: str(req.InstanceID),
+		ClientID: r.clientID, ClientHost: "/" + r.clientHost,
+		SessionTimeout: ms(req.SessionTimeoutMillis), RebalanceTimeout: ms(req.RebalanceTimeoutMillis),
+		ProtocolType: req.ProtocolType,
+	}
+	if req.Version == 0 {
+		jr.RebalanceTimeout = 0 // v0 has none: the session timeout
+	}
+	for _, p := range req.Protocols {
+		jr.Protocols = append(jr.Protocols, group.Protocol{Name: p.Name, Metadata: p.Metadata})
+	}
+	g, err := b.groups.JoinGroup(ctx, jr)
+	if err != nil {
+		resp.ErrorCode = code(err)
+		return resp
+	}
+	resp.ErrorCode = code(g.Err)
+	resp.Generation, resp.LeaderID, resp.MemberID, resp.SkipAssignment = g.GenerationID, g.Leader, g.MemberID, g.SkipAssignment
+	resp.ProtocolType, resp.Protocol = ptr(g.ProtocolType), ptr(g.ProtocolName)
+	for _, m := range g.Members {
+		resp.Members = append(resp.Members, kmsg.JoinGroupResponseMember{MemberID: m.MemberID, InstanceID: ptr(m.GroupInstanceID), ProtocolMetadata: m.Metadata})
+	}
+	return resp
+}
+
+func (b *Broker) syncGroup(ctx context.Context, r *request) kmsg.Response {
+	req := r.body.(*kmsg.SyncGroupRequest)
+	resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
+	sr := group.SyncGroupRequest{
+		GroupID: req.Group, GenerationID: req.Generation, MemberID: req.MemberID, GroupInstanceID: str(req.InstanceID),
+		ProtocolType: str(req.ProtocolType), ProtocolName: str(req.Protocol),
+	}
+	for _, a := range req.GroupAssignment {
+		sr.Assignments = append(sr.Assignments, group.SyncGroupAssignment{MemberID: a.MemberID, Assignment: a.MemberAssignment})
+	}
+	g, err := b.groups.SyncGroup(ctx, sr)
+	if err != nil {
+		resp.ErrorCode = code(err)
+		return resp
+	}
+	resp.ErrorCode, resp.MemberAssignment = code(g.Err), g.Assignment
+	resp.ProtocolType, resp.Protocol = ptr(g.ProtocolType), ptr(g.ProtocolName)
+	return resp
+}
+
+func (b *Broker) heartbeat(ctx context.Context, r *request) kmsg.Response {
+	req := r.body.(*kmsg.HeartbeatRequest)
+	resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
+	g, err := b.groups.Heartbeat(ctx, group.HeartbeatRequest{GroupID: req.Group, GenerationID: req.Generation, MemberID: req.MemberID, GroupInstanceID: str(req.InstanceID)})
+	if err == nil {
+		err = g.Err
+	}
+	resp.ErrorCode = code(err)
+	return resp
+}
+
+func (b *Broker) leaveGroup(ctx context.Context, r *request) kmsg.Response {
+	req := r.body.(*kmsg.LeaveGroupRequest)
+	resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
+	lr := group.LeaveGroupRequest{GroupID: req.Group}
+	if req.Version < 3 {
+		lr.Members = []group.LeaveGroupMember{{MemberID: req.MemberID}}
+	}
+	for _, m := range req.Members {
+		lr.Members = append(lr.Members, group.LeaveGroupMember{MemberID: m.MemberID, GroupInstanceID: str(m.InstanceID)})
+	}
+	g, err := b.groups.LeaveGroup(ctx, lr)
+	if err != nil {
+		resp.ErrorCode = code(err)
+		return resp
+	}
+	resp.ErrorCode = code(g.Err)
+	if req.Version < 3 && g.Err == nil && len(g.Members) == 1 {
+		// Before v3 the one member's outcome is the response's.
+		resp.ErrorCode = code(g.Members[0].Err)
+	}
+	for _, m := range g.Members {
+		resp.Members = append(resp.Members, kmsg.LeaveGroupResponseMember{MemberID: m.MemberID, InstanceID: ptr(m.GroupInstanceID), ErrorCode: code(m.Err)})
+	}
+	return resp
+}
+
+func (b *Broker) offsetCommit(ctx context.Context, r *request) kmsg.Response {
+	req := r.body.(*kmsg.OffsetCommitRequest)
+	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+	cr := group.OffsetCommitRequest{
+		Version: req.Version, GroupID: req.Group, GenerationID: req.Generation, MemberID: req.MemberID,
+		GroupInstanceID: str(req.InstanceID),
+	}
+	if req.Version == 0 {
+		cr.GenerationID = -1 // v0 commits outside group management
+	}
+	if req.RetentionTimeMillis > 0 {
+		cr.Retention = time.Duration(req.RetentionTimeMillis) * time.Millisecond
+	}
+	for _, t := range req.Topics {
+		ct := group.OffsetCommitTopic{Name: t.Topic}
+		for _, p := range t.Partitions {
+			epoch := int32(-1)
+			if req.Version >= 6 {
+				epoch = p.LeaderEpoch
+			}
+			ct.Partitions = append(ct.Partitions, group.OffsetCommitPartition{Partition: p.Partition, Offset: p.Offset, LeaderEpoch: epoch, Metadata: str(p.Metadata)})
+		}
+		cr.Topics = append(cr.Topics, ct)
+	}
+	g, err := b.groups.OffsetCommit(ctx, cr)
+	if err == nil {
+		err = g.Err
+	}
+	for i, t := range req.Topics {
+		rt := kmsg.NewOffsetCommitResponseTopic()
+		rt.Topic = t.Topic
+		for j, p := range t.Partitions {
+			perr := err
+			if perr == nil {
+				perr = g.Topics[i].Partitions[j].Err
+			}
+			rt.Partitions = append(rt.Partitions, kmsg.OffsetCommitResponseTopicPartition{Partition: p.Partition, ErrorCode: code(perr)})
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+func (b *Broker) offsetFetch(ctx context.Context, r *request) kmsg.Response {
+	req := r.body.(*kmsg.OffsetFetchRequest)
+	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
+	if req.Version < 8 {
+		var topics []group.OffsetFetchTopic
+		if req.Topics != nil {
+			topics = []group.OffsetFetchTopic{}
+			for _, t := range req.Topics {
+				topics = append(topics, group.OffsetFetchTopic{Name: t.Topic, Partitions: t.Partitions})
+			}
+		}
+		g, err := b.groups.OffsetFetch(ctx, group.OffsetFetchRequest{GroupID: req.Group, Topics: topics, RequireStable: req.RequireStable})
+		if err == nil {
+			err = g.Err
+		}
+		resp.ErrorCode = code(err)
+		if err != nil {
+			return resp
+		}
+		for _, t := range g.Topics {
+			rt := kmsg.NewOffsetFetchResponseTopic()
+			rt.Topic = t.Name
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetFetchResponseTopicPartition()
+				rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata, rp.ErrorCode = p.Partition, p.Offset, p.LeaderEpoch, &p.Metadata, code(p.Err)
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp
+	}
+	for _, rg := range req.Groups {
+		og := kmsg.NewOffsetFetchResponseGroup()
+		og.Group = rg.Group
+		var topics []group.OffsetFetchTopic
+		if rg.Topics != nil {
+			topics = []group.OffsetFetchTopic{}
+			for _, t := range rg.Topics {
+				topics = append(topics, group.OffsetFetchTopic{Name: t.Topic, Partitions: t.Partitions})
+			}
+		}
+		g, err := b.groups.OffsetFetch(ctx, group.OffsetFetchRequest{GroupID: rg.Group, Topics: topics, RequireStable: req.RequireStable,
+			MemberID: str(rg.MemberID), MemberEpoch: rg.MemberEpoch})
+		if err == nil {
+			err = g.Err
+		}
+		og.ErrorCode = code(err)
+		if err == nil {
+			for _, t := range g.Topics {
+				rt := kmsg.NewOffsetFetchResponseGroupTopic()
+				rt.Topic = t.Name
+				for _, p := range t.Partitions {
+					rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+					rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata, rp.ErrorCode = p.Partition, p.Offset, p.LeaderEpoch, &p.Metadata, code(p.Err)
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				og.Topics = append(og.Topics, rt)
+			}
+		}
+		resp.Groups = append(resp.Groups, og)
+	}
+	return resp
+}
+
+// stateNames are Kafka's names of the classic group states.
+var stateNames = map[group.State]string{
+	group.Empty: "Empty", group.PreparingRebalance: "PreparingRebalance",
+	group.CompletingRebalance: "CompletingRebalance", group.Stable: "Stable", group.Dead: "Dead",
+}
+
+func (b *Broker) describeGroups(ctx context.Context, r *request) kmsg.Response {
+	req := r.body.(*kmsg.DescribeGroupsRequest)
+	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
+	for _, id := range req.Groups {
+		rg := kmsg.NewDescribeGroupsResponseGroup()
+		rg.Group = id
+		d, ok, err := b.groups.DescribeGroup(ctx, id)
+		switch {
+		case err != nil:
+			rg.ErrorCode = code(err)
+		case !ok:
+			// Kafka describes a group it does not know as Dead, with
+			// no error before v6 and GROUP_ID_NOT_FOUND from v6.
+			rg.State = "Dead"
+			if req.Version >= 6 {
+				rg.ErrorCode = kerr.GroupIDNotFound.Code
+			}
+		default:
+			rg.State, rg.ProtocolType, rg.Protocol = stateNames[d.State], d.ProtocolType, d.Protocol
+			for _, m := range d.Members {
+				rm := kmsg.NewDescribeGroupsResponseGroupMember()
+				rm.MemberID, rm.InstanceID, rm.ClientID, rm.ClientHost = m.MemberID, ptr(m.GroupInstanceID), m.ClientID, m.ClientHost
+				rm.ProtocolMetadata, rm.MemberAssignment = m.Metadata, m.Assignment
+				rg.Members = append(rg.Members, rm)
+			}
+		}
+		resp.Groups = append(resp.Groups, rg)
+	}
+	return resp
+}
+
+func (b *Broker) listGroups(ctx context.Context, r *request) kmsg.Response {
+	req := r.body.(*kmsg.ListGroupsRequest)
+	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
+	groups, err := b.groups.ListGroups(ctx)
+	if err != nil {
+		resp.ErrorCode = code(err)
+		return resp
+	}
+	for _, g := range groups {
+		state := stateNames[g.State]
+		if len(req.StatesFilter) > 0 && !slices.Contains(req.StatesFilter, state) {
+			continue
+		}
+		rg := kmsg.NewListGroupsResponseGroup()
+		rg.Group, rg.ProtocolType, rg.GroupState = g.GroupID, g.ProtocolType, state
+		resp.Groups = append(resp.Groups, rg)
+	}
+	return resp
+}
+
+// consumerGroupHeartbeat serves KIP-848 consumer groups, whose assignments
+// name topics by id (see topicID).
+func (b *Broker) consumerGroupHeartbeat(ctx context.Context, r *request) kmsg.Response {
+	req := r.body.(*kmsg.ConsumerGroupHeartbeatRequest)
+	resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
+	fail := func(err error) kmsg.Response {
+		resp.ErrorCode, resp.ErrorMessage = code(err), message(err)
+		return resp
+	}
+	if req.SubscribedTopicRegex != nil {
+		return fail(fmt.Errorf("%w: subscription by regular expression is not served", kerr.InvalidRequest))
+	}
+	byID, err := b.topicNames()
+	if err != nil {
+		return fail(err)
+	}
+	hr := group.ConsumerGroupHeartbeatRequest{
+		GroupID: req.Group, MemberID: req.MemberID, MemberEpoch: req.MemberEpoch,
+		InstanceID: str(req.InstanceID), RackID: str(req.RackID),
+		RebalanceTimeout: ms(req.RebalanceTimeoutMillis), SubscribedTopicNames: req.SubscribedTopicNames,
+		ServerAssignor: str(req.ServerAssignor),
+	}
+	if req.Topics != nil {
+		hr.Owned = &group.Assignment{Partitions: map[string][]int32{}}
+		for _, t := range req.Topics {
+			name, ok := byID[t.TopicID]
+			if !ok {
+				continue // a topic deleted since: no longer owned
+			}
+			hr.Owned.Partitions[name] = t.Partitions
+		}
+	}
+	g, err := b.groups.ConsumerGroupHeartbeat(ctx, hr)
+	if err == nil {
+		err = g.Err
+	}
+	if err != nil {
+		return fail(err)
+	}
+	resp.MemberID, resp.MemberEpoch = &g.MemberID, g.MemberEpoch
+	resp.HeartbeatIntervalMillis = int32(g.HeartbeatInterval.Milliseconds())
+	if g.Assignment != nil {
+		resp.Assignment = &kmsg.ConsumerGroupHeartbeatResponseAssignment{}
+		for _, name := range slices.Sorted(maps.Keys(g.Assignment.Partitions)) {
+			t := kmsg.NewConsumerGroupHeartbeatResponseAssignmentTopic()
+			t.TopicID, t.Partitions = topicID(name), g.Assignment.Partitions[name]
+			resp.Assignment.Topics = append(resp.Assignment.Topics, t)
+		}
+	}
+	return resp
+}

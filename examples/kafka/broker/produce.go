@@ -1,0 +1,137 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/group"
+	"github.com/strandlog/strand/log"
+	"github.com/strandlog/strand/segment"
+)
+
+// produce appends each partition's batch as the producer built it: the log
+// checks it (CRC, size, an idempotent producer's sequence and epoch) and
+// assigns its offsets; a compressed batch is stored compressed. The
+// partitions of one request are appended concurrently, so that they share
+// their fsyncs with other connections' appends (group commit).
+func (b *Broker) produce(_ context.Context, r *request) kmsg.Response {
+	req := r.body.(*kmsg.ProduceRequest)
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	var refused error
+	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
+		refused = fmt.Errorf("%w: acks %d, want -1, 0 or 1", kerr.InvalidRequiredAcks, req.Acks)
+	}
+	var wg sync.WaitGroup
+	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
+	for i, t := range req.Topics {
+		rt := &resp.Topics[i]
+		*rt = kmsg.NewProduceResponseTopic()
+		rt.Topic = t.Topic
+		rt.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(t.Partitions))
+		for j, tp := range t.Partitions {
+			rp := &rt.Partitions[j]
+			*rp = kmsg.NewProduceResponseTopicPartition()
+			rp.Partition = tp.Partition
+			if refused != nil {
+				rp.ErrorCode, rp.ErrorMessage = code(refused), message(refused)
+				continue
+			}
+			wg.Go(func() {
+				err := b.appendBatch(t.Topic, tp.Partition, tp.Records, rp)
+				if err != nil {
+					rp.ErrorCode, rp.ErrorMessage = code(err), message(err)
+					b.logger.Info("broker: produce refused", "topic", t.Topic, "partition", tp.Partition, "client", r.clientID, "err", err)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if req.Acks == 0 {
+		// No response: an acks=0 producer does not read one (Kafka
+		// closes the connection on an error instead; the log line above
+		// is the trace here).
+		return nil
+	}
+	return resp
+}
+
+// appendBatch appends the one batch of a partition's records (a produce of
+// version 3+ holds exactly one, Kafka's LogValidator rule) and fills in the
+// partition's response.
+func (b *Broker) appendBatch(topic string, id int32, records []byte, rp *kmsg.ProduceResponseTopicPartition) error {
+	if err := writable(topic); err != nil {
+		return err
+	}
+	p, _, err := b.partition(topic, id)
+	if err != nil {
+		return err
+	}
+	batch, rest, err := segment.ParseBatch(records)
+	switch {
+	case err != nil:
+		return err
+	case len(rest) > 0:
+		return fmt.Errorf("%w: %d bytes after the first batch: a produce request holds one batch per partition", kerr.InvalidRecord, len(rest))
+	case batch.Control():
+		return fmt.Errorf("%w: a control batch from a client", kerr.InvalidRecord)
+	case batch.Transactional():
+		return fmt.Errorf("%w: transactional batch; transactions are not served by this broker yet", kerr.InvalidTxnState)
+	}
+	if c := batch.Codec(); c == segment.CodecSnappy || c == segment.CodecZstd {
+		if err := batch.Validate(); err != nil {
+			return err
+		}
+		if batch, err = transcode(batch); err != nil {
+			return err
+		}
+	}
+	res, err := p.AppendBatch(batch)
+	if err != nil {
+		return err
+	}
+	rp.BaseOffset = res.BaseOffset
+	rp.LogAppendTime = -1 // message.timestamp.type=CreateTime
+	start, _, _, err := p.Offsets()
+	if err != nil && !errors.Is(err, log.ErrClosed) {
+		return err
+	}
+	rp.LogStartOffset = start
+	return nil
+}
+
+// initProducerID hands an idempotent producer a producer id never handed out
+// before by this data directory, at epoch 0, as Kafka does for a producer
+// without a transactional id (whatever id and epoch it had before).
+func (b *Broker) initProducerID(_ context.Context, r *request) kmsg.Response {
+	req := r.body.(*kmsg.InitProducerIDRequest)
+	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
+	resp.ProducerID, resp.ProducerEpoch = -1, -1
+	if req.TransactionalID != nil {
+		b.logger.Info("broker: transactional InitProducerId refused: transactions are not served yet", "txn", *req.TransactionalID, "client", r.clientID)
+		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		return resp
+	}
+	id, err := b.dir.NewProducerID()
+	if err != nil {
+		b.logger.Error("broker: producer id", "err", err)
+		resp.ErrorCode = code(err)
+		return resp
+	}
+	resp.ProducerID, resp.ProducerEpoch = id, 0
+	return resp
+}
+
+// writable refuses clients' writes to the group coordinator's topic, whose
+// records only the coordinator may write (Kafka: "Cannot append to internal
+// topic").
+func writable(topic string) error {
+	if topic == group.OffsetsTopic {
+		return fmt.Errorf("%w: %s is written by the group coordinator only", kerr.InvalidTopicException, topic)
+	}
+	return nil
+}

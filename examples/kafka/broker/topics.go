@@ -1,0 +1,287 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/group"
+	"github.com/strandlog/strand/log"
+)
+
+func (b *Broker) metadata(_ context.Context, r *request) kmsg.Response {
+	req := r.body.(*kmsg.MetadataRequest)
+	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	host, port := b.address()
+	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: b.cfg.NodeID, Host: host, Port: port}}
+	resp.ClusterID = &b.cfg.ClusterID
+	resp.ControllerID = b.cfg.NodeID
+
+	var names []string
+	// Null topics (and an empty list before v1) ask for every topic.
+	if req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0) {
+		all, err := b.dir.Topics()
+		if err != nil {
+			resp.ErrorCode = code(err)
+			return resp
+		}
+		names = all
+	} else {
+		var byID map[[16]byte]string
+		for _, t := range req.Topics {
+			switch {
+			case t.Topic != nil:
+				names = append(names, *t.Topic)
+			case byID == nil:
+				var err error
+				if byID, err = b.topicNames(); err != nil {
+					resp.ErrorCode = code(err)
+					return resp
+				}
+				fallthrough
+			default:
+				if name, ok := byID[t.TopicID]; ok {
+					names = append(names, name)
+				} else {
+					rt := kmsg.NewMetadataResponseTopic()
+					rt.TopicID, rt.ErrorCode = t.TopicID, kerr.UnknownTopicID.Code
+					resp.Topics = append(resp.Topics, rt)
+				}
+			}
+		}
+	}
+	autoCreate := b.cfg.AutoCreateTopics && (req.Version < 4 || req.AllowAutoTopicCreation) && req.Topics != nil
+	for _, name := range names {
+		resp.Topics = append(resp.Topics, b.topicMetadata(name, autoCreate))
+	}
+	return resp
+}
+
+func (b *Broker) topicMetadata(name string, autoCreate bool) kmsg.MetadataResponseTopic {
+	t := kmsg.NewMetadataResponseTopic()
+	t.Topic, t.TopicID = &name, topicID(name)
+	t.IsInternal = name == group.OffsetsTopic
+	cfg, err := b.dir.TopicConfig(name)
+	if errors.Is(err, log.ErrUnknownTopic) && autoCreate {
+		if err = b.dir.CreateTopic(name, log.TopicConfig{}); err == nil || errors.Is(err, log.ErrTopicExists) {
+			b.logger.Info("broker: created topic on first use", "topic", name)
+			cfg, err = b.dir.TopicConfig(name)
+		}
+	}
+	if err != nil {
+		t.ErrorCode = code(err)
+		return t
+	}
+	for id := range cfg.Partitions {
+		p := kmsg.NewMetadataResponseTopicPartition()
+		p.Partition = id
+		p.Leader = b.cfg.NodeID
+		p.Replicas = []int32{b.cfg.NodeID}
+		p.ISR = []int32{b.cfg.NodeID}
+		p.OfflineReplicas = []int32{}
+		if _, epoch, err := b.partition(name, id); err != nil {
+			p.ErrorCode = code(err)
+		} else {
+			p.LeaderEpoch = epoch
+		}
+		t.Partitions = append(t.Partitions, p)
+	}
+	return t
+}
+
+func (b *Broker) createTopics(_ context.Context, r *request) kmsg.Response {
+	req := r.body.(*kmsg.CreateTopicsRequest)
+	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+	for _, t := range req.Topics {
+		rt := kmsg.NewCreateTopicsResponseTopic()
+		rt.Topic = t.Topic
+		cfg, err := b.createTopic(t, req.ValidateOnly)
+		if err != nil {
+			rt.ErrorCode, rt.ErrorMessage = code(err), message(err)
+			b.logger.Info("broker: topic not created", "topic", t.Topic, "err", err)
+		} else {
+			rt.NumPartitions, rt.ReplicationFactor = cfg.Partitions, 1
+			for _, tc := range topicConfigs {
+				v := tc.get(&cfg)
+				rt.Configs = append(rt.Configs, kmsg.CreateTopicsResponseTopicConfig{Name: tc.name, Value: &v, Source: 5})
+			}
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+// createTopic checks a CreateTopics topic as Kafka does, and creates it
+// unless validateOnly.
+func (b *Broker) createTopic(t kmsg.CreateTopicsRequestTopic, validateOnly bool) (log.TopicConfig, error) {
+	var cfg log.TopicConfig
+	if err := log.ValidateTopic(t.Topic); err != nil {
+		return cfg, fmt.Errorf("%w: %w", kerr.InvalidTopicException, err)
+	}
+	switch {
+	case len(t.ReplicaAssignment) > 0:
+		if t.NumPartitions != -1 || t.ReplicationFactor != -1 {
+			return cfg, fmt.Errorf("%w: both a replica assignment and a partition count or replication factor", kerr.InvalidRequest)
+		}
+		for i, a := range t.ReplicaAssignment {
+			if a.Partition != int32(i) || len(a.Replicas) != 1 || a.Replicas[0] != b.cfg.NodeID {
+				return cfg, fmt.Errorf("%w: partition %d: replicas must be [%d], partitions numbered from 0", kerr.InvalidReplicaAssignment, a.Partition, b.cfg.NodeID)
+			}
+		}
+		cfg.Partitions = int32(len(t.ReplicaAssignment))
+	case t.NumPartitions == -1: // the broker's num.partitions
+	case t.NumPartitions <= 0 || t.NumPartitions > log.MaxPartitions:
+		return cfg, fmt.Errorf("%w: %d partitions, want 1 to %d", kerr.InvalidPartitions, t.NumPartitions, log.MaxPartitions)
+	default:
+		cfg.Partitions = t.NumPartitions
+	}
+	if rf := t.ReplicationFactor; rf != -1 && rf != 1 && len(t.ReplicaAssignment) == 0 {
+		return cfg, fmt.Errorf("%w: replication factor %d, but the cluster has 1 broker", kerr.InvalidReplicationFactor, rf)
+	}
+	configs := map[string]*string{}
+	for _, c := range t.Configs {
+		configs[c.Name] = c.Value
+	}
+	if err := applyConfigs(&cfg, configs); err != nil {
+		return cfg, err
+	}
+	if validateOnly {
+		if _, err := b.dir.TopicConfig(t.Topic); err == nil {
+			return cfg, fmt.Errorf("%w: %s", log.ErrTopicExists, t.Topic)
+		}
+		return cfg, nil
+	}
+	if err := b.dir.CreateTopic(t.Topic, cfg); err != nil {
+		return cfg, err
+	}
+	return b.dir.TopicConfig(t.Topic)
+}
+
+func (b *Broker) deleteTopics(_ context.Context, r *request) kmsg.Response {
+	req := r.body.(*kmsg.DeleteTopicsRequest)
+	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
+	for _, name := range req.TopicNames {
+		rt := kmsg.NewDeleteTopicsResponseTopic()
+		rt.Topic = &name
+		var err error
+		if err = writable(name); err == nil {
+			err = b.dir.DeleteTopic(name)
+		}
+		if err == nil {
+			b.forgetTopic(name)
+		}
+		rt.ErrorCode, rt.ErrorMessage = code(err), message(err)
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+// Config sources of DescribeConfigs (DescribeConfigsResponse.ConfigSource).
+const (
+	sourceTopic        = 1 // DYNAMIC_TOPIC_CONFIG
+	sourceStaticBroker = 4 // STATIC_BROKER_CONFIG
+)
+
+func (b *Broker) describeConfigs(_ context.Context, r *request) kmsg.Response {
+	req := r.body.(*kmsg.DescribeConfigsRequest)
+	resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
+	for _, res := range req.Resources {
+		rr := kmsg.NewDescribeConfigsResponseResource()
+		rr.ResourceType, rr.ResourceName = res.ResourceType, res.ResourceName
+		var entries map[string]string
+		var source kmsg.ConfigSource
+		switch res.ResourceType {
+		case kmsg.ConfigResourceTypeTopic:
+			cfg, err := b.dir.TopicConfig(res.ResourceName)
+			if err != nil {
+				rr.ErrorCode, rr.ErrorMessage = code(err), message(err)
+				break
+			}
+			entries, source = map[string]string{}, sourceTopic
+			for _, tc := range topicConfigs {
+				entries[tc.name] = tc.get(&cfg)
+			}
+		case kmsg.ConfigResourceTypeBroker:
+			entries, source = map[string]string{
+				"broker.id":                 fmt.Sprint(b.cfg.NodeID),
+				"log.dirs":                  b.cfg.DataDir,
+				"auto.create.topics.enable": fmt.Sprint(b.cfg.AutoCreateTopics),
+				"socket.request.max.bytes":  fmt.Sprint(b.cfg.MaxRequestBytes),
+				"connections.max.idle.ms":   fmt.Sprint(b.cfg.IdleTimeout.Milliseconds()),
+			}, sourceStaticBroker
+		default:
+			err := fmt.Errorf("%w: resource type %d", kerr.InvalidRequest, res.ResourceType)
+			rr.ErrorCode, rr.ErrorMessage = code(err), message(err)
+		}
+		want := res.ConfigNames
+		if want == nil {
+			for _, tc := range topicConfigs {
+				if _, ok := entries[tc.name]; ok {
+					want = append(want, tc.name)
+				}
+			}
+			for name := range entries {
+				if findConfig(name) < 0 {
+					want = append(want, name)
+				}
+			}
+		}
+		for _, name := range want {
+			v, ok := entries[name]
+			if !ok {
+				continue
+			}
+			c := kmsg.NewDescribeConfigsResponseResourceConfig()
+			c.Name, c.Value, c.Source, c.ReadOnly = name, &v, source, res.ResourceType == kmsg.ConfigResourceTypeBroker
+			rr.Configs = append(rr.Configs, c)
+		}
+		resp.Resources = append(resp.Resources, rr)
+	}
+	return resp
+}
+
+func (b *Broker) deleteRecords(_ context.Context, r *request) kmsg.Response {
+	req := r.body.(*kmsg.DeleteRecordsRequest)
+	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
+	for _, t := range req.Topics {
+		rt := kmsg.NewDeleteRecordsResponseTopic()
+		rt.Topic = t.Topic
+		for _, tp := range t.Partitions {
+			rp := kmsg.NewDeleteRecordsResponseTopicPartition()
+			rp.Partition = tp.Partition
+			rp.LowWatermark = -1
+			rp.ErrorCode = code(b.deleteRecordsOf(t.Topic, tp.Partition, tp.Offset, &rp.LowWatermark))
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+// deleteRecordsOf moves a partition's log start to offset (-1: the high
+// watermark, as Kafka's DeleteRecords) and reports the new log start.
+func (b *Broker) deleteRecordsOf(topic string, id int32, offset int64, low *int64) error {
+	if err := writable(topic); err != nil {
+		return err
+	}
+	p, _, err := b.partition(topic, id)
+	if err != nil {
+		return err
+	}
+	if offset == -1 {
+		if _, offset, _, err = p.Offsets(); err != nil {
+			return err
+		}
+	}
+	if offset < 0 {
+		return fmt.Errorf("%w: delete records before %d", kerr.OffsetOutOfRange, offset)
+	}
+	if err := p.DeleteRecordsBefore(offset); err != nil {
+		return err
+	}
+	*low, _, _, err = p.Offsets()
+	return err
+}
