@@ -19,6 +19,10 @@ type followerState struct {
 	// reconciled is set, under the pre279 bug, once the follower truncated
 	// in this epoch: the old protocol checked epochs only then.
 	reconciled bool
+	// truncateAt is, under the hwBeforeTruncation bug, the truncation a
+	// diverging answer asked for, done on the next tick if deferred.
+	truncateAt int64
+	deferred   bool
 }
 
 // becomeFollower starts following p.leader. With reset (a new leader
@@ -37,6 +41,10 @@ func (p *Partition) becomeFollower(reset bool) {
 }
 
 func (p *Partition) followerTick() {
+	if p.fl.deferred {
+		p.truncate(p.fl.truncateAt)
+		p.fl.deferred = false
+	}
 	if p.fl.outstanding && p.now-p.fl.sentAt >= int64(p.cfg.RequestTimeout+p.cfg.FetchMaxWait) {
 		p.fl.outstanding = false // lost: ask again
 	}
@@ -49,7 +57,7 @@ func (p *Partition) followerTick() {
 // takes it as an acknowledgement).
 func (p *Partition) maybeFetch() {
 	if p.role != RoleFollower || p.leader == NoNode || p.fl.fenced || p.fl.outstanding ||
-		p.now < p.fl.backoffUntil || p.writesPending() {
+		p.now < p.fl.backoffUntil || p.writesPending() || p.fl.deferred {
 		return
 	}
 	if p.refresh() != nil {
@@ -116,6 +124,11 @@ func (p *Partition) stepFetchResponse(m *FetchResponse) error {
 			p.Fail(err)
 			return nil
 		}
+		if p.cfg.bugs.hwBeforeTruncation {
+			p.fl.truncateAt, p.fl.deferred = off, true
+			p.setFollowerHW(m.HighWatermark)
+			return nil
+		}
 		p.truncate(off)
 		p.fl.reconciled = p.cfg.bugs.pre279
 		return nil
@@ -130,10 +143,7 @@ func (p *Partition) stepFetchResponse(m *FetchResponse) error {
 		p.write(Write{Kind: WriteAppend, Batch: b})
 		p.end = b.LastOffset() + 1
 	}
-	if hw := min(max(m.HighWatermark, p.logStart), p.end); hw != p.hw {
-		p.hw = hw
-		p.write(Write{Kind: WriteHighWatermark, Offset: hw})
-	}
+	p.setFollowerHW(m.HighWatermark)
 	// Records the leader deleted go here too, up to the high watermark
 	// (Kafka's follower maybeIncrementLogStartOffset).
 	if start := min(m.LogStartOffset, p.hw); start > p.logStart {
@@ -142,6 +152,14 @@ func (p *Partition) stepFetchResponse(m *FetchResponse) error {
 	}
 	p.maybeFetch()
 	return nil
+}
+
+// setFollowerHW takes the leader's high watermark, within the log.
+func (p *Partition) setFollowerHW(leaderHW int64) {
+	if hw := min(max(leaderHW, p.logStart), p.end); hw != p.hw {
+		p.hw = hw
+		p.write(Write{Kind: WriteHighWatermark, Offset: hw})
+	}
 }
 
 // checkRecords parses a response's records: valid batches, in increasing

@@ -359,7 +359,15 @@ func (p *Partition) maybeExpandISR(f *follower) {
 	if p.ld.pending != nil || slices.Contains(p.isr, f.id) || !f.fetchedThisEpoch {
 		return
 	}
-	if f.leo >= p.hw && (f.leo >= p.ld.leso || p.cfg.bugs.noEpochStartGuard) {
+	// With SyncedAcks what counts is what the follower synced: that
+	// survives its crash, while a fetch it sent before a crash that lost
+	// its unsynced tail may still arrive and claim the lost records
+	// (Kafka's KIP-903 fences such fetches by broker epoch instead).
+	end := f.leo
+	if p.cfg.SyncedAcks {
+		end = f.synced
+	}
+	if end >= p.hw && (end >= p.ld.leso || p.cfg.bugs.noEpochStartGuard) {
 		p.proposeISR(append(slices.Clone(p.isr), f.id), true)
 	}
 }

@@ -74,6 +74,9 @@ type bugs struct {
 	// pre279 ignores the epoch of a diverging answer (KIP-101 without
 	// KIP-279).
 	pre279 bool
+	// hwBeforeTruncation applies the high watermark of a diverging answer
+	// at once and truncates only on the next tick (KAFKA-14704).
+	hwBeforeTruncation bool
 }
 
 func (c Config) withDefaults() (Config, error) {
