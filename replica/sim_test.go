@@ -281,6 +281,8 @@ func (s *sim) step() {
 		s.bounce(live[s.r.IntN(len(live))], s.bug.reuseEpoch)
 	case k < 98:
 		s.partition()
+	case k < 99:
+		s.moveLeader()
 	default:
 		for _, n := range c.nodes {
 			if n.down {
@@ -292,6 +294,30 @@ func (s *sim) step() {
 	c.flush()
 	s.collectResults()
 	s.check()
+}
+
+// moveLeader has the controller move leadership to another running ISR
+// member, as a preferred-leader election or a reassignment does.
+func (s *sim) moveLeader() {
+	c := s.c
+	ctl := &c.ctl
+	if ctl.leader == NoNode {
+		return
+	}
+	var to []NodeID
+	for _, id := range ctl.isr {
+		if id != ctl.leader && !c.node(id).down {
+			to = append(to, id)
+		}
+	}
+	if len(to) == 0 {
+		return
+	}
+	ctl.leader = to[s.r.IntN(len(to))]
+	ctl.leaderEpoch++
+	ctl.partitionEpoch++
+	c.logf("controller: move leadership to %d epoch %d", ctl.leader, ctl.leaderEpoch)
+	c.announce(NoNode)
 }
 
 // partition cuts a link, both ways or one, or heals every cut.
