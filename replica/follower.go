@@ -92,8 +92,19 @@ func (p *Partition) maybeFetch() {
 func (p *Partition) stepFetchResponse(m *FetchResponse) error {
 	// The fetch offset must match too: IDs start over when a node
 	// restarts, and a response to its previous life may come late.
+	// The leader's epoch must be the follower's, except in the answers
+	// that say they differ: a FENCED_LEADER_EPOCH from a leader in an
+	// epoch no later than the follower's answers a fetch of a previous
+	// life, and would stop it fetching for good.
+	epochOK := m.LeaderEpoch == p.leaderEpoch
+	switch m.Err {
+	case CodeFencedLeaderEpoch:
+		epochOK = m.LeaderEpoch > p.leaderEpoch
+	case CodeUnknownLeaderEpoch, CodeNotLeaderOrFollower:
+		epochOK = true
+	}
 	if p.role != RoleFollower || !p.fl.outstanding || m.ID != p.fl.fetchID || m.From != p.leader ||
-		m.FetchOffset != p.end || m.LeaderEpoch != p.leaderEpoch && m.Err == CodeNone {
+		m.FetchOffset != p.end || !epochOK {
 		return fmt.Errorf("%w: fetch response %d from node %d", ErrStale, m.ID, m.From)
 	}
 	var batches []segment.Batch

@@ -388,7 +388,18 @@ func entryAt(es []entry, offset int64) int {
 
 // failf ends the run with what went wrong, the event and the trace.
 func (s *sim) failf(format string, args ...any) {
-	s.c.t.Fatalf("%s\nevent %d; trace:\n%s", fmt.Sprintf(format, args...), s.events, s.c.dumpTrace())
+	var states strings.Builder
+	for _, n := range s.c.nodes {
+		if n.down {
+			fmt.Fprintf(&states, "node %d: down\n", n.id)
+			continue
+		}
+		st := n.p.Status()
+		fmt.Fprintf(&states, "node %d: %s of leader %d epoch %d/%d isr %v, log [%d, %d) hw %d, fetch %+v; %v\n",
+			n.id, st.Role, st.Leader, st.LeaderEpoch, st.PartitionEpoch, st.ISR, st.LogStartOffset, st.LogEndOffset, st.HighWatermark, n.p.fl, s.c.entries(n.id))
+	}
+	s.c.t.Fatalf("%s\nevent %d; controller: leader %d epoch %d/%d isr %v\n%strace:\n%s", fmt.Sprintf(format, args...), s.events,
+		s.c.ctl.leader, s.c.ctl.leaderEpoch, s.c.ctl.partitionEpoch, s.c.ctl.isr, states.String(), s.c.dumpTrace())
 }
 
 // check verifies the invariants of research section 4 after an event.
