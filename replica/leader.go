@@ -53,7 +53,6 @@ type pendingISR struct {
 	expand  bool
 	msg     *AlterPartition
 	retryAt int64
-	hold    bool // a non-retriable answer: wait for new metadata
 }
 
 type waitingProduce struct {
@@ -323,7 +322,7 @@ func (p *Partition) leaderTick() {
 		return
 	}
 	p.wakeParked()
-	if pd := p.ld.pending; pd != nil && !pd.hold && p.now >= pd.retryAt {
+	if pd := p.ld.pending; pd != nil && p.now >= pd.retryAt {
 		pd.retryAt = p.now + int64(p.cfg.RequestTimeout)
 		p.send(pd.msg)
 	}
@@ -400,7 +399,12 @@ func (p *Partition) stepAlterPartitionResponse(m *AlterPartitionResponse) error 
 	case CodeNotController, CodeRequestTimedOut, CodeUnknownTopicOrPartition:
 		pd.retryAt = p.now + int64(p.cfg.RetryBackoff)
 	default:
-		pd.hold = true
+		// Kafka waits for new metadata here. An answer names no request,
+		// though, and may be a late one to an earlier proposal, which the
+		// metadata it asks to wait for already replaced (the simulator's
+		// seed 1265 waited for good): ask again after RequestTimeout,
+		// unless the metadata comes first.
+		pd.retryAt = p.now + int64(p.cfg.RequestTimeout)
 	}
 	return nil
 }

@@ -148,6 +148,7 @@ type inflight struct {
 	end         int64 // the log end once its writes and all before are applied
 	hw          int64 // the high watermark then
 	writes      bool
+	reshapes    bool  // a write that removes records or sets an epoch
 	leaderEpoch int32 // the epoch it sets, or -1
 }
 
@@ -247,7 +248,8 @@ func (p *Partition) HasReady() bool {
 // partition: the next Ready holds only what came after.
 func (p *Partition) Ready() Ready {
 	rd := Ready{Writes: p.writes, Messages: p.msgs, Results: p.results, seq: p.seq}
-	p.inflight = append(p.inflight, inflight{seq: p.seq, end: p.end, hw: p.hw, writes: len(p.writes) > 0, leaderEpoch: p.epochPending})
+	p.inflight = append(p.inflight, inflight{seq: p.seq, end: p.end, hw: p.hw, writes: len(p.writes) > 0,
+		reshapes: slices.ContainsFunc(p.writes, Write.reshapes), leaderEpoch: p.epochPending})
 	p.seq++
 	p.writes, p.msgs, p.results, p.epochPending = nil, nil, nil, -1
 	return rd
@@ -274,6 +276,7 @@ func (p *Partition) Advance(rd Ready) error {
 		}
 		p.leaderProgress()
 	case RoleFollower:
+		p.reportSynced()
 		p.maybeFetch()
 	}
 	return nil
@@ -357,6 +360,12 @@ func (p *Partition) write(w Write) { p.writes = append(p.writes, w) }
 // applied.
 func (p *Partition) writesPending() bool {
 	return len(p.writes) > 0 || slices.ContainsFunc(p.inflight, func(in inflight) bool { return in.writes })
+}
+
+// reshapingWritesPending reports whether a write that removes records or
+// sets an epoch is handed out or queued and not yet applied.
+func (p *Partition) reshapingWritesPending() bool {
+	return slices.ContainsFunc(p.writes, Write.reshapes) || slices.ContainsFunc(p.inflight, func(in inflight) bool { return in.reshapes })
 }
 
 func (p *Partition) notLeader() error {

@@ -395,8 +395,8 @@ func (s *sim) failf(format string, args ...any) {
 			continue
 		}
 		st := n.p.Status()
-		fmt.Fprintf(&states, "node %d: %s of leader %d epoch %d/%d isr %v, log [%d, %d) hw %d, fetch %+v; %v\n",
-			n.id, st.Role, st.Leader, st.LeaderEpoch, st.PartitionEpoch, st.ISR, st.LogStartOffset, st.LogEndOffset, st.HighWatermark, n.p.fl, s.c.entries(n.id))
+		fmt.Fprintf(&states, "node %d: %s of leader %d epoch %d/%d isr %v pending %v, log [%d, %d) hw %d, fetch %+v; %v\n",
+			n.id, st.Role, st.Leader, st.LeaderEpoch, st.PartitionEpoch, st.ISR, st.PendingISR, st.LogStartOffset, st.LogEndOffset, st.HighWatermark, n.p.fl, s.c.entries(n.id))
 	}
 	s.c.t.Fatalf("%s\nevent %d; controller: leader %d epoch %d/%d isr %v\n%strace:\n%s", fmt.Sprintf(format, args...), s.events,
 		s.c.ctl.leader, s.c.ctl.leaderEpoch, s.c.ctl.partitionEpoch, s.c.ctl.isr, states.String(), s.c.dumpTrace())

@@ -93,6 +93,12 @@ func (w Write) String() string {
 	return fmt.Sprintf("%s %d", w.Kind, w.Offset)
 }
 
+// reshapes reports whether w removes records or sets an epoch: what a
+// follower reads from its log before it fetches.
+func (w Write) reshapes() bool {
+	return w.Kind == WriteTruncate || w.Kind == WriteRestart || w.Kind == WriteLeaderEpoch
+}
+
 // Apply performs the write on l.
 func (w Write) Apply(l Log) error {
 	var err error
