@@ -232,7 +232,9 @@ func TestTC15ReassignmentOnThePartition(t *testing.T) {
 func TestLateErrorAnswerToAReplacedProposalIsRetried(t *testing.T) {
 	c := newCluster(t, 1, 2, 3).start(func(cfg *Config) { cfg.MinInsyncReplicas = 2 })
 	c.elect(1, 1, 2)
-	dropProposals := func() { c.queue = slices.DeleteFunc(c.queue, func(m Message) bool { _, ok := m.(*AlterPartition); return ok }) }
+	dropProposals := func() {
+		c.queue = slices.DeleteFunc(c.queue, func(m Message) bool { _, ok := m.(*AlterPartition); return ok })
+	}
 	release := c.stashAlterPartitions()
 	c.tick(3)
 	require.Len(t, release(), 1, "node 3 caught up and is proposed")
