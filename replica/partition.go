@@ -49,7 +49,10 @@ type Config struct {
 	// only in their page caches (Kafka counts what they have written).
 	// Under FsyncAlways the two are the same; under the other policies
 	// the high watermark follows the syncs. Every replica of a partition
-	// should use the same setting.
+	// should use the same setting. A follower under SyncedAcks fetches
+	// ahead of its writes, so that its fetches overlap its fsyncs, and a
+	// leader admits a follower to the ISR on what it synced, which
+	// survives its crash, rather than on what it wrote.
 	SyncedAcks bool
 	// MaxBatchBytes is the largest batch a produce may carry
 	// (message.max.bytes); default log.DefaultMaxBatchBytes. The log's
