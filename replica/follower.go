@@ -99,23 +99,23 @@ func (p *Partition) maybeFetch() {
 	})
 }
 
-// reportSynced tells the leader at once what a follower fetching ahead
+// followerSynced tells the leader at once what a follower fetching ahead
 // has synced since its outstanding fetch: the leader, holding that fetch
 // until it has records, would not learn it before, and an AcksAll produce
 // may wait on it. The new fetch replaces the held one on the leader; an
 // answer to the old one is stale.
-func (p *Partition) reportSynced() {
-	if !p.cfg.SyncedAcks || !p.fl.outstanding || !p.fl.inStep {
-		return
+func (p *Partition) followerSynced() {
+	if p.cfg.SyncedAcks && p.fl.outstanding && p.fl.inStep {
+		synced, err := p.cfg.Log.SyncedEndOffset()
+		if err != nil {
+			p.Fail(err)
+			return
+		}
+		if synced > p.fl.reported {
+			p.fl.outstanding = false
+		}
 	}
-	synced, err := p.cfg.Log.SyncedEndOffset()
-	if err != nil {
-		p.Fail(err)
-		return
-	}
-	if synced > p.fl.reported {
-		p.fl.outstanding = false
-	}
+	p.maybeFetch()
 }
 
 // stepFetchResponse handles the leader's answer (AbstractFetcherThread's

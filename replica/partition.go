@@ -279,10 +279,26 @@ func (p *Partition) Advance(rd Ready) error {
 		}
 		p.leaderProgress()
 	case RoleFollower:
-		p.reportSynced()
-		p.maybeFetch()
+		p.followerSynced()
 	}
 	return nil
+}
+
+// Synced tells the partition that its log synced more of what was
+// written, for an application that syncs the log itself (a log that does
+// not sync its appends, under Config.SyncedAcks; see DriverConfig.
+// SyncWrites): a leader may move its high watermark, and a follower tells
+// its leader at once. Without it, Advance and Tick notice syncs.
+func (p *Partition) Synced() {
+	if p.failed != nil {
+		return
+	}
+	switch p.role {
+	case RoleLeader:
+		p.leaderProgress()
+	case RoleFollower:
+		p.followerSynced()
+	}
 }
 
 // Fail tells the partition that a write failed: what the log holds is no

@@ -630,22 +630,16 @@ func runSim(t testingT, seed uint64, events int, bug bugs) simStats {
 	}
 	s.heal()
 	st := simStats{events: s.events, acked: len(s.acked)}
-	final := c0(s)
+	kept := map[string]bool{}
+	for _, e := range s.c.entries(s.c.ctl.leader) {
+		kept[e.Value] = true
+	}
 	for value := range s.weak {
-		if !final[value] {
+		if !kept[value] {
 			st.weakLost++
 		}
 	}
 	return st
-}
-
-// c0 returns the values in the leader's log.
-func c0(s *sim) map[string]bool {
-	out := map[string]bool{}
-	for _, e := range s.c.entries(s.c.ctl.leader) {
-		out[e.Value] = true
-	}
-	return out
 }
 
 func TestSimulator(t *testing.T) {
@@ -659,7 +653,9 @@ func TestSimulator(t *testing.T) {
 	}
 	start := time.Now()
 	var total simStats
+	ran := 0
 	for seed := range uint64(seeds) {
+		ran++
 		ok := t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			st := runSim(t, seed, simEvents, bugs{})
 			total.events += st.events
@@ -667,12 +663,12 @@ func TestSimulator(t *testing.T) {
 			total.weakLost += st.weakLost
 		})
 		if !ok {
-			t.Logf("replay: go test -run 'TestSimulator/seed=%d$' ./replica", seed)
+			t.Logf("replay: go test -run 'TestSimulator/seed=%d$' -sim.seeds=%d ./replica", seed, seed+1)
 			break
 		}
 	}
 	t.Logf("%d seeds, %d events, %.0f events/s; %d acks=all records acknowledged, none lost; %d acks=0/1 records acknowledged and lost (allowed)",
-		seeds, total.events, float64(total.events)/time.Since(start).Seconds(), total.acked, total.weakLost)
+		ran, total.events, float64(total.events)/time.Since(start).Seconds(), total.acked, total.weakLost)
 }
 
 // catcher is a testingT whose failure ends the run with a panic that

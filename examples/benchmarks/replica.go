@@ -38,16 +38,29 @@ type replicaMode struct {
 	// synced, and so may fetch ahead of their writes. Under FsyncAlways
 	// an acknowledgement means the same with it or without.
 	synced bool
+	// groupSync opens the replicas' logs with FsyncNever and has each
+	// driver's writer sync once per Ready (DriverConfig.SyncWrites),
+	// under SyncedAcks: an acknowledgement still means on disk on every
+	// ISR member, as under FsyncAlways, the policy of the baseline.
+	groupSync bool
 }
 
 func (m replicaMode) String() string {
-	if m.synced {
+	switch {
+	case m.groupSync:
+		return m.fsync.String() + "-groupsync"
+	case m.synced:
 		return m.fsync.String() + "-synced"
 	}
 	return m.fsync.String()
 }
 
-var replicaModes = []replicaMode{{log.FsyncAlways(), false}, {log.FsyncAlways(), true}, {log.FsyncNever(), false}}
+var replicaModes = []replicaMode{
+	{fsync: log.FsyncAlways()},
+	{fsync: log.FsyncAlways(), synced: true},
+	{fsync: log.FsyncAlways(), groupSync: true},
+	{fsync: log.FsyncNever()},
+}
 
 // inflights are how many produces the throughput runs keep outstanding at
 // once, beside the single one a plain Log.Append loop has.
@@ -236,14 +249,18 @@ func startReplicas(mode replicaMode, overHTTP bool) (*replicas, error) {
 		}
 		c.tr.deliver = httpDelivery(urls)
 	}
+	logFsync := mode.fsync
+	if mode.groupSync {
+		logFsync = log.FsyncNever()
+	}
 	for _, id := range ids {
-		l, err := log.Open(filepath.Join(dir, fmt.Sprint(id)), log.Options{Fsync: mode.fsync, ExternalHighWatermark: true})
+		l, err := log.Open(filepath.Join(dir, fmt.Sprint(id)), log.Options{Fsync: logFsync, ExternalHighWatermark: true})
 		if err != nil {
 			c.close()
 			return nil, err
 		}
 		c.logs = append(c.logs, l)
-		d, err := replica.NewDriver(replica.DriverConfig{Node: replica.NewNode(id), Transport: c.tr, TickInterval: time.Millisecond})
+		d, err := replica.NewDriver(replica.DriverConfig{Node: replica.NewNode(id), Transport: c.tr, TickInterval: time.Millisecond, SyncWrites: mode.groupSync})
 		if err != nil {
 			c.close()
 			return nil, err
@@ -251,7 +268,7 @@ func startReplicas(mode replicaMode, overHTTP bool) (*replicas, error) {
 		c.drivers[id] = d
 		c.runs.Add(1)
 		go func() { defer c.runs.Done(); d.Run(ctx) }()
-		if err := d.AddPartition(ctx, replica.Config{Topic: "bench", Log: l, MinInsyncReplicas: 2, SyncedAcks: mode.synced,
+		if err := d.AddPartition(ctx, replica.Config{Topic: "bench", Log: l, MinInsyncReplicas: 2, SyncedAcks: mode.synced || mode.groupSync,
 			ReplicaLagTime: 1 << 20, ProduceTimeout: 1 << 20, RequestTimeout: 1000}); err != nil {
 			c.close()
 			return nil, err
