@@ -31,12 +31,17 @@ type DriverConfig struct {
 	// SyncWrites has each partition's writer sync its log once after it
 	// applied a Ready's writes, and tell the partition (Partition.Synced)
 	// after it has advanced it: a group commit of the Ready's appends,
-	// and the partition goes on (a leader serves its followers, a
-	// follower fetches) while the sync runs. It is for logs that do not
+	// meant to let the partition go on (a leader serve its followers, a
+	// follower fetch) while the sync runs. It is for logs that do not
 	// sync their appends themselves (FsyncNever) and partitions under
 	// Config.SyncedAcks, where only what is synced counts: an AcksAll
 	// result then means on disk on every ISR member, as under
 	// FsyncAlways, with one fsync per Ready rather than per batch.
+	//
+	// log.Log.Sync holds the log's writer lock while it syncs, and the
+	// partition's reads of the log (SyncedEndOffset, EndOffsetForEpoch)
+	// take that lock: today they wait for the sync, so the overlap is
+	// lost (examples/benchmarks/REPLICA.md).
 	SyncWrites bool
 }
 

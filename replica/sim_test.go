@@ -265,6 +265,7 @@ func (s *sim) step() {
 		live := s.c.live()
 		id := live[s.r.IntN(len(live))]
 		c.sync(id)
+		c.node(id).p.Synced()
 		c.logf("sync %d", id)
 	case k < 95:
 		for _, n := range c.nodes {
@@ -559,6 +560,7 @@ func (s *sim) heal() {
 		if s.lossy {
 			for _, n := range c.nodes {
 				c.sync(n.id) // a flush interval elapses
+				n.p.Synced()
 			}
 		}
 		c.tick(1)
