@@ -16,11 +16,12 @@ import (
 )
 
 // The deterministic simulator (research/replica.md sections 4 and 6.4): a
-// seed drives random message delivery (reordering), loss and duplication,
-// symmetric and asymmetric network partitions, ticks, produces with every
-// acks level and their retries, syncs, and node crashes and restarts, with
-// a controller that fences a crashed node out of the ISR and elects
-// cleanly from the rest (never uncleanly). A seed also picks how durable
+// seed drives random message delivery (reordering), loss, duplication and
+// long delays, symmetric and asymmetric network partitions, ticks,
+// produces with every acks level and their retries, syncs, node crashes,
+// bounces and restarts, and leadership moves, with a controller that
+// fences a crashed node out of the ISR and elects cleanly from the rest
+// (never uncleanly). A seed also picks how durable
 // the logs are: FsyncAlways, or FsyncNever with SyncedAcks, where a crash
 // keeps a random subset of what was not synced (vfs.CrashConfig.Rand) and
 // the node restarts from what survived. After every event the invariants
@@ -29,7 +30,7 @@ import (
 // acknowledged record and every read. A failure names its seed and
 // prints the trace; the same seed replays it exactly.
 
-var simSeeds = flag.Int("sim.seeds", 0, "simulator seeds to run (default 1000, 200 with -short; 10000 for a long run)")
+var simSeeds = flag.Int("sim.seeds", 0, "simulator seeds to run (default 1000, 300 with -short; 10000 for a long run)")
 
 // simEvents is how many random events a seed runs before it heals.
 const simEvents = 400
@@ -649,7 +650,7 @@ func TestSimulator(t *testing.T) {
 	switch {
 	case seeds > 0:
 	case testing.Short():
-		seeds = 200
+		seeds = 300
 	default:
 		seeds = 1000
 	}
