@@ -30,6 +30,11 @@ type node struct {
 	p     *Partition
 	down  bool
 	fsync log.FsyncPolicy
+	// ver counts the changes to the log through the harness, so that its
+	// entries are read again only when they may differ.
+	ver     uint64
+	cached  []entry
+	cacheAt [3]int64 // ver, log start and log end when cached was read
 }
 
 // controller is the harness's controller: the partition's committed state
@@ -56,6 +61,8 @@ type cluster struct {
 	ctl     controller
 	queue   []Message
 	results map[uint64]ProduceResult
+	// answered lists the results' IDs in the order they came.
+	answered []uint64
 	// hwAtResult is the leader log's high watermark when a result was
 	// handed out, before that Ready's writes were applied: what a consumer
 	// could read then.
@@ -106,12 +113,28 @@ func (c *cluster) open(n *node) {
 	p, err := New(cfg)
 	require.NoError(c.t, err)
 	n.log, n.p, n.down = l, p, false
+	n.ver++
+}
+
+// live returns the running nodes.
+func (c *cluster) live() []NodeID {
+	var out []NodeID
+	for _, n := range c.nodes {
+		if !n.down {
+			out = append(out, n.id)
+		}
+	}
+	return out
 }
 
 func (c *cluster) node(id NodeID) *node {
-	i := slices.IndexFunc(c.nodes, func(n *node) bool { return n.id == id })
-	require.GreaterOrEqual(c.t, i, 0, "node %d", id)
-	return c.nodes[i]
+	for _, n := range c.nodes {
+		if n.id == id {
+			return n
+		}
+	}
+	c.t.Fatalf("no node %d", id)
+	return nil
 }
 
 // traceLines is how much of the trace a failure prints.
@@ -219,15 +242,20 @@ func (c *cluster) flush() {
 			for _, w := range rd.Writes {
 				c.logf("%d: write %s", n.id, w)
 			}
+			if len(rd.Writes) > 0 {
+				n.ver++
+			}
 			if err := ApplyWrites(n.log, rd.Writes); err != nil {
 				n.p.Fail(err)
 			}
 			c.queue = append(c.queue, rd.Messages...)
 			for _, r := range rd.Results {
 				c.logf("%d: result %s", n.id, &r)
-				_, dup := c.results[r.ID]
-				require.False(c.t, dup, "produce %d has two results", r.ID)
+				if _, dup := c.results[r.ID]; dup {
+					c.t.Fatalf("produce %d has two results", r.ID)
+				}
 				c.results[r.ID] = r
+				c.answered = append(c.answered, r.ID)
 			}
 			require.NoError(c.t, n.p.Advance(rd))
 		}
@@ -296,10 +324,14 @@ func (c *cluster) tick(n int) {
 
 // crash stops a node as a power failure would: what it did not sync is
 // lost, and its partition forgets everything.
-func (c *cluster) crash(id NodeID) {
+func (c *cluster) crash(id NodeID) { c.crashWith(id, vfs.CrashConfig{}) }
+
+// crashWith is crash with cfg saying which unsynced writes survive.
+func (c *cluster) crashWith(id NodeID, cfg vfs.CrashConfig) {
 	n := c.node(id)
-	n.fs = n.fs.Crash(vfs.CrashConfig{})
+	n.fs = n.fs.Crash(cfg)
 	n.down, n.p, n.log = true, nil, nil
+	n.ver++
 	c.logf("crash %d", id)
 }
 
@@ -321,11 +353,18 @@ type entry struct {
 func (e entry) String() string { return fmt.Sprintf("%d:%s/e%d", e.Offset, e.Value, e.Epoch) }
 
 // entries returns a node's log: each record's offset, epoch and value.
+// The slice is shared until the log changes: do not modify it.
 func (c *cluster) entries(id NodeID) []entry {
-	out, err := readEntries(c.node(id).log)
+	n := c.node(id)
+	at := [3]int64{int64(n.ver), n.log.LogStartOffset(), n.log.LogEndOffset()}
+	if n.cached != nil && n.cacheAt == at {
+		return n.cached
+	}
+	out, err := readEntries(n.log)
 	if err != nil {
 		c.t.Fatalf("reading node %d's log: %v", id, err)
 	}
+	n.cached, n.cacheAt = out, at
 	return out
 }
 
@@ -405,7 +444,7 @@ func (c *cluster) requireLogsMatch(ids ...NodeID) {
 	}
 	var first []entry
 	for i, id := range ids {
-		es := slices.DeleteFunc(c.entries(id), func(e entry) bool { return e.Offset >= bound })
+		es := slices.DeleteFunc(slices.Clone(c.entries(id)), func(e entry) bool { return e.Offset >= bound })
 		if i == 0 {
 			first = es
 			continue
@@ -456,6 +495,7 @@ func (c *cluster) seed(id NodeID, hw int64, records ...string) {
 		_, err = n.log.AppendReplicated(b)
 		require.NoError(c.t, err)
 	}
+	n.ver++
 	_, err := n.log.SetHighWatermark(hw)
 	require.NoError(c.t, err)
 }

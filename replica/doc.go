@@ -42,7 +42,8 @@
 // To keep this sound the partition reads only what no outstanding write
 // changes: a follower fetches and truncates only when all its writes are
 // applied (its fetch offset is then what its log holds, which the leader
-// takes as an acknowledgement: pull replication makes the fetch the ack);
+// takes as an acknowledgement: pull replication makes the fetch the ack;
+// under SyncedAcks only a truncation or epoch change must be applied);
 // a leader answers fetches only once its epoch write is applied, and then
 // reads only what it appended itself. Messages and results in a Ready can
 // be sent at once: the partition emits them only when what they report is
@@ -60,7 +61,11 @@
 // its writes applied, so under FsyncAlways everything counted towards the
 // high watermark is on disk on every ISR member. Config.SyncedAcks goes
 // further than Kafka under the other policies: replicas report what they
-// synced, and only that counts.
+// synced, and only that counts. Since its fetch offset then acknowledges
+// nothing, a follower under SyncedAcks fetches the next records while the
+// last ones are still being written and synced, and fetches again as soon
+// as a sync completes to report it: under FsyncAlways too, SyncedAcks lets
+// a follower's fetches overlap its fsyncs.
 //
 // Every produce the leader accepts ends in exactly one ProduceResult; one
 // it refuses returns the refusal from Step. Nothing is dropped silently.

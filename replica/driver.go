@@ -28,6 +28,21 @@ type DriverConfig struct {
 	// OnError, if set, hears the errors of stepping received messages
 	// (most are stale messages, which the protocol expects).
 	OnError func(error)
+	// SyncWrites has each partition's writer sync its log once after it
+	// applied a Ready's writes, and tell the partition (Partition.Synced)
+	// after it has advanced it: a group commit of the Ready's appends,
+	// meant to let the partition go on (a leader serve its followers, a
+	// follower fetch) while the sync runs. It is for logs that do not
+	// sync their appends themselves (FsyncNever) and partitions under
+	// Config.SyncedAcks, where only what is synced counts: an AcksAll
+	// result then means on disk on every ISR member, as under
+	// FsyncAlways, with one fsync per Ready rather than per batch.
+	//
+	// log.Log.Sync holds the log's writer lock while it syncs, and the
+	// partition's reads of the log (SyncedEndOffset, EndOffsetForEpoch)
+	// take that lock: today they wait for the sync, so the overlap is
+	// lost (examples/benchmarks/REPLICA.md).
+	SyncWrites bool
 }
 
 // ErrStopped is returned by a Driver that was stopped.
@@ -64,6 +79,9 @@ type writeDone struct {
 	p   *Partition
 	rd  Ready
 	err error
+	// synced: not the end of a Ready's writes but of the sync after
+	// them (SyncWrites).
+	synced bool
 }
 
 // NewDriver returns a driver of cfg.Node; Run starts it. From then on the
@@ -100,14 +118,24 @@ func (d *Driver) Run(ctx context.Context) error {
 		case fn := <-d.inbox:
 			fn()
 		case wd := <-d.done:
-			if wd.err != nil {
-				wd.p.Fail(wd.err)
-			}
-			if err := wd.p.Advance(wd.rd); err != nil {
-				d.report(err)
-			}
+			d.completed(wd)
 		}
 		d.flush()
+	}
+}
+
+// completed takes a writer's news: a Ready's writes applied, or the sync
+// after them.
+func (d *Driver) completed(wd writeDone) {
+	if wd.err != nil {
+		wd.p.Fail(wd.err)
+	}
+	if wd.synced {
+		wd.p.Synced()
+		return
+	}
+	if err := wd.p.Advance(wd.rd); err != nil {
+		d.report(err)
 	}
 }
 
@@ -281,11 +309,32 @@ func (w *writer) run(d *Driver) {
 			w.queue = w.queue[1:]
 			w.mu.Unlock()
 			err := ApplyWrites(w.p.cfg.Log, rd.Writes)
-			select {
-			case d.done <- writeDone{p: w.p, rd: rd, err: err}:
-			case <-d.stop:
+			if !w.report(d, writeDone{p: w.p, rd: rd, err: err}) {
+				return
+			}
+			if err != nil || !d.cfg.SyncWrites || len(rd.Writes) == 0 {
+				continue
+			}
+			if err := w.p.cfg.Log.Sync(); err != nil {
+				err = fmt.Errorf("replica: sync: %w", err)
+				if !w.report(d, writeDone{p: w.p, err: err, synced: true}) {
+					return
+				}
+				continue
+			}
+			if !w.report(d, writeDone{p: w.p, synced: true}) {
 				return
 			}
 		}
+	}
+}
+
+// report hands a completion to the loop; false if the driver stopped.
+func (w *writer) report(d *Driver, wd writeDone) bool {
+	select {
+	case d.done <- wd:
+		return true
+	case <-d.stop:
+		return false
 	}
 }

@@ -40,31 +40,44 @@ func (t *memTransport) Send(m Message) {
 	}()
 }
 
+// startDrivers runs nodes 1, 2 and 3, each a Driver with dcfg's options
+// over a log on its own MemFS opened with opts, with a partition "orders"
+// configured as pcfg, node 1 leading and every node in the ISR.
+func startDrivers(t *testing.T, ctx context.Context, dcfg DriverConfig, opts log.Options, pcfg Config) (*memTransport, map[NodeID]*log.Log, *sync.WaitGroup) {
+	tr := &memTransport{ctx: ctx, drivers: map[NodeID]*Driver{}}
+	logs := map[NodeID]*log.Log{}
+	runs := &sync.WaitGroup{}
+	opts.ExternalHighWatermark, opts.MaxIndexBytes = true, 1024
+	for _, id := range []NodeID{1, 2, 3} {
+		opts.FS = vfs.NewMem()
+		l, err := log.Open("/orders-0", opts)
+		require.NoError(t, err)
+		t.Cleanup(func() { l.Close() })
+		logs[id] = l
+		dcfg.Node, dcfg.Transport, dcfg.TickInterval = NewNode(id), tr, time.Millisecond
+		d, err := NewDriver(dcfg)
+		require.NoError(t, err)
+		tr.drivers[id] = d
+	}
+	// Ticks are 1 ms: generous timeouts keep a loaded machine from failing the test.
+	pcfg.Topic, pcfg.MinInsyncReplicas, pcfg.ProduceTimeout, pcfg.ReplicaLagTime = "orders", 2, 1<<20, 1<<20
+	for id, d := range tr.drivers {
+		runs.Add(1)
+		go func() { defer runs.Done(); _ = d.Run(ctx) }()
+		pcfg.Log = logs[id]
+		require.NoError(t, d.AddPartition(ctx, pcfg))
+		require.NoError(t, d.Receive(ctx, &LeaderAndISR{Header: Header{From: NoNode, To: id, Topic: "orders"},
+			Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []NodeID{1, 2, 3}, ISR: []NodeID{1, 2, 3}}))
+	}
+	return tr, logs, runs
+}
+
 // Three nodes, each run by a Driver with goroutines, replicate over a
 // transport: an acks=all produce returns once every replica has it.
 func TestDriversReplicate(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	tr := &memTransport{ctx: ctx, drivers: map[NodeID]*Driver{}}
-	logs := map[NodeID]*log.Log{}
-	var runs sync.WaitGroup
-	for _, id := range []NodeID{1, 2, 3} {
-		l, err := log.Open("/orders-0", log.Options{FS: vfs.NewMem(), ExternalHighWatermark: true, MaxIndexBytes: 1024})
-		require.NoError(t, err)
-		defer l.Close()
-		logs[id] = l
-		d, err := NewDriver(DriverConfig{Node: NewNode(id), Transport: tr, TickInterval: time.Millisecond})
-		require.NoError(t, err)
-		tr.drivers[id] = d
-	}
-	for id, d := range tr.drivers {
-		runs.Add(1)
-		go func() { defer runs.Done(); _ = d.Run(ctx) }()
-		// Ticks are 1 ms: generous timeouts keep a loaded machine from failing the test.
-		require.NoError(t, d.AddPartition(ctx, Config{Topic: "orders", Log: logs[id], MinInsyncReplicas: 2, ProduceTimeout: 1 << 20, ReplicaLagTime: 1 << 20}))
-		require.NoError(t, d.Receive(ctx, &LeaderAndISR{Header: Header{From: NoNode, To: id, Topic: "orders"},
-			Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []NodeID{1, 2, 3}, ISR: []NodeID{1, 2, 3}}))
-	}
+	tr, logs, runs := startDrivers(t, ctx, DriverConfig{}, log.Options{}, Config{})
 
 	for i := range 5 {
 		r, err := tr.drivers[1].Produce(ctx, "orders", 0, AcksAll, batchOf(t, "a", "b"))
@@ -87,4 +100,27 @@ func TestDriversReplicate(t *testing.T) {
 	tr.wg.Wait()
 	_, err = tr.drivers[1].Produce(ctx, "orders", 0, AcksAll, batchOf(t, "late"))
 	require.ErrorIs(t, err, ErrStopped)
+}
+
+// Under SyncWrites, with logs that do not sync their appends and
+// SyncedAcks, the writers sync after each Ready: an acks=all result comes
+// once the batch is synced on every ISR member, though no log syncs by
+// itself.
+func TestDriverSyncWritesAcknowledgesWhatIsSynced(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tr, logs, runs := startDrivers(t, ctx, DriverConfig{SyncWrites: true}, log.Options{Fsync: log.FsyncNever()}, Config{SyncedAcks: true})
+	for range 5 {
+		r, err := tr.drivers[1].Produce(ctx, "orders", 0, AcksAll, batchOf(t, "a", "b"))
+		require.NoError(t, err)
+		require.NoError(t, r.Err)
+		for id, l := range logs {
+			synced, err := l.SyncedEndOffset()
+			require.NoError(t, err)
+			require.Greater(t, synced, r.LastOffset, "node %d has not synced what was acknowledged", id)
+		}
+	}
+	cancel()
+	runs.Wait()
+	tr.wg.Wait()
 }

@@ -19,6 +19,16 @@ type followerState struct {
 	// reconciled is set, under the pre279 bug, once the follower truncated
 	// in this epoch: the old protocol checked epochs only then.
 	reconciled bool
+	// truncateAt is, under the hwBeforeTruncation bug, the truncation a
+	// diverging answer asked for, done on the next tick if deferred.
+	truncateAt int64
+	deferred   bool
+	// inStep is set once a fetch in this state was answered with records
+	// or nothing, without divergence: the follower's log is a prefix of
+	// the leader's, and under SyncedAcks it may fetch ahead of its writes.
+	inStep bool
+	// reported is the synced offset the outstanding fetch reported.
+	reported int64
 }
 
 // becomeFollower starts following p.leader. With reset (a new leader
@@ -37,6 +47,10 @@ func (p *Partition) becomeFollower(reset bool) {
 }
 
 func (p *Partition) followerTick() {
+	if p.fl.deferred {
+		p.truncate(p.fl.truncateAt)
+		p.fl.deferred = false
+	}
 	if p.fl.outstanding && p.now-p.fl.sentAt >= int64(p.cfg.RequestTimeout+p.cfg.FetchMaxWait) {
 		p.fl.outstanding = false // lost: ask again
 	}
@@ -44,21 +58,29 @@ func (p *Partition) followerTick() {
 }
 
 // maybeFetch sends the next fetch, if the follower may: it has a leader
-// that did not fence it, no fetch is outstanding, and every write is
+// that did not fence it, no fetch is outstanding, and its writes are
 // applied, so that the fetch offset is what its log holds (the leader
-// takes it as an acknowledgement).
+// takes it as an acknowledgement). Under SyncedAcks the leader counts only
+// what a follower reports synced, so a follower in step with its leader
+// (fl.inStep) fetches the next records while the last ones are still
+// being written and synced, from the end it handed out and in the epoch
+// of its last batch, as Kafka's fetcher does from its fetch state; only a
+// pending truncation or epoch change holds it back.
 func (p *Partition) maybeFetch() {
 	if p.role != RoleFollower || p.leader == NoNode || p.fl.fenced || p.fl.outstanding ||
-		p.now < p.fl.backoffUntil || p.writesPending() {
+		p.now < p.fl.backoffUntil || p.fl.deferred {
 		return
 	}
-	if p.refresh() != nil {
-		return
-	}
-	latest, err := p.cfg.Log.LatestEpoch()
-	if err != nil {
-		p.Fail(err)
-		return
+	latest := p.fl.lastEpoch
+	if ahead := p.cfg.SyncedAcks && p.fl.inStep && !p.reshapingWritesPending(); !ahead {
+		if p.writesPending() || p.refresh() != nil {
+			return
+		}
+		var err error
+		if latest, err = p.cfg.Log.LatestEpoch(); err != nil {
+			p.Fail(err)
+			return
+		}
 	}
 	synced, err := p.cfg.Log.SyncedEndOffset()
 	if err != nil {
@@ -69,12 +91,31 @@ func (p *Partition) maybeFetch() {
 		latest = log.UndefinedEpoch // the old fetch named no epoch
 	}
 	p.fl.fetchID++
-	p.fl.outstanding, p.fl.sentAt, p.fl.lastEpoch = true, p.now, latest
+	p.fl.outstanding, p.fl.sentAt, p.fl.lastEpoch, p.fl.reported = true, p.now, latest, synced
 	p.send(&Fetch{
 		Header: p.header(p.leader), ID: p.fl.fetchID, CurrentLeaderEpoch: p.leaderEpoch,
 		FetchOffset: p.end, LastFetchedEpoch: latest, LogStartOffset: p.logStart, SyncedOffset: synced,
 		MaxBytes: int32(min(p.cfg.FetchMaxBytes, 1<<31-1)), MaxWait: int32(min(p.cfg.FetchMaxWait, 1<<31-1)),
 	})
+}
+
+// followerSynced tells the leader at once what a follower fetching ahead
+// has synced since its outstanding fetch: the leader, holding that fetch
+// until it has records, would not learn it before, and an AcksAll produce
+// may wait on it. The new fetch replaces the held one on the leader; an
+// answer to the old one is stale.
+func (p *Partition) followerSynced() {
+	if p.cfg.SyncedAcks && p.fl.outstanding && p.fl.inStep {
+		synced, err := p.cfg.Log.SyncedEndOffset()
+		if err != nil {
+			p.Fail(err)
+			return
+		}
+		if synced > p.fl.reported {
+			p.fl.outstanding = false
+		}
+	}
+	p.maybeFetch()
 }
 
 // stepFetchResponse handles the leader's answer (AbstractFetcherThread's
@@ -84,8 +125,19 @@ func (p *Partition) maybeFetch() {
 func (p *Partition) stepFetchResponse(m *FetchResponse) error {
 	// The fetch offset must match too: IDs start over when a node
 	// restarts, and a response to its previous life may come late.
+	// The leader's epoch must be the follower's, except in the answers
+	// that say they differ: a FENCED_LEADER_EPOCH from a leader in an
+	// epoch no later than the follower's answers a fetch of a previous
+	// life, and would stop it fetching for good.
+	epochOK := m.LeaderEpoch == p.leaderEpoch
+	switch m.Err {
+	case CodeFencedLeaderEpoch:
+		epochOK = m.LeaderEpoch > p.leaderEpoch
+	case CodeUnknownLeaderEpoch, CodeNotLeaderOrFollower:
+		epochOK = true
+	}
 	if p.role != RoleFollower || !p.fl.outstanding || m.ID != p.fl.fetchID || m.From != p.leader ||
-		m.FetchOffset != p.end || m.LeaderEpoch != p.leaderEpoch && m.Err == CodeNone {
+		m.FetchOffset != p.end || !epochOK {
 		return fmt.Errorf("%w: fetch response %d from node %d", ErrStale, m.ID, m.From)
 	}
 	var batches []segment.Batch
@@ -116,11 +168,18 @@ func (p *Partition) stepFetchResponse(m *FetchResponse) error {
 			p.Fail(err)
 			return nil
 		}
+		if p.cfg.bugs.hwBeforeTruncation {
+			p.fl.truncateAt, p.fl.deferred = off, true
+			p.setFollowerHW(m.HighWatermark)
+			return nil
+		}
 		p.truncate(off)
 		p.fl.reconciled = p.cfg.bugs.pre279
 		return nil
 	}
+	p.fl.inStep = true
 	for _, b := range batches {
+		p.fl.lastEpoch = b.PartitionLeaderEpoch()
 		if b.BaseOffset() < p.end {
 			// The leader's log start lies inside this batch and ours
 			// was restarted there: restart at the batch.
@@ -130,10 +189,7 @@ func (p *Partition) stepFetchResponse(m *FetchResponse) error {
 		p.write(Write{Kind: WriteAppend, Batch: b})
 		p.end = b.LastOffset() + 1
 	}
-	if hw := min(max(m.HighWatermark, p.logStart), p.end); hw != p.hw {
-		p.hw = hw
-		p.write(Write{Kind: WriteHighWatermark, Offset: hw})
-	}
+	p.setFollowerHW(m.HighWatermark)
 	// Records the leader deleted go here too, up to the high watermark
 	// (Kafka's follower maybeIncrementLogStartOffset).
 	if start := min(m.LogStartOffset, p.hw); start > p.logStart {
@@ -142,6 +198,14 @@ func (p *Partition) stepFetchResponse(m *FetchResponse) error {
 	}
 	p.maybeFetch()
 	return nil
+}
+
+// setFollowerHW takes the leader's high watermark, within the log.
+func (p *Partition) setFollowerHW(leaderHW int64) {
+	if hw := min(max(leaderHW, p.logStart), p.end); hw != p.hw {
+		p.hw = hw
+		p.write(Write{Kind: WriteHighWatermark, Offset: hw})
+	}
 }
 
 // checkRecords parses a response's records: valid batches, in increasing
@@ -202,6 +266,7 @@ func (p *Partition) truncationOffset(leaderEpoch int32, leaderEnd int64) (int64,
 }
 
 func (p *Partition) truncate(off int64) {
+	p.fl.inStep = false
 	p.write(Write{Kind: WriteTruncate, Offset: off})
 	p.end = min(p.end, off)
 	p.hw = min(p.hw, p.end)
@@ -215,6 +280,7 @@ func (p *Partition) outOfRange(m *FetchResponse) {
 	case m.LogEndOffset < p.end:
 		p.truncate(m.LogEndOffset)
 	case p.end < m.LogStartOffset:
+		p.fl.inStep = false
 		p.write(Write{Kind: WriteRestart, Offset: m.LogStartOffset})
 		p.logStart, p.end, p.hw = m.LogStartOffset, m.LogStartOffset, m.LogStartOffset
 	default:

@@ -53,7 +53,6 @@ type pendingISR struct {
 	expand  bool
 	msg     *AlterPartition
 	retryAt int64
-	hold    bool // a non-retriable answer: wait for new metadata
 }
 
 type waitingProduce struct {
@@ -323,7 +322,7 @@ func (p *Partition) leaderTick() {
 		return
 	}
 	p.wakeParked()
-	if pd := p.ld.pending; pd != nil && !pd.hold && p.now >= pd.retryAt {
+	if pd := p.ld.pending; pd != nil && p.now >= pd.retryAt {
 		pd.retryAt = p.now + int64(p.cfg.RequestTimeout)
 		p.send(pd.msg)
 	}
@@ -359,7 +358,15 @@ func (p *Partition) maybeExpandISR(f *follower) {
 	if p.ld.pending != nil || slices.Contains(p.isr, f.id) || !f.fetchedThisEpoch {
 		return
 	}
-	if f.leo >= p.hw && (f.leo >= p.ld.leso || p.cfg.bugs.noEpochStartGuard) {
+	// With SyncedAcks what counts is what the follower synced: that
+	// survives its crash, while a fetch it sent before a crash that lost
+	// its unsynced tail may still arrive and claim the lost records
+	// (Kafka's KIP-903 fences such fetches by broker epoch instead).
+	end := f.leo
+	if p.cfg.SyncedAcks {
+		end = f.synced
+	}
+	if end >= p.hw && (end >= p.ld.leso || p.cfg.bugs.noEpochStartGuard) {
 		p.proposeISR(append(slices.Clone(p.isr), f.id), true)
 	}
 }
@@ -392,7 +399,12 @@ func (p *Partition) stepAlterPartitionResponse(m *AlterPartitionResponse) error 
 	case CodeNotController, CodeRequestTimedOut, CodeUnknownTopicOrPartition:
 		pd.retryAt = p.now + int64(p.cfg.RetryBackoff)
 	default:
-		pd.hold = true
+		// Kafka waits for new metadata here. An answer names no request,
+		// though, and may be a late one to an earlier proposal, which the
+		// metadata it asks to wait for already replaced (the simulator's
+		// seed 1265 waited for good): ask again after RequestTimeout,
+		// unless the metadata comes first.
+		pd.retryAt = p.now + int64(p.cfg.RequestTimeout)
 	}
 	return nil
 }

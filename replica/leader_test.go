@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -104,4 +105,57 @@ func TestSyncedAcksWaitForTheFollowersSync(t *testing.T) {
 		c.tick(10) // the follower reports it on its next fetch
 		require.NoError(t, c.result(id).Err)
 	}
+}
+
+// A fetch a follower sent before a crash that lost its unsynced tail may
+// reach the leader after the follower restarted, claiming records it no
+// longer has (the case of Kafka's KIP-903, found by the simulator at seed
+// 18). With SyncedAcks the leader admits a follower to the ISR on what it
+// synced, which the crash kept, so such a fetch cannot bring it in.
+func TestSyncedAcksStaleFetchFromBeforeACrashDoesNotJoinTheISR(t *testing.T) {
+	c := newCluster(t, 1, 2, 3)
+	for _, n := range c.nodes {
+		n.fsync = logFsyncNever()
+	}
+	c.start(func(cfg *Config) { cfg.SyncedAcks, cfg.MinInsyncReplicas = true, 2 })
+	c.elect(1)
+	c.stabilize()
+	syncAll := func() {
+		c.stabilize()
+		for _, id := range c.live() {
+			c.sync(id)
+		}
+		c.tick(12) // past a long poll, so that the followers report it
+	}
+	for _, v := range []string{"m0", "m1", "m2"} {
+		_, err := c.produce(1, AcksAll, v)
+		require.NoError(t, err)
+	}
+	syncAll()
+	require.EqualValues(t, 3, c.hw(1))
+
+	// Node 2 writes m3 and m4 without syncing them, and its next fetch,
+	// at offset 5, is held in the network.
+	for _, v := range []string{"m3", "m4"} {
+		_, err := c.produce(1, AcksLeader, v)
+		require.NoError(t, err)
+	}
+	isStale := func(m Message) bool { f, ok := m.(*Fetch); return ok && f.From == 2 && f.FetchOffset == 5 }
+	c.deliverUntil(func() bool { return slices.ContainsFunc(c.queue, isStale) })
+	stale := c.queue[slices.IndexFunc(c.queue, isStale)]
+	c.queue = slices.DeleteFunc(c.queue, isStale)
+
+	c.crash(2) // loses m3 and m4
+	c.ctl.isr = []NodeID{1, 3}
+	c.ctl.partitionEpoch++
+	c.announce(2)
+	c.tick(20) // node 2, caught up not long ago, holds the HW back for ReplicaLagTime
+	syncAll()
+	require.EqualValues(t, 5, c.hw(1))
+	require.Equal(t, []NodeID{1, 3}, c.status(1).ISR)
+
+	c.restart(2)
+	require.EqualValues(t, 3, c.node(2).log.LogEndOffset())
+	require.NoError(t, c.node(1).p.Step(stale))
+	require.Nil(t, c.status(1).PendingISR, "node 2 proposed for the ISR on a fetch from before its crash")
 }

@@ -49,7 +49,10 @@ type Config struct {
 	// only in their page caches (Kafka counts what they have written).
 	// Under FsyncAlways the two are the same; under the other policies
 	// the high watermark follows the syncs. Every replica of a partition
-	// should use the same setting.
+	// should use the same setting. A follower under SyncedAcks fetches
+	// ahead of its writes, so that its fetches overlap its fsyncs, and a
+	// leader admits a follower to the ISR on what it synced, which
+	// survives its crash, rather than on what it wrote.
 	SyncedAcks bool
 	// MaxBatchBytes is the largest batch a produce may carry
 	// (message.max.bytes); default log.DefaultMaxBatchBytes. The log's
@@ -74,6 +77,9 @@ type bugs struct {
 	// pre279 ignores the epoch of a diverging answer (KIP-101 without
 	// KIP-279).
 	pre279 bool
+	// hwBeforeTruncation applies the high watermark of a diverging answer
+	// at once and truncates only on the next tick (KAFKA-14704).
+	hwBeforeTruncation bool
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -145,6 +151,7 @@ type inflight struct {
 	end         int64 // the log end once its writes and all before are applied
 	hw          int64 // the high watermark then
 	writes      bool
+	reshapes    bool  // a write that removes records or sets an epoch
 	leaderEpoch int32 // the epoch it sets, or -1
 }
 
@@ -244,7 +251,8 @@ func (p *Partition) HasReady() bool {
 // partition: the next Ready holds only what came after.
 func (p *Partition) Ready() Ready {
 	rd := Ready{Writes: p.writes, Messages: p.msgs, Results: p.results, seq: p.seq}
-	p.inflight = append(p.inflight, inflight{seq: p.seq, end: p.end, hw: p.hw, writes: len(p.writes) > 0, leaderEpoch: p.epochPending})
+	p.inflight = append(p.inflight, inflight{seq: p.seq, end: p.end, hw: p.hw, writes: len(p.writes) > 0,
+		reshapes: slices.ContainsFunc(p.writes, Write.reshapes), leaderEpoch: p.epochPending})
 	p.seq++
 	p.writes, p.msgs, p.results, p.epochPending = nil, nil, nil, -1
 	return rd
@@ -271,9 +279,26 @@ func (p *Partition) Advance(rd Ready) error {
 		}
 		p.leaderProgress()
 	case RoleFollower:
-		p.maybeFetch()
+		p.followerSynced()
 	}
 	return nil
+}
+
+// Synced tells the partition that its log synced more of what was
+// written, for an application that syncs the log itself (a log that does
+// not sync its appends, under Config.SyncedAcks; see DriverConfig.
+// SyncWrites): a leader may move its high watermark, and a follower tells
+// its leader at once. Without it, Advance and Tick notice syncs.
+func (p *Partition) Synced() {
+	if p.failed != nil {
+		return
+	}
+	switch p.role {
+	case RoleLeader:
+		p.leaderProgress()
+	case RoleFollower:
+		p.followerSynced()
+	}
 }
 
 // Fail tells the partition that a write failed: what the log holds is no
@@ -354,6 +379,12 @@ func (p *Partition) write(w Write) { p.writes = append(p.writes, w) }
 // applied.
 func (p *Partition) writesPending() bool {
 	return len(p.writes) > 0 || slices.ContainsFunc(p.inflight, func(in inflight) bool { return in.writes })
+}
+
+// reshapingWritesPending reports whether a write that removes records or
+// sets an epoch is handed out or queued and not yet applied.
+func (p *Partition) reshapingWritesPending() bool {
+	return slices.ContainsFunc(p.writes, Write.reshapes) || slices.ContainsFunc(p.inflight, func(in inflight) bool { return in.reshapes })
 }
 
 func (p *Partition) notLeader() error {

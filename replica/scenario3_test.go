@@ -155,9 +155,12 @@ func TestTC14ControllerEpochFencing(t *testing.T) {
 	require.Equal(t, 1, resent, "NOT_CONTROLLER: the same proposal is sent again")
 	c.drop = nil
 
-	// INVALID_UPDATE_VERSION: the proposal waits for new metadata.
+	// INVALID_UPDATE_VERSION: the proposal waits for new metadata, or
+	// RequestTimeout, since the answer may be a late one to an earlier
+	// proposal.
 	require.NoError(t, c.stepOn(1, &AlterPartitionResponse{Header: Header{From: NoNode, To: 1, Topic: testTopic}, Err: CodeInvalidUpdateVersion}))
-	require.True(t, c.node(1).p.ld.pending.hold)
+	p := c.node(1).p
+	require.Equal(t, p.now+int64(p.cfg.RequestTimeout), p.ld.pending.retryAt)
 	c.ctl.partitionEpoch++
 	c.announce(NoNode)
 	c.stabilize()
@@ -220,4 +223,33 @@ func TestTC15ReassignmentOnThePartition(t *testing.T) {
 	c.tick(10)
 	require.False(t, early, "3 rejoins only after fetching in the new epoch")
 	require.Equal(t, []NodeID{1, 3}, c.status(1).ISR)
+}
+
+// An AlterPartitionResponse names no request, so an error answer may be a
+// late one to a proposal that new metadata already replaced. The leader
+// must not then wait for metadata that already came: it proposes again
+// after RequestTimeout (the simulator's seed 1265 waited for good).
+func TestLateErrorAnswerToAReplacedProposalIsRetried(t *testing.T) {
+	c := newCluster(t, 1, 2, 3).start(func(cfg *Config) { cfg.MinInsyncReplicas = 2 })
+	c.elect(1, 1, 2)
+	dropProposals := func() {
+		c.queue = slices.DeleteFunc(c.queue, func(m Message) bool { _, ok := m.(*AlterPartition); return ok })
+	}
+	release := c.stashAlterPartitions()
+	c.tick(3)
+	require.Len(t, release(), 1, "node 3 caught up and is proposed")
+	dropProposals()
+
+	// New metadata replaces the proposal; the next one is lost, and the
+	// answer to the first comes late.
+	release = c.stashAlterPartitions()
+	c.ctl.partitionEpoch++
+	c.announce(NoNode)
+	c.tick(3)
+	require.Len(t, release(), 1, "proposed again in the new partition epoch")
+	dropProposals()
+	require.NoError(t, c.stepOn(1, &AlterPartitionResponse{Header: Header{From: NoNode, To: 1, Topic: testTopic}, Err: CodeInvalidUpdateVersion}))
+
+	c.tick(25)
+	require.Equal(t, []NodeID{1, 2, 3}, c.ctl.isr)
 }

@@ -10,83 +10,153 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strandlog/strand/log"
+	"github.com/strandlog/strand/vfs"
 	"github.com/stretchr/testify/require"
 )
 
-// The deterministic simulator: a seed drives random message delivery
-// (reordering), loss and duplication, ticks, produces with every acks
-// level, and node crashes and restarts, with a controller that fences a
-// crashed node out of the ISR and elects cleanly from the rest (never
-// uncleanly). After every event the invariants of research/replica.md
-// section 4 that the partition can break are checked; at the end the
-// faults stop, everything heals, and every acks=all acknowledged record
-// must be on every replica at the offset it was acknowledged at. A failure
-// names its seed and prints the trace; the same seed replays it exactly.
-//
-// This is a first version: one partition, three nodes, FsyncAlways (a
-// crash loses nothing the state machine was told is written). Lossy
-// crashes, network partitions, controller failover and the mutation
-// switches are the next steps.
+// The deterministic simulator (research/replica.md sections 4 and 6.4): a
+// seed drives random message delivery (reordering), loss, duplication and
+// long delays, symmetric and asymmetric network partitions, ticks,
+// produces with every acks level and their retries, syncs, node crashes,
+// bounces and restarts, and leadership moves, with a controller that
+// fences a crashed node out of the ISR and elects cleanly from the rest
+// (never uncleanly). A seed also picks how durable
+// the logs are: FsyncAlways, or FsyncNever with SyncedAcks, where a crash
+// keeps a random subset of what was not synced (vfs.CrashConfig.Rand) and
+// the node restarts from what survived. After every event the invariants
+// of section 4 that a partition can break are checked; at the end the
+// faults stop, everything heals, and a history check looks at every
+// acknowledged record and every read. A failure names its seed and
+// prints the trace; the same seed replays it exactly.
 
-var simSeeds = flag.Int("sim.seeds", 0, "simulator seeds to run (default 100, 20 with -short)")
+var simSeeds = flag.Int("sim.seeds", 0, "simulator seeds to run (default 1000, 300 with -short; 10000 for a long run)")
+
+// simEvents is how many random events a seed runs before it heals.
+const simEvents = 400
 
 type simProduce struct {
 	value string
 	acks  Acks
+	at    NodeID
 }
 
 type sim struct {
-	c        *cluster
-	r        *rand.Rand
-	produced map[uint64]simProduce
-	acked    map[string]int64 // acks=all values and the offsets acknowledged
+	c *cluster
+	r *rand.Rand
+	// lossy: FsyncNever with SyncedAcks, and syncs are events.
+	lossy bool
+	bug   bugs
+
+	produced map[uint64]simProduce // produces accepted and not answered
+	acked    map[string]int64      // acks=all values and the offsets acknowledged
+	weak     map[string]Acks       // values acknowledged with acks 0 or 1
+	// attempts counts, for each value, the produces of it a leader
+	// accepted: a value may be in the log that many times at most, since
+	// a retry after an ambiguous failure may duplicate it.
+	attempts map[string]int
+	failed   []simProduce // produces that failed or were refused, to retry
 	written  map[[2]int64]string
 	// read is what a consumer read from a leader below its high
-	// watermark: offset -> value. Invariant 10: never replaced.
+	// watermark: offset -> value. Invariant 10: never replaced, never
+	// lost.
 	read     map[int64]string
+	trueHW   int64              // the highest high watermark any leader reached
 	leaderHW map[[2]int64]int64 // (node, leader epoch) -> high watermark seen
-	next     int
-	events   int
+	epochs   map[NodeID][2]int32
+	checked  map[NodeID][2]int64 // (log version, HW) of a node last checked entry by entry
+	// committed is, for each ISR member, (log version, true HW, acked
+	// records) when it was last found to hold what was committed.
+	committed map[NodeID][3]int64
+	answered  int // results collected, of c.answered
+	next      int
+	events    int
 	// cut holds the directed links that lose every message: network
 	// partitions, symmetric or not. The controller's links never break.
 	cut map[[2]NodeID]bool
+	// held are messages delayed long, each until an event number.
+	held []heldMessage
+}
+
+type heldMessage struct {
+	m     Message
+	until int
 }
 
 func newSim(t testingT, seed uint64, bug bugs) *sim {
-	c := newCluster(t, 1, 2, 3).start(func(cfg *Config) {
+	s := &sim{
+		r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), bug: bug,
+		produced: map[uint64]simProduce{}, acked: map[string]int64{}, weak: map[string]Acks{}, attempts: map[string]int{},
+		written: map[[2]int64]string{}, read: map[int64]string{}, leaderHW: map[[2]int64]int64{},
+		epochs: map[NodeID][2]int32{}, checked: map[NodeID][2]int64{}, committed: map[NodeID][3]int64{}, cut: map[[2]NodeID]bool{},
+	}
+	s.lossy = s.r.IntN(4) > 0
+	c := newCluster(t, 1, 2, 3)
+	if s.lossy {
+		for _, n := range c.nodes {
+			n.fsync = log.FsyncNever()
+		}
+	}
+	c.start(func(cfg *Config) {
 		cfg.bugs = bug
 		cfg.ReplicaLagTime = 10
 		cfg.RequestTimeout = 8
 		cfg.FetchMaxWait = 2
 		cfg.ProduceTimeout = 30
 		cfg.MinInsyncReplicas = 2
+		cfg.SyncedAcks = s.lossy
 	})
-	s := &sim{
-		c: c, r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-		produced: map[uint64]simProduce{}, acked: map[string]int64{},
-		written: map[[2]int64]string{}, read: map[int64]string{}, leaderHW: map[[2]int64]int64{}, cut: map[[2]NodeID]bool{},
-	}
+	s.c = c
+	c.logf("seed %d: lossy %v, bugs %+v", seed, s.lossy, bug)
 	c.drop = func(m Message) bool { h := m.Head(); return s.cut[[2]NodeID{h.From, h.To}] }
 	c.elect(1)
 	return s
 }
 
-func (s *sim) live() []NodeID {
-	var out []NodeID
-	for _, n := range s.c.nodes {
-		if !n.down {
-			out = append(out, n.id)
+// crashOnly fails a node, keeping a random subset of its unsynced writes.
+// What the controller sent it and it did not get is lost: a restarted
+// node would refuse it anyway, as Kafka's brokers refuse requests for
+// their previous broker epoch (KIP-380). Messages between replicas stay
+// in the network, and may reach it after a restart, or come from its
+// previous life. Produces waiting on it get no result: their clients time
+// out, and may retry.
+func (s *sim) crashOnly(id NodeID) {
+	c := s.c
+	c.crashWith(id, vfs.CrashConfig{Rand: rand.New(rand.NewPCG(s.r.Uint64(), s.r.Uint64()))})
+	fromController := func(m Message) bool { h := m.Head(); return h.From == NoNode && h.To == id }
+	c.queue = slices.DeleteFunc(c.queue, fromController)
+	s.held = slices.DeleteFunc(s.held, func(h heldMessage) bool { return fromController(h.m) })
+	for pid, pr := range s.produced {
+		if pr.at == id {
+			delete(s.produced, pid)
+			s.failed = append(s.failed, pr)
 		}
 	}
-	return out
+	delete(s.epochs, id)
 }
 
-// crash fails a node; the controller fences it out of the ISR unless it
-// is the last member, and elects another leader if it led (Kafka's
-// broker fencing and offline election, with unclean election off).
+// bounce crashes a node and restarts it at once. The controller learns of
+// the restart and handles it as a crash followed by a start (KIP-380), so
+// that a leader that bounced leads again, if at all, in a new epoch; under
+// the reuseEpoch bug it misses the bounce, as Kafka's controller did
+// before KIP-380, and tells the node its old state again.
+func (s *sim) bounce(id NodeID, reuseEpoch bool) {
+	if !reuseEpoch {
+		s.crash(id)
+		s.restart(id)
+		return
+	}
+	s.crashOnly(id)
+	s.c.restart(id)
+	s.c.queue = append(s.c.queue, s.c.leaderAndISR(id))
+}
+
+// crash fails a node (crashOnly); the controller fences it out of the
+// ISR unless it is the last member, and elects another leader if it led (Kafka's broker fencing and offline
+// election, with unclean election off).
 func (s *sim) crash(id NodeID) {
+	s.crashOnly(id)
 	c := s.c
-	c.crash(id)
 	ctl := &c.ctl
 	changed := false
 	if len(ctl.isr) > 1 && slices.Contains(ctl.isr, id) {
@@ -129,19 +199,29 @@ func (s *sim) restart(id NodeID) {
 	c.queue = append(c.queue, c.leaderAndISR(id))
 }
 
-func (s *sim) produce() {
-	s.next++
-	value := fmt.Sprintf("v%d", s.next)
-	acks := []Acks{AcksNone, AcksLeader, AcksAll, AcksAll}[s.r.IntN(4)]
-	live := s.live()
-	at := live[s.r.IntN(len(live))]
+// produce sends a new value, or retries one that failed, to the leader
+// mostly, and sometimes to another node.
+func (s *sim) produce(retry bool) {
+	var pr simProduce
+	if retry && len(s.failed) > 0 {
+		pr = s.failed[0]
+		s.failed = s.failed[1:]
+	} else {
+		s.next++
+		pr = simProduce{value: fmt.Sprintf("v%d", s.next), acks: []Acks{AcksNone, AcksLeader, AcksAll, AcksAll}[s.r.IntN(4)]}
+	}
+	live := s.c.live()
+	pr.at = live[s.r.IntN(len(live))]
 	if s.c.ctl.leader != NoNode && !s.c.node(s.c.ctl.leader).down && s.r.IntN(4) > 0 {
-		at = s.c.ctl.leader
+		pr.at = s.c.ctl.leader
 	}
-	id, err := s.c.produce(at, acks, value)
-	if err == nil {
-		s.produced[id] = simProduce{value: value, acks: acks}
+	id, err := s.c.produce(pr.at, pr.acks, pr.value)
+	if err != nil {
+		s.failed = append(s.failed, pr)
+		return
 	}
+	s.produced[id] = pr
+	s.attempts[pr.value]++
 }
 
 // step runs one random event.
@@ -150,6 +230,12 @@ func (s *sim) step() {
 	c.flush()
 	s.collectResults()
 	s.events++
+	s.held = slices.DeleteFunc(s.held, func(h heldMessage) bool {
+		if h.until <= s.events {
+			c.queue = append(c.queue, h.m)
+		}
+		return h.until <= s.events
+	})
 	switch k := s.r.IntN(100); {
 	case k < 45 && len(c.queue) > 0:
 		i := s.r.IntN(min(len(c.queue), 4)) // mostly in order, sometimes not
@@ -159,15 +245,29 @@ func (s *sim) step() {
 			c.queue = slices.Delete(c.queue, i, i+1)
 			c.logf("drop %s", describe(m))
 			return
-		case d < 7:
+		case d < 6:
+			c.queue = slices.Delete(c.queue, i, i+1)
+			until := s.events + 20 + s.r.IntN(200)
+			s.held = append(s.held, heldMessage{m, until})
+			c.logf("delay until event %d: %s", until, describe(m))
+			return
+		case d < 9:
 			c.queue = append(c.queue, m)
 			c.logf("duplicate %s", describe(m))
 		}
 		c.queue = slices.Delete(c.queue, i, i+1)
 		c.queue = slices.Insert(c.queue, 0, m)
 		c.deliverOne()
+	case k < 57:
+		s.produce(false)
 	case k < 60:
-		s.produce()
+		s.produce(true)
+	case k < 66 && s.lossy:
+		live := s.c.live()
+		id := live[s.r.IntN(len(live))]
+		c.sync(id)
+		c.node(id).p.Synced()
+		c.logf("sync %d", id)
 	case k < 95:
 		for _, n := range c.nodes {
 			if !n.down {
@@ -175,11 +275,16 @@ func (s *sim) step() {
 			}
 		}
 	case k < 96:
-		if live := s.live(); len(live) > 1 {
+		if live := s.c.live(); len(live) > 1 {
 			s.crash(live[s.r.IntN(len(live))])
 		}
-	case k < 97:
+	case k < 97 && s.r.IntN(2) == 0:
+		live := s.c.live()
+		s.bounce(live[s.r.IntN(len(live))], s.bug.reuseEpoch)
+	case k < 98:
 		s.partition()
+	case k < 99:
+		s.moveLeader()
 	default:
 		for _, n := range c.nodes {
 			if n.down {
@@ -191,6 +296,30 @@ func (s *sim) step() {
 	c.flush()
 	s.collectResults()
 	s.check()
+}
+
+// moveLeader has the controller move leadership to another running ISR
+// member, as a preferred-leader election or a reassignment does.
+func (s *sim) moveLeader() {
+	c := s.c
+	ctl := &c.ctl
+	if ctl.leader == NoNode {
+		return
+	}
+	var to []NodeID
+	for _, id := range ctl.isr {
+		if id != ctl.leader && !c.node(id).down {
+			to = append(to, id)
+		}
+	}
+	if len(to) == 0 {
+		return
+	}
+	ctl.leader = to[s.r.IntN(len(to))]
+	ctl.leaderEpoch++
+	ctl.partitionEpoch++
+	c.logf("controller: move leadership to %d epoch %d", ctl.leader, ctl.leaderEpoch)
+	c.announce(NoNode)
 }
 
 // partition cuts a link, both ways or one, or heals every cut.
@@ -211,48 +340,78 @@ func (s *sim) partition() {
 	s.c.logf("network: cut %d -> %d", a, b)
 }
 
-// collectResults checks every new acks=all success against the leader
-// that gave it: the record is in its log at the offset acknowledged, below
-// its high watermark (invariant 9).
+// collectResults checks every new success against the leader that gave
+// it (invariant 9): an acks=all record is in its log at the offset
+// acknowledged, below the high watermark consumers could see; an acks=1
+// record is in its log. A failure goes to the retries.
 func (s *sim) collectResults() {
-	for _, id := range slices.Sorted(maps.Keys(s.c.results)) {
+	for _, id := range s.c.answered[s.answered:] {
+		s.answered++
 		r := s.c.results[id]
 		pr, ok := s.produced[id]
 		if !ok {
 			continue
 		}
 		delete(s.produced, id)
-		if r.Err != nil || pr.acks != AcksAll {
+		if r.Err != nil {
+			s.failed = append(s.failed, pr)
 			continue
 		}
-		n := s.c.node(r.From)
-		if n.down {
-			continue // it crashed after the result; the result stands
+		if pr.acks == AcksNone {
+			s.weak[pr.value] = pr.acks
+			continue
+		}
+		es := s.c.entries(r.From)
+		i := entryAt(es, r.BaseOffset)
+		if i < 0 || es[i].Value != pr.value {
+			s.failf("acks=%d %s acknowledged at %d, not there", pr.acks, pr.value, r.BaseOffset)
+		}
+		if pr.acks == AcksLeader {
+			s.weak[pr.value] = pr.acks
+			continue
 		}
 		hw := s.c.hwAtResult[id]
-		s.requiref(r.LastOffset < hw, "acks=all %s at %d acknowledged while the log's HW was %d", pr.value, r.LastOffset, hw)
-		es := s.c.entries(r.From)
-		i := slices.IndexFunc(es, func(e entry) bool { return e.Offset == r.BaseOffset })
-		s.requiref(i >= 0 && es[i].Value == pr.value, "acks=all %s acknowledged at %d, not there", pr.value, r.BaseOffset)
+		if r.LastOffset >= hw {
+			s.failf("acks=all %s at %d acknowledged while the log's HW was %d", pr.value, r.LastOffset, hw)
+		}
 		s.acked[pr.value] = r.BaseOffset
 	}
 }
 
-func (s *sim) requiref(ok bool, format string, args ...any) {
-	if !ok {
-		s.c.t.Fatalf("%s\nevent %d; trace:\n%s", fmt.Sprintf(format, args...), s.events, s.c.dumpTrace())
+// entryAt returns the index of the entry at offset in es, sorted by
+// offset, or -1.
+func entryAt(es []entry, offset int64) int {
+	i, found := slices.BinarySearchFunc(es, offset, func(e entry, off int64) int { return int(e.Offset - off) })
+	if !found {
+		return -1
 	}
+	return i
 }
 
-// check verifies the invariants after an event: one value per (epoch,
-// offset) across nodes and time (2), leader high watermark monotonic in
-// its epoch (4), logs matching below the lower high watermark of any two
-// running nodes (5), every acknowledged acks=all record on every running
-// member of the controller's ISR (6), and what a consumer read from a
-// leader below its high watermark never replaced on any node below its
-// own (10).
+// failf ends the run with what went wrong, the event and the trace.
+func (s *sim) failf(format string, args ...any) {
+	var states strings.Builder
+	for _, n := range s.c.nodes {
+		if n.down {
+			fmt.Fprintf(&states, "node %d: down\n", n.id)
+			continue
+		}
+		st := n.p.Status()
+		fmt.Fprintf(&states, "node %d: %s of leader %d epoch %d/%d isr %v pending %v, log [%d, %d) hw %d, fetch %+v; %v\n",
+			n.id, st.Role, st.Leader, st.LeaderEpoch, st.PartitionEpoch, st.ISR, st.PendingISR, st.LogStartOffset, st.LogEndOffset, st.HighWatermark, n.p.fl, s.c.entries(n.id))
+	}
+	s.c.t.Fatalf("%s\nevent %d; controller: leader %d epoch %d/%d isr %v\n%strace:\n%s", fmt.Sprintf(format, args...), s.events,
+		s.c.ctl.leader, s.c.ctl.leaderEpoch, s.c.ctl.partitionEpoch, s.c.ctl.isr, states.String(), s.c.dumpTrace())
+}
+
+// check verifies the invariants of research section 4 after an event.
 func (s *sim) check() {
 	c := s.c
+	c.checkInvariants() // 1: leader in its ISR; 4: log start <= HW <= log end
+	ctl := &c.ctl
+	if ctl.leader != NoNode && !slices.Contains(ctl.isr, ctl.leader) {
+		s.failf("controller: leader %d not in the ISR %v", ctl.leader, ctl.isr)
+	}
 	logs := map[NodeID][]entry{}
 	for _, n := range c.nodes {
 		if n.down {
@@ -260,34 +419,49 @@ func (s *sim) check() {
 		}
 		es := c.entries(n.id)
 		logs[n.id] = es
+		st := n.p.Status()
+		hw := c.hw(n.id)
+		s.checkEpochsKnown(n, st)
+		if st.Role == RoleLeader {
+			// 4: a leader's high watermark never moves back in its epoch.
+			key := [2]int64{int64(n.id), int64(st.LeaderEpoch)}
+			if st.HighWatermark < s.leaderHW[key] {
+				s.failf("node %d's HW went back from %d to %d in epoch %d", n.id, s.leaderHW[key], st.HighWatermark, st.LeaderEpoch)
+			}
+			s.leaderHW[key] = st.HighWatermark
+			s.trueHW = max(s.trueHW, hw)
+		}
+		at := [2]int64{int64(n.ver), hw}
+		if s.checked[n.id] == at {
+			continue // neither its log nor its HW changed: the checks below hold
+		}
+		s.checked[n.id] = at
+		s.checkEpochs(n, st, es)
 		for _, e := range es {
+			// 2: one value per (epoch, offset), across nodes and time.
 			key := [2]int64{int64(e.Epoch), e.Offset}
 			if v, ok := s.written[key]; ok {
-				s.requiref(v == e.Value, "epoch %d offset %d holds %s on node %d and %s elsewhere", e.Epoch, e.Offset, e.Value, n.id, v)
+				if v != e.Value {
+					s.failf("epoch %d offset %d holds %s on node %d and %s elsewhere", e.Epoch, e.Offset, e.Value, n.id, v)
+				}
 			}
 			s.written[key] = e.Value
-		}
-		// Whatever any replica holds below its high watermark is
-		// committed: a consumer may have read it, and it must stay.
-		hw := c.hw(n.id)
-		for _, e := range es {
+			// 10: whatever any replica holds below its high watermark is
+			// committed: a consumer may have read it, and it must stay.
 			if e.Offset >= hw {
-				break
+				continue
 			}
 			if v, ok := s.read[e.Offset]; ok {
-				s.requiref(v == e.Value, "offset %d was read as %s, node %d now has %s below its HW %d", e.Offset, v, n.id, e.Value, hw)
+				if v != e.Value {
+					s.failf("offset %d was read as %s, node %d now has %s below its HW %d", e.Offset, v, n.id, e.Value, hw)
+				}
 			}
-			if n.p.Status().Role == RoleLeader {
-				s.read[e.Offset] = e.Value
+			if st.Role == RoleLeader {
+				s.read[e.Offset] = e.Value // a consumer of the leader reads it
 			}
-		}
-		st := n.p.Status()
-		if st.Role == RoleLeader {
-			key := [2]int64{int64(n.id), int64(st.LeaderEpoch)}
-			s.requiref(st.HighWatermark >= s.leaderHW[key], "node %d's HW went back from %d to %d in epoch %d", n.id, s.leaderHW[key], st.HighWatermark, st.LeaderEpoch)
-			s.leaderHW[key] = st.HighWatermark
 		}
 	}
+	// 5: any two running nodes agree below the lower of their HWs.
 	for _, na := range c.nodes {
 		for _, nb := range c.nodes {
 			a, b := na.id, nb.id
@@ -298,23 +472,76 @@ func (s *sim) check() {
 			}
 			bound := min(c.hw(a), c.hw(b))
 			for i := 0; i < len(ea) && i < len(eb) && ea[i].Offset < bound; i++ {
-				s.requiref(ea[i] == eb[i], "nodes %d and %d differ below %d: %v vs %v", a, b, bound, ea[i], eb[i])
+				if ea[i] != eb[i] {
+					s.failf("nodes %d and %d differ below %d: %v vs %v", a, b, bound, ea[i], eb[i])
+				}
 			}
 		}
 	}
-	for _, value := range slices.Sorted(maps.Keys(s.acked)) { // sorted: a replay reports the same
-		off := s.acked[value]
-		for _, id := range c.ctl.isr {
-			if es, ok := logs[id]; ok && c.ctl.leader != NoNode {
-				i := slices.IndexFunc(es, func(e entry) bool { return e.Offset == off })
-				s.requiref(i >= 0 && es[i].Value == value, "acknowledged %s at %d missing from ISR member %d", value, off, id)
+	if ctl.leader == NoNode {
+		return
+	}
+	// 6: every running member of the controller's ISR holds what was
+	// committed: each offset below the true HW as it was read, and every
+	// acknowledged acks=all record.
+	for _, id := range ctl.isr {
+		es, ok := logs[id]
+		at := [3]int64{int64(c.node(id).ver), s.trueHW, int64(len(s.acked))}
+		if !ok || s.committed[id] == at {
+			continue
+		}
+		s.committed[id] = at
+		for off := int64(0); off < s.trueHW; off++ {
+			i := entryAt(es, off)
+			if i < 0 || es[i].Value != s.read[off] {
+				s.failf("ISR member %d lacks committed offset %d (%s) below the true HW %d", id, off, s.read[off], s.trueHW)
+			}
+		}
+		for _, value := range slices.Sorted(maps.Keys(s.acked)) { // sorted: a replay reports the same
+			off := s.acked[value]
+			i := entryAt(es, off)
+			if i < 0 || es[i].Value != value {
+				s.failf("acknowledged %s at %d missing from ISR member %d", value, off, id)
 			}
 		}
 	}
 }
 
+// checkEpochs checks invariant 3 on a running node's log: its record
+// epochs do not decrease along the log nor exceed the epoch it knows, and
+// its epoch cache increases strictly.
+func (s *sim) checkEpochs(n *node, st Status, es []entry) {
+	for i := 1; i < len(es); i++ {
+		if es[i-1].Epoch > es[i].Epoch {
+			s.failf("node %d: epoch goes back along the log: %v then %v", n.id, es[i-1], es[i])
+		}
+	}
+	if len(es) > 0 && st.LeaderEpoch >= 0 {
+		if es[len(es)-1].Epoch > st.LeaderEpoch {
+			s.failf("node %d holds a record of epoch %d, it knows epoch %d", n.id, es[len(es)-1].Epoch, st.LeaderEpoch)
+		}
+	}
+	cache := n.log.Epochs()
+	for i := 1; i < len(cache); i++ {
+		if cache[i-1].Epoch >= cache[i].Epoch || cache[i-1].StartOffset > cache[i].StartOffset {
+			s.failf("node %d: epoch cache %v not increasing", n.id, cache)
+		}
+	}
+}
+
+// checkEpochsKnown checks that the epochs a running node was told never
+// go back (invariant 3).
+func (s *sim) checkEpochsKnown(n *node, st Status) {
+	prev, ok := s.epochs[n.id]
+	now := [2]int32{st.LeaderEpoch, st.PartitionEpoch}
+	if ok && (now[0] < prev[0] || now[0] == prev[0] && now[1] < prev[1]) {
+		s.failf("node %d: epochs went back from %v to %v", n.id, prev, now)
+	}
+	s.epochs[n.id] = now
+}
+
 // heal stops the faults, restarts every node and lets the cluster settle;
-// then every log is the leader's, and holds every acknowledged record.
+// then every log is the leader's, and the history holds (checkHistory).
 func (s *sim) heal() {
 	c := s.c
 	for _, n := range c.nodes {
@@ -325,32 +552,97 @@ func (s *sim) heal() {
 	// The simulation loses control messages, which Kafka's brokers would
 	// get again from the metadata log: repeat the controller's state.
 	clear(s.cut)
+	for _, h := range s.held {
+		c.queue = append(c.queue, h.m)
+	}
+	s.held = nil
 	c.announce(NoNode)
 	for range 100 {
+		if s.lossy {
+			for _, n := range c.nodes {
+				c.sync(n.id) // a flush interval elapses
+				n.p.Synced()
+			}
+		}
 		c.tick(1)
 		s.collectResults()
 		s.check()
 	}
+	s.checkHistory()
+}
+
+// checkHistory is the end-of-run check (research section 4, 14-18): every
+// replica holds the leader's log; every acks=all acknowledged record is in
+// it once, at the offset acknowledged; every read is in it as it was
+// read; every record in it was produced, and at most as many times as a
+// leader accepted it; every produce was answered.
+func (s *sim) checkHistory() {
+	c := s.c
 	leader := c.ctl.leader
-	s.requiref(leader != NoNode, "no leader after healing")
+	if leader == NoNode {
+		s.failf("no leader after healing")
+	}
 	want := c.entries(leader)
 	for _, n := range c.nodes {
-		s.requiref(slices.Equal(c.entries(n.id), want), "node %d's log differs from the leader's after healing", n.id)
+		if !slices.Equal(c.entries(n.id), want) {
+			s.failf("node %d's log differs from the leader's after healing", n.id)
+		}
+	}
+	count := map[string]int{}
+	for _, e := range want {
+		count[e.Value]++
+	}
+	for _, value := range slices.Sorted(maps.Keys(count)) {
+		if count[value] > s.attempts[value] {
+			s.failf("%s is in the log %d times, produced %d", value, count[value], s.attempts[value])
+		}
 	}
 	for _, value := range slices.Sorted(maps.Keys(s.acked)) {
 		off := s.acked[value]
-		i := slices.IndexFunc(want, func(e entry) bool { return e.Offset == off })
-		s.requiref(i >= 0 && want[i].Value == value, "acknowledged %s at %d lost", value, off)
+		i := entryAt(want, off)
+		if i < 0 || want[i].Value != value {
+			s.failf("acknowledged %s at %d lost", value, off)
+		}
+		if count[value] != 1 && s.attempts[value] < 2 {
+			s.failf("acknowledged %s is in the log %d times", value, count[value])
+		}
+	}
+	for _, off := range slices.Sorted(maps.Keys(s.read)) {
+		i := entryAt(want, off)
+		if i < 0 || want[i].Value != s.read[off] {
+			s.failf("offset %d was read as %s and is gone", off, s.read[off])
+		}
+	}
+	if len(s.produced) > 0 {
+		s.failf("%d produces to running nodes never answered", len(s.produced))
+	}
+	if c.hw(leader) != c.node(leader).log.LogEndOffset() {
+		s.failf("the leader's HW %d is not its log end %d after healing", c.hw(leader), c.node(leader).log.LogEndOffset())
 	}
 }
 
-func runSim(t testingT, seed uint64, events int, bug bugs) int {
+// simStats are what a run leaves for the test log.
+type simStats struct {
+	events, acked, weakLost int
+}
+
+func runSim(t testingT, seed uint64, events int, bug bugs) simStats {
 	s := newSim(t, seed, bug)
 	for range events {
 		s.step()
 	}
 	s.heal()
-	return s.events
+	st := simStats{events: s.events, acked: len(s.acked)}
+	kept := map[string]bool{}
+	for _, e := range s.c.entries(s.c.ctl.leader) {
+		kept[e.Value] = true
+	}
+	for value := range s.weak {
+		if !kept[value] {
+			st.weakLost++
+		}
+	}
+	return st
 }
 
 func TestSimulator(t *testing.T) {
@@ -358,19 +650,28 @@ func TestSimulator(t *testing.T) {
 	switch {
 	case seeds > 0:
 	case testing.Short():
-		seeds = 20
+		seeds = 300
 	default:
-		seeds = 100
+		seeds = 1000
 	}
 	start := time.Now()
-	events := 0
+	var total simStats
+	ran := 0
 	for seed := range uint64(seeds) {
-		ok := t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { events += runSim(t, seed, 400, bugs{}) })
+		ran++
+		ok := t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			st := runSim(t, seed, simEvents, bugs{})
+			total.events += st.events
+			total.acked += st.acked
+			total.weakLost += st.weakLost
+		})
 		if !ok {
+			t.Logf("replay: go test -run 'TestSimulator/seed=%d$' -sim.seeds=%d ./replica", seed, seed+1)
 			break
 		}
 	}
-	t.Logf("%d seeds, %d events, %.0f events/s", seeds, events, float64(events)/time.Since(start).Seconds())
+	t.Logf("%d seeds, %d events, %.0f events/s; %d acks=all records acknowledged, none lost; %d acks=0/1 records acknowledged and lost (allowed)",
+		ran, total.events, float64(total.events)/time.Since(start).Seconds(), total.acked, total.weakLost)
 }
 
 // catcher is a testingT whose failure ends the run with a panic that
@@ -396,30 +697,25 @@ func simFails(seed uint64, bug bugs) (msg string, failed bool) {
 			msg, failed = c.msg, true
 		}
 	}()
-	runSim(c, seed, 400, bug)
+	runSim(c, seed, simEvents, bug)
 	return "", false
 }
 
 // Each historical bug, switched back on, is caught by the simulator's
 // checks within a bounded number of seeds: the checks have teeth.
 func TestSimulatorCatchesHistoricalBugs(t *testing.T) {
-	// The seeds that catch each bug today: 12, 323, 37 and 66. The bound
-	// leaves room for changes to the simulator's event mix.
-	const maxSeeds = 500
+	const maxSeeds = 300
 	for _, tc := range []struct {
 		name string
 		bug  bugs
-		long bool // caught only after hundreds of seeds: not under -short
 	}{
-		{"truncation to the high watermark (before KIP-101)", bugs{truncateToHighWatermark: true}, false},
-		{"the epoch-less answer (KIP-101 before KIP-279)", bugs{pre279: true}, true},
-		{"ISR expansion without the epoch-start guard (KIP-320 rule 4)", bugs{noEpochStartGuard: true}, false},
-		{"leader epoch reuse after a restart (KAFKA-10527)", bugs{reuseEpoch: true}, false},
+		{"truncation to the high watermark (before KIP-101)", bugs{truncateToHighWatermark: true}},
+		{"the epoch-less answer (KIP-101 before KIP-279)", bugs{pre279: true}},
+		{"applying the high watermark before truncating (KAFKA-14704)", bugs{hwBeforeTruncation: true}},
+		{"ISR expansion without the epoch-start guard (KIP-320 rule 4)", bugs{noEpochStartGuard: true}},
+		{"leader epoch reuse after a restart (KAFKA-10527)", bugs{reuseEpoch: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.long && testing.Short() {
-				t.Skip("long variant: run without -short")
-			}
 			for seed := range uint64(maxSeeds) {
 				if msg, failed := simFails(seed, tc.bug); failed {
 					first, _, _ := strings.Cut(msg, "\n")
@@ -437,7 +733,7 @@ func TestSimulatorCatchesHistoricalBugs(t *testing.T) {
 func TestSimulatorReplaysASeedExactly(t *testing.T) {
 	run := func() ([]string, map[NodeID][]entry) {
 		s := newSim(t, 7, bugs{})
-		for range 400 {
+		for range simEvents {
 			s.step()
 		}
 		logs := map[NodeID][]entry{}

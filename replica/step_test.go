@@ -229,3 +229,25 @@ func TestFollowerLogStartFollowsTheLeaders(t *testing.T) {
 	require.EqualValues(t, 3, c.node(2).log.LogStartOffset())
 	require.Equal(t, []string{"d", "e"}, c.values(2))
 }
+
+// Fetch IDs start over when a node restarts, so the answer to a fetch of
+// its previous life may match its current one. A FENCED_LEADER_EPOCH
+// from a leader whose epoch is not above the follower's answers such a
+// fetch (the simulator's seed 636): it is stale, and the follower goes on
+// fetching instead of waiting for metadata that will not come.
+func TestFollowerIgnoresAFencedAnswerFromItsOwnEpoch(t *testing.T) {
+	c := newCluster(t, 1, 2).start(nil)
+	c.elect(1)
+	c.stabilize()
+	fl := c.node(2).p.fl
+	require.True(t, fl.outstanding)
+	err := c.stepOn(2, &FetchResponse{
+		Header: Header{From: 1, To: 2, Topic: testTopic}, ID: fl.fetchID, Err: CodeFencedLeaderEpoch,
+		Leader: 1, LeaderEpoch: c.ctl.leaderEpoch, FetchOffset: 0, DivergingEpoch: -1, DivergingEndOffset: -1,
+	})
+	require.ErrorIs(t, err, ErrStale)
+	_, err = c.produce(1, AcksAll, "after")
+	require.NoError(t, err)
+	c.tick(10)
+	require.Equal(t, []string{"after"}, c.values(2))
+}

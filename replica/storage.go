@@ -15,7 +15,7 @@ import (
 // The state machine calls only the reading methods (Offsets,
 // SyncedEndOffset, LatestEpoch, EndOffsetForEpoch, Read), and only while no write it handed out is
 // pending or, on a leader, for records below what it appended; the writing
-// methods are for Write.Apply.
+// methods are for Write.Apply and the application.
 type Log interface {
 	Offsets() (start, highWatermark, end int64, err error)
 	SyncedEndOffset() (int64, error)
@@ -30,6 +30,9 @@ type Log interface {
 	AdvanceHighWatermark(offset int64) (int64, error)
 	SetLeaderEpoch(epoch int32) error
 	DeleteRecordsBefore(offset int64) error
+	// Sync makes what was written durable; the Driver calls it under
+	// DriverConfig.SyncWrites.
+	Sync() error
 }
 
 var (
@@ -91,6 +94,12 @@ func (w Write) String() string {
 		return fmt.Sprintf("leader-epoch %d", w.Epoch)
 	}
 	return fmt.Sprintf("%s %d", w.Kind, w.Offset)
+}
+
+// reshapes reports whether w removes records or sets an epoch: what a
+// follower reads from its log before it fetches.
+func (w Write) reshapes() bool {
+	return w.Kind == WriteTruncate || w.Kind == WriteRestart || w.Kind == WriteLeaderEpoch
 }
 
 // Apply performs the write on l.

@@ -31,6 +31,37 @@ type replicaShape struct {
 	latencies int // produces per latency run
 }
 
+// replicaMode is a durability setting of the replicated runs.
+type replicaMode struct {
+	fsync log.FsyncPolicy
+	// synced sets replica.Config.SyncedAcks: followers report what they
+	// synced, and so may fetch ahead of their writes. Under FsyncAlways
+	// an acknowledgement means the same with it or without.
+	synced bool
+	// groupSync opens the replicas' logs with FsyncNever and has each
+	// driver's writer sync once per Ready (DriverConfig.SyncWrites),
+	// under SyncedAcks: an acknowledgement still means on disk on every
+	// ISR member, as under FsyncAlways, the policy of the baseline.
+	groupSync bool
+}
+
+func (m replicaMode) String() string {
+	switch {
+	case m.groupSync:
+		return m.fsync.String() + "-groupsync"
+	case m.synced:
+		return m.fsync.String() + "-synced"
+	}
+	return m.fsync.String()
+}
+
+var replicaModes = []replicaMode{
+	{fsync: log.FsyncAlways()},
+	{fsync: log.FsyncAlways(), synced: true},
+	{fsync: log.FsyncAlways(), groupSync: true},
+	{fsync: log.FsyncNever()},
+}
+
 // inflights are how many produces the throughput runs keep outstanding at
 // once, beside the single one a plain Log.Append loop has.
 var inflights = []int{1, 8}
@@ -44,9 +75,9 @@ func replicaSuite(quick bool) error {
 		shape.batches, batchRecords, recordSize, shape.reps)
 	batches := replicaBatches(shape.batches)
 	var cmps []comparison
-	for _, fsync := range []log.FsyncPolicy{log.FsyncAlways(), log.FsyncNever()} {
+	for _, mode := range replicaModes {
 		for _, n := range inflights {
-			c, err := compareReplicated(shape, batches, fsync, n)
+			c, err := compareReplicated(shape, batches, mode, n)
 			if err != nil {
 				return fmt.Errorf("replica suite: %w", err)
 			}
@@ -74,7 +105,8 @@ func replicaBatches(n int) [][]segment.Record {
 
 // compareReplicated times producing batches to three replicas, n at a
 // time, against appending them to one log, alternating the two run by run.
-func compareReplicated(shape replicaShape, batches [][]segment.Record, fsync log.FsyncPolicy, n int) (comparison, error) {
+func compareReplicated(shape replicaShape, batches [][]segment.Record, mode replicaMode, n int) (comparison, error) {
+	fsync := mode.fsync
 	var single, replicated []time.Duration
 	for range shape.reps {
 		d, err := timeSingleLog(batches, fsync)
@@ -82,7 +114,7 @@ func compareReplicated(shape replicaShape, batches [][]segment.Record, fsync log
 			return comparison{}, err
 		}
 		single = append(single, d)
-		d, err = timeReplicated(batches, fsync, n)
+		d, err = timeReplicated(batches, mode, n)
 		if err != nil {
 			return comparison{}, err
 		}
@@ -90,9 +122,9 @@ func compareReplicated(shape replicaShape, batches [][]segment.Record, fsync log
 	}
 	s, r := medianOf(single), medianOf(replicated)
 	mb := float64(len(batches)*batchRecords*recordSize) / (1 << 20)
-	fmt.Printf("fsync %-6s %d in flight: single Log.Append %7.1f MB/s, 3 replicas acks=all %7.1f MB/s\n",
-		fsync, n, mb/s.Seconds(), mb/r.Seconds())
-	c := comparison{name: fmt.Sprintf("replica-%s-inflight%d/log", fsync, n), value: s.Seconds() / r.Seconds()}
+	fmt.Printf("fsync %-13s %d in flight: single Log.Append %7.1f MB/s, 3 replicas acks=all %7.1f MB/s\n",
+		mode, n, mb/s.Seconds(), mb/r.Seconds())
+	c := comparison{name: fmt.Sprintf("replica-%s-inflight%d/log", mode, n), value: s.Seconds() / r.Seconds()}
 	if fsync == log.FsyncAlways() {
 		c.bound = 0.5
 	}
@@ -125,8 +157,8 @@ func timeSingleLog(batches [][]segment.Record, fsync log.FsyncPolicy) (time.Dura
 	return time.Since(start), nil
 }
 
-func timeReplicated(batches [][]segment.Record, fsync log.FsyncPolicy, n int) (time.Duration, error) {
-	c, err := startReplicas(fsync, false)
+func timeReplicated(batches [][]segment.Record, mode replicaMode, n int) (time.Duration, error) {
+	c, err := startReplicas(mode, false)
 	if err != nil {
 		return 0, err
 	}
@@ -161,7 +193,7 @@ func timeReplicated(batches [][]segment.Record, fsync log.FsyncPolicy, n int) (t
 // produceLatencies prints the latency of one produce at a time over HTTP
 // on loopback, acks=all beside acks=1, FsyncAlways.
 func produceLatencies(shape replicaShape, batches [][]segment.Record) error {
-	c, err := startReplicas(log.FsyncAlways(), true)
+	c, err := startReplicas(replicaMode{fsync: log.FsyncAlways()}, true)
 	if err != nil {
 		return err
 	}
@@ -196,7 +228,7 @@ type replicas struct {
 // startReplicas starts three drivers over logs with the fsync policy;
 // their messages go through their binary encoding, to Receive directly or
 // as HTTP POSTs to each node's server on loopback.
-func startReplicas(fsync log.FsyncPolicy, overHTTP bool) (*replicas, error) {
+func startReplicas(mode replicaMode, overHTTP bool) (*replicas, error) {
 	dir, err := os.MkdirTemp(*logParent, "strand-replica")
 	if err != nil {
 		return nil, err
@@ -217,14 +249,18 @@ func startReplicas(fsync log.FsyncPolicy, overHTTP bool) (*replicas, error) {
 		}
 		c.tr.deliver = httpDelivery(urls)
 	}
+	logFsync := mode.fsync
+	if mode.groupSync {
+		logFsync = log.FsyncNever()
+	}
 	for _, id := range ids {
-		l, err := log.Open(filepath.Join(dir, fmt.Sprint(id)), log.Options{Fsync: fsync, ExternalHighWatermark: true})
+		l, err := log.Open(filepath.Join(dir, fmt.Sprint(id)), log.Options{Fsync: logFsync, ExternalHighWatermark: true})
 		if err != nil {
 			c.close()
 			return nil, err
 		}
 		c.logs = append(c.logs, l)
-		d, err := replica.NewDriver(replica.DriverConfig{Node: replica.NewNode(id), Transport: c.tr, TickInterval: time.Millisecond})
+		d, err := replica.NewDriver(replica.DriverConfig{Node: replica.NewNode(id), Transport: c.tr, TickInterval: time.Millisecond, SyncWrites: mode.groupSync})
 		if err != nil {
 			c.close()
 			return nil, err
@@ -232,7 +268,7 @@ func startReplicas(fsync log.FsyncPolicy, overHTTP bool) (*replicas, error) {
 		c.drivers[id] = d
 		c.runs.Add(1)
 		go func() { defer c.runs.Done(); d.Run(ctx) }()
-		if err := d.AddPartition(ctx, replica.Config{Topic: "bench", Log: l, MinInsyncReplicas: 2,
+		if err := d.AddPartition(ctx, replica.Config{Topic: "bench", Log: l, MinInsyncReplicas: 2, SyncedAcks: mode.synced || mode.groupSync,
 			ReplicaLagTime: 1 << 20, ProduceTimeout: 1 << 20, RequestTimeout: 1000}); err != nil {
 			c.close()
 			return nil, err

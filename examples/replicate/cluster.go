@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -197,14 +198,98 @@ type report struct {
 	acked                         map[int64]string
 	ackedWhileDown                int
 	isrAfterKill, isrAfterRestart []replica.NodeID
+	// diverged are the records the restarted node had that no other
+	// replica had, by offset; truncated says they are gone from its log.
+	diverged  map[int64]string
+	truncated bool
+	// latency is the p50 and p99 of a produce, one at a time, by acks.
+	latency map[string][2]time.Duration
+}
+
+// diverge gives a stopped node's log records that no other replica has,
+// in the epoch after the leader's: as if, cut off from the others, it had
+// been made leader of that epoch by a controller and taken writes before
+// leadership moved back (the fast failovers of Kafka's KIP-279). Then the
+// controller moves node 1 to the epoch after that one, as it would. The
+// node, restarted, must find that its log diverged and truncate it.
+func (c *cluster) diverge(id replica.NodeID, values ...string) (map[int64]string, error) {
+	s, err := c.isr()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := log.OpenDir(c.nodeDir(id), log.DirOptions{Log: log.Options{ExternalHighWatermark: true}})
+	if err != nil {
+		return nil, err
+	}
+	defer dir.Close()
+	p, err := dir.Partition(topic, partition)
+	if err != nil {
+		return nil, err
+	}
+	_, _, end, err := p.Offsets()
+	if err != nil {
+		return nil, err
+	}
+	recs := make([]segment.Record, len(values))
+	out := map[int64]string{}
+	for i, v := range values {
+		recs[i] = segment.Record{Value: []byte(v)}
+		out[end+int64(i)] = v
+	}
+	b, err := segment.AppendBatch(nil, recs, segment.BuildOptions{BaseOffset: end})
+	if err != nil {
+		return nil, err
+	}
+	segment.Batch(b).SetPartitionLeaderEpoch(s.LeaderEpoch + 1)
+	if _, err := p.AppendReplicated(b); err != nil {
+		return nil, err
+	}
+	if err := dir.Close(); err != nil {
+		return nil, err
+	}
+	resp, err := http.Post(c.leaderURL(fmt.Sprintf("/elect?epoch=%d", s.LeaderEpoch+2)), "", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("elect: %s", resp.Status)
+	}
+	return out, nil
+}
+
+// latencies produces n batches one at a time with acks, and returns the
+// p50 and p99 of their times and the records acknowledged.
+func (c *cluster) latencies(acks string, n int) ([2]time.Duration, map[int64]string, error) {
+	ds := make([]time.Duration, n)
+	acked := map[int64]string{}
+	for i := range ds {
+		v := fmt.Sprintf("acks=%s %d", acks, i)
+		start := time.Now()
+		p, err := c.produce(acks, []byte(v))
+		ds[i] = time.Since(start)
+		if err != nil {
+			return [2]time.Duration{}, nil, err
+		}
+		if p.Code != replica.CodeNone {
+			return [2]time.Duration{}, nil, fmt.Errorf("acks=%s: %s", acks, p.Err)
+		}
+		acked[p.BaseOffset] = v
+	}
+	slices.Sort(ds)
+	return [2]time.Duration{ds[n/2], ds[n*99/100]}, acked, nil
 }
 
 // scenario produces acks=all batches to a started cluster; a third of the
-// way it SIGKILLs the last node, and the ISR shrinks as produces go on; two thirds of the way it restarts it and waits for it to rejoin. It
-// then stops every node and checks that each acknowledged record is, at
-// its offset, in the log of every member of the final ISR.
-func scenario(c *cluster, batches int, logf func(string, ...any)) (report, error) {
-	rep := report{acked: map[int64]string{}}
+// way it SIGKILLs the last node, and the ISR shrinks as produces go on;
+// two thirds of the way it gives that node's log records no other replica
+// has (diverge) and restarts it: it truncates them and rejoins the ISR.
+// Then it times n produces one at a time with acks=1 and n with acks=all,
+// stops every node and checks that each acknowledged record is, at its
+// offset, in the log of every member of the final ISR, and that the
+// diverging records are gone.
+func scenario(c *cluster, batches, n int, logf func(string, ...any)) (report, error) {
+	rep := report{acked: map[int64]string{}, latency: map[string][2]time.Duration{}}
 	victim := replica.NodeID(c.nodes)
 	rest := c.all()[:c.nodes-1]
 	down := false
@@ -227,6 +312,11 @@ func scenario(c *cluster, batches int, logf func(string, ...any)) (report, error
 			rep.isrAfterKill = rest
 			logf("ISR shrank to %v", rest)
 		case 2 * batches / 3:
+			var err error
+			if rep.diverged, err = c.diverge(victim, "diverging 0", "diverging 1"); err != nil {
+				return rep, fmt.Errorf("diverge: %w", err)
+			}
+			logf("node %d's log now ends with %d records no other replica has, in an epoch the leader skipped: %v", victim, len(rep.diverged), rep.diverged)
 			logf("restart node %d", victim)
 			if err := c.startNode(victim); err != nil {
 				return rep, err
@@ -255,6 +345,18 @@ func scenario(c *cluster, batches int, logf func(string, ...any)) (report, error
 			rep.ackedWhileDown += len(values)
 		}
 	}
+	for _, acks := range []string{"1", "all"} {
+		lat, acked, err := c.latencies(acks, n)
+		if err != nil {
+			return rep, err
+		}
+		rep.latency[acks] = lat
+		if acks == "all" {
+			maps.Copy(rep.acked, acked)
+		}
+	}
+	logf("%d produces of one record, one at a time, over HTTP on loopback, FsyncAlways: acks=1 p50 %v p99 %v; acks=all p50 %v p99 %v",
+		n, rep.latency["1"][0], rep.latency["1"][1], rep.latency["all"][0], rep.latency["all"][1])
 	final, err := c.isr()
 	if err != nil {
 		return rep, err
@@ -273,6 +375,14 @@ func scenario(c *cluster, batches int, logf func(string, ...any)) (report, error
 			}
 		}
 		logf("node %d holds all %d acknowledged records", id, len(rep.acked))
+		if id != victim {
+			continue
+		}
+		rep.truncated = true
+		for off, v := range rep.diverged {
+			rep.truncated = rep.truncated && recs[off] != v
+			logf("node %d: offset %d held %q, now %q", id, off, v, recs[off])
+		}
 	}
 	return rep, nil
 }

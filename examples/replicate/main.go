@@ -7,7 +7,9 @@
 // starts itself three times (-node 1, 2, 3; each with its own data
 // directory under -dir), produces with acks=all and MinInsyncReplicas 2,
 // SIGKILLs follower 3 (the ISR shrinks to [1 2] and produces go on),
-// restarts it (it catches up and rejoins the ISR), stops the nodes and
+// gives its log records no other replica has, in an epoch the leader
+// skipped, restarts it (it truncates them, catches up and rejoins the
+// ISR), times produces with acks=1 and acks=all, stops the nodes and
 // checks that every acknowledged record is in the log of every ISR member.
 // Node 1 leads and plays the controller; electing leaders is a later
 // issue.
@@ -31,6 +33,7 @@ func main() {
 	tick := flag.Duration("tick", 10*time.Millisecond, "how often nodes tick")
 	lag := flag.Int("lag", 50, "ReplicaLagTime in ticks")
 	batches := flag.Int("batches", 300, "supervisor: acks=all batches to produce")
+	latencies := flag.Int("latencies", 200, "supervisor: produces to time with acks=1 and with acks=all")
 	flag.Parse()
 
 	var err error
@@ -39,7 +42,7 @@ func main() {
 	} else {
 		var self string
 		if self, err = os.Executable(); err == nil {
-			err = demo(cluster{exe: self, nodes: *nodes, dir: *dir, tick: *tick, lag: *lag}, *batches, func(format string, args ...any) {
+			err = demo(cluster{exe: self, nodes: *nodes, dir: *dir, tick: *tick, lag: *lag}, *batches, *latencies, func(format string, args ...any) {
 				fmt.Printf(format+"\n", args...)
 			})
 		}
@@ -59,12 +62,12 @@ func parsePeers(s string) map[replica.NodeID]string {
 }
 
 // demo is the scenario the command shows and its test checks.
-func demo(c cluster, batches int, logf func(string, ...any)) error {
+func demo(c cluster, batches, latencies int, logf func(string, ...any)) error {
 	if err := c.start(); err != nil {
 		return err
 	}
 	defer c.kill()
-	rep, err := scenario(&c, batches, logf)
+	rep, err := scenario(&c, batches, latencies, logf)
 	if err != nil {
 		return err
 	}

@@ -71,7 +71,7 @@ func runNode(cfg nodeConfig) error {
 	defer func() { cancel(); <-running }()
 
 	if err := d.AddPartition(ctx, replica.Config{
-		Topic: topic, Partition: partition, Log: plog,
+		Topic: topic, Partition: partition, Log: truncationLogger{plog, cfg.id},
 		MinInsyncReplicas: 2,
 		ReplicaLagTime:    cfg.lag,
 		RequestTimeout:    cfg.lag,
@@ -109,6 +109,22 @@ func runNode(cfg nodeConfig) error {
 	shutdown, done := context.WithTimeout(context.Background(), 2*time.Second)
 	defer done()
 	return srv.Shutdown(shutdown)
+}
+
+// truncationLogger is the partition's log, saying when the replica
+// truncates records away: what a follower does when it finds its log
+// diverged from its leader's.
+type truncationLogger struct {
+	*log.Partition
+	id replica.NodeID
+}
+
+func (l truncationLogger) TruncateTo(offset int64) error {
+	_, _, end, err := l.Offsets()
+	if err == nil && offset < end {
+		fmt.Printf("node %d: truncating its log from offset %d to %d: records its leader does not have\n", l.id, end, offset)
+	}
+	return l.Partition.TruncateTo(offset)
 }
 
 // stopWithParent stops the node when the supervisor that started it is
@@ -251,6 +267,29 @@ func (c *controller) routes(mux *http.ServeMux, d *replica.Driver, tr *httpTrans
 		}
 		b, _ := c.leaderAndISR(replica.NodeID(id)).MarshalBinary()
 		w.Write(b)
+	})
+	// POST /elect?epoch=N makes node 1 lead again in epoch N (or the next
+	// one, if N is not above the current), and tells every node.
+	mux.HandleFunc("POST /elect", func(w http.ResponseWriter, r *http.Request) {
+		epoch, err := strconv.Atoi(r.URL.Query().Get("epoch"))
+		if err != nil {
+			http.Error(w, "epoch: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		c.mu.Lock()
+		c.leaderEpoch = max(int32(epoch), c.leaderEpoch+1)
+		c.partitionEpoch++
+		c.mu.Unlock()
+		for _, id := range c.replicas {
+			if id == leaderID {
+				err = d.Receive(r.Context(), c.leaderAndISR(id))
+				continue
+			}
+			tr.Send(c.leaderAndISR(id))
+		}
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+		}
 	})
 	mux.HandleFunc("GET /isr", func(w http.ResponseWriter, r *http.Request) {
 		c.mu.Lock()
