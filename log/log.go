@@ -1,6 +1,7 @@
 package log
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -744,11 +745,38 @@ func (l *Log) Epochs() []EpochEntry {
 	return l.epochs.Entries()
 }
 
-// Sync makes everything appended so far durable, whatever the policy.
+// Sync makes everything appended so far durable, whatever the policy. The
+// fsync runs outside the writer lock, as a group commit's does, so that
+// appends and a replica's reads of the log's offsets and epochs go on
+// meanwhile.
 func (l *Log) Sync() error {
 	if err := l.lockWriter(true); err != nil {
 		return err
 	}
+	leo, truncations := l.leo.Load(), l.truncations
+	if l.recoveryPoint >= leo {
+		l.wmu.Unlock()
+		return nil
+	}
+	active := l.active()
+	active.acquire() // the log holds it, so this succeeds
+	l.wmu.Unlock()
+
+	// The segments before the active one were synced when they rolled.
+	start := time.Now()
+	err := safely(active.SyncLog)
+	l.stats.fsync(time.Since(start))
+	active.release()
+
+	l.wmu.Lock()
 	defer l.wmu.Unlock()
-	return l.flushLocked()
+	if err != nil {
+		err = fmt.Errorf("%w: %s: %w", ErrFailed, l.dir, err)
+		l.failed = cmp.Or(l.failed, err)
+		return err
+	}
+	if truncations == l.truncations { // else the offsets may hold other data now
+		l.recoveryPoint = max(l.recoveryPoint, leo)
+	}
+	return l.failed
 }

@@ -1,7 +1,10 @@
 package log
 
 import (
+	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/strandlog/strand/segment"
 	"github.com/strandlog/strand/vfs"
@@ -121,6 +124,65 @@ func TestSyncedEndOffsetFollowsTheFsyncPolicy(t *testing.T) {
 		_, err = l.SyncedEndOffset()
 		require.ErrorIs(t, err, ErrClosed)
 	}
+}
+
+// Sync's fsync runs outside the writer lock: while it is in progress, a
+// replica's reads of the log (its synced end, its epochs) and appends go
+// on, and what they append is synced by a later Sync, not claimed by this
+// one.
+func TestSyncDoesNotHoldTheWriterLock(t *testing.T) {
+	fs := newMemFS(t)
+	opts := memOptions(fs)
+	opts.Fsync = FsyncNever()
+	l, err := Open("/data/t-0", opts)
+	require.NoError(t, err)
+	defer l.Close()
+	appendN(t, l, 0, 10, 1, 100)
+
+	entered, release := make(chan struct{}), make(chan struct{})
+	fs.SetHook(func(op vfs.Op) error {
+		if op.Kind == vfs.OpSync && strings.HasSuffix(op.Name, ".log") {
+			close(entered)
+			<-release
+		}
+		return nil
+	})
+	synced := make(chan error)
+	go func() { synced <- l.Sync() }()
+	<-entered
+	fs.SetHook(nil)
+	defer close(release) // the sync ends even if the test fails here
+
+	meanwhile := make(chan error)
+	go func() {
+		end, err := l.SyncedEndOffset()
+		if err == nil && end != 0 {
+			err = fmt.Errorf("synced end %d while the sync is in progress", end)
+		}
+		if err == nil {
+			_, err = l.LatestEpoch()
+		}
+		if err == nil {
+			_, err = l.Append(recordsFrom(10, 5, 100))
+		}
+		meanwhile <- err
+	}()
+	select {
+	case err := <-meanwhile:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("reads and appends waited for the sync")
+	}
+
+	release <- struct{}{}
+	require.NoError(t, <-synced)
+	end, err := l.SyncedEndOffset()
+	require.NoError(t, err)
+	require.EqualValues(t, 10, end, "the sync covers what was appended before it began")
+	require.NoError(t, l.Sync())
+	end, err = l.SyncedEndOffset()
+	require.NoError(t, err)
+	require.EqualValues(t, 15, end)
 }
 
 func TestLatestEpoch(t *testing.T) {
