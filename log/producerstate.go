@@ -181,7 +181,8 @@ func (l *Log) reloadProducersLocked() error {
 	if err := idempotence.RemoveStraySnapshots(l.fs, l.dir, bases); err != nil {
 		return fmt.Errorf("log %s: %w", l.dir, err)
 	}
-	st, err := idempotence.Load(l.fs, l.dir, start, leo, l.opts.Now().UnixMilli(), idempotence.Options{})
+	st, err := idempotence.Load(l.fs, l.dir, start, leo, l.opts.Now().UnixMilli(),
+		idempotence.Options{ProducerIDExpiration: l.opts.ProducerIDExpiration})
 	if err != nil {
 		return fmt.Errorf("log %s: producer state: %w", l.dir, err)
 	}
