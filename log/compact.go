@@ -233,7 +233,7 @@ type plan struct {
 	active      *segRef   // the active segment when planned: gone means truncated
 	dirty       int       // index in segs of the first segment with dirty records
 	firstDirty  int64
-	uncleanable int64 // the base offset after the last cleanable segment
+	uncleanable int64                    // the base offset after the last cleanable segment
 	aborted     []idempotence.AbortedTxn // the aborted transactions with data in segs
 	st          CompactStats
 }
