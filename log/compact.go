@@ -300,7 +300,7 @@ func (l *Log) planCompaction(now time.Time, opts CompactOptions) (*plan, error) 
 	// Every transaction with data in the cleanable part is decided: the
 	// aborted ones are all in the .txnindex files, of these segments or
 	// later ones.
-	if p.aborted, err = abortedBelow(segs, p.uncleanable); err != nil {
+	if p.aborted, err = abortedIn(segs, segs[0].BaseOffset(), p.uncleanable); err != nil {
 		return nil, fmt.Errorf("log %s: compaction: %w", l.dir, err)
 	}
 	for _, s := range segs[:n] {
@@ -308,25 +308,6 @@ func (l *Log) planCompaction(now time.Time, opts CompactOptions) (*plan, error) 
 		p.segs = append(p.segs, s)
 	}
 	return p, nil
-}
-
-// abortedBelow returns the aborted transactions of segs that begin below
-// offset upper, searching every segment's .txnindex, where the markers are,
-// until an entry shows that every transaction begun below upper had ended
-// (TxnIndex.Collect).
-func abortedBelow(segs []*segRef, upper int64) ([]idempotence.AbortedTxn, error) {
-	var all []idempotence.AbortedTxn
-	for _, s := range segs {
-		found, done, err := s.collectAborted(segs[0].BaseOffset(), upper)
-		if err != nil {
-			return nil, err
-		}
-		all = append(all, found...)
-		if done {
-			break
-		}
-	}
-	return all, nil
 }
 
 // groupSegments splits segs into runs that each fit one segment (Kafka's

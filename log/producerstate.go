@@ -415,10 +415,11 @@ func (r *segRef) closeTxnIndex(remove bool) error {
 // removing the file rebuilds any other.)
 func abortedIn(segs []*segRef, from, upper int64) ([]idempotence.AbortedTxn, error) {
 	var all []idempotence.AbortedTxn
+	// Not only the segments below upper: a transaction with data below it
+	// may have its marker in a later segment, past an open transaction's
+	// first offset (collectAbortedTransactions stops only on Collect's
+	// word).
 	for _, s := range segs {
-		if s.BaseOffset() >= upper {
-			break
-		}
 		found, done, err := s.collectAborted(from, upper)
 		if err != nil {
 			return nil, err
