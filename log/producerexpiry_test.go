@@ -57,7 +57,8 @@ func TestProducerIDExpirationIsConfigurable(t *testing.T) {
 }
 
 // TestProducerIDExpirationIsValidated: below a millisecond is refused, by
-// name, as Kafka refuses producer.id.expiration.ms below 1.
+// name, as Kafka refuses producer.id.expiration.ms below 1, by a Log and
+// by a Dir whose DirOptions.Log carry it.
 func TestProducerIDExpirationIsValidated(t *testing.T) {
 	for _, d := range []time.Duration{-time.Hour, time.Microsecond} {
 		opts := memOptions(newMemFS(t))
@@ -65,5 +66,7 @@ func TestProducerIDExpirationIsValidated(t *testing.T) {
 		_, err := Open("/data/e-0", opts)
 		require.ErrorIs(t, err, ErrInvalidOption, "%v", d)
 		require.ErrorContains(t, err, "ProducerIDExpiration")
+		_, err = OpenDir("/data", DirOptions{Log: opts})
+		require.ErrorIs(t, err, ErrInvalidOption, "a Dir's %v", d)
 	}
 }
