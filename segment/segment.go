@@ -671,6 +671,7 @@ func (s *Segment) Read(offset, maxOffset int64, maxBytes int) (Slice, error) {
 			break
 		}
 		sl.n += int64(b.Size())
+		sl.next = b.LastOffset() + 1
 	}
 	return sl, nil
 }

@@ -169,6 +169,11 @@ func TestReadReturnsWholeBatches(t *testing.T) {
 			got, err := sl.Bytes()
 			require.NoError(t, err)
 			require.Equal(t, concat(bs[tc.wantFirst:tc.wantFirst+tc.wantN]), got)
+			if tc.wantN > 0 {
+				require.EqualValues(t, 4*(tc.wantFirst+tc.wantN), sl.NextOffset())
+			} else {
+				require.Zero(t, sl.NextOffset())
+			}
 		})
 	}
 	_, err = s.Read(40, math.MaxInt64, 100)
