@@ -177,21 +177,20 @@ func (s *State) Validate(origin Origin, batches ...BatchInfo) (*Append, error) {
 		if b.ProducerID < 0 {
 			continue
 		}
-		if origin == OriginClient {
-			if cur, ok := s.producers[b.ProducerID]; ok {
-				if dup, ok := cur.duplicateOf(b.ProducerEpoch, b.BaseSequence, b.LastSequence()); ok {
-					d := dup // on the heap only when returned
-					return &Append{Duplicate: &d, gen: s.gen}, nil
-				}
+		cur := s.producers[b.ProducerID]
+		if origin == OriginClient && cur != nil {
+			if dup, ok := cur.duplicateOf(b.ProducerEpoch, b.BaseSequence, b.LastSequence()); ok {
+				d := dup // on the heap only when returned
+				return &Append{Duplicate: &d, gen: s.gen}, nil
 			}
 		}
 		u := a.entry(b.ProducerID)
 		if u == nil {
-			u = a.newEntry(s.producers[b.ProducerID], b.ProducerID)
+			u = a.newEntry(cur, b.ProducerID)
 		}
 		// Kafka accepts any sequence from a producer it had no state for
 		// when the append began (KIP-360), for every batch of the append.
-		unknown := s.producers[b.ProducerID] == nil || s.producers[b.ProducerID].Epoch == NoProducerEpoch
+		unknown := cur == nil || cur.Epoch == NoProducerEpoch
 		var err error
 		if b.Control {
 			err = a.appendMarker(u, b, origin)
