@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"time"
 
 	"github.com/strandlog/strand/idempotence"
@@ -40,7 +41,7 @@ func txnShapes(quick bool) txnShape {
 	if quick {
 		return txnShape{reps: 1, batches: 2_000, transactions: 2_000}
 	}
-	return txnShape{reps: 5, batches: 50_000, transactions: 50_000}
+	return txnShape{reps: 15, batches: 50_000, transactions: 50_000}
 }
 
 func txnSuite(quick bool) error {
@@ -104,6 +105,7 @@ func appendRun(shape txnShape, value []byte, idempotent bool) func() (sample, er
 			return s, err
 		}
 		defer func() { err = errors.Join(err, l.Close()) }()
+		runtime.GC() // the garbage of building the batches is not the run's
 		start := time.Now()
 		for _, b := range batches {
 			res, err := l.AppendBatch(b)
@@ -170,6 +172,7 @@ func writeTxnLog(l *log.Log, shape txnShape, value []byte) (committed int64, err
 // Log.Records, and checks it got want of them.
 func readRun(l *log.Log, iso log.Isolation, want int64) func() (sample, error) {
 	return func() (sample, error) {
+		runtime.GC() // the other contender's garbage is not this run's
 		start := time.Now()
 		var n int64
 		for _, err := range l.Records(0, iso) {
