@@ -138,8 +138,12 @@ type Append struct {
 
 	gen uint64
 	// entries are the updated states of the producers the append
-	// touches; an append rarely has more than one, so a slice beats a map.
+	// touches; an append rarely has more than one, so a slice beats a map,
+	// and the first, with its retained batches, lives in the Append.
 	entries    []*Entry
+	first      Entry
+	firstBuf   [NumBatchesToRetain]BatchMetadata
+	one        [1]*Entry
 	started    []txn
 	completed  []CompletedTxn
 	lastOffset int64
@@ -173,25 +177,20 @@ func (s *State) Validate(origin Origin, batches ...BatchInfo) (*Append, error) {
 		if b.ProducerID < 0 {
 			continue
 		}
-		if origin == OriginClient {
-			if cur, ok := s.producers[b.ProducerID]; ok {
-				if dup, ok := cur.duplicateOf(b.ProducerEpoch, b.BaseSequence, b.LastSequence()); ok {
-					return &Append{Duplicate: &dup, gen: s.gen}, nil
-				}
+		cur := s.producers[b.ProducerID]
+		if origin == OriginClient && cur != nil {
+			if dup, ok := cur.duplicateOf(b.ProducerEpoch, b.BaseSequence, b.LastSequence()); ok {
+				d := dup // on the heap only when returned
+				return &Append{Duplicate: &d, gen: s.gen}, nil
 			}
 		}
 		u := a.entry(b.ProducerID)
 		if u == nil {
-			e := newEntry(b.ProducerID)
-			if cur, ok := s.producers[b.ProducerID]; ok {
-				e = cur.clone()
-			}
-			u = &e
-			a.entries = append(a.entries, u)
+			u = a.newEntry(cur, b.ProducerID)
 		}
 		// Kafka accepts any sequence from a producer it had no state for
 		// when the append began (KIP-360), for every batch of the append.
-		unknown := s.producers[b.ProducerID] == nil || s.producers[b.ProducerID].Epoch == NoProducerEpoch
+		unknown := cur == nil || cur.Epoch == NoProducerEpoch
 		var err error
 		if b.Control {
 			err = a.appendMarker(u, b, origin)
@@ -203,6 +202,31 @@ func (s *State) Validate(origin Origin, batches ...BatchInfo) (*Append, error) {
 		}
 	}
 	return a, nil
+}
+
+// newEntry adds to the append a copy of the producer's state cur, or a new
+// state for producer id if cur is nil, and returns it. The first is kept
+// in the Append itself, which saves an append of one producer's batch,
+// the common one, three allocations.
+func (a *Append) newEntry(cur *Entry, id int64) *Entry {
+	var u *Entry
+	if len(a.entries) == 0 {
+		u = &a.first
+		*u = newEntry(id)
+		if cur != nil {
+			*u = *cur
+			u.Batches = append(a.firstBuf[:0], cur.Batches...)
+		}
+		a.entries = a.one[:1]
+		a.one[0] = u
+		return u
+	}
+	e := newEntry(id)
+	if cur != nil {
+		e = cur.clone()
+	}
+	a.entries = append(a.entries, &e)
+	return &e
 }
 
 // entry returns the append's updated state of producer id, or nil.

@@ -1,6 +1,7 @@
 package log
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/strandlog/strand/idempotence"
 	"github.com/strandlog/strand/segment"
 	"github.com/strandlog/strand/vfs"
 )
@@ -139,10 +141,19 @@ type CompactStats struct {
 //     first compaction that saw it, which stamps that time on its batch as
 //     the delete horizon (KIP-534); a compaction after the horizon removes
 //     it.
+//   - Nothing at or past the last stable offset is compacted: an open
+//     transaction's batches, and everything after them, stay as they are.
+//   - The records of aborted transactions are removed, and their keys
+//     make no older record go (Kafka's CleanedTransactionMetadata). An
+//     ABORT marker stays, with its .txnindex entry, while a batch of its
+//     transaction does; a COMMIT marker while a batch of its transaction
+//     does. Once none does, a marker is kept until DeleteRetention after
+//     the compaction that first finds it so, stamped as a tombstone's
+//     batch is, and then removed (KIP-534).
 //   - A batch of an idempotent producer whose records are all removed is
-//     kept as a header if it is the producer's last in the log, so that
-//     its sequence numbers survive (Kafka's BatchRetention.RETAIN_EMPTY).
-//     Control batches (transaction markers) are kept whole.
+//     kept as a header if it is the producer's last batch, or last data
+//     batch, in the log, so that its epoch and sequence numbers survive
+//     (Kafka's BatchRetention.RETAIN_EMPTY).
 //   - Batches compressed with a codec this library cannot decode (snappy,
 //     zstd) are kept whole, and their keys make no older record go.
 //
@@ -175,7 +186,8 @@ func (l *Log) Compact(now time.Time, opts CompactOptions) (CompactStats, error) 
 }
 
 func (l *Log) compact(p *plan, now time.Time, opts CompactOptions) error {
-	c := &cleaner{l: l, plan: p, opts: opts, now: now.UnixMilli(), keys: newKeyMap(opts.KeyMapBytes, opts.hash)}
+	c := &cleaner{l: l, plan: p, opts: opts, now: now.UnixMilli(), keys: newKeyMap(opts.KeyMapBytes, opts.hash),
+		txns: newTxnTracker(p.aborted)}
 	if err := c.buildKeyMap(); err != nil {
 		return err
 	}
@@ -193,6 +205,9 @@ func (l *Log) compact(p *plan, now time.Time, opts CompactOptions) error {
 			// The key map may name offsets that hold other records now.
 			return nil
 		case done == groupSkipped:
+			// The group's batches went unread: whether a later
+			// marker's transaction has any left is unknown.
+			c.txns.partial = true
 			complete = false
 		}
 	}
@@ -218,7 +233,8 @@ type plan struct {
 	active      *segRef   // the active segment when planned: gone means truncated
 	dirty       int       // index in segs of the first segment with dirty records
 	firstDirty  int64
-	uncleanable int64 // the base offset after the last cleanable segment
+	uncleanable int64                    // the base offset after the last cleanable segment
+	aborted     []idempotence.AbortedTxn // the aborted transactions with data in segs
 	st          CompactStats
 }
 
@@ -241,7 +257,7 @@ func (l *Log) planCompaction(now time.Time, opts CompactOptions) (*plan, error) 
 	if err != nil {
 		return nil, err
 	}
-	logStart, leo, hw := l.logStart.Load(), l.leo.Load(), l.hw.Load()
+	logStart, leo, lso := l.logStart.Load(), l.leo.Load(), l.LastStableOffset()
 	if firstDirty < logStart || firstDirty > leo {
 		firstDirty = logStart
 	}
@@ -257,7 +273,7 @@ func (l *Log) planCompaction(now time.Time, opts CompactOptions) (*plan, error) 
 	}
 	lag := now.Add(-opts.MinCompactionLag).UnixMilli()
 	n := p.dirty
-	for n < len(segs)-1 && segs[n].NextOffset() <= hw &&
+	for n < len(segs)-1 && segs[n].NextOffset() <= lso &&
 		(opts.MinCompactionLag == 0 || segs[n].MaxTimestamp() <= lag) {
 		n++
 	}
@@ -280,6 +296,12 @@ func (l *Log) planCompaction(now time.Time, opts CompactOptions) (*plan, error) 
 	overdue := opts.MaxCompactionLag > 0 && first >= 0 && now.Sub(time.UnixMilli(first)) > opts.MaxCompactionLag
 	if !opts.Force && !overdue && float64(dirty) < opts.MinCleanableDirtyRatio*float64(clean+dirty) {
 		return p, nil
+	}
+	// Every transaction with data in the cleanable part is decided: the
+	// aborted ones are all in the .txnindex files, of these segments or
+	// later ones.
+	if p.aborted, err = abortedIn(segs, segs[0].BaseOffset(), p.uncleanable); err != nil {
+		return nil, fmt.Errorf("log %s: compaction: %w", l.dir, err)
 	}
 	for _, s := range segs[:n] {
 		s.acquire() // the log holds them, under wmu
@@ -343,9 +365,16 @@ type cleaner struct {
 	// at or past it is kept whatever its key.
 	end int64
 
-	// lastOfProducer maps each producer id to the last offset of its last
-	// batch up to the first uncleanable offset.
-	lastOfProducer map[int64]int64
+	// lastOfProducer and lastDataOfProducer map each producer id to the
+	// last offset of its last batch and last data batch up to the first
+	// uncleanable offset.
+	lastOfProducer, lastDataOfProducer map[int64]int64
+
+	// txns follows the transactions of the batches rewritten, and
+	// groupAborted collects those of the group being rewritten that its
+	// new .txnindex keeps.
+	txns         *txnTracker
+	groupAborted []idempotence.AbortedTxn
 
 	kept []segment.Record
 	buf  []byte
@@ -353,11 +382,15 @@ type cleaner struct {
 
 // buildKeyMap reads the dirty segments and maps each key to its latest
 // offset, until the map is full (Kafka's Cleaner.buildOffsetMap). It also
-// learns each producer's last batch, from all the cleanable segments.
+// learns each producer's last batches, from all the cleanable segments.
+// The records of aborted transactions are left out of the map, as Kafka's
+// buildOffsetMapForSegment leaves them: they must not make an older
+// record of their key go.
 func (c *cleaner) buildKeyMap() error {
 	p := c.plan
-	c.lastOfProducer = make(map[int64]int64)
+	c.lastOfProducer, c.lastDataOfProducer = make(map[int64]int64), make(map[int64]int64)
 	c.end = p.uncleanable
+	txns := newTxnTracker(p.aborted)
 	for i, s := range p.segs {
 		dirty := i >= p.dirty
 		// Once the map is full, the rest of the segment is still read for
@@ -369,8 +402,17 @@ func (c *cleaner) buildKeyMap() error {
 			}
 			if b.ProducerID() >= 0 {
 				c.lastOfProducer[b.ProducerID()] = b.LastOffset()
+				if !b.Control() {
+					c.lastDataOfProducer[b.ProducerID()] = b.LastOffset()
+				}
 			}
-			if !dirty || full {
+			aborted := false
+			if b.Control() {
+				txns.marker(b)
+			} else {
+				aborted = txns.data(b)
+			}
+			if !dirty || full || aborted {
 				continue
 			}
 			p.st.BytesRead += int64(len(b))
@@ -460,16 +502,19 @@ func (c *cleaner) cleanGroup(group []*segRef) (groupResult, error) {
 	if err != nil {
 		return 0, fmt.Errorf("log %s: compaction: %w", l.dir, err)
 	}
+	c.groupAborted = c.groupAborted[:0]
 	err = c.rewrite(seg, group)
 	if err == nil {
 		err = errors.Join(seg.Seal(), seg.Sync())
 	}
-	// The group's aborted transactions go with the new segment, in a
-	// .txnindex renamed with its other files.
+	// The aborted transactions whose markers stay go with the new
+	// segment, in a .txnindex renamed with its other files (Kafka's
+	// cleaner writes the cleaned segment's index from the markers it
+	// keeps).
 	txnIndex := segment.FileName(l.dir, seg.BaseOffset(), txnIndexSuffix)
 	merged := false
 	if err == nil {
-		merged, err = l.writeMergedTxnIndex(group, cleanedSuffix)
+		merged, err = l.writeTxnIndex(seg.BaseOffset(), c.groupAborted, cleanedSuffix)
 	}
 	if err == nil {
 		err = seg.Rename(swapSuffix)
@@ -563,7 +608,10 @@ func (c *cleaner) filter(b segment.Batch, keepEmpty bool) (segment.Batch, error)
 	n := int64(b.NumRecords())
 	c.plan.st.RecordsRead += n
 	if b.Control() {
-		return b, nil
+		return c.filterMarker(b, keepEmpty)
+	}
+	if c.txns.data(b) {
+		return c.emptied(b, keepEmpty)
 	}
 	horizon, hasHorizon := b.DeleteHorizon()
 	expired := hasHorizon && c.now >= horizon
@@ -585,15 +633,47 @@ func (c *cleaner) filter(b segment.Batch, keepEmpty bool) (segment.Batch, error)
 		tombstones = tombstones || r.Value == nil
 		c.kept = append(c.kept, r)
 	}
-	c.plan.st.RecordsRemoved += n - int64(len(c.kept))
 	if len(c.kept) == 0 {
-		pid := b.ProducerID()
-		if last, ok := c.lastOfProducer[pid]; !keepEmpty && !(pid >= 0 && ok && last == b.LastOffset()) {
-			return nil, nil // including a header kept before for a producer that wrote again
-		}
+		return c.emptied(b, keepEmpty)
 	}
-	needHorizon := tombstones && !hasHorizon
-	if int64(len(c.kept)) == n && !needHorizon {
+	c.plan.st.RecordsRemoved += n - int64(len(c.kept))
+	return c.retained(b, tombstones)
+}
+
+// filterMarker returns what compaction keeps of the control batch b
+// (Kafka's Cleaner.discardBatch for a control batch): all of it while a
+// batch of its transaction stays, or until the delete horizon stamped on
+// it once none does; after the horizon, what emptied keeps.
+func (c *cleaner) filterMarker(b segment.Batch, keepEmpty bool) (segment.Batch, error) {
+	done, aborted := c.txns.marker(b)
+	if aborted != nil {
+		c.groupAborted = append(c.groupAborted, *aborted)
+	}
+	if b.NumRecords() == 0 {
+		return c.emptied(b, keepEmpty) // a marker emptied before
+	}
+	if !done {
+		return b, nil
+	}
+	if horizon, ok := b.DeleteHorizon(); ok && c.now >= horizon {
+		return c.emptied(b, keepEmpty)
+	}
+	c.kept = c.kept[:0]
+	for r, err := range b.Records() {
+		if err != nil {
+			return nil, err
+		}
+		c.kept = append(c.kept, r)
+	}
+	return c.retained(b, true)
+}
+
+// retained returns b with only the records in c.kept, stamped with a
+// delete horizon DeleteRetention from now if stamp and b has none yet.
+func (c *cleaner) retained(b segment.Batch, stamp bool) (segment.Batch, error) {
+	horizon, hasHorizon := b.DeleteHorizon()
+	needHorizon := stamp && !hasHorizon
+	if len(c.kept) == int(b.NumRecords()) && !needHorizon {
 		return b, nil
 	}
 	switch {
@@ -605,6 +685,96 @@ func (c *cleaner) filter(b segment.Batch, keepEmpty bool) (segment.Batch, error)
 	var err error
 	c.buf, err = segment.AppendRetained(c.buf[:0], b, c.kept, horizon)
 	return c.buf, err
+}
+
+// emptied returns what stays of b once all its records go: nothing, or a
+// bare header if keepEmpty or if b is its producer's last batch or last
+// data batch (Kafka's BatchRetention.RETAIN_EMPTY), including a header
+// kept before for a producer that wrote again.
+func (c *cleaner) emptied(b segment.Batch, keepEmpty bool) (segment.Batch, error) {
+	c.plan.st.RecordsRemoved += int64(b.NumRecords())
+	pid := b.ProducerID()
+	last, ok := c.lastOfProducer[pid]
+	lastData, okData := c.lastDataOfProducer[pid]
+	if !keepEmpty && !(pid >= 0 && (ok && last == b.LastOffset() || okData && lastData == b.LastOffset())) {
+		return nil, nil
+	}
+	if b.NumRecords() == 0 {
+		return b, nil
+	}
+	var err error
+	c.buf, err = segment.AppendRetained(c.buf[:0], b, nil, -1)
+	return c.buf, err
+}
+
+// txnTracker follows the transactions of a part of the log read batch by
+// batch in offset order, as Kafka's CleanedTransactionMetadata does, given
+// the aborted transactions that have data in it: which data batches are
+// aborted, and which markers end a transaction none of whose batches were
+// read.
+type txnTracker struct {
+	pending    []idempotence.AbortedTxn // by first offset, not yet reached
+	aborting   map[int64]*abortingTxn   // producer id: its aborted transaction under way
+	committing map[int64]bool           // producers whose transaction under way, not aborted, had a batch read
+
+	// partial is set when batches went unread: a marker can then not
+	// tell whether its transaction has any left, and stays.
+	partial bool
+}
+
+type abortingTxn struct {
+	txn  idempotence.AbortedTxn
+	read bool // a batch of it was read
+}
+
+func newTxnTracker(aborted []idempotence.AbortedTxn) *txnTracker {
+	pending := slices.Clone(aborted)
+	slices.SortFunc(pending, func(a, b idempotence.AbortedTxn) int { return cmp.Compare(a.FirstOffset, b.FirstOffset) })
+	return &txnTracker{pending: pending, aborting: map[int64]*abortingTxn{}, committing: map[int64]bool{}}
+}
+
+// reach starts the aborted transactions that begin at or before offset.
+func (t *txnTracker) reach(offset int64) {
+	for len(t.pending) > 0 && t.pending[0].FirstOffset <= offset {
+		a := t.pending[0]
+		t.aborting[a.ProducerID] = &abortingTxn{txn: a}
+		t.pending = t.pending[1:]
+	}
+}
+
+// data reports whether the data batch b belongs to an aborted transaction
+// (onBatchRead).
+func (t *txnTracker) data(b segment.Batch) bool {
+	t.reach(b.LastOffset())
+	if !b.Transactional() {
+		return false
+	}
+	if a := t.aborting[b.ProducerID()]; a != nil {
+		a.read = true
+		return true
+	}
+	t.committing[b.ProducerID()] = true
+	return false
+}
+
+// marker reads the control batch b, which ends its producer's transaction
+// (onControlBatchRead). done reports that no batch of the transaction was
+// read, so the marker may go once past its delete horizon. aborted is the
+// transaction's .txnindex entry if the transaction was aborted and the
+// marker stays for a batch of it: the entry stays too.
+func (t *txnTracker) marker(b segment.Batch) (done bool, aborted *idempotence.AbortedTxn) {
+	t.reach(b.LastOffset())
+	pid := b.ProducerID()
+	read := t.committing[pid]
+	delete(t.committing, pid)
+	if a := t.aborting[pid]; a != nil {
+		delete(t.aborting, pid)
+		if a.read || t.partial {
+			return false, &a.txn
+		}
+		return true, nil
+	}
+	return !read && !t.partial, nil
 }
 
 // keyMap maps keys to offsets in a fixed amount of memory, as Kafka's
@@ -679,4 +849,25 @@ func (m *keyMap) put(key []byte, offset int64) bool {
 // get returns key's latest offset, or -1 if the map does not have it.
 func (m *keyMap) get(key []byte) int64 {
 	return m.find(m.hashes(key)).offset - 1
+}
+
+// writeTxnIndex writes the .txnindex of the segment at base that
+// compaction builds, named with suffix as its other files are. It reports
+// whether there was any entry to write; without one the new segment needs
+// no file.
+func (l *Log) writeTxnIndex(base int64, entries []idempotence.AbortedTxn, suffix string) (bool, error) {
+	if len(entries) == 0 {
+		return false, nil
+	}
+	name := segment.FileName(l.dir, base, txnIndexSuffix) + suffix
+	x, err := idempotence.OpenTxnIndex(l.fs, name, base)
+	if err != nil {
+		return false, err
+	}
+	for _, a := range entries {
+		if err := x.Append(a); err != nil {
+			return false, errors.Join(err, x.Close())
+		}
+	}
+	return true, errors.Join(x.Sync(), x.Close())
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/strandlog/strand/idempotence"
 	"github.com/strandlog/strand/segment"
 	"github.com/strandlog/strand/vfs"
 )
@@ -153,6 +154,17 @@ type Options struct {
 	// under the fsync policy, as a single-replica Kafka partition does.
 	ExternalHighWatermark bool
 
+	// ProducerIDExpiration is how long the log remembers an idempotent
+	// producer after the timestamp of its last batch, unless it has a
+	// transaction open (producer.id.expiration.ms, KIP-854): the log looks
+	// for such producers every 10 minutes of appends and forgets them, and
+	// a forgotten producer's next batch is taken at whatever sequence it
+	// carries, as a new producer's is (KIP-360: Kafka no longer answers
+	// UNKNOWN_PRODUCER_ID), losing the check for duplicates of what it
+	// sent before. Default 1 day, allowed 1ms or more. Kafka sets it for
+	// the whole broker; here, for each Log (a Dir's, from DirOptions.Log).
+	ProducerIDExpiration time.Duration
+
 	// Now is the clock, for append times and segment age; default
 	// time.Now.
 	Now func() time.Time
@@ -219,6 +231,12 @@ func (o Options) withDefaults() (Options, error) {
 		o.CheckpointInterval = DefaultCheckpointInterval
 	case o.CheckpointInterval < 0:
 		return o, bad("CheckpointInterval", o.CheckpointInterval, "more than 0")
+	}
+	switch {
+	case o.ProducerIDExpiration == 0:
+		o.ProducerIDExpiration = idempotence.DefaultProducerIDExpiration
+	case o.ProducerIDExpiration < time.Millisecond:
+		return o, bad("ProducerIDExpiration", o.ProducerIDExpiration, "1ms or more")
 	}
 	switch p := o.Fsync; p.mode {
 	case fsyncInterval:

@@ -181,7 +181,8 @@ func (l *Log) reloadProducersLocked() error {
 	if err := idempotence.RemoveStraySnapshots(l.fs, l.dir, bases); err != nil {
 		return fmt.Errorf("log %s: %w", l.dir, err)
 	}
-	st, err := idempotence.Load(l.fs, l.dir, start, leo, l.opts.Now().UnixMilli(), idempotence.Options{})
+	st, err := idempotence.Load(l.fs, l.dir, start, leo, l.opts.Now().UnixMilli(),
+		idempotence.Options{ProducerIDExpiration: l.opts.ProducerIDExpiration})
 	if err != nil {
 		return fmt.Errorf("log %s: producer state: %w", l.dir, err)
 	}
@@ -407,37 +408,6 @@ func (r *segRef) closeTxnIndex(remove bool) error {
 	return err
 }
 
-// writeMergedTxnIndex writes, for the segment compaction builds in place
-// of group, a .txnindex holding the group's aborted transactions, named
-// with suffix as the new segment's other files are (Kafka's cleaner
-// rewrites the cleaned segment's index too). It reports whether there was
-// any entry to write; without one the new segment needs no file.
-func (l *Log) writeMergedTxnIndex(group []*segRef, suffix string) (bool, error) {
-	var all []idempotence.AbortedTxn
-	for _, s := range group {
-		x, err := s.txnIndex()
-		if err != nil {
-			return false, err
-		}
-		all = append(all, x.Entries()...)
-	}
-	if len(all) == 0 {
-		return false, nil
-	}
-	base := group[0].BaseOffset()
-	name := segment.FileName(l.dir, base, txnIndexSuffix) + suffix
-	x, err := idempotence.OpenTxnIndex(l.fs, name, base)
-	if err != nil {
-		return false, err
-	}
-	for _, a := range all {
-		if err := x.Append(a); err != nil {
-			return false, errors.Join(err, x.Close())
-		}
-	}
-	return true, errors.Join(x.Sync(), x.Close())
-}
-
 // abortedIn returns the aborted transactions that overlap offsets [from,
 // upper) of segs, searching from the first segment. A .txnindex that cannot
 // be read fails the read: without it aborted records would be read as
@@ -445,10 +415,11 @@ func (l *Log) writeMergedTxnIndex(group []*segRef, suffix string) (bool, error) 
 // removing the file rebuilds any other.)
 func abortedIn(segs []*segRef, from, upper int64) ([]idempotence.AbortedTxn, error) {
 	var all []idempotence.AbortedTxn
+	// Not only the segments below upper: a transaction with data below it
+	// may have its marker in a later segment, past an open transaction's
+	// first offset (collectAbortedTransactions stops only on Collect's
+	// word).
 	for _, s := range segs {
-		if s.BaseOffset() >= upper {
-			break
-		}
 		found, done, err := s.collectAborted(from, upper)
 		if err != nil {
 			return nil, err

@@ -123,7 +123,11 @@ func (l *Log) Read(offset int64, maxBytes int, iso Isolation) (*Batches, error) 
 		case err == nil:
 			bs := &Batches{Slice: sl, hold: &hold{ref: ref}}
 			if iso == ReadCommitted {
-				if bs.Aborted, err = abortedIn(segs[i:], offset, bound); err != nil {
+				// Only the transactions the batches read may hold, as
+				// Kafka's fetch bounds them by the fetched data's end:
+				// bounded by the LSO, every read would collect all the
+				// aborted transactions to the end of the log.
+				if bs.Aborted, err = abortedIn(segs[i:], offset, sl.NextOffset()); err != nil {
 					ref.release()
 					return nil, fmt.Errorf("log %s: %w", l.dir, err)
 				}

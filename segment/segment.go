@@ -671,14 +671,15 @@ func (s *Segment) Read(offset, maxOffset int64, maxBytes int) (Slice, error) {
 	if first.LastOffset() >= maxOffset {
 		return sl, nil
 	}
-	sl.n = int64(first.Size())
+	sl.n, sl.next = int64(first.Size()), first.LastOffset()+1
 	limit := pos + int64(max(maxBytes, 0))
 	// Every batch before an indexed one that starts by limit and ends
 	// before maxOffset qualifies: skip to it rather than read each header.
 	// An entry at or past end belongs to a batch being appended.
 	byPos, byOffset := s.offsets.LookupPosition(limit), s.offsets.Lookup(maxOffset-1)
+	skipped := false
 	if skip := int64(min(byPos.Position, byOffset.Position)); skip > sc.pos && skip < end {
-		sc, sl.n = s.lookup(skip, end), skip-pos
+		sc, sl.n, skipped = s.lookup(skip, end), skip-pos, true
 	}
 	for {
 		at := sc.pos
@@ -689,10 +690,16 @@ func (s *Segment) Read(offset, maxOffset int64, maxBytes int) (Slice, error) {
 		if err != nil {
 			return Slice{}, sc.wrap(at, err)
 		}
+		if skipped {
+			// The batches skipped end before this one begins: at most a
+			// compaction gap above the true next offset, which bounds
+			// what a read-committed reader looks up, never below it.
+			sl.next, skipped = b.BaseOffset(), false
+		}
 		if b.LastOffset() >= maxOffset || at+int64(b.Size()) > limit {
 			break
 		}
-		sl.n = at + int64(b.Size()) - pos
+		sl.n, sl.next = at+int64(b.Size())-pos, b.LastOffset()+1
 	}
 	return sl, nil
 }

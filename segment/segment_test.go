@@ -170,6 +170,11 @@ func TestReadReturnsWholeBatches(t *testing.T) {
 			got, err := sl.Bytes()
 			require.NoError(t, err)
 			require.Equal(t, concat(bs[tc.wantFirst:tc.wantFirst+tc.wantN]), got)
+			if tc.wantN > 0 {
+				require.EqualValues(t, 4*(tc.wantFirst+tc.wantN), sl.NextOffset())
+			} else {
+				require.Zero(t, sl.NextOffset())
+			}
 		})
 	}
 	_, err = s.Read(40, math.MaxInt64, 100)
@@ -209,6 +214,9 @@ func TestReadSkipsByTheIndexAsAWalkWould(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, starts[first], sl.Position(), "interval %d: Read(%d, %d, %d)", interval, offset, maxOffset, maxBytes)
 			require.Equal(t, starts[last]-starts[first], sl.Len(), "interval %d: Read(%d, %d, %d)", interval, offset, maxOffset, maxBytes)
+			if last > first {
+				require.Equal(t, bs[last-1].LastOffset()+1, sl.NextOffset(), "interval %d: Read(%d, %d, %d)", interval, offset, maxOffset, maxBytes)
+			}
 		}
 		require.NoError(t, s.Close())
 	}

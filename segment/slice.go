@@ -24,10 +24,17 @@ type Slice struct {
 	name string
 	pos  int64
 	n    int64
+	next int64
 }
 
 // Len returns the size of the slice in bytes.
 func (s Slice) Len() int64 { return s.n }
+
+// NextOffset returns the offset after the slice's last batch, 0 if the
+// slice is empty: the upper bound of the aborted transactions a
+// read-committed reader of the slice needs (Kafka's fetch collects them up
+// to the fetched batches' next offset).
+func (s Slice) NextOffset() int64 { return s.next }
 
 // Position returns where the slice starts in the segment's log file.
 func (s Slice) Position() int64 { return s.pos }
