@@ -3,6 +3,8 @@ package broker_test
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -10,6 +12,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
+
+	"github.com/strandlog/strand/idempotence"
+	"github.com/strandlog/strand/log"
+	"github.com/strandlog/strand/segment"
 )
 
 // txnProducer is a kgo transactional producer that writes to the partition
@@ -148,4 +155,126 @@ func isFenced(err error) bool {
 		}
 	}
 	return false
+}
+
+// TestTransactionRequestsOverTheWire checks the coordinator's and the
+// partition leader's answers one request at a time, as Kafka gives them
+// (research T14-T17): a transactional Produce v11 to a partition not added
+// to the transaction is INVALID_TXN_STATE (KIP-890 part 1) and one v12 adds
+// it (part 2); stale epochs and foreign producer ids are refused; nothing
+// refused is appended.
+func TestTransactionRequestsOverTheWire(t *testing.T) {
+	tb := startBroker(t, t.TempDir())
+	const topic = "wire"
+	c := tb.client()
+	v11 := kversion.Stable()
+	v11.SetMaxKeyVersion(0, 11)
+	c11 := tb.client(kgo.MaxVersions(v11))
+	createTopic(t, c, topic, 2)
+	ctx := context.Background()
+	txnID := "wire-txn"
+
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.CoordinatorType, fc.CoordinatorKeys = 1, []string{txnID}
+	fr, err := fc.RequestWith(ctx, c)
+	require.NoError(t, err)
+	require.NoError(t, kerr.ErrorForCode(fr.Coordinators[0].ErrorCode))
+	require.EqualValues(t, 0, fr.Coordinators[0].NodeID, "this broker")
+
+	initPID := func(id string, timeoutMs int32) *kmsg.InitProducerIDResponse {
+		req := kmsg.NewPtrInitProducerIDRequest()
+		req.TransactionalID, req.TransactionTimeoutMillis = &id, timeoutMs
+		resp, err := req.RequestWith(ctx, c)
+		require.NoError(t, err)
+		return resp
+	}
+	require.Equal(t, kerr.InvalidRequest.Code, initPID("", 60_000).ErrorCode)
+	require.Equal(t, kerr.InvalidTransactionTimeout.Code, initPID(txnID, 16*60_000).ErrorCode, "above transaction.max.timeout.ms")
+	ir := initPID(txnID, 60_000)
+	require.NoError(t, kerr.ErrorForCode(ir.ErrorCode))
+	pe := idempotence.ProducerIDAndEpoch{ProducerID: ir.ProducerID, Epoch: ir.ProducerEpoch}
+	require.EqualValues(t, 0, pe.Epoch)
+
+	seqs := map[int32]int32{}
+	batch := func(p idempotence.ProducerIDAndEpoch, partition int32, k string) []byte {
+		b, err := segment.AppendBatch(nil, []segment.Record{{Key: []byte(k), Value: []byte(k), Timestamp: 1}},
+			segment.BuildOptions{Producer: &segment.Producer{ID: p.ProducerID, Epoch: p.Epoch, BaseSequence: seqs[partition]}, Transactional: true})
+		require.NoError(t, err)
+		return b
+	}
+	accepted := func(r kmsg.ProduceResponseTopicPartition) {
+		t.Helper()
+		require.NoError(t, kerr.ErrorForCode(r.ErrorCode))
+		seqs[r.Partition]++
+	}
+	addPartitions := func(p idempotence.ProducerIDAndEpoch, parts map[string][]int32) map[string][]int16 {
+		req := kmsg.NewPtrAddPartitionsToTxnRequest()
+		req.TransactionalID, req.ProducerID, req.ProducerEpoch = txnID, p.ProducerID, p.Epoch
+		for _, name := range slices.Sorted(maps.Keys(parts)) {
+			rt := kmsg.NewAddPartitionsToTxnRequestTopic()
+			rt.Topic, rt.Partitions = name, parts[name]
+			req.Topics = append(req.Topics, rt)
+		}
+		resp, err := req.RequestWith(ctx, c)
+		require.NoError(t, err)
+		codes := map[string][]int16{}
+		for _, rt := range resp.Topics {
+			for _, rp := range rt.Partitions {
+				codes[rt.Topic] = append(codes[rt.Topic], rp.ErrorCode)
+			}
+		}
+		return codes
+	}
+	ends := func() []int64 {
+		var out []int64
+		for i := range int32(2) {
+			p, err := tb.b.Dir().Partition(topic, i)
+			require.NoError(t, err)
+			_, hw, _, err := p.Offsets()
+			require.NoError(t, err)
+			out = append(out, hw)
+		}
+		return out
+	}
+
+	// Version 1's way: the partition must be added first.
+	r := produceRawTo(t, c11, &txnID, topic, 0, batch(pe, 0, "early"))
+	require.Equal(t, kerr.InvalidTxnState.Code, r.ErrorCode, "v11 to a partition not in the transaction")
+	require.Equal(t, []int64{0, 0}, ends(), "nothing appended")
+	require.Equal(t, map[string][]int16{topic: {kerr.OperationNotAttempted.Code}, "missing": {kerr.UnknownTopicOrPartition.Code}},
+		addPartitions(pe, map[string][]int32{topic: {0}, "missing": {0}}), "a missing partition: the request is not attempted")
+	require.Equal(t, map[string][]int16{topic: {kerr.InvalidProducerIDMapping.Code}},
+		addPartitions(idempotence.ProducerIDAndEpoch{ProducerID: pe.ProducerID + 1}, map[string][]int32{topic: {0}}), "another producer id")
+	require.Equal(t, map[string][]int16{topic: {kerr.ProducerFenced.Code}},
+		addPartitions(idempotence.ProducerIDAndEpoch{ProducerID: pe.ProducerID, Epoch: 1}, map[string][]int32{topic: {0}}), "another epoch")
+	require.Equal(t, map[string][]int16{topic: {0}}, addPartitions(pe, map[string][]int32{topic: {0}}))
+	accepted(produceRawTo(t, c11, &txnID, topic, 0, batch(pe, 0, "v11")))
+
+	// Version 2's way: the produce adds its partition; a transactional
+	// batch needs its transactional id.
+	r = produceRawTo(t, c, nil, topic, 1, batch(pe, 1, "anonymous"))
+	require.Equal(t, kerr.TransactionalIDAuthorizationFailed.Code, r.ErrorCode)
+	accepted(produceRawTo(t, c, &txnID, topic, 1, batch(pe, 1, "v12")))
+	require.Equal(t, []int64{1, 1}, ends())
+	s := describeTxn(t, c, txnID)
+	require.Equal(t, "Ongoing", s.State)
+	require.Equal(t, []kmsg.DescribeTransactionsResponseTransactionStateTopic{{Topic: topic, Partitions: []int32{0, 1}}}, s.Topics)
+
+	end := kmsg.NewPtrEndTxnRequest()
+	end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = txnID, pe.ProducerID, pe.Epoch, true
+	er, err := end.RequestWith(ctx, c)
+	require.NoError(t, err)
+	require.NoError(t, kerr.ErrorForCode(er.ErrorCode))
+	require.Equal(t, idempotence.ProducerIDAndEpoch{ProducerID: pe.ProducerID, Epoch: 1}, idempotence.ProducerIDAndEpoch{ProducerID: er.ProducerID, Epoch: er.ProducerEpoch}, "EndTxn v5 bumps the epoch")
+	require.Equal(t, []int64{2, 2}, ends(), "a COMMIT marker in each partition")
+
+	// A late batch of the ended transaction's epoch opens nothing (T17).
+	r = produceRawTo(t, c, &txnID, topic, 0, batch(pe, 0, "late"))
+	require.Equal(t, kerr.InvalidProducerEpoch.Code, r.ErrorCode)
+	require.Equal(t, []int64{2, 2}, ends())
+	require.Equal(t, "CompleteCommit", describeTxn(t, c, txnID).State)
+
+	// Clients may not write the coordinator's topic.
+	r = produceRawTo(t, c, &txnID, log.TransactionStateTopic, 0, batch(pe, 0, "forged"))
+	require.Equal(t, kerr.InvalidTopicException.Code, r.ErrorCode)
 }
