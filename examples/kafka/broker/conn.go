@@ -205,7 +205,7 @@ func (b *Broker) decode(frame []byte, host string) (*request, kmsg.Response, err
 		b.logger.Warn("broker: API or version not served", "key", h.key, "name", kmsg.NameForKey(h.key), "version", h.version, "client", clientID)
 		resp := body.ResponseKind()
 		resp.SetVersion(h.version)
-		setErrorCodes(resp, kerr.UnsupportedVersion.Code)
+		setErrorCodes(body, resp, kerr.UnsupportedVersion.Code)
 		return r, resp, nil
 	}
 	return r, nil, nil
@@ -290,12 +290,25 @@ func advertised() []kmsg.ApiVersionsResponseApiKey {
 }
 
 // setErrorCodes sets the top-level ErrorCode of a response that has one,
-// for an API the broker does not serve. Responses with per-partition codes
-// only go out empty.
-func setErrorCodes(resp kmsg.Response, code int16) {
+// for an API the broker does not serve. A TxnOffsetCommit, whose response
+// has per-partition codes only, gets the code for each of its partitions,
+// as Kafka answers it (an empty answer would read as success to a client);
+// other responses with per-partition codes only go out empty.
+func setErrorCodes(req kmsg.Request, resp kmsg.Response, code int16) {
 	v := reflect.ValueOf(resp).Elem()
 	if f := v.FieldByName("ErrorCode"); f.IsValid() && f.Kind() == reflect.Int16 {
 		f.SetInt(int64(code))
+	}
+	if req, ok := req.(*kmsg.TxnOffsetCommitRequest); ok {
+		resp := resp.(*kmsg.TxnOffsetCommitResponse)
+		for _, rt := range req.Topics {
+			t := kmsg.NewTxnOffsetCommitResponseTopic()
+			t.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				t.Partitions = append(t.Partitions, kmsg.TxnOffsetCommitResponseTopicPartition{Partition: rp.Partition, ErrorCode: code})
+			}
+			resp.Topics = append(resp.Topics, t)
+		}
 	}
 }
 

@@ -278,3 +278,46 @@ func TestTransactionRequestsOverTheWire(t *testing.T) {
 	r = produceRawTo(t, c, &txnID, log.TransactionStateTopic, 0, batch(pe, 0, "forged"))
 	require.Equal(t, kerr.InvalidTopicException.Code, r.ErrorCode)
 }
+
+// TestOffsetsInTransactionsNotServed: until group.Service takes offsets in
+// transactions, AddOffsetsToTxn and TxnOffsetCommit are not advertised and
+// are answered UNSUPPORTED_VERSION, TxnOffsetCommit in each partition (an
+// empty answer would read as success), so a client's transaction with
+// offsets cannot commit them unawares.
+func TestOffsetsInTransactionsNotServed(t *testing.T) {
+	tb := startBroker(t, t.TempDir())
+	c := dial(t, tb.addr)
+
+	add := kmsg.NewPtrAddOffsetsToTxnRequest()
+	add.TransactionalID, add.Group = "eos", "readers"
+	_, err := c.Write(frame(add, 25, 3, 1))
+	require.NoError(t, err)
+	corr, body := c.response(true)
+	require.EqualValues(t, 1, corr)
+	ar := kmsg.NewPtrAddOffsetsToTxnResponse()
+	ar.SetVersion(3)
+	require.NoError(t, ar.ReadFrom(body))
+	require.Equal(t, kerr.UnsupportedVersion.Code, ar.ErrorCode)
+
+	commit := kmsg.NewPtrTxnOffsetCommitRequest()
+	commit.TransactionalID, commit.Group = "eos", "readers"
+	rt := kmsg.NewTxnOffsetCommitRequestTopic()
+	rt.Topic = "in"
+	for p := range int32(2) {
+		rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+		rp.Partition, rp.Offset = p, 10
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	commit.Topics = append(commit.Topics, rt)
+	_, err = c.Write(frame(commit, 28, 3, 2))
+	require.NoError(t, err)
+	corr, body = c.response(true)
+	require.EqualValues(t, 2, corr)
+	cr := kmsg.NewPtrTxnOffsetCommitResponse()
+	cr.SetVersion(3)
+	require.NoError(t, cr.ReadFrom(body))
+	require.Len(t, cr.Topics, 1)
+	require.Equal(t, "in", cr.Topics[0].Topic)
+	require.Equal(t, []kmsg.TxnOffsetCommitResponseTopicPartition{
+		{Partition: 0, ErrorCode: kerr.UnsupportedVersion.Code}, {Partition: 1, ErrorCode: kerr.UnsupportedVersion.Code}}, cr.Topics[0].Partitions)
+}
