@@ -321,3 +321,52 @@ func TestOffsetsInTransactionsNotServed(t *testing.T) {
 	require.Equal(t, []kmsg.TxnOffsetCommitResponseTopicPartition{
 		{Partition: 0, ErrorCode: kerr.UnsupportedVersion.Code}, {Partition: 1, ErrorCode: kerr.UnsupportedVersion.Code}}, cr.Topics[0].Partitions)
 }
+
+// TestKgoGroupTransactSessionCannotCommitOffsets: kgo's consume-transform-
+// produce session reads a group's records and produces its output in a
+// transaction; committing fails at the offsets (not served yet), the
+// session aborts, and neither the output nor the group's offsets are
+// committed: a read_committed reader sees no output.
+func TestKgoGroupTransactSessionCannotCommitOffsets(t *testing.T) {
+	tb := startBroker(t, t.TempDir())
+	admin := tb.client()
+	createTopic(t, admin, "in", 1)
+	createTopic(t, admin, "out", 1)
+	produce(t, admin, "in", 0, 5)
+
+	s, err := kgo.NewGroupTransactSession(append([]kgo.Opt{kgo.SeedBrokers(tb.addr)},
+		kgo.TransactionalID("eos"), kgo.ConsumerGroup("transformers"), kgo.ConsumeTopics("in"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.TransactionTimeout(10*time.Second))...)
+	require.NoError(t, err)
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var got int
+	for got < 5 {
+		fs := s.PollFetches(ctx)
+		require.NoError(t, ctx.Err())
+		if got == 0 {
+			require.NoError(t, s.Begin())
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			got++
+			s.Produce(ctx, &kgo.Record{Topic: "out", Key: r.Key, Value: append([]byte("seen "), r.Value...)}, nil)
+		})
+	}
+	require.NoError(t, s.Client().Flush(ctx))
+	committed, err := s.End(ctx, kgo.TryCommit)
+	require.Error(t, err)
+	require.False(t, committed)
+
+	ru := tb.client(kgo.ConsumeTopics("out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadUncommitted()))
+	require.Len(t, consume(t, ru, 5), 5, "the output was written, then aborted")
+	rc := tb.client(kgo.ConsumeTopics("out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	noMoreRecords(t, rc)
+
+	of := kmsg.NewPtrOffsetFetchRequest()
+	of.Group, of.Topics = "transformers", []kmsg.OffsetFetchRequestTopic{{Topic: "in", Partitions: []int32{0}}}
+	or, err := of.RequestWith(ctx, admin)
+	require.NoError(t, err)
+	require.EqualValues(t, -1, or.Topics[0].Partitions[0].Offset, "no offset committed")
+}
