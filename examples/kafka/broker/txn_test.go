@@ -370,3 +370,34 @@ func TestKgoGroupTransactSessionCannotCommitOffsets(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, -1, or.Topics[0].Partitions[0].Offset, "no offset committed")
 }
+
+// TestTransactionsAcrossARestart: the coordinator's state is durable in
+// __transaction_state: after the broker restarts on the same data, a
+// producer with the same transactional id gets the same producer id at the
+// next epoch, and the committed records are still read_committed.
+func TestTransactionsAcrossARestart(t *testing.T) {
+	dir := t.TempDir()
+	tb := startBroker(t, dir)
+	const topic = "durable"
+	createTopic(t, tb.client(), topic, 2)
+	produceTxn(t, txnProducer(tb, "keeper"), topic, 0, 6, kgo.TryCommit)
+	before := describeTxn(t, tb.client(), "keeper")
+	require.EqualValues(t, 1, before.ProducerEpoch)
+	tb.stop()
+
+	tb = startBroker(t, dir)
+	admin := tb.client()
+	after := describeTxn(t, admin, "keeper")
+	require.Equal(t, "CompleteCommit", after.State)
+	require.Equal(t, before.ProducerID, after.ProducerID)
+	require.Equal(t, before.ProducerEpoch, after.ProducerEpoch)
+
+	produceTxn(t, txnProducer(tb, "keeper"), topic, 6, 10, kgo.TryCommit)
+	again := describeTxn(t, admin, "keeper")
+	require.Equal(t, before.ProducerID, again.ProducerID)
+	require.EqualValues(t, 3, again.ProducerEpoch, "InitProducerId bumped the restored epoch, EndTxn bumped it again")
+
+	rc := tb.client(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	recordsByKey(t, consume(t, rc, 10), 0, 10)
+	noMoreRecords(t, rc)
+}
