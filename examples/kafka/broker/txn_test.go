@@ -401,3 +401,35 @@ func TestTransactionsAcrossARestart(t *testing.T) {
 	recordsByKey(t, consume(t, rc, 10), 0, 10)
 	noMoreRecords(t, rc)
 }
+
+// TestOpenTransactionAbortedAfterARestart: a transaction left open when the
+// broker stops is still open after the restart (its records hold back
+// read_committed readers at the last stable offset) until a new producer
+// with its transactional id aborts it by InitProducerId; its records are
+// never read_committed, the new producer's are.
+func TestOpenTransactionAbortedAfterARestart(t *testing.T) {
+	dir := t.TempDir()
+	tb := startBroker(t, dir)
+	const topic = "crashy"
+	createTopic(t, tb.client(), topic, 2)
+	zombie := txnProducer(tb, "survivor")
+	require.NoError(t, zombie.BeginTransaction())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, zombie.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: 0, Key: []byte("lost")}).FirstErr())
+	tb.stop()
+
+	tb = startBroker(t, dir)
+	admin := tb.client()
+	require.Equal(t, "Ongoing", describeTxn(t, admin, "survivor").State)
+	p, err := tb.b.Dir().Partition(topic, 0)
+	require.NoError(t, err)
+	lso, err := p.LastStableOffset()
+	require.NoError(t, err)
+	require.EqualValues(t, 0, lso, "the open transaction holds the last stable offset")
+
+	produceTxn(t, txnProducer(tb, "survivor"), topic, 0, 4, kgo.TryCommit)
+	rc := tb.client(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	recordsByKey(t, consume(t, rc, 4), 0, 4)
+	noMoreRecords(t, rc)
+}
