@@ -43,19 +43,29 @@ func (b *Broker) txns() (*log.Transactions, error) {
 // transactional id: the coordinator gives the id a producer id, or bumps
 // the epoch of the one it has, which fences the producer that held it and
 // aborts its open transaction (TransactionCoordinator.handleInitProducerId).
-// The producer id and epoch of a v3+ request (KIP-360) are not checked
-// against the coordinator's: an older producer that sends them is fenced
-// all the same, by the bump.
+// A v3+ request may carry the producer id and epoch the producer has
+// (KIP-360): then it is PRODUCER_FENCED unless they are still the
+// coordinator's, so that a fenced producer cannot take the id back; one
+// without the other is INVALID_REQUEST (KafkaApis).
 func (b *Broker) initTransactionalProducerID(r *request, req *kmsg.InitProducerIDRequest, resp *kmsg.InitProducerIDResponse) {
 	txnID := *req.TransactionalID
+	timeout := ms(req.TransactionTimeoutMillis)
+	current := idempotence.ProducerIDAndEpoch{ProducerID: -1, Epoch: -1}
+	if req.Version >= 3 {
+		current = idempotence.ProducerIDAndEpoch{ProducerID: req.ProducerID, Epoch: req.ProducerEpoch}
+	}
 	var pe idempotence.ProducerIDAndEpoch
 	t, err := b.txns()
 	switch {
 	case err != nil:
 	case txnID == "":
 		err = fmt.Errorf("%w: an empty transactional id", kerr.InvalidRequest)
+	case (current.ProducerID < 0) != (current.Epoch < 0):
+		err = fmt.Errorf("%w: producer id %d with epoch %d: both or neither", kerr.InvalidRequest, current.ProducerID, current.Epoch)
+	case current.ProducerID < 0:
+		pe, err = t.InitProducerID(txnID, timeout)
 	default:
-		pe, err = t.InitProducerID(txnID, ms(req.TransactionTimeoutMillis))
+		pe, err = t.ReinitProducerID(txnID, timeout, current)
 	}
 	if err != nil {
 		b.logger.Info("broker: InitProducerId refused", "txn", txnID, "client", r.clientID, "err", err)

@@ -140,6 +140,10 @@ func TestKgoTransactionalProducerFenced(t *testing.T) {
 	require.Error(t, err)
 	require.True(t, isFenced(err), "zombie's produce: %v", err)
 	require.Error(t, zombie.EndTransaction(ctx, kgo.TryCommit), "a fenced producer cannot commit")
+	t.Logf("abort: %v", zombie.EndTransaction(ctx, kgo.TryAbort))
+	t.Logf("begin: %v", zombie.BeginTransaction())
+	t.Logf("produce: %v", zombie.ProduceSync(ctx, rec(4)).FirstErr())
+	t.Logf("after zombie retry: %+v", describeTxn(t, admin, "worker"))
 
 	require.NoError(t, successor.EndTransaction(ctx, kgo.TryCommit))
 	rc := tb.client(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
@@ -181,19 +185,34 @@ func TestTransactionRequestsOverTheWire(t *testing.T) {
 	require.NoError(t, kerr.ErrorForCode(fr.Coordinators[0].ErrorCode))
 	require.EqualValues(t, 0, fr.Coordinators[0].NodeID, "this broker")
 
-	initPID := func(id string, timeoutMs int32) *kmsg.InitProducerIDResponse {
+	initPID := func(id string, timeoutMs int32, current idempotence.ProducerIDAndEpoch) *kmsg.InitProducerIDResponse {
 		req := kmsg.NewPtrInitProducerIDRequest()
 		req.TransactionalID, req.TransactionTimeoutMillis = &id, timeoutMs
+		req.ProducerID, req.ProducerEpoch = current.ProducerID, current.Epoch
 		resp, err := req.RequestWith(ctx, c)
 		require.NoError(t, err)
 		return resp
 	}
-	require.Equal(t, kerr.InvalidRequest.Code, initPID("", 60_000).ErrorCode)
-	require.Equal(t, kerr.InvalidTransactionTimeout.Code, initPID(txnID, 16*60_000).ErrorCode, "above transaction.max.timeout.ms")
-	ir := initPID(txnID, 60_000)
+	none := idempotence.ProducerIDAndEpoch{ProducerID: -1, Epoch: -1}
+	require.Equal(t, kerr.InvalidRequest.Code, initPID("", 60_000, none).ErrorCode)
+	require.Equal(t, kerr.InvalidTransactionTimeout.Code, initPID(txnID, 16*60_000, none).ErrorCode, "above transaction.max.timeout.ms")
+	ir := initPID(txnID, 60_000, none)
+	require.NoError(t, kerr.ErrorForCode(ir.ErrorCode))
+	stale := idempotence.ProducerIDAndEpoch{ProducerID: ir.ProducerID, Epoch: ir.ProducerEpoch}
+	require.EqualValues(t, 0, stale.Epoch)
+	require.Equal(t, kerr.InvalidRequest.Code, initPID(txnID, 60_000, idempotence.ProducerIDAndEpoch{ProducerID: ir.ProducerID, Epoch: -1}).ErrorCode)
+
+	// KIP-360: a producer that knows its id and epoch gets the next
+	// epoch; once another has taken the id, it is fenced.
+	ir = initPID(txnID, 60_000, stale)
+	require.NoError(t, kerr.ErrorForCode(ir.ErrorCode))
+	require.EqualValues(t, 1, ir.ProducerEpoch)
+	ir = initPID(txnID, 60_000, none)
 	require.NoError(t, kerr.ErrorForCode(ir.ErrorCode))
 	pe := idempotence.ProducerIDAndEpoch{ProducerID: ir.ProducerID, Epoch: ir.ProducerEpoch}
-	require.EqualValues(t, 0, pe.Epoch)
+	require.EqualValues(t, 2, pe.Epoch)
+	require.Equal(t, kerr.ProducerFenced.Code, initPID(txnID, 60_000, idempotence.ProducerIDAndEpoch{ProducerID: pe.ProducerID, Epoch: 1}).ErrorCode)
+	require.Equal(t, pe.Epoch, describeTxn(t, c, txnID).ProducerEpoch, "the fenced producer took nothing")
 
 	seqs := map[int32]int32{}
 	batch := func(p idempotence.ProducerIDAndEpoch, partition int32, k string) []byte {
@@ -246,7 +265,7 @@ func TestTransactionRequestsOverTheWire(t *testing.T) {
 	require.Equal(t, map[string][]int16{topic: {kerr.InvalidProducerIDMapping.Code}},
 		addPartitions(idempotence.ProducerIDAndEpoch{ProducerID: pe.ProducerID + 1}, map[string][]int32{topic: {0}}), "another producer id")
 	require.Equal(t, map[string][]int16{topic: {kerr.ProducerFenced.Code}},
-		addPartitions(idempotence.ProducerIDAndEpoch{ProducerID: pe.ProducerID, Epoch: 1}, map[string][]int32{topic: {0}}), "another epoch")
+		addPartitions(idempotence.ProducerIDAndEpoch{ProducerID: pe.ProducerID, Epoch: pe.Epoch - 1}, map[string][]int32{topic: {0}}), "another epoch")
 	require.Equal(t, map[string][]int16{topic: {0}}, addPartitions(pe, map[string][]int32{topic: {0}}))
 	accepted(produceRawTo(t, c11, &txnID, topic, 0, batch(pe, 0, "v11")))
 
@@ -265,7 +284,7 @@ func TestTransactionRequestsOverTheWire(t *testing.T) {
 	er, err := end.RequestWith(ctx, c)
 	require.NoError(t, err)
 	require.NoError(t, kerr.ErrorForCode(er.ErrorCode))
-	require.Equal(t, idempotence.ProducerIDAndEpoch{ProducerID: pe.ProducerID, Epoch: 1}, idempotence.ProducerIDAndEpoch{ProducerID: er.ProducerID, Epoch: er.ProducerEpoch}, "EndTxn v5 bumps the epoch")
+	require.Equal(t, idempotence.ProducerIDAndEpoch{ProducerID: pe.ProducerID, Epoch: pe.Epoch + 1}, idempotence.ProducerIDAndEpoch{ProducerID: er.ProducerID, Epoch: er.ProducerEpoch}, "EndTxn v5 bumps the epoch")
 	require.Equal(t, []int64{2, 2}, ends(), "a COMMIT marker in each partition")
 
 	// A late batch of the ended transaction's epoch opens nothing (T17).
