@@ -5,6 +5,7 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 
+	"github.com/strandlog/strand/examples/kafka/broker"
 	"github.com/strandlog/strand/idempotence"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/segment"
@@ -451,4 +453,47 @@ func TestOpenTransactionAbortedAfterARestart(t *testing.T) {
 	rc := tb.client(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	recordsByKey(t, consume(t, rc, 4), 0, 4)
 	noMoreRecords(t, rc)
+}
+
+// TestHungTransactionAbortedAtItsTimeout: a producer that opens a
+// transaction and goes quiet holds read_committed readers at the last
+// stable offset until its transaction timeout; then the coordinator's
+// maintenance aborts it with the epoch bumped (research T9): readers go on
+// past it without its records, and the quiet producer, fenced, can neither
+// produce (INVALID_PRODUCER_EPOCH) nor commit.
+func TestHungTransactionAbortedAtItsTimeout(t *testing.T) {
+	var clock atomic.Int64
+	clock.Store(time.Now().UnixMilli())
+	tb := startBroker(t, t.TempDir(), func(cfg *broker.Config) {
+		cfg.Dir.Log.Now = func() time.Time { return time.UnixMilli(clock.Load()) }
+	})
+	const topic = "stuck"
+	admin := tb.client()
+	createTopic(t, admin, topic, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	quiet := txnProducer(tb, "sleepy")
+	require.NoError(t, quiet.BeginTransaction())
+	require.NoError(t, quiet.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: []byte("hung")}).FirstErr())
+	require.NoError(t, admin.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: []byte("after")}).FirstErr())
+	rc := tb.client(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	noMoreRecords(t, rc)
+
+	require.NoError(t, tb.b.Dir().Maintain())
+	require.Equal(t, "Ongoing", describeTxn(t, admin, "sleepy").State, "not yet timed out")
+	clock.Add((10 * time.Second).Milliseconds() + 1)
+	require.NoError(t, tb.b.Dir().Maintain())
+	s := describeTxn(t, admin, "sleepy")
+	require.Equal(t, "CompleteAbort", s.State)
+	require.EqualValues(t, 1, s.ProducerEpoch, "fenced by the abort")
+
+	got := consume(t, rc, 1)
+	require.Equal(t, "after", string(got[0].Key))
+	noMoreRecords(t, rc)
+
+	err := quiet.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: []byte("late")}).FirstErr()
+	require.True(t, isFenced(err), "the quiet producer's produce: %v", err)
+	require.Error(t, quiet.EndTransaction(ctx, kgo.TryCommit))
+	require.Equal(t, "CompleteAbort", describeTxn(t, admin, "sleepy").State)
 }
