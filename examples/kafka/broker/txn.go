@@ -188,10 +188,9 @@ func (b *Broker) describeTransactions(_ context.Context, r *request) kmsg.Respon
 // producer's open transaction, added by AddPartitionsToTxn, or it is
 // INVALID_TXN_STATE with nothing appended (KIP-890 part 1's verification).
 // The coordinator's answers are given as a partition leader gives them to
-// a producer, which knows no coordinator errors
-// (AddPartitionsToTxnManager): PRODUCER_FENCED is INVALID_PRODUCER_EPOCH,
-// and a transactional id busy completing a transaction is the retriable
-// NOT_ENOUGH_REPLICAS.
+// a producer (AddPartitionsToTxnManager and ReplicaManager): PRODUCER_FENCED
+// is INVALID_PRODUCER_EPOCH (research T9, T17); CONCURRENT_TRANSACTIONS,
+// which a producer of transactions version 2 retries, stays as it is.
 func (b *Broker) appendTransactional(txnID *string, version int16, p *log.Partition, batch segment.Batch) (log.AppendResult, error) {
 	if txnID == nil {
 		// Kafka checks the producer may write as txnID before anything
@@ -209,11 +208,8 @@ func (b *Broker) appendTransactional(txnID *string, version int16, p *log.Partit
 		return p.AppendBatch(batch)
 	}
 	res, err := t.AppendBatch(*txnID, p, batch)
-	switch {
-	case errors.Is(err, idempotence.ErrProducerFenced):
+	if errors.Is(err, idempotence.ErrProducerFenced) {
 		err = fmt.Errorf("%w: %v", kerr.InvalidProducerEpoch, err)
-	case errors.Is(err, idempotence.ErrConcurrentTransactions):
-		err = fmt.Errorf("%w: %v", kerr.NotEnoughReplicas, err)
 	}
 	return res, err
 }
