@@ -43,11 +43,11 @@ type api struct {
 
 // apis are the APIs served, with the versions advertised in ApiVersions.
 // Versions are capped where a later one needs what the broker lacks: Fetch
-// v13+ and OffsetFetch/OffsetCommit v10 name topics by id, Produce v13 names
-// topics by id, EndTxn below v5 is transactions version 1 (see txn.go),
-// AddPartitionsToTxn v4+ is sent by brokers only, DeleteTopics v6 may name topics by id, ListOffsets
-// v7+ asks for the max timestamp. (Set in init: ApiVersions' handler reads
-// the table.)
+// v13+, Produce v13, OffsetFetch/OffsetCommit v10 name topics by id,
+// DeleteTopics v6 may, ListOffsets v7+ asks for the max timestamp,
+// AddPartitionsToTxn v4+ is sent by brokers only; EndTxn below v5 is
+// transactions version 1, which the coordinator does not keep (txn.go).
+// (Set in init: ApiVersions' handler reads the table.)
 var apis map[int16]api
 
 func init() { apis = servedAPIs() }

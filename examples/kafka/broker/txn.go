@@ -215,7 +215,10 @@ func (b *Broker) appendTransactional(txnID *string, version int16, p *log.Partit
 }
 
 // inTransaction checks that batch's producer has an open transaction with
-// txnID that includes p.
+// txnID that includes p. A commit or abort between the check and the append
+// is no hazard: its marker, written first, carries the bumped epoch, and the
+// partition then refuses the batch's older one, so no transaction is left
+// open by it.
 func inTransaction(t *log.Transactions, txnID string, p *log.Partition, batch segment.Batch) error {
 	rec, ok := t.Describe(txnID)
 	tp := idempotence.TopicPartition{Topic: p.Topic(), Partition: p.ID()}
