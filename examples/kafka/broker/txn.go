@@ -77,27 +77,31 @@ func (b *Broker) initTransactionalProducerID(r *request, req *kmsg.InitProducerI
 
 // addPartitionsToTxn serves AddPartitionsToTxn as clients of transactions
 // version 1 send it (v0-v3). Partitions that do not exist are answered
-// UNKNOWN_TOPIC_OR_PARTITION and the others OPERATION_NOT_ATTEMPTED, as
-// Kafka answers a request it refuses before the coordinator sees it;
-// otherwise every partition gets the coordinator's answer.
+// UNKNOWN_TOPIC_OR_PARTITION, those of the coordinators' topics
+// INVALID_TOPIC_EXCEPTION (as a produce to them), and the others
+// OPERATION_NOT_ATTEMPTED, as Kafka answers a request it refuses before the
+// coordinator sees it; otherwise every partition gets the coordinator's
+// answer.
 func (b *Broker) addPartitionsToTxn(_ context.Context, r *request) kmsg.Response {
 	req := r.body.(*kmsg.AddPartitionsToTxnRequest)
 	resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
 	var tps []idempotence.TopicPartition
-	missing := map[idempotence.TopicPartition]bool{}
+	refused := map[idempotence.TopicPartition]int16{}
 	for _, rt := range req.Topics {
 		for _, p := range rt.Partitions {
 			tp := idempotence.TopicPartition{Topic: rt.Topic, Partition: p}
 			tps = append(tps, tp)
-			if err := writable(rt.Topic); err != nil {
-				missing[tp] = true
-			} else if _, err := b.dir.Partition(rt.Topic, p); err != nil {
-				missing[tp] = true
+			err := writable(rt.Topic)
+			if err == nil {
+				_, err = b.dir.Partition(rt.Topic, p)
+			}
+			if err != nil {
+				refused[tp] = code(err)
 			}
 		}
 	}
 	var err error
-	if len(missing) > 0 {
+	if len(refused) > 0 {
 		err = kerr.OperationNotAttempted
 	} else {
 		var t *log.Transactions
@@ -112,9 +116,9 @@ func (b *Broker) addPartitionsToTxn(_ context.Context, r *request) kmsg.Response
 		t := kmsg.NewAddPartitionsToTxnResponseTopic()
 		t.Topic = rt.Topic
 		for _, p := range rt.Partitions {
-			c := code(err)
-			if missing[idempotence.TopicPartition{Topic: rt.Topic, Partition: p}] {
-				c = kerr.UnknownTopicOrPartition.Code
+			c, ok := refused[idempotence.TopicPartition{Topic: rt.Topic, Partition: p}]
+			if !ok {
+				c = code(err)
 			}
 			t.Partitions = append(t.Partitions, kmsg.AddPartitionsToTxnResponseTopicPartition{Partition: p, ErrorCode: c})
 		}

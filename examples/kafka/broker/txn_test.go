@@ -258,8 +258,10 @@ func TestTransactionRequestsOverTheWire(t *testing.T) {
 	r := produceRawTo(t, c11, &txnID, topic, 0, batch(pe, 0, "early"))
 	require.Equal(t, kerr.InvalidTxnState.Code, r.ErrorCode, "v11 to a partition not in the transaction")
 	require.Equal(t, []int64{0, 0}, ends(), "nothing appended")
-	require.Equal(t, map[string][]int16{topic: {kerr.OperationNotAttempted.Code}, "missing": {kerr.UnknownTopicOrPartition.Code}},
-		addPartitions(pe, map[string][]int32{topic: {0}, "missing": {0}}), "a missing partition: the request is not attempted")
+	require.Equal(t, map[string][]int16{topic: {kerr.OperationNotAttempted.Code, kerr.UnknownTopicOrPartition.Code}, "missing": {kerr.UnknownTopicOrPartition.Code}},
+		addPartitions(pe, map[string][]int32{topic: {0, 7}, "missing": {0}}), "a missing partition: the request is not attempted")
+	require.Equal(t, map[string][]int16{log.TransactionStateTopic: {kerr.InvalidTopicException.Code}},
+		addPartitions(pe, map[string][]int32{log.TransactionStateTopic: {0}}), "the coordinator's own topic")
 	require.Equal(t, map[string][]int16{topic: {kerr.InvalidProducerIDMapping.Code}},
 		addPartitions(idempotence.ProducerIDAndEpoch{ProducerID: pe.ProducerID + 1}, map[string][]int32{topic: {0}}), "another producer id")
 	require.Equal(t, map[string][]int16{topic: {kerr.ProducerFenced.Code}},
