@@ -336,6 +336,19 @@ func (t *Transactions) retryLocked(request func() (idempotence.Step, error)) (id
 // transactions may stay open (Kafka's transaction.timeout.ms), at most
 // idempotence.DefaultMaxTransactionTimeout.
 func (t *Transactions) InitProducerID(txnID string, timeout time.Duration) (idempotence.ProducerIDAndEpoch, error) {
+	return t.initProducerID(txnID, timeout, nil)
+}
+
+// ReinitProducerID is InitProducerID for a producer that has a producer id
+// and epoch already, current (Kafka's InitProducerId v3+ carrying them,
+// KIP-360): it is ErrProducerFenced unless current is txnID's producer at
+// its epoch, or at the epoch before if this repeats a call whose answer
+// was lost, so that a producer fenced since cannot take txnID back.
+func (t *Transactions) ReinitProducerID(txnID string, timeout time.Duration, current idempotence.ProducerIDAndEpoch) (idempotence.ProducerIDAndEpoch, error) {
+	return t.initProducerID(txnID, timeout, &current)
+}
+
+func (t *Transactions) initProducerID(txnID string, timeout time.Duration, expected *idempotence.ProducerIDAndEpoch) (idempotence.ProducerIDAndEpoch, error) {
 	ms := timeout.Milliseconds()
 	if ms > math.MaxInt32 {
 		ms = -1 // refused by the coordinator as out of range
@@ -347,7 +360,7 @@ func (t *Transactions) InitProducerID(txnID string, timeout time.Duration) (idem
 	// unless its markers could not be written.
 	for range 2 {
 		s, err := t.retryLocked(func() (idempotence.Step, error) {
-			return t.c.InitProducerID(txnID, int32(ms), nil, t.nowMs())
+			return t.c.InitProducerID(txnID, int32(ms), expected, t.nowMs())
 		})
 		if err != nil {
 			return idempotence.ProducerIDAndEpoch{}, fmt.Errorf("log: InitProducerId: %w", err)

@@ -334,6 +334,36 @@ func TestTxnBadRequestsAppendNothing(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidOption)
 }
 
+// A producer that reinitialises with its producer id and epoch (KIP-360)
+// gets the next epoch, or the same answer again if it repeats a call whose
+// answer it lost; once another producer has taken the transactional id, it
+// is PRODUCER_FENCED and nothing is written.
+func TestTxnReinitProducerIDFencesAStaleProducer(t *testing.T) {
+	_, _, d := openTxnDir(t)
+	tx, err := d.Transactions()
+	require.NoError(t, err)
+	first, err := tx.InitProducerID("r", time.Minute)
+	require.NoError(t, err)
+	second, err := tx.ReinitProducerID("r", time.Minute, first)
+	require.NoError(t, err)
+	require.Equal(t, idempotence.ProducerIDAndEpoch{ProducerID: first.ProducerID, Epoch: first.Epoch + 1}, second)
+	again, err := tx.ReinitProducerID("r", time.Minute, first)
+	require.NoError(t, err)
+	require.Equal(t, second, again, "a repeated call gets the answer it lost")
+
+	successor, err := tx.InitProducerID("r", time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, second.Epoch+1, successor.Epoch)
+	before := endOffset(t, d, TransactionStateTopic, 0)
+	_, err = tx.ReinitProducerID("r", time.Minute, second)
+	require.ErrorIs(t, err, idempotence.ErrProducerFenced, "the fenced producer cannot take the id back")
+	_, err = tx.ReinitProducerID("r", time.Minute, idempotence.ProducerIDAndEpoch{ProducerID: successor.ProducerID + 1, Epoch: successor.Epoch})
+	require.ErrorIs(t, err, idempotence.ErrProducerFenced, "another producer id")
+	require.Equal(t, before, endOffset(t, d, TransactionStateTopic, 0))
+	rec, _ := tx.Describe("r")
+	require.Equal(t, successor.Epoch, rec.ProducerEpoch)
+}
+
 // The coordinator rebuilt from TransactionStateTopic by a reopened Dir
 // holds what the live one held (replay = live), whatever mix of commits,
 // aborts, fences, timeouts and completions made it.

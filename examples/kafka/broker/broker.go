@@ -26,19 +26,32 @@
 // DeleteRecords; Produce (acks 0, 1 and all) and InitProducerId for
 // idempotent producers; Fetch (read_uncommitted and read_committed, long
 // polls with max wait and min bytes), ListOffsets (earliest, latest, by time),
-// OffsetForLeaderEpoch; FindCoordinator, JoinGroup, SyncGroup, Heartbeat,
+// OffsetForLeaderEpoch; transactions (see below); FindCoordinator, JoinGroup, SyncGroup, Heartbeat,
 // LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups and ListGroups for
 // classic groups, and ConsumerGroupHeartbeat for KIP-848 consumer groups
 // (whose assignments name topics by id: see topicID). ApiVersions lists the
 // versions of each.
 //
+// # Transactions
+//
+// The Dir's transaction coordinator (log.Transactions) is this broker's:
+// FindCoordinator of type transaction names it, and InitProducerId with a
+// transactional id, AddPartitionsToTxn (v0-v3), EndTxn and
+// DescribeTransactions are its requests. It keeps the rules of transactions
+// version 2 (KIP-890), which ApiVersions announces as the finalized
+// feature transaction.version=2: a transactional Produce of version 12 adds
+// its partition to the transaction, an older one must find it added, and
+// every EndTxn bumps the producer epoch, so EndTxn is served at version 5
+// only (a client of version 1, which keeps its epoch, could not be served).
+// Read_committed fetches see the commits and skip the aborts.
+//
 // # Not yet
 //
-//   - Transactions: FindCoordinator for a transaction coordinator answers
-//     COORDINATOR_NOT_AVAILABLE, InitProducerId with a transactional id
-//     too, and transactional batches are refused with INVALID_TXN_STATE.
-//     Read_committed is served for what the log holds (its last stable
-//     offset and aborted transactions).
+//   - Offsets in transactions: AddOffsetsToTxn and TxnOffsetCommit are not
+//     served (UNSUPPORTED_VERSION) until group.Service takes transactional
+//     offsets, so GroupTransactSession cannot commit its offsets.
+//   - ListTransactions, DescribeProducers, WriteTxnMarkers (one broker
+//     writes its markers itself).
 //   - Fetch sessions (KIP-227: every fetch is a full one); requests that
 //     name topics by id (Fetch v13+, OffsetCommit and OffsetFetch v10,
 //     DeleteTopics v6 are not advertised); subscriptions by regular

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -42,17 +43,18 @@ type api struct {
 
 // apis are the APIs served, with the versions advertised in ApiVersions.
 // Versions are capped where a later one needs what the broker lacks: Fetch
-// v13+ and OffsetFetch/OffsetCommit v10 name topics by id, Produce v12+ is
-// transactions version 2, DeleteTopics v6 may name topics by id, ListOffsets
-// v7+ asks for the max timestamp. (Set in init: ApiVersions' handler reads
-// the table.)
+// v13+, Produce v13, OffsetFetch/OffsetCommit v10 name topics by id,
+// DeleteTopics v6 may, ListOffsets v7+ asks for the max timestamp,
+// AddPartitionsToTxn v4+ is sent by brokers only; EndTxn below v5 is
+// transactions version 1, which the coordinator does not keep (txn.go).
+// (Set in init: ApiVersions' handler reads the table.)
 var apis map[int16]api
 
 func init() { apis = servedAPIs() }
 
 func servedAPIs() map[int16]api {
 	return map[int16]api{
-		0:  {3, 11, func(b *Broker) handler { return b.produce }},
+		0:  {3, 12, func(b *Broker) handler { return b.produce }},
 		1:  {4, 12, func(b *Broker) handler { return b.fetch }},
 		2:  {1, 6, func(b *Broker) handler { return b.listOffsets }},
 		3:  {0, 12, func(b *Broker) handler { return b.metadata }},
@@ -71,7 +73,10 @@ func servedAPIs() map[int16]api {
 		21: {0, 2, func(b *Broker) handler { return b.deleteRecords }},
 		22: {0, 4, func(b *Broker) handler { return b.initProducerID }},
 		23: {2, 4, func(b *Broker) handler { return b.offsetForLeaderEpoch }},
+		24: {0, 3, func(b *Broker) handler { return b.addPartitionsToTxn }},
+		26: {5, 5, func(b *Broker) handler { return b.endTxn }},
 		32: {0, 4, func(b *Broker) handler { return b.describeConfigs }},
+		65: {0, 0, func(b *Broker) handler { return b.describeTransactions }},
 		68: {0, 1, func(b *Broker) handler { return b.consumerGroupHeartbeat }},
 	}
 }
@@ -178,7 +183,7 @@ func (b *Broker) decode(frame []byte, host string) (*request, kmsg.Response, err
 		// ApiVersions request of a version it does not know, whose
 		// response starts with the error code.
 		b.logger.Warn("broker: unknown API key or version", "key", h.key, "version", h.version)
-		return r, unsupported(), nil
+		return r, unsupported(h.key), nil
 	}
 	body.SetVersion(h.version)
 	rest, clientID, err := readHeaderRest(frame[8:], body.IsFlexible())
@@ -195,12 +200,12 @@ func (b *Broker) decode(frame []byte, host string) (*request, kmsg.Response, err
 			// Clients open with their latest ApiVersions and retry
 			// with a version from the answer: no news.
 			b.logger.Debug("broker: ApiVersions version not served", "version", h.version, "client", clientID)
-			return r, unsupported(), nil
+			return r, unsupported(h.key), nil
 		}
 		b.logger.Warn("broker: API or version not served", "key", h.key, "name", kmsg.NameForKey(h.key), "version", h.version, "client", clientID)
 		resp := body.ResponseKind()
 		resp.SetVersion(h.version)
-		setErrorCodes(resp, kerr.UnsupportedVersion.Code)
+		setErrorCodes(body, resp, kerr.UnsupportedVersion.Code)
 		return r, resp, nil
 	}
 	return r, nil, nil
@@ -260,12 +265,17 @@ func appendResponse(dst []byte, h header, resp kmsg.Response) []byte {
 
 // unsupported is the ApiVersions response Kafka sends for an ApiVersions
 // request of a version it does not know: version 0, UNSUPPORTED_VERSION and
-// the APIs it serves, so that the client can pick a version.
-func unsupported() kmsg.Response {
+// the versions of ApiVersions it serves (KIP-511), so that the client asks
+// again with one of those and learns the rest, features included, from a
+// full answer. For an API key it does not know, the versions of every API.
+func unsupported(key int16) kmsg.Response {
 	resp := kmsg.NewPtrApiVersionsResponse()
 	resp.SetVersion(0)
 	resp.ErrorCode = kerr.UnsupportedVersion.Code
 	resp.ApiKeys = advertised()
+	if key == 18 {
+		resp.ApiKeys = slices.DeleteFunc(resp.ApiKeys, func(k kmsg.ApiVersionsResponseApiKey) bool { return k.ApiKey != 18 })
+	}
 	return resp
 }
 
@@ -280,17 +290,31 @@ func advertised() []kmsg.ApiVersionsResponseApiKey {
 }
 
 // setErrorCodes sets the top-level ErrorCode of a response that has one,
-// for an API the broker does not serve. Responses with per-partition codes
-// only go out empty.
-func setErrorCodes(resp kmsg.Response, code int16) {
+// for an API the broker does not serve. A TxnOffsetCommit, whose response
+// has per-partition codes only, gets the code for each of its partitions,
+// as Kafka answers it (an empty answer would read as success to a client);
+// other responses with per-partition codes only go out empty.
+func setErrorCodes(req kmsg.Request, resp kmsg.Response, code int16) {
 	v := reflect.ValueOf(resp).Elem()
 	if f := v.FieldByName("ErrorCode"); f.IsValid() && f.Kind() == reflect.Int16 {
 		f.SetInt(int64(code))
+	}
+	if req, ok := req.(*kmsg.TxnOffsetCommitRequest); ok {
+		resp := resp.(*kmsg.TxnOffsetCommitResponse)
+		for _, rt := range req.Topics {
+			t := kmsg.NewTxnOffsetCommitResponseTopic()
+			t.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				t.Partitions = append(t.Partitions, kmsg.TxnOffsetCommitResponseTopicPartition{Partition: rp.Partition, ErrorCode: code})
+			}
+			resp.Topics = append(resp.Topics, t)
+		}
 	}
 }
 
 func (b *Broker) apiVersions(_ context.Context, r *request) kmsg.Response {
 	resp := r.body.ResponseKind().(*kmsg.ApiVersionsResponse)
 	resp.ApiKeys = advertised()
+	features(resp)
 	return resp
 }

@@ -21,9 +21,15 @@ func (b *Broker) findCoordinator(_ context.Context, r *request) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	host, port := b.address()
 	var err error
-	if req.CoordinatorType != 0 {
-		err = fmt.Errorf("%w: transactions are not served by this broker yet", kerr.CoordinatorNotAvailable)
-		b.logger.Info("broker: transaction coordinator asked for", "client", r.clientID)
+	switch req.CoordinatorType {
+	case 0: // group: this broker's group.Service
+	case 1: // transaction: the Dir's log.Transactions
+		_, err = b.txns()
+	default:
+		err = fmt.Errorf("%w: coordinator type %d", kerr.InvalidRequest, req.CoordinatorType)
+	}
+	if err != nil {
+		b.logger.Info("broker: FindCoordinator refused", "type", req.CoordinatorType, "client", r.clientID, "err", err)
 	}
 	if req.Version < 4 {
 		resp.ErrorCode, resp.ErrorMessage = code(err), message(err)

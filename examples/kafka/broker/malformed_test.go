@@ -104,7 +104,7 @@ func TestMalformedRequests(t *testing.T) {
 		c.servesApiVersions()
 	})
 
-	t.Run("ApiVersions of a version from the future: v0 answer with the versions", func(t *testing.T) {
+	t.Run("ApiVersions of a version from the future: v0 answer with the versions of ApiVersions (KIP-511)", func(t *testing.T) {
 		c := dial(t, tb.addr)
 		_, err := c.Write(frame(kmsg.NewPtrApiVersionsRequest(), 18, 3, 6))
 		require.NoError(t, err)
@@ -119,6 +119,7 @@ func TestMalformedRequests(t *testing.T) {
 		resp.SetVersion(0)
 		require.NoError(t, resp.ReadFrom(body))
 		require.Equal(t, kerr.UnsupportedVersion.Code, resp.ErrorCode)
+		require.Equal(t, []kmsg.ApiVersionsResponseApiKey{{ApiKey: 18, MinVersion: 0, MaxVersion: 4}}, resp.ApiKeys)
 		c.servesApiVersions()
 	})
 

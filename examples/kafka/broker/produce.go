@@ -42,7 +42,7 @@ func (b *Broker) produce(_ context.Context, r *request) kmsg.Response {
 				continue
 			}
 			wg.Go(func() {
-				err := b.appendBatch(t.Topic, tp.Partition, tp.Records, rp)
+				err := b.appendBatch(req, t.Topic, tp.Partition, tp.Records, rp)
 				if err != nil {
 					rp.ErrorCode, rp.ErrorMessage = code(err), message(err)
 					b.logger.Info("broker: produce refused", "topic", t.Topic, "partition", tp.Partition, "client", r.clientID, "err", err)
@@ -63,7 +63,7 @@ func (b *Broker) produce(_ context.Context, r *request) kmsg.Response {
 // appendBatch appends the one batch of a partition's records (a produce of
 // version 3+ holds exactly one, Kafka's LogValidator rule) and fills in the
 // partition's response.
-func (b *Broker) appendBatch(topic string, id int32, records []byte, rp *kmsg.ProduceResponseTopicPartition) error {
+func (b *Broker) appendBatch(req *kmsg.ProduceRequest, topic string, id int32, records []byte, rp *kmsg.ProduceResponseTopicPartition) error {
 	if err := writable(topic); err != nil {
 		return err
 	}
@@ -79,8 +79,6 @@ func (b *Broker) appendBatch(topic string, id int32, records []byte, rp *kmsg.Pr
 		return fmt.Errorf("%w: %d bytes after the first batch: a produce request holds one batch per partition", kerr.InvalidRecord, len(rest))
 	case batch.Control():
 		return fmt.Errorf("%w: a control batch from a client", kerr.InvalidRecord)
-	case batch.Transactional():
-		return fmt.Errorf("%w: transactional batch; transactions are not served by this broker yet", kerr.InvalidTxnState)
 	}
 	if c := batch.Codec(); c == segment.CodecSnappy || c == segment.CodecZstd {
 		if err := batch.Validate(); err != nil {
@@ -90,7 +88,12 @@ func (b *Broker) appendBatch(topic string, id int32, records []byte, rp *kmsg.Pr
 			return err
 		}
 	}
-	res, err := p.AppendBatch(batch)
+	var res log.AppendResult
+	if batch.Transactional() {
+		res, err = b.appendTransactional(req.TransactionID, req.Version, p, batch)
+	} else {
+		res, err = p.AppendBatch(batch)
+	}
 	if err != nil {
 		return err
 	}
@@ -112,8 +115,7 @@ func (b *Broker) initProducerID(_ context.Context, r *request) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if req.TransactionalID != nil {
-		b.logger.Info("broker: transactional InitProducerId refused: transactions are not served yet", "txn", *req.TransactionalID, "client", r.clientID)
-		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		b.initTransactionalProducerID(r, req, resp)
 		return resp
 	}
 	id, err := b.dir.NewProducerID()
@@ -126,12 +128,15 @@ func (b *Broker) initProducerID(_ context.Context, r *request) kmsg.Response {
 	return resp
 }
 
-// writable refuses clients' writes to the group coordinator's topic, whose
-// records only the coordinator may write (Kafka: "Cannot append to internal
+// writable refuses clients' writes to the group and transaction
+// coordinators' topics, whose records only the coordinators may write (Kafka: "Cannot append to internal
 // topic").
 func writable(topic string) error {
-	if topic == group.OffsetsTopic {
+	switch topic {
+	case group.OffsetsTopic:
 		return fmt.Errorf("%w: %s is written by the group coordinator only", kerr.InvalidTopicException, topic)
+	case log.TransactionStateTopic:
+		return fmt.Errorf("%w: %s is written by the transaction coordinator only", kerr.InvalidTopicException, topic)
 	}
 	return nil
 }

@@ -37,11 +37,18 @@ func TestProduceAcks(t *testing.T) {
 // produceRaw sends one produce request holding batch for partition 0.
 func produceRaw(t *testing.T, c *kgo.Client, topic string, batch []byte) kmsg.ProduceResponseTopicPartition {
 	t.Helper()
+	return produceRawTo(t, c, nil, topic, 0, batch)
+}
+
+// produceRawTo sends one produce request holding batch for a partition, with
+// a transactional id or none.
+func produceRawTo(t *testing.T, c *kgo.Client, txnID *string, topic string, partition int32, batch []byte) kmsg.ProduceResponseTopicPartition {
+	t.Helper()
 	req := kmsg.NewPtrProduceRequest()
-	req.Acks, req.TimeoutMillis = -1, 5000
+	req.Acks, req.TimeoutMillis, req.TransactionID = -1, 5000, txnID
 	rt := kmsg.NewProduceRequestTopic()
 	rt.Topic = topic
-	rt.Partitions = []kmsg.ProduceRequestTopicPartition{{Partition: 0, Records: batch}}
+	rt.Partitions = []kmsg.ProduceRequestTopicPartition{{Partition: partition, Records: batch}}
 	req.Topics = append(req.Topics, rt)
 	resp, err := req.RequestWith(context.Background(), c)
 	require.NoError(t, err)

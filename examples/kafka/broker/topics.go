@@ -63,7 +63,7 @@ func (b *Broker) metadata(_ context.Context, r *request) kmsg.Response {
 func (b *Broker) topicMetadata(name string, autoCreate bool) kmsg.MetadataResponseTopic {
 	t := kmsg.NewMetadataResponseTopic()
 	t.Topic, t.TopicID = &name, topicID(name)
-	t.IsInternal = name == group.OffsetsTopic
+	t.IsInternal = name == group.OffsetsTopic || name == log.TransactionStateTopic
 	cfg, err := b.dir.TopicConfig(name)
 	if errors.Is(err, log.ErrUnknownTopic) && autoCreate {
 		if err = b.dir.CreateTopic(name, log.TopicConfig{}); err == nil || errors.Is(err, log.ErrTopicExists) {

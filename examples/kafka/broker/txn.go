@@ -1,0 +1,248 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/idempotence"
+	"github.com/strandlog/strand/log"
+	"github.com/strandlog/strand/segment"
+)
+
+// The transaction APIs are served by the Dir's transaction coordinator
+// (log.Transactions), which keeps Kafka's rules of transactions version 2
+// (KIP-890 part 2): every EndTxn bumps the producer epoch and answers the
+// new one (EndTxn v5), and a Produce of version 12 or later adds its
+// partition to the producer's transaction itself. The broker advertises the
+// finalized feature transaction.version=2 in ApiVersions, which is how
+// clients learn to use those versions. A client of version 1 (EndTxn v4 or
+// older, which keeps its epoch across transactions) cannot be served by a
+// coordinator that bumps it, so EndTxn is served at version 5 only.
+
+// transactionVersion is the finalized transaction.version feature level.
+const transactionVersion = 2
+
+// txns returns the Dir's transaction coordinator, created on first use.
+func (b *Broker) txns() (*log.Transactions, error) {
+	t, err := b.dir.Transactions()
+	if err != nil {
+		// The coordinator's topic cannot be made or read: Kafka answers
+		// COORDINATOR_NOT_AVAILABLE while __transaction_state is not
+		// loaded.
+		return nil, fmt.Errorf("%w: %w", kerr.CoordinatorNotAvailable, err)
+	}
+	return t, nil
+}
+
+// initTransactionalProducerID answers an InitProducerId that names a
+// transactional id: the coordinator gives the id a producer id, or bumps
+// the epoch of the one it has, which fences the producer that held it and
+// aborts its open transaction (TransactionCoordinator.handleInitProducerId).
+// A v3+ request may carry the producer id and epoch the producer has
+// (KIP-360): then it is PRODUCER_FENCED unless they are still the
+// coordinator's, so that a fenced producer cannot take the id back; one
+// without the other is INVALID_REQUEST (KafkaApis).
+func (b *Broker) initTransactionalProducerID(r *request, req *kmsg.InitProducerIDRequest, resp *kmsg.InitProducerIDResponse) {
+	txnID := *req.TransactionalID
+	timeout := ms(req.TransactionTimeoutMillis)
+	current := idempotence.ProducerIDAndEpoch{ProducerID: -1, Epoch: -1}
+	if req.Version >= 3 {
+		current = idempotence.ProducerIDAndEpoch{ProducerID: req.ProducerID, Epoch: req.ProducerEpoch}
+	}
+	var pe idempotence.ProducerIDAndEpoch
+	t, err := b.txns()
+	switch {
+	case err != nil:
+	case txnID == "":
+		err = fmt.Errorf("%w: an empty transactional id", kerr.InvalidRequest)
+	case (current.ProducerID < 0) != (current.Epoch < 0):
+		err = fmt.Errorf("%w: producer id %d with epoch %d: both or neither", kerr.InvalidRequest, current.ProducerID, current.Epoch)
+	case current.ProducerID < 0:
+		pe, err = t.InitProducerID(txnID, timeout)
+	default:
+		pe, err = t.ReinitProducerID(txnID, timeout, current)
+	}
+	if err != nil {
+		b.logger.Info("broker: InitProducerId refused", "txn", txnID, "client", r.clientID, "err", err)
+		resp.ErrorCode = code(err)
+		return
+	}
+	resp.ProducerID, resp.ProducerEpoch = pe.ProducerID, pe.Epoch
+}
+
+// addPartitionsToTxn serves AddPartitionsToTxn as clients of transactions
+// version 1 send it (v0-v3). Partitions that do not exist are answered
+// UNKNOWN_TOPIC_OR_PARTITION, those of the coordinators' topics
+// INVALID_TOPIC_EXCEPTION (as a produce to them), and the others
+// OPERATION_NOT_ATTEMPTED, as Kafka answers a request it refuses before the
+// coordinator sees it; otherwise every partition gets the coordinator's
+// answer.
+func (b *Broker) addPartitionsToTxn(_ context.Context, r *request) kmsg.Response {
+	req := r.body.(*kmsg.AddPartitionsToTxnRequest)
+	resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+	var tps []idempotence.TopicPartition
+	refused := map[idempotence.TopicPartition]int16{}
+	for _, rt := range req.Topics {
+		for _, p := range rt.Partitions {
+			tp := idempotence.TopicPartition{Topic: rt.Topic, Partition: p}
+			tps = append(tps, tp)
+			err := writable(rt.Topic)
+			if err == nil {
+				_, err = b.dir.Partition(rt.Topic, p)
+			}
+			if err != nil {
+				refused[tp] = code(err)
+			}
+		}
+	}
+	var err error
+	if len(refused) > 0 {
+		err = kerr.OperationNotAttempted
+	} else {
+		var t *log.Transactions
+		if t, err = b.txns(); err == nil {
+			err = t.AddPartitions(req.TransactionalID, idempotence.ProducerIDAndEpoch{ProducerID: req.ProducerID, Epoch: req.ProducerEpoch}, tps...)
+		}
+	}
+	if err != nil {
+		b.logger.Info("broker: AddPartitionsToTxn refused", "txn", req.TransactionalID, "client", r.clientID, "err", err)
+	}
+	for _, rt := range req.Topics {
+		t := kmsg.NewAddPartitionsToTxnResponseTopic()
+		t.Topic = rt.Topic
+		for _, p := range rt.Partitions {
+			c, ok := refused[idempotence.TopicPartition{Topic: rt.Topic, Partition: p}]
+			if !ok {
+				c = code(err)
+			}
+			t.Partitions = append(t.Partitions, kmsg.AddPartitionsToTxnResponseTopicPartition{Partition: p, ErrorCode: c})
+		}
+		resp.Topics = append(resp.Topics, t)
+	}
+	return resp
+}
+
+// endTxn commits or aborts a transaction (EndTxn v5): it returns once the
+// decision is durable and the markers written, with the producer id and
+// epoch of the producer's next transaction.
+func (b *Broker) endTxn(_ context.Context, r *request) kmsg.Response {
+	req := r.body.(*kmsg.EndTxnRequest)
+	resp := req.ResponseKind().(*kmsg.EndTxnResponse)
+	resp.ProducerID, resp.ProducerEpoch = -1, -1
+	t, err := b.txns()
+	var next idempotence.ProducerIDAndEpoch
+	if err == nil {
+		next, err = t.EndTxn(req.TransactionalID, idempotence.ProducerIDAndEpoch{ProducerID: req.ProducerID, Epoch: req.ProducerEpoch}, req.Commit)
+	}
+	if err != nil {
+		b.logger.Info("broker: EndTxn refused", "txn", req.TransactionalID, "commit", req.Commit, "client", r.clientID, "err", err)
+		resp.ErrorCode = code(err)
+		return resp
+	}
+	resp.ProducerID, resp.ProducerEpoch = next.ProducerID, next.Epoch
+	return resp
+}
+
+// describeTransactions answers the durable state of each transactional id
+// (DescribeTransactions, KIP-664); an id the coordinator does not know is
+// TRANSACTIONAL_ID_NOT_FOUND.
+func (b *Broker) describeTransactions(_ context.Context, r *request) kmsg.Response {
+	req := r.body.(*kmsg.DescribeTransactionsRequest)
+	resp := req.ResponseKind().(*kmsg.DescribeTransactionsResponse)
+	t, err := b.txns()
+	for _, id := range req.TransactionalIDs {
+		s := kmsg.NewDescribeTransactionsResponseTransactionState()
+		s.TransactionalID, s.ProducerID, s.ProducerEpoch, s.StartTimestamp = id, -1, -1, -1
+		if err != nil {
+			s.ErrorCode = code(err)
+			resp.TransactionStates = append(resp.TransactionStates, s)
+			continue
+		}
+		rec, ok := t.Describe(id)
+		if !ok || rec.State == idempotence.TxnDead {
+			s.ErrorCode = kerr.TransactionalIDNotFound.Code
+			resp.TransactionStates = append(resp.TransactionStates, s)
+			continue
+		}
+		s.State, s.TimeoutMillis, s.StartTimestamp = rec.State.String(), rec.TimeoutMs, rec.StartMs
+		s.ProducerID, s.ProducerEpoch = rec.ProducerID, rec.ProducerEpoch
+		for _, tp := range rec.Partitions { // sorted by topic, then partition
+			if n := len(s.Topics); n == 0 || s.Topics[n-1].Topic != tp.Topic {
+				st := kmsg.NewDescribeTransactionsResponseTransactionStateTopic()
+				st.Topic = tp.Topic
+				s.Topics = append(s.Topics, st)
+			}
+			last := &s.Topics[len(s.Topics)-1]
+			last.Partitions = append(last.Partitions, tp.Partition)
+		}
+		resp.TransactionStates = append(resp.TransactionStates, s)
+	}
+	return resp
+}
+
+// appendTransactional appends a transactional batch of a producer with
+// transactional id txnID. A Produce of version 12 or later adds the
+// partition to the producer's transaction first (KIP-890 part 2, through
+// the coordinator); an older one must find the partition in the
+// producer's open transaction, added by AddPartitionsToTxn, or it is
+// INVALID_TXN_STATE with nothing appended (KIP-890 part 1's verification).
+// The coordinator's answers are given as a partition leader gives them to
+// a producer (AddPartitionsToTxnManager and ReplicaManager): PRODUCER_FENCED
+// is INVALID_PRODUCER_EPOCH (research T9, T17); CONCURRENT_TRANSACTIONS,
+// which a producer of transactions version 2 retries, stays as it is.
+func (b *Broker) appendTransactional(txnID *string, version int16, p *log.Partition, batch segment.Batch) (log.AppendResult, error) {
+	if txnID == nil {
+		// Kafka checks the producer may write as txnID before anything
+		// else, and a null id may not.
+		return log.AppendResult{}, fmt.Errorf("%w: a transactional batch in a produce request without a transactional id", kerr.TransactionalIDAuthorizationFailed)
+	}
+	t, err := b.txns()
+	if err != nil {
+		return log.AppendResult{}, err
+	}
+	if version < 12 {
+		if err := inTransaction(t, *txnID, p, batch); err != nil {
+			return log.AppendResult{}, err
+		}
+		return p.AppendBatch(batch)
+	}
+	res, err := t.AppendBatch(*txnID, p, batch)
+	if errors.Is(err, idempotence.ErrProducerFenced) {
+		err = fmt.Errorf("%w: %v", kerr.InvalidProducerEpoch, err)
+	}
+	return res, err
+}
+
+// inTransaction checks that batch's producer has an open transaction with
+// txnID that includes p. A commit or abort between the check and the append
+// is no hazard: its marker, written first, carries the bumped epoch, and the
+// partition then refuses the batch's older one, so no transaction is left
+// open by it.
+func inTransaction(t *log.Transactions, txnID string, p *log.Partition, batch segment.Batch) error {
+	rec, ok := t.Describe(txnID)
+	tp := idempotence.TopicPartition{Topic: p.Topic(), Partition: p.ID()}
+	switch {
+	case !ok || rec.ProducerID != batch.ProducerID():
+		return fmt.Errorf("%w: producer %d is not transactional id %q's", kerr.InvalidTxnState, batch.ProducerID(), txnID)
+	case rec.ProducerEpoch != batch.ProducerEpoch():
+		return fmt.Errorf("%w: epoch %d, transactional id %q is at %d", kerr.InvalidProducerEpoch, batch.ProducerEpoch(), txnID, rec.ProducerEpoch)
+	case rec.State != idempotence.TxnOngoing || !slices.Contains(rec.Partitions, tp):
+		return fmt.Errorf("%w: %s-%d is not in the open transaction of %q (AddPartitionsToTxn first)", kerr.InvalidTxnState, tp.Topic, tp.Partition, txnID)
+	}
+	return nil
+}
+
+// features are the finalized features ApiVersions v3+ announces.
+func features(resp *kmsg.ApiVersionsResponse) {
+	if resp.Version < 3 {
+		return
+	}
+	resp.SupportedFeatures = []kmsg.ApiVersionsResponseSupportedFeature{{Name: "transaction.version", MinVersion: 0, MaxVersion: transactionVersion}}
+	resp.FinalizedFeaturesEpoch = 0
+	resp.FinalizedFeatures = []kmsg.ApiVersionsResponseFinalizedFeature{{Name: "transaction.version", MinVersionLevel: transactionVersion, MaxVersionLevel: transactionVersion}}
+}
