@@ -135,6 +135,7 @@ func (c *Coordinator) ConsumerGroupHeartbeat(id RequestID, req ConsumerGroupHear
 		resp = &ConsumerGroupHeartbeatResponse{MemberID: req.MemberID, MemberEpoch: req.MemberEpoch, Err: err}
 	}
 	resp.ID = id
+	c.syncConsumerGroup(req.GroupID)
 	c.respond(resp)
 }
 

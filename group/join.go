@@ -105,6 +105,7 @@ func (c *Coordinator) JoinGroup(id RequestID, req JoinGroupRequest) {
 			return
 		}
 		delete(c.consumerGroups, req.GroupID)
+		c.syncConsumerGroup(req.GroupID)
 	}
 	isNewGroup := g == nil
 	if isNewGroup {
