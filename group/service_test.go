@@ -13,6 +13,7 @@ import (
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/segment"
 	"github.com/strandlog/strand/vfs"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -417,5 +418,47 @@ func TestServiceReplaysACompactedLog(t *testing.T) {
 			require.Equal(t, lv, gv, "%v: the value and the offset of its record", k)
 		}
 	}
+	require.NoError(t, d.Close())
+}
+
+// A KIP-848 group survives a restart of its Service (the records of types
+// 3-8): its members, epochs and assignments come back, a member goes on
+// heartbeating at its epoch, and no partition is handed to a new member
+// while the old owner still holds it.
+func TestServiceConsumerGroupSurvivesRestart(t *testing.T) {
+	fs := newMemDataFS(t)
+	clock := func() time.Time { return epoch }
+	d, s := openMemService(t, fs, 4, clock)
+	ctx := context.Background()
+	join := func(s *Service, id string) *ConsumerGroupHeartbeatResponse {
+		r, err := s.ConsumerGroupHeartbeat(ctx, ConsumerGroupHeartbeatRequest{GroupID: "cg", MemberID: id, RebalanceTimeout: time.Minute,
+			SubscribedTopicNames: []string{"t"}, ServerAssignor: "range", Owned: &Assignment{}})
+		require.NoError(t, err)
+		require.NoError(t, r.Err)
+		return r
+	}
+	a := join(s, "a")
+	assert.Equal(t, map[string][]int32{"t": {0, 1, 2, 3}}, a.Assignment.Partitions)
+	b := join(s, "b") // a must give up two partitions first
+	assert.Empty(t, b.Assignment.Partitions)
+	require.NoError(t, s.Close())
+
+	s, err := OpenService(d, ServiceOptions{Partitions: 4, Now: clock, Config: Config{InitialRebalanceDelay: -1, Partitions: func(string) int32 { return 4 }}})
+	require.NoError(t, err)
+	// a, reloaded, still owns what it must revoke: b still waits.
+	r, err := s.ConsumerGroupHeartbeat(ctx, ConsumerGroupHeartbeatRequest{GroupID: "cg", MemberID: "b", MemberEpoch: b.MemberEpoch, Owned: &Assignment{}})
+	require.NoError(t, err)
+	require.NoError(t, r.Err)
+	assert.Nil(t, r.Assignment, "nothing new for b while a has not revoked")
+	r, err = s.ConsumerGroupHeartbeat(ctx, ConsumerGroupHeartbeatRequest{GroupID: "cg", MemberID: "a", MemberEpoch: a.MemberEpoch,
+		Owned: &Assignment{Partitions: map[string][]int32{"t": {0, 1}}}})
+	require.NoError(t, err)
+	require.NoError(t, r.Err, "a's epoch is known after the restart")
+	assert.Equal(t, map[string][]int32{"t": {0, 1}}, r.Assignment.Partitions)
+	r, err = s.ConsumerGroupHeartbeat(ctx, ConsumerGroupHeartbeatRequest{GroupID: "cg", MemberID: "b", MemberEpoch: b.MemberEpoch, Owned: &Assignment{}})
+	require.NoError(t, err)
+	require.NoError(t, r.Err)
+	assert.Equal(t, map[string][]int32{"t": {2, 3}}, r.Assignment.Partitions, "b gets what a released")
+	require.NoError(t, s.Close())
 	require.NoError(t, d.Close())
 }
