@@ -15,10 +15,10 @@ import (
 // to a new member only after the old one let it go. The rules follow
 // Kafka's GroupMetadataManager.consumerGroupHeartbeat and ConsumerGroup.
 //
-// Not yet done: the records of these groups (key versions 3-8), so they
-// are not persisted and a coordinator built from the offsets log does not
-// have them; conversion between classic and consumer groups; and regular
-// expression subscriptions.
+// The records of these groups (key versions 3-8) are written by
+// records_image.go after each heartbeat. Not yet done: the online
+// conversion of a classic group with members (only an empty group converts)
+// and regular expression subscriptions.
 
 // Member epochs with a meaning in a ConsumerGroupHeartbeat
 // (ConsumerGroupHeartbeatRequest).

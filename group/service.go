@@ -55,6 +55,9 @@ type Service struct {
 	closed chan struct{} // closed by Close
 	done   chan struct{} // closed when the loop has returned
 	err    error         // the loop's failure, set before done closes
+	// waiting are the requests the loop took and has not answered; only
+	// the loop touches it.
+	waiting map[RequestID]chan serviceResponse
 }
 
 // servicePartition is one partition of the offsets topic and its
@@ -63,13 +66,19 @@ type servicePartition struct {
 	p    *log.Partition
 	c    *Coordinator
 	sync bool // the topic's fsync policy does not sync each append
+	// producers are the transactional producers that wrote to the
+	// partition (service_txn.go).
+	producers map[int64]*txnProducer
 }
 
 // serviceRequest is a request on its way to the loop: call makes it on the
-// coordinator of partition part, and its response goes to resp.
+// coordinator of partition part, and its response goes to resp. A request
+// that is not one coordinator's has run instead, which the loop calls
+// between two flushes and whose response it delivers.
 type serviceRequest struct {
 	part int
 	call func(c *Coordinator, id RequestID)
+	run  func(id RequestID) Response
 	resp chan serviceResponse
 }
 
@@ -114,6 +123,8 @@ func OpenService(d *log.Dir, opts ServiceOptions) (*Service, error) {
 		reqs:   make(chan serviceRequest),
 		closed: make(chan struct{}),
 		done:   make(chan struct{}),
+
+		waiting: map[RequestID]chan serviceResponse{},
 	}
 	if s.topic == "" {
 		s.topic = OffsetsTopic
@@ -170,7 +181,8 @@ func (s *Service) load(sp *servicePartition) error {
 	if err != nil {
 		return err
 	}
-	if err := Load(c, sp.p); err != nil {
+	sp.producers = map[int64]*txnProducer{}
+	if err := load(c, sp.p, sp.seen); err != nil {
 		return err
 	}
 	sp.c = c
@@ -180,7 +192,10 @@ func (s *Service) load(sp *servicePartition) error {
 // Load replays a partition of the offsets topic into a new coordinator and
 // calls Loaded: the records of every batch, those of transactional batches
 // with their producer, and the transaction markers of control batches.
-func Load(c *Coordinator, p *log.Partition) error {
+func Load(c *Coordinator, p *log.Partition) error { return load(c, p, nil) }
+
+// load is Load, showing every batch to seen if it is set.
+func load(c *Coordinator, p *log.Partition, seen func(segment.Batch)) error {
 	start, _, end, err := p.Offsets()
 	if err != nil {
 		return err
@@ -193,7 +208,7 @@ func Load(c *Coordinator, p *log.Partition) error {
 		if err != nil {
 			return where(offset, err)
 		}
-		next, err := replayBatches(c, bs, offset)
+		next, err := replayBatches(c, bs, offset, seen)
 		_ = bs.Close()
 		if err != nil {
 			return where(offset, err)
@@ -210,13 +225,16 @@ func Load(c *Coordinator, p *log.Partition) error {
 
 // replayBatches replays the batches of one read from offset on and returns
 // the offset after the last.
-func replayBatches(c *Coordinator, bs *log.Batches, offset int64) (int64, error) {
+func replayBatches(c *Coordinator, bs *log.Batches, offset int64, seen func(segment.Batch)) (int64, error) {
 	next := offset
 	for b, err := range bs.All() {
 		if err != nil {
 			return next, err
 		}
 		next = b.LastOffset() + 1
+		if seen != nil {
+			seen(b)
+		}
 		var producer *Producer
 		if b.Transactional() {
 			producer = &Producer{ID: b.ProducerID(), Epoch: b.ProducerEpoch()}
@@ -268,7 +286,7 @@ func (s *Service) run() {
 	defer close(s.done)
 	var nextID RequestID
 	var batch []serviceRequest
-	waiting := map[RequestID]chan serviceResponse{}
+	waiting := s.waiting
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
@@ -298,6 +316,14 @@ func (s *Service) run() {
 		for _, req := range batch {
 			nextID++
 			waiting[nextID] = req.resp
+			if req.run != nil {
+				deliver(waiting, []Response{req.run(nextID)}, nil)
+				if s.err != nil {
+					answerAll(waiting)
+					return
+				}
+				continue
+			}
 			req.call(s.parts[req.part].c, nextID)
 		}
 		batch = batch[:0]
@@ -332,6 +358,9 @@ func (s *Service) flush(sp *servicePartition, waiting map[RequestID]chan service
 	}
 	rd := sp.c.Ready()
 	err := s.append(sp, rd.Records)
+	if err == nil && sp.sync && len(rd.Records) > 0 {
+		err = sp.p.Sync()
+	}
 	if err == nil {
 		deliver(waiting, rd.Responses, nil)
 		return nil
@@ -344,33 +373,39 @@ func (s *Service) flush(sp *servicePartition, waiting map[RequestID]chan service
 }
 
 // append writes records to the partition at the offsets the coordinator
-// gave them, durably.
+// gave them: each run of plain records in one batch, each run of one
+// producer's transactional records in a transactional batch of it.
 func (s *Service) append(sp *servicePartition, recs []Record) error {
-	if len(recs) == 0 {
-		return nil
-	}
-	ts := sp.c.now
-	out := make([]segment.Record, len(recs))
-	for i, r := range recs {
-		if r.Producer != nil {
-			// The coordinator emits transactional records only for
-			// TxnOffsetCommit, which Service does not offer.
-			return fmt.Errorf("transactional offset commit of producer %d: not supported by Service", r.Producer.ID)
+	want := sp.c.nextOffset - int64(len(recs))
+	for len(recs) > 0 {
+		n := 1
+		for n < len(recs) && sameProducer(recs[n].Producer, recs[0].Producer) {
+			n++
 		}
-		out[i] = segment.Record{Timestamp: ts, Key: r.Key, Value: r.Value}
-	}
-	res, err := sp.p.Append(out)
-	if err != nil {
-		return err
-	}
-	if want := sp.c.nextOffset - int64(len(recs)); res.BaseOffset != want {
-		return fmt.Errorf("records appended at offset %d, the coordinator expected %d", res.BaseOffset, want)
-	}
-	if sp.sync {
-		return sp.p.Sync()
+		out := make([]segment.Record, n)
+		for i, r := range recs[:n] {
+			out[i] = segment.Record{Timestamp: sp.c.now, Key: r.Key, Value: r.Value}
+		}
+		var res log.AppendResult
+		var err error
+		if prod := recs[0].Producer; prod != nil {
+			res, err = sp.appendTxn(*prod, out)
+		} else {
+			res, err = sp.p.Append(out)
+		}
+		if err != nil {
+			return err
+		}
+		if res.BaseOffset != want {
+			return fmt.Errorf("records appended at offset %d, the coordinator expected %d", res.BaseOffset, want)
+		}
+		want += int64(n)
+		recs = recs[n:]
 	}
 	return nil
 }
+
+func sameProducer(a, b *Producer) bool { return a == nil && b == nil || a != nil && b != nil && *a == *b }
 
 // deliver answers the waiting requests of rs, with err instead when set.
 func deliver(waiting map[RequestID]chan serviceResponse, rs []Response, err error) {
@@ -415,9 +450,16 @@ func (s *Service) Close() error {
 // do sends a request for a group to its coordinator and waits for the
 // response.
 func do[R Response](ctx context.Context, s *Service, groupID string, call func(c *Coordinator, id RequestID)) (R, error) {
+	return send[R](ctx, s, serviceRequest{part: s.partitionOf(groupID), call: call})
+}
+
+func (s *Service) partitionOf(groupID string) int { return int(PartitionFor(groupID, int32(len(s.parts)))) }
+
+// send hands a request to the loop and waits for its response.
+func send[R Response](ctx context.Context, s *Service, req serviceRequest) (R, error) {
 	var zero R
 	resp := make(chan serviceResponse, 1) // the loop never blocks on it
-	req := serviceRequest{part: int(PartitionFor(groupID, int32(len(s.parts)))), call: call, resp: resp}
+	req.resp = resp
 	select {
 	case s.reqs <- req:
 	case <-s.done:
