@@ -405,7 +405,9 @@ func (s *Service) append(sp *servicePartition, recs []Record) error {
 	return nil
 }
 
-func sameProducer(a, b *Producer) bool { return a == nil && b == nil || a != nil && b != nil && *a == *b }
+func sameProducer(a, b *Producer) bool {
+	return a == nil && b == nil || a != nil && b != nil && *a == *b
+}
 
 // deliver answers the waiting requests of rs, with err instead when set.
 func deliver(waiting map[RequestID]chan serviceResponse, rs []Response, err error) {
@@ -453,7 +455,9 @@ func do[R Response](ctx context.Context, s *Service, groupID string, call func(c
 	return send[R](ctx, s, serviceRequest{part: s.partitionOf(groupID), call: call})
 }
 
-func (s *Service) partitionOf(groupID string) int { return int(PartitionFor(groupID, int32(len(s.parts)))) }
+func (s *Service) partitionOf(groupID string) int {
+	return int(PartitionFor(groupID, int32(len(s.parts))))
+}
 
 // send hands a request to the loop and waits for its response.
 func send[R Response](ctx context.Context, s *Service, req serviceRequest) (R, error) {
