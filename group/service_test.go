@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -459,6 +460,110 @@ func TestServiceConsumerGroupSurvivesRestart(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, r.Err)
 	assert.Equal(t, map[string][]int32{"t": {2, 3}}, r.Assignment.Partitions, "b gets what a released")
+	require.NoError(t, s.Close())
+	require.NoError(t, d.Close())
+}
+
+// Bad input through a Service: each request gets a typed error with
+// Kafka's code, and the offsets log does not change by a byte.
+func TestServiceBadInputLeavesTheLogAlone(t *testing.T) {
+	fs := newMemDataFS(t)
+	d, s := openMemService(t, fs, 1, func() time.Time { return epoch })
+	ctx := context.Background()
+	member, gen, err := joinAlone(ctx, s, "classic", "", "t")
+	require.NoError(t, err)
+	require.NoError(t, serviceCommit(ctx, s, "classic", member, gen, "t", 0, 10))
+	cg, err := s.ConsumerGroupHeartbeat(ctx, ConsumerGroupHeartbeatRequest{GroupID: "cg", MemberID: "m", RebalanceTimeout: time.Minute,
+		SubscribedTopicNames: []string{"t"}, Owned: &Assignment{}})
+	require.NoError(t, err)
+	require.NoError(t, cg.Err)
+	long := strings.Repeat("g", maxStringLen+1)
+	commit := func(group, member string, gen int32) error {
+		return serviceCommit(ctx, s, group, member, gen, "t", 0, 99)
+	}
+	join := func(mod func(*JoinGroupRequest)) error {
+		req := JoinGroupRequest{Version: JoinVersionLatest, GroupID: "classic", ClientID: "c", SessionTimeout: 30 * time.Second,
+			ProtocolType: "consumer", Protocols: []Protocol{{Name: "range", Metadata: Subscription{Topics: []string{"t"}}.Encode(3)}}}
+		mod(&req)
+		r, err := s.JoinGroup(ctx, req)
+		require.NoError(t, err)
+		return r.Err
+	}
+	cases := []struct {
+		name string
+		send func() error
+		want *Error
+	}{
+		{"commit from a stale generation", func() error { return commit("classic", member, gen-1) }, ErrIllegalGeneration},
+		{"commit from an unknown member", func() error { return commit("classic", "stranger", gen) }, ErrUnknownMemberID},
+		{"commit without member to a group with members", func() error { return commit("classic", "", -1) }, ErrUnknownMemberID},
+		{"commit with an empty group id", func() error { return commit("", "", -1) }, ErrInvalidGroupID},
+		{"commit with a group id too long", func() error { return commit(long, "", -1) }, ErrInvalidGroupID},
+		{"commit from a stale member epoch", func() error { return commit("cg", "m", cg.MemberEpoch-1) }, ErrStaleMemberEpoch},
+		{"commit from an unknown consumer group member", func() error { return commit("cg", "x", cg.MemberEpoch) }, ErrUnknownMemberID},
+		{"commit to a topic that does not exist", func() error { return serviceCommit(ctx, s, "classic", member, gen, "t", 9, 1) }, ErrUnknownTopicOrPartition},
+		{"transactional commit from a stale generation", func() error {
+			r, err := s.TxnCommitOffsets(ctx, TxnOffsetCommitRequest{GroupID: "classic", Producer: Producer{ID: 1}, GenerationID: gen + 1, MemberID: member,
+				Topics: []OffsetCommitTopic{{Name: "t", Partitions: []OffsetCommitPartition{{Offset: 1}}}}})
+			require.NoError(t, err)
+			return r.Err
+		}, ErrIllegalGeneration},
+		{"join with an empty group id", func() error { return join(func(r *JoinGroupRequest) { r.GroupID = "" }) }, ErrInvalidGroupID},
+		{"join with a group id too long", func() error { return join(func(r *JoinGroupRequest) { r.GroupID = long }) }, ErrInvalidGroupID},
+		{"join with another protocol type", func() error { return join(func(r *JoinGroupRequest) { r.ProtocolType = "connect" }) }, ErrInconsistentGroupProtocol},
+		{"join with no protocol type", func() error { return join(func(r *JoinGroupRequest) { r.ProtocolType = "" }) }, ErrInconsistentGroupProtocol},
+		{"join with a new group and no protocol type", func() error {
+			return join(func(r *JoinGroupRequest) { r.GroupID, r.ProtocolType = "new", "" })
+		}, ErrInconsistentGroupProtocol},
+		{"join with no protocol", func() error { return join(func(r *JoinGroupRequest) { r.Protocols = nil }) }, ErrInconsistentGroupProtocol},
+		{"join with no protocol the group supports", func() error {
+			return join(func(r *JoinGroupRequest) { r.Protocols = []Protocol{{Name: "roundrobin"}} })
+		}, ErrInconsistentGroupProtocol},
+		{"join with a session timeout below group.min.session.timeout.ms", func() error {
+			return join(func(r *JoinGroupRequest) { r.SessionTimeout = 5 * time.Second })
+		}, ErrInvalidSessionTimeout},
+		{"join with a session timeout above group.max.session.timeout.ms", func() error {
+			return join(func(r *JoinGroupRequest) { r.SessionTimeout = 31 * time.Minute })
+		}, ErrInvalidSessionTimeout},
+		{"join of a classic member to a consumer group with members", func() error {
+			return join(func(r *JoinGroupRequest) { r.GroupID = "cg" })
+		}, ErrInconsistentGroupProtocol},
+		{"consumer heartbeat with an unsupported assignor", func() error {
+			r, err := s.ConsumerGroupHeartbeat(ctx, ConsumerGroupHeartbeatRequest{GroupID: "cg", MemberID: "n", RebalanceTimeout: time.Minute,
+				SubscribedTopicNames: []string{"t"}, ServerAssignor: "sticky", Owned: &Assignment{}})
+			require.NoError(t, err)
+			return r.Err
+		}, ErrUnsupportedAssignor},
+		{"consumer heartbeat to a classic group with members", func() error {
+			r, err := s.ConsumerGroupHeartbeat(ctx, ConsumerGroupHeartbeatRequest{GroupID: "classic", MemberID: "n", RebalanceTimeout: time.Minute,
+				SubscribedTopicNames: []string{"t"}, Owned: &Assignment{}})
+			require.NoError(t, err)
+			return r.Err
+		}, ErrGroupIDNotFound},
+		{"consumer heartbeat with an empty group id", func() error {
+			r, err := s.ConsumerGroupHeartbeat(ctx, ConsumerGroupHeartbeatRequest{MemberID: "n", RebalanceTimeout: time.Minute,
+				SubscribedTopicNames: []string{"t"}, Owned: &Assignment{}})
+			require.NoError(t, err)
+			return r.Err
+		}, ErrInvalidGroupID},
+	}
+	part, err := d.Partition(OffsetsTopic, 0)
+	require.NoError(t, err)
+	logBytes := func() []segment.Record {
+		var out []segment.Record
+		for r, err := range part.Records(0, log.ReadLogEnd) {
+			require.NoError(t, err)
+			out = append(out, r)
+		}
+		return out
+	}
+	before := logBytes()
+	for _, c := range cases {
+		err := c.send()
+		require.ErrorIs(t, err, c.want, c.name)
+		assert.Equal(t, c.want.Code, Code(err), c.name)
+		assert.Equal(t, before, logBytes(), "%s: the offsets log changed", c.name)
+	}
 	require.NoError(t, s.Close())
 	require.NoError(t, d.Close())
 }
