@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/strandlog/strand/log"
@@ -327,12 +328,10 @@ func (s *Service) run() {
 			req.call(s.parts[req.part].c, nextID)
 		}
 		batch = batch[:0]
-		for _, sp := range s.parts {
-			if err := s.flush(sp, waiting); err != nil {
-				s.err = err
-				answerAll(waiting)
-				return
-			}
+		if err := s.flushAll(waiting); err != nil {
+			s.err = err
+			answerAll(waiting)
+			return
 		}
 	}
 }
@@ -357,10 +356,55 @@ func (s *Service) flush(sp *servicePartition, waiting map[RequestID]chan service
 		return nil
 	}
 	rd := sp.c.Ready()
+	return s.settle(sp, rd, s.write(sp, rd), waiting)
+}
+
+// flushAll flushes every partition. The partitions' records are written
+// at once, each partition's on a goroutine of its own, so that their
+// fsyncs overlap as the appends of independent clients would; the loop
+// waits for all before it answers anyone.
+func (s *Service) flushAll(waiting map[RequestID]chan serviceResponse) error {
+	type write struct {
+		sp  *servicePartition
+		rd  Ready
+		err error
+	}
+	var ws []*write
+	for _, sp := range s.parts {
+		if sp.c.HasReady() {
+			ws = append(ws, &write{sp: sp, rd: sp.c.Ready()})
+		}
+	}
+	if len(ws) == 1 {
+		ws[0].err = s.write(ws[0].sp, ws[0].rd)
+	} else {
+		var wg sync.WaitGroup
+		for _, w := range ws {
+			wg.Go(func() { w.err = s.write(w.sp, w.rd) })
+		}
+		wg.Wait()
+	}
+	for _, w := range ws {
+		if err := s.settle(w.sp, w.rd, w.err, waiting); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// write appends a Ready's records durably. It touches only its partition,
+// so writes of several partitions may run at once.
+func (s *Service) write(sp *servicePartition, rd Ready) error {
 	err := s.append(sp, rd.Records)
 	if err == nil && sp.sync && len(rd.Records) > 0 {
 		err = sp.p.Sync()
 	}
+	return err
+}
+
+// settle delivers a written Ready's responses, or, if err says its write
+// failed, fails them and reloads the partition.
+func (s *Service) settle(sp *servicePartition, rd Ready, err error, waiting map[RequestID]chan serviceResponse) error {
 	if err == nil {
 		deliver(waiting, rd.Responses, nil)
 		return nil
