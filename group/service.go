@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/strandlog/strand/log"
@@ -38,8 +37,9 @@ type ServiceOptions struct {
 }
 
 // Service is the group coordinator of a data directory: the owner of one
-// Coordinator per partition of the compacted offsets topic, which it runs on
-// a single goroutine. A group belongs to the partition PartitionFor picks.
+// Coordinator per partition of the compacted offsets topic, each run by a
+// goroutine of its own, as Kafka runs an event loop per partition of
+// __consumer_offsets. A group belongs to the partition PartitionFor picks.
 // On open it replays every partition into its coordinator; each Ready's
 // records are appended to the group's partition in order and made durable
 // (the topic's fsync policy, and a Sync when that policy does not sync every
@@ -52,30 +52,30 @@ type Service struct {
 	now    func() time.Time
 	cfg    Config
 	parts  []*servicePartition
-	reqs   chan serviceRequest
 	closed chan struct{} // closed by Close
-	done   chan struct{} // closed when the loop has returned
-	err    error         // the loop's failure, set before done closes
-	// waiting are the requests the loop took and has not answered; only
-	// the loop touches it.
-	waiting map[RequestID]chan serviceResponse
 }
 
-// servicePartition is one partition of the offsets topic and its
-// coordinator; only the loop touches it.
+// servicePartition is one partition of the offsets topic, its coordinator
+// and its loop. Past reqs and done, only its loop touches it.
 type servicePartition struct {
+	reqs chan serviceRequest
+	done chan struct{} // closed when the loop has returned
+	err  error         // the loop's failure, set before done closes
+
 	p    *log.Partition
 	c    *Coordinator
 	sync bool // the topic's fsync policy does not sync each append
 	// producers are the transactional producers that wrote to the
 	// partition (service_txn.go).
 	producers map[int64]*txnProducer
+	// waiting are the requests the loop took and has not answered.
+	waiting map[RequestID]chan serviceResponse
 }
 
-// serviceRequest is a request on its way to the loop: call makes it on the
-// coordinator of partition part, and its response goes to resp. A request
-// that is not one coordinator's has run instead, which the loop calls
-// between two flushes and whose response it delivers.
+// serviceRequest is a request on its way to the loop of partition part:
+// call makes it on the coordinator, and its response goes to resp. A
+// request that needs more than the coordinator has run instead, which the
+// loop calls between two flushes and whose response it delivers.
 type serviceRequest struct {
 	part int
 	call func(c *Coordinator, id RequestID)
@@ -121,11 +121,7 @@ func OpenService(d *log.Dir, opts ServiceOptions) (*Service, error) {
 		topic:  opts.Topic,
 		now:    opts.Now,
 		cfg:    opts.Config,
-		reqs:   make(chan serviceRequest),
 		closed: make(chan struct{}),
-		done:   make(chan struct{}),
-
-		waiting: map[RequestID]chan serviceResponse{},
 	}
 	if s.topic == "" {
 		s.topic = OffsetsTopic
@@ -166,13 +162,16 @@ func OpenService(d *log.Dir, opts ServiceOptions) (*Service, error) {
 		if err != nil {
 			return nil, fmt.Errorf("group: offsets topic %s: %w", s.topic, err)
 		}
-		sp := &servicePartition{p: p, sync: tc.Fsync != log.FsyncAlways() && tc.Fsync != log.FsyncPolicy{}}
+		sp := &servicePartition{p: p, sync: tc.Fsync != log.FsyncAlways() && tc.Fsync != log.FsyncPolicy{},
+			reqs: make(chan serviceRequest), done: make(chan struct{}), waiting: map[RequestID]chan serviceResponse{}}
 		if err := s.load(sp); err != nil {
 			return nil, err
 		}
 		s.parts[i] = sp
 	}
-	go s.run()
+	for _, sp := range s.parts {
+		go s.run(sp)
+	}
 	return s, nil
 }
 
@@ -281,28 +280,32 @@ func markerType(key []byte) (commit bool, err error) {
 	}
 }
 
-// run is the loop: it takes requests and timers, then writes what the
-// coordinators want written and delivers their responses, until Close.
-func (s *Service) run() {
-	defer close(s.done)
+// run is a partition's loop: it takes requests and timers, then writes
+// what the coordinator wants written and delivers its responses, until
+// Close.
+func (s *Service) run(sp *servicePartition) {
+	defer close(sp.done)
 	var nextID RequestID
 	var batch []serviceRequest
-	waiting := s.waiting
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		s.armTimer(timer)
+		wait := time.Hour
+		if d, ok := sp.c.NextDeadline(); ok {
+			wait = max(min(wait, d.Sub(s.now())), 0)
+		}
+		timer.Reset(wait)
 		select {
 		case <-s.closed:
-			answerAll(waiting)
+			answerAll(sp.waiting)
 			return
-		case req := <-s.reqs:
+		case req := <-sp.reqs:
 			batch = append(batch[:0], req)
 			// Take what else is queued, so that one append and one
 			// fsync serve them all (group commit).
 			for more := true; more; {
 				select {
-				case req := <-s.reqs:
+				case req := <-sp.reqs:
 					batch = append(batch, req)
 				default:
 					more = false
@@ -310,109 +313,50 @@ func (s *Service) run() {
 			}
 		case <-timer.C:
 		}
-		now := s.now()
-		for _, sp := range s.parts {
-			sp.c.Tick(now)
-		}
+		sp.c.Tick(s.now())
 		for _, req := range batch {
 			nextID++
-			waiting[nextID] = req.resp
+			sp.waiting[nextID] = req.resp
 			if req.run != nil {
-				deliver(waiting, []Response{req.run(nextID)}, nil)
-				if s.err != nil {
-					answerAll(waiting)
+				deliver(sp.waiting, []Response{req.run(nextID)}, nil)
+				if sp.err != nil {
+					answerAll(sp.waiting)
 					return
 				}
 				continue
 			}
-			req.call(s.parts[req.part].c, nextID)
+			req.call(sp.c, nextID)
 		}
 		batch = batch[:0]
-		if err := s.flushAll(waiting); err != nil {
-			s.err = err
-			answerAll(waiting)
+		if err := s.flush(sp); err != nil {
+			sp.err = err
+			answerAll(sp.waiting)
 			return
 		}
 	}
 }
 
-// armTimer sets timer to the earliest deadline of the coordinators.
-func (s *Service) armTimer(timer *time.Timer) {
-	wait := time.Hour
-	for _, sp := range s.parts {
-		if d, ok := sp.c.NextDeadline(); ok {
-			wait = min(wait, d.Sub(s.now()))
-		}
-	}
-	timer.Reset(max(wait, 0))
-}
-
 // flush appends a partition's Ready records and delivers its responses. If
 // the append fails, the coordinator is unloaded and loaded again from the
 // log, and the requests of that Ready get NOT_COORDINATOR with the cause;
-// only a failure to load again ends the Service.
-func (s *Service) flush(sp *servicePartition, waiting map[RequestID]chan serviceResponse) error {
+// only a failure to load again ends the partition's loop.
+func (s *Service) flush(sp *servicePartition) error {
 	if !sp.c.HasReady() {
 		return nil
 	}
 	rd := sp.c.Ready()
-	return s.settle(sp, rd, s.write(sp, rd), waiting)
-}
-
-// flushAll flushes every partition. The partitions' records are written
-// at once, each partition's on a goroutine of its own, so that their
-// fsyncs overlap as the appends of independent clients would; the loop
-// waits for all before it answers anyone.
-func (s *Service) flushAll(waiting map[RequestID]chan serviceResponse) error {
-	type write struct {
-		sp  *servicePartition
-		rd  Ready
-		err error
-	}
-	var ws []*write
-	for _, sp := range s.parts {
-		if sp.c.HasReady() {
-			ws = append(ws, &write{sp: sp, rd: sp.c.Ready()})
-		}
-	}
-	if len(ws) == 1 {
-		ws[0].err = s.write(ws[0].sp, ws[0].rd)
-	} else {
-		var wg sync.WaitGroup
-		for _, w := range ws {
-			wg.Go(func() { w.err = s.write(w.sp, w.rd) })
-		}
-		wg.Wait()
-	}
-	for _, w := range ws {
-		if err := s.settle(w.sp, w.rd, w.err, waiting); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// write appends a Ready's records durably. It touches only its partition,
-// so writes of several partitions may run at once.
-func (s *Service) write(sp *servicePartition, rd Ready) error {
 	err := s.append(sp, rd.Records)
 	if err == nil && sp.sync && len(rd.Records) > 0 {
 		err = sp.p.Sync()
 	}
-	return err
-}
-
-// settle delivers a written Ready's responses, or, if err says its write
-// failed, fails them and reloads the partition.
-func (s *Service) settle(sp *servicePartition, rd Ready, err error, waiting map[RequestID]chan serviceResponse) error {
 	if err == nil {
-		deliver(waiting, rd.Responses, nil)
+		deliver(sp.waiting, rd.Responses, nil)
 		return nil
 	}
 	err = fmt.Errorf("%w: offsets log %s-%d: %w", ErrNotCoordinator, s.topic, sp.p.ID(), err)
-	deliver(waiting, rd.Responses, err)
+	deliver(sp.waiting, rd.Responses, err)
 	sp.c.Unload()
-	deliver(waiting, sp.c.Ready().Responses, nil)
+	deliver(sp.waiting, sp.c.Ready().Responses, nil)
 	return s.load(sp)
 }
 
@@ -480,17 +424,21 @@ func answerAll(waiting map[RequestID]chan serviceResponse) {
 	}
 }
 
-// Close stops the loop, answering the requests still waiting with
-// NOT_COORDINATOR, and returns the failure that stopped it early, if any.
-// It does not close the Dir.
+// Close stops the loops, answering the requests still waiting with
+// NOT_COORDINATOR, and returns the failures that stopped any early. It does
+// not close the Dir.
 func (s *Service) Close() error {
 	select {
 	case <-s.closed:
 	default:
 		close(s.closed)
 	}
-	<-s.done
-	return s.err
+	var errs []error
+	for _, sp := range s.parts {
+		<-sp.done
+		errs = append(errs, sp.err)
+	}
+	return errors.Join(errs...)
 }
 
 // do sends a request for a group to its coordinator and waits for the
@@ -503,14 +451,15 @@ func (s *Service) partitionOf(groupID string) int {
 	return int(PartitionFor(groupID, int32(len(s.parts))))
 }
 
-// send hands a request to the loop and waits for its response.
+// send hands a request to its partition's loop and waits for its response.
 func send[R Response](ctx context.Context, s *Service, req serviceRequest) (R, error) {
 	var zero R
 	resp := make(chan serviceResponse, 1) // the loop never blocks on it
 	req.resp = resp
+	sp := s.parts[req.part]
 	select {
-	case s.reqs <- req:
-	case <-s.done:
+	case sp.reqs <- req:
+	case <-sp.done:
 		return zero, ErrServiceClosed
 	case <-ctx.Done():
 		return zero, ctx.Err()

@@ -116,18 +116,18 @@ func (s *Service) TxnCommitOffsets(ctx context.Context, req TxnOffsetCommitReque
 // marker failed to append; that partition was reloaded from its log) or
 // ErrServiceClosed.
 func (s *Service) EndTxn(ctx context.Context, producer Producer, commit bool) error {
-	r, err := send[*endTxnResponse](ctx, s, serviceRequest{run: func(id RequestID) Response {
-		for _, sp := range s.parts {
-			if err := s.endTxn(sp, producer, commit); err != nil {
-				return &endTxnResponse{id: id, err: err}
-			}
+	for i, sp := range s.parts {
+		r, err := send[*endTxnResponse](ctx, s, serviceRequest{part: i, run: func(id RequestID) Response {
+			return &endTxnResponse{id: id, err: s.endTxn(sp, producer, commit)}
+		}})
+		if err == nil {
+			err = r.err
 		}
-		return &endTxnResponse{id: id}
-	}})
-	if err != nil {
-		return err
+		if err != nil {
+			return err
+		}
 	}
-	return r.err
+	return nil
 }
 
 // endTxnResponse carries EndTxn's answer through the loop.
@@ -149,8 +149,8 @@ func (s *Service) endTxn(sp *servicePartition, producer Producer, commit bool) e
 	if err := sp.checkEpoch(producer); err != nil {
 		return err
 	}
-	if err := s.flush(sp, s.waiting); err != nil {
-		s.err = err
+	if err := s.flush(sp); err != nil {
+		sp.err = err
 		return err
 	}
 	marker := idempotence.Marker{Type: idempotence.MarkerAbort}
@@ -163,9 +163,9 @@ func (s *Service) endTxn(sp *servicePartition, producer Producer, commit bool) e
 		// is no longer what its log holds.
 		err = fmt.Errorf("%w: offsets log %s-%d: transaction marker of producer %d: %w", ErrNotCoordinator, s.topic, sp.p.ID(), producer.ID, err)
 		sp.c.Unload()
-		deliver(s.waiting, sp.c.Ready().Responses, nil)
+		deliver(sp.waiting, sp.c.Ready().Responses, nil)
 		if lerr := s.load(sp); lerr != nil {
-			s.err = lerr
+			sp.err = lerr
 		}
 		return err
 	}
