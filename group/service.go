@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/strandlog/strand/log"
@@ -66,7 +67,8 @@ type servicePartition struct {
 	c    *Coordinator
 	sync bool // the topic's fsync policy does not sync each append
 	// producers are the transactional producers that wrote to the
-	// partition (service_txn.go).
+	// partition (service_txn.go); the loop and its write share them.
+	mu        sync.Mutex
 	producers map[int64]*txnProducer
 	// waiting are the requests the loop took and has not answered.
 	waiting map[RequestID]chan serviceResponse
@@ -280,29 +282,56 @@ func markerType(key []byte) (commit bool, err error) {
 	}
 }
 
-// run is a partition's loop: it takes requests and timers, then writes
-// what the coordinator wants written and delivers its responses, until
-// Close.
+// run is a partition's loop: it takes requests and timers, and hands what
+// the coordinator wants written to a goroutine that writes it while the
+// loop goes on taking requests, so that the requests that come during one
+// append and fsync share the next (group commit, as the log does it for
+// its appenders). The responses of a Ready are delivered once its write
+// returns; the loop runs until Close.
 func (s *Service) run(sp *servicePartition) {
 	defer close(sp.done)
 	var nextID RequestID
 	var batch []serviceRequest
+	var inflight *pendingWrite
+	written := make(chan error, 1)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	// finish delivers the outcome of the write in flight; a failure to
+	// reload after a failed write ends the loop.
+	finish := func(err error) bool {
+		w := inflight
+		inflight = nil
+		if err := s.settle(sp, w.rd, err); err != nil {
+			sp.err = err
+			answerAll(sp.waiting)
+			return false
+		}
+		return true
+	}
 	for {
 		wait := time.Hour
 		if d, ok := sp.c.NextDeadline(); ok {
 			wait = max(min(wait, d.Sub(s.now())), 0)
 		}
 		timer.Reset(wait)
+		var done chan error
+		if inflight != nil {
+			done = written
+		}
 		select {
 		case <-s.closed:
-			answerAll(sp.waiting)
+			if inflight == nil || finish(<-written) {
+				answerAll(sp.waiting)
+			}
 			return
+		case err := <-done:
+			if !finish(err) {
+				return
+			}
 		case req := <-sp.reqs:
 			batch = append(batch[:0], req)
 			// Take what else is queued, so that one append and one
-			// fsync serve them all (group commit).
+			// fsync serve them all.
 			for more := true; more; {
 				select {
 				case req := <-sp.reqs:
@@ -318,6 +347,10 @@ func (s *Service) run(sp *servicePartition) {
 			nextID++
 			sp.waiting[nextID] = req.resp
 			if req.run != nil {
+				// It needs what the coordinator made written first.
+				if inflight != nil && !finish(<-written) {
+					return
+				}
 				deliver(sp.waiting, []Response{req.run(nextID)}, nil)
 				if sp.err != nil {
 					answerAll(sp.waiting)
@@ -328,27 +361,57 @@ func (s *Service) run(sp *servicePartition) {
 			req.call(sp.c, nextID)
 		}
 		batch = batch[:0]
-		if err := s.flush(sp); err != nil {
-			sp.err = err
-			answerAll(sp.waiting)
-			return
+		if inflight == nil && sp.c.HasReady() {
+			w := sp.pending()
+			if len(w.rd.Records) == 0 {
+				deliver(sp.waiting, w.rd.Responses, nil)
+				continue
+			}
+			inflight = w
+			go func() { written <- s.write(sp, w) }()
 		}
 	}
 }
 
-// flush appends a partition's Ready records and delivers its responses. If
-// the append fails, the coordinator is unloaded and loaded again from the
-// log, and the requests of that Ready get NOT_COORDINATOR with the cause;
-// only a failure to load again ends the partition's loop.
+// pendingWrite is a Ready on its way to the log: its records go at base
+// on, stamped ts.
+type pendingWrite struct {
+	rd   Ready
+	base int64
+	ts   int64
+}
+
+// pending takes the coordinator's Ready for writing.
+func (sp *servicePartition) pending() *pendingWrite {
+	rd := sp.c.Ready()
+	return &pendingWrite{rd: rd, base: sp.c.nextOffset - int64(len(rd.Records)), ts: sp.c.now}
+}
+
+// flush writes the coordinator's Ready and delivers its responses at once.
 func (s *Service) flush(sp *servicePartition) error {
 	if !sp.c.HasReady() {
 		return nil
 	}
-	rd := sp.c.Ready()
-	err := s.append(sp, rd.Records)
-	if err == nil && sp.sync && len(rd.Records) > 0 {
+	w := sp.pending()
+	return s.settle(sp, w.rd, s.write(sp, w))
+}
+
+// write appends a Ready's records, durably. It touches the coordinator
+// not at all, so it runs beside the loop.
+func (s *Service) write(sp *servicePartition, w *pendingWrite) error {
+	err := s.append(sp, w)
+	if err == nil && sp.sync && len(w.rd.Records) > 0 {
 		err = sp.p.Sync()
 	}
+	return err
+}
+
+// settle delivers the responses of a written Ready. If its write failed,
+// what the coordinator did since it made the Ready is not durable either:
+// those responses fail too, with the cause, and NOT_COORDINATOR; the
+// coordinator is unloaded and loaded again from the log. Only a failure to
+// load again is returned.
+func (s *Service) settle(sp *servicePartition, rd Ready, err error) error {
 	if err == nil {
 		deliver(sp.waiting, rd.Responses, nil)
 		return nil
@@ -356,15 +419,15 @@ func (s *Service) flush(sp *servicePartition) error {
 	err = fmt.Errorf("%w: offsets log %s-%d: %w", ErrNotCoordinator, s.topic, sp.p.ID(), err)
 	deliver(sp.waiting, rd.Responses, err)
 	sp.c.Unload()
-	deliver(sp.waiting, sp.c.Ready().Responses, nil)
+	deliver(sp.waiting, sp.c.Ready().Responses, err)
 	return s.load(sp)
 }
 
 // append writes records to the partition at the offsets the coordinator
 // gave them: each run of plain records in one batch, each run of one
 // producer's transactional records in a transactional batch of it.
-func (s *Service) append(sp *servicePartition, recs []Record) error {
-	want := sp.c.nextOffset - int64(len(recs))
+func (s *Service) append(sp *servicePartition, w *pendingWrite) error {
+	recs, want := w.rd.Records, w.base
 	for len(recs) > 0 {
 		n := 1
 		for n < len(recs) && sameProducer(recs[n].Producer, recs[0].Producer) {
@@ -372,7 +435,7 @@ func (s *Service) append(sp *servicePartition, recs []Record) error {
 		}
 		out := make([]segment.Record, n)
 		for i, r := range recs[:n] {
-			out[i] = segment.Record{Timestamp: sp.c.now, Key: r.Key, Value: r.Value}
+			out[i] = segment.Record{Timestamp: w.ts, Key: r.Key, Value: r.Value}
 		}
 		var res log.AppendResult
 		var err error

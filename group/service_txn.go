@@ -62,6 +62,8 @@ func (sp *servicePartition) seen(b segment.Batch) {
 
 // checkEpoch fences a producer older than the one the partition has seen.
 func (sp *servicePartition) checkEpoch(p Producer) error {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
 	if tp := sp.producers[p.ID]; tp != nil && p.Epoch < tp.epoch {
 		return errorf(ErrProducerFenced, "producer %d has epoch %d, older than %d", p.ID, p.Epoch, tp.epoch)
 	}
@@ -70,6 +72,8 @@ func (sp *servicePartition) checkEpoch(p Producer) error {
 
 // appendTxn appends a producer's records in a transactional batch.
 func (sp *servicePartition) appendTxn(p Producer, recs []segment.Record) (log.AppendResult, error) {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
 	seq := int32(0)
 	if tp := sp.producers[p.ID]; tp != nil && tp.epoch == p.Epoch {
 		seq = tp.next
@@ -142,6 +146,8 @@ func (r *endTxnResponse) Request() RequestID { return r.id }
 // pending there. The partition's coordinator is flushed first, so that the
 // marker follows every record the coordinator made.
 func (s *Service) endTxn(sp *servicePartition, producer Producer, commit bool) error {
+	// The loop calls this with no write in flight: the producers are its
+	// alone.
 	tp := sp.producers[producer.ID]
 	if tp == nil || !tp.open {
 		return nil

@@ -45,6 +45,13 @@ var groupLayouts = []int32{1, groupsvc.DefaultOffsetsPartitions}
 
 const groupTopic = "events"
 
+// offsetRecordSize is the size of an offset record's key and value, for MB/s.
+var offsetRecordSize = func() int {
+	r := groupsvc.EncodeOffsetCommit(groupsvc.OffsetCommitKey{Group: groupOf(0), Topic: groupTopic},
+		groupsvc.OffsetCommitValue{LeaderEpoch: -1, ExpireTimestamp: -1})
+	return len(r.Key) + len(r.Value)
+}()
+
 func groupSuite(quick bool) error {
 	shape := groupShapes(quick)
 	fmt.Printf("%d committers, %d offsets a commit, %v a run, %d runs of each, medians; temporary directories in %s\n",
@@ -59,8 +66,12 @@ func groupSuite(quick bool) error {
 			return fmt.Errorf("group suite: %w", err)
 		}
 		test := fmt.Sprintf("commit, %d offsets partition(s)", n)
-		printRate(test, "groupsvc.Service", ss[0], 0, fmt.Sprintf("%.0f commits/s", ss[0].perSec()/float64(shape.partitions)))
-		printRate(test, "raw Partition.Append", ss[1], 0, "")
+		note := func(s sample) string {
+			return fmt.Sprintf("%.0f commits/s, %.1f commits/fsync", s.perSec()/float64(shape.partitions),
+				float64(s.records)/float64(shape.partitions)/float64(max(s.fsyncs, 1)))
+		}
+		printRate(test, "group.Service", ss[0], offsetRecordSize, note(ss[0]))
+		printRate(test, "raw Partition.Append", ss[1], offsetRecordSize, note(ss[1]))
 		cmps = append(cmps, comparison{name: fmt.Sprintf("group-commit-vs-raw-append-%dp", n), value: ss[0].perSec() / ss[1].perSec(), bound: 0.8})
 	}
 	printComparisons(cmps)
@@ -153,7 +164,25 @@ func withDir(f func(d *log.Dir) (sample, error)) (s sample, err error) {
 		return s, err
 	}
 	defer func() { err = errors.Join(err, d.Close()) }()
-	return f(d)
+	if s, err = f(d); err != nil {
+		return s, err
+	}
+	n, err := d.TopicConfig(groupsvc.OffsetsTopic)
+	if err != nil {
+		return s, err
+	}
+	for i := range n.Partitions {
+		p, err := d.Partition(groupsvc.OffsetsTopic, i)
+		if err != nil {
+			return s, err
+		}
+		st, err := p.Stats()
+		if err != nil {
+			return s, err
+		}
+		s.fsyncs += st.Fsyncs
+	}
+	return s, nil
 }
 
 // runCommitters runs commit(g, i) in a loop on every committer for
