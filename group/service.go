@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/strandlog/strand/log"
@@ -38,9 +39,14 @@ type ServiceOptions struct {
 }
 
 // Service is the group coordinator of a data directory: the owner of one
-// Coordinator per partition of the compacted offsets topic, each run by a
-// goroutine of its own, as Kafka runs an event loop per partition of
+// Coordinator per partition of the compacted offsets topic, each driven by
+// one goroutine at a time, as Kafka runs an event loop per partition of
 // __consumer_offsets. A group belongs to the partition PartitionFor picks.
+// A request runs on its caller's goroutine; the caller that finds its
+// partition not writing writes what the coordinator made, and goes on
+// writing, for everyone, what the requests that came meanwhile made (group
+// commit, as the log does it for its appenders). A goroutine of the
+// Service fires the coordinators' timers.
 // On open it replays every partition into its coordinator; each Ready's
 // records are appended to the group's partition in order and made durable
 // (the topic's fsync policy, and a Sync when that policy does not sync every
@@ -54,35 +60,42 @@ type Service struct {
 	cfg    Config
 	parts  []*servicePartition
 	closed chan struct{} // closed by Close
+	wake   chan struct{} // tells the clock a request armed an earlier timer
+	ticked chan struct{} // closed when the clock has returned
+	// fireAt is when the clock wakes next (Unix nanoseconds).
+	fireAt atomic.Int64
 }
 
-// servicePartition is one partition of the offsets topic, its coordinator
-// and its loop. Past reqs and done, only its loop touches it.
+// servicePartition is one partition of the offsets topic and its
+// coordinator.
 type servicePartition struct {
-	reqs chan serviceRequest
-	done chan struct{} // closed when the loop has returned
-	err  error         // the loop's failure, set before done closes
-
 	p    *log.Partition
-	c    *Coordinator
 	sync bool // the topic's fsync policy does not sync each append
-	// producers are the transactional producers that wrote to the
-	// partition (service_txn.go); the loop and its write share them.
-	mu        sync.Mutex
-	producers map[int64]*txnProducer
-	// waiting are the requests the loop took and has not answered.
+
+	mu      sync.Mutex // guards what follows
+	idle    sync.Cond  // signalled when writing ends
+	writing bool       // a goroutine is writing a Ready, without mu
+	closed  bool
+	err     error // the failure to reload that ended the partition
+	c       *Coordinator
+	nextID  RequestID
+	// waiting are the requests taken and not answered yet.
 	waiting map[RequestID]chan serviceResponse
+
+	// producers are the transactional producers that wrote to the
+	// partition (service_txn.go); the writer uses them without mu.
+	pmu       sync.Mutex
+	producers map[int64]*txnProducer
 }
 
-// serviceRequest is a request on its way to the loop of partition part:
-// call makes it on the coordinator, and its response goes to resp. A
-// request that needs more than the coordinator has run instead, which the
-// loop calls between two flushes and whose response it delivers.
+// serviceRequest is a request for partition part: call makes it on the
+// coordinator. A request that needs more than the coordinator has run
+// instead, which is called once every Ready of the partition is written,
+// and whose response is delivered at once.
 type serviceRequest struct {
 	part int
 	call func(c *Coordinator, id RequestID)
 	run  func(id RequestID) Response
-	resp chan serviceResponse
 }
 
 type serviceResponse struct {
@@ -124,6 +137,8 @@ func OpenService(d *log.Dir, opts ServiceOptions) (*Service, error) {
 		now:    opts.Now,
 		cfg:    opts.Config,
 		closed: make(chan struct{}),
+		wake:   make(chan struct{}, 1),
+		ticked: make(chan struct{}),
 	}
 	if s.topic == "" {
 		s.topic = OffsetsTopic
@@ -165,15 +180,14 @@ func OpenService(d *log.Dir, opts ServiceOptions) (*Service, error) {
 			return nil, fmt.Errorf("group: offsets topic %s: %w", s.topic, err)
 		}
 		sp := &servicePartition{p: p, sync: tc.Fsync != log.FsyncAlways() && tc.Fsync != log.FsyncPolicy{},
-			reqs: make(chan serviceRequest), done: make(chan struct{}), waiting: map[RequestID]chan serviceResponse{}}
+			waiting: map[RequestID]chan serviceResponse{}}
+		sp.idle.L = &sp.mu
 		if err := s.load(sp); err != nil {
 			return nil, err
 		}
 		s.parts[i] = sp
 	}
-	for _, sp := range s.parts {
-		go s.run(sp)
-	}
+	go s.clock()
 	return s, nil
 }
 
@@ -282,94 +296,87 @@ func markerType(key []byte) (commit bool, err error) {
 	}
 }
 
-// run is a partition's loop: it takes requests and timers, and hands what
-// the coordinator wants written to a goroutine that writes it while the
-// loop goes on taking requests, so that the requests that come during one
-// append and fsync share the next (group commit, as the log does it for
-// its appenders). The responses of a Ready are delivered once its write
-// returns; the loop runs until Close.
-func (s *Service) run(sp *servicePartition) {
-	defer close(sp.done)
-	var nextID RequestID
-	var batch []serviceRequest
-	var inflight *pendingWrite
-	written := make(chan error, 1)
+// clock fires the coordinators' timers when they are due, until Close.
+func (s *Service) clock() {
+	defer close(s.ticked)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	// finish delivers the outcome of the write in flight; a failure to
-	// reload after a failed write ends the loop.
-	finish := func(err error) bool {
-		w := inflight
-		inflight = nil
+	for {
+		wait := time.Hour
+		for _, sp := range s.parts {
+			sp.mu.Lock()
+			if d, ok := sp.c.NextDeadline(); ok {
+				wait = min(wait, d.Sub(s.now()))
+			}
+			sp.mu.Unlock()
+		}
+		s.fireAt.Store(s.now().Add(wait).UnixNano())
+		timer.Reset(max(wait, 0))
+		select {
+		case <-s.closed:
+			return
+		case <-timer.C:
+		case <-s.wake:
+			continue
+		}
+		for _, sp := range s.parts {
+			_ = s.enter(sp, func() {}, nil)
+		}
+	}
+}
+
+// enter runs fn on the partition with its coordinator's clock advanced
+// (which fires the timers due), then writes what the coordinator made
+// unless another goroutine is writing, which will write it next.
+func (s *Service) enter(sp *servicePartition, fn func(), own chan serviceResponse) error {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	// Whatever fn and lead delivered, its waiters look.
+	defer sp.idle.Broadcast()
+	switch {
+	case sp.closed:
+		return ErrServiceClosed
+	case sp.err != nil:
+		return fmt.Errorf("%w: offsets log %s-%d: %w", ErrNotCoordinator, s.topic, sp.p.ID(), sp.err)
+	}
+	sp.c.Tick(s.now())
+	fn()
+	s.lead(sp, own)
+	if d, ok := sp.c.NextDeadline(); ok && d.UnixNano() < s.fireAt.Load() {
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+// lead writes the coordinator's Readys, one after the other; it is called
+// with mu held, and releases it while it writes. If a goroutine is writing
+// already, that one, or a waiter after it, writes them. A caller whose own
+// response own has come stops and leaves the rest to the callers still
+// waiting (wait), so that no caller writes for others for ever; one
+// without a response of its own (the clock) writes until none is left.
+func (s *Service) lead(sp *servicePartition, own chan serviceResponse) {
+	for !sp.writing && sp.err == nil && sp.c.HasReady() {
+		if own != nil && len(own) > 0 && len(sp.waiting) > 0 {
+			return
+		}
+		w := sp.pending()
+		if len(w.rd.Records) == 0 {
+			deliver(sp.waiting, w.rd.Responses, nil)
+			continue
+		}
+		sp.writing = true
+		sp.mu.Unlock()
+		err := s.write(sp, w)
+		sp.mu.Lock()
+		sp.writing = false
 		if err := s.settle(sp, w.rd, err); err != nil {
 			sp.err = err
 			answerAll(sp.waiting)
-			return false
 		}
-		return true
-	}
-	for {
-		wait := time.Hour
-		if d, ok := sp.c.NextDeadline(); ok {
-			wait = max(min(wait, d.Sub(s.now())), 0)
-		}
-		timer.Reset(wait)
-		var done chan error
-		if inflight != nil {
-			done = written
-		}
-		select {
-		case <-s.closed:
-			if inflight == nil || finish(<-written) {
-				answerAll(sp.waiting)
-			}
-			return
-		case err := <-done:
-			if !finish(err) {
-				return
-			}
-		case req := <-sp.reqs:
-			batch = append(batch[:0], req)
-			// Take what else is queued, so that one append and one
-			// fsync serve them all.
-			for more := true; more; {
-				select {
-				case req := <-sp.reqs:
-					batch = append(batch, req)
-				default:
-					more = false
-				}
-			}
-		case <-timer.C:
-		}
-		sp.c.Tick(s.now())
-		for _, req := range batch {
-			nextID++
-			sp.waiting[nextID] = req.resp
-			if req.run != nil {
-				// It needs what the coordinator made written first.
-				if inflight != nil && !finish(<-written) {
-					return
-				}
-				deliver(sp.waiting, []Response{req.run(nextID)}, nil)
-				if sp.err != nil {
-					answerAll(sp.waiting)
-					return
-				}
-				continue
-			}
-			req.call(sp.c, nextID)
-		}
-		batch = batch[:0]
-		if inflight == nil && sp.c.HasReady() {
-			w := sp.pending()
-			if len(w.rd.Records) == 0 {
-				deliver(sp.waiting, w.rd.Responses, nil)
-				continue
-			}
-			inflight = w
-			go func() { written <- s.write(sp, w) }()
-		}
+		sp.idle.Broadcast()
 	}
 }
 
@@ -387,13 +394,22 @@ func (sp *servicePartition) pending() *pendingWrite {
 	return &pendingWrite{rd: rd, base: sp.c.nextOffset - int64(len(rd.Records)), ts: sp.c.now}
 }
 
-// flush writes the coordinator's Ready and delivers its responses at once.
+// flush writes the coordinator's Readys and delivers their responses; it
+// is called with mu held, and waits for a write in flight first.
 func (s *Service) flush(sp *servicePartition) error {
-	if !sp.c.HasReady() {
-		return nil
+	for sp.writing {
+		sp.idle.Wait()
 	}
-	w := sp.pending()
-	return s.settle(sp, w.rd, s.write(sp, w))
+	if sp.err != nil {
+		return sp.err
+	}
+	for sp.c.HasReady() {
+		w := sp.pending()
+		if err := s.settle(sp, w.rd, s.write(sp, w)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // write appends a Ready's records, durably. It touches the coordinator
@@ -487,19 +503,44 @@ func answerAll(waiting map[RequestID]chan serviceResponse) {
 	}
 }
 
-// Close stops the loops, answering the requests still waiting with
-// NOT_COORDINATOR, and returns the failures that stopped any early. It does
-// not close the Dir.
+// wait waits until resp is answered, writing the partition's Readys
+// whenever no one else is.
+func (s *Service) wait(sp *servicePartition, resp chan serviceResponse) {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	for len(resp) == 0 {
+		if !sp.writing && sp.err == nil && sp.c.HasReady() {
+			s.lead(sp, resp)
+			sp.idle.Broadcast()
+			continue
+		}
+		sp.idle.Wait()
+	}
+}
+
+// Close stops the Service once the writes in flight are done, answering
+// the requests still waiting with NOT_COORDINATOR, and returns the
+// failures that ended partitions early. It does not close the Dir.
 func (s *Service) Close() error {
 	select {
 	case <-s.closed:
 	default:
 		close(s.closed)
 	}
+	<-s.ticked
 	var errs []error
 	for _, sp := range s.parts {
-		<-sp.done
-		errs = append(errs, sp.err)
+		sp.mu.Lock()
+		for sp.writing {
+			sp.idle.Wait()
+		}
+		if !sp.closed {
+			sp.closed = true
+			answerAll(sp.waiting)
+			errs = append(errs, sp.err)
+		}
+		sp.idle.Broadcast()
+		sp.mu.Unlock()
 	}
 	return errors.Join(errs...)
 }
@@ -514,19 +555,34 @@ func (s *Service) partitionOf(groupID string) int {
 	return int(PartitionFor(groupID, int32(len(s.parts))))
 }
 
-// send hands a request to its partition's loop and waits for its response.
+// send makes a request on its partition and waits for its response.
 func send[R Response](ctx context.Context, s *Service, req serviceRequest) (R, error) {
 	var zero R
-	resp := make(chan serviceResponse, 1) // the loop never blocks on it
-	req.resp = resp
-	sp := s.parts[req.part]
-	select {
-	case sp.reqs <- req:
-	case <-sp.done:
-		return zero, ErrServiceClosed
-	case <-ctx.Done():
-		return zero, ctx.Err()
+	if err := ctx.Err(); err != nil {
+		return zero, err
 	}
+	resp := make(chan serviceResponse, 1) // never blocks a deliverer
+	sp := s.parts[req.part]
+	err := s.enter(sp, func() {
+		sp.nextID++
+		id := sp.nextID
+		sp.waiting[id] = resp
+		if req.run == nil {
+			req.call(sp.c, id)
+			return
+		}
+		// It needs every Ready written first.
+		if err := s.flush(sp); err != nil {
+			sp.err = err
+			answerAll(sp.waiting)
+			return
+		}
+		deliver(sp.waiting, []Response{req.run(id)}, nil)
+	}, resp)
+	if err != nil {
+		return zero, err
+	}
+	s.wait(sp, resp)
 	// Once taken, a request is answered, if only at Close.
 	r := <-resp
 	if r.err != nil {

@@ -62,8 +62,8 @@ func (sp *servicePartition) seen(b segment.Batch) {
 
 // checkEpoch fences a producer older than the one the partition has seen.
 func (sp *servicePartition) checkEpoch(p Producer) error {
-	sp.mu.Lock()
-	defer sp.mu.Unlock()
+	sp.pmu.Lock()
+	defer sp.pmu.Unlock()
 	if tp := sp.producers[p.ID]; tp != nil && p.Epoch < tp.epoch {
 		return errorf(ErrProducerFenced, "producer %d has epoch %d, older than %d", p.ID, p.Epoch, tp.epoch)
 	}
@@ -72,8 +72,8 @@ func (sp *servicePartition) checkEpoch(p Producer) error {
 
 // appendTxn appends a producer's records in a transactional batch.
 func (sp *servicePartition) appendTxn(p Producer, recs []segment.Record) (log.AppendResult, error) {
-	sp.mu.Lock()
-	defer sp.mu.Unlock()
+	sp.pmu.Lock()
+	defer sp.pmu.Unlock()
 	seq := int32(0)
 	if tp := sp.producers[p.ID]; tp != nil && tp.epoch == p.Epoch {
 		seq = tp.next
@@ -134,7 +134,7 @@ func (s *Service) EndTxn(ctx context.Context, producer Producer, commit bool) er
 	return nil
 }
 
-// endTxnResponse carries EndTxn's answer through the loop.
+// endTxnResponse carries EndTxn's answer.
 type endTxnResponse struct {
 	id  RequestID
 	err error
@@ -143,20 +143,15 @@ type endTxnResponse struct {
 func (r *endTxnResponse) Request() RequestID { return r.id }
 
 // endTxn writes a producer's marker on one partition if it has offsets
-// pending there. The partition's coordinator is flushed first, so that the
-// marker follows every record the coordinator made.
+// pending there. It runs as a request's run: every record the coordinator
+// made is written, and no write is in flight, so the marker follows them
+// and the producers are endTxn's alone.
 func (s *Service) endTxn(sp *servicePartition, producer Producer, commit bool) error {
-	// The loop calls this with no write in flight: the producers are its
-	// alone.
 	tp := sp.producers[producer.ID]
 	if tp == nil || !tp.open {
 		return nil
 	}
 	if err := sp.checkEpoch(producer); err != nil {
-		return err
-	}
-	if err := s.flush(sp); err != nil {
-		sp.err = err
 		return err
 	}
 	marker := idempotence.Marker{Type: idempotence.MarkerAbort}
@@ -169,7 +164,7 @@ func (s *Service) endTxn(sp *servicePartition, producer Producer, commit bool) e
 		// is no longer what its log holds.
 		err = fmt.Errorf("%w: offsets log %s-%d: transaction marker of producer %d: %w", ErrNotCoordinator, s.topic, sp.p.ID(), producer.ID, err)
 		sp.c.Unload()
-		deliver(sp.waiting, sp.c.Ready().Responses, nil)
+		deliver(sp.waiting, sp.c.Ready().Responses, err)
 		if lerr := s.load(sp); lerr != nil {
 			sp.err = lerr
 		}
