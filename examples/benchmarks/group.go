@@ -126,11 +126,7 @@ func serviceCommitRun(shape groupShape, n int32) (s sample, err error) {
 // Service would write them to, in a compacted FsyncAlways topic of n
 // partitions: what the Service's own appends cost, without the Service.
 func rawOffsetAppendRun(shape groupShape, n int32) (sample, error) {
-	return withDir(func(d *log.Dir) (sample, error) { return rawOffsetAppendRunOn(d, shape, n) })
-}
-
-func rawOffsetAppendRunOn(d *log.Dir, shape groupShape, n int32) (sample, error) {
-	{
+	return withDir(func(d *log.Dir) (sample, error) {
 		err := d.CreateTopic(groupsvc.OffsetsTopic, log.TopicConfig{Partitions: n, Compact: log.Compacted, Fsync: log.FsyncAlways()})
 		if err != nil {
 			return sample{}, err
@@ -153,7 +149,7 @@ func rawOffsetAppendRunOn(d *log.Dir, shape groupShape, n int32) (sample, error)
 			_, err := parts[g].Append(recs)
 			return err
 		})
-	}
+	})
 }
 
 // withDir runs f over a Dir in a fresh temporary directory.
