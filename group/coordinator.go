@@ -136,6 +136,7 @@ type Coordinator struct {
 	// consumerImages are what the offsets log holds of the consumer
 	// groups (records_image.go).
 	consumerImages map[string]*consumerImage
+	topicNames     map[[16]byte]string // by TopicID, to read those records
 	offsets        offsetStore
 	txns           pendingTxns
 	timers         timers
@@ -278,6 +279,7 @@ func (c *Coordinator) apply(offset int64, d Decoded, producer *Producer) {
 		if _, ok := c.groups[d.OffsetKey.Group]; !ok && c.consumerGroups[d.OffsetKey.Group] == nil {
 			c.groups[d.OffsetKey.Group] = newClassicGroup(d.OffsetKey.Group, Empty, -1)
 		}
+		c.LearnTopics(d.OffsetKey.Topic)
 		v := committed{OffsetCommitValue: *d.OffsetValue, recordOffset: offset}
 		if producer != nil {
 			c.txns.stage(producer.ID, *d.OffsetKey, v)

@@ -29,8 +29,7 @@ import (
 //
 // Strand's Dir has no topic ids. Records carry TopicID(name), which is the
 // id assign.Uniform uses for a topic without one; a record is read back by
-// hashing the topic names the group's records name (its partition metadata
-// and its members' subscriptions).
+// hashing the topic names the coordinator knows (Coordinator.LearnTopics).
 
 // Record types (key versions) of consumer groups.
 const (

@@ -24,9 +24,6 @@ type consumerImage struct {
 	// members are the member ids in the order a replay adds them to the
 	// group: the order their records first appeared.
 	members []string
-	// names resolves the topic ids of the group's records: every name its
-	// partition metadata and its members' subscriptions held.
-	names map[[16]byte]string
 }
 
 func (c *Coordinator) consumerImage(group string) *consumerImage {
@@ -35,15 +32,25 @@ func (c *Coordinator) consumerImage(group string) *consumerImage {
 	}
 	img := c.consumerImages[group]
 	if img == nil {
-		img = &consumerImage{values: map[string][]byte{}, names: map[[16]byte]string{}}
+		img = &consumerImage{values: map[string][]byte{}}
 		c.consumerImages[group] = img
 	}
 	return img
 }
 
-func (img *consumerImage) learn(names ...string) {
+// LearnTopics tells the coordinator names of topics, so that it can read
+// the topic ids of consumer group records (TopicID) back to names. It
+// learns by itself every name its records hold (committed offsets,
+// subscriptions, subscribed topics' metadata); compaction may leave a
+// member's assignment of a topic whose other records are gone, and an
+// owner that knows its topics (Service: the Dir's) tells them before
+// replaying.
+func (c *Coordinator) LearnTopics(names ...string) {
+	if c.topicNames == nil {
+		c.topicNames = map[[16]byte]string{}
+	}
 	for _, n := range names {
-		img.names[TopicID(n)] = n
+		c.topicNames[TopicID(n)] = n
 	}
 }
 
@@ -218,24 +225,24 @@ func (c *Coordinator) applyConsumerRecord(k ConsumerGroupKey, r Record, v any) {
 		g.topics = map[string]int32{}
 		for _, t := range v.Topics {
 			g.topics[t.Name] = t.Partitions
-			img.names[t.ID] = t.Name
+			c.LearnTopics(t.Name)
 		}
 	case ConsumerGroupMemberMetadataValue:
 		m := member()
 		m.instanceID, m.rackID, m.rebalanceTimeoutMs, m.assignor = v.InstanceID, v.RackID, v.RebalanceTimeoutMs, v.ServerAssignor
 		m.topics = slices.Clone(v.SubscribedTopics)
-		img.learn(v.SubscribedTopics...)
+		c.LearnTopics(v.SubscribedTopics...)
 		if m.instanceID != "" {
 			g.static[m.instanceID] = m.id
 		}
 	case ConsumerGroupTargetAssignmentMetadataValue:
 		g.targetEpoch = v.AssignmentEpoch
 	case ConsumerGroupTargetAssignmentMemberValue:
-		g.target[k.Member] = img.partitions(v.Partitions)
+		g.target[k.Member] = c.topicPartitions(v.Partitions)
 	case ConsumerGroupCurrentMemberAssignmentValue:
 		m := member()
 		next := memberAssignment{state: memberState(v.State), epoch: v.MemberEpoch, prevEpoch: v.PreviousMemberEpoch,
-			assigned: img.partitions(v.Assigned), pendingRevocation: img.partitions(v.PendingRevocation)}
+			assigned: c.topicPartitions(v.Assigned), pendingRevocation: c.topicPartitions(v.PendingRevocation)}
 		g.setOwnership(&m.memberAssignment, &next)
 		m.memberAssignment = next
 	}
@@ -268,13 +275,13 @@ func (c *Coordinator) removeConsumerRecord(g *consumerGroup, k ConsumerGroupKey)
 	}
 }
 
-// partitions resolves the topic ids of a record. An id no name of the
-// group's records resolves is a topic Kafka would find deleted: its
-// partitions are dropped, as Kafka drops those of deleted topics.
-func (img *consumerImage) partitions(ts []TopicIDPartitions) partitions {
+// topicPartitions resolves the topic ids of a record. An id no name known
+// resolves is a topic Kafka would find deleted: its partitions are
+// dropped, as Kafka drops those of deleted topics.
+func (c *Coordinator) topicPartitions(ts []TopicIDPartitions) partitions {
 	out := partitions{}
 	for _, t := range ts {
-		if name, ok := img.names[t.TopicID]; ok && len(t.Partitions) > 0 {
+		if name, ok := c.topicNames[t.TopicID]; ok && len(t.Partitions) > 0 {
 			out[name] = slices.Clone(t.Partitions)
 		}
 	}

@@ -198,6 +198,9 @@ func (s *Service) load(sp *servicePartition) error {
 		return err
 	}
 	sp.producers = map[int64]*txnProducer{}
+	if topics, err := s.dir.Topics(); err == nil {
+		c.LearnTopics(topics...)
+	}
 	if err := load(c, sp.p, sp.seen); err != nil {
 		return err
 	}
