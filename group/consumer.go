@@ -254,12 +254,7 @@ func (c *Coordinator) consumerHeartbeat(req ConsumerGroupHeartbeatRequest) (*Con
 		case !changed:
 			// The revocation deadline runs from when it was asked for.
 		case m.state == memberUnrevokedPartitions:
-			epoch, mm := m.epoch, m
-			c.timers.schedule(key, c.now+int64(m.rebalanceTimeoutMs), func() {
-				if g.byID[mm.id] == mm && mm.epoch == epoch && mm.state == memberUnrevokedPartitions {
-					c.fenceConsumer(g, mm)
-				}
-			})
+			c.scheduleRevocation(g, m)
 		default:
 			c.timers.cancel(key)
 		}
@@ -469,6 +464,18 @@ func (c *Coordinator) removeConsumer(g *consumerGroup, m *consumerMember, bump b
 func (c *Coordinator) fenceConsumer(g *consumerGroup, m *consumerMember) {
 	c.removeConsumer(g, m, true)
 	g.topics = c.subscribedTopics(g)
+}
+
+// scheduleRevocation gives a member that must revoke partitions its
+// rebalance timeout to do so, from now; a member still at that epoch and
+// state then is fenced.
+func (c *Coordinator) scheduleRevocation(g *consumerGroup, m *consumerMember) {
+	epoch := m.epoch
+	c.timers.schedule(timerKey{timerRebalance, g.id, m.id}, c.now+int64(m.rebalanceTimeoutMs), func() {
+		if g.byID[m.id] == m && m.epoch == epoch && m.state == memberUnrevokedPartitions {
+			c.fenceConsumer(g, m)
+		}
+	})
 }
 
 func (c *Coordinator) scheduleConsumerSession(g *consumerGroup, m *consumerMember) {

@@ -3,6 +3,7 @@ package group
 import (
 	"encoding/hex"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -80,4 +81,30 @@ func TestConsumerRecordTaggedFieldsSkipped(t *testing.T) {
 	r.Value[1] = 1 // value version 1 does not exist
 	_, err = Decode(r)
 	assert.ErrorIs(t, err, ErrCorruptRecord)
+}
+
+// A coordinator loaded from the log gives a member that must revoke
+// partitions its rebalance timeout again: one that goes on heartbeating
+// without revoking is fenced then, as before the reload.
+func TestReloadedMemberMustStillRevokeInTime(t *testing.T) {
+	h := consumerHarness(t)
+	a := h.joinConsumer("a", "")
+	require.Len(t, a.Assignment.Partitions["t"], 6)
+	b := h.joinConsumer("b", "")
+	require.NoError(t, b.Err)
+	r := h.cgh(ConsumerGroupHeartbeatRequest{MemberID: "a", MemberEpoch: a.MemberEpoch, Owned: owns(0, 1, 2, 3, 4, 5)})
+	require.NoError(t, r.Err)
+	require.Len(t, r.Assignment.Partitions["t"], 3, "a is asked to give up three")
+
+	c, err := NewCoordinator(h.c.cfg, h.now)
+	require.NoError(t, err)
+	h.replayInto(c, 0)
+	c.Loaded()
+	h.c = c
+	for range 6 { // a minute, the rebalance timeout, in heartbeats of 10 s
+		h.advance(10 * time.Second)
+		h.cgh(ConsumerGroupHeartbeatRequest{MemberID: "b", MemberEpoch: b.MemberEpoch, Owned: owns()})
+		r = h.cgh(ConsumerGroupHeartbeatRequest{MemberID: "a", MemberEpoch: a.MemberEpoch, Owned: owns(0, 1, 2, 3, 4, 5)})
+	}
+	assert.ErrorIs(t, r.Err, ErrUnknownMemberID, "a was fenced for not revoking")
 }

@@ -292,10 +292,8 @@ func (c *Coordinator) topicPartitions(ts []TopicIDPartitions) partitions {
 // are read again, now that every topic name of the group's records is
 // known: compaction may have left a member's assignment before the
 // subscription that names its topics. Every member then gets a session
-// starting now, as Kafka gives it when it loads a consumer group. A member
-// that still has partitions to revoke gets no new revocation deadline
-// (Kafka arms one): if it goes on heartbeating without revoking, only a
-// change of the group moves it on.
+// starting now, and one that must revoke partitions its rebalance timeout
+// to do so, as Kafka gives them when it loads a consumer group.
 func (c *Coordinator) loadedConsumerGroups() {
 	for _, id := range slices.Sorted(maps.Keys(c.consumerGroups)) {
 		g := c.consumerGroups[id]
@@ -308,6 +306,9 @@ func (c *Coordinator) loadedConsumerGroups() {
 		}
 		for _, m := range g.members {
 			c.scheduleConsumerSession(g, m)
+			if m.state == memberUnrevokedPartitions {
+				c.scheduleRevocation(g, m)
+			}
 		}
 	}
 }
