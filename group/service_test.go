@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -564,6 +565,71 @@ func TestServiceBadInputLeavesTheLogAlone(t *testing.T) {
 		assert.Equal(t, c.want.Code, Code(err), c.name)
 		assert.Equal(t, before, logBytes(), "%s: the offsets log changed", c.name)
 	}
+	require.NoError(t, s.Close())
+	require.NoError(t, d.Close())
+}
+
+// Commits from many goroutines while writes fail for a while: each
+// failed commit is NOT_COORDINATOR, the Service recovers by itself once
+// writes pass again, and every commit it acknowledged is served, and
+// stays after a restart.
+func TestServiceWriteFailuresUnderLoad(t *testing.T) {
+	fs := newMemDataFS(t)
+	clock := func() time.Time { return epoch }
+	d, s := openMemService(t, fs, 1, clock)
+	fail := errors.New("injected write failure")
+	var failing atomic.Bool
+	fs.SetHook(func(op vfs.Op) error {
+		if op.Kind == vfs.OpWrite && failing.Load() {
+			return fail
+		}
+		return nil
+	})
+	const workers, commits = 8, 60
+	var acked [workers]atomic.Int64
+	var failed atomic.Int64
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range int64(commits) {
+				if w == 0 {
+					failing.Store(i >= 20 && i < 30)
+				}
+				err := serviceCommit(context.Background(), s, "g", "", -1, "t", int32(w%4), int64(w)<<20|(i+1))
+				switch {
+				case err == nil:
+					acked[w].Store(i + 1)
+				case errors.Is(err, ErrNotCoordinator):
+					failed.Add(1)
+				default:
+					t.Errorf("worker %d commit %d: %v", w, i, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	failing.Store(false)
+	t.Logf("%d commits failed", failed.Load())
+	require.NoError(t, serviceCommit(context.Background(), s, "g", "", -1, "t", 3, 1<<40), "writes pass again")
+	check := func(s *Service) {
+		for p := range int32(4) {
+			r, err := s.OffsetFetch(context.Background(), OffsetFetchRequest{GroupID: "g", Topics: []OffsetFetchTopic{{Name: "t", Partitions: []int32{p}}}})
+			require.NoError(t, err)
+			got := r.Topics[0].Partitions[0].Offset
+			if p == 3 {
+				require.Equal(t, int64(1<<40), got)
+				continue
+			}
+			// Workers p and p+4 share partition p: the later commit counts.
+			require.Contains(t, []int64{int64(p)<<20 | acked[p].Load(), int64(p+4)<<20 | acked[p+4].Load()}, got, "partition %d", p)
+		}
+	}
+	check(s)
+	require.NoError(t, s.Close())
+	s, err := OpenService(d, ServiceOptions{Partitions: 1, Now: clock, Config: Config{Partitions: func(string) int32 { return 4 }}})
+	require.NoError(t, err)
+	check(s)
 	require.NoError(t, s.Close())
 	require.NoError(t, d.Close())
 }
