@@ -2,6 +2,7 @@ package group
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -23,30 +24,41 @@ import (
 //
 //   - no partition is owned by two consumers at once, even between the two
 //     rebalances of a cooperative handover;
-//   - no committed offset moves backwards;
+//   - no committed offset moves backwards, unless its consumer seeked
+//     back (a user's seek, which a consumer commits as any position);
 //   - replaying the log gives the live committed offsets.
 //
 // Subscriptions and assignments are Kafka's consumer protocol; the
 // coordinator reads only the subscribed topics from them, and the
 // difference between the protocols lives in the clients, as in Kafka.
-func TestChurn(t *testing.T) {
-	steps := 3000
-	if testing.Short() {
-		steps = 600
+var churnSteps = flag.Int("group.churn-steps", 0, "steps of each churn run (default 600 with -short, 3000 without)")
+
+func churnRunSteps() int {
+	switch {
+	case *churnSteps > 0:
+		return *churnSteps
+	case testing.Short():
+		return 600
 	}
+	return 3000
+}
+
+func TestChurn(t *testing.T) {
+	steps := churnRunSteps()
 	for _, protocol := range []assign.Assignor{assign.Range, assign.CooperativeSticky} {
 		for seed := uint64(1); seed <= 3; seed++ {
 			t.Run(fmt.Sprintf("%s seed %d", protocol.Name(), seed), func(t *testing.T) {
 				s := newChurn(t, protocol, seed)
 				for i := range steps {
 					s.step()
-					if i == steps/2 {
-						s.restartCoordinator() // at least once, whatever the seed
+					if i == steps/3 || i == 2*steps/3 {
+						s.restartCoordinator() // twice at least, whatever the seed
 					}
 				}
 				require.Greater(t, s.rebalances, 10, "the churn made rebalances")
 				require.Greater(t, s.commits, 100, "consumers committed")
 				require.Greater(t, s.restarts, 1, "the coordinator restarted")
+				require.Positive(t, s.seeks, "consumers seeked back")
 				checkReplay(t, s.h)
 			})
 		}
@@ -97,6 +109,7 @@ type churn struct {
 	rebalances int
 	commits    int
 	restarts   int
+	seeks      int
 	cfg        Config
 	next       int
 }
@@ -137,6 +150,8 @@ func (s *churn) step() {
 		s.crash(s.consumers[s.rnd.IntN(len(s.consumers))])
 	case n < 9 && s.rnd.IntN(4) == 0:
 		s.restartCoordinator()
+	case n < 12 && len(s.consumers) > 0:
+		s.seek(s.consumers[s.rnd.IntN(len(s.consumers))])
 	}
 	for _, c := range slices.Clone(s.consumers) {
 		s.run(c)
@@ -334,6 +349,18 @@ func (s *churn) assign(members []JoinGroupMember) []SyncGroupAssignment {
 	return out
 }
 
+// seek moves one of a consumer's partitions back, as a user's Seek does:
+// its next commit may move the committed offset back to there.
+func (s *churn) seek(c *consumer) {
+	if len(c.owned) == 0 {
+		return
+	}
+	p := c.owned[s.rnd.IntN(len(c.owned))]
+	c.position[p] = s.rnd.Int64N(c.position[p] + 1)
+	s.committed[p] = min(s.committed[p], c.position[p])
+	s.seeks++
+}
+
 // commit commits the consumer's positions at its generation; a commit the
 // coordinator takes must not move an offset backwards.
 func (s *churn) commit(c *consumer) {
@@ -354,5 +381,184 @@ func (s *churn) commit(c *consumer) {
 		require.GreaterOrEqual(s.t, p.Offset, s.committed[p.Partition], "partition %d committed backwards by %s", p.Partition, c.name)
 		s.committed[p.Partition] = p.Offset
 		s.commits++
+	}
+}
+
+// TestConsumerProtocolChurn is TestChurn for KIP-848 groups: consumers
+// heartbeat with ConsumerGroupHeartbeat and take the assignment the
+// coordinator computes; they join, leave, crash, leave for a while (static
+// members, epoch -2) and come back, seek back and commit at their member
+// epoch, and the coordinator restarts from its log, which now holds the
+// groups. Throughout, no partition is processed by two consumers (the
+// coordinator hands one over only after its owner revoked it), no committed
+// offset moves backwards except after a seek, and the replayed log is the
+// live state. After a restart members go on at their epochs.
+func TestConsumerProtocolChurn(t *testing.T) {
+	steps := churnRunSteps()
+	for seed := uint64(1); seed <= 3; seed++ {
+		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
+			s := &cchurn{churn: churn{t: t, rnd: rand.New(rand.NewPCG(seed, 10)), owner: map[int32]string{}, committed: map[int32]int64{}}}
+			s.cfg = Config{Rand: rand.New(rand.NewPCG(seed, 11)), Partitions: func(topic string) int32 {
+				return map[string]int32{churnTopic: churnPartitions}[topic]
+			}}
+			s.h = newHarness(t, s.cfg)
+			for i := range steps {
+				s.step()
+				checkInvariants(t, s.h.c)
+				if i == steps/3 || i == 2*steps/3 {
+					s.restartCoordinator()
+				}
+			}
+			s.settle()
+			t.Logf("%d commits, %d seeks, %d partitions handed over, %d coordinator restarts, %d members fenced at their first heartbeat after one",
+				s.commits, s.seeks, s.handovers, s.restarts, s.fencedAfterRestart)
+			require.Greater(t, s.commits, 100, "consumers committed")
+			require.Positive(t, s.seeks, "consumers seeked back")
+			require.Greater(t, s.handovers, 10, "partitions changed hands")
+			require.Less(t, s.fencedAfterRestart, s.restarts, "members go on at their epochs after a restart")
+			checkReplay(t, s.h)
+		})
+	}
+}
+
+// cchurn is a churn of consumer-protocol clients.
+type cchurn struct {
+	churn
+	clients            []*cclient
+	handovers          int
+	fencedAfterRestart int
+	restarted          bool
+}
+
+type cclient struct {
+	consumer
+	epoch int32
+	away  bool // a static member that left with epoch -2
+	beat  time.Time
+}
+
+func (s *cchurn) step() {
+	s.h.advance(churnTick)
+	switch n := s.rnd.IntN(200); {
+	case n < 4 && len(s.clients) < 8:
+		s.next++
+		c := &cclient{consumer: consumer{name: fmt.Sprint("c", s.next), memberID: fmt.Sprint("m", s.next), position: map[int32]int64{}}}
+		if s.rnd.IntN(3) == 0 {
+			c.instance = fmt.Sprint("pod-", s.next)
+		}
+		s.clients = append(s.clients, c)
+	case n < 6 && len(s.clients) > 1:
+		c := s.clients[s.rnd.IntN(len(s.clients))]
+		s.ccommit(c)
+		s.release(&c.consumer, slices.Clone(c.owned))
+		s.clients = slices.DeleteFunc(s.clients, func(x *cclient) bool { return x == c })
+		s.heartbeat(c, LeaveMemberEpoch)
+	case n < 8 && len(s.clients) > 1:
+		c := s.clients[s.rnd.IntN(len(s.clients))]
+		s.release(&c.consumer, slices.Clone(c.owned)) // crashed: its session runs out
+		s.clients = slices.DeleteFunc(s.clients, func(x *cclient) bool { return x == c })
+	case n < 10 && len(s.clients) > 0:
+		c := s.clients[s.rnd.IntN(len(s.clients))]
+		switch {
+		case c.instance != "" && !c.away && c.epoch > 0:
+			s.ccommit(c)
+			s.release(&c.consumer, slices.Clone(c.owned))
+			s.heartbeat(c, StaticLeaveMemberEpoch)
+			c.away = true
+		case c.away:
+			// Back under its instance id as a new member, within the
+			// session: it takes the old member's place and assignment.
+			s.next++
+			c.memberID, c.epoch, c.away = fmt.Sprint("m", s.next), 0, false
+		}
+	case n < 11 && s.rnd.IntN(2) == 0:
+		s.restartCoordinator()
+		s.restarted = true
+	case n < 14 && len(s.clients) > 0:
+		c := s.clients[s.rnd.IntN(len(s.clients))]
+		s.seek(&c.consumer)
+	}
+	for _, c := range slices.Clone(s.clients) {
+		if c.away {
+			continue
+		}
+		for _, p := range c.owned {
+			c.position[p] += int64(s.rnd.IntN(5))
+		}
+		if c.epoch == 0 || s.h.now.Sub(c.beat) >= 3*time.Second {
+			s.heartbeat(c, c.epoch)
+		}
+		if s.h.now.Sub(c.lastCommit) >= 2*time.Second {
+			s.ccommit(c)
+		}
+	}
+}
+
+// heartbeat sends a heartbeat at epoch and applies its answer as Kafka's
+// consumer does: revoke what is no longer assigned (committing first),
+// then take what is new; fenced, it gives up everything and rejoins under
+// the same member id (KIP-1082).
+func (s *cchurn) heartbeat(c *cclient, epoch int32) {
+	req := ConsumerGroupHeartbeatRequest{GroupID: "g", MemberID: c.memberID, InstanceID: c.instance, MemberEpoch: epoch,
+		Owned: &Assignment{Partitions: map[string][]int32{churnTopic: slices.Clone(c.owned)}}}
+	if epoch == JoinMemberEpoch {
+		req.RebalanceTimeout, req.SubscribedTopicNames, req.Owned = time.Minute, []string{churnTopic}, &Assignment{}
+		req.ServerAssignor = pick(s.rnd, []string{"uniform", "range"})
+	}
+	c.beat = s.h.now
+	r := s.h.cgh(req)
+	if epoch < 0 {
+		return
+	}
+	if r.Err != nil {
+		if s.restarted && errors.Is(r.Err, ErrFencedMemberEpoch) {
+			s.fencedAfterRestart++
+		}
+		s.release(&c.consumer, slices.Clone(c.owned))
+		c.epoch = 0
+		return
+	}
+	s.restarted = false
+	c.epoch = r.MemberEpoch
+	if r.Assignment == nil {
+		return
+	}
+	assigned := r.Assignment.Partitions[churnTopic]
+	revoked := slices.DeleteFunc(slices.Clone(c.owned), func(p int32) bool { return slices.Contains(assigned, p) })
+	added := slices.DeleteFunc(slices.Clone(assigned), func(p int32) bool { return slices.Contains(c.owned, p) })
+	if len(revoked) > 0 {
+		s.ccommit(c)
+		s.release(&c.consumer, revoked)
+	}
+	if len(added) > 0 {
+		s.acquire(&c.consumer, added)
+		s.handovers += len(added)
+	}
+}
+
+// ccommit commits a client's positions at its member epoch.
+func (s *cchurn) ccommit(c *cclient) {
+	c.generation = c.epoch
+	s.commit(&c.consumer)
+}
+
+// settle lets the crashed members' sessions run out while the others
+// heartbeat: every partition is then processed by exactly one consumer.
+func (s *cchurn) settle() {
+	for _, c := range s.clients {
+		if c.away {
+			s.next++
+			c.memberID, c.epoch, c.away = fmt.Sprint("m", s.next), 0, false
+		}
+	}
+	for range 24 {
+		s.h.advance(5 * time.Second)
+		for _, c := range s.clients {
+			s.heartbeat(c, c.epoch)
+		}
+	}
+	if len(s.clients) > 0 {
+		require.Len(s.t, s.owner, churnPartitions, "every partition has a consumer once the group is Stable")
+		require.Equal(s.t, "Stable", s.h.c.consumerGroups["g"].state())
 	}
 }

@@ -15,10 +15,10 @@ import (
 // to a new member only after the old one let it go. The rules follow
 // Kafka's GroupMetadataManager.consumerGroupHeartbeat and ConsumerGroup.
 //
-// Not yet done: the records of these groups (key versions 3-8), so they
-// are not persisted and a coordinator built from the offsets log does not
-// have them; conversion between classic and consumer groups; and regular
-// expression subscriptions.
+// The records of these groups (key versions 3-8) are written by
+// records_image.go after each heartbeat. Not yet done: the online
+// conversion of a classic group with members (only an empty group converts)
+// and regular expression subscriptions.
 
 // Member epochs with a meaning in a ConsumerGroupHeartbeat
 // (ConsumerGroupHeartbeatRequest).
@@ -135,6 +135,7 @@ func (c *Coordinator) ConsumerGroupHeartbeat(id RequestID, req ConsumerGroupHear
 		resp = &ConsumerGroupHeartbeatResponse{MemberID: req.MemberID, MemberEpoch: req.MemberEpoch, Err: err}
 	}
 	resp.ID = id
+	c.syncConsumerGroup(req.GroupID)
 	c.respond(resp)
 }
 
@@ -253,12 +254,7 @@ func (c *Coordinator) consumerHeartbeat(req ConsumerGroupHeartbeatRequest) (*Con
 		case !changed:
 			// The revocation deadline runs from when it was asked for.
 		case m.state == memberUnrevokedPartitions:
-			epoch, mm := m.epoch, m
-			c.timers.schedule(key, c.now+int64(m.rebalanceTimeoutMs), func() {
-				if g.byID[mm.id] == mm && mm.epoch == epoch && mm.state == memberUnrevokedPartitions {
-					c.fenceConsumer(g, mm)
-				}
-			})
+			c.scheduleRevocation(g, m)
 		default:
 			c.timers.cancel(key)
 		}
@@ -468,6 +464,18 @@ func (c *Coordinator) removeConsumer(g *consumerGroup, m *consumerMember, bump b
 func (c *Coordinator) fenceConsumer(g *consumerGroup, m *consumerMember) {
 	c.removeConsumer(g, m, true)
 	g.topics = c.subscribedTopics(g)
+}
+
+// scheduleRevocation gives a member that must revoke partitions its
+// rebalance timeout to do so, from now; a member still at that epoch and
+// state then is fenced.
+func (c *Coordinator) scheduleRevocation(g *consumerGroup, m *consumerMember) {
+	epoch := m.epoch
+	c.timers.schedule(timerKey{timerRebalance, g.id, m.id}, c.now+int64(m.rebalanceTimeoutMs), func() {
+		if g.byID[m.id] == m && m.epoch == epoch && m.state == memberUnrevokedPartitions {
+			c.fenceConsumer(g, m)
+		}
+	})
 }
 
 func (c *Coordinator) scheduleConsumerSession(g *consumerGroup, m *consumerMember) {

@@ -133,6 +133,10 @@ type Coordinator struct {
 	// group or a consumer group, not both (but a consumer group's offsets
 	// may outlive it in a simple classic group).
 	consumerGroups map[string]*consumerGroup
+	// consumerImages are what the offsets log holds of the consumer
+	// groups (records_image.go).
+	consumerImages map[string]*consumerImage
+	topicNames     map[[16]byte]string // by TopicID, to read those records
 	offsets        offsetStore
 	txns           pendingTxns
 	timers         timers
@@ -186,6 +190,7 @@ func (c *Coordinator) Tick(now time.Time) {
 		}
 		c.now = max(c.now, t.deadline)
 		t.fire()
+		c.syncConsumerGroups(t.key.group)
 	}
 	c.now = max(c.now, ms)
 }
@@ -232,7 +237,7 @@ func (c *Coordinator) emitGroup(g *classicGroup) {
 }
 
 // Replay applies one record read back from the offsets log at the given log
-// offset. Records of types this package does not know yet (KIP-848 and share
+// offset. Records of types this package does not know (share and streams
 // groups) are skipped, as Kafka's loader skips unknown record types.
 func (c *Coordinator) Replay(offset int64, r Record) error {
 	if c.loaded {
@@ -256,6 +261,8 @@ func (c *Coordinator) Replay(offset int64, r Record) error {
 // offset commit.
 func (c *Coordinator) apply(offset int64, d Decoded, producer *Producer) {
 	switch {
+	case d.ConsumerKey != nil:
+		c.applyConsumerRecord(*d.ConsumerKey, EncodeConsumerGroup(*d.ConsumerKey, d.ConsumerValue), d.ConsumerValue)
 	case d.GroupKey != nil && d.GroupValue == nil:
 		delete(c.groups, d.GroupKey.Group)
 	case d.GroupKey != nil:
@@ -272,6 +279,7 @@ func (c *Coordinator) apply(offset int64, d Decoded, producer *Producer) {
 		if _, ok := c.groups[d.OffsetKey.Group]; !ok && c.consumerGroups[d.OffsetKey.Group] == nil {
 			c.groups[d.OffsetKey.Group] = newClassicGroup(d.OffsetKey.Group, Empty, -1)
 		}
+		c.LearnTopics(d.OffsetKey.Topic)
 		v := committed{OffsetCommitValue: *d.OffsetValue, recordOffset: offset}
 		if producer != nil {
 			c.txns.stage(producer.ID, *d.OffsetKey, v)
@@ -286,6 +294,7 @@ func (c *Coordinator) apply(offset int64, d Decoded, producer *Producer) {
 func (c *Coordinator) Loaded() {
 	c.loaded = true
 	c.scheduleExpiration()
+	c.loadedConsumerGroups()
 	for _, g := range c.sortedGroups() {
 		for _, m := range g.members {
 			c.scheduleHeartbeat(g, m, int64(m.sessionTimeoutMs))

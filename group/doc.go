@@ -25,8 +25,10 @@
 // Consumer groups of KIP-848 (ConsumerGroupHeartbeat) are served too, with
 // member epochs, a target assignment computed by assign.Uniform or
 // assign.ServerRange and reconciliation that hands a partition to a member
-// only after its previous owner revoked it; they are not yet written to the
-// offsets log, so they live only as long as their coordinator.
+// only after its previous owner revoked it. They are written to the offsets
+// log as Kafka writes them (records 3-8) and come back from it whole; an
+// empty group converts between the two protocols, as Kafka allows without
+// an online migration.
 //
 // Errors are Kafka's: every response's Err is nil or matches one of the Err
 // variables, which carry Kafka's code and name (see Code).
@@ -40,8 +42,9 @@
 //
 // Records are Kafka's bytes: OffsetCommit keys (version 1) and values
 // (version 3, or 1 with an expire timestamp), GroupMetadata keys (version 2)
-// and values (version 3), and tombstones; Decode reads every version Kafka
-// has written. The coordinator's owner stores them in a compacted log: it
+// and values (version 3), the six records of consumer groups (key versions
+// 3-8, value version 0, with topic ids derived from names: TopicID), and
+// tombstones; Decode reads every version Kafka has written. The coordinator's owner stores them in a compacted log: it
 // appends each Ready's records in order, one offset each, before delivering
 // that Ready's responses; a record with a Producer goes in a transactional
 // batch of that producer. Transaction markers, which the transaction
@@ -62,5 +65,7 @@
 // for it (PartitionFor), all driven from one goroutine. Its methods block
 // until their request is answered, after the records it made are durable;
 // Lag measures a group against the Dir's high watermarks or last stable
-// offsets. Transactional offset commits are not offered by Service yet.
+// offsets. TxnCommitOffsets and EndTxn are what a transactional producer
+// needs: offsets committed in its transaction, in a transactional batch of
+// it, and the marker that commits or aborts them.
 package group

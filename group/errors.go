@@ -39,6 +39,7 @@ var (
 	ErrFencedInstanceID          = &Error{82, "FENCED_INSTANCE_ID"}
 	ErrGroupSubscribedToTopic    = &Error{86, "GROUP_SUBSCRIBED_TO_TOPIC"}
 	ErrUnstableOffsetCommit      = &Error{88, "UNSTABLE_OFFSET_COMMIT"}
+	ErrProducerFenced            = &Error{90, "PRODUCER_FENCED"}
 	ErrFencedMemberEpoch         = &Error{110, "FENCED_MEMBER_EPOCH"}
 	ErrUnreleasedInstanceID      = &Error{111, "UNRELEASED_INSTANCE_ID"}
 	ErrUnsupportedAssignor       = &Error{112, "UNSUPPORTED_ASSIGNOR"}

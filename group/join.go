@@ -105,6 +105,7 @@ func (c *Coordinator) JoinGroup(id RequestID, req JoinGroupRequest) {
 			return
 		}
 		delete(c.consumerGroups, req.GroupID)
+		c.syncConsumerGroup(req.GroupID)
 	}
 	isNewGroup := g == nil
 	if isNewGroup {
@@ -133,6 +134,14 @@ func (c *Coordinator) JoinGroup(id RequestID, req JoinGroupRequest) {
 		c.joinNewMember(g, id, req)
 	default:
 		c.joinExistingMember(g, id, req)
+	}
+	if isNewGroup && len(g.members) == 0 && len(g.pending) == 0 {
+		// The join was turned away (an unsupported protocol, the size
+		// limit): the group it would have created leaves no trace. Kafka
+		// writes the empty group anyway; bad input changing nothing in
+		// the offsets log is this package's rule.
+		delete(c.groups, g.id)
+		return
 	}
 	if isNewGroup && len(c.ready.Records) == records {
 		// A new group is made durable at once, with Kafka's empty record

@@ -214,7 +214,7 @@ func TestReplayErrors(t *testing.T) {
 	err = c.Replay(7, Record{Key: []byte{0, 2, 0}})
 	assert.ErrorIs(t, err, ErrCorruptRecord)
 	assert.Contains(t, err.Error(), "offset 7")
-	require.NoError(t, c.Replay(8, Record{Key: []byte{0, 5, 1, 2, 3}}), "unknown record types are skipped")
+	require.NoError(t, c.Replay(8, Record{Key: []byte{0, 9, 1, 2, 3}}), "unknown record types are skipped")
 	c.Loaded()
 	assert.Error(t, c.Replay(9, EncodeGroupTombstone(GroupMetadataKey{Group: "g"})))
 }

@@ -249,6 +249,7 @@ func (c *Coordinator) DeleteGroup(id RequestID, groupID string) {
 			c.deleteOffset(k)
 		}
 		delete(c.consumerGroups, groupID)
+		c.syncConsumerGroup(groupID)
 		return
 	case g == nil || g.is(Dead):
 		resp.Err = errorf(ErrGroupIDNotFound, "group %q does not exist", groupID)

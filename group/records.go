@@ -16,7 +16,8 @@ import (
 //
 //	key version 0, 1   OffsetCommitKey{group, topic, partition}
 //	key version 2      GroupMetadataKey{group}
-//	key version 3..    KIP-848 and share group records (not decoded yet)
+//	key version 3..8   KIP-848 consumer group records (records_consumer.go)
+//	key version 9..    share and streams group records (not decoded)
 //
 // Values of version 4 are "flexible": compact strings, arrays and bytes
 // (unsigned varint length + 1) and tagged fields. Kafka writes the highest
@@ -48,7 +49,7 @@ const (
 var ErrCorruptRecord = errors.New("group: corrupt offsets log record")
 
 // ErrUnknownRecordType reports a key version this package does not decode
-// (KIP-848 and share group records). Kafka's loader skips such records.
+// (share and streams group records). Kafka's loader skips such records.
 var ErrUnknownRecordType = errors.New("group: unknown offsets log record type")
 
 // Record is one record of the offsets log: key and value bytes in Kafka's
@@ -145,13 +146,18 @@ func EncodeGroupTombstone(k GroupMetadataKey) Record {
 	return Record{Key: k.encode()}
 }
 
-// Decoded is a decoded record of the offsets log: exactly one of OffsetKey and
-// GroupKey is set, and the matching value is nil for a tombstone.
+// Decoded is a decoded record of the offsets log: exactly one of OffsetKey,
+// GroupKey and ConsumerKey is set, and the matching value is nil for a tombstone.
 type Decoded struct {
 	OffsetKey   *OffsetCommitKey
 	OffsetValue *OffsetCommitValue
 	GroupKey    *GroupMetadataKey
 	GroupValue  *GroupMetadataValue
+	// ConsumerKey is set for a consumer group record (types 3-8), and
+	// ConsumerValue holds its value, one of the ConsumerGroup*Value types,
+	// or nil for a tombstone.
+	ConsumerKey   *ConsumerGroupKey
+	ConsumerValue any
 
 	// KeyVersion and ValueVersion are the versions the record was written
 	// with; ValueVersion is -1 for a tombstone.
@@ -159,7 +165,7 @@ type Decoded struct {
 }
 
 // Decode decodes a record of the offsets log. Records of types it does not
-// know (key version 3 and above) return an error matching
+// know (share and streams groups, key version 9 and above) return an error matching
 // ErrUnknownRecordType; malformed ones an error matching ErrCorruptRecord.
 func Decode(r Record) (Decoded, error) {
 	d := Decoded{ValueVersion: -1}
@@ -201,6 +207,11 @@ func Decode(r Record) (Decoded, error) {
 			return d, corrupt("group metadata value", err)
 		}
 		d.GroupValue = &v
+	case ConsumerGroupMetadataType, ConsumerGroupPartitionMetadataType, ConsumerGroupMemberMetadataType,
+		ConsumerGroupTargetAssignmentMetaType, ConsumerGroupTargetAssignmentType, ConsumerGroupCurrentAssignmentType:
+		if err := decodeConsumerGroup(&d, &kr, r); err != nil {
+			return d, err
+		}
 	default:
 		if d.KeyVersion < 0 {
 			return d, corrupt("key", fmt.Errorf("negative key version %d", d.KeyVersion))

@@ -85,7 +85,7 @@ func TestDecodeRejects(t *testing.T) {
 		_, err := Decode(r)
 		assert.ErrorIs(t, err, ErrCorruptRecord, name)
 	}
-	_, err := Decode(Record{Key: []byte{0, 3, 0, 1, 'g'}})
+	_, err := Decode(Record{Key: []byte{0, 9, 0, 1, 'g'}})
 	assert.ErrorIs(t, err, ErrUnknownRecordType)
 }
 
@@ -101,6 +101,9 @@ func FuzzDecode(f *testing.F) {
 		f.Add(GroupMetadataKey{Group: "g"}.encode(), gv.encode(v), false)
 	}
 	f.Add(ok.encode(0), []byte(nil), true)
+	for _, r := range consumerRecordSamples() {
+		f.Add(r.Key, r.Value, r.Value == nil)
+	}
 	f.Fuzz(func(t *testing.T, key, value []byte, tombstone bool) {
 		if tombstone {
 			value = nil
@@ -126,6 +129,8 @@ func reencode(d Decoded) Record {
 		if d.OffsetValue != nil {
 			r.Value = d.OffsetValue.encode(d.ValueVersion)
 		}
+	case d.ConsumerKey != nil:
+		return EncodeConsumerGroup(*d.ConsumerKey, d.ConsumerValue)
 	default:
 		r.Key = d.GroupKey.encode()
 		if d.GroupValue != nil {

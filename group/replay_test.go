@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,7 +74,7 @@ func TestDeterministic(t *testing.T) {
 	assert.Equal(t, log1, log2)
 	assert.Equal(t, len(resps1), len(resps2))
 	for id, r := range resps1 {
-		assert.Equal(t, fmt.Sprintf("%+v", r), fmt.Sprintf("%+v", resps2[id]), "response %d", id)
+		assert.Equal(t, r, resps2[id], "response %d", id)
 	}
 }
 
@@ -91,8 +92,12 @@ var (
 	driverTopics    = []string{"t0", "t1"}
 )
 
+// driverPartitions are the topics of the driver's cluster.
+var driverPartitions = map[string]int32{"t0": 2, "t1": 3}
+
 func newDriver(t *testing.T, seed uint64) *driver {
-	cfg := Config{Rand: rand.New(rand.NewPCG(seed, 0)), MaxSize: 4}
+	cfg := Config{Rand: rand.New(rand.NewPCG(seed, 0)), MaxSize: 4,
+		Partitions: func(topic string) int32 { return driverPartitions[topic] }}
 	if seed%2 == 0 {
 		cfg.InitialRebalanceDelay = -1
 	}
@@ -134,6 +139,12 @@ func (d *driver) step() {
 		}
 	}
 	memberID, instance := d.memberOf(g)
+	// Group "a" stays classic; the others are classic or consumer
+	// groups, converted whenever they are empty.
+	if gid != "a" && r.IntN(2) == 0 {
+		d.consumerStep(gid)
+		return
+	}
 	switch n := r.IntN(100); {
 	case n < 12:
 		h.advance(time.Duration(r.IntN(12000)) * time.Millisecond)
@@ -178,6 +189,10 @@ func (d *driver) step() {
 		if r.IntN(5) == 0 {
 			req.Retention = time.Hour
 		}
+		if cg := h.c.consumerGroups[gid]; cg != nil && len(cg.members) > 0 && r.IntN(4) > 0 {
+			m := pick(r, cg.members)
+			req.MemberID, req.GroupInstanceID, req.GenerationID = m.id, "", m.epoch
+		}
 		for _, topic := range driverTopics {
 			ct := OffsetCommitTopic{Name: topic}
 			for p := range int32(r.IntN(3)) {
@@ -209,6 +224,54 @@ func (d *driver) step() {
 	}
 }
 
+// consumerStep sends a ConsumerGroupHeartbeat to the group, which may be a
+// classic group (to convert, if Empty) or none yet. Members mostly behave:
+// they send their epoch and own what they were assigned, having revoked
+// what they were asked to; now and then they have not revoked yet, send
+// a stale epoch, leave, leave for a while (static members) or rejoin.
+func (d *driver) consumerStep(gid string) {
+	h, r := d.h, d.rnd
+	g := h.c.consumerGroups[gid]
+	req := ConsumerGroupHeartbeatRequest{GroupID: gid, MemberEpoch: JoinMemberEpoch, RebalanceTimeout: time.Duration(5+r.IntN(60)) * time.Second,
+		Owned: &Assignment{}, SubscribedTopicNames: [][]string{{"t0"}, {"t1"}, {"t0", "t1"}, {"t2"}}[r.IntN(4)]}
+	if r.IntN(3) == 0 {
+		req.ServerAssignor = pick(r, []string{"uniform", "range"})
+	}
+	if r.IntN(3) == 0 {
+		req.InstanceID = pick(r, driverInstances)
+	}
+	if g != nil && len(g.members) > 0 && r.IntN(5) > 0 {
+		m := pick(r, g.members)
+		req = ConsumerGroupHeartbeatRequest{GroupID: gid, MemberID: m.id, MemberEpoch: m.epoch, InstanceID: m.instanceID}
+		owned := clonePartitions(m.assigned)
+		if r.IntN(4) == 0 {
+			for t, ps := range m.pendingRevocation {
+				owned[t] = append(owned[t], ps...)
+			}
+		}
+		if r.IntN(6) > 0 {
+			req.Owned = &Assignment{Partitions: owned}
+		}
+		switch n := r.IntN(20); {
+		case n < 3:
+			req.MemberEpoch = LeaveMemberEpoch
+		case n == 3 && m.instanceID != "":
+			req.MemberEpoch = StaticLeaveMemberEpoch
+		case n == 4:
+			req.MemberEpoch += int32(r.IntN(3)) - 1
+		case n == 5:
+			req.SubscribedTopicNames = [][]string{{"t0"}, {"t1"}, {"t0", "t1"}}[r.IntN(3)]
+		case n == 7:
+			// Fenced, it rejoins with its own id (KIP-1082).
+			req.MemberEpoch, req.RebalanceTimeout, req.Owned, req.SubscribedTopicNames = JoinMemberEpoch, time.Minute, &Assignment{}, m.topics
+		case n == 6 && m.epoch == StaticLeaveMemberEpoch:
+			req.MemberID, req.MemberEpoch, req.RebalanceTimeout, req.Owned = "", JoinMemberEpoch, time.Minute, &Assignment{}
+			req.SubscribedTopicNames = m.topics
+		}
+	}
+	h.cgh(req)
+}
+
 // checkReplay rebuilds a coordinator from the harness's log and compares it
 // with the live one.
 func checkReplay(t *testing.T, h *harness) {
@@ -227,6 +290,7 @@ func compareReplayed(t *testing.T, live, c *Coordinator) {
 	require.Equal(t, live.txns, c.txns, "transactional commits pending")
 	require.Equal(t, live.nextOffset, c.nextOffset)
 	require.Equal(t, slices.Sorted(maps.Keys(live.groups)), slices.Sorted(maps.Keys(c.groups)), "groups")
+	compareConsumerGroups(t, live, c)
 	for id, g := range live.groups {
 		if !g.is(Stable) && !g.is(Empty) {
 			continue
@@ -243,9 +307,50 @@ func compareReplayed(t *testing.T, live, c *Coordinator) {
 	}
 }
 
+// compareConsumerGroups compares the KIP-848 groups of a live coordinator
+// and of one that replayed its log: the same groups, members in the same
+// order, and the same canonical records (every persisted field), the same
+// static members and the same owner of every partition.
+func compareConsumerGroups(t *testing.T, live, c *Coordinator) {
+	t.Helper()
+	require.Equal(t, slices.Sorted(maps.Keys(live.consumerGroups)), slices.Sorted(maps.Keys(c.consumerGroups)), "consumer groups")
+	for id, g := range live.consumerGroups {
+		rg := c.consumerGroups[id]
+		require.Equal(t, consumerGroupRecords(g), consumerGroupRecords(rg), "consumer group %q", id)
+		require.Equal(t, g.static, rg.static, "consumer group %q", id)
+		require.Equal(t, owners(g), owners(rg), "consumer group %q", id)
+	}
+}
+
+// owners lists who has each partition, and at which epoch.
+func owners(g *consumerGroup) map[string]int32 {
+	out := map[string]int32{}
+	for topic, ps := range g.owners {
+		for p, e := range ps {
+			out[fmt.Sprintf("%s-%d", topic, p)] = e
+		}
+	}
+	return out
+}
+
 // checkInvariants checks what must hold of every group between requests.
 func checkInvariants(t *testing.T, c *Coordinator) {
 	t.Helper()
+	for id, g := range c.consumerGroups {
+		require.Nil(t, c.groups[id], "group %q is both classic and consumer group", id)
+		held := map[string]string{}
+		for _, m := range g.members {
+			for _, ps := range []partitions{m.assigned, m.pendingRevocation} {
+				for topic, list := range ps {
+					for _, p := range list {
+						tp := fmt.Sprintf("%s-%d", topic, p)
+						require.NotContains(t, held, tp, "consumer group %q: %s held by %s and %s", id, tp, held[tp], m.id)
+						held[tp] = m.id
+					}
+				}
+			}
+		}
+	}
 	for id, g := range c.groups {
 		awaiting := 0
 		supported := map[string]int{}
@@ -276,6 +381,57 @@ func checkInvariants(t *testing.T, c *Coordinator) {
 		}
 		if g.is(Stable) || g.is(CompletingRebalance) {
 			require.NotEmpty(t, g.protocolName, "group %q %v %+v", id, g.state, g.supported)
+		}
+	}
+}
+
+// Compaction keeps the last record of each key, so a KIP-848 group's
+// records come back in another order than they were written: a member's
+// assignment may come before the subscription naming its topics, and a
+// member's first record after another's. A coordinator loaded from the
+// compacted log has the live consumer groups all the same, the order of
+// their members aside (which only the range assignor's ties read).
+func TestConsumerGroupsReplayFromACompactedLog(t *testing.T) {
+	steps := 1000
+	if testing.Short() {
+		steps = 300
+	}
+	for seed := uint64(1); seed <= 6; seed++ {
+		d := newDriver(t, seed)
+		for range steps {
+			d.step()
+		}
+		last := map[string]int{}
+		for i, r := range d.h.log {
+			if _, ok := d.h.markers[i]; !ok {
+				last[string(r.Key)] = i
+			}
+		}
+		c, err := NewCoordinator(Config{}, d.h.now)
+		require.NoError(t, err)
+		kept := 0
+		for i, r := range d.h.log {
+			if m, ok := d.h.markers[i]; ok {
+				require.NoError(t, c.ReplayTxnMarker(int64(i), m.producerID, m.commit))
+			} else if last[string(r.Key)] == i {
+				require.NoError(t, c.Replay(int64(i), r))
+				kept++
+			}
+		}
+		c.Loaded()
+		require.Less(t, kept, len(d.h.log), "seed %d: compaction removed records", seed)
+		live := d.h.c
+		require.Equal(t, slices.Sorted(maps.Keys(live.consumerGroups)), slices.Sorted(maps.Keys(c.consumerGroups)), "seed %d", seed)
+		byKey := func(rs []consumerRecord) []consumerRecord {
+			return slices.SortedFunc(slices.Values(rs), func(a, b consumerRecord) int {
+				return strings.Compare(string(a.rec.Key), string(b.rec.Key))
+			})
+		}
+		for id, g := range live.consumerGroups {
+			rg := c.consumerGroups[id]
+			require.Equal(t, byKey(consumerGroupRecords(g)), byKey(consumerGroupRecords(rg)), "seed %d: consumer group %q", seed, id)
+			require.Equal(t, g.static, rg.static, "seed %d: consumer group %q", seed, id)
+			require.Equal(t, owners(g), owners(rg), "seed %d: consumer group %q", seed, id)
 		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/strandlog/strand/log"
@@ -37,8 +39,14 @@ type ServiceOptions struct {
 }
 
 // Service is the group coordinator of a data directory: the owner of one
-// Coordinator per partition of the compacted offsets topic, which it runs on
-// a single goroutine. A group belongs to the partition PartitionFor picks.
+// Coordinator per partition of the compacted offsets topic, each driven by
+// one goroutine at a time, as Kafka runs an event loop per partition of
+// __consumer_offsets. A group belongs to the partition PartitionFor picks.
+// A request runs on its caller's goroutine; the caller that finds its
+// partition not writing writes what the coordinator made, and goes on
+// writing, for everyone, what the requests that came meanwhile made (group
+// commit, as the log does it for its appenders). A goroutine of the
+// Service fires the coordinators' timers.
 // On open it replays every partition into its coordinator; each Ready's
 // records are appended to the group's partition in order and made durable
 // (the topic's fsync policy, and a Sync when that policy does not sync every
@@ -51,26 +59,43 @@ type Service struct {
 	now    func() time.Time
 	cfg    Config
 	parts  []*servicePartition
-	reqs   chan serviceRequest
 	closed chan struct{} // closed by Close
-	done   chan struct{} // closed when the loop has returned
-	err    error         // the loop's failure, set before done closes
+	wake   chan struct{} // tells the clock a request armed an earlier timer
+	ticked chan struct{} // closed when the clock has returned
+	// fireAt is when the clock wakes next (Unix nanoseconds).
+	fireAt atomic.Int64
 }
 
 // servicePartition is one partition of the offsets topic and its
-// coordinator; only the loop touches it.
+// coordinator.
 type servicePartition struct {
 	p    *log.Partition
-	c    *Coordinator
 	sync bool // the topic's fsync policy does not sync each append
+
+	mu      sync.Mutex // guards what follows
+	idle    sync.Cond  // signalled when writing ends
+	writing bool       // a goroutine is writing a Ready, without mu
+	closed  bool
+	err     error // the failure to reload that ended the partition
+	c       *Coordinator
+	nextID  RequestID
+	// waiting are the requests taken and not answered yet.
+	waiting map[RequestID]chan serviceResponse
+
+	// producers are the transactional producers that wrote to the
+	// partition (service_txn.go); the writer uses them without mu.
+	pmu       sync.Mutex
+	producers map[int64]*txnProducer
 }
 
-// serviceRequest is a request on its way to the loop: call makes it on the
-// coordinator of partition part, and its response goes to resp.
+// serviceRequest is a request for partition part: call makes it on the
+// coordinator. A request that needs more than the coordinator has run
+// instead, which is called once every Ready of the partition is written,
+// and whose response is delivered at once.
 type serviceRequest struct {
 	part int
 	call func(c *Coordinator, id RequestID)
-	resp chan serviceResponse
+	run  func(id RequestID) Response
 }
 
 type serviceResponse struct {
@@ -111,9 +136,9 @@ func OpenService(d *log.Dir, opts ServiceOptions) (*Service, error) {
 		topic:  opts.Topic,
 		now:    opts.Now,
 		cfg:    opts.Config,
-		reqs:   make(chan serviceRequest),
 		closed: make(chan struct{}),
-		done:   make(chan struct{}),
+		wake:   make(chan struct{}, 1),
+		ticked: make(chan struct{}),
 	}
 	if s.topic == "" {
 		s.topic = OffsetsTopic
@@ -154,13 +179,15 @@ func OpenService(d *log.Dir, opts ServiceOptions) (*Service, error) {
 		if err != nil {
 			return nil, fmt.Errorf("group: offsets topic %s: %w", s.topic, err)
 		}
-		sp := &servicePartition{p: p, sync: tc.Fsync != log.FsyncAlways() && tc.Fsync != log.FsyncPolicy{}}
+		sp := &servicePartition{p: p, sync: tc.Fsync != log.FsyncAlways() && tc.Fsync != log.FsyncPolicy{},
+			waiting: map[RequestID]chan serviceResponse{}}
+		sp.idle.L = &sp.mu
 		if err := s.load(sp); err != nil {
 			return nil, err
 		}
 		s.parts[i] = sp
 	}
-	go s.run()
+	go s.clock()
 	return s, nil
 }
 
@@ -170,7 +197,11 @@ func (s *Service) load(sp *servicePartition) error {
 	if err != nil {
 		return err
 	}
-	if err := Load(c, sp.p); err != nil {
+	sp.producers = map[int64]*txnProducer{}
+	if topics, err := s.dir.Topics(); err == nil {
+		c.LearnTopics(topics...)
+	}
+	if err := load(c, sp.p, sp.seen); err != nil {
 		return err
 	}
 	sp.c = c
@@ -180,7 +211,10 @@ func (s *Service) load(sp *servicePartition) error {
 // Load replays a partition of the offsets topic into a new coordinator and
 // calls Loaded: the records of every batch, those of transactional batches
 // with their producer, and the transaction markers of control batches.
-func Load(c *Coordinator, p *log.Partition) error {
+func Load(c *Coordinator, p *log.Partition) error { return load(c, p, nil) }
+
+// load is Load, showing every batch to seen if it is set.
+func load(c *Coordinator, p *log.Partition, seen func(segment.Batch)) error {
 	start, _, end, err := p.Offsets()
 	if err != nil {
 		return err
@@ -193,7 +227,7 @@ func Load(c *Coordinator, p *log.Partition) error {
 		if err != nil {
 			return where(offset, err)
 		}
-		next, err := replayBatches(c, bs, offset)
+		next, err := replayBatches(c, bs, offset, seen)
 		_ = bs.Close()
 		if err != nil {
 			return where(offset, err)
@@ -210,13 +244,16 @@ func Load(c *Coordinator, p *log.Partition) error {
 
 // replayBatches replays the batches of one read from offset on and returns
 // the offset after the last.
-func replayBatches(c *Coordinator, bs *log.Batches, offset int64) (int64, error) {
+func replayBatches(c *Coordinator, bs *log.Batches, offset int64, seen func(segment.Batch)) (int64, error) {
 	next := offset
 	for b, err := range bs.All() {
 		if err != nil {
 			return next, err
 		}
 		next = b.LastOffset() + 1
+		if seen != nil {
+			seen(b)
+		}
 		var producer *Producer
 		if b.Transactional() {
 			producer = &Producer{ID: b.ProducerID(), Epoch: b.ProducerEpoch()}
@@ -262,114 +299,184 @@ func markerType(key []byte) (commit bool, err error) {
 	}
 }
 
-// run is the loop: it takes requests and timers, then writes what the
-// coordinators want written and delivers their responses, until Close.
-func (s *Service) run() {
-	defer close(s.done)
-	var nextID RequestID
-	var batch []serviceRequest
-	waiting := map[RequestID]chan serviceResponse{}
+// clock fires the coordinators' timers when they are due, until Close.
+func (s *Service) clock() {
+	defer close(s.ticked)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		s.armTimer(timer)
+		wait := time.Hour
+		for _, sp := range s.parts {
+			sp.mu.Lock()
+			if d, ok := sp.c.NextDeadline(); ok {
+				wait = min(wait, d.Sub(s.now()))
+			}
+			sp.mu.Unlock()
+		}
+		s.fireAt.Store(s.now().Add(wait).UnixNano())
+		timer.Reset(max(wait, 0))
 		select {
 		case <-s.closed:
-			answerAll(waiting)
 			return
-		case req := <-s.reqs:
-			batch = append(batch[:0], req)
-			// Take what else is queued, so that one append and one
-			// fsync serve them all (group commit).
-			for more := true; more; {
-				select {
-				case req := <-s.reqs:
-					batch = append(batch, req)
-				default:
-					more = false
-				}
-			}
 		case <-timer.C:
+		case <-s.wake:
+			continue
 		}
-		now := s.now()
 		for _, sp := range s.parts {
-			sp.c.Tick(now)
-		}
-		for _, req := range batch {
-			nextID++
-			waiting[nextID] = req.resp
-			req.call(s.parts[req.part].c, nextID)
-		}
-		batch = batch[:0]
-		for _, sp := range s.parts {
-			if err := s.flush(sp, waiting); err != nil {
-				s.err = err
-				answerAll(waiting)
-				return
-			}
+			_ = s.enter(sp, func() {}, nil)
 		}
 	}
 }
 
-// armTimer sets timer to the earliest deadline of the coordinators.
-func (s *Service) armTimer(timer *time.Timer) {
-	wait := time.Hour
-	for _, sp := range s.parts {
-		if d, ok := sp.c.NextDeadline(); ok {
-			wait = min(wait, d.Sub(s.now()))
+// enter runs fn on the partition with its coordinator's clock advanced
+// (which fires the timers due), then writes what the coordinator made
+// unless another goroutine is writing, which will write it next.
+func (s *Service) enter(sp *servicePartition, fn func(), own chan serviceResponse) error {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	// Whatever fn and lead delivered, its waiters look.
+	defer sp.idle.Broadcast()
+	switch {
+	case sp.closed:
+		return ErrServiceClosed
+	case sp.err != nil:
+		return fmt.Errorf("%w: offsets log %s-%d: %w", ErrNotCoordinator, s.topic, sp.p.ID(), sp.err)
+	}
+	sp.c.Tick(s.now())
+	fn()
+	s.lead(sp, own)
+	if d, ok := sp.c.NextDeadline(); ok && d.UnixNano() < s.fireAt.Load() {
+		select {
+		case s.wake <- struct{}{}:
+		default:
 		}
 	}
-	timer.Reset(max(wait, 0))
+	return nil
 }
 
-// flush appends a partition's Ready records and delivers its responses. If
-// the append fails, the coordinator is unloaded and loaded again from the
-// log, and the requests of that Ready get NOT_COORDINATOR with the cause;
-// only a failure to load again ends the Service.
-func (s *Service) flush(sp *servicePartition, waiting map[RequestID]chan serviceResponse) error {
-	if !sp.c.HasReady() {
-		return nil
+// lead writes the coordinator's Readys, one after the other; it is called
+// with mu held, and releases it while it writes. If a goroutine is writing
+// already, that one, or a waiter after it, writes them. A caller whose own
+// response own has come stops and leaves the rest to the callers still
+// waiting (wait), so that no caller writes for others for ever; one
+// without a response of its own (the clock) writes until none is left.
+func (s *Service) lead(sp *servicePartition, own chan serviceResponse) {
+	for !sp.writing && sp.err == nil && sp.c.HasReady() {
+		if own != nil && len(own) > 0 && len(sp.waiting) > 0 {
+			return
+		}
+		w := sp.pending()
+		if len(w.rd.Records) == 0 {
+			deliver(sp.waiting, w.rd.Responses, nil)
+			continue
+		}
+		sp.writing = true
+		sp.mu.Unlock()
+		err := s.write(sp, w)
+		sp.mu.Lock()
+		sp.writing = false
+		if err := s.settle(sp, w.rd, err); err != nil {
+			sp.err = err
+			answerAll(sp.waiting)
+		}
+		sp.idle.Broadcast()
 	}
+}
+
+// pendingWrite is a Ready on its way to the log: its records go at base
+// on, stamped ts.
+type pendingWrite struct {
+	rd   Ready
+	base int64
+	ts   int64
+}
+
+// pending takes the coordinator's Ready for writing.
+func (sp *servicePartition) pending() *pendingWrite {
 	rd := sp.c.Ready()
-	err := s.append(sp, rd.Records)
+	return &pendingWrite{rd: rd, base: sp.c.nextOffset - int64(len(rd.Records)), ts: sp.c.now}
+}
+
+// flush writes the coordinator's Readys and delivers their responses; it
+// is called with mu held, and waits for a write in flight first.
+func (s *Service) flush(sp *servicePartition) error {
+	for sp.writing {
+		sp.idle.Wait()
+	}
+	if sp.err != nil {
+		return sp.err
+	}
+	for sp.c.HasReady() {
+		w := sp.pending()
+		if err := s.settle(sp, w.rd, s.write(sp, w)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// write appends a Ready's records, durably. It touches the coordinator
+// not at all, so it runs beside the loop.
+func (s *Service) write(sp *servicePartition, w *pendingWrite) error {
+	err := s.append(sp, w)
+	if err == nil && sp.sync && len(w.rd.Records) > 0 {
+		err = sp.p.Sync()
+	}
+	return err
+}
+
+// settle delivers the responses of a written Ready. If its write failed,
+// what the coordinator did since it made the Ready is not durable either:
+// those responses fail too, with the cause, and NOT_COORDINATOR; the
+// coordinator is unloaded and loaded again from the log. Only a failure to
+// load again is returned.
+func (s *Service) settle(sp *servicePartition, rd Ready, err error) error {
 	if err == nil {
-		deliver(waiting, rd.Responses, nil)
+		deliver(sp.waiting, rd.Responses, nil)
 		return nil
 	}
 	err = fmt.Errorf("%w: offsets log %s-%d: %w", ErrNotCoordinator, s.topic, sp.p.ID(), err)
-	deliver(waiting, rd.Responses, err)
+	deliver(sp.waiting, rd.Responses, err)
 	sp.c.Unload()
-	deliver(waiting, sp.c.Ready().Responses, nil)
+	deliver(sp.waiting, sp.c.Ready().Responses, err)
 	return s.load(sp)
 }
 
 // append writes records to the partition at the offsets the coordinator
-// gave them, durably.
-func (s *Service) append(sp *servicePartition, recs []Record) error {
-	if len(recs) == 0 {
-		return nil
-	}
-	ts := sp.c.now
-	out := make([]segment.Record, len(recs))
-	for i, r := range recs {
-		if r.Producer != nil {
-			// The coordinator emits transactional records only for
-			// TxnOffsetCommit, which Service does not offer.
-			return fmt.Errorf("transactional offset commit of producer %d: not supported by Service", r.Producer.ID)
+// gave them: each run of plain records in one batch, each run of one
+// producer's transactional records in a transactional batch of it.
+func (s *Service) append(sp *servicePartition, w *pendingWrite) error {
+	recs, want := w.rd.Records, w.base
+	for len(recs) > 0 {
+		n := 1
+		for n < len(recs) && sameProducer(recs[n].Producer, recs[0].Producer) {
+			n++
 		}
-		out[i] = segment.Record{Timestamp: ts, Key: r.Key, Value: r.Value}
-	}
-	res, err := sp.p.Append(out)
-	if err != nil {
-		return err
-	}
-	if want := sp.c.nextOffset - int64(len(recs)); res.BaseOffset != want {
-		return fmt.Errorf("records appended at offset %d, the coordinator expected %d", res.BaseOffset, want)
-	}
-	if sp.sync {
-		return sp.p.Sync()
+		out := make([]segment.Record, n)
+		for i, r := range recs[:n] {
+			out[i] = segment.Record{Timestamp: w.ts, Key: r.Key, Value: r.Value}
+		}
+		var res log.AppendResult
+		var err error
+		if prod := recs[0].Producer; prod != nil {
+			res, err = sp.appendTxn(*prod, out)
+		} else {
+			res, err = sp.p.Append(out)
+		}
+		if err != nil {
+			return err
+		}
+		if res.BaseOffset != want {
+			return fmt.Errorf("records appended at offset %d, the coordinator expected %d", res.BaseOffset, want)
+		}
+		want += int64(n)
+		recs = recs[n:]
 	}
 	return nil
+}
+
+func sameProducer(a, b *Producer) bool {
+	return a == nil && b == nil || a != nil && b != nil && *a == *b
 }
 
 // deliver answers the waiting requests of rs, with err instead when set.
@@ -399,38 +506,86 @@ func answerAll(waiting map[RequestID]chan serviceResponse) {
 	}
 }
 
-// Close stops the loop, answering the requests still waiting with
-// NOT_COORDINATOR, and returns the failure that stopped it early, if any.
-// It does not close the Dir.
+// wait waits until resp is answered, writing the partition's Readys
+// whenever no one else is.
+func (s *Service) wait(sp *servicePartition, resp chan serviceResponse) {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	for len(resp) == 0 {
+		if !sp.writing && sp.err == nil && sp.c.HasReady() {
+			s.lead(sp, resp)
+			sp.idle.Broadcast()
+			continue
+		}
+		sp.idle.Wait()
+	}
+}
+
+// Close stops the Service once the writes in flight are done, answering
+// the requests still waiting with NOT_COORDINATOR, and returns the
+// failures that ended partitions early. It does not close the Dir.
 func (s *Service) Close() error {
 	select {
 	case <-s.closed:
 	default:
 		close(s.closed)
 	}
-	<-s.done
-	return s.err
+	<-s.ticked
+	var errs []error
+	for _, sp := range s.parts {
+		sp.mu.Lock()
+		for sp.writing {
+			sp.idle.Wait()
+		}
+		if !sp.closed {
+			sp.closed = true
+			answerAll(sp.waiting)
+			errs = append(errs, sp.err)
+		}
+		sp.idle.Broadcast()
+		sp.mu.Unlock()
+	}
+	return errors.Join(errs...)
 }
 
 // do sends a request for a group to its coordinator and waits for the
 // response.
 func do[R Response](ctx context.Context, s *Service, groupID string, call func(c *Coordinator, id RequestID)) (R, error) {
-	return doOn[R](ctx, s, int(PartitionFor(groupID, int32(len(s.parts)))), call)
+	return send[R](ctx, s, serviceRequest{part: s.partitionOf(groupID), call: call})
 }
 
-// doOn sends a request to the coordinator of partition part and waits for
-// the response.
-func doOn[R Response](ctx context.Context, s *Service, part int, call func(c *Coordinator, id RequestID)) (R, error) {
+func (s *Service) partitionOf(groupID string) int {
+	return int(PartitionFor(groupID, int32(len(s.parts))))
+}
+
+// send makes a request on its partition and waits for its response.
+func send[R Response](ctx context.Context, s *Service, req serviceRequest) (R, error) {
 	var zero R
-	resp := make(chan serviceResponse, 1) // the loop never blocks on it
-	req := serviceRequest{part: part, call: call, resp: resp}
-	select {
-	case s.reqs <- req:
-	case <-s.done:
-		return zero, ErrServiceClosed
-	case <-ctx.Done():
-		return zero, ctx.Err()
+	if err := ctx.Err(); err != nil {
+		return zero, err
 	}
+	resp := make(chan serviceResponse, 1) // never blocks a deliverer
+	sp := s.parts[req.part]
+	err := s.enter(sp, func() {
+		sp.nextID++
+		id := sp.nextID
+		sp.waiting[id] = resp
+		if req.run == nil {
+			req.call(sp.c, id)
+			return
+		}
+		// It needs every Ready written first.
+		if err := s.flush(sp); err != nil {
+			sp.err = err
+			answerAll(sp.waiting)
+			return
+		}
+		deliver(sp.waiting, []Response{req.run(id)}, nil)
+	}, resp)
+	if err != nil {
+		return zero, err
+	}
+	s.wait(sp, resp)
 	// Once taken, a request is answered, if only at Close.
 	r := <-resp
 	if r.err != nil {
@@ -549,7 +704,7 @@ func (s *Service) DescribeGroup(ctx context.Context, groupID string) (d GroupDes
 	return r.d, r.ok, nil
 }
 
-// describeResponse carries DescribeGroup's answer through the loop.
+// describeResponse carries DescribeGroup's answer to its caller.
 type describeResponse struct {
 	id RequestID
 	d  GroupDescription
@@ -570,13 +725,13 @@ type GroupListing struct {
 func (s *Service) ListGroups(ctx context.Context) ([]GroupListing, error) {
 	var all []GroupListing
 	for part := range s.parts {
-		r, err := doOn[*listResponse](ctx, s, part, func(c *Coordinator, id RequestID) {
+		r, err := send[*listResponse](ctx, s, serviceRequest{part: part, call: func(c *Coordinator, id RequestID) {
 			l := &listResponse{id: id}
 			for _, g := range c.sortedGroups() {
 				l.groups = append(l.groups, GroupListing{GroupID: g.id, ProtocolType: g.protocolType, State: g.state})
 			}
 			c.respond(l)
-		})
+		}})
 		if err != nil {
 			return nil, err
 		}
@@ -585,7 +740,7 @@ func (s *Service) ListGroups(ctx context.Context) ([]GroupListing, error) {
 	return all, nil
 }
 
-// listResponse carries one partition's part of ListGroups through the loop.
+// listResponse carries one partition's part of ListGroups to its caller.
 type listResponse struct {
 	id     RequestID
 	groups []GroupListing

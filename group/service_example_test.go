@@ -42,3 +42,44 @@ func ExampleService() {
 	// Output:
 	// orders-0 committed 7, end 10, lag 3
 }
+
+// A transactional producer commits a consumer's offsets inside its
+// transaction (KIP-447): they stay pending, and a read that asks for
+// stable offsets is told to wait, until the transaction's marker; COMMIT
+// makes them the group's, ABORT drops them.
+func ExampleService_TxnCommitOffsets() {
+	data, _ := os.MkdirTemp("", "strand-groups")
+	defer os.RemoveAll(data)
+	ctx := context.Background()
+	d, _ := log.OpenDir(data, log.DirOptions{})
+	defer d.Close()
+	_ = d.CreateTopic("orders", log.TopicConfig{Partitions: 1})
+	s, _ := group.OpenService(d, group.ServiceOptions{Partitions: 1})
+	defer s.Close()
+
+	producer := group.Producer{ID: 42, Epoch: 0}
+	commit := func(offset int64) {
+		_, _ = s.TxnCommitOffsets(ctx, group.TxnOffsetCommitRequest{GroupID: "billing", Producer: producer, GenerationID: -1,
+			Topics: []group.OffsetCommitTopic{{Name: "orders", Partitions: []group.OffsetCommitPartition{{Offset: offset, LeaderEpoch: -1}}}}})
+	}
+	fetch := func() {
+		r, _ := s.OffsetFetch(ctx, group.OffsetFetchRequest{GroupID: "billing", RequireStable: true,
+			Topics: []group.OffsetFetchTopic{{Name: "orders", Partitions: []int32{0}}}})
+		if f := r.Topics[0].Partitions[0]; f.Err != nil {
+			fmt.Println("orders-0:", group.Code(f.Err), "(retry later)")
+		} else {
+			fmt.Println("orders-0 committed", f.Offset)
+		}
+	}
+	commit(7)
+	fetch()
+	_ = s.EndTxn(ctx, producer, true)
+	fetch()
+	commit(9)
+	_ = s.EndTxn(ctx, producer, false)
+	fetch()
+	// Output:
+	// orders-0: 88 (retry later)
+	// orders-0 committed 7
+	// orders-0 committed 7
+}

@@ -6,13 +6,16 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/segment"
 	"github.com/strandlog/strand/vfs"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -451,6 +454,217 @@ func TestServiceListsAndDescribesGroups(t *testing.T) {
 	_, ok, err = s.DescribeGroup(ctx, "absent")
 	require.NoError(t, err)
 	require.False(t, ok)
+	require.NoError(t, s.Close())
+	require.NoError(t, d.Close())
+}
+
+// A KIP-848 group survives a restart of its Service (the records of types
+// 3-8): its members, epochs and assignments come back, a member goes on
+// heartbeating at its epoch, and no partition is handed to a new member
+// while the old owner still holds it.
+func TestServiceConsumerGroupSurvivesRestart(t *testing.T) {
+	fs := newMemDataFS(t)
+	clock := func() time.Time { return epoch }
+	d, s := openMemService(t, fs, 4, clock)
+	ctx := context.Background()
+	join := func(s *Service, id string) *ConsumerGroupHeartbeatResponse {
+		r, err := s.ConsumerGroupHeartbeat(ctx, ConsumerGroupHeartbeatRequest{GroupID: "cg", MemberID: id, RebalanceTimeout: time.Minute,
+			SubscribedTopicNames: []string{"t"}, ServerAssignor: "range", Owned: &Assignment{}})
+		require.NoError(t, err)
+		require.NoError(t, r.Err)
+		return r
+	}
+	a := join(s, "a")
+	assert.Equal(t, map[string][]int32{"t": {0, 1, 2, 3}}, a.Assignment.Partitions)
+	b := join(s, "b") // a must give up two partitions first
+	assert.Empty(t, b.Assignment.Partitions)
+	require.NoError(t, s.Close())
+
+	s, err := OpenService(d, ServiceOptions{Partitions: 4, Now: clock, Config: Config{InitialRebalanceDelay: -1, Partitions: func(string) int32 { return 4 }}})
+	require.NoError(t, err)
+	// a, reloaded, still owns what it must revoke: b still waits.
+	r, err := s.ConsumerGroupHeartbeat(ctx, ConsumerGroupHeartbeatRequest{GroupID: "cg", MemberID: "b", MemberEpoch: b.MemberEpoch, Owned: &Assignment{}})
+	require.NoError(t, err)
+	require.NoError(t, r.Err)
+	assert.Nil(t, r.Assignment, "nothing new for b while a has not revoked")
+	r, err = s.ConsumerGroupHeartbeat(ctx, ConsumerGroupHeartbeatRequest{GroupID: "cg", MemberID: "a", MemberEpoch: a.MemberEpoch,
+		Owned: &Assignment{Partitions: map[string][]int32{"t": {0, 1}}}})
+	require.NoError(t, err)
+	require.NoError(t, r.Err, "a's epoch is known after the restart")
+	assert.Equal(t, map[string][]int32{"t": {0, 1}}, r.Assignment.Partitions)
+	r, err = s.ConsumerGroupHeartbeat(ctx, ConsumerGroupHeartbeatRequest{GroupID: "cg", MemberID: "b", MemberEpoch: b.MemberEpoch, Owned: &Assignment{}})
+	require.NoError(t, err)
+	require.NoError(t, r.Err)
+	assert.Equal(t, map[string][]int32{"t": {2, 3}}, r.Assignment.Partitions, "b gets what a released")
+	require.NoError(t, s.Close())
+	require.NoError(t, d.Close())
+}
+
+// Bad input through a Service: each request gets a typed error with
+// Kafka's code, and the offsets log does not change by a byte.
+func TestServiceBadInputLeavesTheLogAlone(t *testing.T) {
+	fs := newMemDataFS(t)
+	d, s := openMemService(t, fs, 1, func() time.Time { return epoch })
+	ctx := context.Background()
+	member, gen, err := joinAlone(ctx, s, "classic", "", "t")
+	require.NoError(t, err)
+	require.NoError(t, serviceCommit(ctx, s, "classic", member, gen, "t", 0, 10))
+	cg, err := s.ConsumerGroupHeartbeat(ctx, ConsumerGroupHeartbeatRequest{GroupID: "cg", MemberID: "m", RebalanceTimeout: time.Minute,
+		SubscribedTopicNames: []string{"t"}, Owned: &Assignment{}})
+	require.NoError(t, err)
+	require.NoError(t, cg.Err)
+	long := strings.Repeat("g", maxStringLen+1)
+	commit := func(group, member string, gen int32) error {
+		return serviceCommit(ctx, s, group, member, gen, "t", 0, 99)
+	}
+	join := func(mod func(*JoinGroupRequest)) error {
+		req := JoinGroupRequest{Version: JoinVersionLatest, GroupID: "classic", ClientID: "c", SessionTimeout: 30 * time.Second,
+			ProtocolType: "consumer", Protocols: []Protocol{{Name: "range", Metadata: Subscription{Topics: []string{"t"}}.Encode(3)}}}
+		mod(&req)
+		r, err := s.JoinGroup(ctx, req)
+		require.NoError(t, err)
+		return r.Err
+	}
+	cases := []struct {
+		name string
+		send func() error
+		want *Error
+	}{
+		{"commit from a stale generation", func() error { return commit("classic", member, gen-1) }, ErrIllegalGeneration},
+		{"commit from an unknown member", func() error { return commit("classic", "stranger", gen) }, ErrUnknownMemberID},
+		{"commit without member to a group with members", func() error { return commit("classic", "", -1) }, ErrUnknownMemberID},
+		{"commit with an empty group id", func() error { return commit("", "", -1) }, ErrInvalidGroupID},
+		{"commit with a group id too long", func() error { return commit(long, "", -1) }, ErrInvalidGroupID},
+		{"commit from a stale member epoch", func() error { return commit("cg", "m", cg.MemberEpoch-1) }, ErrStaleMemberEpoch},
+		{"commit from an unknown consumer group member", func() error { return commit("cg", "x", cg.MemberEpoch) }, ErrUnknownMemberID},
+		{"commit to a topic that does not exist", func() error { return serviceCommit(ctx, s, "classic", member, gen, "t", 9, 1) }, ErrUnknownTopicOrPartition},
+		{"transactional commit from a stale generation", func() error {
+			r, err := s.TxnCommitOffsets(ctx, TxnOffsetCommitRequest{GroupID: "classic", Producer: Producer{ID: 1}, GenerationID: gen + 1, MemberID: member,
+				Topics: []OffsetCommitTopic{{Name: "t", Partitions: []OffsetCommitPartition{{Offset: 1}}}}})
+			require.NoError(t, err)
+			return r.Err
+		}, ErrIllegalGeneration},
+		{"join with an empty group id", func() error { return join(func(r *JoinGroupRequest) { r.GroupID = "" }) }, ErrInvalidGroupID},
+		{"join with a group id too long", func() error { return join(func(r *JoinGroupRequest) { r.GroupID = long }) }, ErrInvalidGroupID},
+		{"join with another protocol type", func() error { return join(func(r *JoinGroupRequest) { r.ProtocolType = "connect" }) }, ErrInconsistentGroupProtocol},
+		{"join with no protocol type", func() error { return join(func(r *JoinGroupRequest) { r.ProtocolType = "" }) }, ErrInconsistentGroupProtocol},
+		{"join with a new group and no protocol type", func() error {
+			return join(func(r *JoinGroupRequest) { r.GroupID, r.ProtocolType = "new", "" })
+		}, ErrInconsistentGroupProtocol},
+		{"join with no protocol", func() error { return join(func(r *JoinGroupRequest) { r.Protocols = nil }) }, ErrInconsistentGroupProtocol},
+		{"join with no protocol the group supports", func() error {
+			return join(func(r *JoinGroupRequest) { r.Protocols = []Protocol{{Name: "roundrobin"}} })
+		}, ErrInconsistentGroupProtocol},
+		{"join with a session timeout below group.min.session.timeout.ms", func() error {
+			return join(func(r *JoinGroupRequest) { r.SessionTimeout = 5 * time.Second })
+		}, ErrInvalidSessionTimeout},
+		{"join with a session timeout above group.max.session.timeout.ms", func() error {
+			return join(func(r *JoinGroupRequest) { r.SessionTimeout = 31 * time.Minute })
+		}, ErrInvalidSessionTimeout},
+		{"join of a classic member to a consumer group with members", func() error {
+			return join(func(r *JoinGroupRequest) { r.GroupID = "cg" })
+		}, ErrInconsistentGroupProtocol},
+		{"consumer heartbeat with an unsupported assignor", func() error {
+			r, err := s.ConsumerGroupHeartbeat(ctx, ConsumerGroupHeartbeatRequest{GroupID: "cg", MemberID: "n", RebalanceTimeout: time.Minute,
+				SubscribedTopicNames: []string{"t"}, ServerAssignor: "sticky", Owned: &Assignment{}})
+			require.NoError(t, err)
+			return r.Err
+		}, ErrUnsupportedAssignor},
+		{"consumer heartbeat to a classic group with members", func() error {
+			r, err := s.ConsumerGroupHeartbeat(ctx, ConsumerGroupHeartbeatRequest{GroupID: "classic", MemberID: "n", RebalanceTimeout: time.Minute,
+				SubscribedTopicNames: []string{"t"}, Owned: &Assignment{}})
+			require.NoError(t, err)
+			return r.Err
+		}, ErrGroupIDNotFound},
+		{"consumer heartbeat with an empty group id", func() error {
+			r, err := s.ConsumerGroupHeartbeat(ctx, ConsumerGroupHeartbeatRequest{MemberID: "n", RebalanceTimeout: time.Minute,
+				SubscribedTopicNames: []string{"t"}, Owned: &Assignment{}})
+			require.NoError(t, err)
+			return r.Err
+		}, ErrInvalidGroupID},
+	}
+	part, err := d.Partition(OffsetsTopic, 0)
+	require.NoError(t, err)
+	logBytes := func() []segment.Record {
+		var out []segment.Record
+		for r, err := range part.Records(0, log.ReadLogEnd) {
+			require.NoError(t, err)
+			out = append(out, r)
+		}
+		return out
+	}
+	before := logBytes()
+	for _, c := range cases {
+		err := c.send()
+		require.ErrorIs(t, err, c.want, c.name)
+		assert.Equal(t, c.want.Code, Code(err), c.name)
+		assert.Equal(t, before, logBytes(), "%s: the offsets log changed", c.name)
+	}
+	require.NoError(t, s.Close())
+	require.NoError(t, d.Close())
+}
+
+// Commits from many goroutines while writes fail for a while: each
+// failed commit is NOT_COORDINATOR, the Service recovers by itself once
+// writes pass again, and every commit it acknowledged is served, and
+// stays after a restart.
+func TestServiceWriteFailuresUnderLoad(t *testing.T) {
+	fs := newMemDataFS(t)
+	clock := func() time.Time { return epoch }
+	d, s := openMemService(t, fs, 1, clock)
+	fail := errors.New("injected write failure")
+	var failing atomic.Bool
+	fs.SetHook(func(op vfs.Op) error {
+		if op.Kind == vfs.OpWrite && failing.Load() {
+			return fail
+		}
+		return nil
+	})
+	const workers, commits = 8, 60
+	var acked [workers]atomic.Int64
+	var failed atomic.Int64
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range int64(commits) {
+				if w == 0 {
+					failing.Store(i >= 20 && i < 30)
+				}
+				err := serviceCommit(context.Background(), s, "g", "", -1, "t", int32(w%4), int64(w)<<20|(i+1))
+				switch {
+				case err == nil:
+					acked[w].Store(i + 1)
+				case errors.Is(err, ErrNotCoordinator):
+					failed.Add(1)
+				default:
+					t.Errorf("worker %d commit %d: %v", w, i, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	failing.Store(false)
+	t.Logf("%d commits failed", failed.Load())
+	require.NoError(t, serviceCommit(context.Background(), s, "g", "", -1, "t", 3, 1<<40), "writes pass again")
+	check := func(s *Service) {
+		for p := range int32(4) {
+			r, err := s.OffsetFetch(context.Background(), OffsetFetchRequest{GroupID: "g", Topics: []OffsetFetchTopic{{Name: "t", Partitions: []int32{p}}}})
+			require.NoError(t, err)
+			got := r.Topics[0].Partitions[0].Offset
+			if p == 3 {
+				require.Equal(t, int64(1<<40), got)
+				continue
+			}
+			// Workers p and p+4 share partition p: the later commit counts.
+			require.Contains(t, []int64{int64(p)<<20 | acked[p].Load(), int64(p+4)<<20 | acked[p+4].Load()}, got, "partition %d", p)
+		}
+	}
+	check(s)
+	require.NoError(t, s.Close())
+	s, err := OpenService(d, ServiceOptions{Partitions: 1, Now: clock, Config: Config{Partitions: func(string) int32 { return 4 }}})
+	require.NoError(t, err)
+	check(s)
 	require.NoError(t, s.Close())
 	require.NoError(t, d.Close())
 }

@@ -38,6 +38,9 @@ func (in *inspector) groupRecord(file string, r segment.Record) {
 		return
 	case err != nil:
 		in.problem(file, "offset %d: %v", r.Offset, err)
+	case d.ConsumerKey != nil:
+		// A KIP-848 group's records (types 3-8): its committed offsets
+		// are OffsetCommit records, listed like any group's.
 	case d.GroupKey != nil && d.GroupValue == nil:
 		delete(in.groups.meta, d.GroupKey.Group)
 	case d.GroupKey != nil:

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/strandlog/strand/group"
 	"github.com/strandlog/strand/log"
@@ -43,6 +44,11 @@ func TestGroupsOffsetsAndLag(t *testing.T) {
 	r, err := s.OffsetDelete(ctx, group.OffsetDeleteRequest{GroupID: "shipping", Topics: []group.OffsetFetchTopic{{Name: "orders", Partitions: []int32{1}}}})
 	require.NoError(t, err)
 	require.NoError(t, r.Err)
+	// A KIP-848 group's records (types 3-8) are read past, not a problem.
+	hb, err := s.ConsumerGroupHeartbeat(ctx, group.ConsumerGroupHeartbeatRequest{GroupID: "streaming", MemberID: "m",
+		RebalanceTimeout: time.Minute, SubscribedTopicNames: []string{"orders"}, Owned: &group.Assignment{}})
+	require.NoError(t, err)
+	require.NoError(t, hb.Err)
 	require.NoError(t, s.Close())
 	require.NoError(t, d.Close())
 
