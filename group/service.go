@@ -162,11 +162,20 @@ func OpenService(d *log.Dir, opts ServiceOptions) (*Service, error) {
 	if n == 0 {
 		n = DefaultOffsetsPartitions
 	}
-	err := d.CreateTopic(s.topic, log.TopicConfig{Partitions: n, Compact: log.Compacted, Fsync: log.FsyncAlways()})
+	// Committed offsets never go by age or size, whatever the Dir's
+	// defaults: compaction alone keeps each key's latest (Kafka's
+	// __consumer_offsets is cleanup.policy=compact), and offsets expire by
+	// their own rules (see Config). An offsets topic made before this rule
+	// gets it on open.
+	keep := log.Retention{Age: log.Unlimited, Bytes: log.Unlimited}
+	err := d.CreateTopic(s.topic, log.TopicConfig{Partitions: n, Compact: log.Compacted, Fsync: log.FsyncAlways(), Retention: keep})
 	if err != nil && !errors.Is(err, log.ErrTopicExists) {
 		return nil, fmt.Errorf("group: offsets topic %s: %w", s.topic, err)
 	}
 	tc, err := d.TopicConfig(s.topic)
+	if err == nil && tc.Compact == log.Compacted && tc.Retention != keep {
+		tc, err = d.AlterTopicConfig(s.topic, func(c *log.TopicConfig) { c.Retention = keep })
+	}
 	if err != nil {
 		return nil, fmt.Errorf("group: offsets topic %s: %w", s.topic, err)
 	}

@@ -668,3 +668,32 @@ func TestServiceWriteFailuresUnderLoad(t *testing.T) {
 	require.NoError(t, s.Close())
 	require.NoError(t, d.Close())
 }
+
+// The offsets topic keeps every segment whatever the Dir's default
+// retention: a group that stopped committing a week ago still has its
+// offsets. An offsets topic that took the default gets Unlimited on open.
+func TestOffsetsTopicHasNoRetention(t *testing.T) {
+	fs := newMemDataFS(t)
+	opts := log.DirOptions{Log: log.Options{FS: fs}, MaintenanceInterval: -1,
+		Defaults: log.TopicConfig{Retention: log.Retention{Age: time.Hour, Bytes: 1 << 20}}}
+	d, err := log.OpenDir("/data", opts)
+	require.NoError(t, err)
+	unlimited := log.Retention{Age: log.Unlimited, Bytes: log.Unlimited}
+
+	s, err := OpenService(d, ServiceOptions{Partitions: 1})
+	require.NoError(t, err)
+	tc, err := d.TopicConfig(OffsetsTopic)
+	require.NoError(t, err)
+	require.Equal(t, unlimited, tc.Retention)
+	require.NoError(t, s.Close())
+
+	_, err = d.AlterTopicConfig(OffsetsTopic, func(c *log.TopicConfig) { c.Retention = log.Retention{} }) // as made before the rule
+	require.NoError(t, err)
+	s, err = OpenService(d, ServiceOptions{Partitions: 1})
+	require.NoError(t, err)
+	tc, err = d.TopicConfig(OffsetsTopic)
+	require.NoError(t, err)
+	require.Equal(t, unlimited, tc.Retention)
+	require.NoError(t, s.Close())
+	require.NoError(t, d.Close())
+}
