@@ -151,14 +151,25 @@ func (s *Service) endTxn(sp *servicePartition, producer Producer, commit bool) e
 	if tp == nil || !tp.open {
 		return nil
 	}
-	if err := sp.checkEpoch(producer); err != nil {
-		return err
-	}
 	marker := idempotence.Marker{Type: idempotence.MarkerAbort}
 	if commit {
 		marker.Type = idempotence.MarkerCommit
 	}
-	err := s.appendMarker(sp, producer, marker)
+	b, err := idempotence.AppendMarkerBatch(nil, producer.ID, producer.Epoch, marker, sp.c.now)
+	if err != nil {
+		return err
+	}
+	return s.writeMarker(sp, producer, segment.Batch(b), commit)
+}
+
+// writeMarker appends a producer's marker batch, durably, applies it to
+// the offsets the producer staged, and starts the producer's sequence
+// again at a new epoch. It runs as endTxn does.
+func (s *Service) writeMarker(sp *servicePartition, producer Producer, b segment.Batch, commit bool) error {
+	if err := sp.checkEpoch(producer); err != nil {
+		return err
+	}
+	err := s.appendMarker(sp, producer.ID, b, commit)
 	if err != nil {
 		// As for a failed append of records: what the coordinator knows
 		// is no longer what its log holds.
@@ -170,20 +181,19 @@ func (s *Service) endTxn(sp *servicePartition, producer Producer, commit bool) e
 		}
 		return err
 	}
-	sp.producers[producer.ID] = &txnProducer{epoch: producer.Epoch, next: tp.next}
-	if producer.Epoch != tp.epoch {
-		sp.producers[producer.ID].next = 0
+	next := int32(0)
+	if tp := sp.producers[producer.ID]; tp != nil && tp.epoch == producer.Epoch {
+		next = tp.next
 	}
+	sp.pmu.Lock()
+	sp.producers[producer.ID] = &txnProducer{epoch: producer.Epoch, next: next}
+	sp.pmu.Unlock()
 	return nil
 }
 
-// appendMarker appends a marker, durably, and reports it to the
+// appendMarker appends a marker batch, durably, and reports it to the
 // coordinator.
-func (s *Service) appendMarker(sp *servicePartition, producer Producer, marker idempotence.Marker) error {
-	b, err := idempotence.AppendMarkerBatch(nil, producer.ID, producer.Epoch, marker, sp.c.now)
-	if err != nil {
-		return err
-	}
+func (s *Service) appendMarker(sp *servicePartition, producerID int64, b segment.Batch, commit bool) error {
 	res, err := sp.p.AppendMarker(b)
 	if err != nil {
 		return err
@@ -193,5 +203,5 @@ func (s *Service) appendMarker(sp *servicePartition, producer Producer, marker i
 			return err
 		}
 	}
-	return sp.c.ReplayTxnMarker(res.BaseOffset, producer.ID, marker.Type == idempotence.MarkerCommit)
+	return sp.c.ReplayTxnMarker(res.BaseOffset, producerID, commit)
 }
