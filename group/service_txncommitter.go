@@ -109,3 +109,6 @@ func (t txnCommitter) WriteTxnMarker(ctx context.Context, topic string, partitio
 	}
 	return r.err
 }
+
+// Topic returns the name of the Service's offsets topic.
+func (s *Service) Topic() string { return s.topic }
