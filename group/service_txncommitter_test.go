@@ -18,10 +18,14 @@ import (
 )
 
 // openTxnService opens a Dir over fs with an output topic "out" and a
-// Service of two offsets partitions.
-func openTxnService(t *testing.T, fs vfs.FS) (*log.Dir, *Service) {
+// Service of two offsets partitions. The Dir's clock is now, if set.
+func openTxnService(t *testing.T, fs vfs.FS, now ...func() time.Time) (*log.Dir, *Service) {
 	t.Helper()
-	d, err := log.OpenDir("/data", log.DirOptions{Log: log.Options{FS: fs, SegmentBytes: 16 << 10, MaxIndexBytes: 1024, IndexIntervalBytes: 512}, MaintenanceInterval: -1,
+	opts := log.Options{FS: fs, SegmentBytes: 16 << 10, MaxIndexBytes: 1024, IndexIntervalBytes: 512}
+	if len(now) > 0 {
+		opts.Now = now[0]
+	}
+	d, err := log.OpenDir("/data", log.DirOptions{Log: opts, MaintenanceInterval: -1,
 		Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	if err := d.CreateTopic("out", log.TopicConfig{Partitions: 1}); err != nil {
@@ -153,4 +157,28 @@ func TestTxnCommitterOffsetsCountWhenTheMarkerIsWrittenAgain(t *testing.T) {
 			require.NoError(t, d2.Close())
 		})
 	}
+}
+
+// A transaction open past its timeout is aborted by the coordinator
+// (Maintain), with its ABORT marker written through the Service: the
+// offsets it staged are dropped with its output, and are no longer
+// pending.
+func TestTxnCommitterTimedOutTransactionDropsItsOffsets(t *testing.T) {
+	var ms atomic.Int64
+	ms.Store(epoch.UnixMilli())
+	d, s := openTxnService(t, newMemDataFS(t), func() time.Time { return time.UnixMilli(ms.Load()) })
+	tp, err := d.NewTransactionalProducer("etl", log.TransactionalOptions{TransactionTimeout: time.Minute})
+	require.NoError(t, err)
+	transform(t, s, tp, "x", 3)
+	assert.ErrorIs(t, fetchOne(t, s, true).Err, ErrUnstableOffsetCommit)
+
+	ms.Add((2 * time.Minute).Milliseconds())
+	require.NoError(t, d.Maintain())
+	r := fetchOne(t, s, true)
+	require.NoError(t, r.Err, "no longer pending")
+	assert.Equal(t, int64(-1), r.Offset, "dropped by the ABORT marker")
+	assert.Empty(t, committedOutput(t, d))
+	_ = tp.Close()
+	require.NoError(t, s.Close())
+	require.NoError(t, d.Close())
 }
