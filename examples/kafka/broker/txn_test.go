@@ -364,23 +364,19 @@ func TestOffsetsInTransactions(t *testing.T) {
 	tb := startBroker(t, t.TempDir())
 	admin := tb.client()
 	createTopic(t, admin, "in", 2)
+	av, err := kmsg.NewPtrApiVersionsRequest().RequestWith(context.Background(), admin)
+	require.NoError(t, err)
+	advertised := map[int16][2]int16{}
+	for _, k := range av.ApiKeys {
+		advertised[k.ApiKey] = [2]int16{k.MinVersion, k.MaxVersion}
+	}
+	require.Equal(t, [2]int16{0, 4}, advertised[25], "AddOffsetsToTxn")
+	require.Equal(t, [2]int16{0, 5}, advertised[28], "TxnOffsetCommit, but v6 (topic ids)")
+
 	c := dial(t, tb.addr)
 	const txnID = "eos"
-	init := kmsg.NewPtrInitProducerIDRequest()
-	init.TransactionalID, init.TransactionTimeoutMillis = kmsg.StringPtr(txnID), 10000
-	ir, err := init.RequestWith(context.Background(), admin)
-	require.NoError(t, err)
-	require.Zero(t, ir.ErrorCode)
-	pe := idempotence.ProducerIDAndEpoch{ProducerID: ir.ProducerID, Epoch: ir.ProducerEpoch}
-	endTxn := func(commit bool) {
-		t.Helper()
-		req := kmsg.NewPtrEndTxnRequest()
-		req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = txnID, pe.ProducerID, pe.Epoch, commit
-		resp, err := req.RequestWith(context.Background(), admin)
-		require.NoError(t, err)
-		require.Zero(t, resp.ErrorCode)
-		pe.Epoch = resp.ProducerEpoch
-	}
+	pe := initTxnID(t, admin, txnID)
+	endTxn := func(commit bool) { pe = endTxnRaw(t, admin, txnID, pe, commit) }
 	invalidTxnState := kerr.InvalidTxnState.Code
 	unstable := kerr.UnstableOffsetCommit.Error()
 
@@ -412,6 +408,48 @@ func TestOffsetsInTransactions(t *testing.T) {
 	stale.Epoch--
 	require.Equal(t, []int16{kerr.ProducerFenced.Code, kerr.ProducerFenced.Code}, txnOffsetCommitRaw(t, c, 5, 5, txnID, stale, 30), "an ended transaction's epoch")
 	require.Equal(t, []string{"10", "10"}, committedOffsets(t, admin, true))
+}
+
+// initTxnID gives a transactional id a producer (InitProducerId).
+func initTxnID(t *testing.T, c *kgo.Client, txnID string) idempotence.ProducerIDAndEpoch {
+	t.Helper()
+	init := kmsg.NewPtrInitProducerIDRequest()
+	init.TransactionalID, init.TransactionTimeoutMillis = kmsg.StringPtr(txnID), 10000
+	ir, err := init.RequestWith(context.Background(), c)
+	require.NoError(t, err)
+	require.Zero(t, ir.ErrorCode)
+	return idempotence.ProducerIDAndEpoch{ProducerID: ir.ProducerID, Epoch: ir.ProducerEpoch}
+}
+
+// endTxnRaw ends the transaction of pe (EndTxn v5) and returns the
+// producer's next epoch.
+func endTxnRaw(t *testing.T, c *kgo.Client, txnID string, pe idempotence.ProducerIDAndEpoch, commit bool) idempotence.ProducerIDAndEpoch {
+	t.Helper()
+	req := kmsg.NewPtrEndTxnRequest()
+	req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = txnID, pe.ProducerID, pe.Epoch, commit
+	resp, err := req.RequestWith(context.Background(), c)
+	require.NoError(t, err)
+	require.Zero(t, resp.ErrorCode)
+	return idempotence.ProducerIDAndEpoch{ProducerID: resp.ProducerID, Epoch: resp.ProducerEpoch}
+}
+
+// TestOffsetsInTransactionsAcrossARestart: offsets staged in a transaction
+// still open when the broker stops are pending after it starts again, and
+// count when the transaction commits then.
+func TestOffsetsInTransactionsAcrossARestart(t *testing.T) {
+	dir := t.TempDir()
+	tb := startBroker(t, dir)
+	createTopic(t, tb.client(), "in", 2)
+	pe := initTxnID(t, tb.client(), "eos")
+	require.Equal(t, []int16{0, 0}, txnOffsetCommitRaw(t, dial(t, tb.addr), 5, 1, "eos", pe, 42))
+	tb.stop()
+
+	tb = startBroker(t, dir)
+	admin := tb.client()
+	unstable := kerr.UnstableOffsetCommit.Error()
+	require.Equal(t, []string{unstable, unstable}, committedOffsets(t, admin, true))
+	endTxnRaw(t, admin, "eos", pe, true)
+	require.Equal(t, []string{"42", "42"}, committedOffsets(t, admin, true))
 }
 
 // TestKgoGroupTransactSessionCommitsExactlyOnce: kgo's consume-transform-
