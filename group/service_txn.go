@@ -24,7 +24,10 @@ import (
 // EndTxn is the transaction coordinator's WriteTxnMarkers for the offsets
 // topic: it writes the marker on every partition of the offsets topic where
 // the producer wrote offsets in the transaction, and returns once the
-// markers are durable and applied.
+// markers are durable and applied. With a Dir's own transaction
+// coordinator (log.Transactions), TxnCommitter is the way in instead: the
+// coordinator writes its markers through the Service
+// (service_txncommitter.go).
 //
 // The Dir's log checks a transactional batch's sequence numbers as it
 // checks a client's (Kafka's coordinator appends with none). Service keeps
