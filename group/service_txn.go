@@ -24,7 +24,10 @@ import (
 // EndTxn is the transaction coordinator's WriteTxnMarkers for the offsets
 // topic: it writes the marker on every partition of the offsets topic where
 // the producer wrote offsets in the transaction, and returns once the
-// markers are durable and applied.
+// markers are durable and applied. With a Dir's own transaction
+// coordinator (log.Transactions), TxnCommitter is the way in instead: the
+// coordinator writes its markers through the Service
+// (service_txncommitter.go).
 //
 // The Dir's log checks a transactional batch's sequence numbers as it
 // checks a client's (Kafka's coordinator appends with none). Service keeps
@@ -151,14 +154,25 @@ func (s *Service) endTxn(sp *servicePartition, producer Producer, commit bool) e
 	if tp == nil || !tp.open {
 		return nil
 	}
-	if err := sp.checkEpoch(producer); err != nil {
-		return err
-	}
 	marker := idempotence.Marker{Type: idempotence.MarkerAbort}
 	if commit {
 		marker.Type = idempotence.MarkerCommit
 	}
-	err := s.appendMarker(sp, producer, marker)
+	b, err := idempotence.AppendMarkerBatch(nil, producer.ID, producer.Epoch, marker, sp.c.now)
+	if err != nil {
+		return err
+	}
+	return s.writeMarker(sp, producer, segment.Batch(b), commit)
+}
+
+// writeMarker appends a producer's marker batch, durably, applies it to
+// the offsets the producer staged, and starts the producer's sequence
+// again at a new epoch. It runs as endTxn does.
+func (s *Service) writeMarker(sp *servicePartition, producer Producer, b segment.Batch, commit bool) error {
+	if err := sp.checkEpoch(producer); err != nil {
+		return err
+	}
+	err := s.appendMarker(sp, producer.ID, b, commit)
 	if err != nil {
 		// As for a failed append of records: what the coordinator knows
 		// is no longer what its log holds.
@@ -170,20 +184,19 @@ func (s *Service) endTxn(sp *servicePartition, producer Producer, commit bool) e
 		}
 		return err
 	}
-	sp.producers[producer.ID] = &txnProducer{epoch: producer.Epoch, next: tp.next}
-	if producer.Epoch != tp.epoch {
-		sp.producers[producer.ID].next = 0
+	next := int32(0)
+	if tp := sp.producers[producer.ID]; tp != nil && tp.epoch == producer.Epoch {
+		next = tp.next
 	}
+	sp.pmu.Lock()
+	sp.producers[producer.ID] = &txnProducer{epoch: producer.Epoch, next: next}
+	sp.pmu.Unlock()
 	return nil
 }
 
-// appendMarker appends a marker, durably, and reports it to the
+// appendMarker appends a marker batch, durably, and reports it to the
 // coordinator.
-func (s *Service) appendMarker(sp *servicePartition, producer Producer, marker idempotence.Marker) error {
-	b, err := idempotence.AppendMarkerBatch(nil, producer.ID, producer.Epoch, marker, sp.c.now)
-	if err != nil {
-		return err
-	}
+func (s *Service) appendMarker(sp *servicePartition, producerID int64, b segment.Batch, commit bool) error {
 	res, err := sp.p.AppendMarker(b)
 	if err != nil {
 		return err
@@ -193,5 +206,5 @@ func (s *Service) appendMarker(sp *servicePartition, producer Producer, marker i
 			return err
 		}
 	}
-	return sp.c.ReplayTxnMarker(res.BaseOffset, producer.ID, marker.Type == idempotence.MarkerCommit)
+	return sp.c.ReplayTxnMarker(res.BaseOffset, producerID, commit)
 }

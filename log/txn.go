@@ -447,8 +447,15 @@ func (t *Transactions) Describe(txnID string) (idempotence.TxnRecord, bool) {
 	return t.c.Transaction(txnID)
 }
 
-// routeMarkers sends the markers of topic's partitions through c.
-func (t *Transactions) routeMarkers(topic string, c TxnOffsetCommitter) {
+// RouteMarkers sends the markers of topic's partitions through c from now
+// on, as TransactionalProducer.CommitOffsets does for its committer. A
+// server that takes offsets into transactions through requests of its own
+// (Kafka's AddOffsetsToTxn) calls it once its committer is open, so that
+// markers written again later (a retry after a failed write) reach the
+// committer too, not only the log. The markers of a transaction
+// completing when the Dir opened are written before any committer exists,
+// with Partition.AppendMarker.
+func (t *Transactions) RouteMarkers(topic string, c TxnOffsetCommitter) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.committers[topic] = c

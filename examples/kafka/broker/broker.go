@@ -36,8 +36,13 @@
 //
 // The Dir's transaction coordinator (log.Transactions) is this broker's:
 // FindCoordinator of type transaction names it, and InitProducerId with a
-// transactional id, AddPartitionsToTxn (v0-v3), EndTxn and
-// DescribeTransactions are its requests. It keeps the rules of transactions
+// transactional id, AddPartitionsToTxn (v0-v3), AddOffsetsToTxn, EndTxn and
+// DescribeTransactions are its requests. Offsets committed in a
+// transaction (TxnOffsetCommit, up to v5, which adds the group's offsets
+// partition to the transaction itself) are staged by the group.Service and
+// count at the transaction's COMMIT marker, which the coordinator writes
+// through it; a commit decided before a crash completes them when the
+// broker opens again. It keeps the rules of transactions
 // version 2 (KIP-890), which ApiVersions announces as the finalized
 // feature transaction.version=2: a transactional Produce of version 12 adds
 // its partition to the transaction, an older one must find it added, and
@@ -47,9 +52,7 @@
 //
 // # Not yet
 //
-//   - Offsets in transactions: AddOffsetsToTxn and TxnOffsetCommit are not
-//     served (UNSUPPORTED_VERSION) until group.Service takes transactional
-//     offsets, so GroupTransactSession cannot commit its offsets.
+//   - TxnOffsetCommit v6 (topics by id).
 //   - ListTransactions, DescribeProducers, WriteTxnMarkers (one broker
 //     writes its markers itself).
 //   - Fetch sessions (KIP-227: every fetch is a full one); requests that
@@ -170,6 +173,13 @@ func Open(cfg Config) (*Broker, error) {
 	b := &Broker{cfg: cfg, dir: d, groups: g, logger: cfg.Logger,
 		listeners: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}, epochs: map[topicPartition]int32{}}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
+	if _, err := d.TopicConfig(log.TransactionStateTopic); err == nil {
+		// The Dir has a transaction coordinator: the markers it writes
+		// again from now on (after failures) reach the group coordinator.
+		if _, err := b.txns(); err != nil {
+			return nil, errors.Join(err, b.Close())
+		}
+	}
 	if cfg.Advertise != "" {
 		if err := b.setAdvertise(cfg.Advertise); err != nil {
 			return nil, errors.Join(err, b.Close())

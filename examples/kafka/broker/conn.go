@@ -45,7 +45,8 @@ type api struct {
 // Versions are capped where a later one needs what the broker lacks: Fetch
 // v13+, Produce v13, OffsetFetch/OffsetCommit v10 name topics by id,
 // DeleteTopics v6 may, ListOffsets v7+ asks for the max timestamp,
-// AddPartitionsToTxn v4+ is sent by brokers only; EndTxn below v5 is
+// AddPartitionsToTxn v4+ is sent by brokers only, TxnOffsetCommit v6
+// names topics by id; EndTxn below v5 is
 // transactions version 1, which the coordinator does not keep (txn.go).
 // (Set in init: ApiVersions' handler reads the table.)
 var apis map[int16]api
@@ -74,7 +75,9 @@ func servedAPIs() map[int16]api {
 		22: {0, 4, func(b *Broker) handler { return b.initProducerID }},
 		23: {2, 4, func(b *Broker) handler { return b.offsetForLeaderEpoch }},
 		24: {0, 3, func(b *Broker) handler { return b.addPartitionsToTxn }},
+		25: {0, 4, func(b *Broker) handler { return b.addOffsetsToTxn }},
 		26: {5, 5, func(b *Broker) handler { return b.endTxn }},
+		28: {0, 5, func(b *Broker) handler { return b.txnOffsetCommit }},
 		32: {0, 4, func(b *Broker) handler { return b.describeConfigs }},
 		65: {0, 0, func(b *Broker) handler { return b.describeTransactions }},
 		68: {0, 1, func(b *Broker) handler { return b.consumerGroupHeartbeat }},

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/group"
+	"github.com/strandlog/strand/idempotence"
 )
 
 // The group APIs are served by the group.Service: this file only translates
@@ -189,6 +190,63 @@ func (b *Broker) offsetCommit(ctx context.Context, r *request) kmsg.Response {
 				perr = g.Topics[i].Partitions[j].Err
 			}
 			rt.Partitions = append(rt.Partitions, kmsg.OffsetCommitResponseTopicPartition{Partition: p.Partition, ErrorCode: code(perr)})
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+// txnOffsetCommit stages a group's offsets in a producer's transaction
+// (TxnOffsetCommit, KIP-98 and KIP-447). The group's partition of the
+// offsets topic must be in the transaction, so that the transaction's
+// marker resolves them: a v5 request adds it itself (KIP-890 part 2, in
+// place of AddOffsetsToTxn); an older one must find it added by
+// AddOffsetsToTxn, or every partition is refused and nothing is staged
+// (KIP-890 part 1's verification).
+func (b *Broker) txnOffsetCommit(ctx context.Context, r *request) kmsg.Response {
+	req := r.body.(*kmsg.TxnOffsetCommitRequest)
+	resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+	producer := idempotence.ProducerIDAndEpoch{ProducerID: req.ProducerID, Epoch: req.ProducerEpoch}
+	var err error
+	if req.Version >= 5 {
+		err = b.addOffsetsPartition(req.TransactionalID, producer, req.Group)
+	} else {
+		err = b.offsetsPartitionInTransaction(req.TransactionalID, producer, req.Group)
+	}
+	var g *group.TxnOffsetCommitResponse
+	if err == nil {
+		cr := group.TxnOffsetCommitRequest{GroupID: req.Group, Producer: group.Producer{ID: req.ProducerID, Epoch: req.ProducerEpoch},
+			GenerationID: -1} // before v3 a commit is not fenced by generation
+		if req.Version >= 3 {
+			cr.GenerationID, cr.MemberID, cr.GroupInstanceID = req.Generation, req.MemberID, str(req.InstanceID)
+		}
+		for _, t := range req.Topics {
+			ct := group.OffsetCommitTopic{Name: t.Topic}
+			for _, p := range t.Partitions {
+				epoch := int32(-1)
+				if req.Version >= 2 {
+					epoch = p.LeaderEpoch
+				}
+				ct.Partitions = append(ct.Partitions, group.OffsetCommitPartition{Partition: p.Partition, Offset: p.Offset, LeaderEpoch: epoch, Metadata: str(p.Metadata)})
+			}
+			cr.Topics = append(cr.Topics, ct)
+		}
+		if g, err = b.groups.TxnCommitOffsets(ctx, cr); err == nil {
+			err = g.Err
+		}
+	}
+	if err != nil {
+		b.logger.Info("broker: TxnOffsetCommit refused", "txn", req.TransactionalID, "group", req.Group, "client", r.clientID, "err", err)
+	}
+	for i, t := range req.Topics {
+		rt := kmsg.NewTxnOffsetCommitResponseTopic()
+		rt.Topic = t.Topic
+		for j, p := range t.Partitions {
+			perr := err
+			if perr == nil {
+				perr = g.Topics[i].Partitions[j].Err
+			}
+			rt.Partitions = append(rt.Partitions, kmsg.TxnOffsetCommitResponseTopicPartition{Partition: p.Partition, ErrorCode: code(perr)})
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}

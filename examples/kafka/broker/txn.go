@@ -36,7 +36,54 @@ func (b *Broker) txns() (*log.Transactions, error) {
 		// loaded.
 		return nil, fmt.Errorf("%w: %w", kerr.CoordinatorNotAvailable, err)
 	}
+	// The markers of the offsets topic go through the group coordinator,
+	// which applies the offsets they commit (group.Service.TxnCommitter).
+	t.RouteMarkers(b.groups.Topic(), b.groups.TxnCommitter())
 	return t, nil
+}
+
+// addOffsetsToTxn adds the partition of the offsets topic that holds a
+// group to the producer's transaction (AddOffsetsToTxn, KIP-98), so that
+// the transaction's marker is written there too, through the group
+// coordinator, which then applies or drops the offsets TxnOffsetCommit
+// staged.
+func (b *Broker) addOffsetsToTxn(_ context.Context, r *request) kmsg.Response {
+	req := r.body.(*kmsg.AddOffsetsToTxnRequest)
+	resp := req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
+	err := b.addOffsetsPartition(req.TransactionalID, idempotence.ProducerIDAndEpoch{ProducerID: req.ProducerID, Epoch: req.ProducerEpoch}, req.Group)
+	if err != nil {
+		b.logger.Info("broker: AddOffsetsToTxn refused", "txn", req.TransactionalID, "group", req.Group, "client", r.clientID, "err", err)
+		resp.ErrorCode = code(err)
+	}
+	return resp
+}
+
+// addOffsetsPartition adds the offsets partition of groupID to the
+// transaction of producer, which has transactional id txnID.
+func (b *Broker) addOffsetsPartition(txnID string, producer idempotence.ProducerIDAndEpoch, groupID string) error {
+	t, err := b.txns()
+	if err != nil {
+		return err
+	}
+	topic, partition, err := b.groups.TxnCommitter().TxnOffsetsPartition(groupID)
+	if err != nil {
+		return err
+	}
+	return t.AddPartitions(txnID, producer, idempotence.TopicPartition{Topic: topic, Partition: partition})
+}
+
+// offsetsPartitionInTransaction checks that the offsets partition of
+// groupID is in the open transaction of producer (see inTransaction).
+func (b *Broker) offsetsPartitionInTransaction(txnID string, producer idempotence.ProducerIDAndEpoch, groupID string) error {
+	t, err := b.txns()
+	if err != nil {
+		return err
+	}
+	topic, partition, err := b.groups.TxnCommitter().TxnOffsetsPartition(groupID)
+	if err != nil {
+		return err
+	}
+	return inTransaction(t, txnID, producer, idempotence.TopicPartition{Topic: topic, Partition: partition})
 }
 
 // initTransactionalProducerID answers an InitProducerId that names a
@@ -206,7 +253,8 @@ func (b *Broker) appendTransactional(txnID *string, version int16, p *log.Partit
 		return log.AppendResult{}, err
 	}
 	if version < 12 {
-		if err := inTransaction(t, *txnID, p, batch); err != nil {
+		pe := idempotence.ProducerIDAndEpoch{ProducerID: batch.ProducerID(), Epoch: batch.ProducerEpoch()}
+		if err := inTransaction(t, *txnID, pe, idempotence.TopicPartition{Topic: p.Topic(), Partition: p.ID()}); err != nil {
 			return log.AppendResult{}, err
 		}
 		return p.AppendBatch(batch)
@@ -218,21 +266,20 @@ func (b *Broker) appendTransactional(txnID *string, version int16, p *log.Partit
 	return res, err
 }
 
-// inTransaction checks that batch's producer has an open transaction with
-// txnID that includes p. A commit or abort between the check and the append
-// is no hazard: its marker, written first, carries the bumped epoch, and the
-// partition then refuses the batch's older one, so no transaction is left
-// open by it.
-func inTransaction(t *log.Transactions, txnID string, p *log.Partition, batch segment.Batch) error {
+// inTransaction checks that producer has an open transaction with txnID
+// that includes tp. A commit or abort between the check and the append is
+// no hazard: its marker, written first, carries the bumped epoch, and the
+// partition (or the group coordinator, for offsets) then refuses the
+// older one, so no transaction is left open by it.
+func inTransaction(t *log.Transactions, txnID string, producer idempotence.ProducerIDAndEpoch, tp idempotence.TopicPartition) error {
 	rec, ok := t.Describe(txnID)
-	tp := idempotence.TopicPartition{Topic: p.Topic(), Partition: p.ID()}
 	switch {
-	case !ok || rec.ProducerID != batch.ProducerID():
-		return fmt.Errorf("%w: producer %d is not transactional id %q's", kerr.InvalidTxnState, batch.ProducerID(), txnID)
-	case rec.ProducerEpoch != batch.ProducerEpoch():
-		return fmt.Errorf("%w: epoch %d, transactional id %q is at %d", kerr.InvalidProducerEpoch, batch.ProducerEpoch(), txnID, rec.ProducerEpoch)
+	case !ok || rec.ProducerID != producer.ProducerID:
+		return fmt.Errorf("%w: producer %d is not transactional id %q's", kerr.InvalidTxnState, producer.ProducerID, txnID)
+	case rec.ProducerEpoch != producer.Epoch:
+		return fmt.Errorf("%w: epoch %d, transactional id %q is at %d", kerr.InvalidProducerEpoch, producer.Epoch, txnID, rec.ProducerEpoch)
 	case rec.State != idempotence.TxnOngoing || !slices.Contains(rec.Partitions, tp):
-		return fmt.Errorf("%w: %s-%d is not in the open transaction of %q (AddPartitionsToTxn first)", kerr.InvalidTxnState, tp.Topic, tp.Partition, txnID)
+		return fmt.Errorf("%w: %s-%d is not in the open transaction of %q (AddPartitionsToTxn or AddOffsetsToTxn first)", kerr.InvalidTxnState, tp.Topic, tp.Partition, txnID)
 	}
 	return nil
 }

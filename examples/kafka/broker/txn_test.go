@@ -3,8 +3,10 @@ package broker_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -298,96 +300,227 @@ func TestTransactionRequestsOverTheWire(t *testing.T) {
 	require.Equal(t, kerr.InvalidTopicException.Code, r.ErrorCode)
 }
 
-// TestOffsetsInTransactionsNotServed: until group.Service takes offsets in
-// transactions, AddOffsetsToTxn and TxnOffsetCommit are not advertised and
-// are answered UNSUPPORTED_VERSION, TxnOffsetCommit in each partition (an
-// empty answer would read as success), so a client's transaction with
-// offsets cannot commit them unawares.
-func TestOffsetsInTransactionsNotServed(t *testing.T) {
-	tb := startBroker(t, t.TempDir())
-	c := dial(t, tb.addr)
-
-	add := kmsg.NewPtrAddOffsetsToTxnRequest()
-	add.TransactionalID, add.Group = "eos", "readers"
-	_, err := c.Write(frame(add, 25, 3, 1))
-	require.NoError(t, err)
-	corr, body := c.response(true)
-	require.EqualValues(t, 1, corr)
-	ar := kmsg.NewPtrAddOffsetsToTxnResponse()
-	ar.SetVersion(3)
-	require.NoError(t, ar.ReadFrom(body))
-	require.Equal(t, kerr.UnsupportedVersion.Code, ar.ErrorCode)
-
+// txnOffsetCommitRaw sends a TxnOffsetCommit of the given version that
+// commits offset for partitions 0 and 1 of "in" in group "readers", and
+// returns the code of each partition.
+func txnOffsetCommitRaw(t *testing.T, c *rawConn, version int16, correlation int32, txnID string, pe idempotence.ProducerIDAndEpoch, offset int64) []int16 {
+	t.Helper()
 	commit := kmsg.NewPtrTxnOffsetCommitRequest()
-	commit.TransactionalID, commit.Group = "eos", "readers"
+	commit.TransactionalID, commit.Group, commit.ProducerID, commit.ProducerEpoch = txnID, "readers", pe.ProducerID, pe.Epoch
 	rt := kmsg.NewTxnOffsetCommitRequestTopic()
 	rt.Topic = "in"
 	for p := range int32(2) {
 		rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
-		rp.Partition, rp.Offset = p, 10
+		rp.Partition, rp.Offset = p, offset
 		rt.Partitions = append(rt.Partitions, rp)
 	}
 	commit.Topics = append(commit.Topics, rt)
-	_, err = c.Write(frame(commit, 28, 3, 2))
+	_, err := c.Write(frame(commit, 28, version, correlation))
 	require.NoError(t, err)
-	corr, body = c.response(true)
-	require.EqualValues(t, 2, corr)
+	corr, body := c.response(version >= 3)
+	require.Equal(t, correlation, corr)
 	cr := kmsg.NewPtrTxnOffsetCommitResponse()
-	cr.SetVersion(3)
+	cr.SetVersion(version)
 	require.NoError(t, cr.ReadFrom(body))
 	require.Len(t, cr.Topics, 1)
 	require.Equal(t, "in", cr.Topics[0].Topic)
-	require.Equal(t, []kmsg.TxnOffsetCommitResponseTopicPartition{
-		{Partition: 0, ErrorCode: kerr.UnsupportedVersion.Code}, {Partition: 1, ErrorCode: kerr.UnsupportedVersion.Code}}, cr.Topics[0].Partitions)
+	var codes []int16
+	for _, p := range cr.Topics[0].Partitions {
+		codes = append(codes, p.ErrorCode)
+	}
+	return codes
 }
 
-// TestKgoGroupTransactSessionCannotCommitOffsets: kgo's consume-transform-
-// produce session reads a group's records and produces its output in a
-// transaction; committing fails at the offsets (not served yet), the
-// session aborts, and neither the output nor the group's offsets are
-// committed: a read_committed reader sees no output.
-func TestKgoGroupTransactSessionCannotCommitOffsets(t *testing.T) {
+// committedOffsets returns group "readers"' committed offsets of "in"-0
+// and "in"-1, or the code that refused each.
+func committedOffsets(t *testing.T, c *kgo.Client, requireStable bool) []string {
+	t.Helper()
+	of := kmsg.NewPtrOffsetFetchRequest()
+	of.Group, of.RequireStable = "readers", requireStable
+	of.Topics = []kmsg.OffsetFetchRequestTopic{{Topic: "in", Partitions: []int32{0, 1}}}
+	or, err := of.RequestWith(context.Background(), c)
+	require.NoError(t, err)
+	require.Len(t, or.Topics, 1)
+	var out []string
+	for _, p := range or.Topics[0].Partitions {
+		if p.ErrorCode != 0 {
+			out = append(out, kerr.ErrorForCode(p.ErrorCode).Error())
+			continue
+		}
+		out = append(out, fmt.Sprint(p.Offset))
+	}
+	return out
+}
+
+// TestOffsetsInTransactions: offsets committed in a transaction
+// (TxnOffsetCommit) count only once it commits. The group's offsets
+// partition must be in the transaction first: added by AddOffsetsToTxn
+// for TxnOffsetCommit v0-v4, or else every partition is INVALID_TXN_STATE
+// and nothing is staged (KIP-890 part 1's verification); added by the
+// request itself from v5 on (KIP-890 part 2). Staged offsets are
+// UNSTABLE_OFFSET_COMMIT to a RequireStable OffsetFetch (KIP-447), the
+// old ones to others; the COMMIT marker applies them, an ABORT drops them.
+func TestOffsetsInTransactions(t *testing.T) {
+	tb := startBroker(t, t.TempDir())
+	admin := tb.client()
+	createTopic(t, admin, "in", 2)
+	av, err := kmsg.NewPtrApiVersionsRequest().RequestWith(context.Background(), admin)
+	require.NoError(t, err)
+	advertised := map[int16][2]int16{}
+	for _, k := range av.ApiKeys {
+		advertised[k.ApiKey] = [2]int16{k.MinVersion, k.MaxVersion}
+	}
+	require.Equal(t, [2]int16{0, 4}, advertised[25], "AddOffsetsToTxn")
+	require.Equal(t, [2]int16{0, 5}, advertised[28], "TxnOffsetCommit, but v6 (topic ids)")
+
+	c := dial(t, tb.addr)
+	const txnID = "eos"
+	pe := initTxnID(t, admin, txnID)
+	endTxn := func(commit bool) { pe = endTxnRaw(t, admin, txnID, pe, commit) }
+	invalidTxnState := kerr.InvalidTxnState.Code
+	unstable := kerr.UnstableOffsetCommit.Error()
+
+	require.Equal(t, []int16{invalidTxnState, invalidTxnState}, txnOffsetCommitRaw(t, c, 3, 1, txnID, pe, 10), "v3 without AddOffsetsToTxn")
+	require.Equal(t, []string{"-1", "-1"}, committedOffsets(t, admin, true), "nothing staged")
+
+	add := kmsg.NewPtrAddOffsetsToTxnRequest()
+	add.TransactionalID, add.Group, add.ProducerID, add.ProducerEpoch = txnID, "readers", pe.ProducerID, pe.Epoch
+	_, err = c.Write(frame(add, 25, 3, 2))
+	require.NoError(t, err)
+	corr, body := c.response(true)
+	require.EqualValues(t, 2, corr)
+	ar := kmsg.NewPtrAddOffsetsToTxnResponse()
+	ar.SetVersion(3)
+	require.NoError(t, ar.ReadFrom(body))
+	require.Zero(t, ar.ErrorCode)
+	require.Equal(t, []int16{0, 0}, txnOffsetCommitRaw(t, c, 3, 3, txnID, pe, 10))
+	require.Equal(t, []string{unstable, unstable}, committedOffsets(t, admin, true))
+	require.Equal(t, []string{"-1", "-1"}, committedOffsets(t, admin, false))
+	endTxn(true)
+	require.Equal(t, []string{"10", "10"}, committedOffsets(t, admin, true), "committed")
+
+	require.Equal(t, []int16{0, 0}, txnOffsetCommitRaw(t, c, 5, 4, txnID, pe, 20), "v5 adds the offsets partition itself")
+	require.Equal(t, []string{unstable, unstable}, committedOffsets(t, admin, true))
+	endTxn(false)
+	require.Equal(t, []string{"10", "10"}, committedOffsets(t, admin, true), "aborted")
+
+	stale := pe
+	stale.Epoch--
+	require.Equal(t, []int16{kerr.ProducerFenced.Code, kerr.ProducerFenced.Code}, txnOffsetCommitRaw(t, c, 5, 5, txnID, stale, 30), "an ended transaction's epoch")
+	require.Equal(t, []string{"10", "10"}, committedOffsets(t, admin, true))
+}
+
+// initTxnID gives a transactional id a producer (InitProducerId).
+func initTxnID(t *testing.T, c *kgo.Client, txnID string) idempotence.ProducerIDAndEpoch {
+	t.Helper()
+	init := kmsg.NewPtrInitProducerIDRequest()
+	init.TransactionalID, init.TransactionTimeoutMillis = kmsg.StringPtr(txnID), 10000
+	ir, err := init.RequestWith(context.Background(), c)
+	require.NoError(t, err)
+	require.Zero(t, ir.ErrorCode)
+	return idempotence.ProducerIDAndEpoch{ProducerID: ir.ProducerID, Epoch: ir.ProducerEpoch}
+}
+
+// endTxnRaw ends the transaction of pe (EndTxn v5) and returns the
+// producer's next epoch.
+func endTxnRaw(t *testing.T, c *kgo.Client, txnID string, pe idempotence.ProducerIDAndEpoch, commit bool) idempotence.ProducerIDAndEpoch {
+	t.Helper()
+	req := kmsg.NewPtrEndTxnRequest()
+	req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = txnID, pe.ProducerID, pe.Epoch, commit
+	resp, err := req.RequestWith(context.Background(), c)
+	require.NoError(t, err)
+	require.Zero(t, resp.ErrorCode)
+	return idempotence.ProducerIDAndEpoch{ProducerID: resp.ProducerID, Epoch: resp.ProducerEpoch}
+}
+
+// TestOffsetsInTransactionsAcrossARestart: offsets staged in a transaction
+// still open when the broker stops are pending after it starts again, and
+// count when the transaction commits then.
+func TestOffsetsInTransactionsAcrossARestart(t *testing.T) {
+	dir := t.TempDir()
+	tb := startBroker(t, dir)
+	createTopic(t, tb.client(), "in", 2)
+	pe := initTxnID(t, tb.client(), "eos")
+	require.Equal(t, []int16{0, 0}, txnOffsetCommitRaw(t, dial(t, tb.addr), 5, 1, "eos", pe, 42))
+	tb.stop()
+
+	tb = startBroker(t, dir)
+	admin := tb.client()
+	unstable := kerr.UnstableOffsetCommit.Error()
+	require.Equal(t, []string{unstable, unstable}, committedOffsets(t, admin, true))
+	endTxnRaw(t, admin, "eos", pe, true)
+	require.Equal(t, []string{"42", "42"}, committedOffsets(t, admin, true))
+}
+
+// TestKgoGroupTransactSessionCommitsExactlyOnce: kgo's consume-transform-
+// produce session (GroupTransactSession, transactions version 2: its
+// TxnOffsetCommit v5 adds the offsets partition to the transaction) reads
+// a group's records and produces its output in transactions that commit
+// the group's offsets with it: a read_committed reader sees each output
+// record once, and the group's offsets advance with each commit, so that
+// a session started again after the first goes on from where it ended.
+func TestKgoGroupTransactSessionCommitsExactlyOnce(t *testing.T) {
 	tb := startBroker(t, t.TempDir())
 	admin := tb.client()
 	createTopic(t, admin, "in", 1)
 	createTopic(t, admin, "out", 1)
 	produce(t, admin, "in", 0, 5)
-
-	s, err := kgo.NewGroupTransactSession(append([]kgo.Opt{kgo.SeedBrokers(tb.addr)},
-		kgo.TransactionalID("eos"), kgo.ConsumerGroup("transformers"), kgo.ConsumeTopics("in"),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.TransactionTimeout(10*time.Second))...)
-	require.NoError(t, err)
-	defer s.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var got int
-	for got < 5 {
-		fs := s.PollFetches(ctx)
-		require.NoError(t, ctx.Err())
-		if got == 0 {
-			require.NoError(t, s.Begin())
+
+	// transform runs one session that reads n records and commits their
+	// output and offsets in one transaction.
+	transform := func(n int) {
+		t.Helper()
+		s, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(tb.addr),
+			kgo.TransactionalID("eos"), kgo.ConsumerGroup("transformers"), kgo.ConsumeTopics("in"),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+			kgo.TransactionTimeout(10*time.Second))
+		require.NoError(t, err)
+		defer s.Close()
+		require.NoError(t, s.Begin())
+		for got := 0; got < n; {
+			fs := s.PollFetches(ctx)
+			require.NoError(t, ctx.Err())
+			fs.EachRecord(func(r *kgo.Record) {
+				got++
+				s.Produce(ctx, &kgo.Record{Topic: "out", Key: r.Key, Value: append([]byte("seen "), r.Value...)}, nil)
+			})
 		}
-		fs.EachRecord(func(r *kgo.Record) {
-			got++
-			s.Produce(ctx, &kgo.Record{Topic: "out", Key: r.Key, Value: append([]byte("seen "), r.Value...)}, nil)
-		})
+		require.NoError(t, s.Client().Flush(ctx))
+		committed, err := s.End(ctx, kgo.TryCommit)
+		require.NoError(t, err)
+		require.True(t, committed)
 	}
-	require.NoError(t, s.Client().Flush(ctx))
-	committed, err := s.End(ctx, kgo.TryCommit)
-	require.Error(t, err)
-	require.False(t, committed)
+	offset := func() int64 {
+		t.Helper()
+		of := kmsg.NewPtrOffsetFetchRequest()
+		of.Group, of.RequireStable = "transformers", true
+		of.Topics = []kmsg.OffsetFetchRequestTopic{{Topic: "in", Partitions: []int32{0}}}
+		or, err := of.RequestWith(ctx, admin)
+		require.NoError(t, err)
+		require.Zero(t, or.Topics[0].Partitions[0].ErrorCode)
+		return or.Topics[0].Partitions[0].Offset
+	}
 
-	ru := tb.client(kgo.ConsumeTopics("out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadUncommitted()))
-	require.Len(t, consume(t, ru, 5), 5, "the output was written, then aborted")
+	transform(5)
+	require.EqualValues(t, 5, offset(), "the group's offset advanced with the commit")
+	produce(t, admin, "in", 5, 8)
+	transform(3)
+	require.EqualValues(t, 8, offset())
+
 	rc := tb.client(kgo.ConsumeTopics("out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	var keys []string
+	for _, r := range consume(t, rc, 8) {
+		keys = append(keys, string(r.Key))
+		require.Equal(t, "seen "+strings.TrimPrefix(string(r.Key), "key-"), strings.Replace(string(r.Value), "value-", "", 1))
+	}
+	var want []string
+	for i := range 8 {
+		want = append(want, key(i))
+	}
+	require.Equal(t, want, keys, "each input's output once")
 	noMoreRecords(t, rc)
-
-	of := kmsg.NewPtrOffsetFetchRequest()
-	of.Group, of.Topics = "transformers", []kmsg.OffsetFetchRequestTopic{{Topic: "in", Partitions: []int32{0}}}
-	or, err := of.RequestWith(ctx, admin)
-	require.NoError(t, err)
-	require.EqualValues(t, -1, or.Topics[0].Partitions[0].Offset, "no offset committed")
 }
 
 // TestTransactionsAcrossARestart: the coordinator's state is durable in
