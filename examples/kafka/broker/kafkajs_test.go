@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -60,10 +61,12 @@ type kafkajsLine struct {
 		Keys       []string `json:"keys"`
 	} `json:"sent"`
 	Joined *struct {
-		MemberID   string             `json:"memberId"`
-		Assignment map[string][]int32 `json:"assignment"`
+		Member     int     `json:"member"`
+		MemberID   string  `json:"memberId"`
+		Assignment []int32 `json:"assignment"`
 	} `json:"joined"`
 	Record *struct {
+		Member    int    `json:"member"`
 		Partition int32  `json:"partition"`
 		Offset    int64  `json:"offset"`
 		Key       string `json:"key"`
@@ -121,6 +124,68 @@ func groupOffsets(t *testing.T, c *kgo.Client, group, topic string) map[int32]in
 	return got
 }
 
+// kafkajsRun is what one run of check.js printed.
+type kafkajsRun struct {
+	// sent is where the produce responses put each record, by key: within
+	// a partition a send's records follow its base offset in the order
+	// sent.
+	sent map[string]placed
+	// read is where the consumer read each record, by key.
+	read map[string]placed
+	// readBy is the member that read each partition's records.
+	readBy map[int32]int
+	// assigned is each member's last assignment.
+	assigned map[int][]int32
+	// committed is the last offset committed for each partition.
+	committed map[int32]int64
+}
+
+// parseKafkajs checks that each record was sent and read once, read in
+// offset order per partition from its from offset on, with the value of its
+// key, and returns the run.
+func parseKafkajs(t *testing.T, lines []kafkajsLine, from map[int32]int64) kafkajsRun {
+	t.Helper()
+	run := kafkajsRun{
+		sent: map[string]placed{}, read: map[string]placed{}, readBy: map[int32]int{},
+		assigned: map[int][]int32{}, committed: map[int32]int64{},
+	}
+	next := maps.Clone(from)
+	for _, l := range lines {
+		switch {
+		case l.Sent != nil:
+			for i, k := range l.Sent.Keys {
+				require.NotContains(t, run.sent, k)
+				run.sent[k] = placed{l.Sent.Partition, l.Sent.BaseOffset + int64(i)}
+			}
+		case l.Joined != nil:
+			run.assigned[l.Joined.Member] = l.Joined.Assignment
+		case l.Record != nil:
+			r := l.Record
+			require.Equal(t, next[r.Partition], r.Offset, "partition %d: offsets follow each other", r.Partition)
+			next[r.Partition] = r.Offset + 1
+			i, err := strconv.Atoi(strings.TrimPrefix(r.Key, "key-"))
+			require.NoError(t, err, "key %q", r.Key)
+			require.Equal(t, value(i), r.Value, r.Key)
+			require.NotContains(t, run.read, r.Key)
+			run.read[r.Key] = placed{r.Partition, r.Offset}
+			run.readBy[r.Partition] = r.Member
+		case l.Committed != nil:
+			run.committed[l.Committed.Partition] = l.Committed.Offset
+		}
+	}
+	return run
+}
+
+// endsAfter returns the end offsets of partitions starting at from once
+// records is appended.
+func endsAfter(from map[int32]int64, records map[string]placed) map[int32]int64 {
+	ends := maps.Clone(from)
+	for _, p := range records {
+		ends[p.partition]++
+	}
+	return ends
+}
+
 // TestKafkajsProducesAndConsumesInAGroup: kafkajs, a client with its own
 // implementation of the protocol, creates a topic, produces keyed records
 // idempotently with acks -1 (one gzip send, then one send per record) and
@@ -133,25 +198,14 @@ func TestKafkajsProducesAndConsumesInAGroup(t *testing.T) {
 	dir := t.TempDir()
 	tb := startBroker(t, dir)
 	const topic, group, partitions, n = "kafkajs", "kafkajs-group", 3, 30
+	zero := map[int32]int64{0: 0, 1: 0, 2: 0}
 
-	// Where each produce response put each record: within a partition a
-	// send's records follow its base offset in the order sent.
-	where := map[string]placed{}
-	for _, l := range kafkajs(t, node, "produce", tb.addr, topic, strconv.Itoa(partitions), "0", strconv.Itoa(n)) {
-		require.NotNil(t, l.Sent)
-		for i, k := range l.Sent.Keys {
-			require.NotContains(t, where, k)
-			where[k] = placed{l.Sent.Partition, l.Sent.BaseOffset + int64(i)}
-		}
-	}
-	require.Len(t, where, n)
-	ends := map[int32]int64{}
-	for _, p := range where {
-		ends[p.partition]++
-	}
+	produced := parseKafkajs(t, kafkajs(t, node, "produce", tb.addr, topic, strconv.Itoa(partitions), "0", strconv.Itoa(n)), zero).sent
+	require.Len(t, produced, n)
+	ends := endsAfter(zero, produced)
 	require.Len(t, ends, partitions, "the keys spread over every partition")
 	seen := map[placed]bool{}
-	for k, p := range where {
+	for k, p := range produced {
 		require.Less(t, p.offset, ends[p.partition], "%s: each partition's offsets are 0..its count-1", k)
 		require.False(t, seen[p], "%s: an offset given twice", k)
 		seen[p] = true
@@ -160,78 +214,84 @@ func TestKafkajsProducesAndConsumesInAGroup(t *testing.T) {
 	// franz-go reads every record where the produce responses said.
 	kc := tb.client(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	for k, r := range recordsByKey(t, consume(t, kc, n), 0, n) {
-		require.Equal(t, where[k], placed{r.Partition, r.Offset}, k)
+		require.Equal(t, produced[k], placed{r.Partition, r.Offset}, k)
 	}
 	kc.Close()
 
-	// The group member reads each record once, in offset order per
-	// partition, and commits the ends.
-	var joined int
-	got := map[string]placed{}
-	next := map[int32]int64{}
-	committed := map[int32]int64{}
-	for _, l := range kafkajs(t, node, "consume", tb.addr, topic, group) {
-		switch {
-		case l.Joined != nil:
-			joined++
-			require.ElementsMatch(t, []int32{0, 1, 2}, l.Joined.Assignment[topic], "the only member is assigned every partition")
-		case l.Record != nil:
-			r := l.Record
-			require.Equal(t, next[r.Partition], r.Offset, "partition %d: offsets follow each other", r.Partition)
-			next[r.Partition] = r.Offset + 1
-			i, err := strconv.Atoi(strings.TrimPrefix(r.Key, "key-"))
-			require.NoError(t, err, "key %q", r.Key)
-			require.Equal(t, value(i), r.Value, r.Key)
-			require.NotContains(t, got, r.Key)
-			got[r.Key] = placed{r.Partition, r.Offset}
-		case l.Committed != nil:
-			committed[l.Committed.Partition] = l.Committed.Offset
-		}
-	}
-	require.Equal(t, 1, joined)
-	require.Equal(t, where, got, "kafkajs consumed every record where it produced it")
-	require.Equal(t, ends, committed, "kafkajs committed the end of each partition")
+	// The group's one member reads each record once and commits the ends.
+	alone := parseKafkajs(t, kafkajs(t, node, "consume", tb.addr, topic, group), zero)
+	require.Equal(t, map[int][]int32{0: {0, 1, 2}}, alone.assigned, "the only member is assigned every partition")
+	require.Equal(t, produced, alone.read, "kafkajs consumed every record where it produced it")
+	require.Equal(t, ends, alone.committed, "kafkajs committed the end of each partition")
 	c := tb.client()
 	require.Equal(t, ends, groupOffsets(t, c, group, topic), "the broker holds the offsets kafkajs committed")
 
 	// Another member of the group starts at the committed offsets: nothing.
-	for _, l := range kafkajs(t, node, "consume", tb.addr, topic, group) {
-		require.Nil(t, l.Record, "the group resumes at its committed offsets")
-		require.Nil(t, l.Committed)
-	}
+	again := parseKafkajs(t, kafkajs(t, node, "consume", tb.addr, topic, group), ends)
+	require.Empty(t, again.read, "the group resumes at its committed offsets")
+	require.Empty(t, again.committed)
 	require.Equal(t, ends, groupOffsets(t, c, group, topic))
-	c.Close()
 
-	// On disk: the first send is one gzip batch per partition, the others
-	// one record each, all from one idempotent producer whose sequence
-	// numbers follow each other per partition.
+	// Two members split the partitions (kafkajs's leader assigns them
+	// through SyncGroup); each reads only what was produced since to its
+	// own partitions, and the group commits the new ends.
+	pair := parseKafkajs(t, kafkajs(t, node, "group", tb.addr, topic, group, strconv.Itoa(n), strconv.Itoa(n+10), "2"), ends)
+	require.Len(t, pair.assigned, 2)
+	owner := map[int32]int{}
+	for m, ps := range pair.assigned {
+		require.NotEmpty(t, ps, "member %d", m)
+		for _, p := range ps {
+			require.NotContains(t, owner, p, "partition %d assigned twice", p)
+			owner[p] = m
+		}
+	}
+	require.Len(t, owner, partitions)
+	require.Len(t, pair.sent, 10)
+	require.Equal(t, pair.sent, pair.read, "the members consumed every new record where it was produced")
+	for p, m := range pair.readBy {
+		require.Equal(t, owner[p], m, "partition %d read by its owner", p)
+	}
+	newEnds := endsAfter(ends, pair.sent)
+	require.Equal(t, newEnds, pair.committed)
+	require.Equal(t, newEnds, groupOffsets(t, c, group, topic))
+	c.Close()
+	maps.Copy(produced, pair.sent)
+
+	// On disk: each producer's first send is one gzip batch per partition,
+	// its others one record each; the sequence numbers of each idempotent
+	// producer follow each other per partition.
+	gzipped := func(k string) bool {
+		i, err := strconv.Atoi(strings.TrimPrefix(k, "key-"))
+		require.NoError(t, err)
+		return i < n/2 || n <= i && i < n+5
+	}
 	tb.stop()
 	d, err := log.OpenDir(dir, log.DirOptions{MaintenanceInterval: -1})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, d.Close()) }()
-	producerID := int64(-1)
+	onDisk := map[string]placed{}
+	producers := map[int64]bool{}
 	for id := range int32(partitions) {
 		p, err := d.Partition(topic, id)
 		require.NoError(t, err)
 		bs, err := p.Read(0, 1<<20, log.ReadUncommitted)
 		require.NoError(t, err)
-		var sequence int32
+		sequences := map[int64]int32{}
 		for batch, err := range bs.All() {
 			require.NoError(t, err)
-			require.GreaterOrEqual(t, batch.ProducerID(), int64(0), "an idempotent producer's batch")
-			if producerID < 0 {
-				producerID = batch.ProducerID()
+			pid := batch.ProducerID()
+			require.GreaterOrEqual(t, pid, int64(0), "an idempotent producer's batch")
+			producers[pid] = true
+			require.Equal(t, sequences[pid], batch.BaseSequence(), "partition %d offset %d", id, batch.BaseOffset())
+			sequences[pid] += batch.NumRecords()
+			for r, err := range batch.Records() {
+				require.NoError(t, err)
+				require.Equal(t, gzipped(string(r.Key)), batch.Codec() == segment.CodecGzip, "%s at partition %d offset %d", r.Key, id, r.Offset)
+				onDisk[string(r.Key)] = placed{id, r.Offset}
 			}
-			require.Equal(t, producerID, batch.ProducerID())
-			require.Equal(t, sequence, batch.BaseSequence(), "partition %d offset %d", id, batch.BaseOffset())
-			want := segment.CodecNone
-			if sequence == 0 {
-				want = segment.CodecGzip
-			}
-			require.Equal(t, want, batch.Codec(), "partition %d offset %d", id, batch.BaseOffset())
-			sequence += batch.NumRecords()
 		}
 		require.NoError(t, bs.Close())
-		require.EqualValues(t, ends[id], sequence, "partition %d", id)
 	}
+	require.Len(t, producers, 2, "one producer id per kafkajs producer")
+	require.Equal(t, produced, onDisk)
 }

@@ -12,10 +12,14 @@
 //	node check.js consume BROKER TOPIC GROUP
 //	    joins GROUP as its one member and consumes TOPIC from the group's
 //	    committed offsets (the beginning when none), committing as it goes,
-//	    until it has read and committed up to the end offsets the topic had
-//	    when it started, and a few more fetches brought nothing. Prints
-//	    {"joined":...}, one {"record":...} per record and {"committed":...}
-//	    per commit.
+//	    until it has read and committed up to the end offsets of TOPIC, and
+//	    a few more fetches brought nothing. Prints {"joined":...} per
+//	    assignment, one {"record":...} per record and {"committed":...} per
+//	    commit.
+//	node check.js group BROKER TOPIC GROUP FIRST LAST MEMBERS
+//	    starts MEMBERS members of GROUP; once the partitions are split
+//	    between them, produces key-FIRST..key-(LAST-1) as produce does and
+//	    consumes as consume does. Records, joins and commits name the member.
 'use strict'
 
 const { Kafka, logLevel, CompressionTypes, Partitioners } = require('kafkajs')
@@ -58,7 +62,7 @@ function printSent(metadata, messages, partitionOf) {
   }
 }
 
-async function produce(kafka, topic, partitions, first, last) {
+async function createTopic(kafka, topic, partitions) {
   const admin = kafka.admin()
   await admin.connect()
   const created = await admin.createTopics({
@@ -69,7 +73,11 @@ async function produce(kafka, topic, partitions, first, last) {
     throw new Error(`createTopics ${topic}: the topic already existed`)
   }
   await admin.disconnect()
+}
 
+// produce sends key-FIRST..key-(LAST-1) idempotently with acks -1: the
+// first half in one gzip-compressed send, the rest one send each.
+async function produce(kafka, topic, first, last) {
   // The partitioner is kafkajs's default (murmur2 of the key, as Java's
   // client); wrapping it records where each message went.
   const partitionOfKey = new Map()
@@ -105,11 +113,15 @@ async function produce(kafka, topic, partitions, first, last) {
   await producer.disconnect()
 }
 
-async function consume(kafka, topic, groupId) {
+// consume runs members members of groupId on topic until they have read and
+// committed up to the topic's end offsets and a few more fetches brought
+// nothing. With produceMore, the members first settle on a generation
+// whose assignments split the partitions between them, then produceMore
+// writes the records they are to read.
+async function consume(kafka, topic, groupId, members, produceMore) {
   const admin = kafka.admin()
   await admin.connect()
   const offsets = await admin.fetchTopicOffsets(topic)
-  const ends = new Map(offsets.map(p => [p.partition, Number(p.high)]))
   // next and committed start at the group's committed offsets, or at the
   // start of the log for a partition without one.
   const lows = new Map(offsets.map(p => [p.partition, Number(p.low)]))
@@ -121,63 +133,87 @@ async function consume(kafka, topic, groupId) {
     next.set(p.partition, o >= 0 ? o : lows.get(p.partition))
     committed.set(p.partition, o >= 0 ? o : lows.get(p.partition))
   }
-  await admin.disconnect()
-
-  const consumer = kafka.consumer({
-    groupId,
-    sessionTimeout: 6000,
-    heartbeatInterval: 200,
-    maxWaitTimeInMs: 100,
-    allowAutoTopicCreation: false,
-  })
+  let ends = null
   const reachedEnds = () =>
-    [...ends].every(([p, end]) => next.get(p) >= end && committed.get(p) >= end)
+    ends !== null && [...ends].every(([p, end]) => next.get(p) >= end && committed.get(p) >= end)
+
+  // settled resolves once the members' latest assignments are disjoint and
+  // cover every partition, which makes them one generation's.
+  const assignments = new Map()
+  let settle
+  const settled = new Promise(resolve => (settle = resolve))
+  const checkSettled = () => {
+    const all = [...assignments.values()].flat()
+    if (assignments.size === members && all.length === offsets.length && new Set(all).size === all.length) {
+      settle()
+    }
+  }
 
   let fetchesAtEnd = 0
   let finish
   const finished = new Promise(resolve => (finish = resolve))
-  consumer.on(consumer.events.GROUP_JOIN, e => {
-    print({ joined: { memberId: e.payload.memberId, isLeader: e.payload.isLeader, assignment: e.payload.memberAssignment } })
-  })
-  consumer.on(consumer.events.COMMIT_OFFSETS, e => {
-    for (const t of e.payload.topics) {
-      for (const p of t.partitions) {
-        // kafkajs reports the partition as a string here.
-        const partition = Number(p.partition)
-        committed.set(partition, Number(p.offset))
-        print({ committed: { partition, offset: Number(p.offset) } })
+  const consumers = []
+  for (let member = 0; member < members; member++) {
+    const consumer = kafka.consumer({
+      groupId,
+      sessionTimeout: 6000,
+      heartbeatInterval: 100,
+      maxWaitTimeInMs: 100,
+      allowAutoTopicCreation: false,
+    })
+    consumers.push(consumer)
+    consumer.on(consumer.events.GROUP_JOIN, e => {
+      const assignment = e.payload.memberAssignment[topic] || []
+      print({ joined: { member, memberId: e.payload.memberId, assignment } })
+      assignments.set(member, assignment)
+      checkSettled()
+    })
+    consumer.on(consumer.events.COMMIT_OFFSETS, e => {
+      for (const t of e.payload.topics) {
+        for (const p of t.partitions) {
+          // kafkajs reports the partition as a string here.
+          const partition = Number(p.partition)
+          committed.set(partition, Number(p.offset))
+          print({ committed: { member, partition, offset: Number(p.offset) } })
+        }
       }
-    }
-  })
-  // A few fetches past the ends show that nothing more comes.
-  consumer.on(consumer.events.FETCH, () => {
-    if (reachedEnds() && ++fetchesAtEnd >= 3) {
-      finish()
-    }
-  })
-  consumer.on(consumer.events.CRASH, e => {
-    process.stderr.write(`kafkajs consumer crashed: ${e.payload.error}\n`)
-    process.exit(1)
-  })
-
-  await consumer.connect()
-  await consumer.subscribe({ topics: [topic], fromBeginning: true })
-  await consumer.run({
-    eachMessage: async ({ partition, message }) => {
-      const offset = Number(message.offset)
-      print({
-        record: {
-          partition,
-          offset,
-          key: message.key === null ? null : message.key.toString(),
-          value: message.value === null ? null : message.value.toString(),
-        },
-      })
-      next.set(partition, offset + 1)
-    },
-  })
+    })
+    // A few fetches past the ends show that nothing more comes.
+    consumer.on(consumer.events.FETCH, () => {
+      if (reachedEnds() && ++fetchesAtEnd >= 3 * members) {
+        finish()
+      }
+    })
+    consumer.on(consumer.events.CRASH, e => {
+      process.stderr.write(`kafkajs consumer ${member} crashed: ${e.payload.error}\n`)
+      process.exit(1)
+    })
+    await consumer.connect()
+    await consumer.subscribe({ topics: [topic], fromBeginning: true })
+    await consumer.run({
+      eachMessage: async ({ partition, message }) => {
+        const offset = Number(message.offset)
+        print({
+          record: {
+            member,
+            partition,
+            offset,
+            key: message.key === null ? null : message.key.toString(),
+            value: message.value === null ? null : message.value.toString(),
+          },
+        })
+        next.set(partition, offset + 1)
+      },
+    })
+  }
+  if (produceMore) {
+    await settled
+    await produceMore()
+  }
+  ends = new Map((await admin.fetchTopicOffsets(topic)).map(p => [p.partition, Number(p.high)]))
+  await admin.disconnect()
   await finished
-  await consumer.disconnect()
+  await Promise.all(consumers.map(c => c.disconnect()))
 }
 
 async function main() {
@@ -185,13 +221,17 @@ async function main() {
   const kafka = client(broker)
   switch (mode) {
     case 'produce':
-      await produce(kafka, topic, Number(rest[0]), Number(rest[1]), Number(rest[2]))
+      await createTopic(kafka, topic, Number(rest[0]))
+      await produce(kafka, topic, Number(rest[1]), Number(rest[2]))
       break
     case 'consume':
-      await consume(kafka, topic, rest[0])
+      await consume(kafka, topic, rest[0], 1, null)
+      break
+    case 'group':
+      await consume(kafka, topic, rest[0], Number(rest[3]), () => produce(kafka, topic, Number(rest[1]), Number(rest[2])))
       break
     default:
-      throw new Error(`unknown mode ${mode}: want produce or consume`)
+      throw new Error(`unknown mode ${mode}: want produce, consume or group`)
   }
 }
 
