@@ -47,10 +47,12 @@ const (
 	brokerValues = 256
 )
 
-// benchBroker is a running broker: its address and how to stop it.
+// benchBroker is a running broker: its address, how to stop it, and for
+// Strand's the fsyncs of the topic's partitions so far.
 type benchBroker struct {
-	addr  string
-	close func() error
+	addr   string
+	close  func() error
+	fsyncs func() (int64, error)
 }
 
 type brokerStarter func() (benchBroker, error)
@@ -82,7 +84,7 @@ func startStrandBroker(fsync log.FsyncPolicy) brokerStarter {
 		}
 		served := make(chan error, 1)
 		go func() { served <- b.Serve(l) }()
-		return benchBroker{addr: l.Addr().String(), close: func() (err error) {
+		return benchBroker{addr: l.Addr().String(), fsyncs: func() (int64, error) { return topicFsyncs(b.Dir()) }, close: func() (err error) {
 			err = b.Close()
 			if serr := <-served; !errors.Is(serr, broker.ErrClosed) {
 				err = errors.Join(err, serr)
@@ -91,6 +93,21 @@ func startStrandBroker(fsync log.FsyncPolicy) brokerStarter {
 			return err
 		}}, nil
 	}
+}
+
+func topicFsyncs(d *log.Dir) (n int64, err error) {
+	for i := range int32(brokerPartitions) {
+		p, err := d.Partition(brokerTopic, i)
+		if err != nil {
+			return 0, err
+		}
+		st, err := p.Stats()
+		if err != nil {
+			return 0, err
+		}
+		n += st.Fsyncs
+	}
+	return n, nil
 }
 
 func startKfake() (benchBroker, error) {
@@ -188,7 +205,11 @@ func brokerRun(start brokerStarter, values [][]byte, n int, consume bool) func()
 		defer func() { err = errors.Join(err, b.close()) }()
 		begin := time.Now()
 		if err = produceAll(b.addr, values, n); err != nil || !consume {
-			return sample{records: int64(n), elapsed: time.Since(begin)}, err
+			s = sample{records: int64(n), elapsed: time.Since(begin)}
+			if err == nil && b.fsyncs != nil {
+				s.fsyncs, err = b.fsyncs()
+			}
+			return s, err
 		}
 		begin = time.Now()
 		err = consumeAll(b.addr, n)
@@ -213,7 +234,7 @@ func brokerSuite(quick bool) error {
 	}
 	const produce = "produce, acks=all"
 	printRate(produce, "strand FsyncNever", produced[0], recordSize, "durable data directory")
-	printRate(produce, "strand FsyncAlways", produced[1], recordSize, "fsync at each append")
+	printRate(produce, "strand FsyncAlways", produced[1], recordSize, fmt.Sprintf("fsync at each append: %d fsyncs", produced[1].fsyncs))
 	printRate(produce, "kfake", produced[2], recordSize, "in memory")
 	consumed, err := medians(shape.reps,
 		brokerRun(never, values, shape.records, true),
