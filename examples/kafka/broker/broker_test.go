@@ -33,6 +33,13 @@ type testBroker struct {
 
 func startBroker(t *testing.T, dir string, opts ...func(*broker.Config)) *testBroker {
 	t.Helper()
+	return startBrokerAt(t, dir, "127.0.0.1:0", opts...)
+}
+
+// startBrokerAt starts a broker listening on addr: a restarted broker keeps
+// its clients' address.
+func startBrokerAt(t *testing.T, dir, addr string, opts ...func(*broker.Config)) *testBroker {
+	t.Helper()
 	cfg := broker.Config{
 		DataDir: dir,
 		Dir:     log.DirOptions{Defaults: log.TopicConfig{Fsync: log.FsyncNever()}, MaintenanceInterval: -1},
@@ -48,7 +55,7 @@ func startBroker(t *testing.T, dir string, opts ...func(*broker.Config)) *testBr
 	}
 	b, err := broker.Open(cfg)
 	require.NoError(t, err)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := net.Listen("tcp", addr)
 	require.NoError(t, err)
 	tb := &testBroker{t: t, dir: dir, b: b, addr: l.Addr().String(), done: make(chan error, 1)}
 	go func() { tb.done <- b.Serve(l) }()
