@@ -259,6 +259,15 @@ func (s *sim) deliverControl(m Message) bool {
 		}
 		c.logf("deliver %d: heartbeat of epoch %d refused", h.To, m.BrokerEpoch)
 	default:
+		if b.epoch == 0 {
+			// A Kafka broker applies the metadata log only once it has
+			// caught up to its own registration (BrokerLifecycleManager's
+			// initial catch-up), which fenced its previous life: a
+			// restarted node must not take up the leadership it had, in
+			// the epoch it had, having lost what it wrote in it.
+			c.logf("lost (node %d not registered) %s", h.To, describe(m))
+			return true
+		}
 		err := n.p.Step(m)
 		c.logf("deliver %s: %v", describe(m), err)
 		switch {
