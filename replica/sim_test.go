@@ -281,6 +281,9 @@ func (s *sim) step() {
 	c := s.c
 	c.flush()
 	s.collectResults()
+	if s.real != nil {
+		s.stampNew()
+	}
 	s.events++
 	s.held = slices.DeleteFunc(s.held, func(h heldMessage) bool {
 		if h.until <= s.events {
@@ -404,7 +407,7 @@ func (s *sim) partition() {
 	}
 	a := NodeID(1 + s.r.IntN(3))
 	b := NodeID(1 + (int(a)+s.r.IntN(2))%3)
-	if s.real != nil && s.r.IntN(2) == 0 {
+	if s.real != nil && s.r.IntN(4) == 0 {
 		b = simControllerLink
 	}
 	s.cut[[2]NodeID{a, b}] = true
@@ -731,7 +734,10 @@ type simStats struct {
 	events, acked, weakLost int
 	// With the real controller: seeds, failovers, stale controller
 	// messages fenced, unclean elections and the losses they allowed.
-	real, failovers, fencedStale, unclean, uncleanLost int
+	real, failovers, fencedStale, zombieRefused, unclean, uncleanLost, leaderless int
+	// realAcked counts the acks=all records acknowledged with the real
+	// controller, and realUncleanOff those with unclean election disabled.
+	realAcked, realUncleanOffAcked int
 }
 
 func (st *simStats) add(o simStats) {
@@ -743,6 +749,10 @@ func (st *simStats) add(o simStats) {
 	st.fencedStale += o.fencedStale
 	st.unclean += o.unclean
 	st.uncleanLost += o.uncleanLost
+	st.zombieRefused += o.zombieRefused
+	st.leaderless += o.leaderless
+	st.realAcked += o.realAcked
+	st.realUncleanOffAcked += o.realUncleanOffAcked
 }
 
 func runSim(t testingT, seed uint64, events int, bug bugs, control simControl) simStats {
@@ -754,6 +764,13 @@ func runSim(t testingT, seed uint64, events int, bug bugs, control simControl) s
 	st := simStats{events: s.events, acked: len(s.acked), uncleanLost: s.uncleanLost}
 	if r := s.real; r != nil {
 		st.real, st.failovers, st.fencedStale, st.unclean = 1, r.failovers, r.fencedStale, len(r.uncleanEpochs)
+		st.zombieRefused, st.realAcked = r.zombieRefused, len(s.acked)
+		if r.leaderless {
+			st.leaderless = 1
+		}
+		if control == simReal {
+			st.realUncleanOffAcked = len(s.acked)
+		}
 	}
 	kept := map[string]bool{}
 	for _, e := range s.c.entries(s.c.ctl.leader) {
@@ -792,8 +809,10 @@ func TestSimulator(t *testing.T) {
 	elapsed := time.Since(start).Seconds()
 	t.Logf("%d seeds (%d with the real controller), %.0f seeds/s, %d events, %.0f events/s; %d acks=all records acknowledged; %d acks=0/1 records acknowledged and lost (allowed)",
 		ran, total.real, float64(ran)/elapsed, total.events, float64(total.events)/elapsed, total.acked, total.weakLost)
-	t.Logf("real controller: %d failovers, %d stale controller messages fenced, %d unclean elections, %d acknowledged or read records lost after one (allowed), none otherwise",
-		total.failovers, total.fencedStale, total.unclean, total.uncleanLost)
+	t.Logf("real controller: %d acks=all records acknowledged (%d with unclean election disabled), %d failovers, %d decisions of deposed controllers refused by the store, %d of their messages fenced by brokers",
+		total.realAcked, total.realUncleanOffAcked, total.failovers, total.zombieRefused, total.fencedStale)
+	t.Logf("real controller: %d unclean elections, %d acknowledged or read records lost after one (allowed), none otherwise; %d seeds leaderless after healing (every eligible replica restarted uncleanly), recovered by enabling unclean election",
+		total.unclean, total.uncleanLost, total.leaderless)
 }
 
 // catcher is a testingT whose failure ends the run with a panic that

@@ -63,8 +63,8 @@ var NewSimController func(node NodeID, brokers []NodeID, minISR, sessionTimeout 
 // stands for every controller node in the network's cuts.
 const (
 	simControllerLink = NodeID(100)
-	simSessionTimeout = 12
-	simHeartbeatEvery = 3
+	simSessionTimeout = 16
+	simHeartbeatEvery = 4
 	// simZombieEvents is how many events a deposed controller lives on.
 	simZombieEvents = 30
 )
@@ -137,6 +137,20 @@ type realControl struct {
 	uncleanEpochs []int32
 	failovers     int
 	fencedStale   int // stale controller messages the brokers refused
+	// zombieRefused counts the deposed controllers' decisions the store
+	// refused.
+	zombieRefused int
+	// hideUnclean is a mutation: the unclean elections go unreported.
+	hideUnclean bool
+	// noKIP903 turns off the network's stand-in for KIP-903 (below).
+	noKIP903 bool
+	// stamps is the broker epoch each Fetch was sent in, and for each
+	// AlterPartition the broker epochs of its ISR as its leader knew
+	// them; fetchEpoch is, for (leader, follower), the broker epoch of
+	// the follower's latest fetch the leader got.
+	stamps     map[Message]int64
+	isrEpochs  map[*AlterPartition]map[NodeID]int64
+	fetchEpoch map[[2]NodeID]int64
 	// leaderless says the partition had no leader after healing: every
 	// replica that could lead cleanly restarted uncleanly.
 	leaderless bool
@@ -156,7 +170,8 @@ func (s *sim) startReal(unclean bool) {
 	if err != nil {
 		c.t.Fatalf("starting the controller: %v", err)
 	}
-	s.real = &realControl{ctl: ctl, node: simControllerLink, brokers: map[NodeID]*simBroker{}, registered: map[NodeID]simRegistration{}}
+	s.real = &realControl{ctl: ctl, node: simControllerLink, brokers: map[NodeID]*simBroker{}, registered: map[NodeID]simRegistration{},
+		stamps: map[Message]int64{}, isrEpochs: map[*AlterPartition]map[NodeID]int64{}, fetchEpoch: map[[2]NodeID]int64{}}
 	for _, id := range ids {
 		s.real.brokers[id] = &simBroker{incarnation: 1, clean: true, epoch: epochs[id]}
 		s.real.registered[id] = simRegistration{1, epochs[id]}
@@ -193,6 +208,9 @@ func (s *sim) drainController() {
 	}
 	c.queue = append(c.queue, msgs...)
 	for _, e := range unclean {
+		if r.hideUnclean {
+			continue
+		}
 		r.uncleanEpochs = append(r.uncleanEpochs, e)
 		c.logf("controller: UNCLEAN election, leader epoch %d", e)
 	}
@@ -212,6 +230,9 @@ func (s *sim) drainZombie() {
 		return
 	}
 	msgs, _, err := r.zombie.Drain()
+	if err != nil {
+		r.zombieRefused++
+	}
 	if len(msgs) > 0 {
 		s.failf("the deposed controller of epoch %d sent %d messages: its records were stored", r.zombie.Epoch(), len(msgs))
 	}
@@ -230,6 +251,9 @@ func (s *sim) deliverControl(m Message) bool {
 	r, c := s.real, s.c
 	h := m.Head()
 	if !isController(h.From) && !isController(h.To) {
+		if f, ok := m.(*Fetch); ok && !s.cut[link(m)] && !c.node(h.To).down {
+			r.fetchEpoch[[2]NodeID{h.To, h.From}] = r.stamps[f]
+		}
 		return false
 	}
 	if s.cut[link(m)] {
@@ -315,6 +339,11 @@ func (s *sim) toController(m Message) {
 			c.queue = append(c.queue, &simHeartbeatRefused{Header: reply, BrokerEpoch: m.BrokerEpoch})
 		}
 	case *AlterPartition:
+		if stale := s.staleBrokerEpoch(m); stale != NoNode {
+			c.logf("deliver %s: ineligible: replica %d's broker epoch is stale (KIP-903, in the network)", describe(m), stale)
+			c.queue = append(c.queue, &AlterPartitionResponse{Header: reply, Err: CodeIneligibleReplica})
+			return
+		}
 		err := r.ctl.AlterPartition(m)
 		c.logf("deliver %s: %v", describe(m), err)
 	default:
@@ -334,6 +363,7 @@ func (s *sim) stabilize() {
 	c := s.c
 	for i := 0; ; i++ {
 		c.flush()
+		s.stampNew()
 		if len(c.queue) == 0 {
 			return
 		}
@@ -371,10 +401,17 @@ func (s *sim) tickControl() {
 		}
 		b.beat = 0
 		h := Header{From: id, To: NoNode, Topic: testTopic}
-		if b.epoch == 0 {
+		switch {
+		case b.epoch == 0:
 			c.queue = append(c.queue, &simRegister{Header: h, Incarnation: b.incarnation, Clean: b.clean})
-		} else {
-			c.queue = append(c.queue, &simHeartbeat{Header: h, BrokerEpoch: b.epoch})
+		case s.cut[[2]NodeID{id, simControllerLink}] || s.r.IntN(25) == 0:
+			c.logf("heartbeat of %d lost", id)
+		default:
+			// Heartbeats arrive at once, or are lost: queued, they
+			// would crowd out the replication messages (the
+			// simulator delivers one message per event), and their
+			// delays are the session timeout's business.
+			s.toController(&simHeartbeat{Header: h, BrokerEpoch: b.epoch})
 		}
 	}
 }
@@ -496,4 +533,56 @@ func (s *sim) recoverUncleanly() {
 		s.failf("enabling unclean election: %v", err)
 	}
 	s.drainController()
+}
+
+// KIP-903 (Kafka 3.5, KAFKA-14139): a follower's Fetch carries its broker
+// epoch, the leader's AlterPartition carries each ISR member's epoch from
+// its latest fetch, and the controller refuses an ISR whose member has
+// registered again since: its new incarnation may lack what the old one
+// fetched. Neither replica's messages nor the controller carry broker
+// epochs yet, and the simulator (seed 123, with noKIP903) found the loss
+// KIP-903 prevents: a leader's retried proposal to add a follower that had
+// caught up was accepted after the follower crashed, lost its unsynced
+// log and registered again, so an ISR member lacked committed records.
+// Until the messages carry the epochs, the simulator's network stamps
+// them and refuses such a proposal as the controller would.
+
+// stampNew stamps the messages sent since the last call: it runs after
+// every flush, before a message is taken from the queue. Stamps stay for
+// the run: a duplicate delivered later keeps the epoch it was sent in.
+func (s *sim) stampNew() {
+	r := s.real
+	for _, m := range s.c.queue {
+		if _, done := r.stamps[m]; done {
+			continue
+		}
+		r.stamps[m] = 0
+		switch m := m.(type) {
+		case *Fetch:
+			r.stamps[m] = r.brokers[m.From].epoch
+		case *AlterPartition:
+			epochs := map[NodeID]int64{}
+			for _, n := range m.ISR {
+				if n != m.From {
+					epochs[n] = r.fetchEpoch[[2]NodeID{m.From, n}]
+				}
+			}
+			r.isrEpochs[m] = epochs
+		}
+	}
+}
+
+// staleBrokerEpoch returns an ISR member of m whose broker epoch, as the
+// leader knew it, is not its registration's, or NoNode.
+func (s *sim) staleBrokerEpoch(m *AlterPartition) NodeID {
+	r := s.real
+	if r.noKIP903 {
+		return NoNode
+	}
+	for _, n := range m.ISR {
+		if e, ok := r.isrEpochs[m][n]; ok && e != r.registered[n].epoch {
+			return n
+		}
+	}
+	return NoNode
 }
