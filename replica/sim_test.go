@@ -755,8 +755,13 @@ func (st *simStats) add(o simStats) {
 	st.realUncleanOffAcked += o.realUncleanOffAcked
 }
 
-func runSim(t testingT, seed uint64, events int, bug bugs, control simControl) simStats {
+// runSim runs a seed; mutations, if any, switch a check of the real
+// controller's control plane off.
+func runSim(t testingT, seed uint64, events int, bug bugs, control simControl, mutations ...func(*realControl)) simStats {
 	s := newSim(t, seed, bug, control)
+	for _, mutate := range mutations {
+		mutate(s.real)
+	}
 	for range events {
 		s.step()
 	}
@@ -828,7 +833,7 @@ func (c *catcher) Fatalf(format string, args ...any) {
 }
 
 // simFails runs a seed and returns the failure it ended with, if any.
-func simFails(seed uint64, bug bugs, control simControl) (msg string, failed bool) {
+func simFails(seed uint64, bug bugs, control simControl, mutations ...func(*realControl)) (msg string, failed bool) {
 	c := &catcher{}
 	defer func() {
 		if r := recover(); r != nil {
@@ -838,7 +843,7 @@ func simFails(seed uint64, bug bugs, control simControl) (msg string, failed boo
 			msg, failed = c.msg, true
 		}
 	}()
-	runSim(c, seed, simEvents, bug, control)
+	runSim(c, seed, simEvents, bug, control, mutations...)
 	return "", false
 }
 

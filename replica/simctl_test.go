@@ -142,6 +142,9 @@ type realControl struct {
 	zombieRefused int
 	// hideUnclean is a mutation: the unclean elections go unreported.
 	hideUnclean bool
+	// noCatchUpGate is a mutation: a restarted node takes the
+	// controller's state before it registers.
+	noCatchUpGate bool
 	// noKIP903 turns off the network's stand-in for KIP-903 (below).
 	noKIP903 bool
 	// stamps is the broker epoch each Fetch was sent in, and for each
@@ -283,7 +286,7 @@ func (s *sim) deliverControl(m Message) bool {
 		}
 		c.logf("deliver %d: heartbeat of epoch %d refused", h.To, m.BrokerEpoch)
 	default:
-		if b.epoch == 0 {
+		if b.epoch == 0 && !r.noCatchUpGate {
 			// A Kafka broker applies the metadata log only once it has
 			// caught up to its own registration (BrokerLifecycleManager's
 			// initial catch-up), which fenced its previous life: a
@@ -540,7 +543,7 @@ func (s *sim) recoverUncleanly() {
 // its latest fetch, and the controller refuses an ISR whose member has
 // registered again since: its new incarnation may lack what the old one
 // fetched. Neither replica's messages nor the controller carry broker
-// epochs yet, and the simulator (seed 123, with noKIP903) found the loss
+// epochs yet, and the simulator (seed 123 of TestSimulator, with noKIP903) found the loss
 // KIP-903 prevents: a leader's retried proposal to add a follower that had
 // caught up was accepted after the follower crashed, lost its unsynced
 // log and registered again, so an ISR member lacked committed records.
