@@ -818,6 +818,15 @@ func TestSimulator(t *testing.T) {
 		total.realAcked, total.realUncleanOffAcked, total.failovers, total.zombieRefused, total.fencedStale)
 	t.Logf("real controller: %d unclean elections, %d acknowledged or read records lost after one (allowed), none otherwise; %d seeds leaderless after healing (every eligible replica restarted uncleanly), recovered by enabling unclean election",
 		total.unclean, total.uncleanLost, total.leaderless)
+	if ran == seeds && total.real >= 100 {
+		// A hundred seeds with the real controller exercise its failover:
+		// deposed controllers decide, and the store refuses them; their
+		// messages still in the network reach brokers, which refuse them.
+		require.Positive(t, total.failovers)
+		require.Positive(t, total.zombieRefused)
+		require.Positive(t, total.fencedStale)
+		require.Positive(t, total.uncleanLost)
+	}
 }
 
 // catcher is a testingT whose failure ends the run with a panic that

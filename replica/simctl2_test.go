@@ -29,19 +29,6 @@ func TestSimulatorLossesNeedAReportedUncleanElection(t *testing.T) {
 	t.Fatalf("no seed of %d lost a record to an unclean election: the check is not exercised", maxSeeds)
 }
 
-// With unclean election disabled and the operator never stepping in,
-// nothing acknowledged is lost; the run never forgives a loss.
-func TestSimulatorWithoutUncleanElectionNothingIsLost(t *testing.T) {
-	for seed := range uint64(100) {
-		s := newSim(t, seed, bugs{}, simReal)
-		for range simEvents {
-			s.step()
-		}
-		require.Empty(t, s.real.uncleanEpochs, "seed %d", seed)
-		require.Zero(t, s.uncleanLost, "seed %d", seed)
-	}
-}
-
 // The simulator's stand-in for KIP-903 is what keeps seed 123 safe:
 // without broker epochs in the ISR proposals, the controller lets a
 // follower's new incarnation into the ISR on the strength of what its
@@ -57,21 +44,6 @@ func TestSimulatorFindsTheLossKIP903Prevents(t *testing.T) {
 	require.True(t, failed)
 	first, _, _ := strings.Cut(msg, "\n")
 	require.Contains(t, first, "lacks committed offset")
-}
-
-// A controller failover replays the stored records: the standby's state
-// is the deposed one's (checked at every failover), the store refuses the
-// deposed controller's later decisions, and brokers refuse its messages
-// still in the network.
-func TestSimulatorControllerFailover(t *testing.T) {
-	var total simStats
-	for seed := uint64(1); seed < 200; seed += 2 {
-		total.add(runSim(t, seed, simEvents, bugs{}, controlFor(seed)))
-	}
-	require.Positive(t, total.failovers)
-	require.Positive(t, total.zombieRefused, "deposed controllers decided and were refused")
-	require.Positive(t, total.fencedStale, "stale controller messages reached brokers and were refused")
-	t.Logf("%d failovers, %d deposed decisions refused, %d stale messages fenced", total.failovers, total.zombieRefused, total.fencedStale)
 }
 
 // A restarted node takes the controller's state only once registered, as

@@ -154,6 +154,8 @@ type realControl struct {
 	stamps     map[Message]int64
 	isrEpochs  map[*AlterPartition]map[NodeID]int64
 	fetchEpoch map[[2]NodeID]int64
+	// uncleanEnabled is the topic's unclean.leader.election.enable.
+	uncleanEnabled bool
 	// leaderless says the partition had no leader after healing: every
 	// replica that could lead cleanly restarted uncleanly.
 	leaderless bool
@@ -174,7 +176,8 @@ func (s *sim) startReal(unclean bool) {
 		c.t.Fatalf("starting the controller: %v", err)
 	}
 	s.real = &realControl{ctl: ctl, node: simControllerLink, brokers: map[NodeID]*simBroker{}, registered: map[NodeID]simRegistration{},
-		stamps: map[Message]int64{}, isrEpochs: map[*AlterPartition]map[NodeID]int64{}, fetchEpoch: map[[2]NodeID]int64{}}
+		stamps: map[Message]int64{}, isrEpochs: map[*AlterPartition]map[NodeID]int64{}, fetchEpoch: map[[2]NodeID]int64{},
+		uncleanEnabled: unclean}
 	for _, id := range ids {
 		s.real.brokers[id] = &simBroker{incarnation: 1, clean: true, epoch: epochs[id]}
 		s.real.registered[id] = simRegistration{1, epochs[id]}
@@ -211,6 +214,9 @@ func (s *sim) drainController() {
 	}
 	c.queue = append(c.queue, msgs...)
 	for _, e := range unclean {
+		if !r.uncleanEnabled {
+			s.failf("an unclean election (leader epoch %d) with unclean election disabled", e)
+		}
 		if r.hideUnclean {
 			continue
 		}
@@ -532,6 +538,7 @@ func (s *sim) recoverUncleanly() {
 		}
 	}
 	c.logf("operator: the partition has no leader; enable unclean election")
+	r.uncleanEnabled = true
 	if err := r.ctl.SetUnclean(true); err != nil {
 		s.failf("enabling unclean election: %v", err)
 	}
