@@ -29,6 +29,20 @@ import (
 // faults stop, everything heals, and a history check looks at every
 // acknowledged record and every read. A failure names its seed and
 // prints the trace; the same seed replays it exactly.
+//
+// Half the seeds (the odd ones, controlFor) replace the harness's
+// controller with the real one of package replica/controller
+// (simctl_test.go): brokers register and heartbeat to it over the
+// simulated network, which partitions them from it too; it fences brokers
+// whose session ends and elects leaders (from the ISR, from KIP-966's
+// ELR); leaders' AlterPartition go to it and its LeaderAndISR come back as
+// messages. Its record log is a store: a failover replays it into a
+// standby controller of the next controller epoch, the deposed one's
+// later records are refused and its messages in flight fenced. Half of
+// those seeds enable unclean election: then an acknowledged or read
+// record may be lost, but only one written in a leader epoch before an
+// unclean election the controller reported (sim.lost); with it disabled,
+// no loss is ever allowed, and an unclean election fails the run.
 
 var simSeeds = flag.Int("sim.seeds", 0, "simulator seeds to run (default 1000, 300 with -short; 10000 for a long run)")
 
