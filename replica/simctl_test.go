@@ -142,9 +142,9 @@ type realControl struct {
 	zombieRefused int
 	// hideUnclean is a mutation: the unclean elections go unreported.
 	hideUnclean bool
-	// noCatchUpGate is a mutation: a restarted node takes the
-	// controller's state before it registers.
-	noCatchUpGate bool
+	// noEpochCheck is a mutation: brokers take the controller's messages
+	// whatever broker epoch they were sent for, before registering too.
+	noEpochCheck bool
 	// noKIP903 turns off the network's stand-in for KIP-903 (below).
 	noKIP903 bool
 	// stamps is the broker epoch each Fetch was sent in, and for each
@@ -212,7 +212,7 @@ func (s *sim) drainController() {
 	if err != nil {
 		s.failf("the active controller's records are refused: %v", err)
 	}
-	c.queue = append(c.queue, msgs...)
+	s.sendControl(msgs...)
 	for _, e := range unclean {
 		if !r.uncleanEnabled {
 			s.failf("an unclean election (leader epoch %d) with unclean election disabled", e)
@@ -292,13 +292,16 @@ func (s *sim) deliverControl(m Message) bool {
 		}
 		c.logf("deliver %d: heartbeat of epoch %d refused", h.To, m.BrokerEpoch)
 	default:
-		if b.epoch == 0 && !r.noCatchUpGate {
-			// A Kafka broker applies the metadata log only once it has
-			// caught up to its own registration (BrokerLifecycleManager's
-			// initial catch-up), which fenced its previous life: a
-			// restarted node must not take up the leadership it had, in
-			// the epoch it had, having lost what it wrote in it.
-			c.logf("lost (node %d not registered) %s", h.To, describe(m))
+		if sent := r.stamps[m]; sent != b.epoch && !r.noEpochCheck {
+			// A broker refuses the controller's requests for another
+			// broker epoch than its own (KIP-380), and a Kafka broker
+			// applies the metadata log only once it has caught up to its
+			// own registration (BrokerLifecycleManager's initial
+			// catch-up), which fenced its previous life: a restarted
+			// node must not take up the leadership it had, in the epoch
+			// it had, having lost what it wrote in it. LeaderAndISR
+			// carries no broker epoch: the network stamps it.
+			c.logf("refused (sent for broker epoch %d, node %d is in %d) %s", sent, h.To, b.epoch, describe(m))
 			return true
 		}
 		err := n.p.Step(m)
@@ -332,7 +335,7 @@ func (s *sim) toController(m Message) {
 			c.logf("deliver %d->controller: register of incarnation %d, now %d: dropped", h.From, m.Incarnation, last.incarnation)
 			return
 		case m.Incarnation == last.incarnation:
-			c.queue = append(c.queue, &simRegistered{Header: reply, Incarnation: m.Incarnation, BrokerEpoch: last.epoch})
+			s.sendControl(&simRegistered{Header: reply, Incarnation: m.Incarnation, BrokerEpoch: last.epoch})
 			return
 		}
 		epoch, err := r.ctl.Register(h.From, m.Clean)
@@ -350,7 +353,7 @@ func (s *sim) toController(m Message) {
 	case *AlterPartition:
 		if stale := s.staleBrokerEpoch(m); stale != NoNode {
 			c.logf("deliver %s: ineligible: replica %d's broker epoch is stale (KIP-903, in the network)", describe(m), stale)
-			c.queue = append(c.queue, &AlterPartitionResponse{Header: reply, Err: CodeIneligibleReplica})
+			s.sendControl(&AlterPartitionResponse{Header: reply, Err: CodeIneligibleReplica})
 			return
 		}
 		err := r.ctl.AlterPartition(m)
@@ -461,6 +464,15 @@ func (s *sim) metadata(to ...NodeID) {
 	for _, id := range to {
 		m := s.c.leaderAndISR(id)
 		m.From = s.real.node
+		s.sendControl(m)
+	}
+}
+
+// sendControl sends the controller's messages, each stamped with the
+// broker epoch its addressee has in the controller.
+func (s *sim) sendControl(msgs ...Message) {
+	for _, m := range msgs {
+		s.real.stamps[m] = s.real.registered[m.Head().To].epoch
 		s.c.queue = append(s.c.queue, m)
 	}
 }
