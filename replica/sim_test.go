@@ -752,6 +752,9 @@ type simStats struct {
 	// realAcked counts the acks=all records acknowledged with the real
 	// controller, and realUncleanOff those with unclean election disabled.
 	realAcked, realUncleanOffAcked int
+	// operatorLost counts the losses with unclean election disabled: all
+	// after the operator enabled it to bring a leaderless partition back.
+	operatorLost int
 }
 
 func (st *simStats) add(o simStats) {
@@ -767,6 +770,7 @@ func (st *simStats) add(o simStats) {
 	st.leaderless += o.leaderless
 	st.realAcked += o.realAcked
 	st.realUncleanOffAcked += o.realUncleanOffAcked
+	st.operatorLost += o.operatorLost
 }
 
 // runSim runs a seed; mutations, if any, switch a check of the real
@@ -788,7 +792,7 @@ func runSim(t testingT, seed uint64, events int, bug bugs, control simControl, m
 			st.leaderless = 1
 		}
 		if control == simReal {
-			st.realUncleanOffAcked = len(s.acked)
+			st.realUncleanOffAcked, st.operatorLost = len(s.acked), s.uncleanLost
 		}
 	}
 	kept := map[string]bool{}
@@ -830,8 +834,8 @@ func TestSimulator(t *testing.T) {
 		ran, total.real, float64(ran)/elapsed, total.events, float64(total.events)/elapsed, total.acked, total.weakLost)
 	t.Logf("real controller: %d acks=all records acknowledged (%d with unclean election disabled), %d failovers, %d decisions of deposed controllers refused by the store, %d of their messages fenced by brokers",
 		total.realAcked, total.realUncleanOffAcked, total.failovers, total.zombieRefused, total.fencedStale)
-	t.Logf("real controller: %d unclean elections, %d acknowledged or read records lost after one (allowed), none otherwise; %d seeds leaderless after healing (every eligible replica restarted uncleanly), recovered by enabling unclean election",
-		total.unclean, total.uncleanLost, total.leaderless)
+	t.Logf("real controller: %d unclean elections, %d acknowledged or read records lost after one (allowed), none otherwise; %d seeds leaderless after healing (every eligible replica restarted uncleanly), recovered by enabling unclean election (%d records lost after that in seeds where it was disabled)",
+		total.unclean, total.uncleanLost, total.leaderless, total.operatorLost)
 	if ran == seeds && total.real >= 100 {
 		// A hundred seeds with the real controller exercise its failover:
 		// deposed controllers decide, and the store refuses them; their
