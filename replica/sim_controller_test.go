@@ -59,9 +59,12 @@ func (sc *simController) Register(id replica.NodeID, clean bool) (int64, error) 
 	return sc.c.Register(id, clean)
 }
 
-func (sc *simController) Heartbeat(id replica.NodeID, epoch int64) error {
-	_, err := sc.c.Heartbeat(id, epoch)
-	return err
+func (sc *simController) Heartbeat(id replica.NodeID, epoch int64) (bool, error) {
+	return sc.c.Heartbeat(id, epoch)
+}
+
+func (sc *simController) Shutdown(id replica.NodeID, epoch int64) error {
+	return sc.c.Shutdown(id, epoch)
 }
 
 func (sc *simController) AlterPartition(m *replica.AlterPartition) error {

@@ -36,7 +36,9 @@ import (
 // simulated network, which partitions them from it too; it fences brokers
 // whose session ends and elects leaders (from the ISR, from KIP-966's
 // ELR); leaders' AlterPartition go to it and its LeaderAndISR come back as
-// messages. Its record log is a store: a failover replays it into a
+// messages; some stops are controlled shutdowns (leadership moves away
+// first, the log is flushed, the node registers clean). Its record log is
+// a store: a failover replays it into a
 // standby controller of the next controller epoch, the deposed one's
 // later records are refused and its messages in flight fenced. Half of
 // those seeds enable unclean election: then an acknowledged or read
@@ -344,7 +346,12 @@ func (s *sim) step() {
 		s.tick()
 	case k < 96:
 		if live := s.c.live(); len(live) > 1 {
-			s.crash(live[s.r.IntN(len(live))])
+			id := live[s.r.IntN(len(live))]
+			if s.real != nil && s.r.IntN(2) == 0 {
+				s.shutdown(id)
+			} else {
+				s.crash(id)
+			}
 		}
 	case k < 97 && s.r.IntN(2) == 0:
 		live := s.c.live()
@@ -688,6 +695,11 @@ func (s *sim) settle() {
 		} else {
 			s.tick()
 			s.stabilize()
+			for _, n := range c.nodes {
+				if n.down { // a controlled shutdown ended: restart it
+					s.restart(n.id)
+				}
+			}
 		}
 		s.collectResults()
 		s.check()
@@ -748,7 +760,7 @@ type simStats struct {
 	events, acked, weakLost int
 	// With the real controller: seeds, failovers, stale controller
 	// messages fenced, unclean elections and the losses they allowed.
-	real, failovers, fencedStale, zombieRefused, unclean, uncleanLost, leaderless int
+	real, failovers, cleanStops, fencedStale, zombieRefused, unclean, uncleanLost, leaderless int
 	// realAcked counts the acks=all records acknowledged with the real
 	// controller, and realUncleanOff those with unclean election disabled.
 	realAcked, realUncleanOffAcked int
@@ -763,6 +775,7 @@ func (st *simStats) add(o simStats) {
 	st.weakLost += o.weakLost
 	st.real += o.real
 	st.failovers += o.failovers
+	st.cleanStops += o.cleanStops
 	st.fencedStale += o.fencedStale
 	st.unclean += o.unclean
 	st.uncleanLost += o.uncleanLost
@@ -787,7 +800,7 @@ func runSim(t testingT, seed uint64, events int, bug bugs, control simControl, m
 	st := simStats{events: s.events, acked: len(s.acked), uncleanLost: s.uncleanLost}
 	if r := s.real; r != nil {
 		st.real, st.failovers, st.fencedStale, st.unclean = 1, r.failovers, r.fencedStale, len(r.uncleanEpochs)
-		st.zombieRefused, st.realAcked = r.zombieRefused, len(s.acked)
+		st.zombieRefused, st.realAcked, st.cleanStops = r.zombieRefused, len(s.acked), r.cleanStops
 		if r.leaderless {
 			st.leaderless = 1
 		}
@@ -832,8 +845,8 @@ func TestSimulator(t *testing.T) {
 	elapsed := time.Since(start).Seconds()
 	t.Logf("%d seeds (%d with the real controller), %.0f seeds/s, %d events, %.0f events/s; %d acks=all records acknowledged; %d acks=0/1 records acknowledged and lost (allowed)",
 		ran, total.real, float64(ran)/elapsed, total.events, float64(total.events)/elapsed, total.acked, total.weakLost)
-	t.Logf("real controller: %d acks=all records acknowledged (%d with unclean election disabled), %d failovers, %d decisions of deposed controllers refused by the store, %d of their messages fenced by brokers",
-		total.realAcked, total.realUncleanOffAcked, total.failovers, total.zombieRefused, total.fencedStale)
+	t.Logf("real controller: %d acks=all records acknowledged (%d with unclean election disabled), %d controlled shutdowns, %d failovers, %d decisions of deposed controllers refused by the store, %d of their messages fenced by brokers",
+		total.realAcked, total.realUncleanOffAcked, total.cleanStops, total.failovers, total.zombieRefused, total.fencedStale)
 	t.Logf("real controller: %d unclean elections, %d acknowledged or read records lost after one (allowed), none otherwise; %d seeds leaderless after healing (every eligible replica restarted uncleanly), recovered by enabling unclean election (%d records lost after that in seeds where it was disabled)",
 		total.unclean, total.uncleanLost, total.leaderless, total.operatorLost)
 	if ran == seeds && total.real >= 100 {
@@ -841,6 +854,7 @@ func TestSimulator(t *testing.T) {
 		// deposed controllers decide, and the store refuses them; their
 		// messages still in the network reach brokers, which refuse them.
 		require.Positive(t, total.failovers)
+		require.Positive(t, total.cleanStops)
 		require.Positive(t, total.zombieRefused)
 		require.Positive(t, total.fencedStale)
 		require.Positive(t, total.uncleanLost)

@@ -25,7 +25,9 @@ import (
 // one topic with one partition (testTopic-0).
 type SimController interface {
 	Register(id NodeID, clean bool) (brokerEpoch int64, err error)
-	Heartbeat(id NodeID, brokerEpoch int64) error
+	// Heartbeat says whether a broker in controlled shutdown may stop.
+	Heartbeat(id NodeID, brokerEpoch int64) (canStop bool, err error)
+	Shutdown(id NodeID, brokerEpoch int64) error
 	AlterPartition(m *AlterPartition) error
 	ElectPreferred() error
 	// SetUnclean enables or disables unclean election for the topic.
@@ -88,6 +90,8 @@ type simRegistered struct {
 type simHeartbeat struct {
 	Header
 	BrokerEpoch int64
+	// ShuttingDown asks for a controlled shutdown (Kafka's WantShutDown).
+	ShuttingDown bool
 }
 
 // simHeartbeatRefused answers a heartbeat the controller refused (a stale
@@ -122,6 +126,9 @@ type simBroker struct {
 	// registered.
 	epoch int64
 	beat  int
+	// shuttingDown is a controlled shutdown under way; stoppedCleanly
+	// says the last incarnation ended with one.
+	shuttingDown, stoppedCleanly bool
 }
 
 // realControl is the state of a seed run with the real controller.
@@ -136,6 +143,7 @@ type realControl struct {
 	// uncleanEpochs are the leader epochs of reported unclean elections.
 	uncleanEpochs []int32
 	failovers     int
+	cleanStops    int // controlled shutdowns completed
 	fencedStale   int // stale controller messages the brokers refused
 	// zombieRefused counts the deposed controllers' decisions the store
 	// refused.
@@ -345,10 +353,20 @@ func (s *sim) toController(m Message) {
 			c.queue = append(c.queue, &simRegistered{Header: reply, Incarnation: m.Incarnation, BrokerEpoch: epoch})
 		}
 	case *simHeartbeat:
-		err := r.ctl.Heartbeat(h.From, m.BrokerEpoch)
+		var err error
+		if m.ShuttingDown {
+			err = r.ctl.Shutdown(h.From, m.BrokerEpoch)
+		}
+		canStop := false
+		if err == nil {
+			canStop, err = r.ctl.Heartbeat(h.From, m.BrokerEpoch)
+		}
 		if err != nil {
 			c.logf("deliver %d->controller: heartbeat epoch %d: %v", h.From, m.BrokerEpoch, err)
 			c.queue = append(c.queue, &simHeartbeatRefused{Header: reply, BrokerEpoch: m.BrokerEpoch})
+		}
+		if canStop && m.ShuttingDown {
+			defer s.stopCleanly(h.From)
 		}
 	case *AlterPartition:
 		if stale := s.staleBrokerEpoch(m); stale != NoNode {
@@ -423,7 +441,7 @@ func (s *sim) tickControl() {
 			// would crowd out the replication messages (the
 			// simulator delivers one message per event), and their
 			// delays are the session timeout's business.
-			s.toController(&simHeartbeat{Header: h, BrokerEpoch: b.epoch})
+			s.toController(&simHeartbeat{Header: h, BrokerEpoch: b.epoch, ShuttingDown: b.shuttingDown})
 		}
 	}
 }
@@ -435,7 +453,31 @@ func (s *sim) tickControl() {
 func (s *sim) restartBroker(id NodeID) {
 	b := s.real.brokers[id]
 	b.incarnation++
-	b.clean, b.epoch, b.beat = !s.lossy, 0, simHeartbeatEvery
+	b.clean, b.epoch, b.beat = !s.lossy || b.stoppedCleanly, 0, simHeartbeatEvery
+	b.shuttingDown, b.stoppedCleanly = false, false
+}
+
+// shutdown begins a node's controlled shutdown: its heartbeats ask for it,
+// the controller moves leadership away and takes it out of the ISR, and
+// once it leads nothing a heartbeat lets it stop (stopCleanly).
+func (s *sim) shutdown(id NodeID) {
+	s.real.brokers[id].shuttingDown = true
+	s.c.logf("controlled shutdown of %d begins", id)
+}
+
+// stopCleanly stops a node at the end of its controlled shutdown: its log
+// is flushed first, so that it loses nothing, and it registers clean.
+func (s *sim) stopCleanly(id NodeID) {
+	n := s.c.node(id)
+	if n.down || len(s.c.live()) == 1 {
+		return // the simulator keeps a node running: this one waits
+	}
+	s.c.sync(id)
+	n.p.Synced()
+	s.crashOnly(id)
+	s.real.brokers[id].stoppedCleanly = true
+	s.real.cleanStops++
+	s.c.logf("%d stopped cleanly", id)
 }
 
 // failover makes a standby controller active: it replays the stored
@@ -562,7 +604,7 @@ func (s *sim) recoverUncleanly() {
 // its latest fetch, and the controller refuses an ISR whose member has
 // registered again since: its new incarnation may lack what the old one
 // fetched. Neither replica's messages nor the controller carry broker
-// epochs yet, and the simulator (seed 123 of TestSimulator, with noKIP903) found the loss
+// epochs yet, and the simulator (TestSimulatorFindsTheLossKIP903Prevents) found the loss
 // KIP-903 prevents: a leader's retried proposal to add a follower that had
 // caught up was accepted after the follower crashed, lost its unsynced
 // log and registered again, so an ISR member lacked committed records.
