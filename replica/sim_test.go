@@ -552,7 +552,7 @@ func (s *sim) check() {
 				continue
 			}
 			if v, ok := s.read[e.Offset]; ok && v.value != e.Value {
-				s.lost(e.Offset, v.epoch, "offset %d was read as %s, node %d now has %s below its HW %d", e.Offset, v.value, n.id, e.Value, hw)
+				s.lost(e.Offset, min(v.epoch, e.Epoch), "offset %d was read as %s, node %d now has %s below its HW %d", e.Offset, v.value, n.id, e.Value, hw)
 				continue
 			}
 			if st.Role == RoleLeader {

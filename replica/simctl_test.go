@@ -521,9 +521,11 @@ func (s *sim) sendControl(msgs ...Message) {
 
 // lost decides whether the loss of a record of leader epoch epoch, found
 // by an invariant, is allowed: only an unclean election to a later leader
-// epoch may lose an acknowledged or read record. An allowed loss forgets
-// what was expected from that offset on in the epochs before the unclean
-// election, so that the checks go on with what remains.
+// epoch may lose an acknowledged or read record. Where two records
+// conflict, epoch is the older one's: it is what is lost. An allowed loss
+// forgets what was expected from that offset on in the epochs before the
+// unclean election, so that the checks go on with what remains; the
+// records forgotten are counted.
 func (s *sim) lost(off int64, epoch int32, format string, args ...any) {
 	r := s.real
 	var after int32 = -1
@@ -539,15 +541,16 @@ func (s *sim) lost(off int64, epoch int32, format string, args ...any) {
 		return
 	}
 	s.c.logf("loss after the unclean election of epoch %d: "+format, append([]any{after}, args...)...)
-	s.uncleanLost++
 	for o, v := range s.read {
 		if o >= off && v.epoch < after {
 			delete(s.read, o)
+			s.uncleanLost++
 		}
 	}
 	for value, a := range s.acked {
 		if a.offset >= off && a.epoch < after {
 			delete(s.acked, value)
+			s.uncleanLost++
 		}
 	}
 	s.trueHW = min(s.trueHW, off)
