@@ -425,8 +425,11 @@ func (c *Controller) ElectPreferred(tp TopicPartition) error {
 // shutting down (INELIGIBLE_REPLICA). The leader gets an
 // AlterPartitionResponse in Ready either way; the error is also returned.
 //
-// The message carries no LeaderRecoveryState: a recovering leader that
-// proposes the ISR [itself] is taken as recovered.
+// The message carries no LeaderRecoveryState: the replica package's
+// leaders recover at once, as Kafka's brokers do, which say RECOVERED in
+// every AlterPartition (Partition.prepareIsrExpand). So any proposal of a
+// recovering leader ends its recovery (KIP-704), the first growth of its
+// ISR included.
 func (c *Controller) AlterPartition(m *replica.AlterPartition) error {
 	err := c.alterPartition(m)
 	resp := &replica.AlterPartitionResponse{
@@ -458,8 +461,6 @@ func (c *Controller) alterPartition(m *replica.AlterPartition) error {
 	case hasDuplicate(m.ISR) || !subset(m.ISR, p.Replicas) || !slices.Contains(m.ISR, p.Leader):
 		return fmt.Errorf("%w: %v: ISR %v is not a set of the replicas %v holding the leader %d",
 			replica.ErrInvalidRequest, tp, m.ISR, p.Replicas, p.Leader)
-	case p.Recovering && len(m.ISR) > 1:
-		return fmt.Errorf("%w: %v: ISR %v while the leader recovers", replica.ErrInvalidRequest, tp, m.ISR)
 	}
 	for _, n := range m.ISR {
 		if !c.acceptable(n) {

@@ -1,0 +1,101 @@
+package replica
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// With unclean election enabled, acknowledged records may be lost, but
+// only after an unclean election the controller reported: hide the
+// reports, and the simulator finds a loss nothing allowed.
+func TestSimulatorLossesNeedAReportedUncleanElection(t *testing.T) {
+	hide := func(r *realControl) { r.hideUnclean = true }
+	const maxSeeds = 200
+	lost := 0
+	for seed := range uint64(maxSeeds) {
+		st := runSim(t, seed, simEvents, bugs{}, simRealUnclean)
+		lost += st.uncleanLost
+		if st.uncleanLost == 0 {
+			continue
+		}
+		msg, failed := simFails(seed, bugs{}, simRealUnclean, hide)
+		require.True(t, failed, "seed %d lost %d records after unclean elections; unreported, the loss must fail the run", seed, st.uncleanLost)
+		first, _, _ := strings.Cut(msg, "\n")
+		t.Logf("seed %d: %d records lost after reported unclean elections; unreported: %s", seed, st.uncleanLost, first)
+		return
+	}
+	t.Fatalf("no seed of %d lost a record to an unclean election: the check is not exercised", maxSeeds)
+}
+
+// The simulator's stand-in for KIP-903 is what keeps the real
+// controller's seeds safe: without broker epochs in the ISR proposals,
+// the controller lets a follower's new incarnation into the ISR on the
+// strength of what its previous life had fetched, and an ISR member lacks
+// committed records (KAFKA-14139). This documents the bug the messages
+// must be fixed for.
+func TestSimulatorFindsTheLossKIP903Prevents(t *testing.T) {
+	noKIP903 := func(r *realControl) { r.noKIP903 = true }
+	start := uint64(1)
+	if testing.Short() {
+		start = 807 // the first seed that finds it today
+	}
+	for seed := start; seed < 2000; seed += 2 {
+		if msg, failed := simFails(seed, bugs{}, controlFor(seed), noKIP903); failed {
+			first, _, _ := strings.Cut(msg, "\n")
+			t.Logf("caught at seed %d: %s", seed, first)
+			return
+		}
+	}
+	t.Fatal("no seed failed without KIP-903's broker epochs")
+}
+
+// A broker takes the controller's messages only for its own broker epoch
+// (KIP-380) and only once registered, as a Kafka broker applies the
+// metadata log only once caught up to its own registration: else a
+// restarted node may take a message for its previous life, or metadata
+// that still names it leader in the epoch it led when it crashed, and
+// under FsyncNever it lost what it wrote in that epoch and would write
+// other records in it.
+func TestSimulatorBrokersTakeControllerMessagesOfTheirEpochOnly(t *testing.T) {
+	anyEpoch := func(r *realControl) { r.noEpochCheck = true }
+	start := uint64(1)
+	if testing.Short() {
+		start = 175 // the first seed that finds it today
+	}
+	for seed := start; seed < 600; seed += 2 {
+		if msg, failed := simFails(seed, bugs{}, controlFor(seed), anyEpoch); failed {
+			first, _, _ := strings.Cut(msg, "\n")
+			t.Logf("caught at seed %d: %s", seed, first)
+			return
+		}
+	}
+	t.Fatal("no seed failed with brokers taking controller messages of any epoch")
+}
+
+// The historical bugs of the replication protocol are caught with the
+// real controller deciding leaders and ISRs too.
+func TestSimulatorWithTheRealControllerCatchesHistoricalBugs(t *testing.T) {
+	const maxSeeds = 600
+	for _, tc := range []struct {
+		name string
+		bug  bugs
+	}{
+		{"truncation to the high watermark (before KIP-101)", bugs{truncateToHighWatermark: true}},
+		{"the epoch-less answer (KIP-101 before KIP-279)", bugs{pre279: true}},
+		{"applying the high watermark before truncating (KAFKA-14704)", bugs{hwBeforeTruncation: true}},
+		{"ISR expansion without the epoch-start guard (KIP-320 rule 4)", bugs{noEpochStartGuard: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for seed := uint64(1); seed < maxSeeds; seed += 2 {
+				if msg, failed := simFails(seed, tc.bug, controlFor(seed)); failed {
+					first, _, _ := strings.Cut(msg, "\n")
+					t.Logf("caught at seed %d: %s", seed, first)
+					return
+				}
+			}
+			t.Fatalf("not caught in %d seeds with the real controller", maxSeeds/2)
+		})
+	}
+}
