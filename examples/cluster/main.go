@@ -149,50 +149,61 @@ func up(args []string) error {
 	return s.stop()
 }
 
-// clientFlags find the cluster: its data directory (where up wrote the
-// addresses) or the addresses themselves.
-func clientFlags(fs *flag.FlagSet) func() (*client, error) {
-	dir := fs.String("dir", "/tmp/strand-cluster", "the cluster's data directory (up writes the node addresses there)")
-	peers := fs.String("peers", "", "the nodes' host:port, comma-separated, node 1 first (instead of -dir)")
-	return func() (*client, error) {
-		var pm map[replica.NodeID]string
-		var err error
-		if *peers != "" {
-			pm, err = parsePeers(*peers)
-		} else {
-			pm, err = readPeers(*dir)
-		}
-		if err != nil {
-			return nil, err
-		}
-		return newClient(pm), nil
+// clientCmd is a subcommand that talks to the cluster: its flags find the
+// cluster, by its data directory (where up wrote the addresses) or by the
+// addresses themselves, beside the subcommand's own.
+type clientCmd struct {
+	fs         *flag.FlagSet
+	dir, peers *string
+}
+
+func newClientCmd(name string) *clientCmd {
+	fs := flag.NewFlagSet(name, flag.ExitOnError)
+	return &clientCmd{
+		fs:    fs,
+		dir:   fs.String("dir", "/tmp/strand-cluster", "the cluster's data directory (up writes the node addresses there)"),
+		peers: fs.String("peers", "", "the nodes' host:port, comma-separated, node 1 first (instead of -dir)"),
 	}
 }
 
-func timeout() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), 30*time.Second)
+// partitionFlags adds -topic and -partition.
+func (c *clientCmd) partitionFlags() (topic *string, partition *int) {
+	return c.fs.String("topic", "", "topic"), c.fs.Int("partition", 0, "partition")
 }
 
-func createTopic(args []string) error {
-	fs := flag.NewFlagSet("create-topic", flag.ExitOnError)
-	connect := clientFlags(fs)
-	var req topicRequest
-	fs.StringVar(&req.Topic, "topic", "", "topic name")
-	fs.IntVar(&req.Partitions, "partitions", 1, "partitions")
-	fs.IntVar(&req.ReplicationFactor, "replication-factor", 3, "replicas per partition")
-	fs.BoolVar(&req.Unclean, "unclean", false, "allow unclean leader election (may lose acknowledged records)")
-	fs.Parse(args)
-	cl, err := connect()
+// run parses args, finds the cluster and calls fn with 30 seconds to do its
+// work.
+func (c *clientCmd) run(args []string, fn func(ctx context.Context, cl *client) error) error {
+	c.fs.Parse(args)
+	var pm map[replica.NodeID]string
+	var err error
+	if *c.peers != "" {
+		pm, err = parsePeers(*c.peers)
+	} else {
+		pm, err = readPeers(*c.dir)
+	}
 	if err != nil {
 		return err
 	}
-	ctx, cancel := timeout()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := cl.callRetry(ctx, "/controller/topics", req, nil); err != nil {
-		return err
-	}
-	fmt.Printf("created topic %s with %d partitions, replication factor %d\n", req.Topic, req.Partitions, req.ReplicationFactor)
-	return nil
+	return fn(ctx, newClient(pm))
+}
+
+func createTopic(args []string) error {
+	c := newClientCmd("create-topic")
+	var req topicRequest
+	c.fs.StringVar(&req.Topic, "topic", "", "topic name")
+	c.fs.IntVar(&req.Partitions, "partitions", 1, "partitions")
+	c.fs.IntVar(&req.ReplicationFactor, "replication-factor", 3, "replicas per partition")
+	c.fs.BoolVar(&req.Unclean, "unclean", false, "allow unclean leader election (may lose acknowledged records)")
+	return c.run(args, func(ctx context.Context, cl *client) error {
+		if err := cl.callRetry(ctx, "/controller/topics", req, nil); err != nil {
+			return err
+		}
+		fmt.Printf("created topic %s with %d partitions, replication factor %d\n", req.Topic, req.Partitions, req.ReplicationFactor)
+		return nil
+	})
 }
 
 // produceTo produces one batch to a partition's leader, following
@@ -215,113 +226,94 @@ func (c *client) produceTo(ctx context.Context, topic string, partition int32, a
 }
 
 func produceCmd(args []string) error {
-	fs := flag.NewFlagSet("produce", flag.ExitOnError)
-	connect := clientFlags(fs)
-	topic := fs.String("topic", "", "topic")
-	partition := fs.Int("partition", 0, "partition")
-	acks := fs.String("acks", "all", "acks: all, 1 or 0")
-	fs.Parse(args)
-	cl, err := connect()
-	if err != nil {
-		return err
-	}
-	values := fs.Args()
-	if len(values) == 0 {
-		sc := bufio.NewScanner(os.Stdin)
-		for sc.Scan() {
-			values = append(values, sc.Text())
+	c := newClientCmd("produce")
+	topic, partition := c.partitionFlags()
+	acks := c.fs.String("acks", "all", "acks: all, 1 or 0")
+	return c.run(args, func(ctx context.Context, cl *client) error {
+		values := c.fs.Args()
+		if len(values) == 0 {
+			sc := bufio.NewScanner(os.Stdin)
+			for sc.Scan() {
+				values = append(values, sc.Text())
+			}
 		}
-	}
-	ctx, cancel := timeout()
-	defer cancel()
-	for _, v := range values {
-		p, err := cl.produceTo(ctx, *topic, int32(*partition), *acks, []byte(v))
-		if err != nil {
-			return err
+		for _, v := range values {
+			p, err := cl.produceTo(ctx, *topic, int32(*partition), *acks, []byte(v))
+			if err != nil {
+				return err
+			}
+			fmt.Printf("%s-%d@%d\n", *topic, *partition, p.BaseOffset)
 		}
-		fmt.Printf("%s-%d@%d\n", *topic, *partition, p.BaseOffset)
-	}
-	return nil
+		return nil
+	})
 }
 
 func consumeCmd(args []string) error {
-	fs := flag.NewFlagSet("consume", flag.ExitOnError)
-	connect := clientFlags(fs)
-	topic := fs.String("topic", "", "topic")
-	partition := fs.Int("partition", 0, "partition")
-	fs.Parse(args)
-	cl, err := connect()
-	if err != nil {
-		return err
-	}
-	ctx, cancel := timeout()
-	defer cancel()
-	leader, err := cl.leaderOf(ctx, *topic, int32(*partition))
-	if err != nil {
-		return err
-	}
-	recs, err := cl.consumeAll(ctx, leader, *topic, int32(*partition))
-	if err != nil {
-		return err
-	}
-	for _, r := range recs {
-		fmt.Printf("%d\t%s\n", r.Offset, r.Value)
-	}
-	return nil
+	c := newClientCmd("consume")
+	topic, partition := c.partitionFlags()
+	return c.run(args, func(ctx context.Context, cl *client) error {
+		leader, err := cl.leaderOf(ctx, *topic, int32(*partition))
+		if err != nil {
+			return err
+		}
+		recs, err := cl.consumeAll(ctx, leader, *topic, int32(*partition))
+		if err != nil {
+			return err
+		}
+		for _, r := range recs {
+			fmt.Printf("%d\t%s\n", r.Offset, r.Value)
+		}
+		return nil
+	})
 }
 
 func reassign(args []string) error {
-	fs := flag.NewFlagSet("reassign", flag.ExitOnError)
-	connect := clientFlags(fs)
-	generate := fs.Bool("generate", false, "print the current assignment of -topics and a proposed one over -brokers")
-	execute := fs.Bool("execute", false, "start the reassignment of -reassignment-json-file")
-	verify := fs.Bool("verify", false, "report where each partition of -reassignment-json-file stands")
-	cancelRa := fs.Bool("cancel", false, "cancel the reassignments of -reassignment-json-file's partitions")
-	file := fs.String("reassignment-json-file", "", "kafka-reassign-partitions JSON ('-' for standard input)")
-	topics := fs.String("topics", "", "generate: the topics to move, comma-separated")
-	brokers := fs.String("brokers", "1,2,3", "generate: the brokers to move them to, comma-separated")
-	fs.Parse(args)
-	cl, err := connect()
-	if err != nil {
-		return err
-	}
-	ctx, cancel := timeout()
-	defer cancel()
-	if *generate {
-		return generateReassignment(ctx, cl, *topics, *brokers)
-	}
-	var body json.RawMessage
-	if *file == "-" {
-		body, err = io.ReadAll(os.Stdin)
-	} else {
-		body, err = os.ReadFile(*file)
-	}
-	if err != nil {
-		return err
-	}
-	var rep reply
-	switch {
-	case *execute:
-		if err := cl.callRetry(ctx, "/controller/reassign", body, nil); err != nil {
+	c := newClientCmd("reassign")
+	generate := c.fs.Bool("generate", false, "print the current assignment of -topics and a proposed one over -brokers")
+	execute := c.fs.Bool("execute", false, "start the reassignment of -reassignment-json-file")
+	verify := c.fs.Bool("verify", false, "report where each partition of -reassignment-json-file stands")
+	cancelRa := c.fs.Bool("cancel", false, "cancel the reassignments of -reassignment-json-file's partitions")
+	file := c.fs.String("reassignment-json-file", "", "kafka-reassign-partitions JSON ('-' for standard input)")
+	topics := c.fs.String("topics", "", "generate: the topics to move, comma-separated")
+	brokers := c.fs.String("brokers", "1,2,3", "generate: the brokers to move them to, comma-separated")
+	return c.run(args, func(ctx context.Context, cl *client) error {
+		if *generate {
+			return generateReassignment(ctx, cl, *topics, *brokers)
+		}
+		var body json.RawMessage
+		var err error
+		if *file == "-" {
+			body, err = io.ReadAll(os.Stdin)
+		} else {
+			body, err = os.ReadFile(*file)
+		}
+		if err != nil {
 			return err
 		}
-		fmt.Println("Successfully started partition reassignments")
-	case *verify:
-		if err := cl.callRetry(ctx, "/controller/verify", body, &rep); err != nil {
-			return err
+		var rep reply
+		switch {
+		case *execute:
+			if err := cl.callRetry(ctx, "/controller/reassign", body, nil); err != nil {
+				return err
+			}
+			fmt.Println("Successfully started partition reassignments")
+		case *verify:
+			if err := cl.callRetry(ctx, "/controller/verify", body, &rep); err != nil {
+				return err
+			}
+			for _, l := range rep.Verify {
+				fmt.Printf("Status of partition reassignment for %s-%d: %s\n", l.Topic, l.Partition, l.Status)
+			}
+		case *cancelRa:
+			if err := cl.callRetry(ctx, "/controller/cancel", body, nil); err != nil {
+				return err
+			}
+			fmt.Println("Successfully cancelled partition reassignments")
+		default:
+			return errors.New("one of -generate, -execute, -verify or -cancel")
 		}
-		for _, l := range rep.Verify {
-			fmt.Printf("Status of partition reassignment for %s-%d: %s\n", l.Topic, l.Partition, l.Status)
-		}
-	case *cancelRa:
-		if err := cl.callRetry(ctx, "/controller/cancel", body, nil); err != nil {
-			return err
-		}
-		fmt.Println("Successfully cancelled partition reassignments")
-	default:
-		return errors.New("one of -generate, -execute, -verify or -cancel")
-	}
-	return nil
+		return nil
+	})
 }
 
 func generateReassignment(ctx context.Context, cl *client, topics, brokers string) error {
@@ -357,47 +349,34 @@ func generateReassignment(ctx context.Context, cl *client, topics, brokers strin
 }
 
 func elect(args []string) error {
-	fs := flag.NewFlagSet("elect", flag.ExitOnError)
-	connect := clientFlags(fs)
-	topic := fs.String("topic", "", "topic")
-	partition := fs.Int("partition", 0, "partition")
-	fs.Parse(args)
-	cl, err := connect()
-	if err != nil {
-		return err
-	}
-	ctx, cancel := timeout()
-	defer cancel()
-	return cl.callRetry(ctx, fmt.Sprintf("/controller/elect?topic=%s&partition=%d", *topic, *partition), nil, nil)
+	c := newClientCmd("elect")
+	topic, partition := c.partitionFlags()
+	return c.run(args, func(ctx context.Context, cl *client) error {
+		return cl.callRetry(ctx, fmt.Sprintf("/controller/elect?topic=%s&partition=%d", *topic, *partition), nil, nil)
+	})
 }
 
 func statusCmd(args []string) error {
-	fs := flag.NewFlagSet("status", flag.ExitOnError)
-	connect := clientFlags(fs)
-	asJSON := fs.Bool("json", false, "print the status as JSON")
-	fs.Parse(args)
-	cl, err := connect()
-	if err != nil {
-		return err
-	}
-	ctx, cancel := timeout()
-	defer cancel()
-	var errs []error
-	for _, id := range []replica.NodeID{1, 2, 3} {
-		var md metadata
-		if err := cl.getJSON(ctx, id, "/status", &md); err != nil {
-			errs = append(errs, err)
-			continue
+	c := newClientCmd("status")
+	asJSON := c.fs.Bool("json", false, "print the status as JSON")
+	return c.run(args, func(ctx context.Context, cl *client) error {
+		var errs []error
+		for _, id := range []replica.NodeID{1, 2, 3} {
+			var md metadata
+			if err := cl.getJSON(ctx, id, "/status", &md); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if *asJSON {
+				enc := json.NewEncoder(os.Stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(md)
+			}
+			printStatus(os.Stdout, &md)
+			return nil
 		}
-		if *asJSON {
-			enc := json.NewEncoder(os.Stdout)
-			enc.SetIndent("", "  ")
-			return enc.Encode(md)
-		}
-		printStatus(os.Stdout, &md)
-		return nil
-	}
-	return errors.Join(errs...)
+		return errors.Join(errs...)
+	})
 }
 
 func printStatus(w io.Writer, md *metadata) {
