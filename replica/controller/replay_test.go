@@ -18,9 +18,11 @@ var replaySeeds = flag.Int("controller.seeds", 0, "seeds of TestReplayEqualsLive
 // TestReplayEqualsLive drives a controller at random (registrations clean
 // and unclean, heartbeats, lost sessions, controlled shutdowns, topics,
 // AlterPartitions right and wrong, preferred elections, unclean toggles,
-// reassignments and their cancellation, controller failovers) and checks after every step that the state obeys
-// ValidControllerIsrAndElr and that replaying the records stored so far,
-// encoded and decoded, gives the live state.
+// reassignments and their cancellation, controller failovers, some over
+// the store compacted to the state's image) and checks after every step
+// that the state obeys ValidControllerIsrAndElr, that replaying the
+// records stored so far, encoded and decoded, gives the live state, and
+// that the state's image (State.Records) replays to it.
 func TestReplayEqualsLive(t *testing.T) {
 	seeds := 50
 	if testing.Short() {
@@ -120,6 +122,9 @@ func replayRandom(t *testing.T, seed uint64, steps int) {
 				store = append(store, rd.Records...)
 				s, rerr := Replay(store)
 				require.NoError(t, rerr)
+				if rng.IntN(2) == 0 {
+					store = s.Records() // the store compacted to the state's image, as a snapshot does
+				}
 				c, err = New(cfg, s)
 			} else {
 				for b, e := range epochs {
@@ -144,6 +149,9 @@ func replayRandom(t *testing.T, seed uint64, steps int) {
 		s, err := Replay(store)
 		require.NoError(t, err)
 		require.Equal(t, c.State(), s, "step %d: replay equals live", step)
+		image, err := Replay(s.Records())
+		require.NoError(t, err, "step %d: the image replays", step)
+		require.Equal(t, s, image, "step %d: the image replays to the state", step)
 	}
 }
 

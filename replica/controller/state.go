@@ -178,7 +178,9 @@ func (r *PartitionRecord) apply(s *State) error {
 	if t == nil || r.Partition < 0 || r.Partition >= t.Partitions {
 		return fmt.Errorf("%w: %v", replica.ErrUnknownPartition, tp)
 	}
-	want := int32(0)
+	// A partition the state does not know yet starts at the record's
+	// epoch: 0 when a topic is created, any when Records writes an image.
+	want := max(r.PartitionEpoch, 0)
 	if p := s.Partitions[tp]; p != nil {
 		want = p.PartitionEpoch + 1
 	}
