@@ -83,6 +83,7 @@ func main() {
 type nodeFlags struct {
 	tick, controlTick, heartbeat    time.Duration
 	lag, session, minISR, rebalance int
+	snapshotEntries                 int
 }
 
 func (f *nodeFlags) register(fs *flag.FlagSet) {
@@ -93,12 +94,13 @@ func (f *nodeFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.heartbeat, "heartbeat", 150*time.Millisecond, "how often brokers heartbeat")
 	fs.IntVar(&f.minISR, "min-isr", 2, "min.insync.replicas of every partition")
 	fs.IntVar(&f.rebalance, "rebalance", 0, "automatic preferred-leader rebalance every this many control ticks (0: never)")
+	fs.IntVar(&f.snapshotEntries, "snapshot-entries", defaultSnapshotEntries, "snapshot the controller's state and compact the raft log every this many applied entries (0: never)")
 }
 
 func (f *nodeFlags) args() []string {
 	return []string{"-tick", f.tick.String(), "-lag", fmt.Sprint(f.lag), "-control-tick", f.controlTick.String(),
 		"-session", fmt.Sprint(f.session), "-heartbeat", f.heartbeat.String(), "-min-isr", fmt.Sprint(f.minISR),
-		"-rebalance", fmt.Sprint(f.rebalance)}
+		"-rebalance", fmt.Sprint(f.rebalance), "-snapshot-entries", fmt.Sprint(f.snapshotEntries)}
 }
 
 func nodeCmd(args []string) error {
@@ -117,7 +119,8 @@ func nodeCmd(args []string) error {
 		return fmt.Errorf("-id %d is not one of the %d peers, or no -dir", *id, len(pm))
 	}
 	return runNode(nodeConfig{id: replica.NodeID(*id), dir: *dir, peers: pm, tick: nf.tick, lag: nf.lag,
-		controlTick: nf.controlTick, session: nf.session, heartbeat: nf.heartbeat, minISR: nf.minISR, rebalance: nf.rebalance})
+		controlTick: nf.controlTick, session: nf.session, heartbeat: nf.heartbeat, minISR: nf.minISR, rebalance: nf.rebalance,
+		snapshotEntries: nf.snapshotEntries})
 }
 
 func up(args []string) error {

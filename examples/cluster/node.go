@@ -38,6 +38,9 @@ type nodeConfig struct {
 	minISR      int
 	// rebalance is the controller's RebalanceInterval in control ticks (0: never).
 	rebalance int
+	// snapshotEntries is how many applied raft entries pass between
+	// snapshots (0: never).
+	snapshotEntries int
 }
 
 // The files of a node's data directory.
@@ -139,6 +142,7 @@ func (n *node) run(clean bool) error {
 	tr := &replicaTransport{peers: cfg.peers, out: n.out, lead: n.ctl.leader}
 	n.ctl.dataTr = tr
 	n.ctl.publish = n.update
+	n.ctl.snap.every = uint64(max(cfg.snapshotEntries, 0))
 	n.d, err = replica.NewDriver(replica.DriverConfig{
 		Node: replica.NewNode(cfg.id), Transport: tr, TickInterval: cfg.tick,
 		OnError: func(err error) { n.log.Debug("replica", "err", err) },
