@@ -169,6 +169,8 @@ type realControl struct {
 	leaderless bool
 	// registered is each broker's latest registration the controller took.
 	registered map[NodeID]simRegistration
+	// reassign, if set, runs reassignments and rebalances (simreassign_test.go).
+	reassign *simReassign
 }
 
 type simRegistration struct {
@@ -237,6 +239,7 @@ func (s *sim) drainController() {
 	}
 	c.ctl.epoch, c.ctl.leader, c.ctl.leaderEpoch, c.ctl.partitionEpoch = r.ctl.Epoch(), p.Leader, p.LeaderEpoch, p.PartitionEpoch
 	c.ctl.replicas, c.ctl.isr = slices.Clone(p.Replicas), slices.Clone(p.ISR)
+	s.checkReassignments()
 }
 
 // drainZombie runs the deposed controller's decisions into the store,
