@@ -141,8 +141,8 @@ type Broker struct {
 	cfg     Config
 	cluster Cluster // cfg.Cluster, or standalone
 	dir     *log.Dir
-	groups *group.Service
-	logger *slog.Logger
+	groups  *group.Service
+	logger  *slog.Logger
 
 	ctx    context.Context // canceled by Close: ends long polls
 	cancel context.CancelFunc
