@@ -106,6 +106,7 @@ func nodeCmd(args []string) error {
 	id := fs.Int("id", 0, "this node's id (1, 2 or 3)")
 	dir := fs.String("dir", "", "this node's data directory")
 	peers := fs.String("peers", "", "every node's host:port, comma-separated, node 1 first")
+	kafka := fs.String("kafka", "", "every node's Kafka host:port, comma-separated, node 1 first: this node serves Kafka clients at its own (default: no Kafka)")
 	var nf nodeFlags
 	nf.register(fs)
 	fs.Parse(args)
@@ -116,13 +117,23 @@ func nodeCmd(args []string) error {
 	if _, ok := pm[replica.NodeID(*id)]; !ok || *dir == "" {
 		return fmt.Errorf("-id %d is not one of the %d peers, or no -dir", *id, len(pm))
 	}
-	return runNode(nodeConfig{id: replica.NodeID(*id), dir: *dir, peers: pm, tick: nf.tick, lag: nf.lag,
+	var km map[replica.NodeID]string
+	if *kafka != "" {
+		if km, err = parsePeers(*kafka); err != nil {
+			return fmt.Errorf("-kafka: %w", err)
+		}
+		if len(km) != len(pm) {
+			return fmt.Errorf("-kafka names %d addresses for %d peers", len(km), len(pm))
+		}
+	}
+	return runNode(nodeConfig{id: replica.NodeID(*id), dir: *dir, peers: pm, kafka: km, tick: nf.tick, lag: nf.lag,
 		controlTick: nf.controlTick, session: nf.session, heartbeat: nf.heartbeat, minISR: nf.minISR, rebalance: nf.rebalance})
 }
 
 func up(args []string) error {
 	fs := flag.NewFlagSet("up", flag.ExitOnError)
 	dir := fs.String("dir", "/tmp/strand-cluster", "data directory; node N uses DIR/node-N")
+	kafka := fs.Bool("kafka", false, "each node serves Kafka clients too, on a port of its own")
 	var nf nodeFlags
 	nf.register(fs)
 	fs.Parse(args)
@@ -130,7 +141,7 @@ func up(args []string) error {
 	if err != nil {
 		return err
 	}
-	s := &supervisor{exe: exe, dir: *dir, args: nf.args(), stdout: os.Stderr}
+	s := &supervisor{exe: exe, dir: *dir, args: nf.args(), stdout: os.Stderr, withKafka: *kafka}
 	if prev, err := readPeers(*dir); err == nil {
 		s.peers = prev // a restarted cluster keeps its addresses: the raft log names them
 	}
@@ -140,6 +151,12 @@ func up(args []string) error {
 	}
 	for _, id := range s.ids() {
 		fmt.Printf("node %d: http://%s/ (data in %s)\n", id, s.peers[id], s.nodeDir(id))
+		if *kafka {
+			fmt.Printf("node %d: Kafka at %s\n", id, s.kafka[id])
+		}
+	}
+	if *kafka {
+		fmt.Printf("Kafka clients bootstrap from %s\n", formatPeers(s.kafka))
 	}
 	fmt.Printf("in another shell, in examples/cluster: go run . create-topic -dir %s -topic orders -partitions 3\n", *dir)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -38,6 +38,9 @@ type nodeConfig struct {
 	minISR      int
 	// rebalance is the controller's RebalanceInterval in control ticks (0: never).
 	rebalance int
+	// kafka, if set, is every node's Kafka address, this one's included:
+	// the node serves Kafka clients there.
+	kafka map[replica.NodeID]string
 }
 
 // The files of a node's data directory.
@@ -159,7 +162,7 @@ func (n *node) run(clean bool) error {
 	loops, stop := context.WithCancel(context.Background())
 	defer stop()
 	var wg sync.WaitGroup
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	wg.Go(func() { errc <- n.d.Run(loops) })
 	wg.Go(func() {
 		if err := n.ctl.run(loops); err != nil {
@@ -174,12 +177,24 @@ func (n *node) run(clean bool) error {
 
 	srv := &http.Server{Handler: n.routes()}
 	go srv.Serve(ln)
+	stopKafka := func() {}
+	if cfg.kafka != nil {
+		if stop, err := n.serveKafka(); err != nil {
+			errc <- fmt.Errorf("serving Kafka: %w", err)
+			stopSig()
+		} else {
+			stopKafka = stop
+		}
+	}
 	n.log.Info("node started", "addr", cfg.peers[cfg.id], "clean", clean)
 	<-sig.Done()
 
 	stopBeats()
 	<-beatsDone
+	// Kafka clients are told NOT_LEADER_OR_FOLLOWER while leadership
+	// moves away, and find the new leaders.
 	n.controlledShutdown(loops)
+	stopKafka()
 	shutdown, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	srv.Shutdown(shutdown)

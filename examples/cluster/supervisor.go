@@ -27,7 +27,11 @@ type supervisor struct {
 	stdout *os.File
 
 	peers map[replica.NodeID]string
-	mu    sync.Mutex // procs is read by tests' producers too
+	// withKafka has every node serve Kafka clients, at its address in
+	// kafka (picked by start, kept across restarts).
+	withKafka bool
+	kafka     map[replica.NodeID]string
+	mu        sync.Mutex // procs is read by tests' producers too
 	procs map[replica.NodeID]*exec.Cmd
 }
 
@@ -50,6 +54,16 @@ func (s *supervisor) start(n int) error {
 			return err
 		}
 		s.peers[id+1] = addr
+	}
+	if s.withKafka {
+		s.kafka = map[replica.NodeID]string{}
+		for _, id := range s.ids() {
+			addr, err := freeAddr()
+			if err != nil {
+				return err
+			}
+			s.kafka[id] = addr
+		}
 	}
 	if err := os.MkdirAll(s.dir, 0o755); err != nil {
 		return err
@@ -89,6 +103,9 @@ func (s *supervisor) nodeDir(id replica.NodeID) string {
 
 func (s *supervisor) startNode(id replica.NodeID) error {
 	args := append([]string{"node", "-id", fmt.Sprint(id), "-dir", s.nodeDir(id), "-peers", formatPeers(s.peers)}, s.args...)
+	if s.withKafka {
+		args = append(args, "-kafka", formatPeers(s.kafka))
+	}
 	cmd := exec.Command(s.exe, args...)
 	cmd.Env = append(os.Environ(), s.env...)
 	out := s.stdout
