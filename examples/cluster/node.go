@@ -171,12 +171,8 @@ func (n *node) run(clean bool) error {
 		}
 	})
 	wg.Go(func() { n.applyMetadata(loops) })
-	beats, stopBeats := context.WithCancel(loops)
-	beatsDone := make(chan struct{})
-	go func() { defer close(beatsDone); n.heartbeats(beats, clean) }()
-
-	srv := &http.Server{Handler: n.routes()}
-	go srv.Serve(ln)
+	// Kafka is served before the broker registers: a live broker in the
+	// metadata answers Kafka clients.
 	stopKafka := func() {}
 	if cfg.kafka != nil {
 		if stop, err := n.serveKafka(); err != nil {
@@ -186,6 +182,12 @@ func (n *node) run(clean bool) error {
 			stopKafka = stop
 		}
 	}
+	beats, stopBeats := context.WithCancel(loops)
+	beatsDone := make(chan struct{})
+	go func() { defer close(beatsDone); n.heartbeats(beats, clean) }()
+
+	srv := &http.Server{Handler: n.routes()}
+	go srv.Serve(ln)
 	n.log.Info("node started", "addr", cfg.peers[cfg.id], "clean", clean)
 	<-sig.Done()
 
