@@ -186,6 +186,7 @@ func (kc *kafkaCluster) Append(ctx context.Context, topic string, id int32, acks
 			return log.AppendResult{}, err
 		}
 		if dup.Duplicate {
+			kc.n.log.Info("kafka: a producer's retry answered from the producer state", "partition", tp, "producer", pid, "offset", dup.BaseOffset)
 			return dup, kc.waitCommitted(ctx, plog, acks, dup.LastOffset)
 		}
 	}

@@ -8,7 +8,10 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -443,6 +446,11 @@ func TestKafkaKillLeader(t *testing.T) {
 		}
 	}
 	require.Len(t, consumed, len(acked), "the log holds the acknowledged records and nothing else")
-	t.Logf("%d kills; %d records produced and acknowledged, all consumed once, in order; failover (kill to first acknowledgement) %s; consumer errors seen %d",
-		kills, len(acked), summary(failovers), len(consumeErrs))
+	retries := 0
+	for _, id := range s.ids() {
+		out, _ := os.ReadFile(filepath.Join(s.dir, fmt.Sprintf("node-%d.out", id)))
+		retries += strings.Count(string(out), "retry answered from the producer state")
+	}
+	t.Logf("%d kills; %d records produced and acknowledged, all consumed once, in order; %d retried batches answered from a leader's producer state; failover (kill to first acknowledgement) %s; consumer errors seen %d",
+		kills, len(acked), retries, summary(failovers), len(consumeErrs))
 }

@@ -32,7 +32,7 @@ type supervisor struct {
 	withKafka bool
 	kafka     map[replica.NodeID]string
 	mu        sync.Mutex // procs is read by tests' producers too
-	procs map[replica.NodeID]*exec.Cmd
+	procs     map[replica.NodeID]*exec.Cmd
 }
 
 // peersFile is where the supervisor writes the nodes' addresses, for the
