@@ -181,7 +181,8 @@ func nodeIDs(ids []int32) []replica.NodeID {
 // before the leader moved is FENCED_LEADER_EPOCH, with one from after it
 // UNKNOWN_LEADER_EPOCH (KIP-320); acks=all to a partition with fewer
 // replicas than MinInsyncReplicas (2) is NOT_ENOUGH_REPLICAS, and acks=1
-// goes through.
+// goes through. FindCoordinator names the live broker of lowest id, where
+// a group member's commit lands.
 func TestKafkaLeadershipRules(t *testing.T) {
 	s, cl := startKafkaCluster(t)
 	kc := newKgo(t, s) // acks=all
@@ -267,6 +268,39 @@ func TestKafkaLeadershipRules(t *testing.T) {
 	})
 	rp = produceTo(t, kc, moved.Leader, single, 0, "y")
 	require.ErrorIs(t, kerr.ErrorForCode(rp.ErrorCode), kerr.NotEnoughReplicas)
+
+	// Groups: the live broker of lowest id coordinates them; a group
+	// member reads from the partition's new leader and commits there.
+	coordinator := slices.Min(slices.DeleteFunc(s.ids(), func(id replica.NodeID) bool { return id == leader }))
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.CoordinatorKeys = []string{"g"}
+	fcr, err := fc.RequestWith(context.Background(), kc)
+	require.NoError(t, err)
+	require.NoError(t, kerr.ErrorForCode(fcr.Coordinators[0].ErrorCode))
+	require.Equal(t, int32(coordinator), fcr.Coordinators[0].NodeID)
+	require.Equal(t, s.kafka[coordinator], fmt.Sprintf("%s:%d", fcr.Coordinators[0].Host, fcr.Coordinators[0].Port))
+	member := newKgo(t, s, kgo.ConsumerGroup("g"), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.DisableAutoCommit(), kgo.FetchMaxWait(200*time.Millisecond))
+	var got []string
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for len(got) < 2 && ctx.Err() == nil {
+		member.PollFetches(ctx).EachRecord(func(r *kgo.Record) { got = append(got, fmt.Sprintf("%d:%s", r.Offset, r.Value)) })
+	}
+	require.Equal(t, []string{"0:a", "1:b"}, got)
+	require.NoError(t, member.CommitUncommittedOffsets(ctx))
+	of := kmsg.NewPtrOffsetFetchRequest() // v8+: groups
+	og := kmsg.NewOffsetFetchRequestGroup()
+	og.Group = "g"
+	ogt := kmsg.NewOffsetFetchRequestGroupTopic()
+	ogt.Topic, ogt.Partitions = topic, []int32{0}
+	og.Topics = []kmsg.OffsetFetchRequestGroupTopic{ogt}
+	of.Groups = []kmsg.OffsetFetchRequestGroup{og}
+	resp, err := kc.Broker(int(coordinator)).Request(ctx, of)
+	require.NoError(t, err)
+	ofr := resp.(*kmsg.OffsetFetchResponse)
+	require.Len(t, ofr.Groups, 1)
+	require.Equal(t, int64(2), ofr.Groups[0].Topics[0].Partitions[0].Offset, "the commit is on the coordinator")
 }
 
 // kafkaAck is a record the cluster acknowledged to the producer.
