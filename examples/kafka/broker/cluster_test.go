@@ -68,7 +68,9 @@ func (f *fakeCluster) Partition(topic string, id int32) (broker.PartitionState, 
 	return ps[id], nil
 }
 
-func (f *fakeCluster) Log(topic string, id int32) (*log.Partition, error) { return f.dir.Partition(topic, id) }
+func (f *fakeCluster) Log(topic string, id int32) (*log.Partition, error) {
+	return f.dir.Partition(topic, id)
+}
 
 // Append appends as a leader and leaves the high watermark where the test
 // puts it.
