@@ -240,8 +240,12 @@ func (kc *kafkaCluster) waitCommitted(ctx context.Context, plog *log.Partition, 
 // kafkaError returns err, from the replica package or a node's reply, as
 // the Kafka error of its code, which the replica package's codes are.
 func kafkaError(err error) error {
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
 		return fmt.Errorf("%w: %w", kerr.RequestTimedOut, err)
+	case errors.Is(err, replica.ErrStopped):
+		// The node is stopping: the client finds the next leader.
+		return fmt.Errorf("%w: %w", kerr.NotLeaderForPartition, err)
 	}
 	var re *remoteError
 	c := replica.CodeOf(err)
