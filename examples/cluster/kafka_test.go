@@ -320,7 +320,8 @@ type kafkaAck struct {
 // is in the log twice, although batches appended by a leader that died
 // before answering are retried to the next one (which answers them from
 // its producer state). The killed node is restarted and rejoins the ISR
-// before the next kill.
+// before the next kill. Every other kill takes the controller too (raft
+// leadership is moved to the leader's node first).
 func TestKafkaKillLeader(t *testing.T) {
 	kills := *kafkaKills
 	if kills == 0 {
@@ -418,6 +419,12 @@ func TestKafkaKillLeader(t *testing.T) {
 		md, err := metadataFrom(s, cl)
 		require.NoError(t, err)
 		victim := md.partition(topic, 0).Leader
+		wasController := md.RaftLeader == victim
+		if k%2 == 1 && !wasController {
+			// Every other kill takes the controller with the leader.
+			moveController(t, s, cl, md.RaftLeader, victim)
+			wasController = true
+		}
 		killed := time.Now()
 		require.NoError(t, s.signal(victim, syscall.SIGKILL))
 		at, ok := firstAckAfter(killed)
@@ -425,8 +432,8 @@ func TestKafkaKillLeader(t *testing.T) {
 		failovers = append(failovers, at.Sub(killed))
 		md, err = metadataFrom(s, cl)
 		require.NoError(t, err)
-		t.Logf("kill %d: node %d killed, node %d leads epoch %d; first acknowledgement after %v",
-			k, victim, md.partition(topic, 0).Leader, md.partition(topic, 0).LeaderEpoch, at.Sub(killed).Round(time.Millisecond))
+		t.Logf("kill %d: node %d killed (the controller too: %t), node %d leads epoch %d; first acknowledgement after %v",
+			k, victim, wasController, md.partition(topic, 0).Leader, md.partition(topic, 0).LeaderEpoch, at.Sub(killed).Round(time.Millisecond))
 		require.NoError(t, s.startNode(victim))
 		waitFor(t, 30*time.Second, fmt.Sprintf("node %d back in the ISR", victim), func() (bool, string) {
 			md, err := metadataFrom(s, cl)
