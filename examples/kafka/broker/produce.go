@@ -14,9 +14,10 @@ import (
 	"github.com/strandlog/strand/segment"
 )
 
-// produce appends each partition's batch as the producer built it: the log
-// checks it (CRC, size, an idempotent producer's sequence and epoch) and
-// assigns its offsets; a compressed batch is stored compressed. The
+// produce appends each partition's batch as the producer built it, through
+// the Cluster as the partition's leader (alone, straight to the log): the
+// log checks it (CRC, size, an idempotent producer's sequence and epoch)
+// and assigns its offsets; a compressed batch is stored compressed. The
 // partitions of one request are appended concurrently, so that they share
 // their fsyncs with other connections' appends (group commit).
 func (b *Broker) produce(ctx context.Context, r *request) kmsg.Response {
