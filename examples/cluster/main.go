@@ -21,6 +21,9 @@
 //	go run . reassign -generate -topics orders -brokers 1,2,3
 //
 // and the status page at http://ADDRESS/ of any node (the JSON at /status).
+// With up -kafka every node also serves Kafka clients on a port of its own
+// (package examples/kafka/broker, given the node as its broker.Cluster):
+// Metadata names the real leaders, and clients follow them as they move.
 package main
 
 import (
@@ -47,7 +50,7 @@ import (
 const usage = `usage: cluster COMMAND [flags]
 
 commands:
-  up            start three nodes on loopback (the default command)
+  up            start three nodes on loopback (the default command; -kafka: Kafka clients too)
   create-topic  create a topic
   produce       produce records (arguments, or lines of standard input)
   consume       print a partition's records up to its high watermark
