@@ -194,17 +194,22 @@ func TestKafkaLeadershipRules(t *testing.T) {
 	require.NoError(t, err)
 	pv := *md.partition(topic, 0)
 
+	var want []string
 	for _, id := range s.ids() {
-		km := kafkaMetadata(t, kc, id, topic)
-		var brokers []string
-		for _, b := range km.Brokers {
-			brokers = append(brokers, fmt.Sprintf("%d@%s:%d", b.NodeID, b.Host, b.Port))
-		}
-		var want []string
-		for _, id := range s.ids() {
-			want = append(want, fmt.Sprintf("%d@%s", id, s.kafka[id]))
-		}
-		require.Equal(t, want, brokers, "node %d lists every live broker at its Kafka address", id)
+		want = append(want, fmt.Sprintf("%d@%s", id, s.kafka[id]))
+	}
+	for _, id := range s.ids() {
+		var km *kmsg.MetadataResponse
+		// A node may apply the committed records a moment after another.
+		waitFor(t, 10*time.Second, fmt.Sprintf("node %d to list every live broker at its Kafka address and the topic", id), func() (bool, string) {
+			km = kafkaMetadata(t, kc, id, topic)
+			var brokers []string
+			for _, b := range km.Brokers {
+				brokers = append(brokers, fmt.Sprintf("%d@%s:%d", b.NodeID, b.Host, b.Port))
+			}
+			return slices.Equal(want, brokers) && km.Topics[0].ErrorCode == 0 && len(km.Topics[0].Partitions[0].ISR) == 3,
+				fmt.Sprintf("brokers %v, topic %+v", brokers, km.Topics[0])
+		})
 		require.Equal(t, int32(md.RaftLeader), km.ControllerID, "node %d names the active controller", id)
 		p := km.Topics[0].Partitions[0]
 		require.Equal(t, int32(pv.Leader), p.Leader, "node %d names the real leader", id)
@@ -272,13 +277,22 @@ func TestKafkaLeadershipRules(t *testing.T) {
 	// Groups: the live broker of lowest id coordinates them; a group
 	// member reads from the partition's new leader and commits there.
 	coordinator := slices.Min(slices.DeleteFunc(s.ids(), func(id replica.NodeID) bool { return id == leader }))
-	fc := kmsg.NewPtrFindCoordinatorRequest()
-	fc.CoordinatorKeys = []string{"g"}
-	fcr, err := fc.RequestWith(context.Background(), kc)
-	require.NoError(t, err)
-	require.NoError(t, kerr.ErrorForCode(fcr.Coordinators[0].ErrorCode))
-	require.Equal(t, int32(coordinator), fcr.Coordinators[0].NodeID)
-	require.Equal(t, s.kafka[coordinator], fmt.Sprintf("%s:%d", fcr.Coordinators[0].Host, fcr.Coordinators[0].Port))
+	for _, id := range s.ids() {
+		if id == leader {
+			continue
+		}
+		waitFor(t, 10*time.Second, fmt.Sprintf("node %d to name node %d the group coordinator", id, coordinator), func() (bool, string) {
+			fc := kmsg.NewPtrFindCoordinatorRequest()
+			fc.CoordinatorKeys = []string{"g"}
+			resp, err := kc.Broker(int(id)).Request(context.Background(), fc)
+			if err != nil {
+				return false, err.Error()
+			}
+			c := resp.(*kmsg.FindCoordinatorResponse).Coordinators[0]
+			return c.ErrorCode == 0 && c.NodeID == int32(coordinator) && s.kafka[coordinator] == fmt.Sprintf("%s:%d", c.Host, c.Port),
+				fmt.Sprintf("%+v", c)
+		})
+	}
 	member := newKgo(t, s, kgo.ConsumerGroup("g"), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.DisableAutoCommit(), kgo.FetchMaxWait(200*time.Millisecond))
 	var got []string
