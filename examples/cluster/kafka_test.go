@@ -464,11 +464,16 @@ func TestKafkaKillLeader(t *testing.T) {
 	defer cancel()
 	require.NoError(t, prod.Flush(flushCtx))
 
-	md, err := metadataFrom(s, cl)
-	require.NoError(t, err)
-	pv := md.partition(topic, 0)
-	end := listOffsetsFrom(t, admin, pv.Leader, topic, 0, pv.LeaderEpoch)
-	require.NoError(t, kerr.ErrorForCode(end.ErrorCode))
+	var end kmsg.ListOffsetsResponseTopicPartition
+	waitFor(t, 10*time.Second, "the leader's high watermark", func() (bool, string) {
+		md, err := metadataFrom(s, cl)
+		if err != nil {
+			return false, err.Error()
+		}
+		pv := md.partition(topic, 0)
+		end = listOffsetsFrom(t, admin, pv.Leader, topic, 0, pv.LeaderEpoch)
+		return end.ErrorCode == 0, fmt.Sprint(kerr.ErrorForCode(end.ErrorCode))
+	})
 	waitFor(t, 30*time.Second, "the consumer to reach the high watermark", func() (bool, string) {
 		mu.Lock()
 		defer mu.Unlock()
