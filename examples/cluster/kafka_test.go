@@ -218,6 +218,12 @@ func TestKafkaLeadershipRules(t *testing.T) {
 		require.ElementsMatch(t, pv.ISR, nodeIDs(p.ISR))
 	}
 
+	var full metadata
+	require.NoError(t, cl.getJSON(context.Background(), 1, "/status", &full))
+	for _, b := range full.Brokers {
+		require.Equal(t, s.kafka[b.ID], b.Kafka, "the status page shows broker %d's Kafka address", b.ID)
+	}
+
 	leader := pv.Leader
 	follower := pv.Replicas[slices.IndexFunc(pv.Replicas, func(id replica.NodeID) bool { return id != leader })]
 	rp := produceTo(t, kc, follower, topic, 0, "to a follower")

@@ -403,7 +403,7 @@ func printStatus(w io.Writer, md *metadata) {
 	fmt.Fprintf(w, "controller: node %d (raft term %d), controller epoch %d; seen from node %d\n\n",
 		md.RaftLeader, md.RaftTerm, md.ControllerEpoch, md.Node)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "BROKER\tEPOCH\tSTATE")
+	fmt.Fprintln(tw, "BROKER\tEPOCH\tSTATE\tKAFKA")
 	for _, b := range md.Brokers {
 		state := "live"
 		switch {
@@ -412,7 +412,7 @@ func printStatus(w io.Writer, md *metadata) {
 		case b.ShuttingDown:
 			state = "shutting down"
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%s\n", b.ID, b.Epoch, state)
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\n", b.ID, b.Epoch, state, b.Kafka)
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
