@@ -4,11 +4,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -519,4 +521,82 @@ func TestKafkaKillLeader(t *testing.T) {
 	}
 	t.Logf("%d kills; %d records produced and acknowledged, all consumed once, in order; %d retried batches answered from a leader's producer state; failover (kill to first acknowledgement) %s; consumer errors seen %d",
 		kills, len(acked), retries, summary(failovers), len(consumeErrs))
+}
+
+// kcatPath finds kcat (librdkafka's command-line client, Debian package
+// kcat). .ci/run installs it and sets STRAND_REQUIRE_KCAT, so that in CI a
+// missing kcat fails instead of skipping.
+func kcatPath(t *testing.T) string {
+	t.Helper()
+	path, err := exec.LookPath("kcat")
+	if err != nil {
+		if os.Getenv("STRAND_REQUIRE_KCAT") != "" {
+			t.Fatalf("kcat is required (STRAND_REQUIRE_KCAT is set) but not found: %v", err)
+		}
+		t.Skip("SKIPPING: kcat is not installed (apt-get install -y kcat); librdkafka against the cluster was NOT tested")
+	}
+	return path
+}
+
+// kcat runs kcat against the cluster's Kafka brokers and returns its
+// output.
+func kcat(t *testing.T, s *supervisor, stdin string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, kcatPath(t), append([]string{"-b", formatPeers(s.kafka)}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Run(), "kcat %v: %s", args, stderr.String())
+	return stdout.String()
+}
+
+// kcat (librdkafka, a client with its own protocol implementation) lists
+// the three brokers and the partition's real leader, produces keyed
+// records with acks=all, produces again after the leader's process is
+// SIGKILLed (it finds the new leader), and consumes every record, in order
+// at consecutive offsets, from the new leader.
+func TestKcatFollowsTheLeader(t *testing.T) {
+	kcatPath(t)
+	s, cl := startKafkaCluster(t)
+	const topic = "kcat"
+	createKafkaTopic(t, newKgo(t, s), topic, 1, 3)
+	waitISR(t, s, cl, topic, 3)
+
+	var kmd struct {
+		Brokers []struct {
+			ID   int32  `json:"id"`
+			Name string `json:"name"`
+		} `json:"brokers"`
+		Topics []struct {
+			Partitions []struct {
+				Leader int32 `json:"leader"`
+			} `json:"partitions"`
+		} `json:"topics"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(kcat(t, s, "", "-L", "-J", "-t", topic)), &kmd))
+	require.Len(t, kmd.Brokers, 3)
+	for _, b := range kmd.Brokers {
+		require.Equal(t, s.kafka[replica.NodeID(b.ID)], b.Name)
+	}
+	md, err := metadataFrom(s, cl)
+	require.NoError(t, err)
+	leader := md.partition(topic, 0).Leader
+	require.Equal(t, int32(leader), kmd.Topics[0].Partitions[0].Leader)
+
+	produce := []string{"-P", "-t", topic, "-p", "0", "-K", ":", "-X", "acks=all", "-X", "message.timeout.ms=30000"}
+	kcat(t, s, "k0:v0\nk1:v1\nk2:v2\n", produce...)
+	require.NoError(t, s.signal(leader, syscall.SIGKILL))
+	waitFor(t, 20*time.Second, "a new leader", func() (bool, string) {
+		md, err := metadataFrom(s, cl)
+		if err != nil {
+			return false, err.Error()
+		}
+		l := md.partition(topic, 0).Leader
+		return l != leader && l != replica.NoNode, fmt.Sprint(l)
+	})
+	kcat(t, s, "k3:v3\nk4:v4\n", produce...)
+	out := kcat(t, s, "", "-C", "-t", topic, "-p", "0", "-o", "beginning", "-c", "5", "-f", "%o %k=%s\n")
+	require.Equal(t, "0 k0=v0\n1 k1=v1\n2 k2=v2\n3 k3=v3\n4 k4=v4\n", out)
 }
