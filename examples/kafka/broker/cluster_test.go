@@ -101,7 +101,11 @@ func (f *fakeCluster) NewProducerID() (int64, error) {
 	return 1<<40 | f.nextProducer, nil
 }
 
-func (f *fakeCluster) GroupCoordinator() int32 { return f.coordinator }
+func (f *fakeCluster) GroupCoordinator() int32 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.coordinator
+}
 
 // startClusterBroker serves broker 1 of a fakeCluster whose topic "t" has
 // partition 0 led by broker 1 in epoch 5 (replicas 1 and 2, broker 2 out
@@ -144,9 +148,9 @@ func startClusterBroker(t *testing.T) (*fakeCluster, *kgo.Client) {
 // is FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH (KIP-320),
 // checked before leadership as Kafka does; a produce goes to
 // Cluster.Append with its acks; consumers read below the high watermark
-// the cluster sets; FindCoordinator names the cluster's group coordinator;
-// CreateTopics hands the cluster the replication factor; transactions are
-// refused.
+// the cluster sets; FindCoordinator names the cluster's group coordinator,
+// and group requests elsewhere are NOT_COORDINATOR; CreateTopics hands the
+// cluster the replication factor; transactions are refused.
 func TestBrokerInACluster(t *testing.T) {
 	f, c := startClusterBroker(t)
 	ctx := context.Background()
@@ -250,6 +254,31 @@ func TestBrokerInACluster(t *testing.T) {
 	require.NoError(t, err)
 	co := resp.(*kmsg.FindCoordinatorResponse).Coordinators[0]
 	require.Equal(t, []any{int16(0), int32(2), "127.0.0.1", int32(1)}, []any{co.ErrorCode, co.NodeID, co.Host, co.Port})
+
+	// Broker 1 does not coordinate: its group requests are refused.
+	jg := kmsg.NewPtrJoinGroupRequest()
+	jg.Group, jg.SessionTimeoutMillis, jg.RebalanceTimeoutMillis, jg.ProtocolType = "g", 10000, 10000, "consumer"
+	jg.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range"}}
+	resp, err = self.Request(ctx, jg)
+	require.NoError(t, err)
+	require.Equal(t, kerr.NotCoordinator.Code, resp.(*kmsg.JoinGroupResponse).ErrorCode)
+	oc := kmsg.NewPtrOffsetCommitRequest()
+	oc.Group, oc.Generation = "g", -1
+	oc.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 1}}}}
+	resp, err = self.Request(ctx, oc)
+	require.NoError(t, err)
+	require.Equal(t, kerr.NotCoordinator.Code, resp.(*kmsg.OffsetCommitResponse).Topics[0].Partitions[0].ErrorCode)
+	of := kmsg.NewPtrOffsetFetchRequest()
+	of.Groups = []kmsg.OffsetFetchRequestGroup{{Group: "g"}}
+	resp, err = self.Request(ctx, of)
+	require.NoError(t, err)
+	require.Equal(t, kerr.NotCoordinator.Code, resp.(*kmsg.OffsetFetchResponse).Groups[0].ErrorCode)
+	f.mu.Lock()
+	f.coordinator = 1
+	f.mu.Unlock()
+	resp, err = self.Request(ctx, of)
+	require.NoError(t, err)
+	require.Equal(t, int16(0), resp.(*kmsg.OffsetFetchResponse).Groups[0].ErrorCode, "served once broker 1 coordinates")
 
 	ct := kmsg.NewPtrCreateTopicsRequest()
 	ct.Topics = []kmsg.CreateTopicsRequestTopic{{Topic: "u", NumPartitions: 4, ReplicationFactor: 3}}
