@@ -74,9 +74,10 @@
 // waits for the ISR under acks=all; fetches read this node's replica
 // below its high watermark, which the Cluster moves. Consumer groups and
 // committed offsets stay with the group.Service of this broker's own data
-// directory (Config.DataDir), and FindCoordinator names the broker
-// Cluster.GroupCoordinator says; transactions are served by a standalone
-// broker only (their markers would have to be replicated).
+// directory (Config.DataDir): FindCoordinator names the broker
+// Cluster.GroupCoordinator says, and the group requests another broker
+// receives are answered NOT_COORDINATOR. Transactions are served by a
+// standalone broker only (their markers would have to be replicated).
 package broker
 
 import (
