@@ -106,7 +106,7 @@ func (b *Broker) createTopics(_ context.Context, r *request) kmsg.Response {
 			rt.ErrorCode, rt.ErrorMessage = code(err), message(err)
 			b.logger.Info("broker: topic not created", "topic", t.Topic, "err", err)
 		} else {
-			rt.NumPartitions, rt.ReplicationFactor = cfg.Partitions, b.replicationFactor(t.Topic)
+			rt.NumPartitions, rt.ReplicationFactor = cfg.Partitions, b.replicationFactor(t, req.ValidateOnly)
 			for _, tc := range topicConfigs {
 				v := tc.get(&cfg)
 				rt.Configs = append(rt.Configs, kmsg.CreateTopicsResponseTopicConfig{Name: tc.name, Value: &v, Source: 5})
@@ -167,9 +167,20 @@ func (b *Broker) createTopic(t kmsg.CreateTopicsRequestTopic, validateOnly bool)
 	return b.cluster.TopicConfig(t.Topic)
 }
 
-// replicationFactor is the replica count of a topic's first partition.
-func (b *Broker) replicationFactor(topic string) int16 {
-	st, err := b.cluster.Partition(topic, 0)
+// replicationFactor is the replica count of a created topic's first
+// partition, or what a validated one asked for (a standalone broker's is
+// always 1).
+func (b *Broker) replicationFactor(t kmsg.CreateTopicsRequestTopic, validateOnly bool) int16 {
+	if _, ok := b.cluster.(standalone); ok {
+		return 1
+	}
+	if validateOnly {
+		if len(t.ReplicaAssignment) > 0 {
+			return int16(len(t.ReplicaAssignment[0].Replicas))
+		}
+		return t.ReplicationFactor
+	}
+	st, err := b.cluster.Partition(t.Topic, 0)
 	if err != nil {
 		return -1
 	}
