@@ -167,8 +167,11 @@ func (kc *kafkaCluster) Log(topic string, id int32) (*log.Partition, error) {
 // one before it, is answered with its offsets once the high watermark
 // passes them, rather than appended twice. One batch of a producer per
 // partition is in flight at a time (its connection's requests are served
-// in order anyway), so that a check never misses a batch still being
-// appended.
+// in order anyway), so that a check does not miss a batch still being
+// appended. (A batch whose produce failed after the leader took it, by a
+// timeout or lost leadership, is released while its write may still be
+// queued: a retry then finds a node that no longer leads, or, after the
+// produce timeout, the write long applied.)
 func (kc *kafkaCluster) Append(ctx context.Context, topic string, id int32, acks int16, batch segment.Batch) (log.AppendResult, error) {
 	tp := controller.TopicPartition{Topic: topic, Partition: id}
 	plog, err := kc.Log(topic, id)
