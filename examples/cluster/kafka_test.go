@@ -28,7 +28,7 @@ import (
 	"github.com/strandlog/strand/segment"
 )
 
-var kafkaKills = flag.Int("kafka-kills", 0, "TestKafkaKillLeader: how many partition leaders to SIGKILL (default 2 with -short, else 6)")
+var kafkaKills = flag.Int("kafka-kills", 0, "TestKafkaKillLeader: how many partition leaders to stop, every third with SIGTERM, the others with SIGKILL (default 3 with -short, else 6)")
 
 // startKafkaCluster starts three nodes that serve Kafka clients too.
 func startKafkaCluster(t *testing.T) (*supervisor, *client) {
@@ -342,14 +342,15 @@ type kafkaAck struct {
 // is in the log twice, although batches appended by a leader that died
 // before answering are retried to the next one (which answers them from
 // its producer state). The killed node is restarted and rejoins the ISR
-// before the next kill. Every other kill takes the controller too (raft
-// leadership is moved to the leader's node first).
+// before the next kill. Every other stop takes the controller too (raft
+// leadership is moved to the leader's node first), and every third is a
+// controlled shutdown (SIGTERM) rather than a SIGKILL.
 func TestKafkaKillLeader(t *testing.T) {
 	kills := *kafkaKills
 	if kills == 0 {
 		kills = 6
 		if testing.Short() {
-			kills = 2
+			kills = 3
 		}
 	}
 	s, cl := startKafkaCluster(t)
@@ -447,15 +448,23 @@ func TestKafkaKillLeader(t *testing.T) {
 			moveController(t, s, cl, md.RaftLeader, victim)
 			wasController = true
 		}
+		sig, how := syscall.SIGKILL, "killed"
+		if k%3 == 2 {
+			// Every third stop is a controlled shutdown: the node, still
+			// up, answers NOT_LEADER_OR_FOLLOWER once its leadership moved.
+			sig, how = syscall.SIGTERM, "shut down"
+		}
 		killed := time.Now()
-		require.NoError(t, s.signal(victim, syscall.SIGKILL))
+		require.NoError(t, s.signal(victim, sig))
 		at, ok := firstAckAfter(killed)
-		require.True(t, ok, "kill %d: a record produced after node %d was killed was acknowledged", k, victim)
-		failovers = append(failovers, at.Sub(killed))
+		require.True(t, ok, "stop %d: a record produced after node %d was %s was acknowledged", k, victim, how)
+		if sig == syscall.SIGKILL {
+			failovers = append(failovers, at.Sub(killed))
+		}
 		md, err = metadataFrom(s, cl)
 		require.NoError(t, err)
-		t.Logf("kill %d: node %d killed (the controller too: %t), node %d leads epoch %d; first acknowledgement after %v",
-			k, victim, wasController, md.partition(topic, 0).Leader, md.partition(topic, 0).LeaderEpoch, at.Sub(killed).Round(time.Millisecond))
+		t.Logf("stop %d: node %d %s (the controller too: %t), node %d leads epoch %d; first acknowledgement after %v",
+			k, victim, how, wasController, md.partition(topic, 0).Leader, md.partition(topic, 0).LeaderEpoch, at.Sub(killed).Round(time.Millisecond))
 		require.NoError(t, s.startNode(victim))
 		waitFor(t, 30*time.Second, fmt.Sprintf("node %d back in the ISR", victim), func() (bool, string) {
 			md, err := metadataFrom(s, cl)
@@ -519,7 +528,7 @@ func TestKafkaKillLeader(t *testing.T) {
 		out, _ := os.ReadFile(filepath.Join(s.dir, fmt.Sprintf("node-%d.out", id)))
 		retries += strings.Count(string(out), "retry answered from the producer state")
 	}
-	t.Logf("%d kills; %d records produced and acknowledged, all consumed once, in order; %d retried batches answered from a leader's producer state; failover (kill to first acknowledgement) %s; consumer errors seen %d",
+	t.Logf("%d stops; %d records produced and acknowledged, all consumed once, in order; %d retried batches answered from a leader's producer state; failover after a SIGKILL (to the first acknowledgement) %s; consumer errors seen %d",
 		kills, len(acked), retries, summary(failovers), len(consumeErrs))
 }
 
