@@ -148,6 +148,9 @@ func up(args []string) error {
 	if prev, err := readPeers(*dir); err == nil {
 		s.peers = prev // a restarted cluster keeps its addresses: the raft log names them
 	}
+	if prev, err := readAddrs(*dir, kafkaFile); err == nil && *kafka {
+		s.kafka = prev // and its clients' bootstrap addresses
+	}
 	if err := s.start(3); err != nil {
 		s.kill()
 		return err

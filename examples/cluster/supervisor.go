@@ -36,8 +36,11 @@ type supervisor struct {
 }
 
 // peersFile is where the supervisor writes the nodes' addresses, for the
-// CLI to find them.
-const peersFile = "peers"
+// CLI to find them; kafkaFile their Kafka addresses.
+const (
+	peersFile = "peers"
+	kafkaFile = "kafka-peers"
+)
 
 // start picks a free loopback port for each of n nodes, unless peers are
 // set already, and starts them.
@@ -55,7 +58,7 @@ func (s *supervisor) start(n int) error {
 		}
 		s.peers[id+1] = addr
 	}
-	if s.withKafka {
+	if s.withKafka && len(s.kafka) != len(s.peers) {
 		s.kafka = map[replica.NodeID]string{}
 		for _, id := range s.ids() {
 			addr, err := freeAddr()
@@ -70,6 +73,11 @@ func (s *supervisor) start(n int) error {
 	}
 	if err := os.WriteFile(filepath.Join(s.dir, peersFile), []byte(formatPeers(s.peers)+"\n"), 0o644); err != nil {
 		return err
+	}
+	if s.withKafka {
+		if err := os.WriteFile(filepath.Join(s.dir, kafkaFile), []byte(formatPeers(s.kafka)+"\n"), 0o644); err != nil {
+			return err
+		}
 	}
 	for _, id := range s.ids() {
 		if err := s.startNode(id); err != nil {
@@ -193,7 +201,12 @@ func parsePeers(s string) (map[replica.NodeID]string, error) {
 
 // readPeers reads the peers file a supervisor wrote in dir.
 func readPeers(dir string) (map[replica.NodeID]string, error) {
-	b, err := os.ReadFile(filepath.Join(dir, peersFile))
+	return readAddrs(dir, peersFile)
+}
+
+// readAddrs reads a file of addresses a supervisor wrote in dir.
+func readAddrs(dir, name string) (map[replica.NodeID]string, error) {
+	b, err := os.ReadFile(filepath.Join(dir, name))
 	if err != nil {
 		return nil, fmt.Errorf("no cluster in %s (start one with: cluster up -dir %s): %w", dir, dir, err)
 	}
