@@ -43,15 +43,18 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// startCluster starts three node processes, with the default tuning flags
-// then flags, and waits until every broker is registered and live.
-func startCluster(t *testing.T, flags ...string) (*supervisor, *client) {
+// startCluster starts three node processes and waits until every broker
+// is registered and live.
+func startCluster(t *testing.T, opts ...func(*supervisor)) (*supervisor, *client) {
 	t.Helper()
 	self, err := os.Executable()
 	require.NoError(t, err)
 	var nf nodeFlags
 	nf.register(flag.NewFlagSet("defaults", flag.PanicOnError))
-	s := &supervisor{exe: self, env: []string{childEnv}, dir: t.TempDir(), args: append(nf.args(), flags...)}
+	s := &supervisor{exe: self, env: []string{childEnv}, dir: t.TempDir(), args: nf.args()}
+	for _, o := range opts {
+		o(s)
+	}
 	require.NoError(t, s.start(3))
 	t.Cleanup(func() {
 		s.kill()

@@ -41,6 +41,9 @@ type nodeConfig struct {
 	// snapshotEntries is how many applied raft entries pass between
 	// snapshots (0: never).
 	snapshotEntries int
+	// kafka, if set, is every node's Kafka address, this one's included:
+	// the node serves Kafka clients there.
+	kafka map[replica.NodeID]string
 }
 
 // The files of a node's data directory.
@@ -163,7 +166,7 @@ func (n *node) run(clean bool) error {
 	loops, stop := context.WithCancel(context.Background())
 	defer stop()
 	var wg sync.WaitGroup
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	wg.Go(func() { errc <- n.d.Run(loops) })
 	wg.Go(func() {
 		if err := n.ctl.run(loops); err != nil {
@@ -172,6 +175,17 @@ func (n *node) run(clean bool) error {
 		}
 	})
 	wg.Go(func() { n.applyMetadata(loops) })
+	// Kafka is served before the broker registers: a live broker in the
+	// metadata answers Kafka clients.
+	stopKafka := func() {}
+	if cfg.kafka != nil {
+		if stop, err := n.serveKafka(); err != nil {
+			errc <- fmt.Errorf("serving Kafka: %w", err)
+			stopSig()
+		} else {
+			stopKafka = stop
+		}
+	}
 	beats, stopBeats := context.WithCancel(loops)
 	beatsDone := make(chan struct{})
 	go func() { defer close(beatsDone); n.heartbeats(beats, clean) }()
@@ -183,7 +197,10 @@ func (n *node) run(clean bool) error {
 
 	stopBeats()
 	<-beatsDone
+	// Kafka clients are told NOT_LEADER_OR_FOLLOWER while leadership
+	// moves away, and find the new leaders.
 	n.controlledShutdown(loops)
+	stopKafka()
 	shutdown, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	srv.Shutdown(shutdown)

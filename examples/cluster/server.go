@@ -118,6 +118,9 @@ type topicRequest struct {
 	ReplicationFactor int    `json:"replication_factor"`
 	// Unclean enables unclean leader election for the topic.
 	Unclean bool `json:"unclean"`
+	// Assignment, if set, is each partition's replicas, in place of
+	// Partitions and ReplicationFactor.
+	Assignment [][]replica.NodeID `json:"assignment,omitempty"`
 }
 
 // controllerRoutes are the calls served by the active controller; another
@@ -160,6 +163,9 @@ func (n *node) controllerRoutes(mux *http.ServeMux) {
 		var req topicRequest
 		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 			return fmt.Errorf("%w: topic request: %w", replica.ErrInvalidRequest, err)
+		}
+		if req.Assignment != nil {
+			return c.CreateTopic(req.Topic, req.Assignment, req.Unclean)
 		}
 		// Kafka draws where the first partition's leader goes; the
 		// controller takes the draw from its caller to stay deterministic.

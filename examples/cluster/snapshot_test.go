@@ -24,7 +24,7 @@ import (
 // its log's start, ends with the same controller state as the others.
 func TestRestartedNodeCatchesUpFromSnapshot(t *testing.T) {
 	const every = 8
-	s, cl := startCluster(t, "-snapshot-entries", fmt.Sprint(every))
+	s, cl := startCluster(t, func(s *supervisor) { s.args = append(s.args, "-snapshot-entries", fmt.Sprint(every)) })
 	md, err := metadataFrom(s, cl)
 	require.NoError(t, err)
 	victim := replica.NodeID(1)
