@@ -45,7 +45,7 @@ func TestControlRestartsFromSnapshotAndTail(t *testing.T) {
 	for _, b := range []replica.NodeID{1, 2, 3} {
 		index++
 		commit(index, func() {
-			_, err := ctrl.Register(b, true)
+			_, err := ctrl.Register(b, 1, true)
 			require.NoError(t, err)
 		})
 	}

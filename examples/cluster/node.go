@@ -73,6 +73,9 @@ type node struct {
 	wake          chan struct{}
 
 	brokerEpoch int64 // owned by the heartbeat loop
+	// incarnation is this start of the node (Kafka's incarnation ID): the
+	// controller tells a retried registration from a restart by it.
+	incarnation int64
 }
 
 // runNode runs a node until SIGTERM or SIGINT, or until the process that
@@ -92,7 +95,8 @@ func runNode(cfg nodeConfig) error {
 	}
 	n := &node{cfg: cfg, log: logger, dir: dir, out: newPoster(cfg.peers),
 		parts: map[controller.TopicPartition]*log.Partition{}, pendingTopics: map[string]int32{},
-		pendingParts: map[controller.TopicPartition]*replica.LeaderAndISR{}, wake: make(chan struct{}, 1)}
+		pendingParts: map[controller.TopicPartition]*replica.LeaderAndISR{}, wake: make(chan struct{}, 1),
+		incarnation: time.Now().UnixNano()}
 	err = n.run(clean)
 	n.out.close()
 	if cerr := dir.Close(); err == nil && cerr == nil {
@@ -324,9 +328,14 @@ func (n *node) heartbeats(ctx context.Context, clean bool) {
 	for {
 		if n.brokerEpoch < 0 {
 			var rep reply
-			if err := cl.call(ctx, fmt.Sprintf("/controller/register?node=%d&clean=%t", n.cfg.id, clean), nil, &rep); err == nil {
+			q := fmt.Sprintf("/controller/register?node=%d&incarnation=%d&clean=%t", n.cfg.id, n.incarnation, clean)
+			if err := cl.call(ctx, q, nil, &rep); err == nil {
 				n.brokerEpoch = rep.BrokerEpoch
 				n.log.Info("registered", "epoch", rep.BrokerEpoch, "clean", clean)
+				// Fetches and ISR proposals carry it (KIP-903).
+				if err := n.d.SetBrokerEpoch(ctx, rep.BrokerEpoch); err != nil {
+					n.log.Warn("broker epoch", "err", err)
+				}
 			}
 		} else {
 			err := cl.call(ctx, fmt.Sprintf("/controller/heartbeat?node=%d&epoch=%d", n.cfg.id, n.brokerEpoch), nil, nil)

@@ -136,7 +136,14 @@ func (n *node) controllerRoutes(mux *http.ServeMux) {
 		if err != nil {
 			return err
 		}
-		rep.BrokerEpoch, err = c.Register(replica.NodeID(id), r.URL.Query().Get("clean") == "true")
+		incarnation, err := queryInt(r, "incarnation")
+		if err != nil {
+			return err
+		}
+		if incarnation <= 0 {
+			return fmt.Errorf("%w: incarnation %d, must be positive", replica.ErrInvalidRequest, incarnation)
+		}
+		rep.BrokerEpoch, err = c.Register(replica.NodeID(id), uint64(incarnation), r.URL.Query().Get("clean") == "true")
 		return err
 	})
 	brokerOp := func(pattern string, fn func(c *controller.Controller, id replica.NodeID, epoch int64, rep *reply) error) {

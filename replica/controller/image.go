@@ -24,7 +24,7 @@ func (s *State) Records() []Record {
 	records := []Record{&ControllerRecord{Stamp: stamp, Node: replica.NoNode}}
 	brokers := slices.SortedFunc(maps.Values(s.Brokers), func(a, b *Broker) int { return cmp.Compare(a.Epoch, b.Epoch) })
 	for _, b := range brokers {
-		records = append(records, &RegisterRecord{Stamp: stamp, Broker: b.ID, BrokerEpoch: b.Epoch, Clean: b.Clean})
+		records = append(records, &RegisterRecord{Stamp: stamp, Broker: b.ID, BrokerEpoch: b.Epoch, Incarnation: b.Incarnation, Clean: b.Clean})
 		if !b.Fenced {
 			records = append(records, &UnfenceRecord{Stamp: stamp, Broker: b.ID, BrokerEpoch: b.Epoch})
 		}
