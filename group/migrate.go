@@ -45,8 +45,10 @@ func (p MigrationPolicy) String() string {
 	return "MigrationPolicy(?)"
 }
 
-func (p MigrationPolicy) upgrades() bool   { return p == MigrationBidirectional || p == MigrationUpgrade }
-func (p MigrationPolicy) downgrades() bool { return p == MigrationBidirectional || p == MigrationDowngrade }
+func (p MigrationPolicy) upgrades() bool { return p == MigrationBidirectional || p == MigrationUpgrade }
+func (p MigrationPolicy) downgrades() bool {
+	return p == MigrationBidirectional || p == MigrationDowngrade
+}
 
 // upgrade converts a classic group with members into a consumer group for
 // a member joining with ConsumerGroupHeartbeat (validateOnlineUpgrade and
@@ -270,7 +272,7 @@ func (c *Coordinator) classicJoinToConsumerGroup(g *consumerGroup, id RequestID,
 	m := existing
 	switch {
 	case m == nil:
-		m = &consumerMember{id: memberID}
+		m = &consumerMember{id: memberID, instanceID: req.GroupInstanceID}
 		c.addConsumer(g, m)
 	case m.id != memberID:
 		// A static member restarts: the new member id takes its place,
