@@ -35,7 +35,7 @@ func groupShapes(quick bool) groupShape {
 	if quick {
 		return groupShape{reps: 1, runFor: 200 * time.Millisecond, committers: 16, partitions: 8}
 	}
-	return groupShape{reps: 5, runFor: 2 * time.Second, committers: 16, partitions: 8}
+	return groupShape{reps: 3, runFor: 2 * time.Second, committers: 16, partitions: 8}
 }
 
 // The offsets topics measured: all groups on one partition, where the
