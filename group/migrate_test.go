@@ -285,6 +285,15 @@ func TestClassicMemberInConsumerGroup(t *testing.T) {
 	}
 	assert.Len(t, a.owned, 3)
 	assert.Len(t, c.owned, 3)
+	// A classic member commits with its member epoch as generation, with
+	// the OffsetCommit versions of the classic protocol, and a wrong one
+	// is ILLEGAL_GENERATION, not STALE_MEMBER_EPOCH (ConsumerGroup.
+	// validateOffsetCommit).
+	commit := commitOne("g", a.gen, a.id, 5)
+	commit.Version = 2
+	assert.NoError(t, h.commit(commit).Err)
+	commit.GenerationID++
+	assert.ErrorIs(t, h.commit(commit).Err, ErrIllegalGeneration)
 
 	// A member that does not rejoin within its rebalance timeout after it
 	// was told to is removed, and its partitions go back to the others.
@@ -553,8 +562,9 @@ func TestConsumerThroughUpgradeAndDowngrade(t *testing.T) {
 				}
 			}
 			beat(ConsumerGroupHeartbeatRequest{RebalanceTimeout: time.Minute, SubscribedTopicNames: []string{"t"}, Owned: &Assignment{}})
-			_, isConsumerGroup := e.s.parts[e.s.partitionOf("g")].c.consumerGroups["g"]
-			require.True(t, isConsumerGroup, "upgraded")
+			_, classic, err := e.s.DescribeGroup(ctx, "g")
+			require.NoError(t, err)
+			require.False(t, classic, "upgraded: no classic group of that id")
 			pollInto(t, func() bool { return len(owned) == 2 && len(a.Assigned()) == 2 }, func(int, []Message) {
 				exclusive()
 				beat(ConsumerGroupHeartbeatRequest{MemberEpoch: epoch, Owned: owns(owned...)})
