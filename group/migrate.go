@@ -154,9 +154,20 @@ func (c *Coordinator) leaveConsumer(g *consumerGroup, m *consumerMember) {
 	c.fenceConsumer(g, m)
 }
 
+// mayDowngrade reports whether the group becomes a classic group as
+// leaving leaves, or, with leaving nil, as it is (a member speaking the
+// classic protocol just replaced the last one speaking the consumer
+// protocol, validateOnlineDowngradeWithReplacedMemberId): every other
+// member speaks the classic protocol, and the policy and the size allow.
 func (c *Coordinator) mayDowngrade(g *consumerGroup, leaving *consumerMember) bool {
-	if leaving.classic != nil || len(g.members) <= 1 || !c.cfg.MigrationPolicy.downgrades() ||
-		c.cfg.MaxSize > 0 && len(g.members)-1 > c.cfg.MaxSize {
+	n := len(g.members)
+	if leaving != nil {
+		if leaving.classic != nil || n <= 1 {
+			return false
+		}
+		n--
+	}
+	if !c.cfg.MigrationPolicy.downgrades() || c.cfg.MaxSize > 0 && n > c.cfg.MaxSize {
 		return false
 	}
 	for _, m := range g.members {
@@ -170,7 +181,7 @@ func (c *Coordinator) mayDowngrade(g *consumerGroup, leaving *consumerMember) bo
 // downgrade replaces a consumer group by the classic group of its members
 // but leaving (convertToClassicGroup, ClassicGroup.fromConsumerGroup): at
 // the group epoch as generation, each member assigned its target
-// assignment, and a rebalance started, since a member left.
+// assignment, Stable, and rebalancing if a member left.
 func (c *Coordinator) downgrade(g *consumerGroup, leaving *consumerMember) {
 	for _, m := range g.members {
 		c.cancelConsumerTimers(g, m)
@@ -202,7 +213,9 @@ func (c *Coordinator) downgrade(g *consumerGroup, leaving *consumerMember) {
 	for _, m := range classic.members {
 		c.scheduleHeartbeat(classic, m, int64(m.sessionTimeoutMs))
 	}
-	c.prepareRebalance(classic)
+	if leaving != nil {
+		c.prepareRebalance(classic)
+	}
 }
 
 // supportsClassic reports whether a member speaking the classic protocol
@@ -270,6 +283,7 @@ func (c *Coordinator) classicJoinToConsumerGroup(g *consumerGroup, id RequestID,
 		return
 	}
 	m := existing
+	replacedConsumer := false
 	switch {
 	case m == nil:
 		m = &consumerMember{id: memberID, instanceID: req.GroupInstanceID}
@@ -277,6 +291,7 @@ func (c *Coordinator) classicJoinToConsumerGroup(g *consumerGroup, id RequestID,
 	case m.id != memberID:
 		// A static member restarts: the new member id takes its place,
 		// target and assignment (KIP-345).
+		replacedConsumer = m.classic == nil
 		replaced := *m
 		replaced.id = memberID
 		target := g.target[m.id]
@@ -301,11 +316,22 @@ func (c *Coordinator) classicJoinToConsumerGroup(g *consumerGroup, id RequestID,
 		fail(err)
 		return
 	}
+	resp := &JoinGroupResponse{ID: id, GenerationID: m.epoch, ProtocolType: consumerProtocolType,
+		ProtocolName: req.Protocols[0].Name, MemberID: m.id}
+	if replacedConsumer && c.mayDowngrade(g, nil) {
+		// The static member that spoke the consumer protocol restarted
+		// speaking the classic one: the group is classic again, and
+		// Stable, the member in its predecessor's place.
+		c.downgrade(g, nil)
+		classic := c.groups[g.id]
+		resp.GenerationID, resp.ProtocolName = classic.generation, classic.protocolName
+		c.respond(resp)
+		return
+	}
 	c.timers.cancel(timerKey{timerJoin, g.id, m.id})
 	c.scheduleConsumerSession(g, m)
 	c.scheduleConsumerTimer(g, m, timerSync, int64(m.rebalanceTimeoutMs))
-	c.respond(&JoinGroupResponse{ID: id, GenerationID: m.epoch, ProtocolType: consumerProtocolType,
-		ProtocolName: req.Protocols[0].Name, MemberID: m.id})
+	c.respond(resp)
 }
 
 // classicMember finds the member a classic request names

@@ -581,3 +581,51 @@ func TestConsumerThroughUpgradeAndDowngrade(t *testing.T) {
 		})
 	}
 }
+
+// A static member speaking the consumer protocol that restarts speaking the
+// classic one, the last of the consumer protocol, takes its own place in a
+// classic group again, Stable, without a rebalance
+// (validateOnlineDowngradeWithReplacedMemberId), as the policy allows.
+func TestDowngradeWhenStaticMemberRestartsClassic(t *testing.T) {
+	for _, policy := range []MigrationPolicy{MigrationBidirectional, MigrationUpgrade} {
+		t.Run(policy.String(), func(t *testing.T) {
+			h := newHarness(t, Config{InitialRebalanceDelay: -1, MigrationPolicy: policy, Partitions: func(string) int32 { return 6 }})
+			s := &consumerClient{id: "s"}
+			r := h.cgh(ConsumerGroupHeartbeatRequest{MemberID: "s", InstanceID: "pod-s", RebalanceTimeout: time.Minute,
+				SubscribedTopicNames: []string{"t"}, ServerAssignor: "range", Owned: &Assignment{}})
+			require.NoError(t, r.Err)
+			s.epoch, s.owned = r.MemberEpoch, r.Assignment.Partitions["t"]
+			a := &classicClient{}
+			require.NoError(t, h.rejoin("g", a))
+			for range 4 {
+				require.NoError(t, h.cgh(ConsumerGroupHeartbeatRequest{MemberID: "s", InstanceID: "pod-s", MemberEpoch: s.epoch, Owned: owns(s.owned...)}).Err)
+				cg := h.c.consumerGroups["g"]
+				s.epoch, s.owned = cg.byID["s"].epoch, cg.byID["s"].assigned["t"]
+				require.NoError(t, h.beat("g", a))
+			}
+			cg := h.c.consumerGroups["g"]
+			require.Equal(t, "Stable", cg.state())
+			sTarget := cg.target["s"]["t"]
+
+			restart := classicJoin("g", "")
+			restart.GroupInstanceID = "pod-s"
+			jr := h.joined(h.join(restart))
+			require.NoError(t, jr.Err)
+			if policy == MigrationUpgrade {
+				assert.NotNil(t, h.c.consumerGroups["g"], "the policy keeps the consumer group")
+				checkReplay(t, h)
+				return
+			}
+			g := h.group("g")
+			assert.Equal(t, Stable, g.state, "no rebalance")
+			assert.Equal(t, jr.GenerationID, g.generation)
+			require.Len(t, g.members, 2)
+			sr := h.synced(h.sync(SyncGroupRequest{GroupID: "g", GenerationID: jr.GenerationID, MemberID: jr.MemberID, GroupInstanceID: "pod-s"}))
+			require.NoError(t, sr.Err)
+			got, _, err := DecodeAssignment(sr.Assignment)
+			require.NoError(t, err)
+			assert.Equal(t, sTarget, got.Partitions["t"], "the restarted member has its predecessor's partitions")
+			checkReplay(t, h)
+		})
+	}
+}
