@@ -55,9 +55,9 @@ func (s *Service) pipeline(sp *servicePartition, w *pendingWrite) {
 	sp.mu.Unlock()
 	err := s.appendQueued(sp, w, func() {
 		// Called with the log's queue locked. No goroutine holding mu
-		// waits for that lock: appends made under mu (flush, the writes
-		// of transactional records) wait until nothing is in flight,
-		// and w is.
+		// waits for that lock: the Service's other appends (flush's,
+		// under mu, and those of transactional records and markers)
+		// wait until nothing is in flight, and w is.
 		sp.mu.Lock()
 		w.queued, sp.writing = true, false
 		sp.idle.Signal() // a waiter may write next; no answer came
