@@ -240,8 +240,15 @@ func (c *Coordinator) consumerGroupFor(req ConsumerGroupHeartbeatRequest) (*cons
 	join := req.MemberEpoch == JoinMemberEpoch
 	classic := c.groups[req.GroupID]
 	if classic != nil && !(classic.is(Empty) && len(classic.pending) == 0) {
-		if !join {
+		switch {
+		case !join:
 			return nil, errorf(ErrGroupIDNotFound, "group %q is a classic group", req.GroupID)
+		case req.InstanceID != "" && classic.static[req.InstanceID] != "":
+			// The converted group would refuse the join (its member of
+			// that instance id has not left), and Kafka drops the
+			// conversion with it.
+			return nil, errorf(ErrUnreleasedInstanceID, "group %q: instance id %q is still used by member %q",
+				req.GroupID, req.InstanceID, classic.static[req.InstanceID])
 		}
 		return c.upgrade(classic)
 	}

@@ -434,6 +434,17 @@ func TestMigrationPolicy(t *testing.T) {
 		assert.Equal(t, before, h.log)
 		assert.Equal(t, Stable, h.group("g").state)
 	})
+	t.Run("a join the converted group would refuse", func(t *testing.T) {
+		h := consumerHarness(t)
+		h.classicStable("g", 1)
+		h.join(func() JoinGroupRequest { r := classicJoin("g", ""); r.GroupInstanceID = "pod"; return r }())
+		before := slices.Clone(h.log)
+		r := h.cgh(ConsumerGroupHeartbeatRequest{MemberID: "c", InstanceID: "pod", RebalanceTimeout: time.Minute,
+			SubscribedTopicNames: []string{"t"}, Owned: &Assignment{}})
+		assert.ErrorIs(t, r.Err, ErrUnreleasedInstanceID)
+		assert.Equal(t, before, h.log, "no conversion")
+		assert.NotNil(t, h.c.groups["g"])
+	})
 	t.Run("a parked join is answered", func(t *testing.T) {
 		h := consumerHarness(t)
 		classic := h.classicStable("g", 2)
