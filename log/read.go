@@ -150,9 +150,16 @@ func (l *Log) Read(offset int64, maxBytes int, iso Isolation) (*Batches, error) 
 // iteration reaches it; Wait tells when there is more. Control records
 // (transaction markers) are never yielded, as Kafka's consumer never
 // returns them; with ReadCommitted neither are the records of aborted
-// transactions.
+// transactions. Every batch's CRC is checked.
+//
+// The keys, values and header values of the records yielded alias a
+// buffer the iteration reuses for the next chunk of the log: they are
+// valid until the loop body returns, and a caller that keeps them must
+// copy them (bytes.Clone). Reusing the buffer, rather than allocating
+// each chunk, is what lets a reader keep up with the page cache.
 func (l *Log) Records(from int64, iso Isolation) iter.Seq2[segment.Record, error] {
 	return func(yield func(segment.Record, error) bool) {
+		var buf []byte
 		for {
 			bs, err := l.Read(from, 1<<20, iso)
 			if err != nil {
@@ -167,7 +174,7 @@ func (l *Log) Records(from int64, iso Isolation) iter.Seq2[segment.Record, error
 			if len(bs.Aborted) > 0 {
 				aborted = idempotence.NewAbortedFilter(bs.Aborted)
 			}
-			for b, err := range bs.All() {
+			for b, err := range bs.AllInto(&buf) {
 				if err != nil {
 					bs.Close()
 					yield(segment.Record{}, err)
