@@ -145,6 +145,10 @@ func (l *Log) Read(offset int64, maxBytes int, iso Isolation) (*Batches, error) 
 	}
 }
 
+// recordsChunk is how much of the log Records reads at a time: Kafka's
+// default max.partition.fetch.bytes.
+const recordsChunk = 1 << 20
+
 // Records yields the records from offset from up to the bound iso sets,
 // reading the log in chunks. It stops at the bound as it stands when the
 // iteration reaches it; Wait tells when there is more. Control records
@@ -161,7 +165,7 @@ func (l *Log) Records(from int64, iso Isolation) iter.Seq2[segment.Record, error
 	return func(yield func(segment.Record, error) bool) {
 		var buf []byte
 		for {
-			bs, err := l.Read(from, 1<<20, iso)
+			bs, err := l.Read(from, recordsChunk, iso)
 			if err != nil {
 				yield(segment.Record{}, err)
 				return
@@ -173,6 +177,16 @@ func (l *Log) Records(from int64, iso Isolation) iter.Seq2[segment.Record, error
 			var aborted *idempotence.AbortedFilter
 			if len(bs.Aborted) > 0 {
 				aborted = idempotence.NewAbortedFilter(bs.Aborted)
+			}
+			if need := int(bs.Len()); need > cap(buf) {
+				// A whole chunk for a read of more than half of one, so
+				// that a long read allocates once; doubling otherwise,
+				// so that a short log costs little.
+				size := max(need, 2*cap(buf))
+				if need > recordsChunk/2 {
+					size = max(need, recordsChunk)
+				}
+				buf = make([]byte, 0, size)
 			}
 			for b, err := range bs.AllInto(&buf) {
 				if err != nil {

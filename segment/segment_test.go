@@ -750,3 +750,50 @@ func TestSliceAllNamesTheFileAndPositionOfABadBatch(t *testing.T) {
 	}
 	require.Equal(t, []int64{bs[1].BaseOffset()}, got, "the good batch before it is yielded")
 }
+
+// TestSliceAllIntoReusesTheBuffer: AllInto reads into the caller's buffer
+// when the slice fits and grows it when not; it yields the batches All
+// does, aliasing the buffer.
+func TestSliceAllIntoReusesTheBuffer(t *testing.T) {
+	fs, dir := newMemDir(t)
+	s, err := Create(dir, 0, on(fs, smallIndex))
+	require.NoError(t, err)
+	defer s.Close()
+	bs := testBatches(t, 6, 3, 100, 0, 0)
+	appendAll(t, s, bs)
+
+	buf := make([]byte, 0, len(concat(bs[:2])))
+	for _, tc := range []struct {
+		name     string
+		offset   int64
+		maxBytes int
+		want     []Batch
+		grows    bool
+	}{
+		{"a slice that fits is read into the buffer", 0, len(concat(bs[:2])), bs[:2], false},
+		{"a larger slice grows it", 6, 1 << 20, bs[2:], true},
+		{"the grown buffer is reused", 0, len(concat(bs[:3])), bs[:3], false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sl, err := s.Read(tc.offset, math.MaxInt64, tc.maxBytes)
+			require.NoError(t, err)
+			before := &buf[:1][0]
+			var got []Batch
+			for b, err := range sl.AllInto(&buf) {
+				require.NoError(t, err)
+				if len(got) == 0 {
+					require.Same(t, &buf[:1][0], &b[0], "the first batch aliases the buffer's start")
+				}
+				got = append(got, slices.Clone(b))
+			}
+			require.Equal(t, tc.want, got)
+			require.Equal(t, tc.grows, before != &buf[:1][0], "buffer replaced")
+			var all []Batch
+			for b, err := range sl.All() {
+				require.NoError(t, err)
+				all = append(all, b)
+			}
+			require.Equal(t, all, got, "AllInto yields what All does")
+		})
+	}
+}
