@@ -379,6 +379,7 @@ type cleaner struct {
 	// recs are a batch's records being filtered, kept those that stay.
 	recs, kept []segment.Record
 	buf        []byte
+	out        []byte // batches kept, not yet written
 }
 
 // buildKeyMap reads the dirty segments and maps each key to its latest
@@ -576,8 +577,14 @@ func (c *cleaner) cleanGroup(group []*segRef) (groupResult, error) {
 	return groupCleaned, nil
 }
 
-// rewrite writes the batches of group that compaction keeps to seg.
+// rewriteChunk is how much of what compaction keeps it writes at a time.
+const rewriteChunk = 1 << 20
+
+// rewrite writes the batches of group that compaction keeps to seg, many
+// at a time: most batches it rewrites are small, with a few of their
+// records left.
 func (c *cleaner) rewrite(seg *segment.Segment, group []*segRef) error {
+	c.out = c.out[:0]
 	for i, s := range group {
 		lastSeg := i == len(group)-1
 		end := s.NextOffset()
@@ -597,12 +604,19 @@ func (c *cleaner) rewrite(seg *segment.Segment, group []*segRef) error {
 			if out == nil {
 				continue
 			}
-			if err := seg.Append(out); err != nil {
-				return err
+			if len(c.out) > 0 && len(c.out)+len(out) > rewriteChunk {
+				if err := seg.AppendBatches(c.out); err != nil {
+					return err
+				}
+				c.out = c.out[:0]
 			}
+			c.out = append(c.out, out...)
 		}
 	}
-	return nil
+	if len(c.out) == 0 {
+		return nil
+	}
+	return seg.AppendBatches(c.out)
 }
 
 // filter returns what compaction keeps of b: b itself, a rebuilt batch,
