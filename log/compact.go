@@ -56,7 +56,10 @@ type CompactOptions struct {
 	// offsets, 24 bytes a key at a load of at most 3/4
 	// (log.cleaner.dedupe.buffer.size). A dirty section with more keys is
 	// compacted over several calls. Default 16 MiB, allowed 1 KiB to
-	// 2 GiB-1 (Kafka's cap on a cleaner thread's buffer).
+	// 2 GiB-1 (Kafka's cap on a cleaner thread's buffer). The map takes
+	// only what its keys need; once built, a bit for each offset it
+	// covers, if that fits in KeyMapBytes too, spares the rewrite a
+	// lookup per record.
 	KeyMapBytes int
 
 	// Force compacts whatever the dirty ratio and MaxCompactionLag say.
@@ -191,6 +194,7 @@ func (l *Log) compact(p *plan, now time.Time, opts CompactOptions) error {
 	if err := c.buildKeyMap(); err != nil {
 		return err
 	}
+	c.latest = c.keys.latestIn(p.firstDirty, c.end, opts.KeyMapBytes)
 	cleaned := slices.IndexFunc(p.segs, func(s *segRef) bool { return s.BaseOffset() >= c.end })
 	if cleaned < 0 {
 		cleaned = len(p.segs)
@@ -375,6 +379,12 @@ type cleaner struct {
 	// new .txnindex keeps.
 	txns         *txnTracker
 	groupAborted []idempotence.AbortedTxn
+
+	// latest marks the offsets from the plan's first dirty one up to end
+	// that are their key's latest, if the map made it (keyMap.latestIn):
+	// a record of the dirty part is kept or not by its bit, without
+	// looking its key up.
+	latest []uint64
 
 	// recs are a batch's records being filtered, kept those that stay.
 	recs, kept []segment.Record
@@ -645,9 +655,7 @@ func (c *cleaner) filter(b segment.Batch, keepEmpty bool) (segment.Batch, error)
 		}
 		c.recs = append(c.recs, r)
 	}
-	// The batch's keys are looked up together, so that the lookups
-	// overlap.
-	latest := c.keys.getAll(c.recs)
+	latest := c.latestOf(b, c.recs)
 	tombstones := false
 	c.kept = c.kept[:0]
 	for i, r := range c.recs {
@@ -665,6 +673,32 @@ func (c *cleaner) filter(b segment.Batch, keepEmpty bool) (segment.Batch, error)
 	}
 	c.plan.st.RecordsRemoved += n - int64(len(c.kept))
 	return c.retained(b, tombstones)
+}
+
+// latestOf returns the latest offset of each record's key, -1 for a
+// record without one, as keyMap.getAll does. For a batch of the dirty
+// part, whose records the map took, the latest offsets bits say whether
+// each record is its key's latest: its own offset then, a later one
+// otherwise, so no key is looked up.
+func (c *cleaner) latestOf(b segment.Batch, recs []segment.Record) []int64 {
+	from := c.plan.firstDirty
+	if c.latest == nil || b.BaseOffset() < from {
+		// The batches are looked up together, so that the lookups
+		// overlap.
+		return c.keys.getAll(recs)
+	}
+	out := slices.Grow(c.keys.offsets[:0], len(recs))[:len(recs)]
+	for i, r := range recs {
+		out[i] = math.MaxInt64 // superseded, or not in the map: past c.end
+		if r.Offset >= c.end {
+			continue
+		}
+		if bit := r.Offset - from; c.latest[bit/64]&(1<<(bit%64)) != 0 {
+			out[i] = r.Offset
+		}
+	}
+	c.keys.offsets = out
+	return out
 }
 
 // filterMarker returns what compaction keeps of the control batch b
@@ -913,6 +947,22 @@ func (m *keyMap) getAll(recs []segment.Record) []int64 {
 		}
 	}
 	return m.offsets
+}
+
+// latestIn returns a bit set of the offsets in [from, end) that are the
+// latest of their key, bit i for offset from+i, or nil if it would take
+// more than maxBytes: what the map knows, laid out by offset.
+func (m *keyMap) latestIn(from, end int64, maxBytes int) []uint64 {
+	if end <= from || (end-from+63)/64 > int64(maxBytes/8) {
+		return nil
+	}
+	bits := make([]uint64, (end-from+63)/64)
+	for _, s := range m.slots {
+		if o := s.offset - 1; o >= from && o < end {
+			bits[(o-from)/64] |= 1 << ((o - from) % 64)
+		}
+	}
+	return bits
 }
 
 // hashAll returns the hashes of the records' keys, in scratch memory
