@@ -384,7 +384,8 @@ type cleaner struct {
 	// that are their key's latest, if the map made it (keyMap.latestIn):
 	// a record of the dirty part is kept or not by its bit, without
 	// looking its key up.
-	latest []uint64
+	latest  []uint64
+	offsets []int64 // latestOf's
 
 	// recs are a batch's records being filtered, kept those that stay.
 	recs, kept []segment.Record
@@ -675,30 +676,25 @@ func (c *cleaner) filter(b segment.Batch, keepEmpty bool) (segment.Batch, error)
 	return c.retained(b, tombstones)
 }
 
-// latestOf returns the latest offset of each record's key, -1 for a
-// record without one, as keyMap.getAll does. For a batch of the dirty
-// part, whose records the map took, the latest offsets bits say whether
-// each record is its key's latest: its own offset then, a later one
-// otherwise, so no key is looked up.
+// latestOf returns, for each record, the offset of its key's latest
+// record, which filter compares the record's own with (-1 for a record
+// without a key). In a batch of the dirty part, whose records the map
+// took, c.latest's bit for a record says whether it is that latest one,
+// so no key is hashed or looked up: its own offset if so, one past every
+// offset if not.
 func (c *cleaner) latestOf(b segment.Batch, recs []segment.Record) []int64 {
 	from := c.plan.firstDirty
 	if c.latest == nil || b.BaseOffset() < from {
-		// The batches are looked up together, so that the lookups
-		// overlap.
 		return c.keys.getAll(recs)
 	}
-	out := slices.Grow(c.keys.offsets[:0], len(recs))[:len(recs)]
+	c.offsets = slices.Grow(c.offsets[:0], len(recs))[:len(recs)]
 	for i, r := range recs {
-		out[i] = math.MaxInt64 // superseded, or not in the map: past c.end
-		if r.Offset >= c.end {
-			continue
-		}
-		if bit := r.Offset - from; c.latest[bit/64]&(1<<(bit%64)) != 0 {
-			out[i] = r.Offset
+		c.offsets[i] = math.MaxInt64
+		if bit := r.Offset - from; r.Offset < c.end && c.latest[bit/64]&(1<<(bit%64)) != 0 {
+			c.offsets[i] = r.Offset
 		}
 	}
-	c.keys.offsets = out
-	return out
+	return c.offsets
 }
 
 // filterMarker returns what compaction keeps of the control batch b
@@ -934,7 +930,8 @@ func (m *keyMap) putAll(recs []segment.Record) int {
 }
 
 // getAll returns the latest offset of each record's key as get does (-1
-// for a record without a key), looked up as putAll puts them.
+// for a record without a key), looked up together as putAll puts them, so
+// that the lookups overlap.
 func (m *keyMap) getAll(recs []segment.Record) []int64 {
 	hs := m.hashAll(recs)
 	m.offsets = slices.Grow(m.offsets[:0], len(recs))[:len(recs)]

@@ -722,6 +722,7 @@ func (s *Segment) Read(offset, maxOffset int64, maxBytes int) (Slice, error) {
 	if err != nil {
 		return Slice{}, err
 	}
+	defer sc.release() // the slice keeps no header it read
 	sl := Slice{f: s.log, name: s.logName(), pos: pos}
 	if first.LastOffset() >= maxOffset {
 		return sl, nil
@@ -734,7 +735,9 @@ func (s *Segment) Read(offset, maxOffset int64, maxBytes int) (Slice, error) {
 	byPos, byOffset := s.offsets.LookupPosition(limit), s.offsets.Lookup(maxOffset-1)
 	skipped := false
 	if skip := int64(min(byPos.Position, byOffset.Position)); skip > sc.pos && skip < end {
-		sc, sl.n, skipped = s.lookup(skip, end), skip-pos, true
+		// The scanner goes on from there with its buffer, reading headers
+		// alone if the batches it saw were large.
+		sc.pos, sl.n, skipped = skip, skip-pos, true
 	}
 	for {
 		at := sc.pos
