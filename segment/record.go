@@ -272,11 +272,8 @@ func (b Batch) records(onePass bool) iter.Seq2[Record, error] {
 		}
 		for i := range d.count {
 			var r Record
-			ok, err := false, error(nil)
-			if onePass {
-				r, ok = d.fast()
-			}
-			if !ok {
+			var err error
+			if !onePass || !d.fast(&r) {
 				r, err = d.next(i)
 			}
 			if err != nil {
@@ -440,14 +437,14 @@ func bytesAt(rec []byte, off int) (b []byte, end int, ok bool) {
 	return rec[off:end:end], end, true
 }
 
-// fast decodes the next record in one pass over its bytes, if it is well
-// formed. Anything it does not take, headers included, it leaves to next,
+// fast decodes the next record into r in one pass over its bytes, if it
+// is well formed. Anything it does not take, headers included, it leaves to next,
 // which decodes the same record again field by field and says what is
 // wrong with it.
-func (d *recordDecoder) fast() (Record, bool) {
+func (d *recordDecoder) fast(r *Record) bool {
 	size, n := varintAt(d.buf, d.off)
 	if n == 0 || size < 1 || size > int64(len(d.buf)-d.off-n) {
-		return Record{}, false
+		return false
 	}
 	rec := d.buf[d.off+n : d.off+n+int(size)]
 	tsDelta, k := varintAt(rec, 1) // after the attributes, unused
@@ -455,23 +452,23 @@ func (d *recordDecoder) fast() (Record, bool) {
 	offDelta, k2 := varintAt(rec, p)
 	p += k2
 	if k == 0 || k2 == 0 || offDelta <= d.prevDelta || offDelta > d.lastOffsetDelta {
-		return Record{}, false
+		return false
 	}
 	key, p, ok := bytesAt(rec, p)
 	if !ok {
-		return Record{}, false
+		return false
 	}
 	value, p, ok := bytesAt(rec, p)
 	if !ok || p+1 != len(rec) || rec[p] != 0 { // no headers, and nothing after
-		return Record{}, false
+		return false
 	}
 	d.off += n + int(size)
 	d.prevDelta = offDelta
-	r := Record{Offset: d.baseOffset + offDelta, Timestamp: d.baseTimestamp + tsDelta, Key: key, Value: value}
+	*r = Record{Offset: d.baseOffset + offDelta, Timestamp: d.baseTimestamp + tsDelta, Key: key, Value: value}
 	if d.logAppendTime {
 		r.Timestamp = d.appendTime
 	}
-	return r, true
+	return true
 }
 
 // next decodes record i.
