@@ -145,16 +145,27 @@ func (l *Log) Read(offset int64, maxBytes int, iso Isolation) (*Batches, error) 
 	}
 }
 
+// recordsChunk is how much of the log Records reads at a time: Kafka's
+// default max.partition.fetch.bytes.
+const recordsChunk = 1 << 20
+
 // Records yields the records from offset from up to the bound iso sets,
 // reading the log in chunks. It stops at the bound as it stands when the
 // iteration reaches it; Wait tells when there is more. Control records
 // (transaction markers) are never yielded, as Kafka's consumer never
 // returns them; with ReadCommitted neither are the records of aborted
-// transactions.
+// transactions. Every batch's CRC is checked.
+//
+// The keys, values and header values of the records yielded alias a
+// buffer the iteration reuses for the next chunk of the log: they are
+// valid until the loop body returns, and a caller that keeps them must
+// copy them (bytes.Clone). Reusing the buffer, rather than allocating
+// each chunk, is what lets a reader keep up with the page cache.
 func (l *Log) Records(from int64, iso Isolation) iter.Seq2[segment.Record, error] {
 	return func(yield func(segment.Record, error) bool) {
+		var buf []byte
 		for {
-			bs, err := l.Read(from, 1<<20, iso)
+			bs, err := l.Read(from, recordsChunk, iso)
 			if err != nil {
 				yield(segment.Record{}, err)
 				return
@@ -167,7 +178,17 @@ func (l *Log) Records(from int64, iso Isolation) iter.Seq2[segment.Record, error
 			if len(bs.Aborted) > 0 {
 				aborted = idempotence.NewAbortedFilter(bs.Aborted)
 			}
-			for b, err := range bs.All() {
+			if need := int(bs.Len()); need > cap(buf) {
+				// A whole chunk for a read of more than half of one, so
+				// that a long read allocates once; doubling otherwise,
+				// so that a short log costs little.
+				size := max(need, 2*cap(buf))
+				if need > recordsChunk/2 {
+					size = max(need, recordsChunk)
+				}
+				buf = make([]byte, 0, size)
+			}
+			for b, err := range bs.AllInto(&buf) {
 				if err != nil {
 					bs.Close()
 					yield(segment.Record{}, err)

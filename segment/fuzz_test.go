@@ -3,6 +3,8 @@ package segment
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"iter"
 	"slices"
 	"testing"
 )
@@ -108,6 +110,12 @@ func FuzzRecords(f *testing.F) {
 		b[offAttributes+1] = attrs
 		fixCRC(b)
 		recs, err := readAll(b)
+		// The one-pass decoder takes well-formed records; it must take
+		// them as the field-by-field one does, and leave it the rest.
+		careful, cerr := readCarefully(b)
+		if !sameRecords(recs, careful) || fmt.Sprint(err) != fmt.Sprint(cerr) {
+			t.Fatalf("Records read %d records, error %v; field by field %d, error %v", len(recs), err, len(careful), cerr)
+		}
 		if err != nil {
 			requireKind(t, err, ErrCorrupt, ErrBatchTooLarge, ErrUnsupportedCodec)
 			return
@@ -125,9 +133,15 @@ func FuzzRecords(f *testing.F) {
 	})
 }
 
-func readAll(b Batch) ([]Record, error) {
+func readAll(b Batch) ([]Record, error) { return collectRecords(b.Records()) }
+
+// readCarefully reads b as Records does, with the field-by-field decoder
+// alone.
+func readCarefully(b Batch) ([]Record, error) { return collectRecords(b.records(false)) }
+
+func collectRecords(all iter.Seq2[Record, error]) ([]Record, error) {
 	var recs []Record
-	for r, err := range b.Records() {
+	for r, err := range all {
 		if err != nil {
 			return nil, err
 		}

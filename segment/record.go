@@ -259,7 +259,11 @@ func appendBytes(dst, b []byte) []byte {
 // does not check the CRC (see Validate) but checks every length and count
 // against the bytes, and that offsets increase within the batch's range; a
 // snappy or zstd batch yields an error matching ErrUnsupportedCodec.
-func (b Batch) Records() iter.Seq2[Record, error] {
+func (b Batch) Records() iter.Seq2[Record, error] { return b.records(true) }
+
+// records is Records; onePass has each record decoded in one pass when it
+// is well formed, field by field otherwise (tests compare the two).
+func (b Batch) records(onePass bool) iter.Seq2[Record, error] {
 	return func(yield func(Record, error) bool) {
 		d, err := b.newRecordDecoder()
 		if err != nil {
@@ -267,7 +271,11 @@ func (b Batch) Records() iter.Seq2[Record, error] {
 			return
 		}
 		for i := range d.count {
-			r, err := d.next(i)
+			var r Record
+			var err error
+			if !onePass || !d.fast(&r) {
+				r, err = d.next(i)
+			}
 			if err != nil {
 				yield(Record{}, err)
 				return
@@ -397,6 +405,70 @@ func (d *recordDecoder) bytes(i int, f field, nullable bool) ([]byte, error) {
 	b := d.buf[d.off : d.off+int(n) : d.off+int(n)]
 	d.off += int(n)
 	return b, nil
+}
+
+// varintAt decodes the zig-zag varint of at most 9 bytes at b[off:]; n
+// is 0 if there is none. It is small enough to be inlined in the record
+// decoder's fast path, which leaves what it refuses (10-byte varints
+// too, which can overflow) to the careful one.
+func varintAt(b []byte, off int) (v int64, n int) {
+	var u uint64
+	for i, s := off, uint(0); i < len(b) && s < 63; i, s = i+1, s+7 {
+		u |= uint64(b[i]&0x7f) << s
+		if b[i] < 0x80 {
+			return int64(u>>1) ^ -int64(u&1), i + 1 - off
+		}
+	}
+	return 0, 0
+}
+
+// bytesAt decodes the nullable length-prefixed field at rec[off:]; ok is
+// false if it is not whole.
+func bytesAt(rec []byte, off int) (b []byte, end int, ok bool) {
+	n, k := varintAt(rec, off)
+	off += k
+	switch {
+	case k == 0 || n < -1 || n > int64(len(rec)-off):
+		return nil, 0, false
+	case n == -1:
+		return nil, off, true
+	}
+	end = off + int(n)
+	return rec[off:end:end], end, true
+}
+
+// fast decodes the next record into r in one pass over its bytes, if it
+// is well formed. Anything it does not take, headers included, it leaves to next,
+// which decodes the same record again field by field and says what is
+// wrong with it.
+func (d *recordDecoder) fast(r *Record) bool {
+	size, n := varintAt(d.buf, d.off)
+	if n == 0 || size < 1 || size > int64(len(d.buf)-d.off-n) {
+		return false
+	}
+	rec := d.buf[d.off+n : d.off+n+int(size)]
+	tsDelta, k := varintAt(rec, 1) // after the attributes, unused
+	p := 1 + k
+	offDelta, k2 := varintAt(rec, p)
+	p += k2
+	if k == 0 || k2 == 0 || offDelta <= d.prevDelta || offDelta > d.lastOffsetDelta {
+		return false
+	}
+	key, p, ok := bytesAt(rec, p)
+	if !ok {
+		return false
+	}
+	value, p, ok := bytesAt(rec, p)
+	if !ok || p+1 != len(rec) || rec[p] != 0 { // no headers, and nothing after
+		return false
+	}
+	d.off += n + int(size)
+	d.prevDelta = offDelta
+	*r = Record{Offset: d.baseOffset + offDelta, Timestamp: d.baseTimestamp + tsDelta, Key: key, Value: value}
+	if d.logAppendTime {
+		r.Timestamp = d.appendTime
+	}
+	return true
 }
 
 // next decodes record i.

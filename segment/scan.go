@@ -3,6 +3,7 @@ package segment
 import (
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/strandlog/strand/vfs"
 )
@@ -28,7 +29,21 @@ type scanner struct {
 // for a scan of a whole file, less for a lookup that scans from an index
 // entry to the batch it wants, so that it reads no more than it needs.
 func newScanner(f vfs.File, name string, pos, end, chunk int64) *scanner {
-	return &scanner{f: f, name: name, pos: pos, end: end, chunk: chunk}
+	sc := scanners.Get().(*scanner)
+	*sc = scanner{f: f, name: name, pos: pos, end: end, chunk: chunk, buf: sc.buf[:0]}
+	return sc
+}
+
+// scanners keeps the scanners of finished reads, with their buffers: a
+// read of a segment takes one for its lookup. A scanner goes back
+// (release) only once nothing it returned is in use.
+var scanners = sync.Pool{New: func() any { return new(scanner) }}
+
+// release gives the scanner back for another read; neither it nor any
+// batch it returned may be used after.
+func (s *scanner) release() {
+	s.f = nil
+	scanners.Put(s)
 }
 
 // next returns the batch at the scanner's position and moves past it:

@@ -481,8 +481,11 @@ func (s *Segment) ReadNextOffset() (int64, error) {
 	return next, err
 }
 
-func (s *Segment) checkOrder(b Batch) error {
-	switch next := s.nextOffset.Load(); {
+func (s *Segment) checkOrder(b Batch) error { return s.checkOrderAfter(b, s.nextOffset.Load()) }
+
+// checkOrderAfter is checkOrder for a batch that follows offset next.
+func (s *Segment) checkOrderAfter(b Batch, next int64) error {
+	switch {
 	case b.BaseOffset() < next:
 		return fmt.Errorf("%w: batch at base offset %d, expected at least %d", ErrOffsetOrder, b.BaseOffset(), next)
 	case b.LastOffset() < b.BaseOffset() || b.LastOffset()-s.base > math.MaxInt32:
@@ -547,6 +550,58 @@ func (s *Segment) Append(b Batch) error {
 		return errors.Join(fmt.Errorf("segment %s: index batch at %d: %w", s.logName(), pos, err), s.log.Truncate(pos))
 	}
 	s.size.Store(pos + int64(len(b)))
+	return nil
+}
+
+// AppendBatches appends the whole batches laid end to end in bs with one
+// write, as Append would one by one: for a writer of many small batches,
+// such as compaction's rewrite, a write per batch costs more than the
+// batch. Every batch must pass Append's checks; if one does not, nothing
+// is written. If the write fails, the segment is left as it was before;
+// if an index cannot take a batch, the batches before it stay appended.
+func (s *Segment) AppendBatches(bs []byte) error {
+	if err := s.load(); err != nil {
+		return err
+	}
+	pos := s.size.Load()
+	next := s.nextOffset.Load()
+	for rest := bs; len(rest) > 0; {
+		b, r, err := ParseBatch(rest)
+		if err == nil {
+			err = s.checkOrderAfter(b, next)
+		}
+		if err != nil {
+			return fmt.Errorf("segment %s: batch at %d of %d bytes appended: %w", s.logName(), len(bs)-len(rest), len(bs), err)
+		}
+		next, rest = b.LastOffset()+1, r
+	}
+	if pos+int64(len(bs)) > math.MaxInt32 {
+		return fmt.Errorf("%w: %s: %d bytes and %d bytes of batches exceed 2^31-1", ErrSegmentFull, s.logName(), pos, len(bs))
+	}
+	if _, err := s.log.WriteAt(bs, pos); err != nil {
+		return errors.Join(fmt.Errorf("segment: write %s at %d: %w", s.logName(), pos, err), s.log.Truncate(pos))
+	}
+	for at, rest := pos, bs; len(rest) > 0; {
+		b := Batch(rest[:Batch(rest).Size()])
+		if err := s.indexAppended(b, at); err != nil {
+			// Cut what the indexes do not know, as Append does.
+			return errors.Join(err, s.log.Truncate(at))
+		}
+		at += int64(len(b))
+		rest = rest[len(b):]
+		s.size.Store(at)
+	}
+	return nil
+}
+
+// indexAppended indexes the batch b written at pos by AppendBatches.
+func (s *Segment) indexAppended(b Batch, pos int64) error {
+	if s.offsets.IsFull() || s.times.IsFull() {
+		return fmt.Errorf("%w: %s: index full", ErrSegmentFull, s.logName())
+	}
+	if err := s.indexBatch(b, pos); err != nil {
+		return fmt.Errorf("segment %s: index batch at %d: %w", s.logName(), pos, err)
+	}
 	return nil
 }
 
@@ -667,6 +722,7 @@ func (s *Segment) Read(offset, maxOffset int64, maxBytes int) (Slice, error) {
 	if err != nil {
 		return Slice{}, err
 	}
+	defer sc.release() // the slice keeps no header it read
 	sl := Slice{f: s.log, name: s.logName(), pos: pos}
 	if first.LastOffset() >= maxOffset {
 		return sl, nil
@@ -679,7 +735,9 @@ func (s *Segment) Read(offset, maxOffset int64, maxBytes int) (Slice, error) {
 	byPos, byOffset := s.offsets.LookupPosition(limit), s.offsets.Lookup(maxOffset-1)
 	skipped := false
 	if skip := int64(min(byPos.Position, byOffset.Position)); skip > sc.pos && skip < end {
-		sc, sl.n, skipped = s.lookup(skip, end), skip-pos, true
+		// The scanner goes on from there with its buffer, reading headers
+		// alone if the batches it saw were large.
+		sc.pos, sl.n, skipped = skip, skip-pos, true
 	}
 	for {
 		at := sc.pos

@@ -750,3 +750,116 @@ func TestSliceAllNamesTheFileAndPositionOfABadBatch(t *testing.T) {
 	}
 	require.Equal(t, []int64{bs[1].BaseOffset()}, got, "the good batch before it is yielded")
 }
+
+// TestSliceAllIntoReusesTheBuffer: AllInto reads into the caller's buffer
+// when the slice fits and grows it when not; it yields the batches All
+// does, aliasing the buffer.
+func TestSliceAllIntoReusesTheBuffer(t *testing.T) {
+	fs, dir := newMemDir(t)
+	s, err := Create(dir, 0, on(fs, smallIndex))
+	require.NoError(t, err)
+	defer s.Close()
+	bs := testBatches(t, 6, 3, 100, 0, 0)
+	appendAll(t, s, bs)
+
+	buf := make([]byte, 0, len(concat(bs[:2])))
+	for _, tc := range []struct {
+		name     string
+		offset   int64
+		maxBytes int
+		want     []Batch
+		grows    bool
+	}{
+		{"a slice that fits is read into the buffer", 0, len(concat(bs[:2])), bs[:2], false},
+		{"a larger slice grows it", 6, 1 << 20, bs[2:], true},
+		{"the grown buffer is reused", 0, len(concat(bs[:3])), bs[:3], false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sl, err := s.Read(tc.offset, math.MaxInt64, tc.maxBytes)
+			require.NoError(t, err)
+			before := &buf[:1][0]
+			var got []Batch
+			for b, err := range sl.AllInto(&buf) {
+				require.NoError(t, err)
+				if len(got) == 0 {
+					require.Same(t, &buf[:1][0], &b[0], "the first batch aliases the buffer's start")
+				}
+				got = append(got, slices.Clone(b))
+			}
+			require.Equal(t, tc.want, got)
+			require.Equal(t, tc.grows, before != &buf[:1][0], "buffer replaced")
+			var all []Batch
+			for b, err := range sl.All() {
+				require.NoError(t, err)
+				all = append(all, b)
+			}
+			require.Equal(t, all, got, "AllInto yields what All does")
+		})
+	}
+}
+
+// TestAppendBatchesIsAppendOneByOne: batches appended together in one
+// write leave the segment (bytes, indexes, timestamps) as appending them
+// one by one does; a batch out of order among them stops all of them.
+func TestAppendBatchesIsAppendOneByOne(t *testing.T) {
+	bs := testBatches(t, 40, 3, 400, 100, 1000)
+	fs, dir := newMemDir(t)
+	one, err := Create(dir, 100, on(fs, smallIndex))
+	require.NoError(t, err)
+	defer one.Close()
+	appendAll(t, one, bs)
+
+	fs, dir = newMemDir(t)
+	many, err := Create(dir, 100, on(fs, smallIndex))
+	require.NoError(t, err)
+	defer many.Close()
+	require.NoError(t, many.AppendBatches(concat(bs[:1])))
+	require.NoError(t, many.AppendBatches(concat(bs[1:25])))
+	require.NoError(t, many.AppendBatches(nil))
+
+	outOfOrder := concat([]Batch{bs[25], bs[27], bs[26]})
+	err = many.AppendBatches(outOfOrder)
+	require.ErrorIs(t, err, ErrOffsetOrder)
+	require.ErrorContains(t, err, fmt.Sprintf("batch at %d of %d bytes", 2*len(bs[25]), len(outOfOrder)))
+	require.ErrorIs(t, many.AppendBatches(concat(bs[:1])), ErrOffsetOrder, "offsets already in the segment")
+	cut := concat(bs[25:27])
+	require.ErrorIs(t, many.AppendBatches(cut[:len(cut)-1]), ErrShortBatch, "a batch cut short")
+	requireHolds(t, many, bs[:25])
+
+	require.NoError(t, many.AppendBatches(concat(bs[25:])))
+	requireHolds(t, many, bs)
+	require.Equal(t, one.offsets.Entries(), many.offsets.Entries())
+	for _, b := range bs {
+		require.Equal(t, one.offsets.Lookup(b.LastOffset()), many.offsets.Lookup(b.LastOffset()))
+	}
+	require.Equal(t, one.MaxTimestamp(), many.MaxTimestamp())
+	require.Equal(t, one.FirstBatchTimestamp(), many.FirstBatchTimestamp())
+	for _, ts := range []int64{1000, 1500, 2000} {
+		o1, ok1, err1 := one.FindTimestamp(ts)
+		o2, ok2, err2 := many.FindTimestamp(ts)
+		require.NoError(t, errors.Join(err1, err2))
+		require.Equal(t, []any{o1, ok1}, []any{o2, ok2}, "timestamp %d", ts)
+	}
+}
+
+// TestAppendBatchesKeepsWhatTheIndexesTook: when an index fills partway
+// through, the batches before the one it could not take stay appended,
+// and the log file ends where they do.
+func TestAppendBatchesKeepsWhatTheIndexesTook(t *testing.T) {
+	fs, dir := newMemDir(t)
+	s, err := Create(dir, 0, on(fs, Options{IndexIntervalBytes: 1, MaxIndexBytes: 64}))
+	require.NoError(t, err)
+	defer s.Close()
+	bs := testBatches(t, 20, 2, 10, 0, 0)
+	require.ErrorIs(t, s.AppendBatches(concat(bs)), ErrSegmentFull)
+	k := 0
+	for k < len(bs) && bs[k].LastOffset() < s.NextOffset() {
+		k++
+	}
+	require.Positive(t, k)
+	require.Less(t, k, len(bs))
+	requireHolds(t, s, bs[:k])
+	fi, err := fs.Stat(FileName(dir, 0, LogSuffix))
+	require.NoError(t, err)
+	require.Equal(t, s.Size(), fi.Size())
+}

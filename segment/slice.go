@@ -64,21 +64,43 @@ func (s Slice) ReadAt(p []byte, off int64) (int, error) {
 // Bytes reads the whole slice into memory.
 func (s Slice) Bytes() ([]byte, error) {
 	b := make([]byte, s.n)
-	if s.n == 0 {
-		return b, nil
-	}
-	if n, err := s.f.ReadAt(b, s.pos); n < len(b) {
-		return nil, fmt.Errorf("segment: read %s at %d: %w", s.name, s.pos+int64(n), err)
+	if err := s.readInto(b); err != nil {
+		return nil, err
 	}
 	return b, nil
 }
 
+// readInto reads the whole slice into b, which is s.n bytes long.
+func (s Slice) readInto(b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	if n, err := s.f.ReadAt(b, s.pos); n < len(b) {
+		return fmt.Errorf("segment: read %s at %d: %w", s.name, s.pos+int64(n), err)
+	}
+	return nil
+}
+
 // All reads the slice into memory and yields its batches one by one, each
 // validated (CRC included). An error ends the iteration, naming the file
-// and the position of the batch in it.
+// and the position of the batch in it. The batches are read into memory
+// of their own, which they may keep.
 func (s Slice) All() iter.Seq2[Batch, error] {
+	var buf []byte
+	return s.AllInto(&buf)
+}
+
+// AllInto is All reading into *buf, which it grows (and sets) when the
+// slice does not fit, instead of into new memory: a reader of many slices
+// reuses one buffer. The batches yielded alias *buf, so they are only
+// valid until the next read into it.
+func (s Slice) AllInto(buf *[]byte) iter.Seq2[Batch, error] {
 	return func(yield func(Batch, error) bool) {
-		data, err := s.Bytes()
+		if int64(cap(*buf)) < s.n {
+			*buf = make([]byte, s.n)
+		}
+		data := (*buf)[:s.n]
+		err := s.readInto(data)
 		if err != nil {
 			yield(nil, err)
 			return

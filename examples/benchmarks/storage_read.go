@@ -240,6 +240,12 @@ func readAtInto(buf []byte) func(*log.Batches) (int64, error) {
 // kmsgDecode copies the batches into buf and decodes them with franz-go's
 // kmsg as its consumer does: each batch's CRC-32C checked over the bytes
 // after the CRC field, then every record read. It counts the records in n.
+//
+// kmsg's RecordBatch.ReadFrom does not check the CRC; franz-go's consumer
+// (kgo) checks it over the same bytes, and so does this, as Log.Records
+// does. Both sides read each chunk into one reused buffer and decode
+// records that alias it (Log.Records documents it), and neither
+// allocates per record: the same work on the same batches.
 func kmsgDecode(buf []byte, n *int64) func(*log.Batches) (int64, error) {
 	var batch kmsg.RecordBatch
 	var rec kmsg.Record
