@@ -25,7 +25,8 @@
 // ApiVersions, Metadata, CreateTopics, DeleteTopics, DescribeConfigs,
 // DeleteRecords; Produce (acks 0, 1 and all) and InitProducerId for
 // idempotent producers; Fetch (read_uncommitted and read_committed, long
-// polls with max wait and min bytes), ListOffsets (earliest, latest, by time),
+// polls with max wait and min bytes, fetch sessions of KIP-227 with
+// incremental fetches), ListOffsets (earliest, latest, by time),
 // OffsetForLeaderEpoch; transactions (see below); FindCoordinator, JoinGroup, SyncGroup, Heartbeat,
 // LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups and ListGroups for
 // classic groups, and ConsumerGroupHeartbeat for KIP-848 consumer groups
@@ -55,8 +56,7 @@
 //   - TxnOffsetCommit v6 (topics by id).
 //   - ListTransactions, DescribeProducers, WriteTxnMarkers (one broker
 //     writes its markers itself).
-//   - Fetch sessions (KIP-227: every fetch is a full one); requests that
-//     name topics by id (Fetch v13+, OffsetCommit and OffsetFetch v10,
+//   - Requests that name topics by id (Fetch v13+, OffsetCommit and OffsetFetch v10,
 //     DeleteTopics v6 are not advertised); subscriptions by regular
 //     expression in ConsumerGroupHeartbeat; ConsumerGroupDescribe.
 //   - More than one broker: each partition is led by this one, its leader
@@ -109,6 +109,11 @@ type Config struct {
 	// allows to be created, if it does not exist, with Dir.Defaults
 	// (auto.create.topics.enable). A Produce never creates a topic.
 	AutoCreateTopics bool
+	// FetchSessionCacheSlots bounds the fetch sessions (KIP-227) kept
+	// (max.incremental.fetch.session.cache.slots); default
+	// DefaultFetchSessionCacheSlots, negative for none (every fetch is a
+	// full one).
+	FetchSessionCacheSlots int
 	// Logger receives a line for each refused request and connection
 	// error; default slog.Default().
 	Logger *slog.Logger
@@ -116,10 +121,11 @@ type Config struct {
 
 // Broker is a Kafka broker over one data directory.
 type Broker struct {
-	cfg    Config
-	dir    *log.Dir
-	groups *group.Service
-	logger *slog.Logger
+	cfg      Config
+	dir      *log.Dir
+	groups   *group.Service
+	sessions *fetchSessions
+	logger   *slog.Logger
 
 	ctx    context.Context // canceled by Close: ends long polls
 	cancel context.CancelFunc
@@ -170,7 +176,7 @@ func Open(cfg Config) (*Broker, error) {
 	if err != nil {
 		return nil, errors.Join(err, d.Close())
 	}
-	b := &Broker{cfg: cfg, dir: d, groups: g, logger: cfg.Logger,
+	b := &Broker{cfg: cfg, dir: d, groups: g, sessions: newFetchSessions(cfg.FetchSessionCacheSlots), logger: cfg.Logger,
 		listeners: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}, epochs: map[topicPartition]int32{}}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	if _, err := d.TopicConfig(log.TransactionStateTopic); err == nil {
