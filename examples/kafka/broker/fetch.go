@@ -163,8 +163,9 @@ func waitAny(ctx context.Context, deadline time.Time, parts []*fetchPartition, i
 		if fp.resp.ErrorCode != 0 {
 			continue
 		}
+		next := fp.next // read goes on writing it once waitAny returns
 		go func() {
-			if fp.p.Wait(ctx, fp.next, iso) == nil {
+			if fp.p.Wait(ctx, next, iso) == nil {
 				woke <- struct{}{}
 			}
 		}()

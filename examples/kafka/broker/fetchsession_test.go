@@ -29,6 +29,14 @@ func (c *rawConn) do(req kmsg.Request, version int16) kmsg.Response {
 	return resp
 }
 
+// topicID returns a topic's id.
+func topicID(t *testing.T, tb *testBroker, topic string) [16]byte {
+	t.Helper()
+	id, err := tb.b.Dir().TopicID(topic)
+	require.NoError(t, err)
+	return id
+}
+
 // sessionFetch is one Fetch v12 of a session: partitions of topic at their
 // offsets, and partitions to forget.
 type sessionFetch struct {

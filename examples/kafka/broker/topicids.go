@@ -1,20 +1,16 @@
 package broker
 
-import (
-	"crypto/sha256"
-)
+// Topic ids (KIP-516) are the data directory's (log.Dir.TopicID): random,
+// given when a topic is created and stored with its configuration, so that
+// a topic deleted and created again under its name has a new id, as in
+// Kafka. Requests that name topics by id (Fetch v13+, Metadata v10+,
+// OffsetCommit and OffsetFetch v10, DeleteTopics v6, KIP-848 consumer
+// groups) are resolved through topicNames; an id no topic has is
+// UNKNOWN_TOPIC_ID.
 
-// topicID is a topic's id (KIP-516), which KIP-848 consumer groups name
-// topics by. Strand's data directory keeps no topic ids, so the broker
-// derives one from the name: stable across restarts, but a topic deleted and
-// created again keeps its id, where Kafka gives the new topic a new one (as
-// before KIP-516, a client cannot tell the two apart).
-func topicID(name string) [16]byte {
-	sum := sha256.Sum256([]byte("strand topic id\x00" + name))
-	var id [16]byte
-	copy(id[:], sum[:])
-	id[6] = id[6]&0x0f | 0x50 // version 5 (name-based) ...
-	id[8] = id[8]&0x3f | 0x80 // ... RFC 4122 variant: never Kafka's reserved ids
+// topicID returns a topic's id, zero if there is no such topic.
+func (b *Broker) topicID(name string) [16]byte {
+	id, _ := b.dir.TopicID(name)
 	return id
 }
 
@@ -26,7 +22,31 @@ func (b *Broker) topicNames() (map[[16]byte]string, error) {
 	}
 	byID := make(map[[16]byte]string, len(names))
 	for _, n := range names {
-		byID[topicID(n)] = n
+		if id, err := b.dir.TopicID(n); err == nil { // else deleted since
+			byID[id] = n
+		}
 	}
 	return byID, nil
+}
+
+// namesOf returns the names of the topics of a request that names them by
+// id ("" for an id no topic has), or, for an older version (byID false),
+// the names it gives.
+func (b *Broker) namesOf(byID bool, n int, topic func(i int) ([16]byte, string)) ([]string, error) {
+	names := make([]string, n)
+	var ids map[[16]byte]string
+	if byID {
+		var err error
+		if ids, err = b.topicNames(); err != nil {
+			return nil, err
+		}
+	}
+	for i := range names {
+		id, name := topic(i)
+		if byID {
+			name = ids[id]
+		}
+		names[i] = name
+	}
+	return names, nil
 }
