@@ -59,8 +59,8 @@
 //   - Requests that name topics by id (Fetch v13+, OffsetCommit and OffsetFetch v10,
 //     DeleteTopics v6 are not advertised); subscriptions by regular
 //     expression in ConsumerGroupHeartbeat; ConsumerGroupDescribe.
-//   - More than one broker: each partition is led by this one, its leader
-//     epoch the log's latest (0 for a new partition), unchanged by restarts.
+//   - More than one broker: each partition is led by this one, in a new
+//     leader epoch for each run of the broker (see partition).
 package broker
 
 import (
@@ -139,6 +139,7 @@ type Broker struct {
 		port int32
 	}
 	epochs map[topicPartition]int32 // leader epochs of the partitions used so far
+	elect  sync.Mutex               // held while a partition gets its epoch
 
 	wg sync.WaitGroup // connection goroutines
 }
@@ -285,9 +286,13 @@ func (b *Broker) Close() error {
 	return errors.Join(gerr, b.dir.Close())
 }
 
-// partition returns a partition and its leader epoch. A partition this
-// broker leads for the first time, with no epoch yet, starts epoch 0, so that
-// its batches carry an epoch and clients can check it (KIP-320).
+// partition returns a partition and its leader epoch. The first time this
+// run of the broker leads a partition, it starts a new leader epoch, the
+// log's latest plus one (0 for a new partition), as each election of a
+// Kafka leader does: a run that opens the log after a crash may have lost
+// records the last one served, and clients tell the two apart by epoch
+// (KIP-320: a client of the old epoch is FENCED_LEADER_EPOCH, and asks
+// OffsetForLeaderEpoch where the old one ended).
 func (b *Broker) partition(topic string, id int32) (*log.Partition, int32, error) {
 	p, err := b.dir.Partition(topic, id)
 	if err != nil {
@@ -300,14 +305,20 @@ func (b *Broker) partition(topic string, id int32) (*log.Partition, int32, error
 	if ok {
 		return p, epoch, nil
 	}
+	b.elect.Lock() // one new epoch per run, whoever asks first
+	defer b.elect.Unlock()
+	b.mu.Lock()
+	epoch, ok = b.epochs[tp]
+	b.mu.Unlock()
+	if ok {
+		return p, epoch, nil
+	}
 	if epoch, err = p.LatestEpoch(); err != nil {
 		return nil, 0, err
 	}
-	if epoch < 0 {
-		epoch = 0
-		if err := p.SetLeaderEpoch(epoch); err != nil {
-			return nil, 0, err
-		}
+	epoch++
+	if err := p.SetLeaderEpoch(epoch); err != nil {
+		return nil, 0, err
 	}
 	b.mu.Lock()
 	b.epochs[tp] = epoch
