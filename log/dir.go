@@ -538,8 +538,23 @@ func (d *Dir) writeConfig(topic string, cfg TopicConfig, id [16]byte) error {
 // default retention or compaction. A negative partition count or
 // retention (but Unlimited) is ErrInvalidOption. The configuration is
 // stored with the defaults filled in, so later changes of the Dir's
-// defaults leave the topic as it is (AlterTopicConfig changes it).
+// defaults leave the topic as it is (AlterTopicConfig changes it). The
+// topic gets a random id (see TopicID).
 func (d *Dir) CreateTopic(name string, cfg TopicConfig) error {
+	id, err := newTopicID()
+	if err != nil {
+		return err
+	}
+	return d.CreateTopicWithID(name, id, cfg)
+}
+
+// CreateTopicWithID creates a topic as CreateTopic does, with the given id:
+// the replicas of a topic on several nodes share the id their cluster gave
+// it. A zero id is ErrInvalidOption.
+func (d *Dir) CreateTopicWithID(name string, id [16]byte, cfg TopicConfig) error {
+	if id == ([16]byte{}) {
+		return fmt.Errorf("%w: topic %s: zero topic id", ErrInvalidOption, name)
+	}
 	if err := ValidateTopic(name); err != nil {
 		return err
 	}
@@ -566,10 +581,6 @@ func (d *Dir) CreateTopic(name string, cfg TopicConfig) error {
 		return fmt.Errorf("log: %w", err)
 	}
 	if err := d.checkFree(name, 0, cfg.Partitions); err != nil {
-		return err
-	}
-	id, err := newTopicID()
-	if err != nil {
 		return err
 	}
 	if err := d.writeConfig(name, cfg, id); err != nil {

@@ -483,6 +483,11 @@ func TestTopicIDs(t *testing.T) {
 	require.NoError(t, d.DeleteTopic("t"))
 	require.NoError(t, d.CreateTopic("t", TopicConfig{}))
 	require.NotEqual(t, id, must(d.TopicID("t")), "a new topic of the same name")
+
+	given := [16]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
+	require.NoError(t, d.CreateTopicWithID("replica", given, TopicConfig{}), "a replica of a cluster's topic")
+	require.Equal(t, given, must(d.TopicID("replica")))
+	require.ErrorIs(t, d.CreateTopicWithID("zero", [16]byte{}, TopicConfig{}), ErrInvalidOption)
 	require.NoError(t, d.Close())
 
 	bad := `{"id": "not-an-id", "partitions": 1}`
