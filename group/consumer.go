@@ -400,18 +400,7 @@ func (c *Coordinator) partitions(topic string) int32 {
 // assignor most members ask for (ties to the earlier in consumerAssignors),
 // keeping each member's current target as what it owns, for stickiness.
 func (c *Coordinator) computeTarget(g *consumerGroup) error {
-	votes := map[string]int{}
-	for _, m := range g.members {
-		if m.assignor != "" {
-			votes[m.assignor]++
-		}
-	}
-	a := consumerAssignors[0]
-	for _, x := range consumerAssignors {
-		if votes[x.Name()] > votes[a.Name()] {
-			a = x
-		}
-	}
+	a := g.preferredAssignor()
 	members := make([]assign.Member, len(g.members))
 	for i, m := range g.members {
 		members[i] = assign.Member{ID: m.id, InstanceID: m.instanceID, Rack: m.rackID, Topics: m.topics,
