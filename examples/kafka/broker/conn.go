@@ -83,6 +83,7 @@ func servedAPIs() map[int16]api {
 		65: {0, 0, func(b *Broker) handler { return b.describeTransactions }},
 		66: {0, 2, func(b *Broker) handler { return b.listTransactions }},
 		68: {0, 1, func(b *Broker) handler { return b.consumerGroupHeartbeat }},
+		69: {0, 1, func(b *Broker) handler { return b.consumerGroupDescribe }},
 	}
 }
 
