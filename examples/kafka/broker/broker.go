@@ -26,24 +26,28 @@
 // DeleteRecords; Produce (acks 0, 1 and all) and InitProducerId for
 // idempotent producers; Fetch (read_uncommitted and read_committed, long
 // polls with max wait and min bytes, fetch sessions of KIP-227 with
-// incremental fetches), ListOffsets (earliest, latest, by time),
-// OffsetForLeaderEpoch; transactions (see below); FindCoordinator, JoinGroup, SyncGroup, Heartbeat,
-// LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups and ListGroups for
-// classic groups, and ConsumerGroupHeartbeat for KIP-848 consumer groups
-// (whose assignments name topics by id: see topicID). ApiVersions lists the
-// versions of each.
+// incremental fetches: fetchsession.go), ListOffsets (earliest, latest, by
+// time), OffsetForLeaderEpoch; transactions (see below); FindCoordinator,
+// JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
+// DescribeGroups and ListGroups for classic groups, and
+// ConsumerGroupHeartbeat and ConsumerGroupDescribe for KIP-848 consumer
+// groups. Topics have the ids of the data directory (log.Dir.TopicID), by
+// which Metadata, Fetch v13+, OffsetCommit and OffsetFetch v10,
+// DeleteTopics v6, TxnOffsetCommit v6 and consumer groups name them (see
+// topicids.go). ApiVersions lists the versions of each.
 //
 // # Transactions
 //
 // The Dir's transaction coordinator (log.Transactions) is this broker's:
 // FindCoordinator of type transaction names it, and InitProducerId with a
-// transactional id, AddPartitionsToTxn (v0-v3), AddOffsetsToTxn, EndTxn and
-// DescribeTransactions are its requests. Offsets committed in a
-// transaction (TxnOffsetCommit, up to v5, which adds the group's offsets
-// partition to the transaction itself) are staged by the group.Service and
-// count at the transaction's COMMIT marker, which the coordinator writes
-// through it; a commit decided before a crash completes them when the
-// broker opens again. It keeps the rules of transactions
+// transactional id, AddPartitionsToTxn (v0-v3), AddOffsetsToTxn, EndTxn,
+// DescribeTransactions and ListTransactions are its requests, and
+// DescribeProducers shows the producers a partition knows. Offsets
+// committed in a transaction (TxnOffsetCommit; v5 and later add the
+// group's offsets partition to the transaction itself) are staged by the
+// group.Service and count at the transaction's COMMIT marker, which the
+// coordinator writes through it; a commit decided before a crash completes
+// them when the broker opens again. It keeps the rules of transactions
 // version 2 (KIP-890), which ApiVersions announces as the finalized
 // feature transaction.version=2: a transactional Produce of version 12 adds
 // its partition to the transaction, an older one must find it added, and
@@ -53,12 +57,13 @@
 //
 // # Not yet
 //
-//   - TxnOffsetCommit v6 (topics by id).
-//   - ListTransactions, DescribeProducers, WriteTxnMarkers (one broker
-//     writes its markers itself).
-//   - Requests that name topics by id (Fetch v13+, OffsetCommit and OffsetFetch v10,
-//     DeleteTopics v6 are not advertised); subscriptions by regular
-//     expression in ConsumerGroupHeartbeat; ConsumerGroupDescribe.
+//   - WriteTxnMarkers (one broker writes its markers itself).
+//   - Produce v13 (topics by id) and Fetch v18 (a follower's, KIP-1166).
+//   - Subscriptions by regular expression in ConsumerGroupHeartbeat: the
+//     group coordinator would have to keep each member's expression and
+//     match it against the topics as they come and go.
+//   - Client ids and hosts of KIP-848 members in ConsumerGroupDescribe
+//     (the group coordinator does not keep them).
 //   - More than one broker: each partition is led by this one, in a new
 //     leader epoch for each run of the broker (see partition).
 package broker

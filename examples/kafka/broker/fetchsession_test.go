@@ -227,3 +227,52 @@ func TestKgoConsumesThroughFetchSessions(t *testing.T) {
 	require.Equal(t, 4, st.Partitions)
 	require.Greater(t, st.IncrementalFetches, int64(rounds), "fetches went on in the session")
 }
+
+// TestFetchSessionByTopicID: a session of Fetch v13+ names its partitions
+// by topic id, in the request, the forgotten topics and the response; it
+// goes on in versions that use ids only (FETCH_SESSION_TOPIC_ID_ERROR for a
+// v12 request in it, which names topics).
+func TestFetchSessionByTopicID(t *testing.T) {
+	tb := startBroker(t, t.TempDir())
+	const topic = "ids"
+	c := tb.client(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	createTopic(t, c, topic, 2)
+	id := topicID(t, tb, topic)
+	produceTo(t, c, topic, 0, "a0")
+	produceTo(t, c, topic, 1, "b0")
+	conn := dial(t, tb.addr)
+	fetch := func(sessionID, epoch int32, offsets map[int32]int64, forget []int32) *kmsg.FetchResponse {
+		req := kmsg.NewPtrFetchRequest()
+		req.SessionID, req.SessionEpoch, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = sessionID, epoch, 100, 1, 1<<20
+		if len(offsets) > 0 {
+			ft := kmsg.NewFetchRequestTopic()
+			ft.TopicID = id
+			for p, off := range offsets {
+				fp := kmsg.NewFetchRequestTopicPartition()
+				fp.Partition, fp.FetchOffset, fp.PartitionMaxBytes = p, off, 1<<20
+				ft.Partitions = append(ft.Partitions, fp)
+			}
+			req.Topics = append(req.Topics, ft)
+		}
+		if len(forget) > 0 {
+			req.ForgottenTopics = []kmsg.FetchRequestForgottenTopic{{TopicID: id, Partitions: forget}}
+		}
+		return conn.do(req, 17).(*kmsg.FetchResponse)
+	}
+	resp := fetch(0, 0, map[int32]int64{0: 0, 1: 0}, nil)
+	session := resp.SessionID
+	require.NotZero(t, session)
+	require.Equal(t, id, resp.Topics[0].TopicID)
+	require.Equal(t, map[int32][]string{0: {"a0"}, 1: {"b0"}}, fetchedKeys(t, resp))
+
+	resp = fetch(session, 1, map[int32]int64{0: 1, 1: 1}, []int32{1})
+	require.Empty(t, resp.Topics)
+	produceTo(t, c, topic, 0, "a1")
+	produceTo(t, c, topic, 1, "b1")
+	resp = fetch(session, 2, nil, nil)
+	require.Equal(t, map[int32][]string{0: {"a1"}}, fetchedKeys(t, resp), "partition 1 was forgotten by id")
+	require.Equal(t, id, resp.Topics[0].TopicID)
+
+	byName := sessionFetch{id: session, epoch: 3}.send(conn, topic)
+	require.Equal(t, kerr.FetchSessionTopicIDError.Code, byName.ErrorCode)
+}
