@@ -324,7 +324,7 @@ func (b *Broker) offsetFetch(ctx context.Context, r *request) kmsg.Response {
 		og.Group = rg.Group
 		var topics []group.OffsetFetchTopic
 		names, err := b.namesOf(req.Version >= 10, len(rg.Topics), func(i int) ([16]byte, string) { return rg.Topics[i].TopicID, rg.Topics[i].Topic })
-		if rg.Topics != nil {
+		if err == nil && rg.Topics != nil {
 			topics = []group.OffsetFetchTopic{}
 			for i, t := range rg.Topics {
 				if names[i] != "" {
