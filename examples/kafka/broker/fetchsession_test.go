@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -275,4 +276,75 @@ func TestFetchSessionByTopicID(t *testing.T) {
 
 	byName := sessionFetch{id: session, epoch: 3}.send(conn, topic)
 	require.Equal(t, kerr.FetchSessionTopicIDError.Code, byName.ErrorCode)
+}
+
+// fetchBytes counts the fetches a client sent and the bytes of them and of
+// their responses.
+type fetchBytes struct {
+	mu                       sync.Mutex
+	fetches, written, readIn int
+}
+
+func (f *fetchBytes) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, n int, _, _ time.Duration, err error) {
+	if key == 1 && err == nil {
+		f.mu.Lock()
+		f.fetches++
+		f.written += n
+		f.mu.Unlock()
+	}
+}
+
+func (f *fetchBytes) OnBrokerRead(_ kgo.BrokerMetadata, key int16, n int, _, _ time.Duration, err error) {
+	if key == 1 && err == nil {
+		f.mu.Lock()
+		f.readIn += n
+		f.mu.Unlock()
+	}
+}
+
+func (f *fetchBytes) perFetch() (fetches, request, response int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.fetches, f.written / max(f.fetches, 1), f.readIn / max(f.fetches, 1)
+}
+
+// TestFetchSessionsSpareIdlePartitions: a franz-go consumer of 64
+// partitions with one busy partition sends and receives the idle ones in
+// every fetch without a session, and in none of its incremental fetches
+// with one: its fetches are several times smaller, and it reads the same
+// records.
+func TestFetchSessionsSpareIdlePartitions(t *testing.T) {
+	tb := startBroker(t, t.TempDir())
+	const partitions, records = 64, 20
+	c := tb.client(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	sizes := map[bool][2]int{}
+	for _, sessions := range []bool{true, false} {
+		topic := fmt.Sprintf("wide-%t", sessions)
+		createTopic(t, c, topic, partitions)
+		var counted fetchBytes
+		opts := []kgo.Opt{kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+			kgo.FetchMaxWait(50 * time.Millisecond), kgo.WithHooks(&counted)}
+		if !sessions {
+			opts = append(opts, kgo.DisableFetchSessions())
+		}
+		consumer := tb.client(opts...)
+		var got []string
+		for i := range records {
+			k := fmt.Sprintf("busy-%t-%02d", sessions, i)
+			produceTo(t, c, topic, 0, k)
+			for _, r := range consume(t, consumer, 1) {
+				got = append(got, string(r.Key))
+			}
+		}
+		require.Len(t, got, records)
+		for i, k := range got {
+			require.Equal(t, fmt.Sprintf("busy-%t-%02d", sessions, i), k)
+		}
+		consumer.Close()
+		n, req, resp := counted.perFetch()
+		sizes[sessions] = [2]int{req, resp}
+		t.Logf("sessions %t: %d fetches, %d request bytes and %d response bytes per fetch", sessions, n, req, resp)
+	}
+	require.Less(t, 3*sizes[true][0], sizes[false][0], "requests name only what changed")
+	require.Less(t, 3*sizes[true][1], sizes[false][1], "responses hold only what changed")
 }
