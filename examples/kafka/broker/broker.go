@@ -126,14 +126,15 @@ type Config struct {
 
 // Broker is a Kafka broker over one data directory.
 type Broker struct {
-	cfg      Config
-	dir      *log.Dir
-	groups   *group.Service
-	sessions *fetchSessions
-	logger   *slog.Logger
+	cfg    Config
+	dir    *log.Dir
+	groups *group.Service
+	logger *slog.Logger
 
 	ctx    context.Context // canceled by Close: ends long polls
 	cancel context.CancelFunc
+
+	sessions *fetchSessions // fetch sessions (KIP-227)
 
 	mu        sync.Mutex
 	closed    bool
@@ -182,9 +183,10 @@ func Open(cfg Config) (*Broker, error) {
 	if err != nil {
 		return nil, errors.Join(err, d.Close())
 	}
-	b := &Broker{cfg: cfg, dir: d, groups: g, sessions: newFetchSessions(cfg.FetchSessionCacheSlots), logger: cfg.Logger,
+	b := &Broker{cfg: cfg, dir: d, groups: g, logger: cfg.Logger,
 		listeners: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}, epochs: map[topicPartition]int32{}}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
+	b.sessions = newFetchSessions(cfg.FetchSessionCacheSlots)
 	if _, err := d.TopicConfig(log.TransactionStateTopic); err == nil {
 		// The Dir has a transaction coordinator: the markers it writes
 		// again from now on (after failures) reach the group coordinator.
