@@ -72,7 +72,9 @@ type fetchSession struct {
 }
 
 // fetchSessions is the session cache, max.incremental.fetch.session.cache.slots
-// sessions at most.
+// sessions at most, under one lock: Kafka since KAFKA-9401 splits its cache
+// into shards, each with its share of the slots and evicting among its own
+// sessions, for less lock contention among many request threads.
 type fetchSessions struct {
 	mu          sync.Mutex
 	slots       int
@@ -195,6 +197,13 @@ func (c *fetchSessions) open(req *kmsg.FetchRequest, names func() (map[[16]byte]
 	}
 	if len(forget) > 0 {
 		s.parts = slices.DeleteFunc(s.parts, func(sp *sessionPartition) bool { return forget[sp.key] })
+	}
+	if len(s.parts) == 0 {
+		// Every partition forgotten: the session closes, and the fetch
+		// is answered without one (FetchManager.newContext).
+		delete(c.sessions, s.id)
+		req.Topics = nil
+		return fc, nil
 	}
 	s.epoch = nextEpoch(s.epoch)
 	s.used = c.now()

@@ -232,7 +232,8 @@ func TestKgoConsumesThroughFetchSessions(t *testing.T) {
 // TestFetchSessionByTopicID: a session of Fetch v13+ names its partitions
 // by topic id, in the request, the forgotten topics and the response; it
 // goes on in versions that use ids only (FETCH_SESSION_TOPIC_ID_ERROR for a
-// v12 request in it, which names topics).
+// v12 request in it, which names topics); forgetting its last partition
+// closes it.
 func TestFetchSessionByTopicID(t *testing.T) {
 	tb := startBroker(t, t.TempDir())
 	const topic = "ids"
@@ -276,6 +277,13 @@ func TestFetchSessionByTopicID(t *testing.T) {
 
 	byName := sessionFetch{id: session, epoch: 3}.send(conn, topic)
 	require.Equal(t, kerr.FetchSessionTopicIDError.Code, byName.ErrorCode)
+
+	// Forgetting the last partition closes the session.
+	resp = fetch(session, 3, nil, []int32{0})
+	require.Zero(t, resp.ErrorCode)
+	require.Zero(t, resp.SessionID)
+	require.Empty(t, resp.Topics)
+	require.Zero(t, tb.b.FetchSessionStats().Sessions)
 }
 
 // fetchBytes counts the fetches a client sent and the bytes of them and of
