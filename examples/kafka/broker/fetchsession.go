@@ -317,7 +317,10 @@ func (fc *fetchContext) respond(resp *kmsg.FetchResponse) {
 // update records what a response says of the partition and reports whether
 // the response must hold it: it has records or an error, or offsets that
 // changed since the last response. After an error, the partition is sent
-// again until it has none.
+// again until it has none. Kafka's rule watches the high watermark and the
+// log start offset; the last stable offset is watched too, since it is a
+// read_committed consumer's end (it moves with the high watermark on one
+// broker, so this sends nothing more there).
 func (sp *sessionPartition) update(rp *kmsg.FetchResponseTopicPartition) bool {
 	must := len(rp.RecordBatches) > 0 || rp.ErrorCode != 0 ||
 		rp.HighWatermark != sp.hw || rp.LastStableOffset != sp.lso || rp.LogStartOffset != sp.logStart
