@@ -135,6 +135,7 @@ type Broker struct {
 	cancel context.CancelFunc
 
 	sessions *fetchSessions // fetch sessions (KIP-227)
+	ids      topicIDCache
 
 	mu        sync.Mutex
 	closed    bool

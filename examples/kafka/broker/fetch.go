@@ -53,7 +53,7 @@ type fetchPartition struct {
 func (b *Broker) fetch(ctx context.Context, r *request) kmsg.Response {
 	req := r.body.(*kmsg.FetchRequest)
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
-	session, err := b.sessions.open(req, b.topicNames)
+	session, err := b.sessions.open(req, b.topicName)
 	if err != nil {
 		resp.ErrorCode = code(err)
 		return resp

@@ -134,19 +134,12 @@ type fetchContext struct {
 // rewrites req.Topics to every partition the fetch reads, named: for an
 // incremental fetch, the session's partitions, and for Fetch v13+ the names
 // of the topic ids (those of no topic are left out: see respond).
-func (c *fetchSessions) open(req *kmsg.FetchRequest, names func() (map[[16]byte]string, error)) (*fetchContext, error) {
+func (c *fetchSessions) open(req *kmsg.FetchRequest, topicName func([16]byte) (string, bool, error)) (*fetchContext, error) {
 	replica := req.ReplicaID
 	if req.Version >= 15 {
 		replica = req.ReplicaState.ID
 	}
 	fc := &fetchContext{c: c, version: req.Version, topicIDs: req.Version >= 13, privileged: replica >= 0}
-	var byID map[[16]byte]string
-	if fc.topicIDs {
-		var err error
-		if byID, err = names(); err != nil {
-			return nil, err
-		}
-	}
 	if req.Version < 7 || req.SessionEpoch == 0 || req.SessionEpoch == -1 {
 		// A full fetch, which ends the session it names (KIP-227: epoch
 		// -1 closes it, 0 starts another).
@@ -159,21 +152,26 @@ func (c *fetchSessions) open(req *kmsg.FetchRequest, names func() (map[[16]byte]
 		delete(c.sessions, req.SessionID)
 		c.mu.Unlock()
 		fc.create = req.Version >= 7 && req.SessionEpoch == 0 && c.slots > 0
-		req.Topics = fc.request(fc.parts, byID)
-		return fc, nil
+		var err error
+		req.Topics, err = fc.request(fc.parts, topicName)
+		return fc, err
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	s, ok := c.sessions[req.SessionID]
+	var err error
 	switch {
 	case !ok:
-		return nil, kerr.FetchSessionIDNotFound
+		err = kerr.FetchSessionIDNotFound
 	case s.epoch != req.SessionEpoch:
-		return nil, kerr.InvalidFetchSessionEpoch
+		err = kerr.InvalidFetchSessionEpoch
 	case s.topicIDs != fc.topicIDs:
 		// A session started with topic ids goes on with them, and one
 		// started with names with names.
-		return nil, kerr.FetchSessionTopicIDError
+		err = kerr.FetchSessionTopicIDError
+	}
+	if err != nil {
+		c.mu.Unlock()
+		return nil, err
 	}
 	for _, t := range req.Topics {
 		for _, p := range t.Partitions {
@@ -202,6 +200,7 @@ func (c *fetchSessions) open(req *kmsg.FetchRequest, names func() (map[[16]byte]
 		// Every partition forgotten: the session closes, and the fetch
 		// is answered without one (FetchManager.newContext).
 		delete(c.sessions, s.id)
+		c.mu.Unlock()
 		req.Topics = nil
 		return fc, nil
 	}
@@ -209,8 +208,16 @@ func (c *fetchSessions) open(req *kmsg.FetchRequest, names func() (map[[16]byte]
 	s.used = c.now()
 	c.incremental++
 	fc.session = s
-	req.Topics = fc.request(s.parts, byID)
-	return fc, nil
+	// What the fetch reads, copied: the names of topic ids are looked up
+	// without holding the cache.
+	parts := make([]*sessionPartition, len(s.parts))
+	for i, sp := range s.parts {
+		cp := *sp
+		parts[i] = &cp
+	}
+	c.mu.Unlock()
+	req.Topics, err = fc.request(parts, topicName)
+	return fc, err
 }
 
 func (fc *fetchContext) key(id [16]byte, topic string, partition int32) sessionKey {
@@ -223,14 +230,22 @@ func (fc *fetchContext) key(id [16]byte, topic string, partition int32) sessionK
 // request returns the topics of a fetch of parts, consecutive partitions of
 // a topic under one topic, as Kafka groups them. Partitions of topic ids no
 // topic has are left for respond to answer.
-func (fc *fetchContext) request(parts []*sessionPartition, byID map[[16]byte]string) []kmsg.FetchRequestTopic {
+func (fc *fetchContext) request(parts []*sessionPartition, topicName func([16]byte) (string, bool, error)) ([]kmsg.FetchRequestTopic, error) {
 	var topics []kmsg.FetchRequestTopic
 	fc.unknown = fc.unknown[:0]
+	names := map[[16]byte]string{} // "" for an id no topic has
 	for _, sp := range parts {
 		name := sp.key.topic
 		if fc.topicIDs {
-			var ok bool
-			if name, ok = byID[sp.key.id]; !ok {
+			var known bool
+			if name, known = names[sp.key.id]; !known {
+				var err error
+				if name, _, err = topicName(sp.key.id); err != nil {
+					return nil, err
+				}
+				names[sp.key.id] = name
+			}
+			if name == "" {
 				fc.unknown = append(fc.unknown, sp.key)
 				continue
 			}
@@ -244,7 +259,7 @@ func (fc *fetchContext) request(parts []*sessionPartition, byID map[[16]byte]str
 		p.Partition = sp.key.partition
 		topics[len(topics)-1].Partitions = append(topics[len(topics)-1].Partitions, p)
 	}
-	return topics
+	return topics, nil
 }
 
 // respond finishes a fetch's response: it adds the partitions of unknown

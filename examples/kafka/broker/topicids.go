@@ -1,12 +1,46 @@
 package broker
 
+import "sync"
+
 // Topic ids (KIP-516) are the data directory's (log.Dir.TopicID): random,
 // given when a topic is created and stored with its configuration, so that
 // a topic deleted and created again under its name has a new id, as in
 // Kafka. Requests that name topics by id (Fetch v13+, Metadata v10+,
 // OffsetCommit and OffsetFetch v10, DeleteTopics v6, KIP-848 consumer
-// groups) are resolved through topicNames; an id no topic has is
-// UNKNOWN_TOPIC_ID.
+// groups) are resolved through topicName or topicNames; an id no topic has
+// is UNKNOWN_TOPIC_ID.
+
+// topicIDCache maps topic ids to names for the requests that name topics by
+// id, which Fetch v13+ makes hot: building the map from the Dir takes a
+// lock per topic. An entry is checked against the Dir before it is used (a
+// topic deleted and created again under its name has another id), and the
+// map is built again when an id is not in it.
+type topicIDCache struct {
+	mu    sync.Mutex
+	names map[[16]byte]string
+}
+
+// topicName returns the name of the topic with id; ok is false if no topic
+// has it.
+func (b *Broker) topicName(id [16]byte) (name string, ok bool, err error) {
+	b.ids.mu.Lock()
+	name, ok = b.ids.names[id]
+	b.ids.mu.Unlock()
+	if ok {
+		if cur, err := b.dir.TopicID(name); err == nil && cur == id {
+			return name, true, nil
+		}
+	}
+	byID, err := b.topicNames()
+	if err != nil {
+		return "", false, err
+	}
+	b.ids.mu.Lock()
+	b.ids.names = byID
+	b.ids.mu.Unlock()
+	name, ok = byID[id]
+	return name, ok, nil
+}
 
 // topicID returns a topic's id, zero if there is no such topic.
 func (b *Broker) topicID(name string) [16]byte {
@@ -34,17 +68,13 @@ func (b *Broker) topicNames() (map[[16]byte]string, error) {
 // the names it gives.
 func (b *Broker) namesOf(byID bool, n int, topic func(i int) ([16]byte, string)) ([]string, error) {
 	names := make([]string, n)
-	var ids map[[16]byte]string
-	if byID {
-		var err error
-		if ids, err = b.topicNames(); err != nil {
-			return nil, err
-		}
-	}
 	for i := range names {
 		id, name := topic(i)
 		if byID {
-			name = ids[id]
+			var err error
+			if name, _, err = b.topicName(id); err != nil {
+				return nil, err
+			}
 		}
 		names[i] = name
 	}
