@@ -28,6 +28,7 @@ type ConsumerMemberDescription struct {
 	MemberID, InstanceID, RackID string
 	MemberEpoch                  int32
 	SubscribedTopicNames         []string
+	SubscribedTopicRegex         string
 	Assignment, TargetAssignment map[string][]int32
 }
 
@@ -41,7 +42,7 @@ func (c *Coordinator) DescribeConsumerGroup(groupID string) (d ConsumerGroupDesc
 	d = ConsumerGroupDescription{State: "Stable", Epoch: g.epoch, AssignmentEpoch: g.targetEpoch, Assignor: g.preferredAssignor().Name()}
 	for _, m := range g.members {
 		d.Members = append(d.Members, ConsumerMemberDescription{MemberID: m.id, InstanceID: m.instanceID, RackID: m.rackID,
-			MemberEpoch: m.epoch, SubscribedTopicNames: slices.Clone(m.topics),
+			MemberEpoch: m.epoch, SubscribedTopicNames: slices.Clone(m.topics), SubscribedTopicRegex: m.regex.String(),
 			Assignment: clonePartitions(m.assigned), TargetAssignment: clonePartitions(g.target[m.id])})
 		if m.state != memberStable || m.epoch != g.targetEpoch {
 			d.State = "Reconciling"

@@ -88,7 +88,7 @@ func consumerGroupRecords(g *consumerGroup) []consumerRecord {
 	}
 	for _, m := range g.members {
 		add(ConsumerGroupMemberMetadataType, m.id, ConsumerGroupMemberMetadataValue{InstanceID: m.instanceID, RackID: m.rackID,
-			SubscribedTopics: m.topics, RebalanceTimeoutMs: m.rebalanceTimeoutMs, ServerAssignor: m.assignor})
+			SubscribedTopics: m.topics, SubscribedRegex: m.regex.String(), RebalanceTimeoutMs: m.rebalanceTimeoutMs, ServerAssignor: m.assignor})
 	}
 	pm := ConsumerGroupPartitionMetadataValue{Epoch: g.epoch}
 	for _, t := range slices.Sorted(maps.Keys(g.topics)) {
@@ -231,6 +231,7 @@ func (c *Coordinator) applyConsumerRecord(k ConsumerGroupKey, r Record, v any) {
 		m := member()
 		m.instanceID, m.rackID, m.rebalanceTimeoutMs, m.assignor = v.InstanceID, v.RackID, v.RebalanceTimeoutMs, v.ServerAssignor
 		m.topics = slices.Clone(v.SubscribedTopics)
+		m.regex.set(v.SubscribedRegex)
 		c.LearnTopics(v.SubscribedTopics...)
 		if m.instanceID != "" {
 			g.static[m.instanceID] = m.id
