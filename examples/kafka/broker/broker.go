@@ -30,8 +30,8 @@
 // time), OffsetForLeaderEpoch; transactions (see below); FindCoordinator,
 // JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
 // DescribeGroups and ListGroups for classic groups, and
-// ConsumerGroupHeartbeat and ConsumerGroupDescribe for KIP-848 consumer
-// groups. Topics have the ids of the data directory (log.Dir.TopicID), by
+// ConsumerGroupHeartbeat (subscriptions by name or by regular expression)
+// and ConsumerGroupDescribe for KIP-848 consumer groups. Topics have the ids of the data directory (log.Dir.TopicID), by
 // which Metadata, Fetch v13+, OffsetCommit and OffsetFetch v10,
 // DeleteTopics v6, TxnOffsetCommit v6 and consumer groups name them (see
 // topicids.go). ApiVersions lists the versions of each.
@@ -59,9 +59,6 @@
 //
 //   - WriteTxnMarkers (one broker writes its markers itself).
 //   - Produce v13 (topics by id) and Fetch v18 (a follower's, KIP-1166).
-//   - Subscriptions by regular expression in ConsumerGroupHeartbeat: the
-//     group coordinator would have to keep each member's expression and
-//     match it against the topics as they come and go.
 //   - Client ids and hosts of KIP-848 members in ConsumerGroupDescribe
 //     (the group coordinator does not keep them).
 //   - More than one broker: each partition is led by this one, in a new

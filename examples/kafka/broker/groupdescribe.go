@@ -35,7 +35,7 @@ func (b *Broker) consumerGroupDescribe(ctx context.Context, r *request) kmsg.Res
 		for _, m := range d.Members {
 			rm := kmsg.NewConsumerGroupDescribeResponseGroupMember()
 			rm.MemberID, rm.MemberEpoch, rm.SubscribedTopics = m.MemberID, m.MemberEpoch, m.SubscribedTopicNames
-			rm.InstanceID, rm.RackID = optional(m.InstanceID), optional(m.RackID)
+			rm.InstanceID, rm.RackID, rm.SubscribedTopicRegex = optional(m.InstanceID), optional(m.RackID), optional(m.SubscribedTopicRegex)
 			rm.MemberType = 1 // a member of the consumer protocol
 			rm.Assignment, rm.TargetAssignment = b.describedAssignment(m.Assignment), b.describedAssignment(m.TargetAssignment)
 			rg.Members = append(rg.Members, rm)

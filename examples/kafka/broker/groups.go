@@ -433,9 +433,6 @@ func (b *Broker) consumerGroupHeartbeat(ctx context.Context, r *request) kmsg.Re
 		resp.ErrorCode, resp.ErrorMessage = code(err), message(err)
 		return resp
 	}
-	if req.SubscribedTopicRegex != nil {
-		return fail(fmt.Errorf("%w: subscription by regular expression is not served", kerr.InvalidRequest))
-	}
 	byID, err := b.topicNames()
 	if err != nil {
 		return fail(err)
@@ -443,7 +440,7 @@ func (b *Broker) consumerGroupHeartbeat(ctx context.Context, r *request) kmsg.Re
 	hr := group.ConsumerGroupHeartbeatRequest{
 		GroupID: req.Group, MemberID: req.MemberID, MemberEpoch: req.MemberEpoch,
 		InstanceID: str(req.InstanceID), RackID: str(req.RackID),
-		RebalanceTimeout: ms(req.RebalanceTimeoutMillis), SubscribedTopicNames: req.SubscribedTopicNames,
+		RebalanceTimeout: ms(req.RebalanceTimeoutMillis), SubscribedTopicNames: req.SubscribedTopicNames, SubscribedTopicRegex: req.SubscribedTopicRegex,
 		ServerAssignor: str(req.ServerAssignor),
 	}
 	if req.Topics != nil {
