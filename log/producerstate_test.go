@@ -198,6 +198,43 @@ func TestReplicatedAppendsRebuildProducerState(t *testing.T) {
 	appendProducer(t, follower, producerBatch(t, 9, 2, 6, 1, false), 6, 6)
 }
 
+// TestCheckProducerAsALeaderThatStampsOffsets: a replication leader
+// appends with AppendReplicated, which does not check producers; it checks
+// each client batch first, as Kafka's leader does, so that a retry is
+// answered with the original offsets and a gap or a fenced epoch is
+// refused, and nothing is appended by the check.
+func TestCheckProducerAsALeaderThatStampsOffsets(t *testing.T) {
+	l, err := Open("/data/leader", memOptions(newMemFS(t)))
+	require.NoError(t, err)
+	defer l.Close()
+	leaderAppend := func(b segment.Batch) {
+		res, err := l.CheckProducer(b)
+		require.NoError(t, err)
+		require.False(t, res.Duplicate)
+		b.SetBaseOffset(l.LogEndOffset())
+		_, err = l.AppendReplicated(b)
+		require.NoError(t, err)
+	}
+	leaderAppend(producerBatch(t, 4, 1, 0, 3, false))
+	leaderAppend(producerBatch(t, 4, 1, 3, 2, false))
+	require.Equal(t, int64(5), l.LogEndOffset())
+
+	res, err := l.CheckProducer(producerBatch(t, 4, 1, 3, 2, false))
+	require.NoError(t, err)
+	require.Equal(t, AppendResult{BaseOffset: 3, LastOffset: 4, Duplicate: true}, res, "a retry is the batch at 3-4")
+	_, err = l.CheckProducer(producerBatch(t, 4, 1, 6, 1, false))
+	require.ErrorIs(t, err, idempotence.ErrOutOfOrderSequence, "sequence 5 is next")
+	_, err = l.CheckProducer(producerBatch(t, 4, 0, 5, 1, false))
+	require.ErrorIs(t, err, idempotence.ErrInvalidProducerEpoch)
+	res, err = l.CheckProducer(producerBatch(t, 4, 1, 5, 1, false))
+	require.NoError(t, err)
+	require.False(t, res.Duplicate)
+	res, err = l.CheckProducer(producerBatch(t, 11, 0, 0, 1, false))
+	require.NoError(t, err, "an unknown producer starts anywhere")
+	require.False(t, res.Duplicate)
+	require.Equal(t, int64(5), l.LogEndOffset(), "checks append nothing")
+}
+
 // readCommitted returns the offsets of the records a ReadCommitted reader
 // gets from offset 0.
 func readOffsets(t testing.TB, l *Log, iso Isolation) []int64 {

@@ -143,3 +143,9 @@ func (p *Partition) LatestEpoch() (int32, error) {
 func (p *Partition) SyncedEndOffset() (int64, error) {
 	return with(p, false, func(l *Log) (int64, error) { return l.SyncedEndOffset() })
 }
+
+// CheckProducer checks a producer's batch without appending it; see
+// Log.CheckProducer.
+func (p *Partition) CheckProducer(b segment.Batch) (AppendResult, error) {
+	return with(p, false, func(l *Log) (AppendResult, error) { return l.CheckProducer(b) })
+}

@@ -45,6 +45,9 @@ type controller struct {
 	leaderEpoch, partitionEpoch int32
 	replicas, isr               []NodeID
 	ineligible                  []NodeID
+	// brokerEpochs are the registered broker epochs, for the nodes that
+	// have one.
+	brokerEpochs map[NodeID]int64
 }
 
 // testingT is what the harness needs of a test: a *testing.T, or a
@@ -183,7 +186,13 @@ func (c *cluster) leaderAndISR(to NodeID) *LeaderAndISR {
 func (c *cluster) alterPartition(m *AlterPartition) *AlterPartitionResponse {
 	ctl := &c.ctl
 	resp := &AlterPartitionResponse{Header: Header{From: NoNode, To: m.From, Topic: testTopic}}
-	isSubset := !slices.ContainsFunc(m.ISR, func(n NodeID) bool { return !slices.Contains(ctl.replicas, n) })
+	isr := m.Nodes()
+	isSubset := !slices.ContainsFunc(isr, func(n NodeID) bool { return !slices.Contains(ctl.replicas, n) })
+	// KIP-903: a member named in another broker epoch than registered.
+	stale := slices.ContainsFunc(m.ISR, func(b ISRMember) bool {
+		e, ok := ctl.brokerEpochs[b.ID]
+		return ok && b.BrokerEpoch != NoBrokerEpoch && b.BrokerEpoch != e
+	})
 	switch {
 	case m.LeaderEpoch > ctl.leaderEpoch || m.PartitionEpoch > ctl.partitionEpoch:
 		resp.Err = CodeNotController
@@ -193,12 +202,12 @@ func (c *cluster) alterPartition(m *AlterPartition) *AlterPartitionResponse {
 		resp.Err = CodeInvalidRequest
 	case m.PartitionEpoch < ctl.partitionEpoch:
 		resp.Err = CodeInvalidUpdateVersion
-	case !isSubset || !slices.Contains(m.ISR, ctl.leader):
+	case !isSubset || !slices.Contains(isr, ctl.leader):
 		resp.Err = CodeInvalidRequest
-	case slices.ContainsFunc(m.ISR, func(n NodeID) bool { return slices.Contains(ctl.ineligible, n) }):
+	case slices.ContainsFunc(isr, func(n NodeID) bool { return slices.Contains(ctl.ineligible, n) }) || stale:
 		resp.Err = CodeIneligibleReplica
 	default:
-		ctl.isr = slices.Clone(m.ISR)
+		ctl.isr = isr
 		ctl.partitionEpoch++
 		resp.Leader, resp.LeaderEpoch, resp.PartitionEpoch, resp.ISR = ctl.leader, ctl.leaderEpoch, ctl.partitionEpoch, slices.Clone(ctl.isr)
 		c.logf("controller: isr %v partition epoch %d", ctl.isr, ctl.partitionEpoch)

@@ -20,6 +20,15 @@
 // go to the controller compare-and-set on the partition epoch, one at a
 // time, an expansion counting at once and a shrink only once committed.
 //
+// Broker epochs tell a node's lives apart (SetBrokerEpoch, with the epoch
+// the controller registered the node in). A partition takes the
+// controller's LeaderAndISR only for its own broker epoch (KIP-380), so
+// that a restarted node does not act on what was meant for its previous
+// life; and a follower's fetches carry its epoch, which the leader names
+// for each member of a proposed ISR, so that the controller admits no
+// member on the strength of fetches of a previous life it may have lost
+// (KIP-903, KAFKA-14139).
+//
 // # How the state machine reaches its log
 //
 // Reads are direct, writes are handed out. The partition reads its Log

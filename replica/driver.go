@@ -216,8 +216,19 @@ func (d *Driver) do(ctx context.Context, fn func()) error {
 // AddPartition adds a partition to the node while the driver runs; see
 // Node.Add.
 func (d *Driver) AddPartition(ctx context.Context, cfg Config) error {
+	return d.call(ctx, func() error { _, err := d.node.Add(cfg); return err })
+}
+
+// SetBrokerEpoch tells the node the broker epoch the controller
+// registered it in; see Node.SetBrokerEpoch.
+func (d *Driver) SetBrokerEpoch(ctx context.Context, epoch int64) error {
+	return d.call(ctx, func() error { return d.node.SetBrokerEpoch(epoch) })
+}
+
+// call runs fn on the loop and returns its error, or ErrStopped.
+func (d *Driver) call(ctx context.Context, fn func() error) error {
 	errc := make(chan error, 1)
-	if err := d.do(ctx, func() { _, err := d.node.Add(cfg); errc <- err }); err != nil {
+	if err := d.do(ctx, func() { errc <- fn() }); err != nil {
 		return err
 	}
 	return <-errc

@@ -7,7 +7,7 @@ import (
 	"math"
 )
 
-// The encoding of a message: a kind byte, a version byte (0), the header,
+// The encoding of a message: a kind byte, a version byte, the header,
 // then the message's fields in order. Integers are zig-zag varints, except
 // IDs (unsigned varints); strings, byte slices and node lists are a length
 // (unsigned varint) and their content. It is compact and has no reflection;
@@ -27,7 +27,8 @@ const (
 	kindBatch
 )
 
-const encodingVersion = 0
+// encodingVersion 1 added the broker epochs (KIP-380, KIP-903).
+const encodingVersion = 1
 
 // Limits of a decoded message.
 const (
@@ -246,6 +247,7 @@ func (m *Fetch) MarshalBinary() ([]byte, error) {
 	e.int(m.SyncedOffset)
 	e.int(int64(m.MaxBytes))
 	e.int(int64(m.MaxWait))
+	e.int(m.BrokerEpoch)
 	return e.done()
 }
 
@@ -262,6 +264,7 @@ func (m *Fetch) UnmarshalBinary(b []byte) error {
 	v.SyncedOffset = d.int()
 	v.MaxBytes = d.int32()
 	v.MaxWait = d.int32()
+	v.BrokerEpoch = d.int()
 	return commit(d, m, v)
 }
 
@@ -307,6 +310,7 @@ func (m *FetchResponse) UnmarshalBinary(b []byte) error {
 // MarshalBinary encodes the message.
 func (m *LeaderAndISR) MarshalBinary() ([]byte, error) {
 	e := newEncoder(m.kind(), &m.Header)
+	e.int(m.BrokerEpoch)
 	e.int(int64(m.ControllerEpoch))
 	e.int(int64(m.Leader))
 	e.int(int64(m.LeaderEpoch))
@@ -323,6 +327,7 @@ func (m *LeaderAndISR) MarshalBinary() ([]byte, error) {
 func (m *LeaderAndISR) UnmarshalBinary(b []byte) error {
 	var v LeaderAndISR
 	d := newDecoder(b, v.kind(), &v.Header)
+	v.BrokerEpoch = d.int()
 	v.ControllerEpoch = d.int32()
 	v.Leader = d.node()
 	v.LeaderEpoch = d.int32()
@@ -337,9 +342,14 @@ func (m *LeaderAndISR) UnmarshalBinary(b []byte) error {
 // MarshalBinary encodes the message.
 func (m *AlterPartition) MarshalBinary() ([]byte, error) {
 	e := newEncoder(m.kind(), &m.Header)
+	e.int(m.BrokerEpoch)
 	e.int(int64(m.LeaderEpoch))
 	e.int(int64(m.PartitionEpoch))
-	e.nodes(m.ISR)
+	e.uint(uint64(len(m.ISR)))
+	for _, b := range m.ISR {
+		e.int(int64(b.ID))
+		e.int(b.BrokerEpoch)
+	}
 	return e.done()
 }
 
@@ -348,9 +358,16 @@ func (m *AlterPartition) MarshalBinary() ([]byte, error) {
 func (m *AlterPartition) UnmarshalBinary(b []byte) error {
 	var v AlterPartition
 	d := newDecoder(b, v.kind(), &v.Header)
+	v.BrokerEpoch = d.int()
 	v.LeaderEpoch = d.int32()
 	v.PartitionEpoch = d.int32()
-	v.ISR = d.nodes()
+	n := d.uint()
+	if n > maxNodes || n > uint64(len(b)-d.off)/2 { // a member takes at least two bytes
+		d.fail("%d ISR members, at most %d", n, min(maxNodes, (len(b)-d.off)/2))
+	}
+	for i := uint64(0); d.err == nil && i < n; i++ {
+		v.ISR = append(v.ISR, ISRMember{ID: d.node(), BrokerEpoch: d.int()})
+	}
 	return commit(d, m, v)
 }
 

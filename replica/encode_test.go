@@ -12,13 +12,14 @@ import (
 func sampleMessages() []Message {
 	h := func(from, to NodeID) Header { return Header{From: from, To: to, Topic: "orders.v2", Partition: 7} }
 	return []Message{
-		&Fetch{Header: h(2, 1), ID: math.MaxUint64, CurrentLeaderEpoch: 5, FetchOffset: 1 << 40, LastFetchedEpoch: -1, LogStartOffset: 3, SyncedOffset: 1<<40 - 2, MaxBytes: 1 << 20, MaxWait: 5},
+		&Fetch{Header: h(2, 1), ID: math.MaxUint64, CurrentLeaderEpoch: 5, FetchOffset: 1 << 40, LastFetchedEpoch: -1, LogStartOffset: 3, SyncedOffset: 1<<40 - 2, MaxBytes: 1 << 20, MaxWait: 5, BrokerEpoch: math.MaxInt64},
 		&FetchResponse{Header: h(1, 2), ID: 9, Err: CodeNone, Leader: 1, LeaderEpoch: 5, FetchOffset: 10, HighWatermark: 8, LogStartOffset: 0, LogEndOffset: 12,
 			DivergingEpoch: -1, DivergingEndOffset: -1, Records: []byte("batches")},
 		&FetchResponse{Header: h(1, 2), Err: CodeFencedLeaderEpoch, Leader: NoNode, LeaderEpoch: math.MaxInt32, DivergingEpoch: 3, DivergingEndOffset: math.MaxInt64},
-		&LeaderAndISR{Header: h(NoNode, 3), ControllerEpoch: 4, Leader: 1, LeaderEpoch: 6, PartitionEpoch: 11,
+		&LeaderAndISR{Header: h(NoNode, 3), BrokerEpoch: 12, ControllerEpoch: 4, Leader: 1, LeaderEpoch: 6, PartitionEpoch: 11,
 			Replicas: []NodeID{1, 2, 3}, ISR: []NodeID{1, 3}, Adding: []NodeID{3}, Removing: nil},
-		&AlterPartition{Header: h(1, NoNode), LeaderEpoch: 6, PartitionEpoch: 11, ISR: []NodeID{1, 2}},
+		&AlterPartition{Header: h(1, NoNode), BrokerEpoch: 7, LeaderEpoch: 6, PartitionEpoch: 11, ISR: []ISRMember{{1, 7}, {2, NoBrokerEpoch}}},
+		&AlterPartition{Header: h(1, NoNode), LeaderEpoch: 6},
 		&AlterPartitionResponse{Header: h(NoNode, 1), Err: CodeNone, Leader: 1, LeaderEpoch: 6, PartitionEpoch: 12, ISR: []NodeID{1, 2}},
 		&AlterPartitionResponse{Header: h(NoNode, 1), Err: CodeInvalidUpdateVersion, Leader: NoNode},
 		&Produce{Header: h(99, 1), ID: 1, Acks: AcksAll, Timeout: 300, Batch: []byte("a batch")},
@@ -77,9 +78,9 @@ func TestDecodingRejectsBadInput(t *testing.T) {
 		{"unknown kind", []byte{200, 0}, "unknown message kind"},
 		{"future version", append([]byte{fetch[0], 9}, fetch[2:]...), "encoding version"},
 		{"kind of another type", append([]byte{byte(kindProduce)}, fetch[1:]...), "trailing"},
-		{"huge length", []byte{byte(kindProduce), 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f}, "bytes left"},
-		{"bad varint", []byte{byte(kindFetch), 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, "varint"},
-		{"node out of range", []byte{byte(kindFetch), 0, 0xfe, 0xff, 0xff, 0xff, 0x7f}, "32 bits"},
+		{"huge length", []byte{byte(kindProduce), encodingVersion, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f}, "bytes left"},
+		{"bad varint", []byte{byte(kindFetch), encodingVersion, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, "varint"},
+		{"node out of range", []byte{byte(kindFetch), encodingVersion, 0xfe, 0xff, 0xff, 0xff, 0x7f}, "32 bits"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Decode(tc.in)
@@ -89,9 +90,12 @@ func TestDecodingRejectsBadInput(t *testing.T) {
 	}
 	var m Fetch
 	require.ErrorIs(t, m.UnmarshalBinary(make([]byte, MaxMessageBytes+1)), ErrInvalidMessage, "oversized input")
-	tooMany := []byte{byte(kindAlterPartition), 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0x03}
+	tooMany := []byte{byte(kindLeaderAndISR), encodingVersion, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0x03}
 	_, err = Decode(tooMany)
 	require.ErrorContains(t, err, "nodes in a list")
+	tooMany = []byte{byte(kindAlterPartition), encodingVersion, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0x03}
+	_, err = Decode(tooMany)
+	require.ErrorContains(t, err, "ISR members")
 	long := make([]byte, maxTopicBytes+1)
 	b, err := (&Fetch{Header: Header{Topic: string(long)}}).MarshalBinary()
 	require.NoError(t, err)

@@ -96,6 +96,7 @@ func (p *Partition) maybeFetch() {
 		Header: p.header(p.leader), ID: p.fl.fetchID, CurrentLeaderEpoch: p.leaderEpoch,
 		FetchOffset: p.end, LastFetchedEpoch: latest, LogStartOffset: p.logStart, SyncedOffset: synced,
 		MaxBytes: int32(min(p.cfg.FetchMaxBytes, 1<<31-1)), MaxWait: int32(min(p.cfg.FetchMaxWait, 1<<31-1)),
+		BrokerEpoch: p.ownBrokerEpoch(),
 	})
 }
 

@@ -34,6 +34,14 @@ type follower struct {
 	lastCaughtUp       int64
 	fetchedThisEpoch   bool
 	parked             *parkedFetch
+	// brokerEpoch is the broker epoch of the fetches this state comes
+	// from (KIP-903), NoBrokerEpoch until one names it.
+	brokerEpoch int64
+}
+
+// newFollower is a follower the leader knows nothing of yet.
+func newFollower(id NodeID) *follower {
+	return &follower{id: id, leo: -1, synced: -1, lastCaughtUp: never, lastFetchTime: never, lastFetchLeaderLEO: -1}
 }
 
 // caughtUp is Kafka's Replica.isCaughtUp.
@@ -103,7 +111,7 @@ func (p *Partition) syncFollowers(reset bool) {
 			fs = append(fs, p.ld.followers[i])
 			continue
 		}
-		f := &follower{id: id, leo: -1, synced: -1, lastCaughtUp: never, lastFetchTime: never, lastFetchLeaderLEO: -1}
+		f := newFollower(id)
 		if slices.Contains(p.isr, id) {
 			f.lastCaughtUp = p.now
 		}
@@ -360,8 +368,9 @@ func (p *Partition) maybeExpandISR(f *follower) {
 	}
 	// With SyncedAcks what counts is what the follower synced: that
 	// survives its crash, while a fetch it sent before a crash that lost
-	// its unsynced tail may still arrive and claim the lost records
-	// (Kafka's KIP-903 fences such fetches by broker epoch instead).
+	// its unsynced tail may still arrive and claim the lost records.
+	// KIP-903's broker epochs fence such a fetch only once the leader has
+	// heard the follower's next life, or the controller has.
 	end := f.leo
 	if p.cfg.SyncedAcks {
 		end = f.synced
@@ -371,8 +380,20 @@ func (p *Partition) maybeExpandISR(f *follower) {
 	}
 }
 
+// proposeISR sends the controller an ISR, each member with its broker
+// epoch as the leader knows it (Partition.addBrokerEpochToIsr, KIP-903):
+// for a follower, that of the fetches it counted; NoBrokerEpoch for one it
+// has not heard in this epoch, which the controller does not check.
 func (p *Partition) proposeISR(isr []NodeID, expand bool) {
-	msg := &AlterPartition{Header: p.header(NoNode), LeaderEpoch: p.leaderEpoch, PartitionEpoch: p.partitionEpoch, ISR: isr}
+	members := make([]ISRMember, len(isr))
+	for i, id := range isr {
+		members[i] = ISRMember{ID: id, BrokerEpoch: p.ownBrokerEpoch()}
+		if j := slices.IndexFunc(p.ld.followers, func(f *follower) bool { return f.id == id }); j >= 0 {
+			members[i].BrokerEpoch = p.ld.followers[j].brokerEpoch
+		}
+	}
+	msg := &AlterPartition{Header: p.header(NoNode), BrokerEpoch: p.ownBrokerEpoch(),
+		LeaderEpoch: p.leaderEpoch, PartitionEpoch: p.partitionEpoch, ISR: members}
 	p.ld.pending = &pendingISR{isr: isr, expand: expand, msg: msg, retryAt: p.now + int64(p.cfg.RequestTimeout)}
 	p.send(msg)
 }
@@ -426,7 +447,10 @@ func (p *Partition) stepFetch(m *Fetch) error {
 			p.answerFetch(m, CodeUnknownLeaderEpoch)
 			return nil
 		}
-		f := p.ld.followers[i]
+		f, err := p.fetchingFollower(i, m)
+		if err != nil {
+			return err
+		}
 		if !p.ld.ready {
 			f.parked = &parkedFetch{req: m, deadline: p.now + int64(m.MaxWait), hw: p.hw}
 			return nil
@@ -435,6 +459,27 @@ func (p *Partition) stepFetch(m *Fetch) error {
 		p.serveFetch(m, f)
 	}
 	return nil
+}
+
+// fetchingFollower returns the state of the follower at i for its fetch m,
+// by broker epoch (KIP-903): a fetch of an earlier epoch than the state's
+// comes from a previous life of the follower and is refused; a fetch of a
+// later one starts the state over, so that what the previous life fetched
+// neither keeps the follower caught up nor lets it into the ISR.
+func (p *Partition) fetchingFollower(i int, m *Fetch) (*follower, error) {
+	f := p.ld.followers[i]
+	switch {
+	case p.cfg.bugs.preKIP903 || m.BrokerEpoch == f.brokerEpoch:
+	case m.BrokerEpoch < f.brokerEpoch:
+		return nil, fmt.Errorf("%w: %w: fetch of node %d's broker epoch %d, it fetches in %d", ErrStale, ErrStaleBrokerEpoch, m.From, m.BrokerEpoch, f.brokerEpoch)
+	case f.brokerEpoch == NoBrokerEpoch:
+		f.brokerEpoch = m.BrokerEpoch
+	default:
+		f = newFollower(f.id)
+		f.brokerEpoch = m.BrokerEpoch
+		p.ld.followers[i] = f
+	}
+	return f, nil
 }
 
 func (p *Partition) answerFetch(m *Fetch, code Code) {

@@ -78,6 +78,11 @@ type Fetch struct {
 	// MaxWait is how many of the leader's ticks it may hold the fetch when
 	// it has nothing new (a long poll).
 	MaxWait int32
+	// BrokerEpoch is the follower's broker epoch (KIP-903's ReplicaEpoch),
+	// or NoBrokerEpoch. The leader starts a follower's state over when it
+	// changes, refuses a fetch of an earlier one, and names the epoch in
+	// its ISR proposals.
+	BrokerEpoch int64
 }
 
 // FetchResponse is the leader's answer to a Fetch.
@@ -106,11 +111,22 @@ type FetchResponse struct {
 	Records []byte
 }
 
+// NoBrokerEpoch is the broker epoch of a node that does not know its own,
+// or of a controller that does not track them: no broker epoch is checked
+// against it (Kafka's -1). Broker epochs a controller hands out are
+// positive.
+const NoBrokerEpoch int64 = 0
+
 // LeaderAndISR tells a node a partition's state as the controller decided
 // it: who leads in which epoch, the replicas and the in-sync ones (Kafka's
 // LeaderAndIsrRequest, or a KRaft PartitionRecord).
 type LeaderAndISR struct {
 	Header
+	// BrokerEpoch is the broker epoch the controller knows the addressee
+	// by (KIP-380): a node refuses a message for another epoch of itself,
+	// sent to an earlier incarnation or before it registered, with
+	// ErrStaleBrokerEpoch. NoBrokerEpoch skips the check.
+	BrokerEpoch     int64
 	ControllerEpoch int32
 	Leader          NodeID
 	LeaderEpoch     int32
@@ -126,9 +142,35 @@ type LeaderAndISR struct {
 // addressed to NoNode.
 type AlterPartition struct {
 	Header
+	// BrokerEpoch is the leader's broker epoch; the controller refuses a
+	// request of another with ErrStaleBrokerEpoch.
+	BrokerEpoch    int64
 	LeaderEpoch    int32
 	PartitionEpoch int32
-	ISR            []NodeID
+	// ISR is the proposed ISR, each member with the broker epoch the
+	// leader knows it by (KIP-903's NewIsrWithEpochs): the leader's own,
+	// and a follower's from the fetches that made it caught up. The
+	// controller refuses a member registered since in another epoch with
+	// ErrIneligibleReplica: that incarnation may lack what the fetches of
+	// the earlier one claimed (KAFKA-14139).
+	ISR []ISRMember
+}
+
+// ISRMember is a member of a proposed ISR (Kafka's BrokerState of
+// AlterPartitionRequest): a node and its broker epoch, NoBrokerEpoch if
+// the leader has not heard it since it last started over.
+type ISRMember struct {
+	ID          NodeID
+	BrokerEpoch int64
+}
+
+// Nodes returns the proposed ISR's nodes, in order.
+func (m *AlterPartition) Nodes() []NodeID {
+	ns := make([]NodeID, len(m.ISR))
+	for i, b := range m.ISR {
+		ns[i] = b.ID
+	}
+	return ns
 }
 
 // AlterPartitionResponse is the controller's answer: on success the

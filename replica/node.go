@@ -14,8 +14,9 @@ import (
 // leads, as Kafka's fetcher threads do. Like a Partition it is
 // deterministic and not safe for concurrent use.
 type Node struct {
-	id    NodeID
-	parts []*Partition // sorted by topic, then partition
+	id          NodeID
+	brokerEpoch int64
+	parts       []*Partition // sorted by topic, then partition
 }
 
 // NewNode returns a node with no partitions.
@@ -30,8 +31,26 @@ func (n *Node) find(topic string, partition int32) (int, bool) {
 	})
 }
 
-// Add creates a partition on the node. Its Config.ID must be the node's
-// (zero means the node's); a partition the node has is an error.
+// SetBrokerEpoch tells every partition of the node, and those added
+// later, the broker epoch the controller registered the node in (see
+// Partition.SetBrokerEpoch). An earlier epoch than the node's is refused
+// with ErrStaleBrokerEpoch and changes nothing.
+func (n *Node) SetBrokerEpoch(epoch int64) error {
+	if epoch < n.brokerEpoch {
+		return fmt.Errorf("%w: broker epoch %d, node %d is in %d", ErrStaleBrokerEpoch, epoch, n.id, n.brokerEpoch)
+	}
+	n.brokerEpoch = epoch
+	for _, p := range n.parts {
+		if err := p.SetBrokerEpoch(epoch); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Add creates a partition on the node, in the node's broker epoch. Its
+// Config.ID must be the node's (zero means the node's); a partition the
+// node has is an error.
 func (n *Node) Add(cfg Config) (*Partition, error) {
 	switch {
 	case cfg.ID == 0:
@@ -47,6 +66,7 @@ func (n *Node) Add(cfg Config) (*Partition, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.brokerEpoch = n.brokerEpoch
 	n.parts = slices.Insert(n.parts, i, p)
 	return p, nil
 }

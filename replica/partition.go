@@ -80,6 +80,13 @@ type bugs struct {
 	// hwBeforeTruncation applies the high watermark of a diverging answer
 	// at once and truncates only on the next tick (KAFKA-14704).
 	hwBeforeTruncation bool
+	// preKIP380 takes the controller's messages whatever broker epoch
+	// they are for, as brokers did before KIP-380.
+	preKIP380 bool
+	// preKIP903 sends fetches and ISR proposals without broker epochs and
+	// keeps a follower's state when its epoch changes, as before KIP-903
+	// (KAFKA-14139).
+	preKIP903 bool
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -163,6 +170,8 @@ type Partition struct {
 	cfg Config
 	now int64
 
+	// brokerEpoch is this node's, NoBrokerEpoch until SetBrokerEpoch.
+	brokerEpoch     int64
 	controllerEpoch int32
 	leader          NodeID
 	leaderEpoch     int32
@@ -207,6 +216,21 @@ func New(cfg Config) (*Partition, error) {
 		cfg: cfg, leader: NoNode, leaderEpoch: -1, partitionEpoch: -1, controllerEpoch: -1,
 		logStart: start, hw: hw, hwWritten: hw, end: end, written: end, epochPending: -1,
 	}, nil
+}
+
+// SetBrokerEpoch tells the partition the broker epoch the controller
+// registered this node in (Kafka's broker epoch): its fetches carry it
+// (KIP-903), and from then on it takes the controller's messages for that
+// epoch only (KIP-380). Until it is set, a message for any epoch but
+// NoBrokerEpoch is refused, as a broker applies metadata only once it has
+// registered. A broker epoch never goes back: an earlier one is refused
+// with ErrStaleBrokerEpoch.
+func (p *Partition) SetBrokerEpoch(epoch int64) error {
+	if epoch < p.brokerEpoch {
+		return fmt.Errorf("%w: broker epoch %d, node %d is in %d", ErrStaleBrokerEpoch, epoch, p.cfg.ID, p.brokerEpoch)
+	}
+	p.brokerEpoch = epoch
+	return nil
 }
 
 // Status is a partition's state, for monitoring and tests.
@@ -332,9 +356,9 @@ func (p *Partition) Tick() {
 // use returns an error and changes nothing: ErrUnknownPartition for
 // another partition, ErrInvalidMessage for contradictory fields, ErrStale
 // for one that no longer matters, ErrStaleControllerEpoch,
-// ErrLeaderEpochReused; a Produce it refuses returns the refusal
-// (a *NotLeaderError, ErrInvalidAcks, ErrNotEnoughReplicas, ...) and has
-// no Result.
+// ErrStaleBrokerEpoch, ErrLeaderEpochReused; a Produce it refuses returns
+// the refusal (a *NotLeaderError, ErrInvalidAcks, ErrNotEnoughReplicas,
+// ...) and has no Result.
 func (p *Partition) Step(m Message) error {
 	if m == nil {
 		return fmt.Errorf("%w: nil message", ErrInvalidMessage)
@@ -398,6 +422,12 @@ func (p *Partition) stepLeaderAndISR(m *LeaderAndISR) error {
 		return err
 	}
 	switch {
+	case m.BrokerEpoch != NoBrokerEpoch && m.BrokerEpoch != p.brokerEpoch && !p.cfg.bugs.preKIP380:
+		// Checked first, as Kafka's KafkaApis does: for an epoch above
+		// this node's, it has not registered yet (or has not heard the
+		// answer), and the message may still name the leadership its
+		// previous life had, in an epoch whose records it may have lost.
+		return fmt.Errorf("%w: LeaderAndISR for broker epoch %d, node %d is in %d", ErrStaleBrokerEpoch, m.BrokerEpoch, p.cfg.ID, p.brokerEpoch)
 	case m.ControllerEpoch < p.controllerEpoch:
 		return fmt.Errorf("%w: controller epoch %d, this node knows %d", ErrStaleControllerEpoch, m.ControllerEpoch, p.controllerEpoch)
 	case m.LeaderEpoch < p.leaderEpoch:
@@ -480,4 +510,12 @@ func (p *Partition) refresh() error {
 	p.logStart, p.end, p.written = start, end, end
 	p.hw, p.hwWritten = hw, hw
 	return nil
+}
+
+// ownBrokerEpoch is the broker epoch this node's requests carry.
+func (p *Partition) ownBrokerEpoch() int64 {
+	if p.cfg.bugs.preKIP903 {
+		return NoBrokerEpoch
+	}
+	return p.brokerEpoch
 }

@@ -145,7 +145,7 @@ func TestTC8ISRExpansionWaitsForTheEpochStart(t *testing.T) {
 			c.elect(1, 1, 3) // epoch 2, starting at 10
 			var proposedAt []int64
 			c.drop = func(m Message) bool {
-				if ap, ok := m.(*AlterPartition); ok && slices.Contains(ap.ISR, 2) {
+				if ap, ok := m.(*AlterPartition); ok && slices.Contains(ap.Nodes(), 2) {
 					proposedAt = append(proposedAt, c.node(2).log.LogEndOffset())
 				}
 				return false

@@ -50,7 +50,7 @@ func TestTC13AlterPartitionRaces(t *testing.T) {
 	require.Equal(t, []NodeID{1, 2, 3}, s.MaximalISR, "a shrink counts only once committed")
 	require.EqualValues(t, 0, s.HighWatermark)
 	for _, ap := range release() {
-		require.Contains(t, ap.ISR, NodeID(1), "(e) a leader proposes no ISR without itself")
+		require.Contains(t, ap.Nodes(), NodeID(1), "(e) a leader proposes no ISR without itself")
 	}
 	c.stabilize()
 	s = c.status(1)
@@ -215,7 +215,7 @@ func TestTC15ReassignmentOnThePartition(t *testing.T) {
 	require.EqualValues(t, -1, f.leo, "no stale log end carried over")
 	var early bool
 	c.drop = func(m Message) bool {
-		if ap, ok := m.(*AlterPartition); ok && slices.Contains(ap.ISR, 3) && !c.followerOf(1, 3).fetchedThisEpoch {
+		if ap, ok := m.(*AlterPartition); ok && slices.Contains(ap.Nodes(), 3) && !c.followerOf(1, 3).fetchedThisEpoch {
 			early = true
 		}
 		return false

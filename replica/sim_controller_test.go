@@ -34,7 +34,9 @@ type simController struct {
 }
 
 func newSimController(node replica.NodeID, brokers []replica.NodeID, minISR, session int, unclean bool) (replica.SimController, map[replica.NodeID]int64, error) {
-	cfg := controller.Config{Node: node, SessionTimeout: session, MinInsyncReplicas: minISR}
+	// Kafka's default leader.imbalance.per.broker.percentage, 10, for the
+	// leader-imbalance checks of simreassign_test.go.
+	cfg := controller.Config{Node: node, SessionTimeout: session, MinInsyncReplicas: minISR, ImbalanceRatio: 0.1}
 	c, err := controller.New(cfg, controller.NewState())
 	if err != nil {
 		return nil, nil, err
@@ -42,7 +44,7 @@ func newSimController(node replica.NodeID, brokers []replica.NodeID, minISR, ses
 	sc := &simController{c: c, cfg: cfg, store: &simStore{state: controller.NewState()}}
 	epochs := map[replica.NodeID]int64{}
 	for _, b := range brokers {
-		if epochs[b], err = c.Register(b, true); err != nil {
+		if epochs[b], err = c.Register(b, 1, true); err != nil { // each broker's first start
 			return nil, nil, err
 		}
 		if _, err := c.Heartbeat(b, epochs[b]); err != nil {
@@ -55,8 +57,8 @@ func newSimController(node replica.NodeID, brokers []replica.NodeID, minISR, ses
 	return sc, epochs, nil
 }
 
-func (sc *simController) Register(id replica.NodeID, clean bool) (int64, error) {
-	return sc.c.Register(id, clean)
+func (sc *simController) Register(id replica.NodeID, incarnation uint64, clean bool) (int64, error) {
+	return sc.c.Register(id, incarnation, clean)
 }
 
 func (sc *simController) Heartbeat(id replica.NodeID, epoch int64) (bool, error) {
@@ -115,6 +117,10 @@ func (sc *simController) Partition() replica.SimPartition {
 		Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch,
 		Replicas: p.Replicas, ISR: p.ISR, ELR: p.ELR,
 	}
+}
+
+func (sc *simController) Metadata(to replica.NodeID) *replica.LeaderAndISR {
+	return sc.c.State().LeaderAndISR(simTP, sc.cfg.Node, to)
 }
 
 // Failover replays the store into a standby controller (replay = live).

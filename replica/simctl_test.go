@@ -24,7 +24,7 @@ import (
 // SimController is the real controller as the simulator drives it, over
 // one topic with one partition (testTopic-0).
 type SimController interface {
-	Register(id NodeID, clean bool) (brokerEpoch int64, err error)
+	Register(id NodeID, incarnation uint64, clean bool) (brokerEpoch int64, err error)
 	// Heartbeat says whether a broker in controlled shutdown may stop.
 	Heartbeat(id NodeID, brokerEpoch int64) (canStop bool, err error)
 	Shutdown(id NodeID, brokerEpoch int64) error
@@ -40,6 +40,9 @@ type SimController interface {
 	Drain() (msgs []Message, unclean []int32, err error)
 	// Partition returns the partition's state as the controller decided it.
 	Partition() SimPartition
+	// Metadata is the partition's state as a broker catching up on the
+	// metadata log learns it, for the broker epoch it is registered in.
+	Metadata(to NodeID) *LeaderAndISR
 	// Epoch is the controller epoch.
 	Epoch() int32
 	// Failover replays the stored records into a new controller on node,
@@ -72,18 +75,19 @@ const (
 )
 
 // Registration and heartbeats (Kafka's BrokerRegistrationRequest and
-// BrokerHeartbeatRequest), as the simulator's own messages. An
-// incarnation number lets a broker ignore the answer to a registration of
-// its previous life (Kafka's incarnation ID).
+// BrokerHeartbeatRequest), as the simulator's own messages. The
+// incarnation (Kafka's incarnation ID) tells the controller a retry from a
+// restart, and lets a broker ignore the answer to a registration of its
+// previous life.
 type simRegister struct {
 	Header
-	Incarnation int
+	Incarnation uint64
 	Clean       bool
 }
 
 type simRegistered struct {
 	Header
-	Incarnation int
+	Incarnation uint64
 	BrokerEpoch int64
 }
 
@@ -118,7 +122,7 @@ func (*simHeartbeatRefused) kind() kind                     { return 0 }
 
 // simBroker is a node's side of the control plane.
 type simBroker struct {
-	incarnation int
+	incarnation uint64
 	// clean says the incarnation began after a clean stop: its log holds
 	// everything it wrote.
 	clean bool
@@ -145,35 +149,21 @@ type realControl struct {
 	failovers     int
 	cleanStops    int // controlled shutdowns completed
 	fencedStale   int // stale controller messages the brokers refused
+	// staleBrokerEpoch counts the controller's messages the brokers
+	// refused for another broker epoch of theirs (KIP-380).
+	staleBrokerEpoch int
 	// zombieRefused counts the deposed controllers' decisions the store
 	// refused.
 	zombieRefused int
 	// hideUnclean is a mutation: the unclean elections go unreported.
 	hideUnclean bool
-	// noEpochCheck is a mutation: brokers take the controller's messages
-	// whatever broker epoch they were sent for, before registering too.
-	noEpochCheck bool
-	// noKIP903 turns off the network's stand-in for KIP-903 (below).
-	noKIP903 bool
-	// stamps is the broker epoch each Fetch was sent in, and for each
-	// AlterPartition the broker epochs of its ISR as its leader knew
-	// them; fetchEpoch is, for (leader, follower), the broker epoch of
-	// the follower's latest fetch the leader got.
-	stamps     map[Message]int64
-	isrEpochs  map[*AlterPartition]map[NodeID]int64
-	fetchEpoch map[[2]NodeID]int64
 	// uncleanEnabled is the topic's unclean.leader.election.enable.
 	uncleanEnabled bool
 	// leaderless says the partition had no leader after healing: every
 	// replica that could lead cleanly restarted uncleanly.
 	leaderless bool
-	// registered is each broker's latest registration the controller took.
-	registered map[NodeID]simRegistration
-}
-
-type simRegistration struct {
-	incarnation int
-	epoch       int64
+	// reassign, if set, runs reassignments and rebalances (simreassign_test.go).
+	reassign *simReassign
 }
 
 func (s *sim) startReal(unclean bool) {
@@ -183,12 +173,12 @@ func (s *sim) startReal(unclean bool) {
 	if err != nil {
 		c.t.Fatalf("starting the controller: %v", err)
 	}
-	s.real = &realControl{ctl: ctl, node: simControllerLink, brokers: map[NodeID]*simBroker{}, registered: map[NodeID]simRegistration{},
-		stamps: map[Message]int64{}, isrEpochs: map[*AlterPartition]map[NodeID]int64{}, fetchEpoch: map[[2]NodeID]int64{},
-		uncleanEnabled: unclean}
+	s.real = &realControl{ctl: ctl, node: simControllerLink, brokers: map[NodeID]*simBroker{}, uncleanEnabled: unclean}
 	for _, id := range ids {
 		s.real.brokers[id] = &simBroker{incarnation: 1, clean: true, epoch: epochs[id]}
-		s.real.registered[id] = simRegistration{1, epochs[id]}
+		if err := c.node(id).p.SetBrokerEpoch(epochs[id]); err != nil {
+			c.t.Fatalf("node %d: %v", id, err)
+		}
 	}
 	s.drainController()
 }
@@ -220,7 +210,7 @@ func (s *sim) drainController() {
 	if err != nil {
 		s.failf("the active controller's records are refused: %v", err)
 	}
-	s.sendControl(msgs...)
+	c.queue = append(c.queue, msgs...)
 	for _, e := range unclean {
 		if !r.uncleanEnabled {
 			s.failf("an unclean election (leader epoch %d) with unclean election disabled", e)
@@ -237,6 +227,7 @@ func (s *sim) drainController() {
 	}
 	c.ctl.epoch, c.ctl.leader, c.ctl.leaderEpoch, c.ctl.partitionEpoch = r.ctl.Epoch(), p.Leader, p.LeaderEpoch, p.PartitionEpoch
 	c.ctl.replicas, c.ctl.isr = slices.Clone(p.Replicas), slices.Clone(p.ISR)
+	s.checkReassignments()
 }
 
 // drainZombie runs the deposed controller's decisions into the store,
@@ -268,9 +259,6 @@ func (s *sim) deliverControl(m Message) bool {
 	r, c := s.real, s.c
 	h := m.Head()
 	if !isController(h.From) && !isController(h.To) {
-		if f, ok := m.(*Fetch); ok && !s.cut[link(m)] && !c.node(h.To).down {
-			r.fetchEpoch[[2]NodeID{h.To, h.From}] = r.stamps[f]
-		}
 		return false
 	}
 	if s.cut[link(m)] {
@@ -292,6 +280,9 @@ func (s *sim) deliverControl(m Message) bool {
 		if m.Incarnation == b.incarnation && m.BrokerEpoch > b.epoch {
 			b.epoch = m.BrokerEpoch
 			b.beat = simHeartbeatEvery // heartbeat at the next tick
+			if err := n.p.SetBrokerEpoch(m.BrokerEpoch); err != nil {
+				s.failf("node %d registered in broker epoch %d: %v", h.To, m.BrokerEpoch, err)
+			}
 		}
 		c.logf("deliver %d: registered, broker epoch %d (incarnation %d)", h.To, m.BrokerEpoch, m.Incarnation)
 	case *simHeartbeatRefused:
@@ -300,23 +291,20 @@ func (s *sim) deliverControl(m Message) bool {
 		}
 		c.logf("deliver %d: heartbeat of epoch %d refused", h.To, m.BrokerEpoch)
 	default:
-		if sent := r.stamps[m]; sent != b.epoch && !r.noEpochCheck {
-			// A broker refuses the controller's requests for another
-			// broker epoch than its own (KIP-380), and a Kafka broker
-			// applies the metadata log only once it has caught up to its
-			// own registration (BrokerLifecycleManager's initial
-			// catch-up), which fenced its previous life: a restarted
-			// node must not take up the leadership it had, in the epoch
-			// it had, having lost what it wrote in it. LeaderAndISR
-			// carries no broker epoch: the network stamps it.
-			c.logf("refused (sent for broker epoch %d, node %d is in %d) %s", sent, h.To, b.epoch, describe(m))
-			return true
-		}
+		// The partition refuses a LeaderAndISR for another broker epoch
+		// of its node (KIP-380), and any before its node registered, as
+		// a Kafka broker applies the metadata log only once caught up to
+		// its own registration (BrokerLifecycleManager's initial
+		// catch-up), which fenced its previous life: a restarted node
+		// must not take up the leadership it had, in the epoch it had,
+		// having lost what it wrote in it.
 		err := n.p.Step(m)
 		c.logf("deliver %s: %v", describe(m), err)
 		switch {
 		case errors.Is(err, ErrStaleControllerEpoch):
 			r.fencedStale++
+		case errors.Is(err, ErrStaleBrokerEpoch):
+			r.staleBrokerEpoch++
 		case err != nil && !errors.Is(err, ErrStale) && !errors.Is(err, ErrLeaderEpochReused):
 			s.failf("step %s: %v", describe(m), err)
 		}
@@ -332,25 +320,13 @@ func (s *sim) toController(m Message) {
 	reply := Header{From: r.node, To: h.From, Topic: testTopic}
 	switch m := m.(type) {
 	case *simRegister:
-		// Kafka's controller tells a retry from a new incarnation by the
-		// incarnation ID (ClusterControlManager.registerBroker); package
-		// controller's Register takes none, so the network in front of
-		// it answers a retry with the epoch registered and drops a
-		// request from an earlier life.
-		last := r.registered[h.From]
+		epoch, err := r.ctl.Register(h.From, m.Incarnation, m.Clean)
+		c.logf("deliver %d->controller: register incarnation %d (clean %v): epoch %d %v", h.From, m.Incarnation, m.Clean, epoch, err)
 		switch {
-		case m.Incarnation < last.incarnation:
-			c.logf("deliver %d->controller: register of incarnation %d, now %d: dropped", h.From, m.Incarnation, last.incarnation)
-			return
-		case m.Incarnation == last.incarnation:
-			s.sendControl(&simRegistered{Header: reply, Incarnation: m.Incarnation, BrokerEpoch: last.epoch})
-			return
-		}
-		epoch, err := r.ctl.Register(h.From, m.Clean)
-		c.logf("deliver %d->controller: register (clean %v): epoch %d %v", h.From, m.Clean, epoch, err)
-		if err == nil {
-			r.registered[h.From] = simRegistration{m.Incarnation, epoch}
+		case err == nil:
 			c.queue = append(c.queue, &simRegistered{Header: reply, Incarnation: m.Incarnation, BrokerEpoch: epoch})
+		case !errors.Is(err, ErrStaleBrokerEpoch):
+			s.failf("register: %v", err)
 		}
 	case *simHeartbeat:
 		var err error
@@ -369,11 +345,6 @@ func (s *sim) toController(m Message) {
 			defer s.stopCleanly(h.From)
 		}
 	case *AlterPartition:
-		if stale := s.staleBrokerEpoch(m); stale != NoNode {
-			c.logf("deliver %s: ineligible: replica %d's broker epoch is stale (KIP-903, in the network)", describe(m), stale)
-			s.sendControl(&AlterPartitionResponse{Header: reply, Err: CodeIneligibleReplica})
-			return
-		}
 		err := r.ctl.AlterPartition(m)
 		c.logf("deliver %s: %v", describe(m), err)
 	default:
@@ -393,7 +364,6 @@ func (s *sim) stabilize() {
 	c := s.c
 	for i := 0; ; i++ {
 		c.flush()
-		s.stampNew()
 		if len(c.queue) == 0 {
 			return
 		}
@@ -504,18 +474,7 @@ func (s *sim) failover() {
 // it); the harness's controller mirrors that state.
 func (s *sim) metadata(to ...NodeID) {
 	for _, id := range to {
-		m := s.c.leaderAndISR(id)
-		m.From = s.real.node
-		s.sendControl(m)
-	}
-}
-
-// sendControl sends the controller's messages, each stamped with the
-// broker epoch its addressee has in the controller.
-func (s *sim) sendControl(msgs ...Message) {
-	for _, m := range msgs {
-		s.real.stamps[m] = s.real.registered[m.Head().To].epoch
-		s.c.queue = append(s.c.queue, m)
+		s.c.queue = append(s.c.queue, s.real.ctl.Metadata(id))
 	}
 }
 
@@ -600,56 +559,4 @@ func (s *sim) recoverUncleanly() {
 		s.failf("enabling unclean election: %v", err)
 	}
 	s.drainController()
-}
-
-// KIP-903 (Kafka 3.5, KAFKA-14139): a follower's Fetch carries its broker
-// epoch, the leader's AlterPartition carries each ISR member's epoch from
-// its latest fetch, and the controller refuses an ISR whose member has
-// registered again since: its new incarnation may lack what the old one
-// fetched. Neither replica's messages nor the controller carry broker
-// epochs yet, and the simulator (TestSimulatorFindsTheLossKIP903Prevents) found the loss
-// KIP-903 prevents: a leader's retried proposal to add a follower that had
-// caught up was accepted after the follower crashed, lost its unsynced
-// log and registered again, so an ISR member lacked committed records.
-// Until the messages carry the epochs, the simulator's network stamps
-// them and refuses such a proposal as the controller would.
-
-// stampNew stamps the messages sent since the last call: it runs after
-// every flush, before a message is taken from the queue. Stamps stay for
-// the run: a duplicate delivered later keeps the epoch it was sent in.
-func (s *sim) stampNew() {
-	r := s.real
-	for _, m := range s.c.queue {
-		if _, done := r.stamps[m]; done {
-			continue
-		}
-		r.stamps[m] = 0
-		switch m := m.(type) {
-		case *Fetch:
-			r.stamps[m] = r.brokers[m.From].epoch
-		case *AlterPartition:
-			epochs := map[NodeID]int64{}
-			for _, n := range m.ISR {
-				if n != m.From {
-					epochs[n] = r.fetchEpoch[[2]NodeID{m.From, n}]
-				}
-			}
-			r.isrEpochs[m] = epochs
-		}
-	}
-}
-
-// staleBrokerEpoch returns an ISR member of m whose broker epoch, as the
-// leader knew it, is not its registration's, or NoNode.
-func (s *sim) staleBrokerEpoch(m *AlterPartition) NodeID {
-	r := s.real
-	if r.noKIP903 {
-		return NoNode
-	}
-	for _, n := range m.ISR {
-		if e, ok := r.isrEpochs[m][n]; ok && e != r.registered[n].epoch {
-			return n
-		}
-	}
-	return NoNode
 }

@@ -45,13 +45,16 @@ func TestMain(m *testing.M) {
 
 // startCluster starts three node processes and waits until every broker
 // is registered and live.
-func startCluster(t *testing.T) (*supervisor, *client) {
+func startCluster(t *testing.T, opts ...func(*supervisor)) (*supervisor, *client) {
 	t.Helper()
 	self, err := os.Executable()
 	require.NoError(t, err)
 	var nf nodeFlags
 	nf.register(flag.NewFlagSet("defaults", flag.PanicOnError))
 	s := &supervisor{exe: self, env: []string{childEnv}, dir: t.TempDir(), args: nf.args()}
+	for _, o := range opts {
+		o(s)
+	}
 	require.NoError(t, s.start(3))
 	t.Cleanup(func() {
 		s.kill()

@@ -53,9 +53,10 @@ type control struct {
 	log    *slog.Logger
 
 	state   *controller.State
-	history []controller.Record // the records state applied, in order
+	history []controller.Record // records that replay to state: the latest snapshot's, then those applied since
 	applied struct{ index, term uint64 }
 	ctrl    *controller.Controller
+	snap    snapshots
 	// Proposals are named by this process's nonce and a sequence number,
 	// so that an entry proposed by an earlier incarnation of the node is
 	// never taken for one of this one's.
@@ -92,6 +93,14 @@ func newControl(id replica.NodeID, store *raftStore, peers map[replica.NodeID]st
 		id: id, rn: rn, store: store, peers: peers, raftTr: newPoster(peers), cfg: cfg, tick: tick, log: logger,
 		state: controller.NewState(), nonce: rand.Uint64(), waiting: map[uint64]func(error){},
 		inbox: make(chan func()), stopped: make(chan struct{}), dirty: map[controller.TopicPartition]bool{}, topics: map[string]int32{},
+		snap: snapshots{every: defaultSnapshotEntries},
+	}
+	snap, err := store.ms.Snapshot()
+	if err == nil {
+		err = c.restore(snap)
+	}
+	if err != nil {
+		return nil, err
 	}
 	c.view.Store(c.metadata())
 	return c, nil
@@ -140,8 +149,10 @@ func (c *control) transferLeadership(ctx context.Context, to replica.NodeID) {
 
 // run runs the loop until ctx ends.
 func (c *control) run(ctx context.Context) error {
+	defer c.startSnapshots(ctx)()
 	defer close(c.stopped)
 	defer c.raftTr.close()
+	c.publishChanges() // what a snapshot loaded at start holds
 	ticker := time.NewTicker(c.tick)
 	defer ticker.Stop()
 	for {
@@ -191,10 +202,19 @@ func (c *control) step(ctx context.Context, m *pb.Message) error {
 func (c *control) ready() error {
 	for c.rn.HasReady() {
 		rd := c.rn.Ready()
-		if err := c.store.save(rd.HardState, rd.Entries); err != nil {
+		if err := c.store.save(rd.Snapshot, rd.HardState, rd.Entries); err != nil {
 			return fmt.Errorf("persisting the raft log: %w", err)
 		}
+		if err := c.restore(rd.Snapshot); err != nil {
+			return err
+		}
 		for _, m := range rd.Messages {
+			if m.GetType() == pb.MsgSnap {
+				if err := c.sendSnapshot(m); err != nil {
+					return err
+				}
+				continue
+			}
 			b, err := proto.Marshal(m)
 			if err != nil {
 				return err
@@ -211,8 +231,11 @@ func (c *control) ready() error {
 		for _, e := range rd.CommittedEntries {
 			c.apply(e)
 		}
+		if err := c.maybeSnapshot(); err != nil {
+			return err
+		}
 		c.rn.Advance(rd)
-		if len(rd.CommittedEntries) > 0 || rd.SoftState != nil {
+		if len(rd.CommittedEntries) > 0 || rd.SoftState != nil || !raft.IsEmptySnap(rd.Snapshot) {
 			c.publishChanges()
 		}
 	}

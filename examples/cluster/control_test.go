@@ -47,7 +47,7 @@ func TestDeposedControllerRecordsAreRefused(t *testing.T) {
 	cfg := controller.Config{Node: 2, SessionTimeout: 10, MinInsyncReplicas: 2}
 	old, err := controller.New(cfg, controller.NewState())
 	require.NoError(t, err)
-	_, err = old.Register(1, true)
+	_, err = old.Register(1, 1, true)
 	require.NoError(t, err)
 	first := drain(t, old, 7, 1, 1)
 	c.apply(first)
@@ -61,7 +61,7 @@ func TestDeposedControllerRecordsAreRefused(t *testing.T) {
 	c.apply(drain(t, next, 8, 1, 2))
 	require.Equal(t, int32(1), c.state.Epoch)
 
-	_, err = old.Register(2, true) // the deposed controller decides on
+	_, err = old.Register(2, 1, true) // the deposed controller decides on
 	require.NoError(t, err)
 	done := false
 	c.waiting[1] = func(error) { done = true }
@@ -72,7 +72,7 @@ func TestDeposedControllerRecordsAreRefused(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, c.state, again, "the history replays to the state")
 
-	_, err = next.Register(2, true)
+	_, err = next.Register(2, 1, true)
 	require.NoError(t, err)
 	c.apply(drain(t, next, c.nonce, 1, 4))
 	require.True(t, done, "the proposer's own entry ends its wait")

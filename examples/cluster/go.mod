@@ -4,16 +4,22 @@ go 1.26.0
 
 replace github.com/strandlog/strand => ../..
 
+replace github.com/strandlog/strand/examples/kafka => ../kafka
+
 require (
 	github.com/strandlog/strand v0.0.0-00010101000000-000000000000
+	github.com/strandlog/strand/examples/kafka v0.0.0-00010101000000-000000000000
 	github.com/stretchr/testify v1.12.1
+	github.com/twmb/franz-go v1.22.3
 	go.etcd.io/raft/v3 v3.7.0
 	google.golang.org/protobuf v1.36.11
 )
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/pierrec/lz4/v4 v4.1.33 // indirect
+	github.com/twmb/franz-go/pkg/kmsg v1.15.1 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/sys v0.50.0 // indirect
 )

@@ -21,6 +21,9 @@
 //	go run . reassign -generate -topics orders -brokers 1,2,3
 //
 // and the status page at http://ADDRESS/ of any node (the JSON at /status).
+// With up -kafka every node also serves Kafka clients on a port of its own
+// (package examples/kafka/broker, given the node as its broker.Cluster):
+// Metadata names the real leaders, and clients follow them as they move.
 package main
 
 import (
@@ -47,7 +50,7 @@ import (
 const usage = `usage: cluster COMMAND [flags]
 
 commands:
-  up            start three nodes on loopback (the default command)
+  up            start three nodes on loopback (the default command; -kafka: Kafka clients too)
   create-topic  create a topic
   produce       produce records (arguments, or lines of standard input)
   consume       print a partition's records up to its high watermark
@@ -83,6 +86,7 @@ func main() {
 type nodeFlags struct {
 	tick, controlTick, heartbeat    time.Duration
 	lag, session, minISR, rebalance int
+	snapshotEntries                 int
 }
 
 func (f *nodeFlags) register(fs *flag.FlagSet) {
@@ -93,12 +97,13 @@ func (f *nodeFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.heartbeat, "heartbeat", 150*time.Millisecond, "how often brokers heartbeat")
 	fs.IntVar(&f.minISR, "min-isr", 2, "min.insync.replicas of every partition")
 	fs.IntVar(&f.rebalance, "rebalance", 0, "automatic preferred-leader rebalance every this many control ticks (0: never)")
+	fs.IntVar(&f.snapshotEntries, "snapshot-entries", defaultSnapshotEntries, "snapshot the controller's state and compact the raft log every this many applied entries (0: never)")
 }
 
 func (f *nodeFlags) args() []string {
 	return []string{"-tick", f.tick.String(), "-lag", fmt.Sprint(f.lag), "-control-tick", f.controlTick.String(),
 		"-session", fmt.Sprint(f.session), "-heartbeat", f.heartbeat.String(), "-min-isr", fmt.Sprint(f.minISR),
-		"-rebalance", fmt.Sprint(f.rebalance)}
+		"-rebalance", fmt.Sprint(f.rebalance), "-snapshot-entries", fmt.Sprint(f.snapshotEntries)}
 }
 
 func nodeCmd(args []string) error {
@@ -106,6 +111,7 @@ func nodeCmd(args []string) error {
 	id := fs.Int("id", 0, "this node's id (1, 2 or 3)")
 	dir := fs.String("dir", "", "this node's data directory")
 	peers := fs.String("peers", "", "every node's host:port, comma-separated, node 1 first")
+	kafka := fs.String("kafka", "", "every node's Kafka host:port, comma-separated, node 1 first: this node serves Kafka clients at its own (default: no Kafka)")
 	var nf nodeFlags
 	nf.register(fs)
 	fs.Parse(args)
@@ -116,13 +122,24 @@ func nodeCmd(args []string) error {
 	if _, ok := pm[replica.NodeID(*id)]; !ok || *dir == "" {
 		return fmt.Errorf("-id %d is not one of the %d peers, or no -dir", *id, len(pm))
 	}
-	return runNode(nodeConfig{id: replica.NodeID(*id), dir: *dir, peers: pm, tick: nf.tick, lag: nf.lag,
-		controlTick: nf.controlTick, session: nf.session, heartbeat: nf.heartbeat, minISR: nf.minISR, rebalance: nf.rebalance})
+	var km map[replica.NodeID]string
+	if *kafka != "" {
+		if km, err = parsePeers(*kafka); err != nil {
+			return fmt.Errorf("-kafka: %w", err)
+		}
+		if len(km) != len(pm) {
+			return fmt.Errorf("-kafka names %d addresses for %d peers", len(km), len(pm))
+		}
+	}
+	return runNode(nodeConfig{id: replica.NodeID(*id), dir: *dir, peers: pm, kafka: km, tick: nf.tick, lag: nf.lag,
+		controlTick: nf.controlTick, session: nf.session, heartbeat: nf.heartbeat, minISR: nf.minISR, rebalance: nf.rebalance,
+		snapshotEntries: nf.snapshotEntries})
 }
 
 func up(args []string) error {
 	fs := flag.NewFlagSet("up", flag.ExitOnError)
 	dir := fs.String("dir", "/tmp/strand-cluster", "data directory; node N uses DIR/node-N")
+	kafka := fs.Bool("kafka", false, "each node serves Kafka clients too, on a port of its own")
 	var nf nodeFlags
 	nf.register(fs)
 	fs.Parse(args)
@@ -130,9 +147,12 @@ func up(args []string) error {
 	if err != nil {
 		return err
 	}
-	s := &supervisor{exe: exe, dir: *dir, args: nf.args(), stdout: os.Stderr}
+	s := &supervisor{exe: exe, dir: *dir, args: nf.args(), stdout: os.Stderr, withKafka: *kafka}
 	if prev, err := readPeers(*dir); err == nil {
 		s.peers = prev // a restarted cluster keeps its addresses: the raft log names them
+	}
+	if prev, err := readAddrs(*dir, kafkaFile); err == nil && *kafka {
+		s.kafka = prev // and its clients' bootstrap addresses
 	}
 	if err := s.start(3); err != nil {
 		s.kill()
@@ -140,6 +160,12 @@ func up(args []string) error {
 	}
 	for _, id := range s.ids() {
 		fmt.Printf("node %d: http://%s/ (data in %s)\n", id, s.peers[id], s.nodeDir(id))
+		if *kafka {
+			fmt.Printf("node %d: Kafka at %s\n", id, s.kafka[id])
+		}
+	}
+	if *kafka {
+		fmt.Printf("Kafka clients bootstrap from %s\n", formatPeers(s.kafka))
 	}
 	fmt.Printf("in another shell, in examples/cluster: go run . create-topic -dir %s -topic orders -partitions 3\n", *dir)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -383,7 +409,7 @@ func printStatus(w io.Writer, md *metadata) {
 	fmt.Fprintf(w, "controller: node %d (raft term %d), controller epoch %d; seen from node %d\n\n",
 		md.RaftLeader, md.RaftTerm, md.ControllerEpoch, md.Node)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "BROKER\tEPOCH\tSTATE")
+	fmt.Fprintln(tw, "BROKER\tEPOCH\tSTATE\tKAFKA")
 	for _, b := range md.Brokers {
 		state := "live"
 		switch {
@@ -392,7 +418,7 @@ func printStatus(w io.Writer, md *metadata) {
 		case b.ShuttingDown:
 			state = "shutting down"
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%s\n", b.ID, b.Epoch, state)
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\n", b.ID, b.Epoch, state, b.Kafka)
 	}
 	tw.Flush()
 	fmt.Fprintln(w)

@@ -38,6 +38,12 @@ type nodeConfig struct {
 	minISR      int
 	// rebalance is the controller's RebalanceInterval in control ticks (0: never).
 	rebalance int
+	// snapshotEntries is how many applied raft entries pass between
+	// snapshots (0: never).
+	snapshotEntries int
+	// kafka, if set, is every node's Kafka address, this one's included:
+	// the node serves Kafka clients there.
+	kafka map[replica.NodeID]string
 }
 
 // The files of a node's data directory.
@@ -67,6 +73,9 @@ type node struct {
 	wake          chan struct{}
 
 	brokerEpoch int64 // owned by the heartbeat loop
+	// incarnation is this start of the node (Kafka's incarnation ID): the
+	// controller tells a retried registration from a restart by it.
+	incarnation int64
 }
 
 // runNode runs a node until SIGTERM or SIGINT, or until the process that
@@ -86,7 +95,8 @@ func runNode(cfg nodeConfig) error {
 	}
 	n := &node{cfg: cfg, log: logger, dir: dir, out: newPoster(cfg.peers),
 		parts: map[controller.TopicPartition]*log.Partition{}, pendingTopics: map[string]int32{},
-		pendingParts: map[controller.TopicPartition]*replica.LeaderAndISR{}, wake: make(chan struct{}, 1)}
+		pendingParts: map[controller.TopicPartition]*replica.LeaderAndISR{}, wake: make(chan struct{}, 1),
+		incarnation: time.Now().UnixNano()}
 	err = n.run(clean)
 	n.out.close()
 	if cerr := dir.Close(); err == nil && cerr == nil {
@@ -139,6 +149,7 @@ func (n *node) run(clean bool) error {
 	tr := &replicaTransport{peers: cfg.peers, out: n.out, lead: n.ctl.leader}
 	n.ctl.dataTr = tr
 	n.ctl.publish = n.update
+	n.ctl.snap.every = uint64(max(cfg.snapshotEntries, 0))
 	n.d, err = replica.NewDriver(replica.DriverConfig{
 		Node: replica.NewNode(cfg.id), Transport: tr, TickInterval: cfg.tick,
 		OnError: func(err error) { n.log.Debug("replica", "err", err) },
@@ -159,7 +170,7 @@ func (n *node) run(clean bool) error {
 	loops, stop := context.WithCancel(context.Background())
 	defer stop()
 	var wg sync.WaitGroup
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	wg.Go(func() { errc <- n.d.Run(loops) })
 	wg.Go(func() {
 		if err := n.ctl.run(loops); err != nil {
@@ -168,6 +179,17 @@ func (n *node) run(clean bool) error {
 		}
 	})
 	wg.Go(func() { n.applyMetadata(loops) })
+	// Kafka is served before the broker registers: a live broker in the
+	// metadata answers Kafka clients.
+	stopKafka := func() {}
+	if cfg.kafka != nil {
+		if stop, err := n.serveKafka(); err != nil {
+			errc <- fmt.Errorf("serving Kafka: %w", err)
+			stopSig()
+		} else {
+			stopKafka = stop
+		}
+	}
 	beats, stopBeats := context.WithCancel(loops)
 	beatsDone := make(chan struct{})
 	go func() { defer close(beatsDone); n.heartbeats(beats, clean) }()
@@ -179,7 +201,10 @@ func (n *node) run(clean bool) error {
 
 	stopBeats()
 	<-beatsDone
+	// Kafka clients are told NOT_LEADER_OR_FOLLOWER while leadership
+	// moves away, and find the new leaders.
 	n.controlledShutdown(loops)
+	stopKafka()
 	shutdown, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	srv.Shutdown(shutdown)
@@ -303,9 +328,14 @@ func (n *node) heartbeats(ctx context.Context, clean bool) {
 	for {
 		if n.brokerEpoch < 0 {
 			var rep reply
-			if err := cl.call(ctx, fmt.Sprintf("/controller/register?node=%d&clean=%t", n.cfg.id, clean), nil, &rep); err == nil {
+			q := fmt.Sprintf("/controller/register?node=%d&incarnation=%d&clean=%t", n.cfg.id, n.incarnation, clean)
+			if err := cl.call(ctx, q, nil, &rep); err == nil {
 				n.brokerEpoch = rep.BrokerEpoch
 				n.log.Info("registered", "epoch", rep.BrokerEpoch, "clean", clean)
+				// Fetches and ISR proposals carry it (KIP-903).
+				if err := n.d.SetBrokerEpoch(ctx, rep.BrokerEpoch); err != nil {
+					n.log.Warn("broker epoch", "err", err)
+				}
 			}
 		} else {
 			err := cl.call(ctx, fmt.Sprintf("/controller/heartbeat?node=%d&epoch=%d", n.cfg.id, n.brokerEpoch), nil, nil)

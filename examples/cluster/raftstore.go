@@ -6,37 +6,47 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 	"os"
+	"path/filepath"
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 )
 
-// raftStore keeps a node's raft log and HardState in one append-only file
-// and in the raft.MemoryStorage that etcd raft reads, as raft's contract
-// asks: what a Ready hands out to persist is synced before its messages go
-// out. A frame is a 4-byte length, a CRC-32C of the kind and payload, a
-// kind byte (an entry or a HardState) and the protobuf payload. Replaying
-// the frames in order rebuilds the storage: an entry at an index the
-// storage already has replaces it and what follows (MemoryStorage.Append
-// does that, as raft's rule for conflicting entries asks), and the last
-// HardState wins. A torn last frame (a crash mid-write) is cut off; it was
+// raftStore keeps a node's raft log, HardState and latest snapshot in one
+// file and in the raft.MemoryStorage that etcd raft reads, as raft's
+// contract asks: what a Ready hands out to persist is synced before its
+// messages go out. A frame is a 4-byte length, a CRC-32C of the kind and
+// payload, a kind byte (an entry, a HardState or a snapshot) and the
+// protobuf payload. Replaying the frames in order rebuilds the storage: an
+// entry at an index the storage already has replaces it and what follows
+// (MemoryStorage.Append does that, as raft's rule for conflicting entries
+// asks), the last HardState wins, and a snapshot replaces everything
+// before it. A torn last frame (a crash mid-write) is cut off; it was
 // never synced, so raft never counted on it.
+//
+// A snapshot, whether this node took it (compact) or its leader sent it
+// (save), starts a new file: the snapshot, the HardState and the entries
+// after it, written aside, synced and renamed over the old file, so that a
+// crash leaves one or the other whole. The file so holds what the raft log
+// holds, not its history.
 //
 // Membership is static (the three nodes given on the command line), so
 // instead of bootstrapping with configuration-change entries the storage
 // starts from an empty snapshot holding the voters, as etcd raft's
-// Bootstrap doc recommends. The log is never compacted: a demo's controller
-// writes a few thousand records at most.
+// Bootstrap doc recommends; every later snapshot keeps them.
 type raftStore struct {
-	f  *os.File
-	ms *raft.MemoryStorage
+	path string
+	f    *os.File
+	ms   *raft.MemoryStorage
 }
 
 const (
 	frameEntry     = 1
 	frameHardState = 2
+	frameSnapshot  = 3
 	frameHeader    = 9
 	maxFrame       = 64 << 20
 )
@@ -76,7 +86,7 @@ func openRaftStore(path string, voters []uint64) (*raftStore, error) {
 		f.Close()
 		return nil, err
 	}
-	return &raftStore{f: f, ms: ms}, nil
+	return &raftStore{path: path, f: f, ms: ms}, nil
 }
 
 // replayFrames applies every whole frame of data to ms and returns where
@@ -111,6 +121,14 @@ func replayFrames(data []byte, ms *raft.MemoryStorage) (int, error) {
 			if err := ms.SetHardState(hs); err != nil {
 				return 0, err
 			}
+		case frameSnapshot:
+			snap := new(pb.Snapshot)
+			if err := proto.Unmarshal(payload, snap); err != nil {
+				return 0, fmt.Errorf("%w: snapshot at byte %d: %w", errCorruptRaftLog, off, err)
+			}
+			if err := ms.ApplySnapshot(snap); err != nil {
+				return 0, fmt.Errorf("%w: snapshot %d at byte %d: %w", errCorruptRaftLog, snap.GetMetadata().GetIndex(), off, err)
+			}
 		default:
 			return 0, fmt.Errorf("%w: frame kind %d at byte %d", errCorruptRaftLog, body[0], off)
 		}
@@ -119,39 +137,135 @@ func replayFrames(data []byte, ms *raft.MemoryStorage) (int, error) {
 	return off, nil
 }
 
-// save persists a Ready's HardState and entries, synced, then hands them
-// to the MemoryStorage.
-func (s *raftStore) save(hs *pb.HardState, entries []*pb.Entry) error {
-	var buf []byte
-	var err error
-	for _, e := range entries {
-		if buf, err = appendFrame(buf, frameEntry, e); err != nil {
+// save persists a Ready's snapshot, HardState and entries, synced, then
+// hands them to the MemoryStorage. A snapshot (sent by the leader to a
+// node too far behind) replaces the whole log.
+func (s *raftStore) save(snap *pb.Snapshot, hs *pb.HardState, entries []*pb.Entry) error {
+	if raft.IsEmptyHardState(hs) {
+		hs = nil
+	}
+	if !raft.IsEmptySnap(snap) {
+		if hs == nil {
+			hs, _, _ = s.ms.InitialState()
+		}
+		if err := s.rewrite(snap, hs, entries); err != nil {
 			return err
 		}
-	}
-	if hs != nil && !raft.IsEmptyHardState(hs) {
-		if buf, err = appendFrame(buf, frameHardState, hs); err != nil {
+		if err := s.ms.ApplySnapshot(snap); err != nil {
 			return err
 		}
+	} else {
+		buf, err := appendFrames(nil, hs, entries)
+		if err != nil {
+			return err
+		}
+		if len(buf) > 0 {
+			if _, err := s.f.Write(buf); err != nil {
+				return err
+			}
+			if err := s.f.Sync(); err != nil {
+				return err
+			}
+		}
 	}
-	if len(buf) == 0 {
-		return nil
-	}
-	if _, err := s.f.Write(buf); err != nil {
+	if err := s.ms.Append(entries); err != nil {
 		return err
 	}
-	if err := s.f.Sync(); err != nil {
-		return err
-	}
-	if len(entries) > 0 {
-		if err := s.ms.Append(entries); err != nil {
-			return err
-		}
-	}
-	if hs != nil && !raft.IsEmptyHardState(hs) {
+	if hs != nil {
 		return s.ms.SetHardState(hs)
 	}
 	return nil
+}
+
+// compact takes a snapshot at index, an applied entry, holding data (the
+// state the entries up to index give), and drops the entries up to it:
+// from the file at once, from memory but for the last keep of them, which
+// a follower a little behind still fetches as entries rather than as a
+// snapshot.
+func (s *raftStore) compact(index uint64, data []byte, keep uint64) error {
+	snap, err := s.ms.CreateSnapshot(index, nil, data)
+	if err != nil {
+		return err
+	}
+	hs, _, err := s.ms.InitialState()
+	if err != nil {
+		return err
+	}
+	last, err := s.ms.LastIndex()
+	if err != nil {
+		return err
+	}
+	var tail []*pb.Entry
+	if last > index {
+		if tail, err = s.ms.Entries(index+1, last+1, math.MaxUint64); err != nil {
+			return err
+		}
+	}
+	if err := s.rewrite(snap, hs, tail); err != nil {
+		return err
+	}
+	if index > keep {
+		if err := s.ms.Compact(index - keep); err != nil && !errors.Is(err, raft.ErrCompacted) {
+			return err
+		}
+	}
+	return nil
+}
+
+// rewrite replaces the file by one holding snap, hs and entries: written
+// aside, synced, renamed over the old one, the rename synced.
+func (s *raftStore) rewrite(snap *pb.Snapshot, hs *pb.HardState, entries []*pb.Entry) error {
+	buf, err := appendFrame(nil, frameSnapshot, snap)
+	if err != nil {
+		return err
+	}
+	if buf, err = appendFrames(buf, hs, entries); err != nil {
+		return err
+	}
+	tmp := s.path + ".new"
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err = f.Write(buf); err == nil {
+		err = f.Sync()
+	}
+	if err == nil {
+		err = os.Rename(tmp, s.path)
+	}
+	if err == nil {
+		err = syncDir(filepath.Dir(s.path))
+	}
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("rewriting %s after a snapshot: %w", s.path, err)
+	}
+	s.f.Close()
+	s.f = f
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// appendFrames appends the frames of entries, then of hs if not nil.
+func appendFrames(buf []byte, hs *pb.HardState, entries []*pb.Entry) ([]byte, error) {
+	var err error
+	for _, e := range entries {
+		if buf, err = appendFrame(buf, frameEntry, e); err != nil {
+			return nil, err
+		}
+	}
+	if hs != nil {
+		return appendFrame(buf, frameHardState, hs)
+	}
+	return buf, nil
 }
 
 func appendFrame(buf []byte, kind byte, m proto.Message) ([]byte, error) {

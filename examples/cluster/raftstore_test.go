@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/binary"
+	"fmt"
 	"hash/crc32"
 	"os"
 	"path/filepath"
@@ -41,9 +42,9 @@ func TestRaftStoreReopensWhatWasSaved(t *testing.T) {
 	path := filepath.Join(t.TempDir(), raftFile)
 	s, err := openRaftStore(path, []uint64{1, 2, 3})
 	require.NoError(t, err)
-	require.NoError(t, s.save(&pb.HardState{Term: new(uint64(1)), Vote: new(uint64(2)), Commit: new(uint64(1))},
+	require.NoError(t, s.save(nil, &pb.HardState{Term: new(uint64(1)), Vote: new(uint64(2)), Commit: new(uint64(1))},
 		[]*pb.Entry{entry(1, 1, "a"), entry(1, 2, "b"), entry(1, 3, "c")}))
-	require.NoError(t, s.save(&pb.HardState{Term: new(uint64(2)), Vote: new(uint64(3)), Commit: new(uint64(2))},
+	require.NoError(t, s.save(nil, &pb.HardState{Term: new(uint64(2)), Vote: new(uint64(3)), Commit: new(uint64(2))},
 		[]*pb.Entry{entry(2, 2, "B")}))
 	require.Equal(t, []string{"a", "B"}, storedEntries(t, s))
 	require.NoError(t, s.close())
@@ -68,13 +69,13 @@ func TestRaftStoreCutsATornTail(t *testing.T) {
 	path := filepath.Join(dir, raftFile)
 	s, err := openRaftStore(path, []uint64{1})
 	require.NoError(t, err)
-	require.NoError(t, s.save(nil, []*pb.Entry{entry(1, 1, "a")}))
+	require.NoError(t, s.save(nil, nil, []*pb.Entry{entry(1, 1, "a")}))
 	require.NoError(t, s.close())
 	whole, err := os.ReadFile(path)
 	require.NoError(t, err)
 	s, err = openRaftStore(path, []uint64{1})
 	require.NoError(t, err)
-	require.NoError(t, s.save(nil, []*pb.Entry{entry(1, 2, "b")}))
+	require.NoError(t, s.save(nil, nil, []*pb.Entry{entry(1, 2, "b")}))
 	require.NoError(t, s.close())
 	both, err := os.ReadFile(path)
 	require.NoError(t, err)
@@ -85,7 +86,7 @@ func TestRaftStoreCutsATornTail(t *testing.T) {
 		s, err := openRaftStore(torn, []uint64{1})
 		require.NoError(t, err, "cut at %d", cut)
 		require.Equal(t, []string{"a"}, storedEntries(t, s), "cut at %d", cut)
-		require.NoError(t, s.save(nil, []*pb.Entry{entry(1, 2, "c")}))
+		require.NoError(t, s.save(nil, nil, []*pb.Entry{entry(1, 2, "c")}))
 		require.NoError(t, s.close())
 		s, err = openRaftStore(torn, []uint64{1})
 		require.NoError(t, err)
@@ -104,4 +105,80 @@ func TestRaftStoreRefusesAWholeBadFrame(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, append(frame, body...), 0o644))
 	_, err := openRaftStore(path, []uint64{1})
 	require.ErrorIs(t, err, errCorruptRaftLog)
+}
+
+// storedLog reads a raft log file as a node would open it: its snapshot
+// and the indexes of the entries after it.
+func storedLog(t *testing.T, path string) (snap *pb.Snapshot, first, last uint64) {
+	t.Helper()
+	s, err := openRaftStore(path, []uint64{1, 2, 3})
+	require.NoError(t, err)
+	defer s.close()
+	snap, err = s.ms.Snapshot()
+	require.NoError(t, err)
+	first, err = s.ms.FirstIndex()
+	require.NoError(t, err)
+	last, err = s.ms.LastIndex()
+	require.NoError(t, err)
+	return snap, first, last
+}
+
+// A snapshot taken at an applied index drops the entries up to it from
+// the file at once and from memory but for the last few (a follower a
+// little behind still gets entries); the file reopens as the snapshot,
+// the entries after it and the HardState.
+func TestRaftStoreCompacts(t *testing.T) {
+	path := filepath.Join(t.TempDir(), raftFile)
+	s, err := openRaftStore(path, []uint64{1, 2, 3})
+	require.NoError(t, err)
+	var ents []*pb.Entry
+	for i := range uint64(6) {
+		ents = append(ents, entry(1, i+1, fmt.Sprint("e", i+1)))
+	}
+	require.NoError(t, s.save(nil, &pb.HardState{Term: new(uint64(1)), Commit: new(uint64(5))}, ents))
+	require.NoError(t, s.compact(4, []byte("state at 4"), 2))
+	require.Equal(t, []string{"e3", "e4", "e5", "e6"}, storedEntries(t, s), "memory keeps two entries before the snapshot")
+	require.NoError(t, s.save(nil, nil, []*pb.Entry{entry(2, 7, "e7")}))
+	require.NoError(t, s.close())
+
+	snap, first, last := storedLog(t, path)
+	require.Equal(t, uint64(4), snap.GetMetadata().GetIndex())
+	require.Equal(t, uint64(1), snap.GetMetadata().GetTerm())
+	require.Equal(t, "state at 4", string(snap.GetData()))
+	require.Equal(t, []uint64{1, 2, 3}, snap.GetMetadata().GetConfState().GetVoters(), "the snapshot keeps the voters")
+	require.Equal(t, [2]uint64{5, 7}, [2]uint64{first, last}, "the file holds the entries after the snapshot only")
+	s, err = openRaftStore(path, []uint64{1, 2, 3})
+	require.NoError(t, err)
+	defer s.close()
+	require.Equal(t, []string{"e5", "e6", "e7"}, storedEntries(t, s))
+	hs, _, err := s.ms.InitialState()
+	require.NoError(t, err)
+	require.Equal(t, uint64(5), hs.GetCommit())
+}
+
+// A snapshot a leader sends a node too far behind replaces the node's
+// whole log, entries beyond the snapshot's index from an older term
+// included (raft's restore), in memory and in the file.
+func TestRaftStoreSavesAReceivedSnapshot(t *testing.T) {
+	path := filepath.Join(t.TempDir(), raftFile)
+	s, err := openRaftStore(path, []uint64{1, 2, 3})
+	require.NoError(t, err)
+	require.NoError(t, s.save(nil, &pb.HardState{Term: new(uint64(1)), Vote: new(uint64(1)), Commit: new(uint64(1))},
+		[]*pb.Entry{entry(1, 1, "a"), entry(1, 2, "stale"), entry(1, 3, "stale"), entry(1, 4, "stale"), entry(1, 5, "stale")}))
+	snap := &pb.Snapshot{Data: []byte("state at 3"), Metadata: &pb.SnapshotMetadata{
+		Index: new(uint64(3)), Term: new(uint64(2)), ConfState: &pb.ConfState{Voters: []uint64{1, 2, 3}}}}
+	require.NoError(t, s.save(snap, &pb.HardState{Term: new(uint64(2)), Commit: new(uint64(3))}, []*pb.Entry{entry(2, 4, "d")}))
+	require.Equal(t, []string{"d"}, storedEntries(t, s))
+	require.NoError(t, s.close())
+
+	got, first, last := storedLog(t, path)
+	require.Equal(t, "state at 3", string(got.GetData()))
+	require.Equal(t, [2]uint64{4, 4}, [2]uint64{first, last})
+	s, err = openRaftStore(path, []uint64{1, 2, 3})
+	require.NoError(t, err)
+	defer s.close()
+	require.Equal(t, []string{"d"}, storedEntries(t, s))
+	hs, _, err := s.ms.InitialState()
+	require.NoError(t, err)
+	require.Equal(t, [3]uint64{2, 0, 3}, [3]uint64{hs.GetTerm(), hs.GetVote(), hs.GetCommit()})
 }

@@ -118,6 +118,9 @@ type topicRequest struct {
 	ReplicationFactor int    `json:"replication_factor"`
 	// Unclean enables unclean leader election for the topic.
 	Unclean bool `json:"unclean"`
+	// Assignment, if set, is each partition's replicas, in place of
+	// Partitions and ReplicationFactor.
+	Assignment [][]replica.NodeID `json:"assignment,omitempty"`
 }
 
 // controllerRoutes are the calls served by the active controller; another
@@ -133,7 +136,14 @@ func (n *node) controllerRoutes(mux *http.ServeMux) {
 		if err != nil {
 			return err
 		}
-		rep.BrokerEpoch, err = c.Register(replica.NodeID(id), r.URL.Query().Get("clean") == "true")
+		incarnation, err := queryInt(r, "incarnation")
+		if err != nil {
+			return err
+		}
+		if incarnation <= 0 {
+			return fmt.Errorf("%w: incarnation %d, must be positive", replica.ErrInvalidRequest, incarnation)
+		}
+		rep.BrokerEpoch, err = c.Register(replica.NodeID(id), uint64(incarnation), r.URL.Query().Get("clean") == "true")
 		return err
 	})
 	brokerOp := func(pattern string, fn func(c *controller.Controller, id replica.NodeID, epoch int64, rep *reply) error) {
@@ -160,6 +170,9 @@ func (n *node) controllerRoutes(mux *http.ServeMux) {
 		var req topicRequest
 		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 			return fmt.Errorf("%w: topic request: %w", replica.ErrInvalidRequest, err)
+		}
+		if req.Assignment != nil {
+			return c.CreateTopic(req.Topic, req.Assignment, req.Unclean)
 		}
 		// Kafka draws where the first partition's leader goes; the
 		// controller takes the draw from its caller to stay deterministic.

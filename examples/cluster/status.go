@@ -31,6 +31,9 @@ type brokerView struct {
 	Fenced       bool           `json:"fenced"`
 	ShuttingDown bool           `json:"shutting_down"`
 	Clean        bool           `json:"clean"`
+	// Kafka is where the broker serves Kafka clients, if it does (status
+	// only).
+	Kafka string `json:"kafka,omitempty"`
 }
 
 type partitionView struct {
@@ -115,6 +118,10 @@ type partitionLogs struct {
 func (n *node) status(ctx context.Context) *metadata {
 	md := *n.ctl.view.Load()
 	md.Partitions = slices.Clone(md.Partitions)
+	md.Brokers = slices.Clone(md.Brokers)
+	for i := range md.Brokers {
+		md.Brokers[i].Kafka = n.cfg.kafka[md.Brokers[i].ID]
+	}
 	cl := newClient(n.cfg.peers)
 	cl.http.Timeout = 500 * time.Millisecond
 	var mu sync.Mutex
@@ -163,10 +170,10 @@ td,th{border:1px solid #ccc;padding:4px 8px;text-align:left}.bad{color:#b00}</st
 raft term {{.RaftTerm}}, applied index {{.RaftApplied}}, controller epoch {{.ControllerEpoch}}.
 The same as JSON: <a href="/status">/status</a>.</p>
 <h2>Brokers</h2>
-<table><tr><th>id</th><th>epoch</th><th>state</th><th>registered after</th></tr>
+<table><tr><th>id</th><th>epoch</th><th>state</th><th>registered after</th><th>Kafka clients at</th></tr>
 {{range .Brokers}}<tr><td>{{.ID}}</td><td>{{.Epoch}}</td>
 <td>{{if .Fenced}}<span class="bad">fenced</span>{{else if .ShuttingDown}}shutting down{{else}}live{{end}}</td>
-<td>{{if .Clean}}a clean shutdown{{else}}a crash (or first start){{end}}</td></tr>
+<td>{{if .Clean}}a clean shutdown{{else}}a crash (or first start){{end}}</td><td>{{.Kafka}}</td></tr>
 {{end}}</table>
 <h2>Partitions</h2>
 <table><tr><th>partition</th><th>leader</th><th>leader epoch</th><th>partition epoch</th><th>replicas</th><th>ISR</th><th>ELR</th><th>reassigning</th><th>replica logs (node: log end / high watermark)</th></tr>

@@ -27,13 +27,20 @@ type supervisor struct {
 	stdout *os.File
 
 	peers map[replica.NodeID]string
-	mu    sync.Mutex // procs is read by tests' producers too
-	procs map[replica.NodeID]*exec.Cmd
+	// withKafka has every node serve Kafka clients, at its address in
+	// kafka (picked by start, kept across restarts).
+	withKafka bool
+	kafka     map[replica.NodeID]string
+	mu        sync.Mutex // procs is read by tests' producers too
+	procs     map[replica.NodeID]*exec.Cmd
 }
 
 // peersFile is where the supervisor writes the nodes' addresses, for the
-// CLI to find them.
-const peersFile = "peers"
+// CLI to find them; kafkaFile their Kafka addresses.
+const (
+	peersFile = "peers"
+	kafkaFile = "kafka-peers"
+)
 
 // start picks a free loopback port for each of n nodes, unless peers are
 // set already, and starts them.
@@ -51,11 +58,26 @@ func (s *supervisor) start(n int) error {
 		}
 		s.peers[id+1] = addr
 	}
+	if s.withKafka && len(s.kafka) != len(s.peers) {
+		s.kafka = map[replica.NodeID]string{}
+		for _, id := range s.ids() {
+			addr, err := freeAddr()
+			if err != nil {
+				return err
+			}
+			s.kafka[id] = addr
+		}
+	}
 	if err := os.MkdirAll(s.dir, 0o755); err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(s.dir, peersFile), []byte(formatPeers(s.peers)+"\n"), 0o644); err != nil {
 		return err
+	}
+	if s.withKafka {
+		if err := os.WriteFile(filepath.Join(s.dir, kafkaFile), []byte(formatPeers(s.kafka)+"\n"), 0o644); err != nil {
+			return err
+		}
 	}
 	for _, id := range s.ids() {
 		if err := s.startNode(id); err != nil {
@@ -89,6 +111,9 @@ func (s *supervisor) nodeDir(id replica.NodeID) string {
 
 func (s *supervisor) startNode(id replica.NodeID) error {
 	args := append([]string{"node", "-id", fmt.Sprint(id), "-dir", s.nodeDir(id), "-peers", formatPeers(s.peers)}, s.args...)
+	if s.withKafka {
+		args = append(args, "-kafka", formatPeers(s.kafka))
+	}
 	cmd := exec.Command(s.exe, args...)
 	cmd.Env = append(os.Environ(), s.env...)
 	out := s.stdout
@@ -176,7 +201,12 @@ func parsePeers(s string) (map[replica.NodeID]string, error) {
 
 // readPeers reads the peers file a supervisor wrote in dir.
 func readPeers(dir string) (map[replica.NodeID]string, error) {
-	b, err := os.ReadFile(filepath.Join(dir, peersFile))
+	return readAddrs(dir, peersFile)
+}
+
+// readAddrs reads a file of addresses a supervisor wrote in dir.
+func readAddrs(dir, name string) (map[replica.NodeID]string, error) {
+	b, err := os.ReadFile(filepath.Join(dir, name))
 	if err != nil {
 		return nil, fmt.Errorf("no cluster in %s (start one with: cluster up -dir %s): %w", dir, dir, err)
 	}

@@ -217,7 +217,7 @@ func (c *controller) alter(m *replica.AlterPartition) *replica.AlterPartitionRes
 	case m.PartitionEpoch != c.partitionEpoch:
 		resp.Err = replica.CodeInvalidUpdateVersion
 	default:
-		c.isr = append([]replica.NodeID(nil), m.ISR...)
+		c.isr = m.Nodes()
 		c.partitionEpoch++
 	}
 	resp.Leader, resp.LeaderEpoch, resp.PartitionEpoch, resp.ISR = leaderID, c.leaderEpoch, c.partitionEpoch, c.isr

@@ -20,17 +20,22 @@ func TestAlterPartitionChecksInKafkasOrder(t *testing.T) {
 		edit func(m *req)
 		want error
 	}{
+		{"the leader's own broker epoch comes first", func(m *req) { m.BrokerEpoch = 99; m.Partition = 5 }, replica.ErrStaleBrokerEpoch},
 		{"a later leader epoch: this controller is stale", func(m *req) { m.LeaderEpoch++; m.From = 9 }, replica.ErrNotController},
 		{"a later partition epoch: this controller is stale", func(m *req) { m.PartitionEpoch++ }, replica.ErrNotController},
 		{"an older leader epoch is fenced before the sender is checked", func(m *req) { m.LeaderEpoch--; m.From = 2 }, replica.ErrFencedLeaderEpoch},
 		{"only the leader may ask", func(m *req) { m.From = 2; m.PartitionEpoch-- }, replica.ErrInvalidRequest},
-		{"an older partition epoch fails the compare-and-set", func(m *req) { m.PartitionEpoch--; m.ISR = nodes(1, 7) }, replica.ErrInvalidUpdateVersion},
-		{"an ISR member outside the replicas", func(m *req) { m.ISR = nodes(1, 4) }, replica.ErrInvalidRequest},
-		{"an ISR without the leader", func(m *req) { m.ISR = nodes(2, 3) }, replica.ErrInvalidRequest},
-		{"an ISR with a duplicate", func(m *req) { m.ISR = nodes(1, 2, 2) }, replica.ErrInvalidRequest},
-		{"a fenced member is ineligible", func(m *req) { m.ISR = nodes(1, 2, 3) }, replica.ErrIneligibleReplica},
+		{"an older partition epoch fails the compare-and-set", func(m *req) { m.PartitionEpoch--; m.ISR = isrOf(1, 7) }, replica.ErrInvalidUpdateVersion},
+		{"an ISR member outside the replicas", func(m *req) { m.ISR = isrOf(1, 4) }, replica.ErrInvalidRequest},
+		{"an ISR without the leader", func(m *req) { m.ISR = isrOf(2, 3) }, replica.ErrInvalidRequest},
+		{"an ISR with a duplicate", func(m *req) { m.ISR = isrOf(1, 2, 2) }, replica.ErrInvalidRequest},
+		{"a fenced member is ineligible", func(m *req) { m.ISR = isrOf(1, 2, 3) }, replica.ErrIneligibleReplica},
+		{"a member in another broker epoch is ineligible (KIP-903)", func(m *req) { m.ISR[1].BrokerEpoch = 99 }, replica.ErrIneligibleReplica},
 		{"an unknown partition", func(m *req) { m.Partition = 5 }, replica.ErrUnknownPartition},
-		{"a valid shrink", func(m *req) { m.ISR = nodes(1) }, nil},
+		{"a valid shrink", func(m *req) { m.ISR = isrOf(1) }, nil},
+		{"a valid shrink naming the registered broker epochs", func(m *req) {
+			m.BrokerEpoch, m.ISR = 1, []replica.ISRMember{{ID: 1, BrokerEpoch: 1}}
+		}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, 1, 1, 2, 3, 4)
@@ -40,7 +45,7 @@ func TestAlterPartitionChecksInKafkasOrder(t *testing.T) {
 			p := h.part("t", 0)
 			require.EqualValues(t, 1, p.PartitionEpoch)
 			m := &req{Header: replica.Header{From: 1, To: replica.NoNode, Topic: "t"},
-				LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, ISR: nodes(1, 2)}
+				LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, ISR: isrOf(1, 2)}
 			tc.edit(m)
 			before := *p
 			err := h.c.AlterPartition(m)
@@ -72,7 +77,7 @@ func TestAlterPartitionCompareAndSet(t *testing.T) {
 	h.topic("t", false, nodes(1, 2, 3))
 	p := h.part("t", 0)
 	stale := &replica.AlterPartition{Header: replica.Header{From: 1, Topic: "t"},
-		LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, ISR: nodes(1, 3)}
+		LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, ISR: isrOf(1, 3)}
 	require.NoError(t, h.alter("t", 1, 2))
 	require.ErrorIs(t, h.c.AlterPartition(stale), replica.ErrInvalidUpdateVersion)
 	h.drain()

@@ -131,12 +131,7 @@ func (c *Controller) emit(r Record) error {
 	}
 	// The replicas a reassignment removed learn it too, so that they stop.
 	for _, n := range slices.Concat(p.Replicas, minus(before, p.Replicas)) {
-		c.rd.Messages = append(c.rd.Messages, &replica.LeaderAndISR{
-			Header:          replica.Header{From: c.cfg.Node, To: n, Topic: p.Topic, Partition: p.Partition},
-			ControllerEpoch: c.s.Epoch, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
-			PartitionEpoch: p.PartitionEpoch, Replicas: p.Replicas, ISR: p.ISR,
-			Adding: p.Adding, Removing: p.Removing,
-		})
+		c.rd.Messages = append(c.rd.Messages, c.s.LeaderAndISR(TopicPartition{p.Topic, p.Partition}, c.cfg.Node, n))
 	}
 	return nil
 }
@@ -195,24 +190,39 @@ func (c *Controller) Rebalance() error {
 	return nil
 }
 
-// Register registers a broker incarnation and returns its broker epoch.
-// Clean says its previous incarnation shut down cleanly (it found its
-// clean-shutdown marker). A broker registered while its previous
-// incarnation is unfenced replaces it: the old one is fenced first. An
-// unclean incarnation leaves every ISR and ELR (KIP-966's unclean
-// exclusion): it may have lost acknowledged records it no longer has.
-// The broker stays fenced until its first Heartbeat.
-func (c *Controller) Register(id replica.NodeID, clean bool) (int64, error) {
-	if id < 0 {
-		return 0, fmt.Errorf("%w: broker id %d", replica.ErrInvalidRequest, id)
+// Register registers a broker incarnation and returns its broker epoch
+// (Kafka's ClusterControlManager.registerBroker). The incarnation
+// identifies one start of the broker's process (Kafka's incarnation ID)
+// and must increase with every start: a registration of the incarnation
+// registered is a retry, answered with its epoch and no record; one of an
+// earlier incarnation comes from a previous life and is refused with
+// ErrStaleBrokerEpoch; a later one is a restart and gets a new epoch. A
+// restart while the previous incarnation is unfenced replaces it: the old
+// one is fenced first. Clean says the previous incarnation shut down
+// cleanly (it found its clean-shutdown marker). An unclean incarnation
+// leaves every ISR and ELR (KIP-966's unclean exclusion): it may have lost
+// acknowledged records it no longer has. The broker stays fenced until its
+// first Heartbeat.
+func (c *Controller) Register(id replica.NodeID, incarnation uint64, clean bool) (int64, error) {
+	if id < 0 || incarnation == 0 {
+		return 0, fmt.Errorf("%w: broker id %d incarnation %d: the id must not be negative, the incarnation must be positive",
+			replica.ErrInvalidRequest, id, incarnation)
 	}
-	if b := c.s.Brokers[id]; b != nil && !b.Fenced {
-		if err := c.fence(b); err != nil {
-			return 0, err
+	if b := c.s.Brokers[id]; b != nil {
+		switch {
+		case incarnation == b.Incarnation:
+			return b.Epoch, nil
+		case incarnation < b.Incarnation:
+			return 0, fmt.Errorf("%w: broker %d incarnation %d, registered is the later %d",
+				replica.ErrStaleBrokerEpoch, id, incarnation, b.Incarnation)
+		case !b.Fenced:
+			if err := c.fence(b); err != nil {
+				return 0, err
+			}
 		}
 	}
 	epoch := c.s.LastBrokerEpoch + 1
-	if err := c.emit(&RegisterRecord{Stamp: c.stamp(), Broker: id, BrokerEpoch: epoch, Clean: clean}); err != nil {
+	if err := c.emit(&RegisterRecord{Stamp: c.stamp(), Broker: id, BrokerEpoch: epoch, Incarnation: incarnation, Clean: clean}); err != nil {
 		return 0, err
 	}
 	if !clean {
@@ -422,8 +432,12 @@ func (c *Controller) ElectPreferred(tp TopicPartition) error {
 // is fenced, only the leader may ask, the partition epoch is compared and
 // set (INVALID_UPDATE_VERSION), the ISR must be a set of replicas holding
 // the leader, and every member must be a registered, unfenced broker not
-// shutting down (INELIGIBLE_REPLICA). The leader gets an
-// AlterPartitionResponse in Ready either way; the error is also returned.
+// shutting down, in the broker epoch the leader names for it
+// (INELIGIBLE_REPLICA; KIP-903). Before all that, as Kafka checks the
+// request before its partitions, the leader's own broker epoch must be
+// its registered one (STALE_BROKER_EPOCH). NoBrokerEpoch skips a broker
+// epoch check. The leader gets an AlterPartitionResponse in Ready either
+// way; the error is also returned.
 //
 // The message carries no LeaderRecoveryState: the replica package's
 // leaders recover at once, as Kafka's brokers do, which say RECOVERED in
@@ -446,7 +460,11 @@ func (c *Controller) AlterPartition(m *replica.AlterPartition) error {
 func (c *Controller) alterPartition(m *replica.AlterPartition) error {
 	tp := TopicPartition{m.Topic, m.Partition}
 	p := c.s.Partitions[tp]
+	isr := m.Nodes()
 	switch {
+	case m.BrokerEpoch != replica.NoBrokerEpoch && !c.registeredIn(m.From, m.BrokerEpoch):
+		return fmt.Errorf("%w: %v: the leader %d asks in broker epoch %d, not its registered one",
+			replica.ErrStaleBrokerEpoch, tp, m.From, m.BrokerEpoch)
 	case p == nil:
 		return fmt.Errorf("%w: %v", replica.ErrUnknownPartition, tp)
 	case m.LeaderEpoch > p.LeaderEpoch || m.PartitionEpoch > p.PartitionEpoch:
@@ -458,16 +476,28 @@ func (c *Controller) alterPartition(m *replica.AlterPartition) error {
 		return fmt.Errorf("%w: %v: node %d is not the leader %d", replica.ErrInvalidRequest, tp, m.From, p.Leader)
 	case m.PartitionEpoch < p.PartitionEpoch:
 		return fmt.Errorf("%w: %v partition epoch %d, current %d", replica.ErrInvalidUpdateVersion, tp, m.PartitionEpoch, p.PartitionEpoch)
-	case hasDuplicate(m.ISR) || !subset(m.ISR, p.Replicas) || !slices.Contains(m.ISR, p.Leader):
+	case hasDuplicate(isr) || !subset(isr, p.Replicas) || !slices.Contains(isr, p.Leader):
 		return fmt.Errorf("%w: %v: ISR %v is not a set of the replicas %v holding the leader %d",
-			replica.ErrInvalidRequest, tp, m.ISR, p.Replicas, p.Leader)
+			replica.ErrInvalidRequest, tp, isr, p.Replicas, p.Leader)
 	}
-	for _, n := range m.ISR {
-		if !c.acceptable(n) {
-			return fmt.Errorf("%w: %v: replica %d is not a live broker", replica.ErrIneligibleReplica, tp, n)
+	for _, b := range m.ISR {
+		if !c.acceptable(b.ID) {
+			return fmt.Errorf("%w: %v: replica %d is not a live broker", replica.ErrIneligibleReplica, tp, b.ID)
+		}
+		if b.BrokerEpoch != replica.NoBrokerEpoch && !c.registeredIn(b.ID, b.BrokerEpoch) {
+			// KIP-903: the leader counted fetches of an earlier life of
+			// the broker, which the one registered since may lack.
+			return fmt.Errorf("%w: %v: replica %d in broker epoch %d, registered in %d",
+				replica.ErrIneligibleReplica, tp, b.ID, b.BrokerEpoch, c.s.Brokers[b.ID].Epoch)
 		}
 	}
-	return c.change(tp, change{isr: m.ISR, recovered: p.Recovering})
+	return c.change(tp, change{isr: isr, recovered: p.Recovering})
+}
+
+// registeredIn says whether a broker's registration is in the epoch.
+func (c *Controller) registeredIn(id replica.NodeID, epoch int64) bool {
+	b := c.s.Brokers[id]
+	return b != nil && b.Epoch == epoch
 }
 
 // acceptable says whether a replica may lead or be in an ISR: a registered

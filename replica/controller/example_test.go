@@ -25,7 +25,7 @@ func Example() {
 	c, _ := controller.New(controller.Config{Node: 0, SessionTimeout: 3, MinInsyncReplicas: 2}, controller.NewState())
 	epochs := map[replica.NodeID]int64{}
 	for _, b := range []replica.NodeID{1, 2, 3} {
-		epochs[b], _ = c.Register(b, true)
+		epochs[b], _ = c.Register(b, 1, true) // each broker's first start
 		_, _ = c.Heartbeat(b, epochs[b])
 	}
 	_ = c.PlaceTopic("orders", 1, 3, 0, false)

@@ -19,6 +19,8 @@ type harness struct {
 	sent    []replica.Message
 	unclean []TopicPartition
 	epochs  map[replica.NodeID]int64
+	// incarnations is each broker's latest start.
+	incarnations map[replica.NodeID]uint64
 }
 
 const session = 3
@@ -27,7 +29,7 @@ func newHarness(t *testing.T, minISR int, brokers ...replica.NodeID) *harness {
 	t.Helper()
 	c, err := New(Config{Node: 100, SessionTimeout: session, MinInsyncReplicas: minISR}, NewState())
 	require.NoError(t, err)
-	h := &harness{t: t, c: c, epochs: map[replica.NodeID]int64{}}
+	h := &harness{t: t, c: c, epochs: map[replica.NodeID]int64{}, incarnations: map[replica.NodeID]uint64{}}
 	for _, b := range brokers {
 		h.start(b, true)
 	}
@@ -59,15 +61,25 @@ func (h *harness) drain() {
 	h.c.Advance(rd)
 }
 
-// start registers a broker and unfences it with a heartbeat.
+// start registers a broker's next incarnation and unfences it with a
+// heartbeat.
 func (h *harness) start(b replica.NodeID, clean bool) {
 	h.t.Helper()
-	e, err := h.c.Register(b, clean)
+	e, err := h.register(b, clean)
 	require.NoError(h.t, err)
-	h.epochs[b] = e
 	_, err = h.c.Heartbeat(b, e)
 	require.NoError(h.t, err)
 	h.drain()
+}
+
+// register registers a broker's next incarnation.
+func (h *harness) register(b replica.NodeID, clean bool) (int64, error) {
+	h.incarnations[b]++
+	e, err := h.c.Register(b, h.incarnations[b], clean)
+	if err == nil {
+		h.epochs[b] = e
+	}
+	return e, err
 }
 
 // crash stops a broker's heartbeats until its session ends; the others
@@ -98,12 +110,16 @@ func (h *harness) part(name string, p int32) *Partition {
 }
 
 // alter sends an AlterPartition from the partition's leader in its
-// current epochs.
+// current epochs, naming each member's registered broker epoch.
 func (h *harness) alter(name string, isr ...replica.NodeID) error {
 	p := h.part(name, 0)
+	members := isrOf(isr...)
+	for i := range members {
+		members[i].BrokerEpoch = h.epochs[members[i].ID]
+	}
 	m := &replica.AlterPartition{
 		Header:      replica.Header{From: p.Leader, To: replica.NoNode, Topic: name},
-		LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, ISR: isr,
+		BrokerEpoch: h.epochs[p.Leader], LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, ISR: members,
 	}
 	err := h.c.AlterPartition(m)
 	h.drain()
@@ -111,3 +127,12 @@ func (h *harness) alter(name string, isr ...replica.NodeID) error {
 }
 
 func nodes(ns ...replica.NodeID) []replica.NodeID { return ns }
+
+// isrOf is a proposed ISR whose broker epochs the leader does not know.
+func isrOf(ns ...replica.NodeID) []replica.ISRMember {
+	ms := make([]replica.ISRMember, len(ns))
+	for i, n := range ns {
+		ms[i] = replica.ISRMember{ID: n, BrokerEpoch: replica.NoBrokerEpoch}
+	}
+	return ms
+}

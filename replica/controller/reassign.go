@@ -25,7 +25,9 @@ import (
 //
 // A reassignment started while another is in progress starts from the
 // current replicas: the replicas the earlier one was adding are removed if
-// the new target does not hold them.
+// the new target does not hold them, and are still being added if it does
+// (they are new to the replicas before either reassignment, as the
+// ZooKeeper controller's ReplicaAssignment.reassignTo counts them).
 func (c *Controller) Reassign(tp TopicPartition, target []replica.NodeID) error {
 	p := c.s.Partitions[tp]
 	if p == nil {
@@ -42,7 +44,7 @@ func (c *Controller) Reassign(tp TopicPartition, target []replica.NodeID) error 
 	removing := minus(p.Replicas, target)
 	return c.change(tp, change{isr: p.ISR, layout: &layout{
 		replicas: slices.Concat(target, removing),
-		adding:   minus(target, p.Replicas),
+		adding:   minus(target, minus(p.Replicas, p.Adding)),
 		removing: removing,
 	}})
 }

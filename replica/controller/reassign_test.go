@@ -180,7 +180,7 @@ func TestReassignmentFileGenerateExecuteVerify(t *testing.T) {
 		p := h.part("t", int32(i))
 		require.NoError(t, h.c.AlterPartition(&replica.AlterPartition{
 			Header:      replica.Header{From: p.Leader, Topic: "t", Partition: int32(i)},
-			LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, ISR: append([]replica.NodeID{p.Leader}, minus(p.Replicas, nodes(p.Leader))...),
+			LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, ISR: isrOf(append([]replica.NodeID{p.Leader}, minus(p.Replicas, nodes(p.Leader))...)...),
 		}))
 		h.drain()
 	}

@@ -50,6 +50,9 @@ type RegisterRecord struct {
 	Stamp
 	Broker      replica.NodeID
 	BrokerEpoch int64
+	// Incarnation is the start of the broker's process that registered
+	// (Kafka's incarnation ID); it increases with every start.
+	Incarnation uint64
 	// Clean says the broker's previous incarnation shut down cleanly. An
 	// unclean one may have lost records it acknowledged, so it leaves every
 	// ISR and ELR it was in (KIP-966's unclean exclusion).
@@ -130,13 +133,14 @@ func (*ShutdownRecord) kind() kind   { return kindShutdown }
 func (*TopicRecord) kind() kind      { return kindTopic }
 func (*PartitionRecord) kind() kind  { return kindPartition }
 
-// The encoding: a kind byte, a version byte (0), the controller epoch,
+// The encoding: a kind byte, a version byte, the controller epoch,
 // then the fields in order as zig-zag varints; strings and node lists are
 // a length (uvarint) and their content; booleans a byte. Each record lists
 // its fields once (fields), for both directions, so encoder and decoder
 // cannot disagree.
 
-const recordVersion = 0
+// recordVersion 1 added RegisterRecord's Incarnation.
+const recordVersion = 1
 
 // Limits a decoded record must respect.
 const (
@@ -148,6 +152,7 @@ const (
 var ErrInvalidRecord = errors.New("controller: invalid record")
 
 type codec interface {
+	u64(*uint64)
 	i64(*int64)
 	i32(*int32)
 	node(*replica.NodeID)
@@ -160,6 +165,7 @@ func (r *ControllerRecord) fields(c codec) { c.node(&r.Node) }
 func (r *RegisterRecord) fields(c codec) {
 	c.node(&r.Broker)
 	c.i64(&r.BrokerEpoch)
+	c.u64(&r.Incarnation)
 	c.flag(&r.Clean)
 }
 func (r *FenceRecord) fields(c codec)    { c.node(&r.Broker); c.i64(&r.BrokerEpoch) }
@@ -197,6 +203,7 @@ type encoder struct {
 	err error
 }
 
+func (e *encoder) u64(v *uint64)          { e.b = binary.AppendUvarint(e.b, *v) }
 func (e *encoder) i64(v *int64)           { e.b = binary.AppendVarint(e.b, *v) }
 func (e *encoder) i32(v *int32)           { e.b = binary.AppendVarint(e.b, int64(*v)) }
 func (e *encoder) node(v *replica.NodeID) { e.b = binary.AppendVarint(e.b, int64(*v)) }
@@ -277,6 +284,18 @@ func (d *decoder) length(max int) int {
 	return int(v)
 }
 
+func (d *decoder) u64(v *uint64) {
+	if d.err != nil {
+		return
+	}
+	u, n := binary.Uvarint(d.b[d.off:])
+	if n <= 0 {
+		d.fail("truncated or overlong unsigned varint")
+		return
+	}
+	d.off += n
+	*v = u
+}
 func (d *decoder) i64(v *int64) { *v = d.varint(-1<<63, 1<<63-1) }
 func (d *decoder) i32(v *int32) { *v = int32(d.varint(-1<<31, 1<<31-1)) }
 func (d *decoder) node(v *replica.NodeID) {

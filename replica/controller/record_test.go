@@ -13,7 +13,7 @@ import (
 func sampleRecords() []Record {
 	return []Record{
 		&ControllerRecord{Stamp{3}, 7},
-		&RegisterRecord{Stamp{3}, 1, 12, true},
+		&RegisterRecord{Stamp{3}, 1, 12, 1<<63 + 5, true},
 		&FenceRecord{Stamp{3}, 1, 12},
 		&UnfenceRecord{Stamp{3}, 2, 13},
 		&ShutdownRecord{Stamp{3}, 2, 13},
@@ -44,9 +44,9 @@ func TestRecordDecodeRefusesBadInput(t *testing.T) {
 	for name, b := range map[string][]byte{
 		"empty":          nil,
 		"unknown kind":   {99, 0, 0},
-		"future version": {byte(kindFence), 1, 0, 0, 0},
-		"flag 2":         {byte(kindRegister), 0, 0, 2, 2, 2},
-		"huge list":      {byte(kindPartition), 0, 0, 0, 0, 0xff, 0xff, 0xff, 0x0f},
+		"future version": {byte(kindFence), recordVersion + 1, 0, 0, 0},
+		"flag 2":         {byte(kindRegister), recordVersion, 0, 2, 2, 2, 2},
+		"huge list":      {byte(kindPartition), recordVersion, 0, 0, 0, 0xff, 0xff, 0xff, 0x0f},
 	} {
 		_, err := DecodeRecord(b)
 		require.ErrorIs(t, err, ErrInvalidRecord, name)

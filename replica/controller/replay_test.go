@@ -18,9 +18,11 @@ var replaySeeds = flag.Int("controller.seeds", 0, "seeds of TestReplayEqualsLive
 // TestReplayEqualsLive drives a controller at random (registrations clean
 // and unclean, heartbeats, lost sessions, controlled shutdowns, topics,
 // AlterPartitions right and wrong, preferred elections, unclean toggles,
-// reassignments and their cancellation, controller failovers) and checks after every step that the state obeys
-// ValidControllerIsrAndElr and that replaying the records stored so far,
-// encoded and decoded, gives the live state.
+// reassignments and their cancellation, controller failovers, some over
+// the store compacted to the state's image) and checks after every step
+// that the state obeys ValidControllerIsrAndElr, that replaying the
+// records stored so far, encoded and decoded, gives the live state, and
+// that the state's image (State.Records) replays to it.
 func TestReplayEqualsLive(t *testing.T) {
 	seeds := 50
 	if testing.Short() {
@@ -42,6 +44,7 @@ func replayRandom(t *testing.T, seed uint64, steps int) {
 	require.NoError(t, err)
 	var store []Record
 	epochs := map[replica.NodeID]int64{}
+	incarnations := map[replica.NodeID]uint64{}
 	down := map[replica.NodeID]bool{}
 	const brokers = 5
 	topics := 0
@@ -50,8 +53,25 @@ func replayRandom(t *testing.T, seed uint64, steps int) {
 		var err error
 		switch op := rng.IntN(12); op {
 		case 0:
-			epochs[id], err = c.Register(id, rng.IntN(3) > 0)
-			down[id] = false
+			// Mostly a new start; sometimes a retry of the registration
+			// registered, or one of an earlier start, arriving late.
+			inc := incarnations[id] + 1
+			if k := rng.IntN(6); k == 0 && inc > 1 {
+				inc--
+			} else if k == 1 && inc > 2 {
+				inc -= 2
+			}
+			var e int64
+			e, err = c.Register(id, inc, rng.IntN(3) > 0)
+			switch {
+			case errors.Is(err, replica.ErrStaleBrokerEpoch):
+				require.Less(t, inc, incarnations[id], "only an earlier incarnation is stale")
+				err = nil
+			case err == nil && inc == incarnations[id]:
+				require.Equal(t, epochs[id], e, "a retry gets the epoch registered back")
+			case err == nil:
+				epochs[id], incarnations[id], down[id] = e, inc, false
+			}
 		case 1:
 			down[id] = true // stops heartbeating
 		case 2:
@@ -120,6 +140,9 @@ func replayRandom(t *testing.T, seed uint64, steps int) {
 				store = append(store, rd.Records...)
 				s, rerr := Replay(store)
 				require.NoError(t, rerr)
+				if rng.IntN(2) == 0 {
+					store = s.Records() // the store compacted to the state's image, as a snapshot does
+				}
 				c, err = New(cfg, s)
 			} else {
 				for b, e := range epochs {
@@ -144,6 +167,9 @@ func replayRandom(t *testing.T, seed uint64, steps int) {
 		s, err := Replay(store)
 		require.NoError(t, err)
 		require.Equal(t, c.State(), s, "step %d: replay equals live", step)
+		image, err := Replay(s.Records())
+		require.NoError(t, err, "step %d: the image replays", step)
+		require.Equal(t, s, image, "step %d: the image replays to the state", step)
 	}
 }
 
@@ -161,15 +187,26 @@ func alterRandom(c *Controller, rng *rand.Rand) error {
 	if p.Leader == replica.NoNode {
 		return nil
 	}
-	isr := []replica.NodeID{p.Leader}
+	// Each member in its registered broker epoch, an earlier one (KIP-903
+	// refuses it) or none.
+	epoch := func(n replica.NodeID) int64 {
+		switch rng.IntN(8) {
+		case 0:
+			return replica.NoBrokerEpoch
+		case 1:
+			return c.State().Brokers[n].Epoch - 1
+		}
+		return c.State().Brokers[n].Epoch
+	}
+	isr := []replica.ISRMember{{ID: p.Leader, BrokerEpoch: epoch(p.Leader)}}
 	for _, n := range p.Replicas {
 		if n != p.Leader && rng.IntN(2) == 0 {
-			isr = append(isr, n)
+			isr = append(isr, replica.ISRMember{ID: n, BrokerEpoch: epoch(n)})
 		}
 	}
 	err := c.AlterPartition(&replica.AlterPartition{
 		Header:      replica.Header{From: p.Leader, Topic: tp.Topic, Partition: tp.Partition},
-		LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch - int32(rng.IntN(2)), ISR: isr,
+		BrokerEpoch: epoch(p.Leader), LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch - int32(rng.IntN(2)), ISR: isr,
 	})
 	var e *replica.Error
 	if errors.As(err, &e) {

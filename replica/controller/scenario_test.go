@@ -93,7 +93,7 @@ func TestTC11IsolatedLeaderDies(t *testing.T) {
 		h.topic("t", true, nodes(a, b, c))
 		require.NoError(t, h.alter("t", a))
 		for _, n := range nodes(a, b, c) {
-			_, err := h.c.Register(n, false) // each restarts uncleanly: no ISR, no ELR
+			_, err := h.register(n, false) // each restarts uncleanly: no ISR, no ELR
 			require.NoError(t, err)
 		}
 		h.drain()
@@ -153,7 +153,7 @@ func TestTC14StaleControllerIsFenced(t *testing.T) {
 	p := h.part("t", 0)
 	err = next.AlterPartition(&replica.AlterPartition{
 		Header:      replica.Header{From: p.Leader, Topic: "t"},
-		LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, ISR: p.ISR,
+		LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, ISR: isrOf(p.ISR...),
 	})
 	require.ErrorIs(t, err, replica.ErrNotController)
 	h.c.Advance(rd) // refused by the store: not in h.store
@@ -255,7 +255,7 @@ func TestAutomaticLeaderRebalance(t *testing.T) {
 			p := h.part("t", int32(i))
 			require.NoError(t, h.c.AlterPartition(&replica.AlterPartition{
 				Header:      replica.Header{From: p.Leader, Topic: "t", Partition: int32(i)},
-				LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, ISR: append(slices.Clone(p.ISR), 1),
+				LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, ISR: isrOf(append(slices.Clone(p.ISR), 1)...),
 			}))
 		}
 		// Only partition 0 is back in 1's hands by hand: 1 of 2 preferred

@@ -24,6 +24,9 @@ type State struct {
 type Broker struct {
 	ID    replica.NodeID
 	Epoch int64
+	// Incarnation is the start of the broker's process it registered
+	// (Kafka's incarnation ID).
+	Incarnation uint64
 	// Fenced brokers are neither leaders nor ISR members.
 	Fenced bool
 	// ShuttingDown is a controlled shutdown in progress.
@@ -46,6 +49,29 @@ type TopicPartition struct {
 }
 
 func (tp TopicPartition) String() string { return fmt.Sprintf("%s-%d", tp.Topic, tp.Partition) }
+
+// LeaderAndISR is a partition's state as a message from the controller on
+// node from to one of its replicas, addressed to the broker epoch the
+// replica is registered in (KIP-380): what the controller sends on every
+// change, and what an application sends a broker that catches up (as
+// Kafka's brokers read the metadata log). It is nil for a partition the
+// state does not have.
+func (s *State) LeaderAndISR(tp TopicPartition, from, to replica.NodeID) *replica.LeaderAndISR {
+	p := s.Partitions[tp]
+	if p == nil {
+		return nil
+	}
+	m := &replica.LeaderAndISR{
+		Header:          replica.Header{From: from, To: to, Topic: tp.Topic, Partition: tp.Partition},
+		ControllerEpoch: s.Epoch, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
+		PartitionEpoch: p.PartitionEpoch, Replicas: p.Replicas, ISR: p.ISR,
+		Adding: p.Adding, Removing: p.Removing,
+	}
+	if b := s.Brokers[to]; b != nil {
+		m.BrokerEpoch = b.Epoch
+	}
+	return m
+}
 
 // Partition is a partition's replication state as the controller decided
 // it. ISR and ELR never share a member; both are within Replicas.
@@ -116,8 +142,12 @@ func (r *RegisterRecord) apply(s *State) error {
 		return fmt.Errorf("%w: broker %d registered again while its epoch %d is unfenced",
 			ErrInvalidRecord, r.Broker, b.Epoch)
 	}
+	if b := s.Brokers[r.Broker]; b != nil && r.Incarnation <= b.Incarnation {
+		return fmt.Errorf("%w: broker %d registered in incarnation %d, not after %d",
+			replica.ErrStaleBrokerEpoch, r.Broker, r.Incarnation, b.Incarnation)
+	}
 	s.LastBrokerEpoch = r.BrokerEpoch
-	s.Brokers[r.Broker] = &Broker{ID: r.Broker, Epoch: r.BrokerEpoch, Fenced: true, Clean: r.Clean}
+	s.Brokers[r.Broker] = &Broker{ID: r.Broker, Epoch: r.BrokerEpoch, Incarnation: r.Incarnation, Fenced: true, Clean: r.Clean}
 	return nil
 }
 
@@ -178,7 +208,9 @@ func (r *PartitionRecord) apply(s *State) error {
 	if t == nil || r.Partition < 0 || r.Partition >= t.Partitions {
 		return fmt.Errorf("%w: %v", replica.ErrUnknownPartition, tp)
 	}
-	want := int32(0)
+	// A partition the state does not know yet starts at the record's
+	// epoch: 0 when a topic is created, any when Records writes an image.
+	want := max(r.PartitionEpoch, 0)
 	if p := s.Partitions[tp]; p != nil {
 		want = p.PartitionEpoch + 1
 	}

@@ -61,8 +61,26 @@
 //   - Produce v13 (topics by id) and Fetch v18 (a follower's, KIP-1166).
 //   - Client ids and hosts of KIP-848 members in ConsumerGroupDescribe
 //     (the group coordinator does not keep them).
-//   - More than one broker: each partition is led by this one, in a new
-//     leader epoch for each run of the broker (see partition).
+//
+// # Several brokers
+//
+// Alone (Config.Cluster nil), the broker leads each partition of its data
+// directory, in a new leader epoch for each run of the broker (see
+// partition). Given a Cluster, it is one broker of several: Metadata
+// lists the live brokers and each partition's leader, leader epoch, replicas
+// and ISR as the Cluster says; Produce, Fetch, ListOffsets,
+// OffsetForLeaderEpoch, DeleteRecords and DescribeProducers for a partition
+// it does not lead are answered NOT_LEADER_OR_FOLLOWER, and those whose
+// current leader epoch is older than the partition's FENCED_LEADER_EPOCH,
+// newer UNKNOWN_LEADER_EPOCH (KIP-320); produces go to Cluster.Append, which
+// waits for the ISR under acks=all; fetches read this node's replica
+// below its high watermark, which the Cluster moves. Topic ids are the
+// Cluster's (Cluster.TopicID). Consumer groups and
+// committed offsets stay with the group.Service of this broker's own data
+// directory (Config.DataDir): FindCoordinator names the broker
+// Cluster.GroupCoordinator says, and the group requests another broker
+// receives are answered NOT_COORDINATOR. Transactions are served by a
+// standalone broker only (their markers would have to be replicated).
 package broker
 
 import (
@@ -119,14 +137,21 @@ type Config struct {
 	// Logger receives a line for each refused request and connection
 	// error; default slog.Default().
 	Logger *slog.Logger
+	// Cluster, if set, is the cluster the broker serves in, NodeID its id
+	// there: topics, partitions, leadership and produces are the
+	// Cluster's, and DataDir keeps only the broker's own state (consumer
+	// groups and committed offsets). Nil: the broker alone, leading every
+	// partition of DataDir.
+	Cluster Cluster
 }
 
 // Broker is a Kafka broker over one data directory.
 type Broker struct {
-	cfg    Config
-	dir    *log.Dir
-	groups *group.Service
-	logger *slog.Logger
+	cfg     Config
+	cluster Cluster // cfg.Cluster, or standalone
+	dir     *log.Dir
+	groups  *group.Service
+	logger  *slog.Logger
 
 	ctx    context.Context // canceled by Close: ends long polls
 	cancel context.CancelFunc
@@ -173,6 +198,17 @@ func Open(cfg Config) (*Broker, error) {
 	if cfg.Dir.Logger == nil {
 		cfg.Dir.Logger = cfg.Logger
 	}
+	if c := cfg.Cluster; c != nil && cfg.Groups.Config.Partitions == nil {
+		// Offsets are committed for the cluster's topics, not the
+		// broker's own directory's.
+		cfg.Groups.Config.Partitions = func(topic string) int32 {
+			tc, err := c.TopicConfig(topic)
+			if err != nil {
+				return 0
+			}
+			return tc.Partitions
+		}
+	}
 	d, err := log.OpenDir(cfg.DataDir, cfg.Dir)
 	if err != nil {
 		return nil, err
@@ -183,6 +219,10 @@ func Open(cfg Config) (*Broker, error) {
 	}
 	b := &Broker{cfg: cfg, dir: d, groups: g, logger: cfg.Logger,
 		listeners: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}, epochs: map[topicPartition]int32{}}
+	b.cluster = cfg.Cluster
+	if b.cluster == nil {
+		b.cluster = standalone{b}
+	}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.sessions = newFetchSessions(cfg.FetchSessionCacheSlots)
 	if _, err := d.TopicConfig(log.TransactionStateTopic); err == nil {

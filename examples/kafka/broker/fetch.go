@@ -76,10 +76,7 @@ func (b *Broker) fetch(ctx context.Context, r *request) kmsg.Response {
 			rp := &rt.Partitions[j]
 			*rp = kmsg.NewFetchResponseTopicPartition()
 			rp.Partition, rp.RecordBatches = t.Partitions[j].Partition, []byte{}
-			p, epoch, err := b.partition(t.Topic, rp.Partition)
-			if err == nil {
-				err = checkEpoch(t.Partitions[j].CurrentLeaderEpoch, epoch)
-			}
+			p, _, err := b.leaderPartition(t.Topic, rp.Partition, t.Partitions[j].CurrentLeaderEpoch)
 			if err != nil {
 				rp.ErrorCode = code(err)
 				continue
@@ -201,11 +198,8 @@ func (b *Broker) listOffsets(_ context.Context, r *request) kmsg.Response {
 }
 
 func (b *Broker) listOffset(topic string, tp *kmsg.ListOffsetsRequestTopicPartition, iso log.Isolation, rp *kmsg.ListOffsetsResponseTopicPartition) error {
-	p, epoch, err := b.partition(topic, tp.Partition)
+	p, epoch, err := b.leaderPartition(topic, tp.Partition, tp.CurrentLeaderEpoch)
 	if err != nil {
-		return err
-	}
-	if err := checkEpoch(tp.CurrentLeaderEpoch, epoch); err != nil {
 		return err
 	}
 	start, hw, _, err := p.Offsets()
@@ -260,10 +254,7 @@ func (b *Broker) offsetForLeaderEpoch(_ context.Context, r *request) kmsg.Respon
 			rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			rp.Partition = tp.Partition
 			rp.LeaderEpoch, rp.EndOffset = log.UndefinedEpoch, log.UndefinedEpochOffset
-			p, epoch, err := b.partition(t.Topic, tp.Partition)
-			if err == nil {
-				err = checkEpoch(tp.CurrentLeaderEpoch, epoch)
-			}
+			p, _, err := b.leaderPartition(t.Topic, tp.Partition, tp.CurrentLeaderEpoch)
 			if err == nil {
 				rp.LeaderEpoch, rp.EndOffset, err = p.EndOffsetForEpoch(tp.LeaderEpoch)
 			}

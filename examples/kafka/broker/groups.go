@@ -20,12 +20,18 @@ import (
 func (b *Broker) findCoordinator(_ context.Context, r *request) kmsg.Response {
 	req := r.body.(*kmsg.FindCoordinatorRequest)
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
-	host, port := b.address()
+	var coordinator BrokerAddr
 	var err error
 	switch req.CoordinatorType {
-	case 0: // group: this broker's group.Service
+	case 0: // group: the group.Service of the broker the cluster names
+		var ok bool
+		if coordinator, ok = b.brokerAddr(b.cluster.GroupCoordinator()); !ok {
+			err = fmt.Errorf("%w: no live broker coordinates groups", kerr.CoordinatorNotAvailable)
+		}
 	case 1: // transaction: the Dir's log.Transactions
-		_, err = b.txns()
+		if _, err = b.txns(); err == nil {
+			coordinator, _ = b.brokerAddr(b.cfg.NodeID)
+		}
 	default:
 		err = fmt.Errorf("%w: coordinator type %d", kerr.InvalidRequest, req.CoordinatorType)
 	}
@@ -35,7 +41,7 @@ func (b *Broker) findCoordinator(_ context.Context, r *request) kmsg.Response {
 	if req.Version < 4 {
 		resp.ErrorCode, resp.ErrorMessage = code(err), message(err)
 		if err == nil {
-			resp.NodeID, resp.Host, resp.Port = b.cfg.NodeID, host, port
+			resp.NodeID, resp.Host, resp.Port = coordinator.ID, coordinator.Host, coordinator.Port
 		}
 		return resp
 	}
@@ -44,7 +50,7 @@ func (b *Broker) findCoordinator(_ context.Context, r *request) kmsg.Response {
 		c.Key, c.ErrorCode, c.ErrorMessage = key, code(err), message(err)
 		c.NodeID, c.Host, c.Port = -1, "", -1
 		if err == nil {
-			c.NodeID, c.Host, c.Port = b.cfg.NodeID, host, port
+			c.NodeID, c.Host, c.Port = coordinator.ID, coordinator.Host, coordinator.Port
 		}
 		resp.Coordinators = append(resp.Coordinators, c)
 	}

@@ -14,17 +14,25 @@ import (
 	"github.com/strandlog/strand/segment"
 )
 
-// produce appends each partition's batch as the producer built it: the log
-// checks it (CRC, size, an idempotent producer's sequence and epoch) and
-// assigns its offsets; a compressed batch is stored compressed. The
+// produce appends each partition's batch as the producer built it, through
+// the Cluster as the partition's leader (alone, straight to the log): the
+// log checks it (CRC, size, an idempotent producer's sequence and epoch)
+// and assigns its offsets; a compressed batch is stored compressed. The
 // partitions of one request are appended concurrently, so that they share
 // their fsyncs with other connections' appends (group commit).
-func (b *Broker) produce(_ context.Context, r *request) kmsg.Response {
+func (b *Broker) produce(ctx context.Context, r *request) kmsg.Response {
 	req := r.body.(*kmsg.ProduceRequest)
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	var refused error
 	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
 		refused = fmt.Errorf("%w: acks %d, want -1, 0 or 1", kerr.InvalidRequiredAcks, req.Acks)
+	}
+	if req.TimeoutMillis > 0 {
+		// How long acks=all may wait for the ISR (Kafka's produce
+		// request timeout).
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, ms(req.TimeoutMillis))
+		defer cancel()
 	}
 	var wg sync.WaitGroup
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
@@ -42,7 +50,7 @@ func (b *Broker) produce(_ context.Context, r *request) kmsg.Response {
 				continue
 			}
 			wg.Go(func() {
-				err := b.appendBatch(req, t.Topic, tp.Partition, tp.Records, rp)
+				err := b.appendBatch(ctx, req, t.Topic, tp.Partition, tp.Records, rp)
 				if err != nil {
 					rp.ErrorCode, rp.ErrorMessage = code(err), message(err)
 					b.logger.Info("broker: produce refused", "topic", t.Topic, "partition", tp.Partition, "client", r.clientID, "err", err)
@@ -63,11 +71,11 @@ func (b *Broker) produce(_ context.Context, r *request) kmsg.Response {
 // appendBatch appends the one batch of a partition's records (a produce of
 // version 3+ holds exactly one, Kafka's LogValidator rule) and fills in the
 // partition's response.
-func (b *Broker) appendBatch(req *kmsg.ProduceRequest, topic string, id int32, records []byte, rp *kmsg.ProduceResponseTopicPartition) error {
+func (b *Broker) appendBatch(ctx context.Context, req *kmsg.ProduceRequest, topic string, id int32, records []byte, rp *kmsg.ProduceResponseTopicPartition) error {
 	if err := writable(topic); err != nil {
 		return err
 	}
-	p, _, err := b.partition(topic, id)
+	p, _, err := b.leaderPartition(topic, id, -1)
 	if err != nil {
 		return err
 	}
@@ -92,7 +100,7 @@ func (b *Broker) appendBatch(req *kmsg.ProduceRequest, topic string, id int32, r
 	if batch.Transactional() {
 		res, err = b.appendTransactional(req.TransactionID, req.Version, p, batch)
 	} else {
-		res, err = p.AppendBatch(batch)
+		res, err = b.cluster.Append(ctx, topic, id, req.Acks, batch)
 	}
 	if err != nil {
 		return err
@@ -118,7 +126,7 @@ func (b *Broker) initProducerID(_ context.Context, r *request) kmsg.Response {
 		b.initTransactionalProducerID(r, req, resp)
 		return resp
 	}
-	id, err := b.dir.NewProducerID()
+	id, err := b.cluster.NewProducerID()
 	if err != nil {
 		b.logger.Error("broker: producer id", "err", err)
 		resp.ErrorCode = code(err)

@@ -2,10 +2,10 @@ package broker
 
 import "sync"
 
-// Topic ids (KIP-516) are the data directory's (log.Dir.TopicID): random,
-// given when a topic is created and stored with its configuration, so that
-// a topic deleted and created again under its name has a new id, as in
-// Kafka. Requests that name topics by id (Fetch v13+, Metadata v10+,
+// Topic ids (KIP-516) are the Cluster's: for a standalone broker the data
+// directory's (log.Dir.TopicID), random, given when a topic is created and
+// stored with its configuration, so that a topic deleted and created again
+// under its name has a new id, as in Kafka. Requests that name topics by id (Fetch v13+, Metadata v10+,
 // OffsetCommit and OffsetFetch v10, DeleteTopics v6, KIP-848 consumer
 // groups) are resolved through topicName or topicNames; an id no topic has
 // is UNKNOWN_TOPIC_ID.
@@ -27,7 +27,7 @@ func (b *Broker) topicName(id [16]byte) (name string, ok bool, err error) {
 	name, ok = b.ids.names[id]
 	b.ids.mu.Unlock()
 	if ok {
-		if cur, err := b.dir.TopicID(name); err == nil && cur == id {
+		if cur, err := b.cluster.TopicID(name); err == nil && cur == id {
 			return name, true, nil
 		}
 	}
@@ -44,19 +44,19 @@ func (b *Broker) topicName(id [16]byte) (name string, ok bool, err error) {
 
 // topicID returns a topic's id, zero if there is no such topic.
 func (b *Broker) topicID(name string) [16]byte {
-	id, _ := b.dir.TopicID(name)
+	id, _ := b.cluster.TopicID(name)
 	return id
 }
 
 // topicNames maps the ids of the data directory's topics to their names.
 func (b *Broker) topicNames() (map[[16]byte]string, error) {
-	names, err := b.dir.Topics()
+	names, err := b.cluster.Topics()
 	if err != nil {
 		return nil, err
 	}
 	byID := make(map[[16]byte]string, len(names))
 	for _, n := range names {
-		if id, err := b.dir.TopicID(n); err == nil { // else deleted since
+		if id, err := b.cluster.TopicID(n); err == nil { // else deleted since
 			byID[id] = n
 		}
 	}

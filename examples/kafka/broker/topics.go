@@ -15,15 +15,17 @@ import (
 func (b *Broker) metadata(_ context.Context, r *request) kmsg.Response {
 	req := r.body.(*kmsg.MetadataRequest)
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
-	host, port := b.address()
-	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: b.cfg.NodeID, Host: host, Port: port}}
+	brokers, controller := b.cluster.Brokers()
+	for _, a := range brokers {
+		resp.Brokers = append(resp.Brokers, kmsg.MetadataResponseBroker{NodeID: a.ID, Host: a.Host, Port: a.Port})
+	}
 	resp.ClusterID = &b.cfg.ClusterID
-	resp.ControllerID = b.cfg.NodeID
+	resp.ControllerID = controller
 
 	var names []string
 	// Null topics (and an empty list before v1) ask for every topic.
 	if req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0) {
-		all, err := b.dir.Topics()
+		all, err := b.cluster.Topics()
 		if err != nil {
 			resp.ErrorCode = code(err)
 			return resp
@@ -64,11 +66,11 @@ func (b *Broker) topicMetadata(name string, autoCreate bool) kmsg.MetadataRespon
 	t := kmsg.NewMetadataResponseTopic()
 	t.Topic = &name
 	t.IsInternal = name == group.OffsetsTopic || name == log.TransactionStateTopic
-	cfg, err := b.dir.TopicConfig(name)
+	cfg, err := b.cluster.TopicConfig(name)
 	if errors.Is(err, log.ErrUnknownTopic) && autoCreate {
-		if err = b.dir.CreateTopic(name, log.TopicConfig{}); err == nil || errors.Is(err, log.ErrTopicExists) {
+		if err = b.cluster.CreateTopic(b.ctx, name, -1, -1, nil, log.TopicConfig{}); err == nil || errors.Is(err, log.ErrTopicExists) {
 			b.logger.Info("broker: created topic on first use", "topic", name)
-			cfg, err = b.dir.TopicConfig(name)
+			cfg, err = b.cluster.TopicConfig(name)
 		}
 	}
 	if err != nil {
@@ -79,14 +81,15 @@ func (b *Broker) topicMetadata(name string, autoCreate bool) kmsg.MetadataRespon
 	for id := range cfg.Partitions {
 		p := kmsg.NewMetadataResponseTopicPartition()
 		p.Partition = id
-		p.Leader = b.cfg.NodeID
-		p.Replicas = []int32{b.cfg.NodeID}
-		p.ISR = []int32{b.cfg.NodeID}
-		p.OfflineReplicas = []int32{}
-		if _, epoch, err := b.partition(name, id); err != nil {
+		st, err := b.cluster.Partition(name, id)
+		if err != nil {
 			p.ErrorCode = code(err)
 		} else {
-			p.LeaderEpoch = epoch
+			p.Leader, p.LeaderEpoch = st.Leader, st.LeaderEpoch
+			p.Replicas, p.ISR, p.OfflineReplicas = st.Replicas, st.ISR, st.Offline
+			if st.Leader < 0 {
+				p.ErrorCode = kerr.LeaderNotAvailable.Code
+			}
 		}
 		t.Partitions = append(t.Partitions, p)
 	}
@@ -104,7 +107,7 @@ func (b *Broker) createTopics(_ context.Context, r *request) kmsg.Response {
 			rt.ErrorCode, rt.ErrorMessage = code(err), message(err)
 			b.logger.Info("broker: topic not created", "topic", t.Topic, "err", err)
 		} else {
-			rt.NumPartitions, rt.ReplicationFactor = cfg.Partitions, 1
+			rt.NumPartitions, rt.ReplicationFactor = cfg.Partitions, b.replicationFactor(t, req.ValidateOnly)
 			for _, tc := range topicConfigs {
 				v := tc.get(&cfg)
 				rt.Configs = append(rt.Configs, kmsg.CreateTopicsResponseTopicConfig{Name: tc.name, Value: &v, Source: 5})
@@ -122,25 +125,21 @@ func (b *Broker) createTopic(t kmsg.CreateTopicsRequestTopic, validateOnly bool)
 	if err := log.ValidateTopic(t.Topic); err != nil {
 		return cfg, fmt.Errorf("%w: %w", kerr.InvalidTopicException, err)
 	}
+	var assignment [][]int32
 	switch {
 	case len(t.ReplicaAssignment) > 0:
 		if t.NumPartitions != -1 || t.ReplicationFactor != -1 {
 			return cfg, fmt.Errorf("%w: both a replica assignment and a partition count or replication factor", kerr.InvalidRequest)
 		}
 		for i, a := range t.ReplicaAssignment {
-			if a.Partition != int32(i) || len(a.Replicas) != 1 || a.Replicas[0] != b.cfg.NodeID {
-				return cfg, fmt.Errorf("%w: partition %d: replicas must be [%d], partitions numbered from 0", kerr.InvalidReplicaAssignment, a.Partition, b.cfg.NodeID)
+			if a.Partition != int32(i) {
+				return cfg, fmt.Errorf("%w: partition %d: partitions must be numbered from 0", kerr.InvalidReplicaAssignment, a.Partition)
 			}
+			assignment = append(assignment, a.Replicas)
 		}
-		cfg.Partitions = int32(len(t.ReplicaAssignment))
 	case t.NumPartitions == -1: // the broker's num.partitions
 	case t.NumPartitions <= 0 || t.NumPartitions > log.MaxPartitions:
 		return cfg, fmt.Errorf("%w: %d partitions, want 1 to %d", kerr.InvalidPartitions, t.NumPartitions, log.MaxPartitions)
-	default:
-		cfg.Partitions = t.NumPartitions
-	}
-	if rf := t.ReplicationFactor; rf != -1 && rf != 1 && len(t.ReplicaAssignment) == 0 {
-		return cfg, fmt.Errorf("%w: replication factor %d, but the cluster has 1 broker", kerr.InvalidReplicationFactor, rf)
 	}
 	configs := map[string]*string{}
 	for _, c := range t.Configs {
@@ -150,15 +149,43 @@ func (b *Broker) createTopic(t kmsg.CreateTopicsRequestTopic, validateOnly bool)
 		return cfg, err
 	}
 	if validateOnly {
-		if _, err := b.dir.TopicConfig(t.Topic); err == nil {
+		if s, ok := b.cluster.(standalone); ok {
+			if err := s.checkReplicas(int32(t.ReplicationFactor), assignment); err != nil {
+				return cfg, err
+			}
+		}
+		if _, err := b.cluster.TopicConfig(t.Topic); err == nil {
 			return cfg, fmt.Errorf("%w: %s", log.ErrTopicExists, t.Topic)
+		}
+		if cfg.Partitions == 0 {
+			cfg.Partitions = max(t.NumPartitions, int32(len(assignment)))
 		}
 		return cfg, nil
 	}
-	if err := b.dir.CreateTopic(t.Topic, cfg); err != nil {
+	if err := b.cluster.CreateTopic(b.ctx, t.Topic, t.NumPartitions, int32(t.ReplicationFactor), assignment, cfg); err != nil {
 		return cfg, err
 	}
-	return b.dir.TopicConfig(t.Topic)
+	return b.cluster.TopicConfig(t.Topic)
+}
+
+// replicationFactor is the replica count of a created topic's first
+// partition, or what a validated one asked for (a standalone broker's is
+// always 1).
+func (b *Broker) replicationFactor(t kmsg.CreateTopicsRequestTopic, validateOnly bool) int16 {
+	if _, ok := b.cluster.(standalone); ok {
+		return 1
+	}
+	if validateOnly {
+		if len(t.ReplicaAssignment) > 0 {
+			return int16(len(t.ReplicaAssignment[0].Replicas))
+		}
+		return t.ReplicationFactor
+	}
+	st, err := b.cluster.Partition(t.Topic, 0)
+	if err != nil {
+		return -1
+	}
+	return int16(len(st.Replicas))
 }
 
 func (b *Broker) deleteTopics(_ context.Context, r *request) kmsg.Response {
@@ -205,11 +232,7 @@ func (b *Broker) deleteTopic(rt *kmsg.DeleteTopicsResponseTopic) error {
 	if err := writable(name); err != nil {
 		return err
 	}
-	if err := b.dir.DeleteTopic(name); err != nil {
-		return err
-	}
-	b.forgetTopic(name)
-	return nil
+	return b.cluster.DeleteTopic(b.ctx, name)
 }
 
 // Config sources of DescribeConfigs (DescribeConfigsResponse.ConfigSource).
@@ -228,7 +251,7 @@ func (b *Broker) describeConfigs(_ context.Context, r *request) kmsg.Response {
 		var source kmsg.ConfigSource
 		switch res.ResourceType {
 		case kmsg.ConfigResourceTypeTopic:
-			cfg, err := b.dir.TopicConfig(res.ResourceName)
+			cfg, err := b.cluster.TopicConfig(res.ResourceName)
 			if err != nil {
 				rr.ErrorCode, rr.ErrorMessage = code(err), message(err)
 				break
@@ -300,7 +323,7 @@ func (b *Broker) deleteRecordsOf(topic string, id int32, offset int64, low *int6
 	if err := writable(topic); err != nil {
 		return err
 	}
-	p, _, err := b.partition(topic, id)
+	p, _, err := b.leaderPartition(topic, id, -1)
 	if err != nil {
 		return err
 	}

@@ -29,6 +29,11 @@ const transactionVersion = 2
 
 // txns returns the Dir's transaction coordinator, created on first use.
 func (b *Broker) txns() (*log.Transactions, error) {
+	if _, ok := b.cluster.(standalone); !ok {
+		// The coordinator writes its markers into the partitions
+		// itself: they would have to be replicated.
+		return nil, fmt.Errorf("%w: transactions: %w", kerr.InvalidRequest, errNotStandalone)
+	}
 	t, err := b.dir.Transactions()
 	if err != nil {
 		// The coordinator's topic cannot be made or read: Kafka answers
@@ -140,7 +145,7 @@ func (b *Broker) addPartitionsToTxn(_ context.Context, r *request) kmsg.Response
 			tps = append(tps, tp)
 			err := writable(rt.Topic)
 			if err == nil {
-				_, err = b.dir.Partition(rt.Topic, p)
+				_, err = b.cluster.Partition(rt.Topic, p)
 			}
 			if err != nil {
 				refused[tp] = code(err)

@@ -90,7 +90,7 @@ func (b *Broker) describeProducers(_ context.Context, r *request) kmsg.Response 
 		for _, id := range t.Partitions {
 			rp := kmsg.NewDescribeProducersResponseTopicPartition()
 			rp.Partition = id
-			p, _, err := b.partition(t.Topic, id)
+			p, _, err := b.leaderPartition(t.Topic, id, -1)
 			var producers []idempotence.Entry
 			if err == nil {
 				producers, err = p.Producers()

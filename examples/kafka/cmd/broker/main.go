@@ -6,6 +6,9 @@
 // then point any Kafka client at 127.0.0.1:9092, for example
 //
 //	kcat -b 127.0.0.1:9092 -L
+//
+// The same broker serves a three-node replicated cluster, one per node, in
+// examples/cluster: cd examples/cluster && go run . up -kafka
 package main
 
 import (

@@ -1,0 +1,395 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/strandlog/strand/examples/kafka/broker"
+	"github.com/strandlog/strand/group"
+	"github.com/strandlog/strand/log"
+	"github.com/strandlog/strand/replica"
+	"github.com/strandlog/strand/replica/controller"
+	"github.com/strandlog/strand/segment"
+)
+
+// kafkaDir is where a node's Kafka broker keeps its own state (consumer
+// groups and their committed offsets), beside the replicated partitions.
+const kafkaDir = "kafka"
+
+// kafkaCluster is the node as the Kafka broker sees it (broker.Cluster):
+// brokers, topics and leaders are the committed controller state this node
+// applied, a partition's log is this node's replica, and a produce goes to
+// the replica's leader through the node's replica.Driver.
+type kafkaCluster struct {
+	n     *node
+	addrs map[replica.NodeID]broker.BrokerAddr // every node's Kafka address
+	view  atomic.Pointer[kafkaView]
+
+	mu       sync.Mutex
+	inFlight map[producerKey]*producerLock // see Append
+}
+
+// producerLock holds a producer's batches to a partition to one at a
+// time; refs counts its holder and waiters, so that it is dropped with
+// the last.
+type producerLock struct {
+	sync.Mutex
+	refs int
+}
+
+// producerKey is one producer's batches to one partition.
+type producerKey struct {
+	tp controller.TopicPartition
+	id int64
+}
+
+// kafkaView indexes one committed metadata snapshot for the broker's
+// lookups.
+type kafkaView struct {
+	md         *metadata
+	live       map[replica.NodeID]bool
+	partitions map[controller.TopicPartition]*partitionView
+	topics     map[string]int32 // partition counts
+}
+
+func newKafkaCluster(n *node, addrs map[replica.NodeID]string) (*kafkaCluster, error) {
+	kc := &kafkaCluster{n: n, addrs: map[replica.NodeID]broker.BrokerAddr{}, inFlight: map[producerKey]*producerLock{}}
+	for id, addr := range addrs {
+		host, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, fmt.Errorf("-kafka: node %d: %w", id, err)
+		}
+		p, err := strconv.ParseInt(port, 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("-kafka: node %d: port: %w", id, err)
+		}
+		kc.addrs[id] = broker.BrokerAddr{ID: int32(id), Host: host, Port: int32(p)}
+	}
+	return kc, nil
+}
+
+// current returns the index of the node's latest committed metadata.
+func (kc *kafkaCluster) current() *kafkaView {
+	md := kc.n.ctl.view.Load()
+	if v := kc.view.Load(); v != nil && v.md == md {
+		return v
+	}
+	v := &kafkaView{md: md, live: map[replica.NodeID]bool{}, partitions: map[controller.TopicPartition]*partitionView{}, topics: map[string]int32{}}
+	for _, b := range md.Brokers {
+		v.live[b.ID] = !b.Fenced
+	}
+	for i := range md.Partitions {
+		p := &md.Partitions[i]
+		v.partitions[controller.TopicPartition{Topic: p.Topic, Partition: p.Partition}] = p
+		v.topics[p.Topic] = max(v.topics[p.Topic], p.Partition+1)
+	}
+	kc.view.Store(v)
+	return v
+}
+
+func (kc *kafkaCluster) Brokers() ([]broker.BrokerAddr, int32) {
+	v := kc.current()
+	var out []broker.BrokerAddr
+	for _, id := range slices.Sorted(maps.Keys(v.live)) {
+		if a, ok := kc.addrs[id]; ok && v.live[id] {
+			out = append(out, a)
+		}
+	}
+	return out, int32(v.md.RaftLeader)
+}
+
+func (kc *kafkaCluster) Topics() ([]string, error) {
+	return slices.Sorted(maps.Keys(kc.current().topics)), nil
+}
+
+// TopicID derives a topic's id from its name (group.TopicID), the same on
+// every node: the controller's metadata keeps no topic ids, so a topic
+// deleted and created again under its name keeps its id, where Kafka gives
+// it a new one. The controller should assign a random id with the topic
+// and the nodes create their replicas with it (log.Dir.CreateTopicWithID).
+func (kc *kafkaCluster) TopicID(topic string) ([16]byte, error) {
+	if _, ok := kc.current().topics[topic]; !ok {
+		return [16]byte{}, fmt.Errorf("%w: %s", log.ErrUnknownTopic, topic)
+	}
+	return group.TopicID(topic), nil
+}
+
+func (kc *kafkaCluster) TopicConfig(topic string) (log.TopicConfig, error) {
+	n, ok := kc.current().topics[topic]
+	if !ok {
+		return log.TopicConfig{}, fmt.Errorf("%w: %s", log.ErrUnknownTopic, topic)
+	}
+	if cfg, err := kc.n.dir.TopicConfig(topic); err == nil {
+		return cfg, nil
+	}
+	return log.TopicConfig{Partitions: n}, nil // this node has not created it yet
+}
+
+func (kc *kafkaCluster) Partition(topic string, id int32) (broker.PartitionState, error) {
+	v := kc.current()
+	p := v.partitions[controller.TopicPartition{Topic: topic, Partition: id}]
+	if p == nil {
+		if _, ok := v.topics[topic]; !ok {
+			return broker.PartitionState{}, fmt.Errorf("%w: %s", log.ErrUnknownTopic, topic)
+		}
+		return broker.PartitionState{}, fmt.Errorf("%w: %s-%d", log.ErrUnknownPartition, topic, id)
+	}
+	st := broker.PartitionState{Leader: int32(p.Leader), LeaderEpoch: p.LeaderEpoch, Replicas: ids(p.Replicas), ISR: ids(p.ISR), Offline: []int32{}}
+	for _, r := range p.Replicas {
+		if !v.live[r] {
+			st.Offline = append(st.Offline, int32(r))
+		}
+	}
+	return st, nil
+}
+
+func ids(nodes []replica.NodeID) []int32 {
+	out := make([]int32, len(nodes))
+	for i, n := range nodes {
+		out[i] = int32(n)
+	}
+	return out
+}
+
+func (kc *kafkaCluster) Log(topic string, id int32) (*log.Partition, error) {
+	if p := kc.n.partition(controller.TopicPartition{Topic: topic, Partition: id}); p != nil {
+		return p, nil
+	}
+	// The metadata names this node, whose replica is not started yet:
+	// the client asks again.
+	return nil, fmt.Errorf("%w: node %d has no replica of %s-%d yet", kerr.NotLeaderForPartition, kc.n.cfg.id, topic, id)
+}
+
+// Append produces through the partition's replica, which appends as the
+// leader and delivers the result when acks is met. The replica stamps
+// offsets and appends with AppendReplicated, which records producers
+// without checking them, so an idempotent producer's batch is checked
+// against the log first (Log.CheckProducer), as Kafka's leader does: a
+// retry of a batch the partition has, from this leader or copied from the
+// one before it, is answered with its offsets once the high watermark
+// passes them, rather than appended twice. One batch of a producer per
+// partition is in flight at a time (its connection's requests are served
+// in order anyway), so that a check does not miss a batch still being
+// appended. (A batch whose produce failed after the leader took it, by a
+// timeout or lost leadership, is released while its write may still be
+// queued: a retry then finds a node that no longer leads, or, after the
+// produce timeout, the write long applied.)
+func (kc *kafkaCluster) Append(ctx context.Context, topic string, id int32, acks int16, batch segment.Batch) (log.AppendResult, error) {
+	tp := controller.TopicPartition{Topic: topic, Partition: id}
+	plog, err := kc.Log(topic, id)
+	if err != nil {
+		return log.AppendResult{}, err
+	}
+	if batch.Transactional() {
+		return log.AppendResult{}, fmt.Errorf("%w: transactional batches are served by a standalone broker only", kerr.InvalidRequest)
+	}
+	if pid := batch.ProducerID(); pid >= 0 {
+		unlock := kc.lockProducer(producerKey{tp, pid})
+		defer unlock()
+		dup, err := plog.CheckProducer(batch)
+		if err != nil {
+			return log.AppendResult{}, err
+		}
+		if dup.Duplicate {
+			kc.n.log.Info("kafka: a producer's retry answered from the producer state", "partition", tp, "producer", pid, "offset", dup.BaseOffset)
+			return dup, kc.waitCommitted(ctx, plog, acks, dup.LastOffset)
+		}
+	}
+	res, err := kc.n.d.Produce(ctx, topic, id, replica.Acks(acks), batch)
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil {
+		return log.AppendResult{}, kafkaError(err)
+	}
+	return log.AppendResult{BaseOffset: res.BaseOffset, LastOffset: res.LastOffset}, nil
+}
+
+// lockProducer holds a producer's batches to a partition to one at a time.
+func (kc *kafkaCluster) lockProducer(k producerKey) (unlock func()) {
+	kc.mu.Lock()
+	l := kc.inFlight[k]
+	if l == nil {
+		l = new(producerLock)
+		kc.inFlight[k] = l
+	}
+	l.refs++
+	kc.mu.Unlock()
+	l.Lock()
+	return func() {
+		l.Unlock()
+		kc.mu.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(kc.inFlight, k)
+		}
+		kc.mu.Unlock()
+	}
+}
+
+// waitCommitted waits, for acks=all, until the high watermark passes
+// offset (a duplicate's original may not be committed yet: Kafka's
+// DelayedProduce waits for it too).
+func (kc *kafkaCluster) waitCommitted(ctx context.Context, plog *log.Partition, acks int16, offset int64) error {
+	if acks != -1 {
+		return nil
+	}
+	if err := plog.Wait(ctx, offset, log.ReadUncommitted); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w: waiting for offset %d to be committed", kerr.RequestTimedOut, offset)
+		}
+		return err
+	}
+	return nil
+}
+
+// kafkaError returns err, from the replica package or a node's reply, as
+// the Kafka error of its code, which the replica package's codes are.
+func kafkaError(err error) error {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
+		return fmt.Errorf("%w: %w", kerr.RequestTimedOut, err)
+	case errors.Is(err, replica.ErrStopped):
+		// The node is stopping: the client finds the next leader.
+		return fmt.Errorf("%w: %w", kerr.NotLeaderForPartition, err)
+	}
+	var re *remoteError
+	c := replica.CodeOf(err)
+	if errors.As(err, &re) {
+		c = re.Code
+	}
+	switch c {
+	case replica.CodeTopicAlreadyExists:
+		return fmt.Errorf("%w: %w", log.ErrTopicExists, err)
+	case replica.CodeStorageError:
+		return fmt.Errorf("%w: %w", kerr.KafkaStorageError, err)
+	}
+	return fmt.Errorf("%w: %w", kerr.ErrorForCode(int16(c)), err)
+}
+
+// defaultReplicationFactor is a topic's replica count when CreateTopics
+// asks for the default: Kafka's default.replication.factor is 1; a
+// cluster shown off for its failover takes every node, up to 3.
+const defaultReplicationFactor = 3
+
+// CreateTopic asks the active controller to create the topic, then waits
+// until this node has applied it. Configurations other than the partition
+// count are refused: the controller's records carry none, so every node
+// creates its replicas with its own.
+func (kc *kafkaCluster) CreateTopic(ctx context.Context, name string, partitions, rf int32, assignment [][]int32, cfg log.TopicConfig) error {
+	cfg.Partitions = 0
+	if cfg != (log.TopicConfig{}) {
+		return fmt.Errorf("%w: topic configs are not replicated by this cluster; create %s without them", kerr.InvalidConfig, name)
+	}
+	req := topicRequest{Topic: name, Partitions: int(partitions), ReplicationFactor: int(rf)}
+	if partitions == -1 {
+		req.Partitions = 1
+	}
+	if rf == -1 {
+		req.ReplicationFactor = min(defaultReplicationFactor, len(kc.addrs))
+	}
+	for _, replicas := range assignment {
+		nodes := make([]replica.NodeID, len(replicas))
+		for i, r := range replicas {
+			nodes[i] = replica.NodeID(r)
+		}
+		req.Assignment = append(req.Assignment, nodes)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := kc.n.controllerClient().callRetry(ctx, "/controller/topics", req, nil); err != nil {
+		return kafkaError(err)
+	}
+	for {
+		if _, ok := kc.current().topics[name]; ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: topic %s created, not yet known here", kerr.RequestTimedOut, name)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// DeleteTopic is refused: the controller has no record that deletes a
+// topic.
+func (kc *kafkaCluster) DeleteTopic(context.Context, string) error {
+	return fmt.Errorf("%w: the cluster's controller does not delete topics", kerr.TopicDeletionDisabled)
+}
+
+// producerIDBits leaves room, below a node's id, for the producer ids
+// that node hands out: each node draws from its own data directory, and
+// the node id in the high bits keeps two nodes' ids apart (Kafka
+// allocates blocks of ids through the controller instead, KIP-730).
+const producerIDBits = 40
+
+func (kc *kafkaCluster) NewProducerID() (int64, error) {
+	id, err := kc.n.dir.NewProducerID()
+	if err != nil {
+		return 0, err
+	}
+	if id >= 1<<producerIDBits {
+		return 0, fmt.Errorf("%w: node %d has handed out all its producer ids", kerr.KafkaStorageError, kc.n.cfg.id)
+	}
+	return int64(kc.n.cfg.id)<<producerIDBits | id, nil
+}
+
+// GroupCoordinator is the live broker of lowest id: groups and their
+// committed offsets are that node's own, not replicated.
+func (kc *kafkaCluster) GroupCoordinator() int32 {
+	v := kc.current()
+	best := replica.NoNode
+	for id, live := range v.live {
+		if _, ok := kc.addrs[id]; ok && live && (best == replica.NoNode || id < best) {
+			best = id
+		}
+	}
+	return int32(best)
+}
+
+// serveKafka opens the node's Kafka broker and serves it on its address
+// until the returned stop is called.
+func (n *node) serveKafka() (stop func(), err error) {
+	kc, err := newKafkaCluster(n, n.cfg.kafka)
+	if err != nil {
+		return nil, err
+	}
+	addr := n.cfg.kafka[n.cfg.id]
+	b, err := broker.Open(broker.Config{
+		DataDir: filepath.Join(n.cfg.dir, kafkaDir),
+		NodeID:  int32(n.cfg.id), Advertise: addr, ClusterID: "strand-cluster",
+		Logger: n.log, Cluster: kc,
+	})
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, errors.Join(err, b.Close())
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := b.Serve(ln); !errors.Is(err, broker.ErrClosed) {
+			n.log.Error("kafka broker", "err", err)
+		}
+	}()
+	n.log.Info("serving Kafka", "addr", addr)
+	return func() {
+		if err := b.Close(); err != nil {
+			n.log.Warn("closing the kafka broker", "err", err)
+		}
+		<-done
+	}, nil
+}

@@ -1,0 +1,210 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/strandlog/strand/log"
+	"github.com/strandlog/strand/segment"
+)
+
+// Cluster is what a Broker needs of the cluster it serves in: the brokers
+// and their Kafka addresses, each partition's leader, leader epoch,
+// replicas and ISR, this node's replica of a partition, and a way to append
+// as a partition's leader. How the cluster agrees on these (a controller,
+// consensus, replication between nodes) is its own business: the broker
+// only answers Kafka's requests by them.
+//
+// A nil Config.Cluster makes the broker a cluster of one, leading every
+// partition of its own data directory (the standalone broker).
+//
+// Every method may be called by many goroutines at once.
+type Cluster interface {
+	// Brokers returns the live brokers, this one included, with the
+	// address Kafka clients are to use, and the id of the active
+	// controller (-1 if none is known).
+	Brokers() (brokers []BrokerAddr, controller int32)
+	// Topics returns the names of the cluster's topics.
+	Topics() ([]string, error)
+	// TopicID returns a topic's id (KIP-516), the same on every broker;
+	// an error wrapping log.ErrUnknownTopic if the cluster has no such
+	// topic.
+	TopicID(topic string) ([16]byte, error)
+	// TopicConfig returns a topic's configuration; an error wrapping
+	// log.ErrUnknownTopic if the cluster has no such topic.
+	TopicConfig(topic string) (log.TopicConfig, error)
+	// Partition returns a partition's state as this node knows it; an
+	// error wrapping log.ErrUnknownTopic or log.ErrUnknownPartition if the
+	// cluster has no such partition.
+	Partition(topic string, partition int32) (PartitionState, error)
+	// Log returns this node's replica of a partition. Its high watermark
+	// is the cluster's to move (log.Options.ExternalHighWatermark): it
+	// bounds what consumers read, and its last stable offset what
+	// read_committed consumers read.
+	Log(topic string, partition int32) (*log.Partition, error)
+	// Append appends a producer's batch to a partition this node leads, as
+	// its leader, and waits as acks (0, 1 or -1) asks: for acks -1 until
+	// the high watermark passes the batch with MinInsyncReplicas in the
+	// ISR. An idempotent producer's retry of a batch the partition has
+	// appends nothing and answers the offsets it got. Errors wrap Kafka's
+	// (kerr): NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS,
+	// NOT_ENOUGH_REPLICAS_AFTER_APPEND, REQUEST_TIMED_OUT, or the log's
+	// and idempotence's errors.
+	Append(ctx context.Context, topic string, partition int32, acks int16, batch segment.Batch) (log.AppendResult, error)
+	// CreateTopic creates a topic, its replicas given by assignment (one
+	// list of broker ids per partition) or, if assignment is nil, placed
+	// by the cluster from partitions and replicationFactor (-1: the
+	// cluster's defaults). It returns once this node knows the topic's
+	// partitions. An existing topic is an error wrapping
+	// log.ErrTopicExists.
+	CreateTopic(ctx context.Context, name string, partitions, replicationFactor int32, assignment [][]int32, cfg log.TopicConfig) error
+	// DeleteTopic deletes a topic.
+	DeleteTopic(ctx context.Context, name string) error
+	// NewProducerID returns a producer id that no broker of the cluster
+	// handed out before.
+	NewProducerID() (int64, error)
+	// GroupCoordinator returns the broker that coordinates consumer
+	// groups, or -1 if none is live.
+	GroupCoordinator() int32
+}
+
+// BrokerAddr is a broker and where Kafka clients reach it.
+type BrokerAddr struct {
+	ID   int32
+	Host string
+	Port int32
+}
+
+// PartitionState is a partition's leadership and replicas.
+type PartitionState struct {
+	// Leader is the broker that leads the partition, -1 if none.
+	Leader      int32
+	LeaderEpoch int32
+	Replicas    []int32
+	ISR         []int32
+	// Offline are the replicas on brokers that are not live.
+	Offline []int32
+}
+
+// leaderPartition returns this broker's replica of a partition it leads,
+// and the leader epoch, after checking the epoch a client believes current
+// (-1 skips the check) as Kafka's Partition.localLogWithEpochOrThrow does:
+// an older epoch is FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH
+// (KIP-320), and the right epoch on a broker that does not lead is
+// NOT_LEADER_OR_FOLLOWER.
+func (b *Broker) leaderPartition(topic string, id, current int32) (*log.Partition, int32, error) {
+	st, err := b.cluster.Partition(topic, id)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := checkEpoch(current, st.LeaderEpoch); err != nil {
+		return nil, 0, err
+	}
+	if st.Leader != b.cfg.NodeID {
+		return nil, 0, fmt.Errorf("%w: %s-%d is led by broker %d in epoch %d, this is broker %d",
+			kerr.NotLeaderForPartition, topic, id, st.Leader, st.LeaderEpoch, b.cfg.NodeID)
+	}
+	p, err := b.cluster.Log(topic, id)
+	if err != nil {
+		return nil, 0, err
+	}
+	return p, st.LeaderEpoch, nil
+}
+
+// brokerAddr returns a live broker's address.
+func (b *Broker) brokerAddr(id int32) (BrokerAddr, bool) {
+	brokers, _ := b.cluster.Brokers()
+	i := slices.IndexFunc(brokers, func(a BrokerAddr) bool { return a.ID == id })
+	if i < 0 {
+		return BrokerAddr{}, false
+	}
+	return brokers[i], true
+}
+
+// standalone is the Cluster of a broker alone: it leads every partition of
+// its data directory, in the epoch the partition's log last had (0 for a
+// new one), unchanged by restarts.
+type standalone struct{ b *Broker }
+
+func (s standalone) Brokers() ([]BrokerAddr, int32) {
+	host, port := s.b.address()
+	return []BrokerAddr{{ID: s.b.cfg.NodeID, Host: host, Port: port}}, s.b.cfg.NodeID
+}
+
+func (s standalone) Topics() ([]string, error) { return s.b.dir.Topics() }
+
+func (s standalone) TopicID(topic string) ([16]byte, error) { return s.b.dir.TopicID(topic) }
+
+func (s standalone) TopicConfig(topic string) (log.TopicConfig, error) {
+	return s.b.dir.TopicConfig(topic)
+}
+
+func (s standalone) Partition(topic string, id int32) (PartitionState, error) {
+	_, epoch, err := s.b.partition(topic, id)
+	if err != nil {
+		return PartitionState{}, err
+	}
+	self := []int32{s.b.cfg.NodeID}
+	return PartitionState{Leader: s.b.cfg.NodeID, LeaderEpoch: epoch, Replicas: self, ISR: self, Offline: []int32{}}, nil
+}
+
+func (s standalone) Log(topic string, id int32) (*log.Partition, error) {
+	p, _, err := s.b.partition(topic, id)
+	return p, err
+}
+
+// Append appends as the standalone broker always did: the log checks the
+// producer's sequence and stamps the offsets. Every acks is met once the
+// log has the batch: the broker is its only replica.
+func (s standalone) Append(_ context.Context, topic string, id int32, _ int16, batch segment.Batch) (log.AppendResult, error) {
+	p, _, err := s.b.partition(topic, id)
+	if err != nil {
+		return log.AppendResult{}, err
+	}
+	return p.AppendBatch(batch)
+}
+
+// checkReplicas refuses replicas on any broker but this one.
+func (s standalone) checkReplicas(rf int32, assignment [][]int32) error {
+	for i, replicas := range assignment {
+		if len(replicas) != 1 || replicas[0] != s.b.cfg.NodeID {
+			return fmt.Errorf("%w: partition %d: replicas must be [%d]", kerr.InvalidReplicaAssignment, i, s.b.cfg.NodeID)
+		}
+	}
+	if rf != -1 && rf != 1 && assignment == nil {
+		return fmt.Errorf("%w: replication factor %d, but the cluster has 1 broker", kerr.InvalidReplicationFactor, rf)
+	}
+	return nil
+}
+
+func (s standalone) CreateTopic(_ context.Context, name string, partitions, rf int32, assignment [][]int32, cfg log.TopicConfig) error {
+	if err := s.checkReplicas(rf, assignment); err != nil {
+		return err
+	}
+	switch {
+	case assignment != nil:
+		cfg.Partitions = int32(len(assignment))
+	case partitions != -1:
+		cfg.Partitions = partitions
+	}
+	return s.b.dir.CreateTopic(name, cfg)
+}
+
+func (s standalone) DeleteTopic(_ context.Context, name string) error {
+	if err := s.b.dir.DeleteTopic(name); err != nil {
+		return err
+	}
+	s.b.forgetTopic(name)
+	return nil
+}
+
+func (s standalone) NewProducerID() (int64, error) { return s.b.dir.NewProducerID() }
+
+func (s standalone) GroupCoordinator() int32 { return s.b.cfg.NodeID }
+
+// errNotStandalone refuses what only a standalone broker serves.
+var errNotStandalone = errors.New("broker: served by a standalone broker only, not by one in a cluster")
