@@ -89,6 +89,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -207,6 +208,14 @@ func Open(cfg Config) (*Broker, error) {
 				return 0
 			}
 			return tc.Partitions
+		}
+	}
+	if c := cfg.Cluster; c != nil && cfg.Groups.Config.Topics == nil {
+		// Subscriptions by regular expression match the cluster's
+		// topics; internal ones are no subscription's.
+		cfg.Groups.Config.Topics = func() []string {
+			topics, _ := c.Topics() // an error: none to match until it passes
+			return slices.DeleteFunc(topics, internalTopic)
 		}
 	}
 	d, err := log.OpenDir(cfg.DataDir, cfg.Dir)

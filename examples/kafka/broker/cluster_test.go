@@ -286,6 +286,20 @@ func TestBrokerInACluster(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int16(0), resp.(*kmsg.OffsetFetchResponse).Groups[0].ErrorCode, "served once broker 1 coordinates")
 
+	// A KIP-848 subscription by regular expression matches the cluster's
+	// topics, not the broker's own directory's.
+	hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	hb.Group, hb.MemberID, hb.RebalanceTimeoutMillis = "by-regex", "member-1", 60_000
+	hb.SubscribedTopicRegex, hb.Topics = kmsg.StringPtr("t|u"), []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	resp, err = self.Request(ctx, hb)
+	require.NoError(t, err)
+	hr := resp.(*kmsg.ConsumerGroupHeartbeatResponse)
+	require.Zero(t, hr.ErrorCode, "%v", hr.ErrorMessage)
+	require.NotNil(t, hr.Assignment)
+	tid, err := f.dir.TopicID("t")
+	require.NoError(t, err)
+	require.Equal(t, []kmsg.ConsumerGroupHeartbeatResponseAssignmentTopic{{TopicID: tid, Partitions: []int32{0, 1}}}, hr.Assignment.Topics)
+
 	ct := kmsg.NewPtrCreateTopicsRequest()
 	ct.Topics = []kmsg.CreateTopicsRequestTopic{{Topic: "u", NumPartitions: 4, ReplicationFactor: 3}}
 	resp, err = self.Request(ctx, ct)

@@ -65,7 +65,7 @@ func (b *Broker) metadata(_ context.Context, r *request) kmsg.Response {
 func (b *Broker) topicMetadata(name string, autoCreate bool) kmsg.MetadataResponseTopic {
 	t := kmsg.NewMetadataResponseTopic()
 	t.Topic = &name
-	t.IsInternal = name == group.OffsetsTopic || name == log.TransactionStateTopic
+	t.IsInternal = internalTopic(name)
 	cfg, err := b.cluster.TopicConfig(name)
 	if errors.Is(err, log.ErrUnknownTopic) && autoCreate {
 		if err = b.cluster.CreateTopic(b.ctx, name, -1, -1, nil, log.TopicConfig{}); err == nil || errors.Is(err, log.ErrTopicExists) {
@@ -340,4 +340,9 @@ func (b *Broker) deleteRecordsOf(topic string, id int32, offset int64, low *int6
 	}
 	*low, _, _, err = p.Offsets()
 	return err
+}
+
+// internalTopic reports whether a topic is one of the coordinators' own.
+func internalTopic(name string) bool {
+	return name == group.OffsetsTopic || name == log.TransactionStateTopic
 }
