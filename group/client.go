@@ -67,9 +67,12 @@ type ConsumerOptions struct {
 	// (default 3 s), below it, is how often a background goroutine
 	// heartbeats, so that a slow handler does not lose the membership.
 	// RebalanceTimeout (default 5 min, max.poll.interval.ms) is how long a
-	// rebalance waits for the member to call Poll and rejoin; unlike
-	// Kafka's consumer, one that does not poll for longer does not leave
-	// by itself, but the next rebalance removes it.
+	// rebalance waits for the member to call Poll and rejoin, and how long
+	// the consumer may go without calling Poll: past it, as Kafka's
+	// consumer does, the heartbeat goroutine leaves the group (a static
+	// member, whose leave would end its session, only stops heartbeating),
+	// so that its partitions go to members that poll, and the next Poll
+	// finds them lost (OnLost) and joins again.
 	SessionTimeout    time.Duration
 	HeartbeatInterval time.Duration
 	RebalanceTimeout  time.Duration
@@ -162,9 +165,10 @@ type Consumer struct {
 	joining   bool  // a join goroutine runs
 	closing   bool  // Close has begun: no more joins
 	joined    *joinResult
-	rejoin    bool  // the group rebalances, or the subscription changed
-	lost      bool  // the member was removed from the group
-	fenced    error // another consumer took this one's InstanceID: final
+	rejoin    bool      // the group rebalances, or the subscription changed
+	lost      bool      // the member was removed from the group, or left it
+	polled    time.Time // when Poll last ran; zero before the first Poll
+	fenced    error     // another consumer took this one's InstanceID: final
 	err       error
 	committed map[TopicPartition]int64 // what this consumer last committed
 	wake      chan struct{}            // capacity 1: something for Poll to do
@@ -396,6 +400,9 @@ func (c *Consumer) Poll(ctx context.Context) ([]Message, error) {
 		return nil, ErrConsumerClosed
 	}
 	for {
+		c.mu.Lock()
+		c.polled = time.Now()
+		c.mu.Unlock()
 		if err := c.step(ctx); err != nil {
 			return nil, err
 		}
@@ -550,7 +557,9 @@ func (c *Consumer) waitForWork(ctx context.Context) error {
 			}
 		})
 	}
-	wait := min(time.Until(c.nextMetadata), maxConsumerWaitBetweenDuties)
+	// Poll comes back within half the rebalance timeout, to note that it
+	// still polls.
+	wait := min(time.Until(c.nextMetadata), maxConsumerWaitBetweenDuties, c.opts.RebalanceTimeout/2)
 	if !c.opts.DisableAutoCommit && len(c.assigned) > 0 {
 		wait = min(wait, time.Until(c.nextCommit))
 	}

@@ -36,7 +36,18 @@ func (c *Consumer) heartbeats() {
 		}
 		c.mu.Lock()
 		memberID, gen, skip := c.memberID, c.gen, c.gen < 0 || c.joining || c.lost || c.closing
+		expired := !skip && time.Since(c.polled) > c.opts.RebalanceTimeout
+		if expired {
+			// max.poll.interval.ms passed without a Poll
+			// (AbstractCoordinator's HeartbeatThread): the member
+			// leaves, and the next Poll finds its partitions lost.
+			c.lost = true
+		}
 		c.mu.Unlock()
+		if expired {
+			c.pollTimeout(memberID)
+			continue
+		}
 		if skip {
 			continue
 		}
@@ -66,6 +77,18 @@ func (c *Consumer) heartbeats() {
 			c.signal()
 		}
 	}
+}
+
+// pollTimeout leaves the group for a consumer that stopped polling: a
+// dynamic member sends LeaveGroup, so that the group rebalances at once; a
+// static member does not, as Kafka's does not, and the coordinator removes
+// it when its session expires, unless it polls and rejoins first.
+func (c *Consumer) pollTimeout(memberID string) {
+	if c.opts.InstanceID != "" {
+		return
+	}
+	// A failed leave is no worse than none: the session expires.
+	_, _ = c.s.LeaveGroup(c.ctx, LeaveGroupRequest{GroupID: c.opts.Group, Members: []LeaveGroupMember{{MemberID: memberID}}})
 }
 
 // step does what the group needs before Poll reads: it handles a lost

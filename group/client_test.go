@@ -777,3 +777,59 @@ func TestConsumerStaticMemberFenced(t *testing.T) {
 	require.NoError(t, old.Close(context.Background()))
 	require.Len(t, newer.Assigned(), 2, "the fenced one's Close does not remove the newer")
 }
+
+// max.poll.interval.ms (RebalanceTimeout): a consumer that does not call
+// Poll for longer leaves the group, as Kafka's consumer's heartbeat thread
+// makes it leave, and the member that polls takes its partitions long
+// before its session would have expired. Its next Poll finds them lost
+// (OnLost) and joins again. A static member does not send the LeaveGroup,
+// which would end its session: it stays in the group with its partitions,
+// and takes its place again when it polls.
+func TestConsumerLeavesWhenItDoesNotPoll(t *testing.T) {
+	for _, static := range []bool{false, true} {
+		t.Run(fmt.Sprint("static ", static), func(t *testing.T) {
+			e := newConsumerEnv(t, map[string]int32{"t": 2})
+			var ev events
+			opts := ConsumerOptions{Topics: []string{"t"}, SessionTimeout: time.Minute, RebalanceTimeout: 300 * time.Millisecond}
+			aOpts := ev.options(opts)
+			if static {
+				aOpts.InstanceID = "a"
+			}
+			a, b := e.consumer(aOpts), e.consumer(opts)
+			pollAll(t, sizes(a, b), a, b)
+			aHad := a.Assigned()
+			idA, _ := a.Generation()
+			before := len(ev.get())
+			members := func() []string {
+				d, ok, err := e.s.DescribeGroup(context.Background(), "g")
+				require.NoError(t, err)
+				require.True(t, ok)
+				var ids []string
+				for _, m := range d.Members {
+					ids = append(ids, m.MemberID)
+				}
+				return ids
+			}
+
+			// a stops polling; b goes on.
+			start := time.Now()
+			if static {
+				pollFor(t, b, time.Second)
+				require.Contains(t, members(), idA, "a static member stays for its session")
+				require.Len(t, b.Assigned(), 1)
+			} else {
+				pollAll(t, func() bool { return len(b.Assigned()) == 2 }, b)
+				require.NotContains(t, members(), idA)
+				require.Less(t, time.Since(start), opts.SessionTimeout, "a left: its session did not expire")
+			}
+
+			pollFor(t, a, 50*time.Millisecond)
+			pollAll(t, sizes(a, b), a, b)
+			got := ev.get()[before:]
+			require.Equal(t, fmt.Sprint("!", aHad), got[0], "a finds its partitions lost")
+			idA2, _ := a.Generation()
+			require.NotEqual(t, idA, idA2, "a joined again")
+			require.Contains(t, members(), idA2)
+		})
+	}
+}

@@ -16,9 +16,10 @@ import (
 // Kafka's GroupMetadataManager.consumerGroupHeartbeat and ConsumerGroup.
 //
 // The records of these groups (key versions 3-8) are written by
-// records_image.go after each heartbeat. Subscriptions by regular
-// expression are in consumer_regex.go. Not yet done: the online conversion
-// of a classic group with members (only an empty group converts).
+// records_image.go after each heartbeat. Members speaking the classic
+// protocol and the conversions between a classic group and a consumer group
+// are in migrate.go; subscriptions by regular expression in
+// consumer_regex.go.
 
 // Member epochs with a meaning in a ConsumerGroupHeartbeat
 // (ConsumerGroupHeartbeatRequest).
@@ -87,10 +88,14 @@ type consumerGroup struct {
 
 type consumerMember struct {
 	id, instanceID, rackID string
+	clientID, clientHost   string
 	rebalanceTimeoutMs     int32
 	assignor               string
 	topics                 []string // sorted
 	regex                  topicRegex
+	// classic is set for a member that speaks the classic protocol
+	// (migrate.go).
+	classic *ClassicMemberMetadata
 	memberAssignment
 }
 
@@ -197,24 +202,11 @@ func (c *Coordinator) consumerHeartbeat(req ConsumerGroupHeartbeatRequest) (*Con
 	if _, err := c.group(req.GroupID); err != nil {
 		return nil, err
 	}
-	classic := c.groups[req.GroupID]
-	if classic != nil && !(classic.is(Empty) && len(classic.pending) == 0) {
-		return nil, errorf(ErrGroupIDNotFound, "group %q is a classic group", req.GroupID)
+	g, err := c.consumerGroupFor(req)
+	if err != nil {
+		return nil, err
 	}
-	g := c.consumerGroups[req.GroupID]
 	join := req.MemberEpoch == JoinMemberEpoch
-	if g == nil {
-		if !join {
-			return nil, errorf(ErrGroupIDNotFound, "group %q does not exist", req.GroupID)
-		}
-		if classic != nil {
-			// An Empty classic group becomes a consumer group; its
-			// offsets stay.
-			c.removeGroup(classic)
-		}
-		g = newConsumerGroup(req.GroupID)
-		c.consumerGroups[req.GroupID] = g
-	}
 	if c.cfg.MaxSize > 0 && len(g.members) >= c.cfg.MaxSize && g.byID[req.MemberID] == nil {
 		return nil, errorf(ErrGroupMaxSizeReached, "group %q already has %d members", g.id, c.cfg.MaxSize)
 	}
@@ -230,44 +222,18 @@ func (c *Coordinator) consumerHeartbeat(req ConsumerGroupHeartbeatRequest) (*Con
 		return nil, err
 	}
 	before := m.memberAssignment
-	bump := m.update(req)
-	if topics := c.subscribedTopics(g); !maps.Equal(g.topics, topics) {
-		g.topics = topics
-		bump = true
+	if err := c.updateConsumerGroup(g, m.update(req)); err != nil {
+		return nil, err
 	}
-	if bump {
-		g.epoch++
-	}
-	if g.epoch > g.targetEpoch {
-		if err := c.computeTarget(g); err != nil {
-			return nil, err
+	var owned partitions
+	if req.Owned != nil {
+		owned = partitions(req.Owned.Partitions)
+		if owned == nil {
+			owned = partitions{}
 		}
 	}
-	if m.state != memberStable || m.epoch != g.targetEpoch {
-		var owned partitions
-		if req.Owned != nil {
-			owned = partitions(req.Owned.Partitions)
-			if owned == nil {
-				owned = partitions{}
-			}
-		}
-		next, err := reconcile(m.memberAssignment, g.targetEpoch, g.target[m.id], g.partitionEpoch, owned)
-		if err != nil {
-			c.fenceConsumer(g, m)
-			return nil, err
-		}
-		changed := !next.equal(m.memberAssignment)
-		g.setOwnership(&m.memberAssignment, &next)
-		m.memberAssignment = next
-		key := timerKey{timerRebalance, g.id, m.id}
-		switch {
-		case !changed:
-			// The revocation deadline runs from when it was asked for.
-		case m.state == memberUnrevokedPartitions:
-			c.scheduleRevocation(g, m)
-		default:
-			c.timers.cancel(key)
-		}
+	if err := c.reconcileConsumer(g, m, owned); err != nil {
+		return nil, err
 	}
 	c.scheduleConsumerSession(g, m)
 	resp := &ConsumerGroupHeartbeatResponse{MemberID: m.id, MemberEpoch: m.epoch, HeartbeatInterval: DefaultConsumerHeartbeatInterval}
@@ -276,6 +242,84 @@ func (c *Coordinator) consumerHeartbeat(req ConsumerGroupHeartbeatRequest) (*Con
 		resp.Assignment = &Assignment{Partitions: map[string][]int32(clonePartitions(m.assigned))}
 	}
 	return resp, nil
+}
+
+// consumerGroupFor returns the consumer group a heartbeat is for: a join
+// creates it, replacing an Empty classic group of that id, or converts a
+// classic group with members (migrate.go).
+func (c *Coordinator) consumerGroupFor(req ConsumerGroupHeartbeatRequest) (*consumerGroup, error) {
+	join := req.MemberEpoch == JoinMemberEpoch
+	classic := c.groups[req.GroupID]
+	if classic != nil && !(classic.is(Empty) && len(classic.pending) == 0) {
+		switch {
+		case !join:
+			return nil, errorf(ErrGroupIDNotFound, "group %q is a classic group", req.GroupID)
+		case req.InstanceID != "" && classic.static[req.InstanceID] != "":
+			// The converted group would refuse the join (its member of
+			// that instance id has not left), and Kafka drops the
+			// conversion with it.
+			return nil, errorf(ErrUnreleasedInstanceID, "group %q: instance id %q is still used by member %q",
+				req.GroupID, req.InstanceID, classic.static[req.InstanceID])
+		}
+		return c.upgrade(classic)
+	}
+	if g := c.consumerGroups[req.GroupID]; g != nil {
+		return g, nil
+	}
+	if !join {
+		return nil, errorf(ErrGroupIDNotFound, "group %q does not exist", req.GroupID)
+	}
+	if classic != nil {
+		// An Empty classic group becomes a consumer group; its offsets
+		// stay.
+		c.removeGroup(classic)
+	}
+	g := newConsumerGroup(req.GroupID)
+	c.consumerGroups[req.GroupID] = g
+	return g, nil
+}
+
+// updateConsumerGroup moves the group epoch on when a member's subscription
+// changed (bump) or the subscribed topics did, and computes the target
+// assignment of a new group epoch.
+func (c *Coordinator) updateConsumerGroup(g *consumerGroup, bump bool) error {
+	if topics := c.subscribedTopics(g); !maps.Equal(g.topics, topics) {
+		g.topics = topics
+		bump = true
+	}
+	if bump {
+		g.epoch++
+	}
+	if g.epoch > g.targetEpoch {
+		return c.computeTarget(g)
+	}
+	return nil
+}
+
+// reconcileConsumer moves a member that is not at its target towards it,
+// given what it reports owning (nil: not reported); a member this version
+// cannot reconcile is fenced.
+func (c *Coordinator) reconcileConsumer(g *consumerGroup, m *consumerMember, owned partitions) error {
+	if m.state == memberStable && m.epoch == g.targetEpoch {
+		return nil
+	}
+	next, err := reconcile(m.memberAssignment, g.targetEpoch, g.target[m.id], g.partitionEpoch, owned)
+	if err != nil {
+		c.fenceConsumer(g, m)
+		return err
+	}
+	changed := !next.equal(m.memberAssignment)
+	g.setOwnership(&m.memberAssignment, &next)
+	m.memberAssignment = next
+	switch {
+	case !changed:
+		// The revocation deadline runs from when it was asked for.
+	case m.state == memberUnrevokedPartitions:
+		c.scheduleRevocation(g, m)
+	default:
+		c.timers.cancel(timerKey{timerRebalance, g.id, m.id})
+	}
+	return nil
 }
 
 func clonePartitions(p partitions) partitions {
@@ -458,8 +502,7 @@ func (c *Coordinator) removeConsumer(g *consumerGroup, m *consumerMember, bump b
 	if m.instanceID != "" && g.static[m.instanceID] == m.id {
 		delete(g.static, m.instanceID)
 	}
-	c.timers.cancel(timerKey{timerHeartbeat, g.id, m.id})
-	c.timers.cancel(timerKey{timerRebalance, g.id, m.id})
+	c.cancelConsumerTimers(g, m)
 	if bump {
 		g.epoch++
 	}
@@ -479,17 +522,37 @@ func (c *Coordinator) scheduleRevocation(g *consumerGroup, m *consumerMember) {
 	epoch := m.epoch
 	c.timers.schedule(timerKey{timerRebalance, g.id, m.id}, c.now+int64(m.rebalanceTimeoutMs), func() {
 		if g.byID[m.id] == m && m.epoch == epoch && m.state == memberUnrevokedPartitions {
-			c.fenceConsumer(g, m)
+			c.leaveConsumer(g, m)
 		}
 	})
 }
 
+// scheduleConsumerSession (re)arms a member's session timer: the
+// group's session timeout, or the one a member speaking the classic
+// protocol asked for in its JoinGroup.
 func (c *Coordinator) scheduleConsumerSession(g *consumerGroup, m *consumerMember) {
-	c.timers.schedule(timerKey{timerHeartbeat, g.id, m.id}, c.now+durationMs(DefaultConsumerSessionTimeout), func() {
+	timeout := durationMs(DefaultConsumerSessionTimeout)
+	if m.classic != nil {
+		timeout = int64(m.classic.SessionTimeoutMs)
+	}
+	c.scheduleConsumerTimer(g, m, timerHeartbeat, timeout)
+}
+
+// scheduleConsumerTimer arms a member's timer of kind to remove the member
+// after timeoutMs, if it is still in the group then.
+func (c *Coordinator) scheduleConsumerTimer(g *consumerGroup, m *consumerMember, kind timerKind, timeoutMs int64) {
+	c.timers.schedule(timerKey{kind, g.id, m.id}, c.now+timeoutMs, func() {
 		if g.byID[m.id] == m {
-			c.fenceConsumer(g, m)
+			c.leaveConsumer(g, m)
 		}
 	})
+}
+
+// cancelConsumerTimers stops every timer of a member.
+func (c *Coordinator) cancelConsumerTimers(g *consumerGroup, m *consumerMember) {
+	for _, kind := range []timerKind{timerHeartbeat, timerRebalance, timerJoin, timerSync} {
+		c.timers.cancel(timerKey{kind, g.id, m.id})
+	}
 }
 
 // consumerLeave handles epochs -1 (leave) and -2 (a static member's
@@ -515,7 +578,7 @@ func (c *Coordinator) consumerLeave(g *consumerGroup, req ConsumerGroupHeartbeat
 		m.memberAssignment = next
 		c.timers.cancel(timerKey{timerRebalance, g.id, m.id})
 	} else {
-		c.fenceConsumer(g, m)
+		c.leaveConsumer(g, m)
 	}
 	return &ConsumerGroupHeartbeatResponse{MemberID: m.id, MemberEpoch: req.MemberEpoch}, nil
 }
@@ -549,9 +612,9 @@ func (g *consumerGroup) validateCommit(w committer, txn bool) error {
 	switch {
 	case m == nil:
 		return errorf(ErrUnknownMemberID, "group %q: unknown member id %q", g.id, w.memberID)
-	case !txn && w.version < OffsetCommitVersionGroupIDNotFound:
+	case !txn && m.classic == nil && w.version < OffsetCommitVersionGroupIDNotFound:
 		return errorf(ErrUnsupportedVersion, "group %q: a consumer group member commits with OffsetCommit v9 or later, not v%d", g.id, w.version)
-	case w.generation != m.epoch && txn:
+	case w.generation != m.epoch && (txn || m.classic != nil):
 		return errorf(ErrIllegalGeneration, "group %q: member %q is at epoch %d, not %d", g.id, m.id, m.epoch, w.generation)
 	case w.generation != m.epoch:
 		return errorf(ErrStaleMemberEpoch, "group %q: member %q is at epoch %d, not %d", g.id, m.id, m.epoch, w.generation)

@@ -23,9 +23,13 @@ type ConsumerGroupDescription struct {
 
 // ConsumerMemberDescription is one member of a ConsumerGroupDescription.
 // Assignment is what the member has (not the partitions it is still to
-// revoke), TargetAssignment what it is to have.
+// revoke), TargetAssignment what it is to have. Classic marks a member
+// that speaks the classic protocol (JoinGroup), whose client id and host
+// its JoinGroup gave.
 type ConsumerMemberDescription struct {
 	MemberID, InstanceID, RackID string
+	ClientID, ClientHost         string
+	Classic                      bool
 	MemberEpoch                  int32
 	SubscribedTopicNames         []string
 	SubscribedTopicRegex         string
@@ -42,6 +46,7 @@ func (c *Coordinator) DescribeConsumerGroup(groupID string) (d ConsumerGroupDesc
 	d = ConsumerGroupDescription{State: "Stable", Epoch: g.epoch, AssignmentEpoch: g.targetEpoch, Assignor: g.preferredAssignor().Name()}
 	for _, m := range g.members {
 		d.Members = append(d.Members, ConsumerMemberDescription{MemberID: m.id, InstanceID: m.instanceID, RackID: m.rackID,
+			ClientID: m.clientID, ClientHost: m.clientHost, Classic: m.classic != nil,
 			MemberEpoch: m.epoch, SubscribedTopicNames: slices.Clone(m.topics), SubscribedTopicRegex: m.regex.String(),
 			Assignment: clonePartitions(m.assigned), TargetAssignment: clonePartitions(g.target[m.id])})
 		if m.state != memberStable || m.epoch != g.targetEpoch {

@@ -196,8 +196,9 @@ func TestConsumerGroupHeartbeat(t *testing.T) {
 }
 
 // Commits of a consumer group's members carry their member epoch
-// (ConsumerGroup.validateOffsetCommit); a classic group and a consumer group
-// cannot share an id while either has members.
+// (ConsumerGroup.validateOffsetCommit); only consumers join a consumer
+// group, and a classic group whose subscriptions do not decode cannot
+// become one.
 func TestConsumerGroupCommitsAndProtocols(t *testing.T) {
 	h := consumerHarness(t)
 	h.joinConsumer("a", "")
@@ -214,7 +215,9 @@ func TestConsumerGroupCommitsAndProtocols(t *testing.T) {
 	assert.ErrorIs(t, h.txnCommit(txnOne(1, 2, "a", 0, 5)).Err, ErrIllegalGeneration)
 	assert.NotContains(t, h.c.groups, "g", "no simple classic group beside the consumer group")
 
-	assert.ErrorIs(t, h.joined(h.join(joinReq("g", ""))).Err, ErrInconsistentGroupProtocol)
+	connect := joinReq("g", "")
+	connect.ProtocolType = "connect"
+	assert.ErrorIs(t, h.joined(h.join(connect)).Err, ErrInconsistentGroupProtocol)
 	h2 := consumerHarness(t)
 	h2.stable("c", 1)
 	r := h2.cgh(ConsumerGroupHeartbeatRequest{GroupID: "c", RebalanceTimeout: time.Minute, SubscribedTopicNames: []string{"t"}, Owned: &Assignment{}})

@@ -43,6 +43,10 @@ type Config struct {
 	// know fail with UNKNOWN_TOPIC_OR_PARTITION, as Kafka's broker checks
 	// them before its coordinator sees them.
 	Partitions func(topic string) int32
+	// MigrationPolicy says which conversions between a classic group and a
+	// consumer group a group with members may go through
+	// (group.consumer.migration.policy; bidirectional, the zero value).
+	MigrationPolicy MigrationPolicy
 	// Rand generates member ids. Nil means a generator seeded from
 	// crypto/rand; tests pass a seeded one to make ids reproducible.
 	Rand *rand.Rand
@@ -95,6 +99,8 @@ func (c *Config) withDefaults() (Config, error) {
 		return out, fmt.Errorf("%w: NewMemberJoinTimeout %v is negative", ErrInvalidConfig, out.NewMemberJoinTimeout)
 	case out.OffsetsRetention < 0 || out.OffsetsRetentionCheckInterval <= 0:
 		return out, fmt.Errorf("%w: OffsetsRetention %v and OffsetsRetentionCheckInterval %v must be positive", ErrInvalidConfig, out.OffsetsRetention, out.OffsetsRetentionCheckInterval)
+	case out.MigrationPolicy > MigrationDisabled:
+		return out, fmt.Errorf("%w: MigrationPolicy %d is not one of the four policies", ErrInvalidConfig, out.MigrationPolicy)
 	case out.MaxSize < 0:
 		return out, fmt.Errorf("%w: MaxSize %d is negative", ErrInvalidConfig, out.MaxSize)
 	case out.OffsetMetadataMaxBytes < 0 || out.OffsetMetadataMaxBytes > maxStringLen:

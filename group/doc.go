@@ -26,9 +26,13 @@
 // member epochs, a target assignment computed by assign.Uniform or
 // assign.ServerRange and reconciliation that hands a partition to a member
 // only after its previous owner revoked it. They are written to the offsets
-// log as Kafka writes them (records 3-8) and come back from it whole; an
-// empty group converts between the two protocols, as Kafka allows without
-// an online migration.
+// log as Kafka writes them (records 3-8) and come back from it whole. A
+// group converts between the two protocols online, as Kafka 3.8+ does
+// under Config.MigrationPolicy: a classic group with members becomes a
+// consumer group when a member joins it with ConsumerGroupHeartbeat, its
+// classic members staying, served through JoinGroup, SyncGroup and
+// Heartbeat; and back when the last member speaking the consumer protocol
+// leaves. An empty group changes protocol whatever the policy.
 //
 // Errors are Kafka's: every response's Err is nil or matches one of the Err
 // variables, which carry Kafka's code and name (see Code).

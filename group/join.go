@@ -101,9 +101,12 @@ func (c *Coordinator) JoinGroup(id RequestID, req JoinGroupRequest) {
 	}
 	if cg := c.consumerGroups[req.GroupID]; cg != nil {
 		if len(cg.members) > 0 {
-			fail(errorf(ErrInconsistentGroupProtocol, "group %q is a consumer group (KIP-848) with members", req.GroupID))
+			c.classicJoinToConsumerGroup(cg, id, req)
+			c.syncConsumerGroup(req.GroupID)
 			return
 		}
+		// An empty consumer group becomes a classic group; its offsets
+		// stay.
 		delete(c.consumerGroups, req.GroupID)
 		c.syncConsumerGroup(req.GroupID)
 	}

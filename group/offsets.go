@@ -100,12 +100,16 @@ func (c *Coordinator) commit(group string, topics []OffsetCommitTopic, expire in
 	var out []TopicResult
 	for _, t := range topics {
 		tr := TopicResult{Name: t.Name}
+		n := int32(-1) // the topic's partitions, read once a commit
 		for _, p := range t.Partitions {
 			pr := PartitionResult{Partition: p.Partition}
+			if n < 0 && c.cfg.Partitions != nil {
+				n = c.cfg.Partitions(t.Name)
+			}
 			switch {
 			case len(t.Name) > maxStringLen || t.Name == "":
 				pr.Err = errorf(ErrUnknownTopicOrPartition, "group %q: topic name of %d bytes", group, len(t.Name))
-			case c.cfg.Partitions != nil && (p.Partition < 0 || p.Partition >= c.cfg.Partitions(t.Name)):
+			case c.cfg.Partitions != nil && (p.Partition < 0 || p.Partition >= n):
 				pr.Err = errorf(ErrUnknownTopicOrPartition, "group %q: no partition %s-%d", group, t.Name, p.Partition)
 			case len(p.Metadata) > c.cfg.OffsetMetadataMaxBytes:
 				pr.Err = errorf(ErrOffsetMetadataTooLarge, "group %q: %s-%d: metadata of %d bytes, more than %d",

@@ -1,6 +1,7 @@
 package group
 
 import (
+	"encoding/binary"
 	"fmt"
 	"hash/fnv"
 	"maps"
@@ -23,9 +24,11 @@ import (
 // strings and arrays, 16-byte Uuids and a tagged field section after every
 // struct. franz-go's kmsg (v1.15.1, the newest) has no types for these
 // records, so TestConsumerRecordBytes holds bytes worked out by hand from
-// the schemas. The tagged fields later Kafka versions added (MetadataHash,
-// AssignmentEpochs, ClassicMemberMetadata) are not written and are skipped
-// when read.
+// the schemas. Of the tagged fields, ClassicMemberMetadata (tag 0 of a
+// member's subscription, a member of a consumer group that speaks the
+// classic protocol) is written and read; those later Kafka versions added
+// (MetadataHash, AssignmentEpochs) are not written and are skipped when
+// read.
 //
 // Strand's Dir has no topic ids. Records carry TopicID(name), which is the
 // id assign.Uniform uses for a topic without one; a record is read back by
@@ -92,6 +95,17 @@ type ConsumerGroupMemberMetadataValue struct {
 	SubscribedRegex    string
 	RebalanceTimeoutMs int32
 	ServerAssignor     string
+	// Classic is set for a member that speaks the classic protocol
+	// (JoinGroup, SyncGroup, Heartbeat) to a consumer group.
+	Classic *ClassicMemberMetadata
+}
+
+// ClassicMemberMetadata is what a consumer group keeps of a member that
+// speaks the classic protocol: its session timeout and the protocols of its
+// last JoinGroup.
+type ClassicMemberMetadata struct {
+	SessionTimeoutMs   int32
+	SupportedProtocols []Protocol
 }
 
 // ConsumerGroupTargetAssignmentMetadataValue is the epoch of a consumer
@@ -176,6 +190,10 @@ func encodeConsumerValue(v any) []byte {
 		w.nullableString(v.SubscribedRegex)
 		w.int32(v.RebalanceTimeoutMs)
 		w.nullableString(v.ServerAssignor)
+		if v.Classic != nil {
+			writeClassicMemberTag(&w, v.Classic)
+			return w.b
+		}
 	case ConsumerGroupTargetAssignmentMetadataValue:
 		w.int32(v.AssignmentEpoch)
 	case ConsumerGroupTargetAssignmentMemberValue:
@@ -251,7 +269,12 @@ func decodeConsumerGroup(d *Decoded, kr *reader, r Record) error {
 		mm.SubscribedRegex = vr.string()
 		mm.RebalanceTimeoutMs = vr.int32()
 		mm.ServerAssignor = vr.string()
-		v = mm
+		mm.Classic = readClassicMemberTag(&vr)
+		if err := vr.done(); err != nil {
+			return corrupt("consumer group member metadata value", err)
+		}
+		d.ConsumerValue = mm
+		return nil
 	case ConsumerGroupTargetAssignmentMetaType:
 		v = ConsumerGroupTargetAssignmentMetadataValue{AssignmentEpoch: vr.int32()}
 	case ConsumerGroupTargetAssignmentType:
@@ -298,6 +321,56 @@ func topicIDPartitions(p partitions) []TopicIDPartitions {
 	out := make([]TopicIDPartitions, 0, len(p))
 	for _, t := range slices.Sorted(maps.Keys(p)) {
 		out = append(out, TopicIDPartitions{TopicID: TopicID(t), Partitions: slices.Clone(p[t])})
+	}
+	return out
+}
+
+// writeClassicMemberTag ends a member's subscription with its tagged
+// fields: one, ClassicMemberMetadata (tag 0), a nullable struct, which
+// Kafka writes as its size, a presence byte 1 and the struct.
+func writeClassicMemberTag(w *writer, m *ClassicMemberMetadata) {
+	s := writer{flexible: true}
+	s.b = append(s.b, 1)
+	s.int32(m.SessionTimeoutMs)
+	s.arrayLen(len(m.SupportedProtocols))
+	for _, p := range m.SupportedProtocols {
+		s.string(p.Name)
+		s.bytes(p.Metadata)
+		s.tags()
+	}
+	s.tags()
+	w.b = binary.AppendUvarint(w.b, 1) // one tagged field
+	w.b = binary.AppendUvarint(w.b, 0) // its tag
+	w.b = binary.AppendUvarint(w.b, uint64(len(s.b)))
+	w.b = append(w.b, s.b...)
+}
+
+// readClassicMemberTag reads a member's subscription's tagged fields,
+// returning ClassicMemberMetadata if tag 0 holds it and skipping others.
+func readClassicMemberTag(r *reader) *ClassicMemberMetadata {
+	var out *ClassicMemberMetadata
+	for n := r.uvarint(); n > 0 && r.err == nil; n-- {
+		tag, size := r.uvarint(), r.uvarint()
+		if size > uint64(len(r.b)) {
+			r.err = errShort
+			return nil
+		}
+		data := r.take(int(size))
+		if tag != 0 || len(data) == 0 || data[0] == 0 {
+			continue
+		}
+		s := reader{b: data[1:], flexible: true}
+		m := &ClassicMemberMetadata{SessionTimeoutMs: s.int32()}
+		for k := s.arrayLen(); k > 0 && s.err == nil; k-- {
+			m.SupportedProtocols = append(m.SupportedProtocols, Protocol{Name: s.string(), Metadata: s.bytes()})
+			s.tags()
+		}
+		s.tags()
+		if err := s.done(); err != nil {
+			r.err = err
+			return nil
+		}
+		out = m
 	}
 	return out
 }

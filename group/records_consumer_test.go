@@ -108,3 +108,26 @@ func TestReloadedMemberMustStillRevokeInTime(t *testing.T) {
 	}
 	assert.ErrorIs(t, r.Err, ErrUnknownMemberID, "a was fenced for not revoking")
 }
+
+// A member speaking the classic protocol keeps its session timeout and
+// protocols in ClassicMemberMetadata, tag 0 of its subscription's record: a
+// nullable struct in a tagged field, which Kafka writes as the field's size,
+// a presence byte 1 and the struct. The bytes are worked out by hand from
+// ConsumerGroupMemberMetadataValue.json.
+func TestClassicMemberMetadataBytes(t *testing.T) {
+	k := ConsumerGroupKey{Type: ConsumerGroupMemberMetadataType, Group: "g", Member: "m"}
+	v := ConsumerGroupMemberMetadataValue{ClientID: "c", ClientHost: "h", SubscribedTopics: []string{"t"}, RebalanceTimeoutMs: 1000,
+		Classic: &ClassicMemberMetadata{SessionTimeoutMs: 10000, SupportedProtocols: []Protocol{{Name: "range", Metadata: []byte{1, 2}}}}}
+	r := EncodeConsumerGroup(k, v)
+	want := "0000" + "00" + "00" + "0263" + "0268" + "02" + "0274" + "00" + "000003e8" + "00" +
+		"01" + "00" + "11" + // one tagged field: tag 0, 17 bytes
+		"01" + "00002710" + "02" + "06" + hex.EncodeToString([]byte("range")) + "03" + "0102" + "00" + "00"
+	assert.Equal(t, want, hex.EncodeToString(r.Value))
+	d, err := Decode(r)
+	require.NoError(t, err)
+	assert.Equal(t, v, d.ConsumerValue)
+
+	r.Value = r.Value[:len(r.Value)-3] // the tagged field cut short
+	_, err = Decode(r)
+	assert.ErrorIs(t, err, ErrCorruptRecord)
+}

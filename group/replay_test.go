@@ -139,6 +139,14 @@ func (d *driver) step() {
 		}
 	}
 	memberID, instance := d.memberOf(g)
+	if cg := h.c.consumerGroups[gid]; cg != nil && r.IntN(2) == 0 {
+		// A member of the consumer group that speaks the classic protocol.
+		for _, m := range cg.members {
+			if m.classic != nil && r.IntN(2) == 0 {
+				memberID, instance, gen = m.id, m.instanceID, m.epoch
+			}
+		}
+	}
 	// Group "a" stays classic; the others are classic or consumer
 	// groups, converted whenever they are empty.
 	if gid != "a" && r.IntN(2) == 0 {
@@ -157,8 +165,16 @@ func (d *driver) step() {
 		if r.IntN(4) == 0 {
 			req.Version = 3
 		}
-		if r.IntN(4) == 0 {
+		switch r.IntN(4) {
+		case 0:
 			req.Protocols = []Protocol{{Name: pick(r, []string{"range", "roundrobin"}), Metadata: []byte{byte(r.IntN(3))}}, {Name: "sticky"}}
+		case 1, 2:
+			// A consumer's subscription, which a conversion reads.
+			sub := Subscription{Topics: pick(r, [][]string{{"t0"}, {"t1"}, {"t0", "t1"}}), GenerationID: -1}
+			if r.IntN(2) == 0 {
+				sub.Owned = map[string][]int32{"t0": {int32(r.IntN(2))}}
+			}
+			req.Protocols = []Protocol{{Name: "range", Metadata: sub.Encode(int16(r.IntN(4)))}}
 		}
 		req.RebalanceTimeout = time.Duration(10+r.IntN(30)) * time.Second
 		h.join(req)
@@ -167,8 +183,12 @@ func (d *driver) step() {
 		if g != nil && r.IntN(2) == 0 && g.leader != "" {
 			req.MemberID, req.GroupInstanceID = g.leader, g.byID[g.leader].instanceID
 			for _, m := range g.members {
+				asg := []byte{byte(r.IntN(256))}
+				if r.IntN(2) == 0 {
+					asg = Assignment{Partitions: map[string][]int32{pick(r, driverTopics): {int32(r.IntN(3))}}}.Encode(3)
+				}
 				if r.IntN(5) > 0 {
-					req.Assignments = append(req.Assignments, SyncGroupAssignment{MemberID: m.id, Assignment: []byte{byte(r.IntN(256))}})
+					req.Assignments = append(req.Assignments, SyncGroupAssignment{MemberID: m.id, Assignment: asg})
 				}
 			}
 		}

@@ -46,8 +46,10 @@ type ServiceOptions struct {
 // A request runs on its caller's goroutine; the caller that finds its
 // partition not writing writes what the coordinator made, and goes on
 // writing, for everyone, what the requests that came meanwhile made (group
-// commit, as the log does it for its appenders). A goroutine of the
-// Service fires the coordinators' timers.
+// commit, as the log does it for its appenders). Once an append has its
+// place in the log, the next may start, so that one is written while the
+// one before it syncs (pipeline.go). A goroutine of the Service fires the
+// coordinators' timers.
 // On open it replays every partition into its coordinator; each Ready's
 // records are appended to the group's partition in order and made durable
 // (the topic's fsync policy, and a Sync when that policy does not sync every
@@ -74,12 +76,20 @@ type servicePartition struct {
 	sync bool // the topic's fsync policy does not sync each append
 
 	mu      sync.Mutex // guards what follows
-	idle    sync.Cond  // signalled when writing ends
+	idle    sync.Cond  // signalled when writing ends and when a write is answered
 	writing bool       // a goroutine is writing a Ready, without mu
 	closed  bool
 	err     error // the failure to reload that ended the partition
 	c       *Coordinator
-	nextID  RequestID
+	// inflight are the Readys being appended, in log order, each
+	// answered once its records and those before it are durable
+	// (pipeline.go).
+	inflight []*pendingWrite
+	// failed is set when an in-flight write failed: the writes after it
+	// fail too, and once none is in flight the coordinator is loaded
+	// again from the log.
+	failed error
+	nextID RequestID
 	// waiting are the requests taken and not answered yet.
 	waiting map[RequestID]chan serviceResponse
 
@@ -379,13 +389,17 @@ func (s *Service) enter(sp *servicePartition, fn func(), own chan serviceRespons
 // waiting (wait), so that no caller writes for others for ever; one
 // without a response of its own (the clock) writes until none is left.
 func (s *Service) lead(sp *servicePartition, own chan serviceResponse) {
-	for !sp.writing && sp.err == nil && sp.c.HasReady() {
+	for s.canLead(sp) {
 		if own != nil && len(own) > 0 && len(sp.waiting) > 0 {
 			return
 		}
 		w := sp.pending()
-		if len(w.rd.Records) == 0 {
+		if len(w.rd.Records) == 0 && len(sp.inflight) == 0 {
 			deliver(sp.waiting, w.rd.Responses, nil)
+			continue
+		}
+		if s.pipelines(sp, w.rd) {
+			s.pipeline(sp, w)
 			continue
 		}
 		sp.writing = true
@@ -402,11 +416,15 @@ func (s *Service) lead(sp *servicePartition, own chan serviceResponse) {
 }
 
 // pendingWrite is a Ready on its way to the log: its records go at base
-// on, stamped ts.
+// on, stamped ts. In flight, queued says its append has its place in the
+// log's order, and done that it returned, with err.
 type pendingWrite struct {
-	rd   Ready
-	base int64
-	ts   int64
+	rd     Ready
+	base   int64
+	ts     int64
+	queued bool
+	done   bool
+	err    error
 }
 
 // pending takes the coordinator's Ready for writing.
@@ -416,9 +434,9 @@ func (sp *servicePartition) pending() *pendingWrite {
 }
 
 // flush writes the coordinator's Readys and delivers their responses; it
-// is called with mu held, and waits for a write in flight first.
+// is called with mu held, and waits for the writes in flight first.
 func (s *Service) flush(sp *servicePartition) error {
-	for sp.writing {
+	for sp.writing || len(sp.inflight) > 0 {
 		sp.idle.Wait()
 	}
 	if sp.err != nil {
@@ -530,7 +548,7 @@ func (s *Service) wait(sp *servicePartition, resp chan serviceResponse) {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	for len(resp) == 0 {
-		if !sp.writing && sp.err == nil && sp.c.HasReady() {
+		if s.canLead(sp) {
 			s.lead(sp, resp)
 			sp.idle.Broadcast()
 			continue
@@ -552,7 +570,7 @@ func (s *Service) Close() error {
 	var errs []error
 	for _, sp := range s.parts {
 		sp.mu.Lock()
-		for sp.writing {
+		for sp.writing || len(sp.inflight) > 0 {
 			sp.idle.Wait()
 		}
 		if !sp.closed {

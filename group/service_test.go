@@ -561,8 +561,8 @@ func TestServiceBadInputLeavesTheLogAlone(t *testing.T) {
 		{"join with a session timeout above group.max.session.timeout.ms", func() error {
 			return join(func(r *JoinGroupRequest) { r.SessionTimeout = 31 * time.Minute })
 		}, ErrInvalidSessionTimeout},
-		{"join of a classic member to a consumer group with members", func() error {
-			return join(func(r *JoinGroupRequest) { r.GroupID = "cg" })
+		{"join of a member of another protocol type to a consumer group with members", func() error {
+			return join(func(r *JoinGroupRequest) { r.GroupID, r.ProtocolType = "cg", "connect" })
 		}, ErrInconsistentGroupProtocol},
 		{"consumer heartbeat with an unsupported assignor", func() error {
 			r, err := s.ConsumerGroupHeartbeat(ctx, ConsumerGroupHeartbeatRequest{GroupID: "cg", MemberID: "n", RebalanceTimeout: time.Minute,
@@ -570,8 +570,8 @@ func TestServiceBadInputLeavesTheLogAlone(t *testing.T) {
 			require.NoError(t, err)
 			return r.Err
 		}, ErrUnsupportedAssignor},
-		{"consumer heartbeat to a classic group with members", func() error {
-			r, err := s.ConsumerGroupHeartbeat(ctx, ConsumerGroupHeartbeatRequest{GroupID: "classic", MemberID: "n", RebalanceTimeout: time.Minute,
+		{"consumer heartbeat, not a join, to a classic group with members", func() error {
+			r, err := s.ConsumerGroupHeartbeat(ctx, ConsumerGroupHeartbeatRequest{GroupID: "classic", MemberID: "n", MemberEpoch: 3, RebalanceTimeout: time.Minute,
 				SubscribedTopicNames: []string{"t"}, Owned: &Assignment{}})
 			require.NoError(t, err)
 			return r.Err

@@ -3,6 +3,18 @@ package group
 // This file is the rest of the classic protocol: SyncGroup, Heartbeat and
 // LeaveGroup (GroupMetadataManager.classicGroup{Sync,Heartbeat,Leave}).
 
+// consumerGroupOf returns the consumer group a classic request names, nil
+// if there is none (the group may be a classic one), or the error to answer.
+func (c *Coordinator) consumerGroupOf(groupID string) (*consumerGroup, error) {
+	if err := checkGroupID(groupID); err != nil {
+		return nil, err
+	}
+	if _, err := c.group(groupID); err != nil {
+		return nil, err
+	}
+	return c.consumerGroups[groupID], nil
+}
+
 // liveGroup returns the classic group a member's request names: it must
 // exist and not be dead.
 func (c *Coordinator) liveGroup(groupID string) (*classicGroup, error) {
@@ -25,6 +37,19 @@ func (c *Coordinator) liveGroup(groupID string) (*classicGroup, error) {
 // leader's arrives; the leader's hands out the assignment.
 func (c *Coordinator) SyncGroup(id RequestID, req SyncGroupRequest) {
 	fail := func(err error) { c.respond(&SyncGroupResponse{ID: id, Err: err}) }
+	cg, err := c.consumerGroupOf(req.GroupID)
+	if err == nil && cg != nil {
+		var r *SyncGroupResponse
+		if r, err = c.classicSyncToConsumerGroup(cg, req); err == nil {
+			r.ID = id
+			c.respond(r)
+			return
+		}
+	}
+	if err != nil {
+		fail(err)
+		return
+	}
 	g, err := c.liveGroup(req.GroupID)
 	switch {
 	case err != nil:
@@ -108,6 +133,11 @@ func (c *Coordinator) Heartbeat(id RequestID, req HeartbeatRequest) {
 }
 
 func (c *Coordinator) heartbeat(req HeartbeatRequest) error {
+	if cg, err := c.consumerGroupOf(req.GroupID); err != nil {
+		return err
+	} else if cg != nil {
+		return c.classicHeartbeatToConsumerGroup(cg, req)
+	}
 	g, err := c.liveGroup(req.GroupID)
 	if err != nil {
 		return err
@@ -132,6 +162,10 @@ func (c *Coordinator) heartbeat(req HeartbeatRequest) error {
 
 // LeaveGroup handles a LeaveGroup request.
 func (c *Coordinator) LeaveGroup(id RequestID, req LeaveGroupRequest) {
+	if cg, err := c.consumerGroupOf(req.GroupID); err == nil && cg != nil {
+		c.classicLeaveToConsumerGroup(cg, id, req)
+		return
+	}
 	g, err := c.liveGroup(req.GroupID)
 	if err != nil {
 		c.respond(&LeaveGroupResponse{ID: id, Err: err})

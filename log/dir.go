@@ -1127,12 +1127,26 @@ func do(p *Partition, write bool, fn func(*Log) error) error {
 // Append appends records to the partition; see Log.Append. A compacted
 // topic refuses records without a key (ErrKeyRequired).
 func (p *Partition) Append(recs []segment.Record) (AppendResult, error) {
+	return p.AppendQueued(recs, nil)
+}
+
+// AppendQueued is Append that calls queued once the batch holds its place
+// in the partition's order: a batch appended after that gets later
+// offsets, although AppendQueued returns only once its batch is written
+// and, under FsyncAlways, durable. An appender that must wait for its
+// batch to be durable before it answers can so start the next append
+// meanwhile, and have two in flight, one written while the other syncs,
+// as the log's own appenders do (group.Service writes its offsets so).
+// queued is called once at most, with the log's queue locked: it must
+// return at once, and not append; an append that fails before it is
+// queued does not call it.
+func (p *Partition) AppendQueued(recs []segment.Record, queued func()) (AppendResult, error) {
 	for i := range recs {
 		if err := p.checkKey(i, recs[i].Key); err != nil {
 			return AppendResult{}, err
 		}
 	}
-	return p.appendQueued(recs, nil, nil)
+	return p.appendQueued(recs, nil, queued)
 }
 
 // appendQueued is Append with Log.appendQueued's queued.

@@ -17,10 +17,11 @@ import (
 // answered once its records are durable (the offsets topic is
 // FsyncAlways), beside raw appends of the same records, byte for byte, to
 // the same partitions of the same kind of topic, in the same run. Many
-// committers at once are what lets both batch: the Service takes every
-// request queued while it writes (one append and one fsync a partition for
-// all of them), and the log groups concurrent appends into one write and
-// one fsync.
+// committers at once are what lets both batch: the Service takes the
+// requests that come while it hands a write to the log into its next
+// write, and starts that one while the first syncs (pipelined, as the log
+// does its appenders'), and the log groups concurrent appends into one
+// write and one fsync.
 func init() { suites["group"] = groupSuite }
 
 // groupShape sizes the group suite.
@@ -35,7 +36,7 @@ func groupShapes(quick bool) groupShape {
 	if quick {
 		return groupShape{reps: 1, runFor: 200 * time.Millisecond, committers: 16, partitions: 8}
 	}
-	return groupShape{reps: 5, runFor: 2 * time.Second, committers: 16, partitions: 8}
+	return groupShape{reps: 3, runFor: 2 * time.Second, committers: 16, partitions: 8}
 }
 
 // The offsets topics measured: all groups on one partition, where the

@@ -60,7 +60,7 @@
 //   - WriteTxnMarkers (one broker writes its markers itself).
 //   - Produce v13 (topics by id) and Fetch v18 (a follower's, KIP-1166).
 //   - Client ids and hosts of KIP-848 members in ConsumerGroupDescribe
-//     (the group coordinator does not keep them).
+//     (the group coordinator's heartbeat request does not carry them).
 //
 // # Several brokers
 //

@@ -15,7 +15,8 @@ import (
 // assignor, and each member's subscription, assignment and target
 // assignment, topics named by id and name. A group id that names no
 // consumer group (none, or a classic one) is GROUP_ID_NOT_FOUND, as Kafka
-// answers. Members' client ids and hosts are not kept: they are empty.
+// answers. Members that heartbeat with ConsumerGroupHeartbeat have no client
+// id and host: the group coordinator's request does not carry them.
 func (b *Broker) consumerGroupDescribe(ctx context.Context, r *request) kmsg.Response {
 	req := r.body.(*kmsg.ConsumerGroupDescribeRequest)
 	resp := req.ResponseKind().(*kmsg.ConsumerGroupDescribeResponse)
@@ -36,7 +37,11 @@ func (b *Broker) consumerGroupDescribe(ctx context.Context, r *request) kmsg.Res
 			rm := kmsg.NewConsumerGroupDescribeResponseGroupMember()
 			rm.MemberID, rm.MemberEpoch, rm.SubscribedTopics = m.MemberID, m.MemberEpoch, m.SubscribedTopicNames
 			rm.InstanceID, rm.RackID, rm.SubscribedTopicRegex = optional(m.InstanceID), optional(m.RackID), optional(m.SubscribedTopicRegex)
+			rm.ClientID, rm.ClientHost = m.ClientID, m.ClientHost
 			rm.MemberType = 1 // a member of the consumer protocol
+			if m.Classic {
+				rm.MemberType = 0
+			}
 			rm.Assignment, rm.TargetAssignment = b.describedAssignment(m.Assignment), b.describedAssignment(m.TargetAssignment)
 			rg.Members = append(rg.Members, rm)
 		}
