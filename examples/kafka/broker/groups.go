@@ -175,20 +175,13 @@ func (b *Broker) offsetCommit(ctx context.Context, r *request) kmsg.Response {
 	names, err := b.namesOf(req.Version >= 10, len(req.Topics), func(i int) ([16]byte, string) { return req.Topics[i].TopicID, req.Topics[i].Topic })
 	var g *group.OffsetCommitResponse
 	if err == nil {
-		for i, t := range req.Topics {
-			if names[i] == "" {
-				continue // an unknown topic id
+		cr.Topics = commitTopics(names, req.Topics, func(t kmsg.OffsetCommitRequestTopic) []group.OffsetCommitPartition {
+			ps := make([]group.OffsetCommitPartition, len(t.Partitions))
+			for i, p := range t.Partitions {
+				ps[i] = group.OffsetCommitPartition{Partition: p.Partition, Offset: p.Offset, LeaderEpoch: since(req.Version, 6, p.LeaderEpoch), Metadata: str(p.Metadata)}
 			}
-			ct := group.OffsetCommitTopic{Name: names[i]}
-			for _, p := range t.Partitions {
-				epoch := int32(-1)
-				if req.Version >= 6 {
-					epoch = p.LeaderEpoch
-				}
-				ct.Partitions = append(ct.Partitions, group.OffsetCommitPartition{Partition: p.Partition, Offset: p.Offset, LeaderEpoch: epoch, Metadata: str(p.Metadata)})
-			}
-			cr.Topics = append(cr.Topics, ct)
-		}
+			return ps
+		})
 		if g, err = b.groups.OffsetCommit(ctx, cr); err == nil {
 			err = g.Err
 		}
@@ -203,6 +196,27 @@ func (b *Broker) offsetCommit(ctx context.Context, r *request) kmsg.Response {
 		resp.Topics = append(resp.Topics, rt)
 	}
 	return resp
+}
+
+// commitTopics returns the topics of a commit request named by names,
+// leaving out those of an unknown topic id, with their partitions.
+func commitTopics[T any](names []string, topics []T, partitions func(T) []group.OffsetCommitPartition) []group.OffsetCommitTopic {
+	var out []group.OffsetCommitTopic
+	for i, t := range topics {
+		if names[i] != "" {
+			out = append(out, group.OffsetCommitTopic{Name: names[i], Partitions: partitions(t)})
+		}
+	}
+	return out
+}
+
+// since returns a partition's leader epoch from the version of the request
+// that added it, -1 before.
+func since(version, added int16, epoch int32) int32 {
+	if version < added {
+		return -1
+	}
+	return epoch
 }
 
 // topicResults returns the error of each partition of a commit's request
@@ -261,20 +275,13 @@ func (b *Broker) txnOffsetCommit(ctx context.Context, r *request) kmsg.Response 
 		if req.Version >= 3 {
 			cr.GenerationID, cr.MemberID, cr.GroupInstanceID = req.Generation, req.MemberID, str(req.InstanceID)
 		}
-		for i, t := range req.Topics {
-			if names[i] == "" {
-				continue // an unknown topic id
+		cr.Topics = commitTopics(names, req.Topics, func(t kmsg.TxnOffsetCommitRequestTopic) []group.OffsetCommitPartition {
+			ps := make([]group.OffsetCommitPartition, len(t.Partitions))
+			for i, p := range t.Partitions {
+				ps[i] = group.OffsetCommitPartition{Partition: p.Partition, Offset: p.Offset, LeaderEpoch: since(req.Version, 2, p.LeaderEpoch), Metadata: str(p.Metadata)}
 			}
-			ct := group.OffsetCommitTopic{Name: names[i]}
-			for _, p := range t.Partitions {
-				epoch := int32(-1)
-				if req.Version >= 2 {
-					epoch = p.LeaderEpoch
-				}
-				ct.Partitions = append(ct.Partitions, group.OffsetCommitPartition{Partition: p.Partition, Offset: p.Offset, LeaderEpoch: epoch, Metadata: str(p.Metadata)})
-			}
-			cr.Topics = append(cr.Topics, ct)
-		}
+			return ps
+		})
 		if g, err = b.groups.TxnCommitOffsets(ctx, cr); err == nil {
 			err = g.Err
 		}
