@@ -18,7 +18,8 @@ import (
 // The records of these groups (key versions 3-8) are written by
 // records_image.go after each heartbeat. Members speaking the classic
 // protocol and the conversions between a classic group and a consumer group
-// are in migrate.go. Not yet done: regular expression subscriptions.
+// are in migrate.go; subscriptions by regular expression in
+// consumer_regex.go.
 
 // Member epochs with a meaning in a ConsumerGroupHeartbeat
 // (ConsumerGroupHeartbeatRequest).
@@ -50,6 +51,10 @@ type ConsumerGroupHeartbeatRequest struct {
 	RackID               string
 	RebalanceTimeout     time.Duration
 	SubscribedTopicNames []string
+	// SubscribedTopicRegex subscribes to every topic whose whole name
+	// the regular expression (Go's RE2 syntax, as Kafka's RE2/J) matches,
+	// as topics come and go; nil when unchanged, "" for none.
+	SubscribedTopicRegex *string
 	ServerAssignor       string      // "uniform" or "range"
 	Owned                *Assignment // the partitions the member owns; nil when not sent
 }
@@ -87,6 +92,7 @@ type consumerMember struct {
 	rebalanceTimeoutMs     int32
 	assignor               string
 	topics                 []string // sorted
+	regex                  topicRegex
 	// classic is set for a member that speaks the classic protocol
 	// (migrate.go).
 	classic *ClassicMemberMetadata
@@ -156,8 +162,8 @@ func validConsumerHeartbeat(req ConsumerGroupHeartbeatRequest) error {
 			return bad("rebalance timeout must be given when joining")
 		case req.Owned == nil || len(req.Owned.Partitions) > 0:
 			return bad("owned partitions must be empty when joining")
-		case len(req.SubscribedTopicNames) == 0:
-			return bad("subscribed topic names must be given when joining")
+		case len(req.SubscribedTopicNames) == 0 && (req.SubscribedTopicRegex == nil || *req.SubscribedTopicRegex == ""):
+			return bad("subscribed topic names or a topic regex must be given when joining")
 		}
 	case req.MemberEpoch == StaticLeaveMemberEpoch:
 		if req.MemberID == "" || req.InstanceID == "" {
@@ -165,6 +171,11 @@ func validConsumerHeartbeat(req ConsumerGroupHeartbeatRequest) error {
 		}
 	default:
 		return bad("member epoch is invalid")
+	}
+	if req.SubscribedTopicRegex != nil {
+		if _, err := compileTopicRegex(*req.SubscribedTopicRegex); err != nil {
+			return errorf(ErrInvalidRegularExpression, "group %q: subscribed topic regex %q: %v", req.GroupID, *req.SubscribedTopicRegex, err)
+		}
 	}
 	if req.ServerAssignor != "" && consumerAssignor(req.ServerAssignor) == nil {
 		return errorf(ErrUnsupportedAssignor, "group %q: server assignor %q is not supported", req.GroupID, req.ServerAssignor)
@@ -408,22 +419,29 @@ func (m *consumerMember) update(req ConsumerGroupHeartbeatRequest) bool {
 	if req.ServerAssignor != "" {
 		m.assignor = req.ServerAssignor
 	}
+	changed := false
+	if req.SubscribedTopicRegex != nil && *req.SubscribedTopicRegex != m.regex.String() {
+		m.regex.set(*req.SubscribedTopicRegex)
+		changed = true
+	}
 	if req.SubscribedTopicNames != nil {
 		topics := slices.Sorted(slices.Values(req.SubscribedTopicNames))
 		if !slices.Equal(topics, m.topics) {
 			m.topics = topics
-			return true
+			changed = true
 		}
 	}
-	return false
+	return changed
 }
 
 // subscribedTopics returns the partition counts of the topics the members
-// subscribe to that exist.
+// subscribe to that exist, matching the members' regular expressions
+// against the topics first.
 func (c *Coordinator) subscribedTopics(g *consumerGroup) map[string]int32 {
+	c.resolveRegexes(g)
 	out := map[string]int32{}
 	for _, m := range g.members {
-		for _, t := range m.topics {
+		for _, t := range m.subscription() {
 			if n := c.partitions(t); n > 0 {
 				out[t] = n
 			}
@@ -443,21 +461,10 @@ func (c *Coordinator) partitions(topic string) int32 {
 // assignor most members ask for (ties to the earlier in consumerAssignors),
 // keeping each member's current target as what it owns, for stickiness.
 func (c *Coordinator) computeTarget(g *consumerGroup) error {
-	votes := map[string]int{}
-	for _, m := range g.members {
-		if m.assignor != "" {
-			votes[m.assignor]++
-		}
-	}
-	a := consumerAssignors[0]
-	for _, x := range consumerAssignors {
-		if votes[x.Name()] > votes[a.Name()] {
-			a = x
-		}
-	}
+	a := g.preferredAssignor()
 	members := make([]assign.Member, len(g.members))
 	for i, m := range g.members {
-		members[i] = assign.Member{ID: m.id, InstanceID: m.instanceID, Rack: m.rackID, Topics: m.topics,
+		members[i] = assign.Member{ID: m.id, InstanceID: m.instanceID, Rack: m.rackID, Topics: m.subscription(),
 			Owned: g.target[m.id], Generation: g.targetEpoch}
 	}
 	topics := map[string]assign.Topic{}

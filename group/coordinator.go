@@ -50,6 +50,11 @@ type Config struct {
 	// Rand generates member ids. Nil means a generator seeded from
 	// crypto/rand; tests pass a seeded one to make ids reproducible.
 	Rand *rand.Rand
+
+	// Topics, if set, returns the names of the topics that members'
+	// regular expressions (ConsumerGroupHeartbeat's SubscribedTopicRegex)
+	// are matched against; without it they match nothing.
+	Topics func() []string
 }
 
 // Kafka's defaults (GroupCoordinatorConfig).

@@ -44,6 +44,7 @@ var (
 	ErrUnreleasedInstanceID      = &Error{111, "UNRELEASED_INSTANCE_ID"}
 	ErrUnsupportedAssignor       = &Error{112, "UNSUPPORTED_ASSIGNOR"}
 	ErrStaleMemberEpoch          = &Error{113, "STALE_MEMBER_EPOCH"}
+	ErrInvalidRegularExpression  = &Error{128, "INVALID_REGULAR_EXPRESSION"}
 )
 
 // Code returns the Kafka error code of err: 0 for nil, the code of the Error

@@ -28,9 +28,10 @@ func (c *Coordinator) expire() {
 	// member subscribes to (ConsumerGroup.offsetExpirationCondition).
 	for _, id := range slices.Sorted(maps.Keys(c.consumerGroups)) {
 		g := c.consumerGroups[id]
+		c.resolveRegexes(g)
 		subscribed := map[string]bool{}
 		for _, m := range g.members {
-			for _, t := range m.topics {
+			for _, t := range m.subscription() {
 				subscribed[t] = true
 			}
 		}

@@ -285,6 +285,13 @@ func TestClassicMemberInConsumerGroup(t *testing.T) {
 	}
 	assert.Len(t, a.owned, 3)
 	assert.Len(t, c.owned, 3)
+	d, ok := h.c.DescribeConsumerGroup("g")
+	require.True(t, ok)
+	protocols := map[string]bool{}
+	for _, m := range d.Members {
+		protocols[m.MemberID] = m.Classic
+	}
+	assert.Equal(t, map[string]bool{a.id: true, c.id: false}, protocols, "ConsumerGroupDescribe tells the protocols apart")
 	// A classic member commits with its member epoch as generation, with
 	// the OffsetCommit versions of the classic protocol, and a wrong one
 	// is ILLEGAL_GENERATION, not STALE_MEMBER_EPOCH (ConsumerGroup.

@@ -88,8 +88,8 @@ func consumerGroupRecords(g *consumerGroup) []consumerRecord {
 	}
 	for _, m := range g.members {
 		add(ConsumerGroupMemberMetadataType, m.id, ConsumerGroupMemberMetadataValue{InstanceID: m.instanceID, RackID: m.rackID,
-			ClientID: m.clientID, ClientHost: m.clientHost, SubscribedTopics: m.topics, RebalanceTimeoutMs: m.rebalanceTimeoutMs,
-			ServerAssignor: m.assignor, Classic: m.classic})
+			ClientID: m.clientID, ClientHost: m.clientHost, SubscribedTopics: m.topics, SubscribedRegex: m.regex.String(),
+			RebalanceTimeoutMs: m.rebalanceTimeoutMs, ServerAssignor: m.assignor, Classic: m.classic})
 	}
 	pm := ConsumerGroupPartitionMetadataValue{Epoch: g.epoch}
 	for _, t := range slices.Sorted(maps.Keys(g.topics)) {
@@ -233,6 +233,7 @@ func (c *Coordinator) applyConsumerRecord(k ConsumerGroupKey, r Record, v any) {
 		m.instanceID, m.rackID, m.rebalanceTimeoutMs, m.assignor = v.InstanceID, v.RackID, v.RebalanceTimeoutMs, v.ServerAssignor
 		m.clientID, m.clientHost, m.classic = v.ClientID, v.ClientHost, v.Classic
 		m.topics = slices.Clone(v.SubscribedTopics)
+		m.regex.set(v.SubscribedRegex)
 		c.LearnTopics(v.SubscribedTopics...)
 		if m.instanceID != "" {
 			g.static[m.instanceID] = m.id

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -163,6 +164,14 @@ func OpenService(d *log.Dir, opts ServiceOptions) (*Service, error) {
 				return 0
 			}
 			return tc.Partitions
+		}
+	}
+	if s.cfg.Topics == nil {
+		s.cfg.Topics = func() []string {
+			topics, _ := d.Topics() // a closed Dir: the group is closing too
+			// Internal topics are no subscription's, as a client's own
+			// pattern subscription skips them.
+			return slices.DeleteFunc(topics, func(t string) bool { return t == s.topic || t == log.TransactionStateTopic })
 		}
 	}
 	if _, err := s.cfg.withDefaults(); err != nil {

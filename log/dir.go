@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -118,6 +119,7 @@ type Dir struct {
 
 type topic struct {
 	name     string
+	id       [16]byte    // see Dir.TopicID
 	compact  atomic.Bool // cfg.compacted(), for checks without the lock
 	cfg      TopicConfig // merged with the defaults
 	gen      int         // counts the changes of cfg: a partition opened meanwhile reconfigures
@@ -197,14 +199,24 @@ func (d *Dir) load() error {
 	var tombstones []string
 	for _, name := range names {
 		if topicName, ok := strings.CutSuffix(name, configSuffix); ok && ValidateTopic(topicName) == nil {
-			cfg, err := d.readConfig(d.configName(topicName))
+			cfg, id, err := d.readConfig(d.configName(topicName))
 			if err != nil {
 				return err
 			}
 			if err := d.checkConfig(cfg); err != nil {
 				return fmt.Errorf("%w: %s: %w", ErrBadTopicConfig, d.configName(topicName), err)
 			}
-			d.topics[topicName] = d.newTopic(topicName, cfg)
+			if id == ([16]byte{}) {
+				// Written by a version without topic ids: the topic gets
+				// its id now.
+				if id, err = newTopicID(); err == nil {
+					err = d.writeConfig(topicName, cfg, id)
+				}
+				if err != nil {
+					return err
+				}
+			}
+			d.topics[topicName] = d.newTopic(topicName, id, cfg)
 		} else if topicName, ok := strings.CutSuffix(name, tombstoneSuffix); ok && ValidateTopic(topicName) == nil {
 			tombstones = append(tombstones, topicName)
 		}
@@ -299,7 +311,7 @@ func (d *Dir) checkFree(topic string, from, to int32) error {
 // name is free again. It returns the renamed folders, for removeDoomed.
 func (d *Dir) renameAway(topic string) ([]string, error) {
 	tomb := d.tombstoneName(topic)
-	cfg, err := d.readConfig(tomb)
+	cfg, _, err := d.readConfig(tomb)
 	if err != nil {
 		return nil, err
 	}
@@ -385,8 +397,8 @@ func parsePartitionDir(name string) (string, int32, bool) {
 	return name[:i], int32(p), true
 }
 
-func (d *Dir) newTopic(name string, cfg TopicConfig) *topic {
-	t := &topic{name: name, cfg: cfg}
+func (d *Dir) newTopic(name string, id [16]byte, cfg TopicConfig) *topic {
+	t := &topic{name: name, id: id, cfg: cfg}
 	t.compact.Store(cfg.compacted())
 	t.grow(d, cfg.Partitions)
 	return t
@@ -406,26 +418,71 @@ func (d *Dir) tombstoneName(topic string) string {
 	return filepath.Join(d.path, topicsDir, topic+tombstoneSuffix)
 }
 
+// storedConfig is a configuration file: the topic's configuration and its
+// id, as Kafka writes a topic id (Uuid.toString: URL-safe base64 without
+// padding).
+type storedConfig struct {
+	ID string `json:"id,omitempty"`
+	TopicConfig
+}
+
 // readConfig reads a configuration file, a topic's or a tombstone; it
-// checks the partition count, which sizes what is made of it.
-func (d *Dir) readConfig(name string) (TopicConfig, error) {
+// checks the partition count, which sizes what is made of it. The id of a
+// file written before topic ids is zero.
+func (d *Dir) readConfig(name string) (TopicConfig, [16]byte, error) {
+	var id [16]byte
 	f, err := d.fs.Open(name)
 	if err != nil {
-		return TopicConfig{}, fmt.Errorf("log: %w", err)
+		return TopicConfig{}, id, fmt.Errorf("log: %w", err)
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.NewSectionReader(f, 0, 1<<20))
 	if err != nil {
-		return TopicConfig{}, fmt.Errorf("log: read %s: %w", name, err)
+		return TopicConfig{}, id, fmt.Errorf("log: read %s: %w", name, err)
 	}
-	var cfg TopicConfig
-	if err := json.Unmarshal(data, &cfg); err != nil {
-		return TopicConfig{}, fmt.Errorf("%w: %s: %w", ErrBadTopicConfig, name, err)
+	var sc storedConfig
+	if err := json.Unmarshal(data, &sc); err != nil {
+		return TopicConfig{}, id, fmt.Errorf("%w: %s: %w", ErrBadTopicConfig, name, err)
 	}
-	if err := checkPartitions("Partitions", cfg.Partitions); err != nil {
-		return TopicConfig{}, fmt.Errorf("%w: %s: %w", ErrBadTopicConfig, name, err)
+	if err := checkPartitions("Partitions", sc.Partitions); err != nil {
+		return TopicConfig{}, id, fmt.Errorf("%w: %s: %w", ErrBadTopicConfig, name, err)
 	}
-	return cfg, nil
+	if sc.ID != "" {
+		if n, err := base64.RawURLEncoding.Decode(id[:], []byte(sc.ID)); err != nil || n != len(id) || base64.RawURLEncoding.EncodedLen(n) != len(sc.ID) {
+			return TopicConfig{}, id, fmt.Errorf("%w: %s: topic id %q is not 16 bytes in URL-safe base64", ErrBadTopicConfig, name, sc.ID)
+		}
+	}
+	return sc.TopicConfig, id, nil
+}
+
+// newTopicID returns a random topic id, none of those Kafka reserves (zero,
+// and 1 for its metadata topic) and none whose text starts with '-'
+// (Uuid.randomUuid), which command lines would take for an option.
+func newTopicID() ([16]byte, error) {
+	for {
+		var id [16]byte
+		if _, err := rand.Read(id[:]); err != nil {
+			return id, fmt.Errorf("log: topic id: %w", err)
+		}
+		if id != ([16]byte{}) && id != ([16]byte{15: 1}) && base64.RawURLEncoding.EncodeToString(id[:])[0] != '-' {
+			return id, nil
+		}
+	}
+}
+
+// TopicID returns a topic's id (KIP-516): random, given when the topic is
+// created (or, for a topic of an earlier version of Strand, when OpenDir
+// first reads its configuration) and stored with its configuration. A
+// topic deleted and created again under the same name has a new id, so a
+// client that names topics by id cannot take one for the other.
+func (d *Dir) TopicID(name string) ([16]byte, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	t, err := d.topicLocked(name)
+	if err != nil {
+		return [16]byte{}, err
+	}
+	return t.id, nil
 }
 
 // checkConfig checks that every partition of a topic configured by cfg,
@@ -452,8 +509,8 @@ func checkPartitions(option string, n int32) error {
 // writeConfig replaces a topic's configuration atomically: temporary file,
 // sync, rename, directory sync. It is the commit point of a create or a
 // partition increase.
-func (d *Dir) writeConfig(topic string, cfg TopicConfig) error {
-	data, err := json.MarshalIndent(cfg, "", "  ")
+func (d *Dir) writeConfig(topic string, cfg TopicConfig, id [16]byte) error {
+	data, err := json.MarshalIndent(storedConfig{ID: base64.RawURLEncoding.EncodeToString(id[:]), TopicConfig: cfg}, "", "  ")
 	if err != nil {
 		return err
 	}
@@ -481,8 +538,23 @@ func (d *Dir) writeConfig(topic string, cfg TopicConfig) error {
 // default retention or compaction. A negative partition count or
 // retention (but Unlimited) is ErrInvalidOption. The configuration is
 // stored with the defaults filled in, so later changes of the Dir's
-// defaults leave the topic as it is (AlterTopicConfig changes it).
+// defaults leave the topic as it is (AlterTopicConfig changes it). The
+// topic gets a random id (see TopicID).
 func (d *Dir) CreateTopic(name string, cfg TopicConfig) error {
+	id, err := newTopicID()
+	if err != nil {
+		return err
+	}
+	return d.CreateTopicWithID(name, id, cfg)
+}
+
+// CreateTopicWithID creates a topic as CreateTopic does, with the given id:
+// the replicas of a topic on several nodes share the id their cluster gave
+// it. A zero id is ErrInvalidOption.
+func (d *Dir) CreateTopicWithID(name string, id [16]byte, cfg TopicConfig) error {
+	if id == ([16]byte{}) {
+		return fmt.Errorf("%w: topic %s: zero topic id", ErrInvalidOption, name)
+	}
 	if err := ValidateTopic(name); err != nil {
 		return err
 	}
@@ -511,10 +583,10 @@ func (d *Dir) CreateTopic(name string, cfg TopicConfig) error {
 	if err := d.checkFree(name, 0, cfg.Partitions); err != nil {
 		return err
 	}
-	if err := d.writeConfig(name, cfg); err != nil {
+	if err := d.writeConfig(name, cfg, id); err != nil {
 		return err
 	}
-	d.topics[name] = d.newTopic(name, cfg)
+	d.topics[name] = d.newTopic(name, id, cfg)
 	return d.removeDoomed(doomed)
 }
 
@@ -541,7 +613,7 @@ func (d *Dir) AddPartitions(name string, n int32) error {
 	}
 	cfg := t.cfg
 	cfg.Partitions = n
-	if err := d.writeConfig(name, cfg); err != nil {
+	if err := d.writeConfig(name, cfg, t.id); err != nil {
 		return err
 	}
 	t.cfg = cfg
@@ -708,7 +780,7 @@ func (d *Dir) AlterTopicConfig(name string, alter func(*TopicConfig)) (TopicConf
 		d.mu.Unlock()
 		return TopicConfig{}, fmt.Errorf("topic %s: %w", name, err)
 	}
-	if err := d.writeConfig(name, cfg); err != nil {
+	if err := d.writeConfig(name, cfg, t.id); err != nil {
 		d.mu.Unlock()
 		return TopicConfig{}, err
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"log/slog"
 	"strings"
@@ -439,4 +440,59 @@ func TestAlterTopicConfigWhileAppending(t *testing.T) {
 		}
 		require.NoError(t, bs.Close())
 	}
+}
+
+// TestTopicIDs: a topic gets a random id when created (KIP-516), stored
+// with its configuration in Kafka's text form and kept by reopens,
+// configuration changes and added partitions; a topic deleted and created
+// again under its name gets a new one; a file of an earlier version, with
+// no id, gets one at OpenDir that stays; a malformed id is
+// ErrBadTopicConfig.
+func TestTopicIDs(t *testing.T) {
+	fs, d := openMemDir(t)
+	require.NoError(t, d.CreateTopic("t", TopicConfig{}))
+	require.NoError(t, d.CreateTopic("u", TopicConfig{}))
+	id := must(d.TopicID("t"))
+	require.NotEqual(t, [16]byte{}, id)
+	require.NotEqual(t, id, must(d.TopicID("u")))
+	_, err := d.TopicID("nope")
+	require.ErrorIs(t, err, ErrUnknownTopic)
+
+	var raw map[string]any
+	require.NoError(t, json.Unmarshal(must(vfs.ReadFile(fs, "/data/.topics/t.json")), &raw))
+	require.Equal(t, base64.RawURLEncoding.EncodeToString(id[:]), raw["id"])
+
+	_, err = d.AlterTopicConfig("t", func(c *TopicConfig) { c.SegmentBytes = 1 << 20 })
+	require.NoError(t, err)
+	require.NoError(t, d.AddPartitions("t", 3))
+	require.Equal(t, id, must(d.TopicID("t")))
+	require.NoError(t, d.Close())
+
+	old := `{"partitions": 1, "fsync": "never"}`
+	require.NoError(t, vfs.WriteFileAtomic(fs, "/data/.topics/old.json", []byte(old)))
+	d, err = OpenDir("/data", dirOptions(fs))
+	require.NoError(t, err)
+	require.Equal(t, id, must(d.TopicID("t")), "kept by a reopen")
+	oldID := must(d.TopicID("old"))
+	require.NotEqual(t, [16]byte{}, oldID)
+	require.NoError(t, d.Close())
+	d, err = OpenDir("/data", dirOptions(fs))
+	require.NoError(t, err)
+	require.Equal(t, oldID, must(d.TopicID("old")), "the id given at the first open was stored")
+
+	require.NoError(t, d.DeleteTopic("t"))
+	require.NoError(t, d.CreateTopic("t", TopicConfig{}))
+	require.NotEqual(t, id, must(d.TopicID("t")), "a new topic of the same name")
+
+	given := [16]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
+	require.NoError(t, d.CreateTopicWithID("replica", given, TopicConfig{}), "a replica of a cluster's topic")
+	require.Equal(t, given, must(d.TopicID("replica")))
+	require.ErrorIs(t, d.CreateTopicWithID("zero", [16]byte{}, TopicConfig{}), ErrInvalidOption)
+	require.NoError(t, d.Close())
+
+	bad := `{"id": "not-an-id", "partitions": 1}`
+	require.NoError(t, vfs.WriteFileAtomic(fs, "/data/.topics/bad.json", []byte(bad)))
+	_, err = OpenDir("/data", dirOptions(fs))
+	require.ErrorIs(t, err, ErrBadTopicConfig)
+	require.ErrorContains(t, err, "bad.json")
 }

@@ -189,6 +189,23 @@ func (l *Log) NeedsVerification(b segment.Batch) (bool, error) {
 	return l.producers.NeedsVerification(info), nil
 }
 
+// Producers returns the state of each producer the log knows, by producer
+// id (Kafka's DescribeProducers): its epoch, the sequence numbers of its
+// last batches and the first offset of its open transaction, if any.
+func (l *Log) Producers() ([]idempotence.Entry, error) {
+	if err := l.lockWriter(false); err != nil {
+		return nil, err
+	}
+	defer l.wmu.Unlock()
+	return l.producers.Producers(), nil
+}
+
+// Producers returns the state of the partition's producers; see
+// Log.Producers.
+func (p *Partition) Producers() ([]idempotence.Entry, error) {
+	return with(p, false, func(l *Log) ([]idempotence.Entry, error) { return l.Producers() })
+}
+
 // reloadProducersLocked rebuilds the producer state as Kafka's
 // loadProducerState does, on open and after a truncation: from the newest
 // snapshot at or below the log end (Load deletes the others), then every

@@ -88,7 +88,8 @@ func ValidateTopic(name string) error {
 // "min_compaction_lag", "max_compaction_lag", "segment_bytes",
 // "segment_age", "fsync" (as FsyncPolicy.String writes it),
 // "compression" (Kafka's codec number: 0 none, 1 gzip, 3 lz4) and
-// "max_batch_bytes"; durations are in nanoseconds (Go's time.Duration),
+// "max_batch_bytes", and beside them the topic's "id" (see Dir.TopicID);
+// durations are in nanoseconds (Go's time.Duration),
 // -1 is Unlimited, and an absent key is zero. A file is replaced whole,
 // atomically (a temporary file, synced, renamed over it). Keys are read
 // without regard to case, so the files of earlier versions, which spelled

@@ -447,6 +447,14 @@ func (t *Transactions) Describe(txnID string) (idempotence.TxnRecord, bool) {
 	return t.c.Transaction(txnID)
 }
 
+// List returns the durable state of every transactional id, by id (Kafka's
+// ListTransactions).
+func (t *Transactions) List() []idempotence.TxnRecord {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.c.Transactions()
+}
+
 // RouteMarkers sends the markers of topic's partitions through c from now
 // on, as TransactionalProducer.CommitOffsets does for its committer. A
 // server that takes offsets into transactions through requests of its own

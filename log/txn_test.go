@@ -904,3 +904,37 @@ func TestTxnTransitionsAreRecordsOfTheStateTopic(t *testing.T) {
 		"CompleteAbort 2 []",
 	}, states)
 }
+
+// TestTxnListAndProducers: Transactions.List returns every transactional
+// id's state, by id; Partition.Producers each producer the partition
+// knows, with where its open transaction starts.
+func TestTxnListAndProducers(t *testing.T) {
+	_, _, d := openTxnDir(t)
+	done := newTxnProducer(t, d, "done", TransactionalOptions{})
+	commitTxn(t, done, "x", a0)
+	open := newTxnProducer(t, d, "open", TransactionalOptions{})
+	require.NoError(t, open.Begin())
+	produceTxn(t, open, "y", a0)
+
+	tx, err := d.Transactions()
+	require.NoError(t, err)
+	var states []string
+	for _, rec := range tx.List() {
+		states = append(states, rec.TransactionalID+"="+rec.State.String())
+	}
+	require.Equal(t, []string{"done=CompleteCommit", "open=Ongoing"}, states)
+
+	p, err := d.Partition("a", 0)
+	require.NoError(t, err)
+	producers, err := p.Producers()
+	require.NoError(t, err)
+	require.Len(t, producers, 2)
+	openRec, _ := tx.Describe("open")
+	doneRec, _ := tx.Describe("done")
+	starts := map[int64]int64{}
+	for _, e := range producers {
+		starts[e.ProducerID] = e.TxnFirstOffset
+	}
+	// "x" at 0, its COMMIT marker at 1, "y" at 2.
+	require.Equal(t, map[int64]int64{doneRec.ProducerID: -1, openRec.ProducerID: 2}, starts)
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/strandlog/strand/examples/kafka/broker"
+	"github.com/strandlog/strand/group"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/replica"
 	"github.com/strandlog/strand/replica/controller"
@@ -110,6 +111,18 @@ func (kc *kafkaCluster) Brokers() ([]broker.BrokerAddr, int32) {
 
 func (kc *kafkaCluster) Topics() ([]string, error) {
 	return slices.Sorted(maps.Keys(kc.current().topics)), nil
+}
+
+// TopicID derives a topic's id from its name (group.TopicID), the same on
+// every node: the controller's metadata keeps no topic ids, so a topic
+// deleted and created again under its name keeps its id, where Kafka gives
+// it a new one. The controller should assign a random id with the topic
+// and the nodes create their replicas with it (log.Dir.CreateTopicWithID).
+func (kc *kafkaCluster) TopicID(topic string) ([16]byte, error) {
+	if _, ok := kc.current().topics[topic]; !ok {
+		return [16]byte{}, fmt.Errorf("%w: %s", log.ErrUnknownTopic, topic)
+	}
+	return group.TopicID(topic), nil
 }
 
 func (kc *kafkaCluster) TopicConfig(topic string) (log.TopicConfig, error) {

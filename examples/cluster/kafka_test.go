@@ -121,7 +121,9 @@ func fetchFrom(t *testing.T, cl *kgo.Client, node replica.NodeID, topic string, 
 	req := kmsg.NewPtrFetchRequest()
 	req.ReplicaID, req.MaxBytes, req.MinBytes = -1, 1<<20, 1
 	rt := kmsg.NewFetchRequestTopic()
-	rt.Topic = topic
+	// By name and by id, as the version kgo picks (the broker's latest)
+	// asks: the id from the broker's Metadata, as a client learns it.
+	rt.Topic, rt.TopicID = topic, kafkaMetadata(t, cl, node, topic).Topics[0].TopicID
 	rp := kmsg.NewFetchRequestTopicPartition()
 	rp.Partition, rp.CurrentLeaderEpoch, rp.PartitionMaxBytes, rp.LogStartOffset = partition, currentEpoch, 1<<20, -1
 	rt.Partitions = []kmsg.FetchRequestTopicPartition{rp}
@@ -316,6 +318,7 @@ func TestKafkaLeadershipRules(t *testing.T) {
 	og.Group = "g"
 	ogt := kmsg.NewOffsetFetchRequestGroupTopic()
 	ogt.Topic, ogt.Partitions = topic, []int32{0}
+	ogt.TopicID = kafkaMetadata(t, kc, coordinator, topic).Topics[0].TopicID // v10 names topics by id
 	og.Topics = []kmsg.OffsetFetchRequestGroupTopic{ogt}
 	of.Groups = []kmsg.OffsetFetchRequestGroup{og}
 	resp, err := kc.Broker(int(coordinator)).Request(ctx, of)

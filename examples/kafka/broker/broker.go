@@ -25,24 +25,29 @@
 // ApiVersions, Metadata, CreateTopics, DeleteTopics, DescribeConfigs,
 // DeleteRecords; Produce (acks 0, 1 and all) and InitProducerId for
 // idempotent producers; Fetch (read_uncommitted and read_committed, long
-// polls with max wait and min bytes), ListOffsets (earliest, latest, by time),
-// OffsetForLeaderEpoch; transactions (see below); FindCoordinator, JoinGroup, SyncGroup, Heartbeat,
-// LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups and ListGroups for
-// classic groups, and ConsumerGroupHeartbeat for KIP-848 consumer groups
-// (whose assignments name topics by id: see topicID). ApiVersions lists the
-// versions of each.
+// polls with max wait and min bytes, fetch sessions of KIP-227 with
+// incremental fetches: fetchsession.go), ListOffsets (earliest, latest, by
+// time), OffsetForLeaderEpoch; transactions (see below); FindCoordinator,
+// JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
+// DescribeGroups and ListGroups for classic groups, and
+// ConsumerGroupHeartbeat (subscriptions by name or by regular expression)
+// and ConsumerGroupDescribe for KIP-848 consumer groups. Topics have the ids of the data directory (log.Dir.TopicID), by
+// which Metadata, Fetch v13+, OffsetCommit and OffsetFetch v10,
+// DeleteTopics v6, TxnOffsetCommit v6 and consumer groups name them (see
+// topicids.go). ApiVersions lists the versions of each.
 //
 // # Transactions
 //
 // The Dir's transaction coordinator (log.Transactions) is this broker's:
 // FindCoordinator of type transaction names it, and InitProducerId with a
-// transactional id, AddPartitionsToTxn (v0-v3), AddOffsetsToTxn, EndTxn and
-// DescribeTransactions are its requests. Offsets committed in a
-// transaction (TxnOffsetCommit, up to v5, which adds the group's offsets
-// partition to the transaction itself) are staged by the group.Service and
-// count at the transaction's COMMIT marker, which the coordinator writes
-// through it; a commit decided before a crash completes them when the
-// broker opens again. It keeps the rules of transactions
+// transactional id, AddPartitionsToTxn (v0-v3), AddOffsetsToTxn, EndTxn,
+// DescribeTransactions and ListTransactions are its requests, and
+// DescribeProducers shows the producers a partition knows. Offsets
+// committed in a transaction (TxnOffsetCommit; v5 and later add the
+// group's offsets partition to the transaction itself) are staged by the
+// group.Service and count at the transaction's COMMIT marker, which the
+// coordinator writes through it; a commit decided before a crash completes
+// them when the broker opens again. It keeps the rules of transactions
 // version 2 (KIP-890), which ApiVersions announces as the finalized
 // feature transaction.version=2: a transactional Produce of version 12 adds
 // its partition to the transaction, an older one must find it added, and
@@ -52,27 +57,25 @@
 //
 // # Not yet
 //
-//   - TxnOffsetCommit v6 (topics by id).
-//   - ListTransactions, DescribeProducers, WriteTxnMarkers (one broker
-//     writes its markers itself).
-//   - Fetch sessions (KIP-227: every fetch is a full one); requests that
-//     name topics by id (Fetch v13+, OffsetCommit and OffsetFetch v10,
-//     DeleteTopics v6 are not advertised); subscriptions by regular
-//     expression in ConsumerGroupHeartbeat; ConsumerGroupDescribe.
+//   - WriteTxnMarkers (one broker writes its markers itself).
+//   - Produce v13 (topics by id) and Fetch v18 (a follower's, KIP-1166).
+//   - Client ids and hosts of KIP-848 members in ConsumerGroupDescribe
+//     (the group coordinator's heartbeat request does not carry them).
 //
 // # Several brokers
 //
 // Alone (Config.Cluster nil), the broker leads each partition of its data
-// directory, its leader epoch the log's latest (0 for a new partition),
-// unchanged by restarts. Given a Cluster, it is one broker of several: Metadata
+// directory, in a new leader epoch for each run of the broker (see
+// partition). Given a Cluster, it is one broker of several: Metadata
 // lists the live brokers and each partition's leader, leader epoch, replicas
 // and ISR as the Cluster says; Produce, Fetch, ListOffsets,
-// OffsetForLeaderEpoch and DeleteRecords for a partition it does not lead
-// are answered NOT_LEADER_OR_FOLLOWER, and those whose current leader epoch
-// is older than the partition's FENCED_LEADER_EPOCH, newer
-// UNKNOWN_LEADER_EPOCH (KIP-320); produces go to Cluster.Append, which
+// OffsetForLeaderEpoch, DeleteRecords and DescribeProducers for a partition
+// it does not lead are answered NOT_LEADER_OR_FOLLOWER, and those whose
+// current leader epoch is older than the partition's FENCED_LEADER_EPOCH,
+// newer UNKNOWN_LEADER_EPOCH (KIP-320); produces go to Cluster.Append, which
 // waits for the ISR under acks=all; fetches read this node's replica
-// below its high watermark, which the Cluster moves. Consumer groups and
+// below its high watermark, which the Cluster moves. Topic ids are the
+// Cluster's (Cluster.TopicID). Consumer groups and
 // committed offsets stay with the group.Service of this broker's own data
 // directory (Config.DataDir): FindCoordinator names the broker
 // Cluster.GroupCoordinator says, and the group requests another broker
@@ -86,6 +89,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -126,6 +130,11 @@ type Config struct {
 	// allows to be created, if it does not exist, with Dir.Defaults
 	// (auto.create.topics.enable). A Produce never creates a topic.
 	AutoCreateTopics bool
+	// FetchSessionCacheSlots bounds the fetch sessions (KIP-227) kept
+	// (max.incremental.fetch.session.cache.slots); default
+	// DefaultFetchSessionCacheSlots, negative for none (every fetch is a
+	// full one).
+	FetchSessionCacheSlots int
 	// Logger receives a line for each refused request and connection
 	// error; default slog.Default().
 	Logger *slog.Logger
@@ -148,6 +157,9 @@ type Broker struct {
 	ctx    context.Context // canceled by Close: ends long polls
 	cancel context.CancelFunc
 
+	sessions *fetchSessions // fetch sessions (KIP-227)
+	ids      topicIDCache
+
 	mu        sync.Mutex
 	closed    bool
 	listeners map[net.Listener]struct{}
@@ -157,6 +169,7 @@ type Broker struct {
 		port int32
 	}
 	epochs map[topicPartition]int32 // leader epochs of the partitions used so far
+	elect  sync.Mutex               // held while a partition gets its epoch
 
 	wg sync.WaitGroup // connection goroutines
 }
@@ -197,6 +210,14 @@ func Open(cfg Config) (*Broker, error) {
 			return tc.Partitions
 		}
 	}
+	if c := cfg.Cluster; c != nil && cfg.Groups.Config.Topics == nil {
+		// Subscriptions by regular expression match the cluster's
+		// topics; internal ones are no subscription's.
+		cfg.Groups.Config.Topics = func() []string {
+			topics, _ := c.Topics() // an error: none to match until it passes
+			return slices.DeleteFunc(topics, internalTopic)
+		}
+	}
 	d, err := log.OpenDir(cfg.DataDir, cfg.Dir)
 	if err != nil {
 		return nil, err
@@ -212,6 +233,7 @@ func Open(cfg Config) (*Broker, error) {
 		b.cluster = standalone{b}
 	}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
+	b.sessions = newFetchSessions(cfg.FetchSessionCacheSlots)
 	if _, err := d.TopicConfig(log.TransactionStateTopic); err == nil {
 		// The Dir has a transaction coordinator: the markers it writes
 		// again from now on (after failures) reach the group coordinator.
@@ -318,9 +340,13 @@ func (b *Broker) Close() error {
 	return errors.Join(gerr, b.dir.Close())
 }
 
-// partition returns a partition and its leader epoch. A partition this
-// broker leads for the first time, with no epoch yet, starts epoch 0, so that
-// its batches carry an epoch and clients can check it (KIP-320).
+// partition returns a partition and its leader epoch. The first time this
+// run of the broker leads a partition, it starts a new leader epoch, the
+// log's latest plus one (0 for a new partition), as each election of a
+// Kafka leader does: a run that opens the log after a crash may have lost
+// records the last one served, and clients tell the two apart by epoch
+// (KIP-320: a client of the old epoch is FENCED_LEADER_EPOCH, and asks
+// OffsetForLeaderEpoch where the old one ended).
 func (b *Broker) partition(topic string, id int32) (*log.Partition, int32, error) {
 	p, err := b.dir.Partition(topic, id)
 	if err != nil {
@@ -333,14 +359,20 @@ func (b *Broker) partition(topic string, id int32) (*log.Partition, int32, error
 	if ok {
 		return p, epoch, nil
 	}
+	b.elect.Lock() // one new epoch per run, whoever asks first
+	defer b.elect.Unlock()
+	b.mu.Lock()
+	epoch, ok = b.epochs[tp]
+	b.mu.Unlock()
+	if ok {
+		return p, epoch, nil
+	}
 	if epoch, err = p.LatestEpoch(); err != nil {
 		return nil, 0, err
 	}
-	if epoch < 0 {
-		epoch = 0
-		if err := p.SetLeaderEpoch(epoch); err != nil {
-			return nil, 0, err
-		}
+	epoch++
+	if err := p.SetLeaderEpoch(epoch); err != nil {
+		return nil, 0, err
 	}
 	b.mu.Lock()
 	b.epochs[tp] = epoch

@@ -30,6 +30,10 @@ type Cluster interface {
 	Brokers() (brokers []BrokerAddr, controller int32)
 	// Topics returns the names of the cluster's topics.
 	Topics() ([]string, error)
+	// TopicID returns a topic's id (KIP-516), the same on every broker;
+	// an error wrapping log.ErrUnknownTopic if the cluster has no such
+	// topic.
+	TopicID(topic string) ([16]byte, error)
 	// TopicConfig returns a topic's configuration; an error wrapping
 	// log.ErrUnknownTopic if the cluster has no such topic.
 	TopicConfig(topic string) (log.TopicConfig, error)
@@ -132,6 +136,8 @@ func (s standalone) Brokers() ([]BrokerAddr, int32) {
 }
 
 func (s standalone) Topics() ([]string, error) { return s.b.dir.Topics() }
+
+func (s standalone) TopicID(topic string) ([16]byte, error) { return s.b.dir.TopicID(topic) }
 
 func (s standalone) TopicConfig(topic string) (log.TopicConfig, error) {
 	return s.b.dir.TopicConfig(topic)

@@ -48,6 +48,9 @@ func (f *fakeCluster) Topics() ([]string, error) {
 	return out, nil
 }
 
+// TopicID is the id of this node's replica's topic, which the test created.
+func (f *fakeCluster) TopicID(topic string) ([16]byte, error) { return f.dir.TopicID(topic) }
+
 func (f *fakeCluster) TopicConfig(topic string) (log.TopicConfig, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -196,11 +199,14 @@ func TestBrokerInACluster(t *testing.T) {
 	_, err = p0.AdvanceHighWatermark(2)
 	require.NoError(t, err)
 
+	topicID, err := f.dir.TopicID("t")
+	require.NoError(t, err)
 	fetch := func(partition, epoch int32) *kmsg.FetchResponseTopicPartition {
 		req := kmsg.NewPtrFetchRequest()
 		req.ReplicaID, req.MaxBytes = -1, 1<<20
 		rt := kmsg.NewFetchRequestTopic()
 		rt.Topic = "t"
+		rt.TopicID = topicID // kgo sends the broker's latest version, v13+: by id
 		fp := kmsg.NewFetchRequestTopicPartition()
 		fp.Partition, fp.CurrentLeaderEpoch, fp.PartitionMaxBytes = partition, epoch, 1<<20
 		rt.Partitions = []kmsg.FetchRequestTopicPartition{fp}
@@ -279,6 +285,20 @@ func TestBrokerInACluster(t *testing.T) {
 	resp, err = self.Request(ctx, of)
 	require.NoError(t, err)
 	require.Equal(t, int16(0), resp.(*kmsg.OffsetFetchResponse).Groups[0].ErrorCode, "served once broker 1 coordinates")
+
+	// A KIP-848 subscription by regular expression matches the cluster's
+	// topics, not the broker's own directory's.
+	hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	hb.Group, hb.MemberID, hb.RebalanceTimeoutMillis = "by-regex", "member-1", 60_000
+	hb.SubscribedTopicRegex, hb.Topics = kmsg.StringPtr("t|u"), []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	resp, err = self.Request(ctx, hb)
+	require.NoError(t, err)
+	hr := resp.(*kmsg.ConsumerGroupHeartbeatResponse)
+	require.Zero(t, hr.ErrorCode, "%v", hr.ErrorMessage)
+	require.NotNil(t, hr.Assignment)
+	tid, err := f.dir.TopicID("t")
+	require.NoError(t, err)
+	require.Equal(t, []kmsg.ConsumerGroupHeartbeatResponseAssignmentTopic{{TopicID: tid, Partitions: []int32{0, 1}}}, hr.Assignment.Topics)
 
 	ct := kmsg.NewPtrCreateTopicsRequest()
 	ct.Topics = []kmsg.CreateTopicsRequestTopic{{Topic: "u", NumPartitions: 4, ReplicationFactor: 3}}

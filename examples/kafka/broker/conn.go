@@ -42,12 +42,12 @@ type api struct {
 }
 
 // apis are the APIs served, with the versions advertised in ApiVersions.
-// Versions are capped where a later one needs what the broker lacks: Fetch
-// v13+, Produce v13, OffsetFetch/OffsetCommit v10 name topics by id,
-// DeleteTopics v6 may, ListOffsets v7+ asks for the max timestamp,
-// AddPartitionsToTxn v4+ is sent by brokers only, TxnOffsetCommit v6
-// names topics by id; EndTxn below v5 is
+// Versions are capped where a later one needs what the broker lacks:
+// Produce v13 names topics by id, Fetch v18 carries a follower's high
+// watermark (KIP-1166), ListOffsets v7+ asks for the max timestamp,
+// AddPartitionsToTxn v4+ is sent by brokers only; EndTxn below v5 is
 // transactions version 1, which the coordinator does not keep (txn.go).
+// Topics named by id: see topicids.go.
 // (Set in init: ApiVersions' handler reads the table.)
 var apis map[int16]api
 
@@ -56,11 +56,11 @@ func init() { apis = servedAPIs() }
 func servedAPIs() map[int16]api {
 	return map[int16]api{
 		0:  {3, 12, func(b *Broker) handler { return b.produce }},
-		1:  {4, 12, func(b *Broker) handler { return b.fetch }},
+		1:  {4, 17, func(b *Broker) handler { return b.fetch }},
 		2:  {1, 6, func(b *Broker) handler { return b.listOffsets }},
 		3:  {0, 12, func(b *Broker) handler { return b.metadata }},
-		8:  {0, 9, func(b *Broker) handler { return b.offsetCommit }},
-		9:  {0, 9, func(b *Broker) handler { return b.offsetFetch }},
+		8:  {0, 10, func(b *Broker) handler { return b.offsetCommit }},
+		9:  {0, 10, func(b *Broker) handler { return b.offsetFetch }},
 		10: {0, 6, func(b *Broker) handler { return b.findCoordinator }},
 		11: {0, 9, func(b *Broker) handler { return b.joinGroup }},
 		12: {0, 4, func(b *Broker) handler { return b.heartbeat }},
@@ -70,17 +70,20 @@ func servedAPIs() map[int16]api {
 		16: {0, 4, func(b *Broker) handler { return b.listGroups }},
 		18: {0, 4, func(b *Broker) handler { return b.apiVersions }},
 		19: {0, 7, func(b *Broker) handler { return b.createTopics }},
-		20: {0, 5, func(b *Broker) handler { return b.deleteTopics }},
+		20: {0, 6, func(b *Broker) handler { return b.deleteTopics }},
 		21: {0, 2, func(b *Broker) handler { return b.deleteRecords }},
 		22: {0, 4, func(b *Broker) handler { return b.initProducerID }},
 		23: {2, 4, func(b *Broker) handler { return b.offsetForLeaderEpoch }},
 		24: {0, 3, func(b *Broker) handler { return b.addPartitionsToTxn }},
 		25: {0, 4, func(b *Broker) handler { return b.addOffsetsToTxn }},
 		26: {5, 5, func(b *Broker) handler { return b.endTxn }},
-		28: {0, 5, func(b *Broker) handler { return b.txnOffsetCommit }},
+		28: {0, 6, func(b *Broker) handler { return b.txnOffsetCommit }},
 		32: {0, 4, func(b *Broker) handler { return b.describeConfigs }},
+		61: {0, 0, func(b *Broker) handler { return b.describeProducers }},
 		65: {0, 0, func(b *Broker) handler { return b.describeTransactions }},
+		66: {0, 2, func(b *Broker) handler { return b.listTransactions }},
 		68: {0, 1, func(b *Broker) handler { return b.consumerGroupHeartbeat }},
+		69: {0, 1, func(b *Broker) handler { return b.consumerGroupDescribe }},
 	}
 }
 

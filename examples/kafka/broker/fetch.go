@@ -48,14 +48,14 @@ type fetchPartition struct {
 // Kafka's LogSegment.read does) and, until MinBytes are gathered or
 // MaxWaitMillis passes, waits for more (a long poll). The batches stay in
 // the segment files until the response is written: see fetchResponse.
-// Fetch sessions (KIP-227) are not kept: a request that asks for one is
-// answered with session id 0, which tells the client to send full fetches,
-// as a Kafka broker whose session cache is full does.
+// The partitions it reads are the request's, or for an incremental fetch
+// its session's (fetchsession.go).
 func (b *Broker) fetch(ctx context.Context, r *request) kmsg.Response {
 	req := r.body.(*kmsg.FetchRequest)
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
-	if req.SessionID != 0 || req.SessionEpoch > 0 {
-		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
+	session, err := b.sessions.open(req, b.topicName)
+	if err != nil {
+		resp.ErrorCode = code(err)
 		return resp
 	}
 	iso := isolation(req.IsolationLevel)
@@ -70,7 +70,7 @@ func (b *Broker) fetch(ctx context.Context, r *request) kmsg.Response {
 		t := &req.Topics[i]
 		rt := &resp.Topics[i]
 		*rt = kmsg.NewFetchResponseTopic()
-		rt.Topic = t.Topic
+		rt.Topic, rt.TopicID = t.Topic, t.TopicID
 		rt.Partitions = make([]kmsg.FetchResponseTopicPartition, len(t.Partitions))
 		for j := range t.Partitions {
 			rp := &rt.Partitions[j]
@@ -92,6 +92,7 @@ func (b *Broker) fetch(ctx context.Context, r *request) kmsg.Response {
 		}
 		if total >= int64(req.MinBytes) || !time.Now().Before(deadline) || len(parts) == 0 ||
 			!waitAny(ctx, deadline, parts, iso) {
+			session.respond(resp)
 			for _, fp := range parts {
 				if fp.batches != nil {
 					out.sets = append(out.sets, fp.batches)
@@ -159,8 +160,9 @@ func waitAny(ctx context.Context, deadline time.Time, parts []*fetchPartition, i
 		if fp.resp.ErrorCode != 0 {
 			continue
 		}
+		next := fp.next // read goes on writing it once waitAny returns
 		go func() {
-			if fp.p.Wait(ctx, fp.next, iso) == nil {
+			if fp.p.Wait(ctx, next, iso) == nil {
 				woke <- struct{}{}
 			}
 		}()

@@ -107,13 +107,14 @@ func TestReadCommittedSkipsAbortedTransactions(t *testing.T) {
 }
 
 // fetchOnce sends one Fetch of partition 0 from offset.
-func fetchOnce(t *testing.T, c *kgo.Client, topic string, offset int64, maxWait time.Duration, minBytes int32) (*kmsg.FetchResponseTopicPartition, time.Duration) {
+func fetchOnce(t *testing.T, tb *testBroker, c *kgo.Client, topic string, offset int64, maxWait time.Duration, minBytes int32) (*kmsg.FetchResponseTopicPartition, time.Duration) {
 	t.Helper()
 	req := kmsg.NewPtrFetchRequest()
 	req.SetVersion(12)
 	req.MaxWaitMillis, req.MinBytes, req.MaxBytes, req.SessionEpoch = int32(maxWait.Milliseconds()), minBytes, 1<<20, -1
 	ft := kmsg.NewFetchRequestTopic()
 	ft.Topic = topic
+	ft.TopicID = topicID(t, tb, topic) // kgo sends the broker's latest version, v13+: by id
 	fp := kmsg.NewFetchRequestTopicPartition()
 	fp.FetchOffset, fp.PartitionMaxBytes = offset, 1<<20
 	ft.Partitions = append(ft.Partitions, fp)
@@ -133,7 +134,7 @@ func TestFetchLongPoll(t *testing.T) {
 	c := tb.client(kgo.ProducerBatchCompression(kgo.NoCompression()))
 	createTopic(t, c, topic, 1)
 
-	p, took := fetchOnce(t, c, topic, 0, 300*time.Millisecond, 1)
+	p, took := fetchOnce(t, tb, c, topic, 0, 300*time.Millisecond, 1)
 	require.Zero(t, p.ErrorCode)
 	require.Empty(t, p.RecordBatches)
 	require.GreaterOrEqual(t, took, 300*time.Millisecond, "waited its max wait")
@@ -142,7 +143,7 @@ func TestFetchLongPoll(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 		c.Produce(context.Background(), &kgo.Record{Topic: topic, Key: []byte("k"), Value: []byte("v")}, nil)
 	}()
-	p, took = fetchOnce(t, c, topic, 0, 20*time.Second, 1)
+	p, took = fetchOnce(t, tb, c, topic, 0, 20*time.Second, 1)
 	require.Zero(t, p.ErrorCode)
 	require.NotEmpty(t, p.RecordBatches)
 	require.Less(t, took, 10*time.Second, "returned when the record came, not at the max wait")

@@ -209,6 +209,38 @@ func TestKgoConsumerGroupOfKIP848(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "Dead", dresp.Groups[0].State)
 	require.Empty(t, dresp.Groups[0].Members)
+
+	// ConsumerGroupDescribe knows it: once the members have their
+	// targets, Stable, the four partitions split between them, each
+	// topic named by its id too; an id of no consumer group is
+	// GROUP_ID_NOT_FOUND.
+	id := topicID(t, tb, topic)
+	require.Eventually(t, func() bool {
+		creq := kmsg.NewPtrConsumerGroupDescribeRequest()
+		creq.Groups = []string{groupID, "no-such-group"}
+		cresp, err := creq.RequestWith(context.Background(), c)
+		require.NoError(t, err)
+		require.Len(t, cresp.Groups, 2)
+		require.Equal(t, kerr.GroupIDNotFound.Code, cresp.Groups[1].ErrorCode)
+		g := cresp.Groups[0]
+		require.Zero(t, g.ErrorCode)
+		require.Equal(t, "range", g.AssignorName)
+		if g.State != "Stable" || len(g.Members) != 2 {
+			return false
+		}
+		var owned []int32
+		for _, m := range g.Members {
+			require.Equal(t, []string{topic}, m.SubscribedTopics)
+			require.Equal(t, g.AssignmentEpoch, m.MemberEpoch)
+			require.Equal(t, m.TargetAssignment, m.Assignment)
+			require.Len(t, m.Assignment.TopicPartitions, 1)
+			require.Equal(t, id, m.Assignment.TopicPartitions[0].TopicID)
+			require.Equal(t, topic, m.Assignment.TopicPartitions[0].Topic)
+			owned = append(owned, m.Assignment.TopicPartitions[0].Partitions...)
+		}
+		require.ElementsMatch(t, []int32{0, 1, 2, 3}, owned)
+		return true
+	}, 10*time.Second, 100*time.Millisecond, "the group settles")
 	first.leave()
 	second.leave()
 }

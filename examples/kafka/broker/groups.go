@@ -172,34 +172,79 @@ func (b *Broker) offsetCommit(ctx context.Context, r *request) kmsg.Response {
 	if req.RetentionTimeMillis > 0 {
 		cr.Retention = time.Duration(req.RetentionTimeMillis) * time.Millisecond
 	}
-	for _, t := range req.Topics {
-		ct := group.OffsetCommitTopic{Name: t.Topic}
-		for _, p := range t.Partitions {
-			epoch := int32(-1)
-			if req.Version >= 6 {
-				epoch = p.LeaderEpoch
-			}
-			ct.Partitions = append(ct.Partitions, group.OffsetCommitPartition{Partition: p.Partition, Offset: p.Offset, LeaderEpoch: epoch, Metadata: str(p.Metadata)})
-		}
-		cr.Topics = append(cr.Topics, ct)
-	}
-	g, err := b.groups.OffsetCommit(ctx, cr)
+	names, err := b.namesOf(req.Version >= 10, len(req.Topics), func(i int) ([16]byte, string) { return req.Topics[i].TopicID, req.Topics[i].Topic })
+	var g *group.OffsetCommitResponse
 	if err == nil {
-		err = g.Err
+		cr.Topics = commitTopics(names, req.Topics, func(t kmsg.OffsetCommitRequestTopic) []group.OffsetCommitPartition {
+			ps := make([]group.OffsetCommitPartition, len(t.Partitions))
+			for i, p := range t.Partitions {
+				ps[i] = group.OffsetCommitPartition{Partition: p.Partition, Offset: p.Offset, LeaderEpoch: since(req.Version, 6, p.LeaderEpoch), Metadata: str(p.Metadata)}
+			}
+			return ps
+		})
+		if g, err = b.groups.OffsetCommit(ctx, cr); err == nil {
+			err = g.Err
+		}
 	}
+	results := topicResults(names, err, func() []group.TopicResult { return g.Topics })
 	for i, t := range req.Topics {
 		rt := kmsg.NewOffsetCommitResponseTopic()
-		rt.Topic = t.Topic
+		rt.Topic, rt.TopicID = t.Topic, t.TopicID
 		for j, p := range t.Partitions {
-			perr := err
-			if perr == nil {
-				perr = g.Topics[i].Partitions[j].Err
-			}
-			rt.Partitions = append(rt.Partitions, kmsg.OffsetCommitResponseTopicPartition{Partition: p.Partition, ErrorCode: code(perr)})
+			rt.Partitions = append(rt.Partitions, kmsg.OffsetCommitResponseTopicPartition{Partition: p.Partition, ErrorCode: code(results(i, j))})
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
 	return resp
+}
+
+// commitTopics returns the topics of a commit request named by names,
+// leaving out those of an unknown topic id, with their partitions.
+func commitTopics[T any](names []string, topics []T, partitions func(T) []group.OffsetCommitPartition) []group.OffsetCommitTopic {
+	var out []group.OffsetCommitTopic
+	for i, t := range topics {
+		if names[i] != "" {
+			out = append(out, group.OffsetCommitTopic{Name: names[i], Partitions: partitions(t)})
+		}
+	}
+	return out
+}
+
+// since returns a partition's leader epoch from the version of the request
+// that added it, -1 before.
+func since(version, added int16, epoch int32) int32 {
+	if version < added {
+		return -1
+	}
+	return epoch
+}
+
+// topicResults returns the error of each partition of a commit's request
+// topics: err if the commit failed as a whole, UNKNOWN_TOPIC_ID for a topic
+// of an id no topic has (left out of the commit), else the commit's own
+// result for the partition.
+func topicResults(names []string, err error, results func() []group.TopicResult) func(topic, partition int) error {
+	var byTopic []group.TopicResult
+	if err == nil {
+		byTopic = results()
+	}
+	index := make([]int, len(names))
+	k := 0
+	for i, n := range names {
+		index[i] = k
+		if n != "" {
+			k++
+		}
+	}
+	return func(topic, partition int) error {
+		switch {
+		case err != nil:
+			return err
+		case names[topic] == "":
+			return kerr.UnknownTopicID
+		}
+		return byTopic[index[topic]].Partitions[partition].Err
+	}
 }
 
 // txnOffsetCommit stages a group's offsets in a producer's transaction
@@ -220,23 +265,23 @@ func (b *Broker) txnOffsetCommit(ctx context.Context, r *request) kmsg.Response 
 		err = b.offsetsPartitionInTransaction(req.TransactionalID, producer, req.Group)
 	}
 	var g *group.TxnOffsetCommitResponse
+	var names []string
+	if err == nil {
+		names, err = b.namesOf(req.Version >= 6, len(req.Topics), func(i int) ([16]byte, string) { return req.Topics[i].TopicID, req.Topics[i].Topic })
+	}
 	if err == nil {
 		cr := group.TxnOffsetCommitRequest{GroupID: req.Group, Producer: group.Producer{ID: req.ProducerID, Epoch: req.ProducerEpoch},
 			GenerationID: -1} // before v3 a commit is not fenced by generation
 		if req.Version >= 3 {
 			cr.GenerationID, cr.MemberID, cr.GroupInstanceID = req.Generation, req.MemberID, str(req.InstanceID)
 		}
-		for _, t := range req.Topics {
-			ct := group.OffsetCommitTopic{Name: t.Topic}
-			for _, p := range t.Partitions {
-				epoch := int32(-1)
-				if req.Version >= 2 {
-					epoch = p.LeaderEpoch
-				}
-				ct.Partitions = append(ct.Partitions, group.OffsetCommitPartition{Partition: p.Partition, Offset: p.Offset, LeaderEpoch: epoch, Metadata: str(p.Metadata)})
+		cr.Topics = commitTopics(names, req.Topics, func(t kmsg.TxnOffsetCommitRequestTopic) []group.OffsetCommitPartition {
+			ps := make([]group.OffsetCommitPartition, len(t.Partitions))
+			for i, p := range t.Partitions {
+				ps[i] = group.OffsetCommitPartition{Partition: p.Partition, Offset: p.Offset, LeaderEpoch: since(req.Version, 2, p.LeaderEpoch), Metadata: str(p.Metadata)}
 			}
-			cr.Topics = append(cr.Topics, ct)
-		}
+			return ps
+		})
 		if g, err = b.groups.TxnCommitOffsets(ctx, cr); err == nil {
 			err = g.Err
 		}
@@ -244,15 +289,12 @@ func (b *Broker) txnOffsetCommit(ctx context.Context, r *request) kmsg.Response 
 	if err != nil {
 		b.logger.Info("broker: TxnOffsetCommit refused", "txn", req.TransactionalID, "group", req.Group, "client", r.clientID, "err", err)
 	}
+	results := topicResults(names, err, func() []group.TopicResult { return g.Topics })
 	for i, t := range req.Topics {
 		rt := kmsg.NewTxnOffsetCommitResponseTopic()
-		rt.Topic = t.Topic
+		rt.Topic, rt.TopicID = t.Topic, t.TopicID
 		for j, p := range t.Partitions {
-			perr := err
-			if perr == nil {
-				perr = g.Topics[i].Partitions[j].Err
-			}
-			rt.Partitions = append(rt.Partitions, kmsg.TxnOffsetCommitResponseTopicPartition{Partition: p.Partition, ErrorCode: code(perr)})
+			rt.Partitions = append(rt.Partitions, kmsg.TxnOffsetCommitResponseTopicPartition{Partition: p.Partition, ErrorCode: code(results(i, j))})
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
@@ -294,14 +336,29 @@ func (b *Broker) offsetFetch(ctx context.Context, r *request) kmsg.Response {
 		og := kmsg.NewOffsetFetchResponseGroup()
 		og.Group = rg.Group
 		var topics []group.OffsetFetchTopic
-		if rg.Topics != nil {
+		names, err := b.namesOf(req.Version >= 10, len(rg.Topics), func(i int) ([16]byte, string) { return rg.Topics[i].TopicID, rg.Topics[i].Topic })
+		if err == nil && rg.Topics != nil {
 			topics = []group.OffsetFetchTopic{}
-			for _, t := range rg.Topics {
-				topics = append(topics, group.OffsetFetchTopic{Name: t.Topic, Partitions: t.Partitions})
+			for i, t := range rg.Topics {
+				if names[i] != "" {
+					topics = append(topics, group.OffsetFetchTopic{Name: names[i], Partitions: t.Partitions})
+					continue
+				}
+				rt := kmsg.NewOffsetFetchResponseGroupTopic()
+				rt.TopicID = t.TopicID
+				for _, p := range t.Partitions {
+					rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+					rp.Partition, rp.Offset, rp.LeaderEpoch, rp.ErrorCode = p, -1, -1, kerr.UnknownTopicID.Code
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				og.Topics = append(og.Topics, rt)
 			}
 		}
-		g, err := b.groups.OffsetFetch(ctx, group.OffsetFetchRequest{GroupID: rg.Group, Topics: topics, RequireStable: req.RequireStable,
-			MemberID: str(rg.MemberID), MemberEpoch: rg.MemberEpoch})
+		var g *group.OffsetFetchResponse
+		if err == nil {
+			g, err = b.groups.OffsetFetch(ctx, group.OffsetFetchRequest{GroupID: rg.Group, Topics: topics, RequireStable: req.RequireStable,
+				MemberID: str(rg.MemberID), MemberEpoch: rg.MemberEpoch})
+		}
 		if err == nil {
 			err = g.Err
 		}
@@ -309,7 +366,7 @@ func (b *Broker) offsetFetch(ctx context.Context, r *request) kmsg.Response {
 		if err == nil {
 			for _, t := range g.Topics {
 				rt := kmsg.NewOffsetFetchResponseGroupTopic()
-				rt.Topic = t.Name
+				rt.Topic, rt.TopicID = t.Name, b.topicID(t.Name)
 				for _, p := range t.Partitions {
 					rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
 					rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata, rp.ErrorCode = p.Partition, p.Offset, p.LeaderEpoch, &p.Metadata, code(p.Err)
@@ -389,9 +446,6 @@ func (b *Broker) consumerGroupHeartbeat(ctx context.Context, r *request) kmsg.Re
 		resp.ErrorCode, resp.ErrorMessage = code(err), message(err)
 		return resp
 	}
-	if req.SubscribedTopicRegex != nil {
-		return fail(fmt.Errorf("%w: subscription by regular expression is not served", kerr.InvalidRequest))
-	}
 	byID, err := b.topicNames()
 	if err != nil {
 		return fail(err)
@@ -399,7 +453,7 @@ func (b *Broker) consumerGroupHeartbeat(ctx context.Context, r *request) kmsg.Re
 	hr := group.ConsumerGroupHeartbeatRequest{
 		GroupID: req.Group, MemberID: req.MemberID, MemberEpoch: req.MemberEpoch,
 		InstanceID: str(req.InstanceID), RackID: str(req.RackID),
-		RebalanceTimeout: ms(req.RebalanceTimeoutMillis), SubscribedTopicNames: req.SubscribedTopicNames,
+		RebalanceTimeout: ms(req.RebalanceTimeoutMillis), SubscribedTopicNames: req.SubscribedTopicNames, SubscribedTopicRegex: req.SubscribedTopicRegex,
 		ServerAssignor: str(req.ServerAssignor),
 	}
 	if req.Topics != nil {
@@ -425,7 +479,7 @@ func (b *Broker) consumerGroupHeartbeat(ctx context.Context, r *request) kmsg.Re
 		resp.Assignment = &kmsg.ConsumerGroupHeartbeatResponseAssignment{}
 		for _, name := range slices.Sorted(maps.Keys(g.Assignment.Partitions)) {
 			t := kmsg.NewConsumerGroupHeartbeatResponseAssignmentTopic()
-			t.TopicID, t.Partitions = topicID(name), g.Assignment.Partitions[name]
+			t.TopicID, t.Partitions = b.topicID(name), g.Assignment.Partitions[name]
 			resp.Assignment.Topics = append(resp.Assignment.Topics, t)
 		}
 	}

@@ -125,12 +125,12 @@ func TestMalformedRequests(t *testing.T) {
 
 	t.Run("known API, version not served: UNSUPPORTED_VERSION in its own response", func(t *testing.T) {
 		c := dial(t, tb.addr)
-		_, err := c.Write(frame(kmsg.NewPtrFetchRequest(), 1, 13, 8)) // Fetch v13 names topics by id
+		_, err := c.Write(frame(kmsg.NewPtrFetchRequest(), 1, 18, 8)) // Fetch v18 is a follower's (KIP-1166)
 		require.NoError(t, err)
 		corr, body := c.response(true)
 		require.EqualValues(t, 8, corr)
 		resp := kmsg.NewPtrFetchResponse()
-		resp.SetVersion(13)
+		resp.SetVersion(18)
 		require.NoError(t, resp.ReadFrom(body))
 		require.Equal(t, kerr.UnsupportedVersion.Code, resp.ErrorCode)
 
@@ -193,7 +193,7 @@ func TestKafkaErrorCodes(t *testing.T) {
 	fetch.SetVersion(12)
 	fetch.MaxWaitMillis, fetch.MaxBytes, fetch.SessionEpoch = 0, 1<<20, -1
 	ft := kmsg.NewFetchRequestTopic()
-	ft.Topic = "present"
+	ft.Topic, ft.TopicID = "present", topicID(t, tb, "present") // by name or by id, as the version asks
 	fp := kmsg.NewFetchRequestTopicPartition()
 	fp.Partition, fp.FetchOffset, fp.PartitionMaxBytes, fp.CurrentLeaderEpoch = 0, 5, 1<<20, -1
 	ft.Partitions = append(ft.Partitions, fp)

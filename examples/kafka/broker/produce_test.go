@@ -161,7 +161,7 @@ func TestTopicAdministration(t *testing.T) {
 	require.Equal(t, "-1", configs["retention.ms"])
 
 	del := kmsg.NewPtrDeleteTopicsRequest()
-	del.TopicNames = []string{"compacted", "never-was"}
+	del.Topics = []kmsg.DeleteTopicsRequestTopic{{Topic: kmsg.StringPtr("compacted")}, {Topic: kmsg.StringPtr("never-was")}}
 	delr, err := del.RequestWith(context.Background(), c)
 	require.NoError(t, err)
 	require.NoError(t, kerr.ErrorForCode(delr.Topics[0].ErrorCode))
@@ -191,7 +191,7 @@ func TestOffsetsTopicIsTheCoordinators(t *testing.T) {
 	require.Equal(t, kerr.InvalidTopicException.Code, dresp.Topics[0].Partitions[0].ErrorCode)
 
 	dtr := kmsg.NewPtrDeleteTopicsRequest()
-	dtr.TopicNames = []string{"__consumer_offsets"}
+	dtr.Topics = []kmsg.DeleteTopicsRequestTopic{{Topic: kmsg.StringPtr("__consumer_offsets")}}
 	dtresp, err := dtr.RequestWith(context.Background(), c)
 	require.NoError(t, err)
 	require.Equal(t, kerr.InvalidTopicException.Code, dtresp.Topics[0].ErrorCode)

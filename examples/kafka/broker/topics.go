@@ -64,8 +64,8 @@ func (b *Broker) metadata(_ context.Context, r *request) kmsg.Response {
 
 func (b *Broker) topicMetadata(name string, autoCreate bool) kmsg.MetadataResponseTopic {
 	t := kmsg.NewMetadataResponseTopic()
-	t.Topic, t.TopicID = &name, topicID(name)
-	t.IsInternal = name == group.OffsetsTopic || name == log.TransactionStateTopic
+	t.Topic = &name
+	t.IsInternal = internalTopic(name)
 	cfg, err := b.cluster.TopicConfig(name)
 	if errors.Is(err, log.ErrUnknownTopic) && autoCreate {
 		if err = b.cluster.CreateTopic(b.ctx, name, -1, -1, nil, log.TopicConfig{}); err == nil || errors.Is(err, log.ErrTopicExists) {
@@ -77,6 +77,7 @@ func (b *Broker) topicMetadata(name string, autoCreate bool) kmsg.MetadataRespon
 		t.ErrorCode = code(err)
 		return t
 	}
+	t.TopicID = b.topicID(name)
 	for id := range cfg.Partitions {
 		p := kmsg.NewMetadataResponseTopicPartition()
 		p.Partition = id
@@ -190,17 +191,48 @@ func (b *Broker) replicationFactor(t kmsg.CreateTopicsRequestTopic, validateOnly
 func (b *Broker) deleteTopics(_ context.Context, r *request) kmsg.Response {
 	req := r.body.(*kmsg.DeleteTopicsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
-	for _, name := range req.TopicNames {
-		rt := kmsg.NewDeleteTopicsResponseTopic()
-		rt.Topic = &name
-		var err error
-		if err = writable(name); err == nil {
-			err = b.cluster.DeleteTopic(b.ctx, name)
+	topics := req.Topics // v6+: by name or by id
+	if req.Version < 6 {
+		for _, name := range req.TopicNames {
+			topics = append(topics, kmsg.DeleteTopicsRequestTopic{Topic: &name})
 		}
+	}
+	for _, t := range topics {
+		rt := kmsg.NewDeleteTopicsResponseTopic()
+		rt.Topic, rt.TopicID = t.Topic, t.TopicID
+		err := b.deleteTopic(&rt)
 		rt.ErrorCode, rt.ErrorMessage = code(err), message(err)
 		resp.Topics = append(resp.Topics, rt)
 	}
 	return resp
+}
+
+// deleteTopic deletes the topic a DeleteTopics topic names, by name or by
+// id (not both: INVALID_REQUEST, as Kafka answers), and fills in the other.
+func (b *Broker) deleteTopic(rt *kmsg.DeleteTopicsResponseTopic) error {
+	zero := rt.TopicID == [16]byte{}
+	switch {
+	case rt.Topic != nil && !zero:
+		return fmt.Errorf("%w: topic %s named both by name and by id", kerr.InvalidRequest, *rt.Topic)
+	case rt.Topic == nil && zero:
+		return fmt.Errorf("%w: a topic named neither by name nor by id", kerr.InvalidRequest)
+	case rt.Topic == nil:
+		names, err := b.namesOf(true, 1, func(int) ([16]byte, string) { return rt.TopicID, "" })
+		if err != nil {
+			return err
+		}
+		if names[0] == "" {
+			return kerr.UnknownTopicID
+		}
+		rt.Topic = &names[0]
+	default:
+		rt.TopicID = b.topicID(*rt.Topic)
+	}
+	name := *rt.Topic
+	if err := writable(name); err != nil {
+		return err
+	}
+	return b.cluster.DeleteTopic(b.ctx, name)
 }
 
 // Config sources of DescribeConfigs (DescribeConfigsResponse.ConfigSource).
@@ -308,4 +340,9 @@ func (b *Broker) deleteRecordsOf(topic string, id int32, offset int64, low *int6
 	}
 	*low, _, _, err = p.Offsets()
 	return err
+}
+
+// internalTopic reports whether a topic is one of the coordinators' own.
+func internalTopic(name string) bool {
+	return name == group.OffsetsTopic || name == log.TransactionStateTopic
 }

@@ -371,7 +371,7 @@ func TestOffsetsInTransactions(t *testing.T) {
 		advertised[k.ApiKey] = [2]int16{k.MinVersion, k.MaxVersion}
 	}
 	require.Equal(t, [2]int16{0, 4}, advertised[25], "AddOffsetsToTxn")
-	require.Equal(t, [2]int16{0, 5}, advertised[28], "TxnOffsetCommit, but v6 (topic ids)")
+	require.Equal(t, [2]int16{0, 6}, advertised[28], "TxnOffsetCommit, v6 naming topics by id")
 
 	c := dial(t, tb.addr)
 	const txnID = "eos"
