@@ -43,23 +43,30 @@ func (c *Coordinator) DescribeConsumerGroup(groupID string) (d ConsumerGroupDesc
 	if g == nil {
 		return d, false
 	}
-	d = ConsumerGroupDescription{State: "Stable", Epoch: g.epoch, AssignmentEpoch: g.targetEpoch, Assignor: g.preferredAssignor().Name()}
+	d = ConsumerGroupDescription{State: g.stateName(), Epoch: g.epoch, AssignmentEpoch: g.targetEpoch, Assignor: g.preferredAssignor().Name()}
 	for _, m := range g.members {
 		d.Members = append(d.Members, ConsumerMemberDescription{MemberID: m.id, InstanceID: m.instanceID, RackID: m.rackID,
 			ClientID: m.clientID, ClientHost: m.clientHost, Classic: m.classic != nil,
 			MemberEpoch: m.epoch, SubscribedTopicNames: slices.Clone(m.topics), SubscribedTopicRegex: m.regex.String(),
 			Assignment: clonePartitions(m.assigned), TargetAssignment: clonePartitions(g.target[m.id])})
-		if m.state != memberStable || m.epoch != g.targetEpoch {
-			d.State = "Reconciling"
-		}
-	}
-	switch {
-	case len(g.members) == 0:
-		d.State = "Empty"
-	case g.epoch > g.targetEpoch:
-		d.State = "Assigning"
 	}
 	return d, true
+}
+
+// stateName is Kafka's ConsumerGroupState of g (ConsumerGroup.maybeUpdateGroupState).
+func (g *consumerGroup) stateName() string {
+	switch {
+	case len(g.members) == 0:
+		return "Empty"
+	case g.epoch > g.targetEpoch:
+		return "Assigning"
+	}
+	for _, m := range g.members {
+		if m.state != memberStable || m.epoch != g.targetEpoch {
+			return "Reconciling"
+		}
+	}
+	return "Stable"
 }
 
 // preferredAssignor is the assignor most members ask for, ties to the

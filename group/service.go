@@ -5,7 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -749,24 +751,24 @@ type describeResponse struct {
 
 func (r *describeResponse) Request() RequestID { return r.id }
 
-// GroupListing is one classic group as ListGroups shows it.
+// GroupListing is one group as ListGroups shows it.
 type GroupListing struct {
 	GroupID      string
-	ProtocolType string
-	State        State
+	ProtocolType string // "consumer" for every consumer group
+	// Type is Kafka's group type (ListGroups v5): "classic" or "consumer".
+	Type string
+	// State is Kafka's name of the group's state: a classic group's State,
+	// or a consumer group's state as ConsumerGroupDescription.State says.
+	State string
 }
 
-// ListGroups returns the classic groups of every partition of the offsets
-// topic (Kafka's ListGroups), by partition and then by id.
+// ListGroups returns the classic and consumer groups of every partition of
+// the offsets topic (Kafka's ListGroups), by partition and then by id.
 func (s *Service) ListGroups(ctx context.Context) ([]GroupListing, error) {
 	var all []GroupListing
 	for part := range s.parts {
 		r, err := send[*listResponse](ctx, s, serviceRequest{part: part, call: func(c *Coordinator, id RequestID) {
-			l := &listResponse{id: id}
-			for _, g := range c.sortedGroups() {
-				l.groups = append(l.groups, GroupListing{GroupID: g.id, ProtocolType: g.protocolType, State: g.state})
-			}
-			c.respond(l)
+			c.respond(&listResponse{id: id, groups: c.listGroups()})
 		}})
 		if err != nil {
 			return nil, err
@@ -774,6 +776,19 @@ func (s *Service) ListGroups(ctx context.Context) ([]GroupListing, error) {
 		all = append(all, r.groups...)
 	}
 	return all, nil
+}
+
+// listGroups lists the coordinator's groups by id.
+func (c *Coordinator) listGroups() []GroupListing {
+	var out []GroupListing
+	for _, g := range c.sortedGroups() {
+		out = append(out, GroupListing{GroupID: g.id, ProtocolType: g.protocolType, Type: "classic", State: g.state.String()})
+	}
+	for _, id := range slices.Sorted(maps.Keys(c.consumerGroups)) {
+		out = append(out, GroupListing{GroupID: id, ProtocolType: "consumer", Type: "consumer", State: c.consumerGroups[id].stateName()})
+	}
+	slices.SortFunc(out, func(a, b GroupListing) int { return strings.Compare(a.GroupID, b.GroupID) })
+	return out
 }
 
 // listResponse carries one partition's part of ListGroups to its caller.

@@ -434,12 +434,19 @@ func TestServiceListsAndDescribesGroups(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, serviceCommit(ctx, s, "simple", "", -1, "t", 0, 5))
 	require.NotEqual(t, PartitionFor("joined", 8), PartitionFor("simple", 8), "the test wants two partitions")
+	cg, err := s.ConsumerGroupHeartbeat(ctx, ConsumerGroupHeartbeatRequest{GroupID: "next", MemberID: "m", RebalanceTimeout: time.Minute,
+		SubscribedTopicNames: []string{"t"}, Owned: &Assignment{}})
+	require.NoError(t, err)
+	require.NoError(t, cg.Err)
 
 	groups, err := s.ListGroups(ctx)
 	require.NoError(t, err)
 	require.ElementsMatch(t, []GroupListing{
-		{GroupID: "joined", ProtocolType: "consumer", State: Stable},
-		{GroupID: "simple", State: Empty},
+		{GroupID: "joined", ProtocolType: "consumer", Type: "classic", State: "Stable"},
+		{GroupID: "simple", Type: "classic", State: "Empty"},
+		// A first member has nothing to revoke: it is given its target at
+		// once, and the group is Stable.
+		{GroupID: "next", ProtocolType: "consumer", Type: "consumer", State: "Stable"},
 	}, groups)
 
 	desc, ok, err := s.DescribeGroup(ctx, "joined")

@@ -29,7 +29,7 @@
 // incremental fetches: fetchsession.go), ListOffsets (earliest, latest, by
 // time), OffsetForLeaderEpoch; transactions (see below); FindCoordinator,
 // JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
-// DescribeGroups and ListGroups for classic groups, and
+// DescribeGroups for classic groups, ListGroups (v5: by type too) for both kinds, and
 // ConsumerGroupHeartbeat (subscriptions by name or by regular expression)
 // and ConsumerGroupDescribe for KIP-848 consumer groups. Topics have the ids of the data directory (log.Dir.TopicID), by
 // which Metadata, Fetch v13+, OffsetCommit and OffsetFetch v10,

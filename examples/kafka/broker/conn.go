@@ -67,7 +67,7 @@ func servedAPIs() map[int16]api {
 		13: {0, 5, func(b *Broker) handler { return b.leaveGroup }},
 		14: {0, 5, func(b *Broker) handler { return b.syncGroup }},
 		15: {0, 5, func(b *Broker) handler { return b.describeGroups }},
-		16: {0, 4, func(b *Broker) handler { return b.listGroups }},
+		16: {0, 5, func(b *Broker) handler { return b.listGroups }},
 		18: {0, 4, func(b *Broker) handler { return b.apiVersions }},
 		19: {0, 7, func(b *Broker) handler { return b.createTopics }},
 		20: {0, 6, func(b *Broker) handler { return b.deleteTopics }},

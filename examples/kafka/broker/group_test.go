@@ -241,6 +241,25 @@ func TestKgoConsumerGroupOfKIP848(t *testing.T) {
 		require.ElementsMatch(t, []int32{0, 1, 2, 3}, owned)
 		return true
 	}, 10*time.Second, 100*time.Millisecond, "the group settles")
+
+	// ListGroups v5 lists it as a consumer group, and its types filter
+	// (compared without regard to case, as Kafka does) keeps it out of a
+	// list of classic groups.
+	list := func(types ...string) []kmsg.ListGroupsResponseGroup {
+		lreq := kmsg.NewPtrListGroupsRequest()
+		lreq.TypesFilter = types
+		lresp, err := lreq.RequestWith(context.Background(), c)
+		require.NoError(t, err)
+		require.Zero(t, lresp.ErrorCode)
+		return lresp.Groups
+	}
+	all := list()
+	require.Len(t, all, 1)
+	require.Equal(t, groupID, all[0].Group)
+	require.Equal(t, "consumer", all[0].GroupType)
+	require.Equal(t, "Stable", all[0].GroupState)
+	require.Equal(t, all, list("Consumer"))
+	require.Empty(t, list("classic"))
 	first.leave()
 	second.leave()
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -426,15 +427,21 @@ func (b *Broker) listGroups(ctx context.Context, r *request) kmsg.Response {
 		return resp
 	}
 	for _, g := range groups {
-		state := stateNames[g.State]
-		if len(req.StatesFilter) > 0 && !slices.Contains(req.StatesFilter, state) {
+		if !filterAllows(req.StatesFilter, g.State) || !filterAllows(req.TypesFilter, g.Type) {
 			continue
 		}
 		rg := kmsg.NewListGroupsResponseGroup()
-		rg.Group, rg.ProtocolType, rg.GroupState = g.GroupID, g.ProtocolType, state
+		rg.Group, rg.ProtocolType, rg.GroupState, rg.GroupType = g.GroupID, g.ProtocolType, g.State, g.Type
 		resp.Groups = append(resp.Groups, rg)
 	}
 	return resp
+}
+
+// filterAllows says whether a ListGroups filter (of states or of types)
+// lets value through: an empty filter lets everything through, and Kafka
+// compares names without regard to case.
+func filterAllows(filter []string, value string) bool {
+	return len(filter) == 0 || slices.ContainsFunc(filter, func(f string) bool { return strings.EqualFold(f, value) })
 }
 
 // consumerGroupHeartbeat serves KIP-848 consumer groups, whose assignments
