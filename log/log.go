@@ -122,7 +122,7 @@ type Log struct {
 	truncations uint64 // count of TruncateTo calls that removed data
 
 	nmu      sync.Mutex
-	advanced chan struct{} // closed when hw or leo move, or the log closes
+	advanced chan struct{} // closed when hw or leo move, or the log closes; nil if no one waits
 
 	stats counters
 }
@@ -164,18 +164,10 @@ func (l *Log) appendBuilt(recs []segment.Record, bo segment.BuildOptions, queued
 	if err := opts.checkRecordsSize(recs); err != nil {
 		return AppendResult{}, fmt.Errorf("log %s: %w", l.dir, err)
 	}
-	now := l.opts.Now()
-	if i := slices.IndexFunc(recs, func(r segment.Record) bool { return r.Timestamp == 0 }); i >= 0 {
-		recs = slices.Clone(recs)
-		for i := range recs {
-			if recs[i].Timestamp == 0 {
-				recs[i].Timestamp = now.UnixMilli()
-			}
-		}
-	}
 	buf := batchBuffers.Get().(*[]byte)
 	defer batchBuffers.Put(buf)
 	bo.Codec = opts.Compression
+	bo.DefaultTimestamp = l.opts.Now().UnixMilli()
 	b, err := segment.AppendBatch((*buf)[:0], recs, bo)
 	if err != nil {
 		return AppendResult{}, fmt.Errorf("log %s: %w", l.dir, err)
@@ -186,7 +178,7 @@ func (l *Log) appendBuilt(recs []segment.Record, bo segment.BuildOptions, queued
 	}
 	// The batch is written to the file before enqueue returns, so the
 	// buffer is free again then.
-	return l.enqueue(&pending{batch: b, queued: queued})
+	return l.enqueue(pending{batch: b, queued: queued})
 }
 
 // batchBuffers holds the buffers Append builds batches in.
@@ -208,7 +200,7 @@ func (l *Log) AppendBatch(b segment.Batch) (AppendResult, error) {
 	if err := l.checkBatch(b); err != nil {
 		return AppendResult{}, err
 	}
-	return l.enqueue(&pending{batch: b, origin: idempotence.OriginClient})
+	return l.enqueue(pending{batch: b, origin: idempotence.OriginClient})
 }
 
 // AppendReplicated appends a batch copied from the leader, as a Kafka
@@ -219,7 +211,7 @@ func (l *Log) AppendReplicated(b segment.Batch) (AppendResult, error) {
 	if err := l.checkBatch(b); err != nil {
 		return AppendResult{}, err
 	}
-	return l.enqueue(&pending{batch: b, origin: idempotence.OriginReplication})
+	return l.enqueue(pending{batch: b, origin: idempotence.OriginReplication})
 }
 
 // AppendMarker appends a transaction marker on behalf of the transaction
@@ -236,7 +228,7 @@ func (l *Log) AppendMarker(b segment.Batch) (AppendResult, error) {
 	if !b.Control() {
 		return AppendResult{}, fmt.Errorf("log %s: %w: AppendMarker given a batch that is not a control batch", l.dir, idempotence.ErrInvalidRecord)
 	}
-	return l.enqueue(&pending{batch: b, origin: idempotence.OriginCoordinator})
+	return l.enqueue(pending{batch: b, origin: idempotence.OriginCoordinator})
 }
 
 func (l *Log) checkSize(b []byte) error {
@@ -256,10 +248,27 @@ func (l *Log) checkBatch(b segment.Batch) error {
 	return nil
 }
 
-// enqueue waits for p's group to be committed, leading the commit if no
+// pendings holds the pendings of finished appends, each with its wake
+// channel, which is empty again once its append is done.
+var pendings = sync.Pool{New: func() any { return &pending{wake: make(chan bool, 1)} }}
+
+// enqueue waits for req's group to be committed, leading the commit if no
 // other appender is.
-func (l *Log) enqueue(p *pending) (AppendResult, error) {
-	p.wake = make(chan bool, 1)
+func (l *Log) enqueue(req pending) (AppendResult, error) {
+	p := pendings.Get().(*pending)
+	req.wake = p.wake
+	*p = req
+	res, err := l.commit(p)
+	// No other goroutine holds p now: waking a pending is the last thing
+	// a leader does with it, and p's own group left the queue when p led.
+	*p = pending{wake: p.wake}
+	pendings.Put(p)
+	return res, err
+}
+
+// commit waits for p's group to be committed, leading the commit if no
+// other appender is.
+func (l *Log) commit(p *pending) (AppendResult, error) {
 	l.qmu.Lock()
 	l.queue = append(l.queue, p)
 	if p.queued != nil {
@@ -659,12 +668,25 @@ func (l *Log) isClosed() bool {
 	return l.closed
 }
 
-// notify wakes the goroutines in Wait.
+// notify wakes the goroutines in Wait. The channel is made only when one
+// waits, so that an append with no one waiting allocates none.
 func (l *Log) notify() {
 	l.nmu.Lock()
-	close(l.advanced)
-	l.advanced = make(chan struct{})
+	if l.advanced != nil {
+		close(l.advanced)
+		l.advanced = nil
+	}
 	l.nmu.Unlock()
+}
+
+// advancedChan returns a channel that the next notify closes.
+func (l *Log) advancedChan() <-chan struct{} {
+	l.nmu.Lock()
+	defer l.nmu.Unlock()
+	if l.advanced == nil {
+		l.advanced = make(chan struct{})
+	}
+	return l.advanced
 }
 
 // Dir returns the log's directory.

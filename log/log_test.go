@@ -95,6 +95,28 @@ func TestAppendReadReopen(t *testing.T) {
 	require.NoError(t, l.Close())
 }
 
+// A record appended without a timestamp gets the append time, as a Kafka
+// producer stamps the records its caller sent without one; a record with
+// one keeps it, and the caller's records are not changed.
+func TestAppendStampsRecordsWithoutTimestamp(t *testing.T) {
+	now := time.UnixMilli(1700000000123)
+	opts := memOptions(newMemFS(t))
+	opts.Now = func() time.Time { return now }
+	l, err := Open("/data/orders-0", opts)
+	require.NoError(t, err)
+	defer l.Close()
+	recs := []segment.Record{{Value: []byte("a")}, {Timestamp: 42, Value: []byte("b")}}
+	_, err = l.Append(recs)
+	require.NoError(t, err)
+	require.Zero(t, recs[0].Timestamp)
+	var got []int64
+	for r, err := range l.Records(0, ReadLogEnd) {
+		require.NoError(t, err)
+		got = append(got, r.Timestamp)
+	}
+	require.Equal(t, []int64{now.UnixMilli(), 42}, got)
+}
+
 func TestReadOutsideTheLog(t *testing.T) {
 	fs := newMemFS(t)
 	l, err := Open("/data/t-0", memOptions(fs))
