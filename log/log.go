@@ -108,9 +108,10 @@ type Log struct {
 	timers         sync.WaitGroup
 
 	// Group commit: appenders queue here; one at a time leads.
-	qmu     sync.Mutex
-	queue   []*pending
-	leading bool
+	qmu      sync.Mutex
+	queue    []*pending
+	queueBox *[]*pending // queue's slice, to give back to queues; nil at first
+	leading  bool
 
 	// Pipelined syncs complete in issue order; guarded by smu but for
 	// syncsIssued and truncations, which wmu guards.
@@ -292,8 +293,9 @@ func (l *Log) commit(p *pending) (AppendResult, error) {
 		runtime.Gosched()
 	}
 	l.qmu.Lock()
-	group := l.queue
-	l.queue = nil
+	group, box := l.queue, l.queueBox
+	l.queueBox = queues.Get().(*[]*pending)
+	l.queue = (*l.queueBox)[:0]
 	l.qmu.Unlock()
 
 	ticket := l.write(group)
@@ -308,8 +310,8 @@ func (l *Log) commit(p *pending) (AppendResult, error) {
 	}
 	l.qmu.Unlock()
 
-	if ticket != nil {
-		if err := l.sync(ticket); err != nil {
+	if ticket.seg != nil {
+		if err := l.sync(&ticket); err != nil {
 			for _, q := range group {
 				if q.err == nil {
 					q.err = err
@@ -320,8 +322,17 @@ func (l *Log) commit(p *pending) (AppendResult, error) {
 	for _, q := range group[1:] {
 		q.wake <- false
 	}
+	clear(group)
+	if box != nil {
+		*box = group[:0]
+		queues.Put(box)
+	}
 	return p.res, p.err
 }
+
+// queues holds the slices of committed groups, for the queue to grow into
+// again instead of allocating a slice for every group.
+var queues = sync.Pool{New: func() any { return new([]*pending) }}
 
 // write writes a group of batches under the writer lock and returns the
 // sync the fsync policy asks for, if any.
@@ -330,10 +341,10 @@ func (l *Log) commit(p *pending) (AppendResult, error) {
 // whole group and the log: the files may no longer match the log's state.
 // The ticket, if one was issued, is still returned, so that the order of
 // syncs goes on and Close does not wait for a sync that never comes.
-func (l *Log) write(group []*pending) *syncTicket {
+func (l *Log) write(group []*pending) syncTicket {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
-	var ticket *syncTicket
+	var ticket syncTicket
 	err := safely(func() error {
 		now := l.opts.Now()
 		// A duplicate counts as written: its answer must wait, as the
@@ -367,9 +378,9 @@ func safely(fn func() error) (err error) {
 	return fn()
 }
 
-// syncTicket is a group's pending sync: the segment to sync, the log end
-// offset it makes durable, its place in the order of syncs, and the
-// truncation count when it was issued.
+// syncTicket is a group's pending sync: the segment to sync (nil if the
+// group needs none), the log end offset it makes durable, its place in the
+// order of syncs, and the truncation count when it was issued.
 type syncTicket struct {
 	seg         *segRef
 	target      int64
@@ -490,22 +501,22 @@ func (l *Log) writeLocked(p *pending, now time.Time) error {
 // watermark at once if the policy acknowledges unsynced writes. It also
 // checkpoints when due; a failed checkpoint does not fail the group, whose
 // records are written (see maybeCheckpointLocked).
-func (l *Log) afterWriteLocked(now time.Time) *syncTicket {
-	var ticket *syncTicket
+func (l *Log) afterWriteLocked(now time.Time) syncTicket {
+	var ticket syncTicket
 	p := l.opts.Fsync
 	switch {
 	case p.always(),
 		p.mode == fsyncEvery && ((p.messages > 0 && l.unflushedMsgs >= p.messages) || (p.bytes > 0 && l.unflushedBytes >= p.bytes)):
 		active := l.active()
 		active.acquire() // the log holds it, so this succeeds
-		ticket = &syncTicket{seg: active, target: l.leo.Load(), seq: l.syncsIssued, truncations: l.truncations}
+		ticket = syncTicket{seg: active, target: l.leo.Load(), seq: l.syncsIssued, truncations: l.truncations}
 		l.syncsIssued++
 		l.unflushedMsgs, l.unflushedBytes = 0, 0
 	case p.mode == fsyncInterval && l.flushTimer == nil:
 		l.timers.Add(1)
 		l.flushTimer = time.AfterFunc(p.interval, l.flushOnTimer)
 	}
-	if ticket == nil && !l.opts.ExternalHighWatermark {
+	if ticket.seg == nil && !l.opts.ExternalHighWatermark {
 		l.hw.Store(l.leo.Load())
 		l.hwMovedLocked()
 		l.notify()
