@@ -113,6 +113,10 @@ type Log struct {
 	queueBox *[]*pending // queue's slice, to give back to queues; nil at first
 	leading  bool
 
+	// Reused by writeCoalescedLocked, under wmu.
+	coalesced      []segment.Batch
+	coalescedBytes []byte
+
 	// Pipelined syncs complete in issue order; guarded by smu but for
 	// syncsIssued and truncations, which wmu guards.
 	smu         sync.Mutex
@@ -350,9 +354,14 @@ func (l *Log) write(group []*pending) syncTicket {
 		// A duplicate counts as written: its answer must wait, as the
 		// original's, until the original is durable.
 		written := false
-		for _, p := range group {
+		for rest := group; len(rest) > 0; {
+			if n := l.writeCoalescedLocked(rest, now); n > 0 {
+				written, rest = true, rest[n:]
+				continue
+			}
+			p := rest[0]
 			p.err = l.writeLocked(p, now)
-			written = written || p.err == nil
+			written, rest = written || p.err == nil, rest[1:]
 		}
 		if written {
 			ticket = l.afterWriteLocked(now)
@@ -486,6 +495,13 @@ func (l *Log) writeLocked(p *pending, now time.Time) error {
 			return err
 		}
 	}
+	l.appendedLocked(p, now)
+	return nil
+}
+
+// appendedLocked counts p's batch, written, and sets p's result.
+func (l *Log) appendedLocked(p *pending, now time.Time) {
+	b := p.batch
 	n := int64(b.LastOffsetDelta()) + 1
 	l.unflushedMsgs += n
 	l.unflushedBytes += int64(len(b))
@@ -493,7 +509,64 @@ func (l *Log) writeLocked(p *pending, now time.Time) error {
 	l.stats.records.Add(n)
 	l.stats.bytes.Add(int64(len(b)))
 	p.res = AppendResult{BaseOffset: b.BaseOffset(), LastOffset: b.LastOffset(), AppendTime: now}
-	return nil
+}
+
+// maxCoalescedBatch is the largest batch writeCoalescedLocked copies to
+// share a write with others: copying a larger one costs more than the
+// system call it would save.
+const maxCoalescedBatch = 16 << 10
+
+// writeCoalescedLocked appends, with one write, the batches at the front
+// of group that need nothing but a place in the log: plain batches (no
+// producer) from Append or AppendBatch, each at most maxCoalescedBatch,
+// that the active segment takes without a roll. It returns how many it
+// appended; none if fewer than two qualify or the first could not be
+// written, and those not appended go one by one through writeLocked,
+// which reports each one's error or rolls.
+func (l *Log) writeCoalescedLocked(group []*pending, now time.Time) int {
+	if l.isClosed() || l.failed != nil {
+		return 0
+	}
+	active := l.active()
+	size := active.Size()
+	if size == 0 { // the first batch of a segment may move it (maybeRollLocked)
+		return 0
+	}
+	run := l.coalesced[:0]
+	buf := l.coalescedBytes[:0]
+	leo := l.leo.Load()
+	for _, p := range group {
+		b := p.batch
+		if p.origin != idempotence.OriginClient || hasProducer(b) || len(b) > maxCoalescedBatch {
+			break
+		}
+		b.SetBaseOffset(leo)
+		b.SetPartitionLeaderEpoch(l.epoch)
+		if l.rollDue(active, size, b, now) {
+			break
+		}
+		run = append(run, b)
+		buf = append(buf, b...)
+		leo, size = b.LastOffset()+1, size+int64(len(b))
+	}
+	l.coalesced, l.coalescedBytes = run, buf
+	if len(run) < 2 {
+		return 0
+	}
+	if l.epoch >= 0 {
+		// Every batch of the run carries it, and it starts at the first
+		// one at the latest.
+		if err := l.epochs.Assign(l.epoch, run[0].BaseOffset()); err != nil {
+			return 0
+		}
+	}
+	n, _ := active.AppendBatches(run, buf) // the rest report their errors one by one
+	for _, p := range group[:n] {
+		l.leo.Store(p.batch.LastOffset() + 1)
+		l.appendedLocked(p, now)
+	}
+	clear(run) // the batches are their appenders' buffers
+	return n
 }
 
 // afterWriteLocked applies the fsync policy after a group was written: it
@@ -581,17 +654,23 @@ func (l *Log) maybeRollLocked(b segment.Batch, now time.Time) (*segRef, error) {
 		// A follower's first batch after a gap: start the segment there.
 		return l.rollLocked(b.BaseOffset(), true)
 	}
+	if l.rollDue(active, size, b, now) {
+		return l.rollLocked(b.BaseOffset(), false)
+	}
+	return active, nil
+}
+
+// rollDue reports whether b must go to a new segment rather than to
+// active, which holds size bytes (Kafka's LogSegment.shouldRoll).
+func (l *Log) rollDue(active *segRef, size int64, b segment.Batch, now time.Time) bool {
 	waited := now.Sub(active.created)
 	if first := active.FirstBatchTimestamp(); first >= 0 && b.MaxTimestamp() >= 0 {
 		waited = time.Duration(b.MaxTimestamp()-first) * time.Millisecond
 	}
-	if size > l.opts.SegmentBytes-int64(len(b)) ||
+	return size > l.opts.SegmentBytes-int64(len(b)) ||
 		waited > l.opts.SegmentAge ||
 		active.IndexFull() ||
-		b.LastOffset()-active.BaseOffset() > math.MaxInt32 {
-		return l.rollLocked(b.BaseOffset(), false)
-	}
-	return active, nil
+		b.LastOffset()-active.BaseOffset() > math.MaxInt32
 }
 
 // rollLocked seals and syncs the active segment and starts a new one at
