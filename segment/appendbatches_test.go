@@ -19,21 +19,25 @@ func countWrites(fs *vfs.MemFS, n *int) {
 	})
 }
 
+// createMem creates an empty segment based at 100 on a new MemFS.
+func createMem(t *testing.T, opts Options) (*vfs.MemFS, string, *Segment) {
+	t.Helper()
+	fs, dir := newMemDir(t)
+	s, err := Create(dir, 100, on(fs, opts))
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	return fs, dir, s
+}
+
 // Batches appended together take one write and leave the segment as
 // appending them one by one does: the same bytes, index entries by
 // Kafka's interval rule, offsets and reads.
 func TestAppendBatchesIsOneWriteOfAppends(t *testing.T) {
 	bs := testBatches(t, 40, 3, 400, 100, 1000)
-	fs, dir := newMemDir(t)
-	one, err := Create(dir, 100, on(fs, smallIndex))
-	require.NoError(t, err)
-	defer one.Close()
+	_, _, one := createMem(t, smallIndex)
 	appendAll(t, one, bs)
 
-	fs, dir = newMemDir(t)
-	s, err := Create(dir, 100, on(fs, smallIndex))
-	require.NoError(t, err)
-	defer s.Close()
+	fs, _, s := createMem(t, smallIndex)
 	writes := 0
 	countWrites(fs, &writes)
 	n, err := s.AppendBatches(bs[:1], concat(bs[:1]))
@@ -52,10 +56,7 @@ func TestAppendBatchesIsOneWriteOfAppends(t *testing.T) {
 // A batch out of order ends the append there: the batches before it are
 // appended, and the error is the one Append gives for it.
 func TestAppendBatchesStopsAtABatchOutOfOrder(t *testing.T) {
-	fs, dir := newMemDir(t)
-	s, err := Create(dir, 100, on(fs, smallIndex))
-	require.NoError(t, err)
-	defer s.Close()
+	_, _, s := createMem(t, smallIndex)
 	bs := testBatches(t, 3, 2, 10, 100, 1000)
 	list := []Batch{bs[0], bs[1], bs[0], bs[2]}
 	n, err := s.AppendBatches(list, concat(list))
@@ -75,10 +76,7 @@ func TestAppendBatchesStopsAtABatchOutOfOrder(t *testing.T) {
 func TestAppendBatchesStopsWhereTheIndexIsFull(t *testing.T) {
 	opts := Options{IndexIntervalBytes: 1, MaxIndexBytes: 64}
 	bs := testBatches(t, 12, 2, 10, 100, 1000)
-	fs, dir := newMemDir(t)
-	one, err := Create(dir, 100, on(fs, opts))
-	require.NoError(t, err)
-	defer one.Close()
+	_, _, one := createMem(t, opts)
 	fit := 0
 	for _, b := range bs {
 		if err := one.Append(b); err != nil {
@@ -90,10 +88,7 @@ func TestAppendBatchesStopsWhereTheIndexIsFull(t *testing.T) {
 	require.Greater(t, fit, 1)
 	require.Less(t, fit, len(bs))
 
-	fs, dir = newMemDir(t)
-	s, err := Create(dir, 100, on(fs, opts))
-	require.NoError(t, err)
-	defer s.Close()
+	fs, dir, s := createMem(t, opts)
 	n, err := s.AppendBatches(bs, concat(bs))
 	require.ErrorIs(t, err, ErrSegmentFull)
 	require.Equal(t, fit, n)
@@ -106,10 +101,7 @@ func TestAppendBatchesStopsWhereTheIndexIsFull(t *testing.T) {
 // A failed write appends none of the batches and leaves the segment as it
 // was.
 func TestAppendBatchesFailedWriteChangesNothing(t *testing.T) {
-	fs, dir := newMemDir(t)
-	s, err := Create(dir, 100, on(fs, smallIndex))
-	require.NoError(t, err)
-	defer s.Close()
+	fs, _, s := createMem(t, smallIndex)
 	bs := testBatches(t, 4, 2, 10, 100, 1000)
 	appendAll(t, s, bs[:1])
 	full := true
