@@ -533,7 +533,6 @@ func (l *Log) writeCoalescedLocked(group []*pending, now time.Time) int {
 		return 0
 	}
 	run := l.coalesced[:0]
-	buf := l.coalescedBytes[:0]
 	leo := l.leo.Load()
 	for _, p := range group {
 		b := p.batch
@@ -546,13 +545,17 @@ func (l *Log) writeCoalescedLocked(group []*pending, now time.Time) int {
 			break
 		}
 		run = append(run, b)
-		buf = append(buf, b...)
 		leo, size = b.LastOffset()+1, size+int64(len(b))
 	}
-	l.coalesced, l.coalescedBytes = run, buf
+	l.coalesced = run
 	if len(run) < 2 {
 		return 0
 	}
+	buf := l.coalescedBytes[:0]
+	for _, b := range run {
+		buf = append(buf, b...)
+	}
+	l.coalescedBytes = buf
 	if l.epoch >= 0 {
 		// Every batch of the run carries it, and it starts at the first
 		// one at the latest.
