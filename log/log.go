@@ -548,6 +548,7 @@ func (l *Log) writeCoalescedLocked(group []*pending, now time.Time) int {
 		leo, size = b.LastOffset()+1, size+int64(len(b))
 	}
 	l.coalesced = run
+	defer clear(run) // the batches are their appenders' buffers
 	if len(run) < 2 {
 		return 0
 	}
@@ -568,7 +569,6 @@ func (l *Log) writeCoalescedLocked(group []*pending, now time.Time) int {
 		l.leo.Store(p.batch.LastOffset() + 1)
 		l.appendedLocked(p, now)
 	}
-	clear(run) // the batches are their appenders' buffers
 	return n
 }
 
