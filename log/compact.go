@@ -390,7 +390,8 @@ type cleaner struct {
 	// recs are a batch's records being filtered, kept those that stay.
 	recs, kept []segment.Record
 	buf        []byte
-	out        []byte // batches kept, not yet written
+	out        []byte          // batches kept, not yet written
+	batches    []segment.Batch // c.out's batches, as flush hands them over
 }
 
 // buildKeyMap reads the dirty segments and maps each key to its latest
@@ -616,10 +617,9 @@ func (c *cleaner) rewrite(seg *segment.Segment, group []*segRef) error {
 				continue
 			}
 			if len(c.out) > 0 && len(c.out)+len(out) > rewriteChunk {
-				if err := seg.AppendBatches(c.out); err != nil {
+				if err := c.flush(seg); err != nil {
 					return err
 				}
-				c.out = c.out[:0]
 			}
 			c.out = append(c.out, out...)
 		}
@@ -627,7 +627,20 @@ func (c *cleaner) rewrite(seg *segment.Segment, group []*segRef) error {
 	if len(c.out) == 0 {
 		return nil
 	}
-	return seg.AppendBatches(c.out)
+	return c.flush(seg)
+}
+
+// flush appends the batches kept in c.out to seg with one write.
+func (c *cleaner) flush(seg *segment.Segment) error {
+	c.batches = c.batches[:0]
+	for rest := c.out; len(rest) > 0; {
+		b := segment.Batch(rest[:segment.Batch(rest).Size()])
+		c.batches = append(c.batches, b)
+		rest = rest[len(b):]
+	}
+	_, err := seg.AppendBatches(c.batches, c.out)
+	c.out = c.out[:0]
+	return err
 }
 
 // filter returns what compaction keeps of b: b itself, a rebuilt batch,

@@ -108,9 +108,14 @@ type Log struct {
 	timers         sync.WaitGroup
 
 	// Group commit: appenders queue here; one at a time leads.
-	qmu     sync.Mutex
-	queue   []*pending
-	leading bool
+	qmu      sync.Mutex
+	queue    []*pending
+	queueBox *[]*pending // queue's slice, to give back to queues; nil at first
+	leading  bool
+
+	// Reused by writeCoalescedLocked, under wmu.
+	coalesced      []segment.Batch
+	coalescedBytes []byte
 
 	// Pipelined syncs complete in issue order; guarded by smu but for
 	// syncsIssued and truncations, which wmu guards.
@@ -122,7 +127,7 @@ type Log struct {
 	truncations uint64 // count of TruncateTo calls that removed data
 
 	nmu      sync.Mutex
-	advanced chan struct{} // closed when hw or leo move, or the log closes
+	advanced chan struct{} // closed when hw or leo move, or the log closes; nil if no one waits
 
 	stats counters
 }
@@ -164,18 +169,10 @@ func (l *Log) appendBuilt(recs []segment.Record, bo segment.BuildOptions, queued
 	if err := opts.checkRecordsSize(recs); err != nil {
 		return AppendResult{}, fmt.Errorf("log %s: %w", l.dir, err)
 	}
-	now := l.opts.Now()
-	if i := slices.IndexFunc(recs, func(r segment.Record) bool { return r.Timestamp == 0 }); i >= 0 {
-		recs = slices.Clone(recs)
-		for i := range recs {
-			if recs[i].Timestamp == 0 {
-				recs[i].Timestamp = now.UnixMilli()
-			}
-		}
-	}
 	buf := batchBuffers.Get().(*[]byte)
 	defer batchBuffers.Put(buf)
 	bo.Codec = opts.Compression
+	bo.DefaultTimestamp = l.opts.Now().UnixMilli()
 	b, err := segment.AppendBatch((*buf)[:0], recs, bo)
 	if err != nil {
 		return AppendResult{}, fmt.Errorf("log %s: %w", l.dir, err)
@@ -186,7 +183,7 @@ func (l *Log) appendBuilt(recs []segment.Record, bo segment.BuildOptions, queued
 	}
 	// The batch is written to the file before enqueue returns, so the
 	// buffer is free again then.
-	return l.enqueue(&pending{batch: b, queued: queued})
+	return l.enqueue(pending{batch: b, queued: queued})
 }
 
 // batchBuffers holds the buffers Append builds batches in.
@@ -208,7 +205,7 @@ func (l *Log) AppendBatch(b segment.Batch) (AppendResult, error) {
 	if err := l.checkBatch(b); err != nil {
 		return AppendResult{}, err
 	}
-	return l.enqueue(&pending{batch: b, origin: idempotence.OriginClient})
+	return l.enqueue(pending{batch: b, origin: idempotence.OriginClient})
 }
 
 // AppendReplicated appends a batch copied from the leader, as a Kafka
@@ -219,7 +216,7 @@ func (l *Log) AppendReplicated(b segment.Batch) (AppendResult, error) {
 	if err := l.checkBatch(b); err != nil {
 		return AppendResult{}, err
 	}
-	return l.enqueue(&pending{batch: b, origin: idempotence.OriginReplication})
+	return l.enqueue(pending{batch: b, origin: idempotence.OriginReplication})
 }
 
 // AppendMarker appends a transaction marker on behalf of the transaction
@@ -236,7 +233,7 @@ func (l *Log) AppendMarker(b segment.Batch) (AppendResult, error) {
 	if !b.Control() {
 		return AppendResult{}, fmt.Errorf("log %s: %w: AppendMarker given a batch that is not a control batch", l.dir, idempotence.ErrInvalidRecord)
 	}
-	return l.enqueue(&pending{batch: b, origin: idempotence.OriginCoordinator})
+	return l.enqueue(pending{batch: b, origin: idempotence.OriginCoordinator})
 }
 
 func (l *Log) checkSize(b []byte) error {
@@ -256,10 +253,27 @@ func (l *Log) checkBatch(b segment.Batch) error {
 	return nil
 }
 
-// enqueue waits for p's group to be committed, leading the commit if no
+// pendings holds the pendings of finished appends, each with its wake
+// channel, which is empty again once its append is done.
+var pendings = sync.Pool{New: func() any { return &pending{wake: make(chan bool, 1)} }}
+
+// enqueue waits for req's group to be committed, leading the commit if no
 // other appender is.
-func (l *Log) enqueue(p *pending) (AppendResult, error) {
-	p.wake = make(chan bool, 1)
+func (l *Log) enqueue(req pending) (AppendResult, error) {
+	p := pendings.Get().(*pending)
+	req.wake = p.wake
+	*p = req
+	res, err := l.commit(p)
+	// No other goroutine holds p now: waking a pending is the last thing
+	// a leader does with it, and p's own group left the queue when p led.
+	*p = pending{wake: p.wake}
+	pendings.Put(p)
+	return res, err
+}
+
+// commit waits for p's group to be committed, leading the commit if no
+// other appender is.
+func (l *Log) commit(p *pending) (AppendResult, error) {
 	l.qmu.Lock()
 	l.queue = append(l.queue, p)
 	if p.queued != nil {
@@ -283,8 +297,9 @@ func (l *Log) enqueue(p *pending) (AppendResult, error) {
 		runtime.Gosched()
 	}
 	l.qmu.Lock()
-	group := l.queue
-	l.queue = nil
+	group, box := l.queue, l.queueBox
+	l.queueBox = queues.Get().(*[]*pending)
+	l.queue = (*l.queueBox)[:0]
 	l.qmu.Unlock()
 
 	ticket := l.write(group)
@@ -299,8 +314,8 @@ func (l *Log) enqueue(p *pending) (AppendResult, error) {
 	}
 	l.qmu.Unlock()
 
-	if ticket != nil {
-		if err := l.sync(ticket); err != nil {
+	if ticket.seg != nil {
+		if err := l.sync(&ticket); err != nil {
 			for _, q := range group {
 				if q.err == nil {
 					q.err = err
@@ -311,8 +326,17 @@ func (l *Log) enqueue(p *pending) (AppendResult, error) {
 	for _, q := range group[1:] {
 		q.wake <- false
 	}
+	clear(group)
+	if box != nil {
+		*box = group[:0]
+		queues.Put(box)
+	}
 	return p.res, p.err
 }
+
+// queues holds the slices of committed groups, for the queue to grow into
+// again instead of allocating a slice for every group.
+var queues = sync.Pool{New: func() any { return new([]*pending) }}
 
 // write writes a group of batches under the writer lock and returns the
 // sync the fsync policy asks for, if any.
@@ -321,18 +345,23 @@ func (l *Log) enqueue(p *pending) (AppendResult, error) {
 // whole group and the log: the files may no longer match the log's state.
 // The ticket, if one was issued, is still returned, so that the order of
 // syncs goes on and Close does not wait for a sync that never comes.
-func (l *Log) write(group []*pending) *syncTicket {
+func (l *Log) write(group []*pending) syncTicket {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
-	var ticket *syncTicket
+	var ticket syncTicket
 	err := safely(func() error {
 		now := l.opts.Now()
 		// A duplicate counts as written: its answer must wait, as the
 		// original's, until the original is durable.
 		written := false
-		for _, p := range group {
+		for rest := group; len(rest) > 0; {
+			if n := l.writeCoalescedLocked(rest, now); n > 0 {
+				written, rest = true, rest[n:]
+				continue
+			}
+			p := rest[0]
 			p.err = l.writeLocked(p, now)
-			written = written || p.err == nil
+			written, rest = written || p.err == nil, rest[1:]
 		}
 		if written {
 			ticket = l.afterWriteLocked(now)
@@ -358,9 +387,9 @@ func safely(fn func() error) (err error) {
 	return fn()
 }
 
-// syncTicket is a group's pending sync: the segment to sync, the log end
-// offset it makes durable, its place in the order of syncs, and the
-// truncation count when it was issued.
+// syncTicket is a group's pending sync: the segment to sync (nil if the
+// group needs none), the log end offset it makes durable, its place in the
+// order of syncs, and the truncation count when it was issued.
 type syncTicket struct {
 	seg         *segRef
 	target      int64
@@ -466,6 +495,13 @@ func (l *Log) writeLocked(p *pending, now time.Time) error {
 			return err
 		}
 	}
+	l.appendedLocked(p, now)
+	return nil
+}
+
+// appendedLocked counts p's batch, written, and sets p's result.
+func (l *Log) appendedLocked(p *pending, now time.Time) {
+	b := p.batch
 	n := int64(b.LastOffsetDelta()) + 1
 	l.unflushedMsgs += n
 	l.unflushedBytes += int64(len(b))
@@ -473,7 +509,67 @@ func (l *Log) writeLocked(p *pending, now time.Time) error {
 	l.stats.records.Add(n)
 	l.stats.bytes.Add(int64(len(b)))
 	p.res = AppendResult{BaseOffset: b.BaseOffset(), LastOffset: b.LastOffset(), AppendTime: now}
-	return nil
+}
+
+// maxCoalescedBatch is the largest batch writeCoalescedLocked copies to
+// share a write with others: copying a larger one costs more than the
+// system call it would save.
+const maxCoalescedBatch = 16 << 10
+
+// writeCoalescedLocked appends, with one write, the batches at the front
+// of group that need nothing but a place in the log: plain batches (no
+// producer) from Append or AppendBatch, each at most maxCoalescedBatch,
+// that the active segment takes without a roll. It returns how many it
+// appended; none if fewer than two qualify or the first could not be
+// written, and those not appended go one by one through writeLocked,
+// which reports each one's error or rolls.
+func (l *Log) writeCoalescedLocked(group []*pending, now time.Time) int {
+	if l.isClosed() || l.failed != nil {
+		return 0
+	}
+	active := l.active()
+	size := active.Size()
+	if size == 0 { // the first batch of a segment may move it (maybeRollLocked)
+		return 0
+	}
+	run := l.coalesced[:0]
+	leo := l.leo.Load()
+	for _, p := range group {
+		b := p.batch
+		if p.origin != idempotence.OriginClient || hasProducer(b) || len(b) > maxCoalescedBatch {
+			break
+		}
+		b.SetBaseOffset(leo)
+		b.SetPartitionLeaderEpoch(l.epoch)
+		if l.rollDue(active, size, b, now) {
+			break
+		}
+		run = append(run, b)
+		leo, size = b.LastOffset()+1, size+int64(len(b))
+	}
+	l.coalesced = run
+	defer clear(run) // the batches are their appenders' buffers
+	if len(run) < 2 {
+		return 0
+	}
+	buf := l.coalescedBytes[:0]
+	for _, b := range run {
+		buf = append(buf, b...)
+	}
+	l.coalescedBytes = buf
+	if l.epoch >= 0 {
+		// Every batch of the run carries it, and it starts at the first
+		// one at the latest.
+		if err := l.epochs.Assign(l.epoch, run[0].BaseOffset()); err != nil {
+			return 0
+		}
+	}
+	n, _ := active.AppendBatches(run, buf) // the rest report their errors one by one
+	for _, p := range group[:n] {
+		l.leo.Store(p.batch.LastOffset() + 1)
+		l.appendedLocked(p, now)
+	}
+	return n
 }
 
 // afterWriteLocked applies the fsync policy after a group was written: it
@@ -481,22 +577,22 @@ func (l *Log) writeLocked(p *pending, now time.Time) error {
 // watermark at once if the policy acknowledges unsynced writes. It also
 // checkpoints when due; a failed checkpoint does not fail the group, whose
 // records are written (see maybeCheckpointLocked).
-func (l *Log) afterWriteLocked(now time.Time) *syncTicket {
-	var ticket *syncTicket
+func (l *Log) afterWriteLocked(now time.Time) syncTicket {
+	var ticket syncTicket
 	p := l.opts.Fsync
 	switch {
 	case p.always(),
 		p.mode == fsyncEvery && ((p.messages > 0 && l.unflushedMsgs >= p.messages) || (p.bytes > 0 && l.unflushedBytes >= p.bytes)):
 		active := l.active()
 		active.acquire() // the log holds it, so this succeeds
-		ticket = &syncTicket{seg: active, target: l.leo.Load(), seq: l.syncsIssued, truncations: l.truncations}
+		ticket = syncTicket{seg: active, target: l.leo.Load(), seq: l.syncsIssued, truncations: l.truncations}
 		l.syncsIssued++
 		l.unflushedMsgs, l.unflushedBytes = 0, 0
 	case p.mode == fsyncInterval && l.flushTimer == nil:
 		l.timers.Add(1)
 		l.flushTimer = time.AfterFunc(p.interval, l.flushOnTimer)
 	}
-	if ticket == nil && !l.opts.ExternalHighWatermark {
+	if ticket.seg == nil && !l.opts.ExternalHighWatermark {
 		l.hw.Store(l.leo.Load())
 		l.hwMovedLocked()
 		l.notify()
@@ -561,17 +657,23 @@ func (l *Log) maybeRollLocked(b segment.Batch, now time.Time) (*segRef, error) {
 		// A follower's first batch after a gap: start the segment there.
 		return l.rollLocked(b.BaseOffset(), true)
 	}
+	if l.rollDue(active, size, b, now) {
+		return l.rollLocked(b.BaseOffset(), false)
+	}
+	return active, nil
+}
+
+// rollDue reports whether b must go to a new segment rather than to
+// active, which holds size bytes (Kafka's LogSegment.shouldRoll).
+func (l *Log) rollDue(active *segRef, size int64, b segment.Batch, now time.Time) bool {
 	waited := now.Sub(active.created)
 	if first := active.FirstBatchTimestamp(); first >= 0 && b.MaxTimestamp() >= 0 {
 		waited = time.Duration(b.MaxTimestamp()-first) * time.Millisecond
 	}
-	if size > l.opts.SegmentBytes-int64(len(b)) ||
+	return size > l.opts.SegmentBytes-int64(len(b)) ||
 		waited > l.opts.SegmentAge ||
 		active.IndexFull() ||
-		b.LastOffset()-active.BaseOffset() > math.MaxInt32 {
-		return l.rollLocked(b.BaseOffset(), false)
-	}
-	return active, nil
+		b.LastOffset()-active.BaseOffset() > math.MaxInt32
 }
 
 // rollLocked seals and syncs the active segment and starts a new one at
@@ -659,12 +761,25 @@ func (l *Log) isClosed() bool {
 	return l.closed
 }
 
-// notify wakes the goroutines in Wait.
+// notify wakes the goroutines in Wait. The channel is made only when one
+// waits, so that an append with no one waiting allocates none.
 func (l *Log) notify() {
 	l.nmu.Lock()
-	close(l.advanced)
-	l.advanced = make(chan struct{})
+	if l.advanced != nil {
+		close(l.advanced)
+		l.advanced = nil
+	}
 	l.nmu.Unlock()
+}
+
+// advancedChan returns a channel that the next notify closes.
+func (l *Log) advancedChan() <-chan struct{} {
+	l.nmu.Lock()
+	defer l.nmu.Unlock()
+	if l.advanced == nil {
+		l.advanced = make(chan struct{})
+	}
+	return l.advanced
 }
 
 // Dir returns the log's directory.

@@ -95,6 +95,51 @@ func TestAppendReadReopen(t *testing.T) {
 	require.NoError(t, l.Close())
 }
 
+// A record appended without a timestamp gets the append time, as a Kafka
+// producer stamps the records its caller sent without one; a record with
+// one keeps it, and the caller's records are not changed.
+func TestAppendStampsRecordsWithoutTimestamp(t *testing.T) {
+	now := time.UnixMilli(1700000000123)
+	opts := memOptions(newMemFS(t))
+	opts.Now = func() time.Time { return now }
+	l, err := Open("/data/orders-0", opts)
+	require.NoError(t, err)
+	defer l.Close()
+	recs := []segment.Record{{Value: []byte("a")}, {Timestamp: 42, Value: []byte("b")}}
+	_, err = l.Append(recs)
+	require.NoError(t, err)
+	require.Zero(t, recs[0].Timestamp)
+	var got []int64
+	for r, err := range l.Records(0, ReadLogEnd) {
+		require.NoError(t, err)
+		got = append(got, r.Timestamp)
+	}
+	require.Equal(t, []int64{now.UnixMilli(), 42}, got)
+}
+
+// raceEnabled is set by race_flag_test.go. The race detector makes
+// sync.Pool drop items at random, so pooled buffers are reallocated.
+var raceEnabled bool
+
+// An Append of records without timestamps allocates nothing once the log
+// runs: the batch buffer, the pending append with its wake channel and the
+// group's slice are reused, and the records are stamped as they are
+// encoded rather than copied.
+func TestAppendAllocatesNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector makes sync.Pool drop items")
+	}
+	l, err := Open("/data/orders-0", Options{FS: newMemFS(t), Fsync: FsyncNever()})
+	require.NoError(t, err)
+	defer l.Close()
+	recs := []segment.Record{{Value: []byte("a")}, {Key: []byte("k"), Value: []byte("b")}}
+	allocs := testing.AllocsPerRun(100, func() {
+		_, err = l.Append(recs)
+	})
+	require.NoError(t, err)
+	require.Zero(t, allocs)
+}
+
 func TestReadOutsideTheLog(t *testing.T) {
 	fs := newMemFS(t)
 	l, err := Open("/data/t-0", memOptions(fs))

@@ -53,7 +53,7 @@ func Open(dir string, opts Options) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Log{dir: dir, opts: opts, fs: opts.FS, advanced: make(chan struct{}), lastCheckpoint: opts.Now(), lastExpiry: opts.Now()}
+	l := &Log{dir: dir, opts: opts, fs: opts.FS, lastCheckpoint: opts.Now(), lastExpiry: opts.Now()}
 	l.syncOrder = sync.NewCond(&l.smu)
 	if err := l.load(); err != nil {
 		for _, s := range l.segs {

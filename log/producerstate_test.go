@@ -126,8 +126,8 @@ func TestGroupCommitValidatesInOffsetOrder(t *testing.T) {
 		{batch: producerBatch(t, 3, 0, 4, 1, false)},
 	}
 	ticket := l.write(group)
-	require.NotNil(t, ticket)
-	require.NoError(t, l.sync(ticket))
+	require.NotNil(t, ticket.seg)
+	require.NoError(t, l.sync(&ticket))
 	require.NoError(t, group[0].err)
 	require.NoError(t, group[1].err)
 	require.Equal(t, int64(2), group[1].res.BaseOffset)

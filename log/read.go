@@ -254,9 +254,7 @@ func skipBatch(b segment.Batch, aborted *idempotence.AbortedFilter) (bool, error
 // ctx's error if ctx ends first and ErrClosed if the log closes.
 func (l *Log) Wait(ctx context.Context, offset int64, iso Isolation) error {
 	for {
-		l.nmu.Lock()
-		ch := l.advanced
-		l.nmu.Unlock()
+		ch := l.advancedChan()
 		if l.isClosed() {
 			return ErrClosed
 		}

@@ -483,7 +483,7 @@ func (l *Log) AppendCoordinatorBatch(b segment.Batch) (AppendResult, error) {
 	if b.Control() || !b.Transactional() || b.ProducerID() < 0 {
 		return AppendResult{}, fmt.Errorf("log %s: %w: AppendCoordinatorBatch needs a transactional data batch with a producer id", l.dir, idempotence.ErrInvalidRecord)
 	}
-	return l.enqueue(&pending{batch: b, origin: idempotence.OriginCoordinator})
+	return l.enqueue(pending{batch: b, origin: idempotence.OriginCoordinator})
 }
 
 // AppendCoordinatorBatch appends a coordinator's transactional batch; see

@@ -448,3 +448,23 @@ func fixCRC(b Batch) Batch {
 }
 
 func clone(b []byte) Batch { return append(Batch(nil), b...) }
+
+// A record without a timestamp gets DefaultTimestamp, as if its producer
+// had stamped it: the batch is the one built from stamped records, byte
+// for byte, and the caller's records stay as they were.
+func TestDefaultTimestampStampsRecordsWithout(t *testing.T) {
+	const now = 1700000000123
+	recs := []Record{{Value: []byte("a")}, {Timestamp: now - 5, Value: []byte("b")}, {Value: []byte("c")}}
+	stamped := []Record{{Timestamp: now, Value: []byte("a")}, {Timestamp: now - 5, Value: []byte("b")}, {Timestamp: now, Value: []byte("c")}}
+	want, err := AppendBatch(nil, stamped, BuildOptions{})
+	require.NoError(t, err)
+
+	got, err := AppendBatch(nil, recs, BuildOptions{DefaultTimestamp: now})
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+	b := Batch(got)
+	assert.Equal(t, int64(now), b.BaseTimestamp())
+	assert.Equal(t, int64(now), b.MaxTimestamp())
+	assert.Zero(t, recs[0].Timestamp)
+	assert.Zero(t, recs[2].Timestamp)
+}

@@ -77,6 +77,19 @@ type BuildOptions struct {
 	// needs when it rewrites the records it keeps. Otherwise records get
 	// BaseOffset, BaseOffset+1, and so on, and Record.Offset is ignored.
 	KeepOffsets bool
+
+	// DefaultTimestamp, if not zero, is the timestamp of the records whose
+	// Timestamp is zero, as a producer stamps the records its caller sent
+	// without one. The records themselves are left as they are.
+	DefaultTimestamp int64
+}
+
+// timestamp returns r's timestamp in the batch.
+func (o *BuildOptions) timestamp(r *Record) int64 {
+	if r.Timestamp == 0 {
+		return o.DefaultTimestamp
+	}
+	return r.Timestamp
 }
 
 func (o *BuildOptions) producer() Producer {
@@ -130,7 +143,7 @@ func AppendBatch(dst []byte, recs []Record, opts BuildOptions) ([]byte, error) {
 	if opts.Control {
 		attrs |= attrControl
 	}
-	putHeader(out[start:], &opts, attrs, enc.lastOffsetDelta, recs[0].Timestamp, enc.maxTimestamp, len(recs))
+	putHeader(out[start:], &opts, attrs, enc.lastOffsetDelta, opts.timestamp(&recs[0]), enc.maxTimestamp, len(recs))
 	return out, nil
 }
 
@@ -175,7 +188,7 @@ func appendRecords(dst []byte, recs []Record, o *BuildOptions) ([]byte, encoded,
 		}
 	}
 	dst = slices.Grow(dst, need)
-	baseTS := recs[0].Timestamp
+	baseTS := o.timestamp(&recs[0])
 	enc := encoded{lastOffsetDelta: -1, maxTimestamp: math.MinInt64}
 	for i := range recs {
 		r := &recs[i]
@@ -192,12 +205,13 @@ func appendRecords(dst []byte, recs []Record, o *BuildOptions) ([]byte, encoded,
 			}
 		}
 		var err error
+		ts := o.timestamp(r)
 		// The delta wraps for extreme timestamps, and base+delta wraps back.
-		if dst, err = appendRecord(dst, r, i, delta, r.Timestamp-baseTS); err != nil {
+		if dst, err = appendRecord(dst, r, i, delta, ts-baseTS); err != nil {
 			return dst, encoded{}, err
 		}
 		enc.lastOffsetDelta = int32(delta)
-		enc.maxTimestamp = max(enc.maxTimestamp, r.Timestamp)
+		enc.maxTimestamp = max(enc.maxTimestamp, ts)
 	}
 	return dst, enc, nil
 }

@@ -481,15 +481,16 @@ func (s *Segment) ReadNextOffset() (int64, error) {
 	return next, err
 }
 
-func (s *Segment) checkOrder(b Batch) error { return s.checkOrderAfter(b, s.nextOffset.Load()) }
+func (s *Segment) checkOrder(b Batch) error { return checkFollows(b, s.nextOffset.Load(), s.base) }
 
-// checkOrderAfter is checkOrder for a batch that follows offset next.
-func (s *Segment) checkOrderAfter(b Batch, next int64) error {
+// checkFollows checks that b can follow, in a segment based at base, a
+// batch that ended before offset next.
+func checkFollows(b Batch, next, base int64) error {
 	switch {
 	case b.BaseOffset() < next:
 		return fmt.Errorf("%w: batch at base offset %d, expected at least %d", ErrOffsetOrder, b.BaseOffset(), next)
-	case b.LastOffset() < b.BaseOffset() || b.LastOffset()-s.base > math.MaxInt32:
-		return fmt.Errorf("%w: batch with last offset %d does not fit a segment based at %d", ErrSegmentFull, b.LastOffset(), s.base)
+	case b.LastOffset() < b.BaseOffset() || b.LastOffset()-base > math.MaxInt32:
+		return fmt.Errorf("%w: batch with last offset %d does not fit a segment based at %d", ErrSegmentFull, b.LastOffset(), base)
 	}
 	return nil
 }
@@ -526,83 +527,71 @@ func (s *Segment) indexBatch(b Batch, pos int64) error {
 // carry its final offsets: its base offset at or after NextOffset. Append
 // does not sync. If the write fails, the segment is left as it was before.
 func (s *Segment) Append(b Batch) error {
+	_, err := s.AppendBatches([]Batch{b}, b)
+	return err
+}
+
+// AppendBatches writes batches bs, one after the other, at the end of the
+// segment with one write of buf, which must hold exactly their bytes in
+// order: a log appends the small batches of concurrent appenders so, one
+// system call for them all. Each batch must follow the one before it as
+// Append requires, and a reader sees none of them before the write is
+// done.
+//
+// It returns how many batches were appended, from the first. If it is not
+// all of them, the error says why the next one was not (its offsets, the
+// segment's limits, a failed write or index update), and the segment ends
+// after the last one appended, as if Append had been called for each and
+// had failed at that batch.
+func (s *Segment) AppendBatches(bs []Batch, buf []byte) (int, error) {
 	if err := s.load(); err != nil {
-		return err
+		return 0, err
 	}
 	pos := s.size.Load()
-	if err := s.checkOrder(b); err != nil {
-		return fmt.Errorf("segment %s: %w", s.logName(), err)
+	// The batches in order are written; the first out of order is the
+	// error, after them.
+	n, size, next := 0, 0, s.nextOffset.Load()
+	var orderErr error
+	for _, b := range bs {
+		if orderErr = checkFollows(b, next, s.base); orderErr != nil {
+			orderErr = fmt.Errorf("segment %s: %w", s.logName(), orderErr)
+			break
+		}
+		n, size, next = n+1, size+len(b), b.LastOffset()+1
 	}
-	if pos+int64(len(b)) > math.MaxInt32 {
-		return fmt.Errorf("%w: %s: %d bytes and a %d-byte batch exceed 2^31-1", ErrSegmentFull, s.logName(), pos, len(b))
+	if n == 0 {
+		return 0, orderErr
+	}
+	if pos+int64(size) > math.MaxInt32 {
+		return 0, fmt.Errorf("%w: %s: %d bytes and %d more exceed 2^31-1", ErrSegmentFull, s.logName(), pos, size)
 	}
 	if s.offsets.IsFull() || s.times.IsFull() {
-		return fmt.Errorf("%w: %s: index full", ErrSegmentFull, s.logName())
+		return 0, fmt.Errorf("%w: %s: index full", ErrSegmentFull, s.logName())
 	}
-	if _, err := s.log.WriteAt(b, pos); err != nil {
+	if _, err := s.log.WriteAt(buf[:size], pos); err != nil {
 		// Whatever part was written lies past size and is overwritten by
 		// the next append, cut by recovery, or cut here.
-		return errors.Join(fmt.Errorf("segment: write %s at %d: %w", s.logName(), pos, err), s.log.Truncate(pos))
+		return 0, errors.Join(fmt.Errorf("segment: write %s at %d: %w", s.logName(), pos, err), s.log.Truncate(pos))
 	}
-	if err := s.indexBatch(b, pos); err != nil {
-		// The batch is whole in the file but not in the segment: cut it,
-		// or a clean reopen would find it.
-		return errors.Join(fmt.Errorf("segment %s: index batch at %d: %w", s.logName(), pos, err), s.log.Truncate(pos))
-	}
-	s.size.Store(pos + int64(len(b)))
-	return nil
-}
-
-// AppendBatches appends the whole batches laid end to end in bs with one
-// write, as Append would one by one: for a writer of many small batches,
-// such as compaction's rewrite, a write per batch costs more than the
-// batch. Every batch must pass Append's checks; if one does not, nothing
-// is written. If the write fails, the segment is left as it was before;
-// if an index cannot take a batch, the batches before it stay appended.
-func (s *Segment) AppendBatches(bs []byte) error {
-	if err := s.load(); err != nil {
-		return err
-	}
-	pos := s.size.Load()
-	next := s.nextOffset.Load()
-	for rest := bs; len(rest) > 0; {
-		b, r, err := ParseBatch(rest)
-		if err == nil {
-			err = s.checkOrderAfter(b, next)
+	end := pos
+	for i, b := range bs[:n] {
+		var err error
+		if i > 0 && (s.offsets.IsFull() || s.times.IsFull()) {
+			err = fmt.Errorf("%w: %s: index full", ErrSegmentFull, s.logName())
+		} else if err = s.indexBatch(b, end); err != nil {
+			err = fmt.Errorf("segment %s: index batch at %d: %w", s.logName(), end, err)
 		}
 		if err != nil {
-			return fmt.Errorf("segment %s: batch at %d of %d bytes appended: %w", s.logName(), len(bs)-len(rest), len(bs), err)
+			// This batch and the ones after it are whole in the file but
+			// not in the segment: cut them, or a clean reopen would find
+			// them.
+			s.size.Store(end)
+			return i, errors.Join(err, s.log.Truncate(end))
 		}
-		next, rest = b.LastOffset()+1, r
+		end += int64(len(b))
 	}
-	if pos+int64(len(bs)) > math.MaxInt32 {
-		return fmt.Errorf("%w: %s: %d bytes and %d bytes of batches exceed 2^31-1", ErrSegmentFull, s.logName(), pos, len(bs))
-	}
-	if _, err := s.log.WriteAt(bs, pos); err != nil {
-		return errors.Join(fmt.Errorf("segment: write %s at %d: %w", s.logName(), pos, err), s.log.Truncate(pos))
-	}
-	for at, rest := pos, bs; len(rest) > 0; {
-		b := Batch(rest[:Batch(rest).Size()])
-		if err := s.indexAppended(b, at); err != nil {
-			// Cut what the indexes do not know, as Append does.
-			return errors.Join(err, s.log.Truncate(at))
-		}
-		at += int64(len(b))
-		rest = rest[len(b):]
-		s.size.Store(at)
-	}
-	return nil
-}
-
-// indexAppended indexes the batch b written at pos by AppendBatches.
-func (s *Segment) indexAppended(b Batch, pos int64) error {
-	if s.offsets.IsFull() || s.times.IsFull() {
-		return fmt.Errorf("%w: %s: index full", ErrSegmentFull, s.logName())
-	}
-	if err := s.indexBatch(b, pos); err != nil {
-		return fmt.Errorf("segment %s: index batch at %d: %w", s.logName(), pos, err)
-	}
-	return nil
+	s.size.Store(end)
+	return n, orderErr
 }
 
 // BaseOffset returns the offset of the segment's first batch, or the one

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -22,7 +23,10 @@ import (
 // the contenders run by run and reporting medians.
 func init() { suites["log"] = logSuite }
 
-var logParent = flag.String("dir", os.TempDir(), "parent of the log suite's temporary directories")
+var (
+	logParent = flag.String("dir", os.TempDir(), "parent of the log suite's temporary directories")
+	logCases  = flag.String("cases", "write,fsync,appenders,read", "the log suite's cases to run, comma-separated")
+)
 
 // logShape sizes the log suite.
 type logShape struct {
@@ -68,6 +72,9 @@ type sample struct {
 	records int64
 	elapsed time.Duration
 	fsyncs  int64
+	// p50 and p99 are the latencies of single operations, where a run
+	// times them (the concurrent appenders).
+	p50, p99 time.Duration
 }
 
 func (s sample) perSec() float64 { return float64(s.records) / s.elapsed.Seconds() }
@@ -154,14 +161,21 @@ func logSuite(quick bool) error {
 		recordSize, batchRecords, shape.reps, *logParent)
 	printRateHeader()
 	var cmps []comparison
-	steps := []func() ([]comparison, error){
-		func() ([]comparison, error) { return compareWrites(shape, payloads) },
-		func() ([]comparison, error) { return compareSyncedWrites(shape, payloads) },
-		func() ([]comparison, error) { return compareAppenders(shape, payloads[0][:smallRecordSize]) },
-		func() ([]comparison, error) { return compareReadAndReopen(shape, payloads) },
+	steps := []struct {
+		name string
+		run  func() ([]comparison, error)
+	}{
+		{"write", func() ([]comparison, error) { return compareWrites(shape, payloads) }},
+		{"fsync", func() ([]comparison, error) { return compareSyncedWrites(shape, payloads) }},
+		{"appenders", func() ([]comparison, error) { return compareAppenders(shape, payloads[0][:smallRecordSize]) }},
+		{"read", func() ([]comparison, error) { return compareReadAndReopen(shape, payloads) }},
 	}
+	cases := strings.Split(*logCases, ",")
 	for _, step := range steps {
-		c, err := step()
+		if !slices.Contains(cases, step.name) {
+			continue
+		}
+		c, err := step.run()
 		if err != nil {
 			return fmt.Errorf("log suite: %w", err)
 		}
@@ -250,7 +264,8 @@ func compareAppenders(shape logShape, value []byte) ([]comparison, error) {
 	}
 	const test = "append 100 B, fsync"
 	for i, c := range contenders {
-		printRate(test, c.name, ss[i], smallRecordSize, fmt.Sprintf("%.1f records per fsync", float64(ss[i].records)/float64(ss[i].fsyncs)))
+		printRate(test, c.name, ss[i], smallRecordSize, fmt.Sprintf("%.1f records per fsync, latency p50 %v p99 %v",
+			float64(ss[i].records)/float64(ss[i].fsyncs), ss[i].p50.Round(time.Microsecond), ss[i].p99.Round(time.Microsecond)))
 	}
 	return []comparison{
 		{name: "log-8-appenders-vs-1", value: ss[1].perSec() / ss[0].perSec(), bound: 7},

@@ -43,28 +43,42 @@ func appendersRun(open appenderOpener, n int, d time.Duration, value []byte) fun
 			return s, err
 		}
 		var (
-			wg      sync.WaitGroup
-			records atomic.Int64
-			errs    = make([]error, n)
+			wg        sync.WaitGroup
+			errs      = make([]error, n)
+			latencies = make([][]time.Duration, n)
 		)
 		start := time.Now()
 		for i := range n {
 			wg.Go(func() {
-				for time.Since(start) < d {
+				for t := start; t.Sub(start) < d; {
 					if errs[i] = a.append(value); errs[i] != nil {
 						return
 					}
-					records.Add(1)
+					now := time.Now()
+					latencies[i] = append(latencies[i], now.Sub(t))
+					t = now
 				}
 			})
 		}
 		wg.Wait()
-		s = sample{records: records.Load(), elapsed: time.Since(start), fsyncs: a.fsyncs()}
+		s = sample{elapsed: time.Since(start), fsyncs: a.fsyncs()}
+		s.records, s.p50, s.p99 = percentiles(latencies)
 		if err := errors.Join(errs...); err != nil {
 			return s, errors.Join(fmt.Errorf("%d appenders: %w", n, err), a.Close())
 		}
 		return s, a.Close()
 	}
+}
+
+// percentiles returns how many latencies there are, and their median and
+// 99th percentile.
+func percentiles(latencies [][]time.Duration) (n int64, p50, p99 time.Duration) {
+	all := slices.Concat(latencies...)
+	if len(all) == 0 {
+		return 0, 0, 0
+	}
+	slices.Sort(all)
+	return int64(len(all)), all[len(all)/2], all[len(all)*99/100]
 }
 
 // strandAppender is a FsyncAlways log: concurrent appends share syncs by

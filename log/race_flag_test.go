@@ -1,0 +1,5 @@
+//go:build race
+
+package log
+
+func init() { raceEnabled = true }
