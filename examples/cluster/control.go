@@ -70,9 +70,28 @@ type control struct {
 	view    atomic.Pointer[metadata]
 	// publish hands the partitions and topics the committed records
 	// changed to the node's replicas.
-	publish func(topics map[string]int32, parts []*replica.LeaderAndISR)
+	publish func(metadataUpdate)
 	dirty   map[controller.TopicPartition]bool
 	topics  map[string]int32
+	// stamped is the broker epoch of this node in the committed records
+	// when the partition states were last published (NoBrokerEpoch: not
+	// registered).
+	stamped int64
+}
+
+// metadataUpdate is what the committed records changed, for the node's
+// replicas: the topics to create, and the partitions' states, each stamped
+// with the broker epoch of the node's committed registration (KIP-380),
+// so that a state published while the records still register the node's
+// previous life is refused by this one. brokerEpoch and incarnation are
+// that registration's, NoBrokerEpoch and 0 if there is none: a node takes
+// its broker epoch from it once the incarnation is its own, as a KRaft
+// broker acts only once its metadata has caught up with its registration.
+type metadataUpdate struct {
+	topics      map[string]int32
+	parts       []*replica.LeaderAndISR
+	brokerEpoch int64
+	incarnation uint64
 }
 
 func newControl(id replica.NodeID, store *raftStore, peers map[replica.NodeID]string, cfg controller.Config, tick time.Duration, logger *slog.Logger) (*control, error) {
@@ -380,20 +399,32 @@ func (c *control) apply(e *pb.Entry) {
 }
 
 // publishChanges hands the changed partitions to the node's replicas and
-// refreshes the metadata others read.
+// refreshes the metadata others read. When the committed records register
+// the node in another broker epoch (it restarted and registered again),
+// every partition is published again in that epoch: the states published
+// in the previous one are refused by the node's new life, and it would
+// otherwise miss those the registration did not change. Until the records
+// register the node, it is sent no partition state: the one it is first
+// registered in brings them all.
 func (c *control) publishChanges() {
-	var parts []*replica.LeaderAndISR
-	for _, tp := range slices.SortedFunc(maps.Keys(c.dirty), compareTP) {
-		p := c.state.Partitions[tp]
-		parts = append(parts, &replica.LeaderAndISR{
-			Header:          replica.Header{From: replica.NoNode, To: c.id, Topic: tp.Topic, Partition: tp.Partition},
-			ControllerEpoch: c.state.Epoch, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
-			PartitionEpoch: p.PartitionEpoch, Replicas: p.Replicas, ISR: p.ISR,
-			Adding: p.Adding, Removing: p.Removing,
-		})
+	u := metadataUpdate{topics: maps.Clone(c.topics), brokerEpoch: replica.NoBrokerEpoch}
+	if b := c.state.Brokers[c.id]; b != nil {
+		u.brokerEpoch, u.incarnation = b.Epoch, b.Incarnation
 	}
-	if c.publish != nil && (len(parts) > 0 || len(c.topics) > 0) {
-		c.publish(maps.Clone(c.topics), parts)
+	registered := u.brokerEpoch != c.stamped
+	if registered {
+		c.stamped = u.brokerEpoch
+		for tp := range c.state.Partitions {
+			c.dirty[tp] = true
+		}
+	}
+	if u.brokerEpoch != replica.NoBrokerEpoch {
+		for _, tp := range slices.SortedFunc(maps.Keys(c.dirty), compareTP) {
+			u.parts = append(u.parts, c.state.LeaderAndISR(tp, replica.NoNode, c.id))
+		}
+	}
+	if c.publish != nil && (registered || len(u.parts) > 0 || len(u.topics) > 0) {
+		c.publish(u)
 	}
 	clear(c.dirty)
 	clear(c.topics)

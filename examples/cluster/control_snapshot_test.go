@@ -1,11 +1,8 @@
 package main
 
 import (
-	"io"
-	"log/slog"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -20,17 +17,7 @@ import (
 // history replays to it.
 func TestControlRestartsFromSnapshotAndTail(t *testing.T) {
 	path := filepath.Join(t.TempDir(), raftFile)
-	open := func() *control {
-		store, err := openRaftStore(path, []uint64{1})
-		require.NoError(t, err)
-		t.Cleanup(func() { store.close() })
-		c, err := newControl(1, store, map[replica.NodeID]string{1: "127.0.0.1:1"},
-			controller.Config{Node: 1, SessionTimeout: 10, MinInsyncReplicas: 2}, time.Millisecond, slog.New(slog.NewTextHandler(io.Discard, nil)))
-		require.NoError(t, err)
-		t.Cleanup(c.raftTr.close)
-		return c
-	}
-	c := open()
+	c := openTestControl(t, path)
 	c.snap.every = 3
 	ctrl, err := controller.New(controller.Config{Node: 1, SessionTimeout: 10, MinInsyncReplicas: 2}, controller.NewState())
 	require.NoError(t, err)
@@ -58,7 +45,7 @@ func TestControlRestartsFromSnapshotAndTail(t *testing.T) {
 	require.Equal(t, ctrl.State(), c.state)
 	require.NoError(t, c.store.close())
 
-	again := open()
+	again := openTestControl(t, path)
 	require.Equal(t, uint64(3), again.applied.index, "the snapshot loaded")
 	require.NoError(t, again.ready())
 	require.Equal(t, index, again.applied.index, "the tail applied")

@@ -16,7 +16,14 @@ import (
 
 func newTestControl(t *testing.T) *control {
 	t.Helper()
-	store, err := openRaftStore(filepath.Join(t.TempDir(), raftFile), []uint64{1})
+	return openTestControl(t, filepath.Join(t.TempDir(), raftFile))
+}
+
+// openTestControl opens node 1's control loop, alone in its raft group,
+// over the raft log at path; it is not run.
+func openTestControl(t *testing.T, path string) *control {
+	t.Helper()
+	store, err := openRaftStore(path, []uint64{1})
 	require.NoError(t, err)
 	t.Cleanup(func() { store.close() })
 	c, err := newControl(1, store, map[replica.NodeID]string{1: "127.0.0.1:1"},

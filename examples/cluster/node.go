@@ -70,7 +70,10 @@ type node struct {
 	// applied yet: the latest state of each changed partition.
 	pendingTopics map[string]int32
 	pendingParts  map[controller.TopicPartition]*replica.LeaderAndISR
-	wake          chan struct{}
+	// pendingEpoch is the broker epoch of this incarnation's committed
+	// registration, NoBrokerEpoch until the control loop publishes one.
+	pendingEpoch int64
+	wake         chan struct{}
 
 	brokerEpoch int64 // owned by the heartbeat loop
 	// incarnation is this start of the node (Kafka's incarnation ID): the
@@ -93,10 +96,8 @@ func runNode(cfg nodeConfig) error {
 	if err != nil {
 		return err
 	}
-	n := &node{cfg: cfg, log: logger, dir: dir, out: newPoster(cfg.peers),
-		parts: map[controller.TopicPartition]*log.Partition{}, pendingTopics: map[string]int32{},
-		pendingParts: map[controller.TopicPartition]*replica.LeaderAndISR{}, wake: make(chan struct{}, 1),
-		incarnation: time.Now().UnixNano()}
+	n := newNode(cfg, logger, dir, time.Now().UnixNano())
+	n.out = newPoster(cfg.peers)
 	err = n.run(clean)
 	n.out.close()
 	if cerr := dir.Close(); err == nil && cerr == nil {
@@ -107,6 +108,15 @@ func runNode(cfg nodeConfig) error {
 		err = cerr
 	}
 	return err
+}
+
+// newNode returns the node of one incarnation over its log directory,
+// before it has a driver or a control loop.
+func newNode(cfg nodeConfig, logger *slog.Logger, dir *log.Dir, incarnation int64) *node {
+	return &node{cfg: cfg, log: logger, dir: dir,
+		parts: map[controller.TopicPartition]*log.Partition{}, pendingTopics: map[string]int32{},
+		pendingParts: map[controller.TopicPartition]*replica.LeaderAndISR{}, wake: make(chan struct{}, 1),
+		incarnation: incarnation}
 }
 
 // takeCleanMarker reports whether the previous incarnation stopped
@@ -239,12 +249,17 @@ func stopWithParent(ctx context.Context, stop func()) {
 
 // update is how the control loop hands the node what the committed
 // records changed; the latest state of a partition replaces an older one
-// not yet applied.
-func (n *node) update(topics map[string]int32, parts []*replica.LeaderAndISR) {
+// not yet applied. A registration is this node's own, and its broker
+// epoch the one the replicas take, only if its incarnation is this one:
+// the records may still register the node's previous life.
+func (n *node) update(u metadataUpdate) {
 	n.mu.Lock()
-	maps.Copy(n.pendingTopics, topics)
-	for _, m := range parts {
+	maps.Copy(n.pendingTopics, u.topics)
+	for _, m := range u.parts {
 		n.pendingParts[controller.TopicPartition{Topic: m.Topic, Partition: m.Partition}] = m
+	}
+	if u.incarnation == uint64(n.incarnation) {
+		n.pendingEpoch = max(n.pendingEpoch, u.brokerEpoch)
 	}
 	n.mu.Unlock()
 	select {
@@ -255,8 +270,14 @@ func (n *node) update(topics map[string]int32, parts []*replica.LeaderAndISR) {
 
 // applyMetadata creates the topics and replicas the committed records
 // name and tells each replica its partition's state (Kafka's
-// LeaderAndIsr, or a KRaft broker's metadata listener).
+// LeaderAndIsr, or a KRaft broker's metadata listener). The replicas take
+// the broker epoch of the node's committed registration before the
+// states published with it, and refuse a state stamped with another
+// (KIP-380): one meant for the node's previous life, or published before
+// this life's registration was committed. Fetches and ISR proposals carry
+// that epoch (KIP-903).
 func (n *node) applyMetadata(ctx context.Context) {
+	registered := replica.NoBrokerEpoch
 	for {
 		select {
 		case <-ctx.Done():
@@ -264,9 +285,17 @@ func (n *node) applyMetadata(ctx context.Context) {
 		case <-n.wake:
 		}
 		n.mu.Lock()
-		topics, parts := n.pendingTopics, n.pendingParts
+		topics, parts, epoch := n.pendingTopics, n.pendingParts, n.pendingEpoch
 		n.pendingTopics, n.pendingParts = map[string]int32{}, map[controller.TopicPartition]*replica.LeaderAndISR{}
 		n.mu.Unlock()
+		if epoch != registered {
+			if err := n.d.SetBrokerEpoch(ctx, epoch); err != nil {
+				n.log.Error("broker epoch", "epoch", epoch, "err", err)
+				continue
+			}
+			registered = epoch
+			n.log.Info("registration applied", "epoch", epoch)
+		}
 		for _, name := range slices.Sorted(maps.Keys(topics)) {
 			err := n.dir.CreateTopic(name, log.TopicConfig{Partitions: topics[name], Fsync: log.FsyncAlways()})
 			if err != nil && !errors.Is(err, log.ErrTopicExists) {
@@ -331,11 +360,9 @@ func (n *node) heartbeats(ctx context.Context, clean bool) {
 			q := fmt.Sprintf("/controller/register?node=%d&incarnation=%d&clean=%t", n.cfg.id, n.incarnation, clean)
 			if err := cl.call(ctx, q, nil, &rep); err == nil {
 				n.brokerEpoch = rep.BrokerEpoch
+				// The replicas take the epoch once this node has applied
+				// the registration's record (applyMetadata).
 				n.log.Info("registered", "epoch", rep.BrokerEpoch, "clean", clean)
-				// Fetches and ISR proposals carry it (KIP-903).
-				if err := n.d.SetBrokerEpoch(ctx, rep.BrokerEpoch); err != nil {
-					n.log.Warn("broker epoch", "err", err)
-				}
 			}
 		} else {
 			err := cl.call(ctx, fmt.Sprintf("/controller/heartbeat?node=%d&epoch=%d", n.cfg.id, n.brokerEpoch), nil, nil)
