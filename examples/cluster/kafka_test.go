@@ -24,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/examples/kafka/kafkatest"
 	"github.com/strandlog/strand/replica"
 	"github.com/strandlog/strand/segment"
 )
@@ -535,20 +536,8 @@ func TestKafkaKillLeader(t *testing.T) {
 		kills, len(acked), retries, summary(failovers), len(consumeErrs))
 }
 
-// kcatPath finds kcat (librdkafka's command-line client, Debian package
-// kcat). .ci/run installs it and sets STRAND_REQUIRE_KCAT, so that in CI a
-// missing kcat fails instead of skipping.
-func kcatPath(t *testing.T) string {
-	t.Helper()
-	path, err := exec.LookPath("kcat")
-	if err != nil {
-		if os.Getenv("STRAND_REQUIRE_KCAT") != "" {
-			t.Fatalf("kcat is required (STRAND_REQUIRE_KCAT is set) but not found: %v", err)
-		}
-		t.Skip("SKIPPING: kcat is not installed (apt-get install -y kcat); librdkafka against the cluster was NOT tested")
-	}
-	return path
-}
+// kcatPath finds kcat or skips t (kafkatest.KcatPath).
+func kcatPath(t *testing.T) string { return kafkatest.KcatPath(t, "librdkafka against the cluster") }
 
 // kcat runs kcat against the cluster's Kafka brokers and returns its
 // output.

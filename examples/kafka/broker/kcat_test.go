@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -17,22 +16,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/examples/kafka/kafkatest"
 )
 
-// kcatPath finds kcat (librdkafka's command-line client, Debian package
-// kcat). .ci/run installs it and sets STRAND_REQUIRE_KCAT, so that in CI a
-// missing kcat fails instead of skipping.
-func kcatPath(t *testing.T) string {
-	t.Helper()
-	path, err := exec.LookPath("kcat")
-	if err != nil {
-		if os.Getenv("STRAND_REQUIRE_KCAT") != "" {
-			t.Fatalf("kcat is required (STRAND_REQUIRE_KCAT is set) but not found: %v", err)
-		}
-		t.Skip("SKIPPING: kcat is not installed (apt-get install -y kcat); the librdkafka client was NOT tested")
-	}
-	return path
-}
+// kcatPath finds kcat or skips t (kafkatest.KcatPath).
+func kcatPath(t *testing.T) string { return kafkatest.KcatPath(t, "the librdkafka client") }
 
 // kcat runs kcat against the broker with stdin and returns its output.
 func kcat(t *testing.T, addr, stdin string, args ...string) string {
