@@ -36,6 +36,10 @@ type ServiceOptions struct {
 	Partitions int32
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// Append and Unloaded serve an offsets topic replicated by a cluster
+	// (service_replicated.go).
+	Append   AppendFunc
+	Unloaded bool
 }
 
 // Service is the group coordinator of a data directory: the owner of one
@@ -55,6 +59,7 @@ type ServiceOptions struct {
 // concurrent use and block until their request is answered.
 type Service struct {
 	dir    *log.Dir
+	repl   AppendFunc // ServiceOptions.Append
 	topic  string
 	now    func() time.Time
 	cfg    Config
@@ -133,6 +138,7 @@ func PartitionFor(groupID string, n int32) int32 {
 func OpenService(d *log.Dir, opts ServiceOptions) (*Service, error) {
 	s := &Service{
 		dir:    d,
+		repl:   opts.Append,
 		topic:  opts.Topic,
 		now:    opts.Now,
 		cfg:    opts.Config,
@@ -191,7 +197,12 @@ func OpenService(d *log.Dir, opts ServiceOptions) (*Service, error) {
 		sp := &servicePartition{p: p, sync: tc.Fsync != log.FsyncAlways() && tc.Fsync != log.FsyncPolicy{},
 			waiting: map[RequestID]chan serviceResponse{}}
 		sp.idle.L = &sp.mu
-		if err := s.load(sp); err != nil {
+		if opts.Unloaded {
+			err = s.startUnloaded(sp)
+		} else {
+			err = s.load(sp)
+		}
+		if err != nil {
 			return nil, err
 		}
 		s.parts[i] = sp
@@ -349,7 +360,7 @@ func (s *Service) enter(sp *servicePartition, fn func(), own chan serviceRespons
 	case sp.closed:
 		return ErrServiceClosed
 	case sp.err != nil:
-		return fmt.Errorf("%w: offsets log %s-%d: %w", ErrNotCoordinator, s.topic, sp.p.ID(), sp.err)
+		return s.refusal(sp)
 	}
 	sp.c.Tick(s.now())
 	fn()
@@ -448,7 +459,7 @@ func (s *Service) settle(sp *servicePartition, rd Ready, err error) error {
 	deliver(sp.waiting, rd.Responses, err)
 	sp.c.Unload()
 	deliver(sp.waiting, sp.c.Ready().Responses, err)
-	return s.load(sp)
+	return s.reload(sp, err)
 }
 
 // append writes records to the partition at the offsets the coordinator
@@ -465,13 +476,7 @@ func (s *Service) append(sp *servicePartition, w *pendingWrite) error {
 		for i, r := range recs[:n] {
 			out[i] = segment.Record{Timestamp: w.ts, Key: r.Key, Value: r.Value}
 		}
-		var res log.AppendResult
-		var err error
-		if prod := recs[0].Producer; prod != nil {
-			res, err = sp.appendTxn(*prod, out)
-		} else {
-			res, err = sp.p.Append(out)
-		}
+		res, err := s.appendRun(sp, recs[0].Producer, out)
 		if err != nil {
 			return err
 		}
@@ -741,6 +746,9 @@ func (s *Service) ListGroups(ctx context.Context) ([]GroupListing, error) {
 			}
 			c.respond(l)
 		}})
+		if s.notLoaded(err) {
+			continue // another broker leads it
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -1,0 +1,103 @@
+package group
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/strandlog/strand/log"
+	"github.com/strandlog/strand/segment"
+)
+
+// A replicated offsets partition is coordinated only between its load and
+// its unload, as Kafka's coordinator between onElection and onResignation:
+// NOT_COORDINATOR before, commits written through Append (acks=all) while
+// loaded, NOT_COORDINATOR again after, and a load later serves every
+// commit Append acknowledged.
+func TestServiceReplicatedPartitionCoordinatesBetweenLoadAndUnload(t *testing.T) {
+	ctx := context.Background()
+	d, err := log.OpenDir("/data", log.DirOptions{Log: log.Options{FS: newMemDataFS(t)}, MaintenanceInterval: -1})
+	require.NoError(t, err)
+	defer d.Close()
+	var appended int
+	failNext := false
+	s, err := OpenService(d, ServiceOptions{
+		Partitions: 1,
+		Unloaded:   true,
+		Now:        func() time.Time { return epoch },
+		Config:     Config{InitialRebalanceDelay: -1, Partitions: func(string) int32 { return 4 }},
+		Append: func(partition int32, recs []segment.Record) (log.AppendResult, error) {
+			if failNext {
+				failNext = false
+				return log.AppendResult{}, errors.New("lost leadership")
+			}
+			appended += len(recs)
+			p, err := d.Partition(OffsetsTopic, partition)
+			if err != nil {
+				return log.AppendResult{}, err
+			}
+			return p.Append(recs)
+		},
+	})
+	require.NoError(t, err)
+	defer s.Close()
+
+	_, err = s.OffsetFetch(ctx, OffsetFetchRequest{GroupID: "g"})
+	require.ErrorIs(t, err, ErrNotCoordinator, "before the load")
+
+	require.NoError(t, s.LoadPartition(0))
+	member, gen, err := joinAlone(ctx, s, "g", "", "t")
+	require.NoError(t, err)
+	require.NoError(t, serviceCommit(ctx, s, "g", member, gen, "t", 0, 7))
+	require.NotZero(t, appended, "records went through Append")
+
+	require.NoError(t, s.UnloadPartition(0))
+	err = serviceCommit(ctx, s, "g", member, gen, "t", 0, 8)
+	require.ErrorIs(t, err, ErrNotCoordinator, "after the unload")
+
+	require.NoError(t, s.LoadPartition(0))
+	r, err := s.OffsetFetch(ctx, OffsetFetchRequest{GroupID: "g", Topics: []OffsetFetchTopic{{Name: "t", Partitions: []int32{0}}}})
+	require.NoError(t, err)
+	require.Equal(t, int64(7), r.Topics[0].Partitions[0].Offset, "the acknowledged commit, loaded from the log")
+
+	// A failed Append may mean another broker leads: the partition stops
+	// coordinating until it is loaded again.
+	failNext = true
+	err = serviceCommit(ctx, s, "g", member, gen, "t", 0, 9)
+	require.ErrorIs(t, err, ErrNotCoordinator)
+	_, err = s.OffsetFetch(ctx, OffsetFetchRequest{GroupID: "g"})
+	require.ErrorIs(t, err, ErrNotCoordinator, "after the failed append")
+	require.NoError(t, s.LoadPartition(0))
+	r, err = s.OffsetFetch(ctx, OffsetFetchRequest{GroupID: "g", Topics: []OffsetFetchTopic{{Name: "t", Partitions: []int32{0}}}})
+	require.NoError(t, err)
+	require.Equal(t, int64(7), r.Topics[0].Partitions[0].Offset)
+
+	groups, err := s.ListGroups(ctx)
+	require.NoError(t, err)
+	require.Len(t, groups, 1)
+	require.NoError(t, s.UnloadPartition(0))
+	groups, err = s.ListGroups(ctx)
+	require.NoError(t, err, "a partition led elsewhere is left out of ListGroups")
+	require.Empty(t, groups)
+}
+
+// A partition being loaded answers COORDINATOR_LOAD_IN_PROGRESS.
+func TestServiceReplicatedPartitionLoadingAnswersLoadInProgress(t *testing.T) {
+	d, err := log.OpenDir("/data", log.DirOptions{Log: log.Options{FS: newMemDataFS(t)}, MaintenanceInterval: -1})
+	require.NoError(t, err)
+	defer d.Close()
+	s, err := OpenService(d, ServiceOptions{Partitions: 1, Unloaded: true,
+		Append: func(int32, []segment.Record) (log.AppendResult, error) { return log.AppendResult{}, nil }})
+	require.NoError(t, err)
+	defer s.Close()
+	sp := s.parts[0]
+	sp.mu.Lock()
+	sp.err = errorf(ErrCoordinatorLoadInProgress, "test: loading")
+	sp.mu.Unlock()
+	_, err = s.OffsetFetch(context.Background(), OffsetFetchRequest{GroupID: "g"})
+	require.ErrorIs(t, err, ErrCoordinatorLoadInProgress)
+	require.Equal(t, ErrCoordinatorLoadInProgress.Code, Code(err))
+}
