@@ -183,8 +183,8 @@ func nodeIDs(ids []int32) []replica.NodeID {
 // before the leader moved is FENCED_LEADER_EPOCH, with one from after it
 // UNKNOWN_LEADER_EPOCH (KIP-320); acks=all to a partition with fewer
 // replicas than MinInsyncReplicas (2) is NOT_ENOUGH_REPLICAS, and acks=1
-// goes through. FindCoordinator names the live broker of lowest id, where
-// a group member's commit lands.
+// goes through. FindCoordinator names the leader of the group's partition
+// of __consumer_offsets, where a group member's commit lands.
 func TestKafkaLeadershipRules(t *testing.T) {
 	s, cl := startKafkaCluster(t)
 	kc := newKgo(t, s) // acks=all
@@ -282,9 +282,10 @@ func TestKafkaLeadershipRules(t *testing.T) {
 	rp = produceTo(t, kc, moved.Leader, single, 0, "y")
 	require.ErrorIs(t, kerr.ErrorForCode(rp.ErrorCode), kerr.NotEnoughReplicas)
 
-	// Groups: the live broker of lowest id coordinates them; a group
-	// member reads from the partition's new leader and commits there.
-	coordinator := slices.Min(slices.DeleteFunc(s.ids(), func(id replica.NodeID) bool { return id == leader }))
+	// Groups: the leader of the group's offsets partition coordinates
+	// it; a group member reads from the partition's new leader and
+	// commits there.
+	coordinator := waitGroupCoordinator(t, s, cl, "g")
 	for _, id := range s.ids() {
 		if id == leader {
 			continue

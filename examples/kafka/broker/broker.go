@@ -76,7 +76,9 @@
 // committed offsets stay with the group.Service of this broker's own data
 // directory (Config.DataDir): FindCoordinator names the broker
 // Cluster.GroupCoordinator says, and the group requests another broker
-// receives are answered NOT_COORDINATOR. Transactions are served by a
+// receives are answered NOT_COORDINATOR; a Cluster that replicates them
+// (ReplicatedGroups) has each group coordinated by the leader of its
+// offsets partition instead. Transactions are served by a
 // standalone broker only (their markers would have to be replicated).
 package broker
 
@@ -201,7 +203,12 @@ func Open(cfg Config) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	g, err := group.OpenService(d, cfg.Groups)
+	var g *group.Service
+	if rg, ok := cfg.Cluster.(ReplicatedGroups); ok {
+		g, err = rg.OpenGroups(cfg.Groups)
+	} else {
+		g, err = group.OpenService(d, cfg.Groups)
+	}
 	if err != nil {
 		return nil, errors.Join(err, d.Close())
 	}
