@@ -134,8 +134,9 @@ type Config struct {
 	// Cluster, if set, is the cluster the broker serves in, NodeID its id
 	// there: topics, partitions, leadership and produces are the
 	// Cluster's, and DataDir keeps only the broker's own state (consumer
-	// groups and committed offsets). Nil: the broker alone, leading every
-	// partition of DataDir.
+	// groups and committed offsets, unless the Cluster replicates them:
+	// ReplicatedGroups). Nil: the broker alone, leading every partition of
+	// DataDir.
 	Cluster Cluster
 }
 
