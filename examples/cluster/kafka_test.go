@@ -324,6 +324,12 @@ func TestKafkaLeadershipRules(t *testing.T) {
 	ofr := resp.(*kmsg.OffsetFetchResponse)
 	require.Len(t, ofr.Groups, 1)
 	require.Equal(t, int64(2), ofr.Groups[0].Topics[0].Partitions[0].Offset, "the commit is on the coordinator")
+	// The other live node does not lead the group's offsets partition.
+	other := slices.DeleteFunc(s.ids(), func(id replica.NodeID) bool { return id == leader || id == coordinator })[0]
+	resp, err = kc.Broker(int(other)).Request(ctx, of)
+	require.NoError(t, err)
+	ofr = resp.(*kmsg.OffsetFetchResponse)
+	require.ErrorIs(t, kerr.ErrorForCode(ofr.Groups[0].ErrorCode), kerr.NotCoordinator, "node %d answers for a group it does not coordinate", other)
 }
 
 // kafkaAck is a record the cluster acknowledged to the producer.
