@@ -3,6 +3,7 @@ package group
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -84,20 +85,47 @@ func TestServiceReplicatedPartitionCoordinatesBetweenLoadAndUnload(t *testing.T)
 	require.Empty(t, groups)
 }
 
-// A partition being loaded answers COORDINATOR_LOAD_IN_PROGRESS.
+// A partition being loaded answers COORDINATOR_LOAD_IN_PROGRESS until its
+// load is done (Kafka's coordinator while it loads on election). The load
+// is held up in the clock it starts the coordinator with.
 func TestServiceReplicatedPartitionLoadingAnswersLoadInProgress(t *testing.T) {
+	ctx := context.Background()
 	d, err := log.OpenDir("/data", log.DirOptions{Log: log.Options{FS: newMemDataFS(t)}, MaintenanceInterval: -1})
 	require.NoError(t, err)
 	defer d.Close()
-	s, err := OpenService(d, ServiceOptions{Partitions: 1, Unloaded: true,
-		Append: func(int32, []segment.Record) (log.AppendResult, error) { return log.AppendResult{}, nil }})
+	var mu sync.Mutex
+	hold, release := false, make(chan struct{})
+	clock := func() time.Time {
+		mu.Lock()
+		h := hold
+		mu.Unlock()
+		if h {
+			<-release
+		}
+		return epoch
+	}
+	s, err := OpenService(d, ServiceOptions{Partitions: 1, Unloaded: true, Now: clock,
+		Append: func(int32, []segment.Record) (log.AppendResult, error) {
+			return log.AppendResult{}, errors.New("not written")
+		}})
 	require.NoError(t, err)
 	defer s.Close()
-	sp := s.parts[0]
-	sp.mu.Lock()
-	sp.err = errorf(ErrCoordinatorLoadInProgress, "test: loading")
-	sp.mu.Unlock()
-	_, err = s.OffsetFetch(context.Background(), OffsetFetchRequest{GroupID: "g"})
-	require.ErrorIs(t, err, ErrCoordinatorLoadInProgress)
-	require.Equal(t, ErrCoordinatorLoadInProgress.Code, Code(err))
+
+	mu.Lock()
+	hold = true
+	mu.Unlock()
+	loaded := make(chan error, 1)
+	go func() { loaded <- s.LoadPartition(0) }()
+	require.Eventually(t, func() bool {
+		_, err := s.OffsetFetch(ctx, OffsetFetchRequest{GroupID: "g"})
+		return errors.Is(err, ErrCoordinatorLoadInProgress) && Code(err) == ErrCoordinatorLoadInProgress.Code
+	}, 5*time.Second, time.Millisecond, "COORDINATOR_LOAD_IN_PROGRESS while the partition loads")
+
+	mu.Lock()
+	hold = false
+	mu.Unlock()
+	close(release)
+	require.NoError(t, <-loaded)
+	_, err = s.OffsetFetch(ctx, OffsetFetchRequest{GroupID: "g"})
+	require.NoError(t, err, "served once loaded")
 }
