@@ -36,9 +36,11 @@ type ServiceOptions struct {
 	Partitions int32
 	// Now is the clock; default time.Now.
 	Now func() time.Time
-	// Append and Unloaded serve an offsets topic replicated by a cluster
-	// (service_replicated.go).
-	Append   AppendFunc
+	// Append, if set, makes the offsets topic one a cluster replicates:
+	// records are written through it, and a partition is coordinated only
+	// between LoadPartition and UnloadPartition.
+	Append AppendFunc
+	// Unloaded opens the Service with no partition loaded.
 	Unloaded bool
 }
 
