@@ -162,7 +162,14 @@ func (s *Service) appendRun(sp *servicePartition, prod *Producer, recs []segment
 	case s.repl == nil:
 		return sp.p.Append(recs)
 	case prod != nil:
-		return log.AppendResult{}, errorf(ErrInvalidRequest, "transactional offsets on the replicated offsets log %s-%d", s.topic, sp.p.ID())
+		return log.AppendResult{}, errTxnReplicated(s, sp)
 	}
 	return s.repl(sp.p.ID(), recs)
+}
+
+// errTxnReplicated refuses transactional records and markers on a
+// replicated offsets log: the cluster has no way to append them as its
+// leader yet.
+func errTxnReplicated(s *Service, sp *servicePartition) error {
+	return errorf(ErrInvalidRequest, "transactional offsets on the replicated offsets log %s-%d", s.topic, sp.p.ID())
 }

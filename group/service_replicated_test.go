@@ -76,6 +76,13 @@ func TestServiceReplicatedPartitionCoordinatesBetweenLoadAndUnload(t *testing.T)
 	require.NoError(t, err)
 	require.Equal(t, int64(7), r.Topics[0].Partitions[0].Offset)
 
+	// Transactional offsets are refused: their markers are not
+	// replicated.
+	tr, err := s.TxnCommitOffsets(ctx, TxnOffsetCommitRequest{GroupID: "g", Producer: Producer{ID: 1}, GenerationID: -1,
+		Topics: []OffsetCommitTopic{{Name: "t", Partitions: []OffsetCommitPartition{{Partition: 0, Offset: 9, LeaderEpoch: -1}}}}})
+	require.NoError(t, err)
+	require.ErrorIs(t, tr.Err, ErrInvalidRequest)
+
 	groups, err := s.ListGroups(ctx)
 	require.NoError(t, err)
 	require.Len(t, groups, 1)
