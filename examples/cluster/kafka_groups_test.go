@@ -6,6 +6,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"sync"
 	"syscall"
 	"testing"
@@ -20,7 +21,7 @@ import (
 	"github.com/strandlog/strand/replica"
 )
 
-var groupKills = flag.Int("group-kills", 0, "TestKafkaGroupCommitsSurviveCoordinatorKill: how many group coordinators to SIGKILL (default 1 with -short, else 3)")
+var groupKills = flag.Int("group-kills", 0, "TestKafkaGroupCommitsSurviveCoordinatorKill: how many group coordinators to SIGKILL (default 2 with -short, else 4)")
 
 // waitGroupCoordinator waits until a live node leads the group's partition
 // of the offsets topic and returns it.
@@ -55,9 +56,9 @@ func waitGroupCoordinator(t *testing.T, s *supervisor, cl *client, groupID strin
 func TestKafkaGroupCommitsSurviveCoordinatorKill(t *testing.T) {
 	kills := *groupKills
 	if kills == 0 {
-		kills = 3
+		kills = 4
 		if testing.Short() {
-			kills = 1
+			kills = 2
 		}
 	}
 	s, cl := startKafkaCluster(t)
@@ -90,6 +91,36 @@ func TestKafkaGroupCommitsSurviveCoordinatorKill(t *testing.T) {
 	consumed := map[int32]int64{} // the offset after the last record consumed
 	commits := 0
 	var failures []error
+	// commitNext polls a few records and commits them, again and again
+	// until the commit is acknowledged.
+	commitNext := func() {
+		pollCtx, cancel := context.WithTimeout(ctx, time.Second)
+		recs := member.PollRecords(pollCtx, 20).Records()
+		cancel()
+		mu.Lock()
+		for _, r := range recs {
+			consumed[r.Partition] = max(consumed[r.Partition], r.Offset+1)
+		}
+		mu.Unlock()
+		for len(recs) > 0 && ctx.Err() == nil {
+			err := member.CommitRecords(ctx, recs...)
+			mu.Lock()
+			if err == nil {
+				commits++
+				for _, r := range recs {
+					acked[r.Partition] = max(acked[r.Partition], r.Offset+1)
+				}
+			} else {
+				failures = append(failures, err)
+			}
+			mu.Unlock()
+			if err == nil {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	var gate sync.Mutex // held by the member for each poll and its commit
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
@@ -100,36 +131,9 @@ func TestKafkaGroupCommitsSurviveCoordinatorKill(t *testing.T) {
 				return
 			default:
 			}
-			recs := member.PollRecords(ctx, 20).Records()
-			if len(recs) == 0 {
-				continue
-			}
-			mu.Lock()
-			for _, r := range recs {
-				consumed[r.Partition] = max(consumed[r.Partition], r.Offset+1)
-			}
-			mu.Unlock()
-			for {
-				err := member.CommitRecords(ctx, recs...)
-				mu.Lock()
-				if err == nil {
-					commits++
-					for _, r := range recs {
-						acked[r.Partition] = max(acked[r.Partition], r.Offset+1)
-					}
-				} else {
-					failures = append(failures, err)
-				}
-				mu.Unlock()
-				if err == nil || ctx.Err() != nil {
-					break
-				}
-				select {
-				case <-stop:
-					return
-				case <-time.After(50 * time.Millisecond):
-				}
-			}
+			gate.Lock()
+			commitNext()
+			gate.Unlock()
 			time.Sleep(10 * time.Millisecond)
 		}
 	}()
@@ -144,18 +148,60 @@ func TestKafkaGroupCommitsSurviveCoordinatorKill(t *testing.T) {
 			return c >= n, fmt.Sprintf("%d commits acknowledged", c)
 		})
 	}
+	// committed returns the group's committed offsets from whichever node
+	// coordinates it now (franz-go finds it).
+	committed := func() map[int32]int64 {
+		var out map[int32]int64
+		waitFor(t, 30*time.Second, "OffsetFetch from the group's coordinator", func() (bool, string) {
+			of := kmsg.NewPtrOffsetFetchRequest()
+			of.Group = groupID
+			resp, err := of.RequestWith(ctx, admin)
+			if err != nil {
+				return false, err.Error()
+			}
+			if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+				return false, err.Error()
+			}
+			out = map[int32]int64{}
+			for _, rt := range resp.Topics {
+				for _, p := range rt.Partitions {
+					if rt.Topic == topic {
+						out[p.Partition] = p.Offset
+					}
+				}
+			}
+			return true, ""
+		})
+		return out
+	}
 
 	for k := range kills {
 		waitCommits(commitsSoFar()+5, "commits acknowledged by the coordinator")
 		victim := waitGroupCoordinator(t, s, cl, groupID)
 		before := commitsSoFar()
+		// Every other kill comes between two commits, and the next
+		// coordinator is asked for the offsets before the member commits
+		// again: it serves every commit acknowledged before the kill.
+		// The others come while the member commits.
+		paused := k%2 == 0
+		var ackedAtKill map[int32]int64
+		if paused {
+			gate.Lock()
+			mu.Lock()
+			ackedAtKill = maps.Clone(acked)
+			mu.Unlock()
+		}
 		require.NoError(t, s.signal(victim, syscall.SIGKILL))
 		killed := time.Now()
+		if paused {
+			require.Equal(t, ackedAtKill, committed(), "kill %d: the next coordinator serves every acknowledged commit", k)
+			gate.Unlock()
+		}
 		waitCommits(before+3, fmt.Sprintf("kill %d: commits acknowledged after node %d, the group's coordinator, was killed", k, victim))
 		next := waitGroupCoordinator(t, s, cl, groupID)
 		require.NotEqual(t, victim, next)
-		t.Logf("kill %d: node %d killed, node %d coordinates; commits acknowledged again within %v",
-			k, victim, next, time.Since(killed).Round(time.Millisecond))
+		t.Logf("kill %d (between commits: %t): node %d killed, node %d coordinates; commits acknowledged again within %v",
+			k, paused, victim, next, time.Since(killed).Round(time.Millisecond))
 		require.NoError(t, s.startNode(victim))
 		waitISR(t, s, cl, group.OffsetsTopic, 3)
 	}
@@ -166,32 +212,10 @@ func TestKafkaGroupCommitsSurviveCoordinatorKill(t *testing.T) {
 	t.Logf("%d commits acknowledged, %d failed and retried, last acknowledged %v, consumed up to %v", commits, len(failures), acked, consumed)
 	mu.Unlock()
 
-	// The committed offsets, from whichever node coordinates the group
-	// now.
-	var committed map[int32]int64
-	waitFor(t, 30*time.Second, "OffsetFetch from the group's coordinator", func() (bool, string) {
-		of := kmsg.NewPtrOffsetFetchRequest()
-		of.Group = groupID
-		resp, err := of.RequestWith(ctx, admin)
-		if err != nil {
-			return false, err.Error()
-		}
-		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-			return false, err.Error()
-		}
-		committed = map[int32]int64{}
-		for _, rt := range resp.Topics {
-			for _, p := range rt.Partitions {
-				if rt.Topic == topic {
-					committed[p.Partition] = p.Offset
-				}
-			}
-		}
-		return true, ""
-	})
+	final := committed()
 	for p, off := range acked {
-		require.GreaterOrEqual(t, committed[p], off, "partition %d: the last acknowledged commit is kept", p)
-		require.LessOrEqual(t, committed[p], consumed[p], "partition %d: no commit past what was consumed", p)
+		require.GreaterOrEqual(t, final[p], off, "partition %d: the last acknowledged commit is kept", p)
+		require.LessOrEqual(t, final[p], consumed[p], "partition %d: no commit past what was consumed", p)
 	}
 
 	// A new member resumes at the committed offsets (records follow
@@ -209,6 +233,6 @@ func TestKafkaGroupCommitsSurviveCoordinatorKill(t *testing.T) {
 	}
 	require.Len(t, first, 3, "records of every partition after the committed offsets")
 	for p, off := range first {
-		require.Equal(t, max(committed[p], 0), off, "partition %d: the new member resumes at the committed offset (the start without one)", p)
+		require.Equal(t, max(final[p], 0), off, "partition %d: the new member resumes at the committed offset (the start without one)", p)
 	}
 }
