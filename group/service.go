@@ -556,7 +556,7 @@ func (s *Service) Close() error {
 		if !sp.closed {
 			sp.closed = true
 			answerAll(sp.waiting)
-			errs = append(errs, sp.err)
+			errs = append(errs, s.closeErr(sp))
 		}
 		sp.idle.Broadcast()
 		sp.mu.Unlock()

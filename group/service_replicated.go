@@ -141,6 +141,15 @@ func (s *Service) notLoaded(err error) bool {
 	return s.repl != nil && (errors.Is(err, ErrNotCoordinator) || errors.Is(err, ErrCoordinatorLoadInProgress))
 }
 
+// closeErr is what Close reports of a partition: the failure that ended
+// it, but not a replicated partition's being led elsewhere.
+func (s *Service) closeErr(sp *servicePartition) error {
+	if s.notLoaded(sp.err) {
+		return nil
+	}
+	return sp.err
+}
+
 // reload follows a failed write (settle): the standalone Service loads
 // the partition again from its log; a replicated one stops coordinating
 // it, since the failure likely means another broker leads it, until the

@@ -90,6 +90,7 @@ func TestServiceReplicatedPartitionCoordinatesBetweenLoadAndUnload(t *testing.T)
 	groups, err = s.ListGroups(ctx)
 	require.NoError(t, err, "a partition led elsewhere is left out of ListGroups")
 	require.Empty(t, groups)
+	require.NoError(t, s.Close(), "a partition led elsewhere is no failure")
 }
 
 // A partition being loaded answers COORDINATOR_LOAD_IN_PROGRESS until its

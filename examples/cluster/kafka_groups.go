@@ -159,20 +159,30 @@ func (kc *kafkaCluster) logGroups(err error, what string, partition, epoch int32
 }
 
 // createOffsetsTopic asks the active controller for the offsets topic,
-// as Kafka's broker creates it on the first FindCoordinator, until it
-// exists or ctx ends.
+// as Kafka's broker creates it on the first FindCoordinator, until this
+// node's metadata has it (a restarted node may not have replayed it yet:
+// the controller may then refuse the request for lack of live brokers) or
+// ctx ends.
 func (kc *kafkaCluster) createOffsetsTopic(ctx context.Context) {
 	req := topicRequest{Topic: group.OffsetsTopic, Partitions: offsetsPartitions,
 		ReplicationFactor: min(offsetsReplicationFactor, len(kc.addrs))}
+	var asked time.Time
 	for ctx.Err() == nil {
-		err := kc.n.controllerClient().callRetry(ctx, "/controller/topics", req, nil)
-		if err == nil || errors.Is(kafkaError(err), log.ErrTopicExists) {
+		if _, ok := kc.current().topics[group.OffsetsTopic]; ok {
 			return
 		}
-		kc.n.log.Warn("kafka: creating the offsets topic", "err", fmt.Errorf("%s: %w", group.OffsetsTopic, err))
+		if time.Since(asked) >= time.Second {
+			asked = time.Now()
+			actx, cancel := context.WithTimeout(ctx, time.Second)
+			err := kc.n.controllerClient().callRetry(actx, "/controller/topics", req, nil)
+			cancel()
+			if err != nil && !errors.Is(kafkaError(err), log.ErrTopicExists) {
+				kc.n.log.Warn("kafka: creating the offsets topic", "err", fmt.Errorf("%s: %w", group.OffsetsTopic, err))
+			}
+		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(time.Second):
+		case <-time.After(20 * time.Millisecond):
 		}
 	}
 }

@@ -21,7 +21,7 @@ import (
 	"github.com/strandlog/strand/replica"
 )
 
-var groupKills = flag.Int("group-kills", 0, "TestKafkaGroupCommitsSurviveCoordinatorKill: how many group coordinators to SIGKILL (default 2 with -short, else 4)")
+var groupKills = flag.Int("group-kills", 0, "TestKafkaGroupCommitsSurviveCoordinatorKill: how many group coordinators to stop, every third with SIGTERM, the others with SIGKILL (default 2 with -short, else 4)")
 
 // waitGroupCoordinator waits until a live node leads the group's partition
 // of the offsets topic and returns it.
@@ -191,7 +191,13 @@ func TestKafkaGroupCommitsSurviveCoordinatorKill(t *testing.T) {
 			ackedAtKill = maps.Clone(acked)
 			mu.Unlock()
 		}
-		require.NoError(t, s.signal(victim, syscall.SIGKILL))
+		// Every third stop is a controlled shutdown (SIGTERM): the node
+		// hands its partitions over first, and unloads its groups.
+		sig := syscall.SIGKILL
+		if k%3 == 2 {
+			sig = syscall.SIGTERM
+		}
+		require.NoError(t, s.signal(victim, sig))
 		killed := time.Now()
 		if paused {
 			require.Equal(t, ackedAtKill, committed(), "kill %d: the next coordinator serves every acknowledged commit", k)
@@ -200,8 +206,8 @@ func TestKafkaGroupCommitsSurviveCoordinatorKill(t *testing.T) {
 		waitCommits(before+3, fmt.Sprintf("kill %d: commits acknowledged after node %d, the group's coordinator, was killed", k, victim))
 		next := waitGroupCoordinator(t, s, cl, groupID)
 		require.NotEqual(t, victim, next)
-		t.Logf("kill %d (between commits: %t): node %d killed, node %d coordinates; commits acknowledged again within %v",
-			k, paused, victim, next, time.Since(killed).Round(time.Millisecond))
+		t.Logf("kill %d (between commits: %t): node %d stopped by %v, node %d coordinates; commits acknowledged again within %v",
+			k, paused, victim, sig, next, time.Since(killed).Round(time.Millisecond))
 		require.NoError(t, s.startNode(victim))
 		waitISR(t, s, cl, group.OffsetsTopic, 3)
 	}
