@@ -39,6 +39,12 @@ type ServiceOptions struct {
 	Partitions int32
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// Append, if set, makes the offsets topic one a cluster replicates:
+	// records are written through it, and a partition is coordinated only
+	// between LoadPartition and UnloadPartition.
+	Append AppendFunc
+	// Unloaded opens the Service with no partition loaded.
+	Unloaded bool
 }
 
 // Service is the group coordinator of a data directory: the owner of one
@@ -60,6 +66,7 @@ type ServiceOptions struct {
 // concurrent use and block until their request is answered.
 type Service struct {
 	dir    *log.Dir
+	repl   AppendFunc // ServiceOptions.Append
 	topic  string
 	now    func() time.Time
 	cfg    Config
@@ -146,6 +153,7 @@ func PartitionFor(groupID string, n int32) int32 {
 func OpenService(d *log.Dir, opts ServiceOptions) (*Service, error) {
 	s := &Service{
 		dir:    d,
+		repl:   opts.Append,
 		topic:  opts.Topic,
 		now:    opts.Now,
 		cfg:    opts.Config,
@@ -212,7 +220,12 @@ func OpenService(d *log.Dir, opts ServiceOptions) (*Service, error) {
 		sp := &servicePartition{p: p, sync: tc.Fsync != log.FsyncAlways() && tc.Fsync != log.FsyncPolicy{},
 			waiting: map[RequestID]chan serviceResponse{}}
 		sp.idle.L = &sp.mu
-		if err := s.load(sp); err != nil {
+		if opts.Unloaded {
+			err = s.startUnloaded(sp)
+		} else {
+			err = s.load(sp)
+		}
+		if err != nil {
 			return nil, err
 		}
 		s.parts[i] = sp
@@ -370,7 +383,7 @@ func (s *Service) enter(sp *servicePartition, fn func(), own chan serviceRespons
 	case sp.closed:
 		return ErrServiceClosed
 	case sp.err != nil:
-		return fmt.Errorf("%w: offsets log %s-%d: %w", ErrNotCoordinator, s.topic, sp.p.ID(), sp.err)
+		return s.refusal(sp)
 	}
 	sp.c.Tick(s.now())
 	fn()
@@ -477,7 +490,7 @@ func (s *Service) settle(sp *servicePartition, rd Ready, err error) error {
 	deliver(sp.waiting, rd.Responses, err)
 	sp.c.Unload()
 	deliver(sp.waiting, sp.c.Ready().Responses, err)
-	return s.load(sp)
+	return s.reload(sp, err)
 }
 
 // append writes records to the partition at the offsets the coordinator
@@ -494,13 +507,7 @@ func (s *Service) append(sp *servicePartition, w *pendingWrite) error {
 		for i, r := range recs[:n] {
 			out[i] = segment.Record{Timestamp: w.ts, Key: r.Key, Value: r.Value}
 		}
-		var res log.AppendResult
-		var err error
-		if prod := recs[0].Producer; prod != nil {
-			res, err = sp.appendTxn(*prod, out)
-		} else {
-			res, err = sp.p.Append(out)
-		}
+		res, err := s.appendRun(sp, recs[0].Producer, out)
 		if err != nil {
 			return err
 		}
@@ -578,7 +585,7 @@ func (s *Service) Close() error {
 		if !sp.closed {
 			sp.closed = true
 			answerAll(sp.waiting)
-			errs = append(errs, sp.err)
+			errs = append(errs, s.closeErr(sp))
 		}
 		sp.idle.Broadcast()
 		sp.mu.Unlock()
@@ -770,6 +777,9 @@ func (s *Service) ListGroups(ctx context.Context) ([]GroupListing, error) {
 		r, err := send[*listResponse](ctx, s, serviceRequest{part: part, call: func(c *Coordinator, id RequestID) {
 			c.respond(&listResponse{id: id, groups: c.listGroups()})
 		}})
+		if s.notLoaded(err) {
+			continue // another broker leads it
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -105,7 +105,11 @@ func (sp *servicePartition) appendTxn(p Producer, recs []segment.Record) (log.Ap
 func (s *Service) TxnCommitOffsets(ctx context.Context, req TxnOffsetCommitRequest) (*TxnOffsetCommitResponse, error) {
 	part := s.partitionOf(req.GroupID)
 	return do[*TxnOffsetCommitResponse](ctx, s, req.GroupID, func(c *Coordinator, id RequestID) {
-		if err := s.parts[part].checkEpoch(req.Producer); err != nil {
+		err := s.parts[part].checkEpoch(req.Producer)
+		if err == nil && s.repl != nil {
+			err = errTxnReplicated(s, s.parts[part])
+		}
+		if err != nil {
 			c.respond(&TxnOffsetCommitResponse{ID: id, Err: err})
 			return
 		}
@@ -197,6 +201,9 @@ func (s *Service) writeMarker(sp *servicePartition, producer Producer, b segment
 // appendMarker appends a marker batch, durably, and reports it to the
 // coordinator.
 func (s *Service) appendMarker(sp *servicePartition, producerID int64, b segment.Batch, commit bool) error {
+	if s.repl != nil {
+		return errTxnReplicated(s, sp)
+	}
 	res, err := sp.p.AppendMarker(b)
 	if err != nil {
 		return err

@@ -23,8 +23,9 @@ import (
 	"github.com/strandlog/strand/segment"
 )
 
-// kafkaDir is where a node's Kafka broker keeps its own state (consumer
-// groups and their committed offsets), beside the replicated partitions.
+// kafkaDir is where a node's Kafka broker keeps its own state, beside the
+// replicated partitions (consumer groups are in the replicated offsets
+// topic: kafka_groups.go).
 const kafkaDir = "kafka"
 
 // kafkaCluster is the node as the Kafka broker sees it (broker.Cluster):
@@ -38,6 +39,8 @@ type kafkaCluster struct {
 
 	mu       sync.Mutex
 	inFlight map[producerKey]*producerLock // see Append
+
+	groups *groupLoader // started by OpenGroups
 }
 
 // producerLock holds a producer's batches to a partition to one at a
@@ -345,18 +348,9 @@ func (kc *kafkaCluster) NewProducerID() (int64, error) {
 	return int64(kc.n.cfg.id)<<producerIDBits | id, nil
 }
 
-// GroupCoordinator is the live broker of lowest id: groups and their
-// committed offsets are that node's own, not replicated.
-func (kc *kafkaCluster) GroupCoordinator() int32 {
-	v := kc.current()
-	best := replica.NoNode
-	for id, live := range v.live {
-		if _, ok := kc.addrs[id]; ok && live && (best == replica.NoNode || id < best) {
-			best = id
-		}
-	}
-	return int32(best)
-}
+// GroupCoordinator is not asked of a cluster that replicates its groups
+// (GroupCoordinatorFor is); it answers none.
+func (kc *kafkaCluster) GroupCoordinator() int32 { return -1 }
 
 // serveKafka opens the node's Kafka broker and serves it on its address
 // until the returned stop is called.
@@ -372,10 +366,12 @@ func (n *node) serveKafka() (stop func(), err error) {
 		Logger: n.log, Cluster: kc,
 	})
 	if err != nil {
+		kc.closeGroups()
 		return nil, err
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
+		kc.closeGroups()
 		return nil, errors.Join(err, b.Close())
 	}
 	done := make(chan struct{})
@@ -387,6 +383,7 @@ func (n *node) serveKafka() (stop func(), err error) {
 	}()
 	n.log.Info("serving Kafka", "addr", addr)
 	return func() {
+		kc.closeGroups()
 		if err := b.Close(); err != nil {
 			n.log.Warn("closing the kafka broker", "err", err)
 		}

@@ -186,8 +186,8 @@ func nodeIDs(ids []int32) []replica.NodeID {
 // before the leader moved is FENCED_LEADER_EPOCH, with one from after it
 // UNKNOWN_LEADER_EPOCH (KIP-320); acks=all to a partition with fewer
 // replicas than MinInsyncReplicas (2) is NOT_ENOUGH_REPLICAS, and acks=1
-// goes through. FindCoordinator names the live broker of lowest id, where
-// a group member's commit lands.
+// goes through. FindCoordinator names the leader of the group's partition
+// of __consumer_offsets, where a group member's commit lands.
 func TestKafkaLeadershipRules(t *testing.T) {
 	s, cl := startKafkaCluster(t)
 	kc := newKgo(t, s) // acks=all
@@ -285,9 +285,10 @@ func TestKafkaLeadershipRules(t *testing.T) {
 	rp = produceTo(t, kc, moved.Leader, single, 0, "y")
 	require.ErrorIs(t, kerr.ErrorForCode(rp.ErrorCode), kerr.NotEnoughReplicas)
 
-	// Groups: the live broker of lowest id coordinates them; a group
-	// member reads from the partition's new leader and commits there.
-	coordinator := slices.Min(slices.DeleteFunc(s.ids(), func(id replica.NodeID) bool { return id == leader }))
+	// Groups: the leader of the group's offsets partition coordinates
+	// it; a group member reads from the partition's new leader and
+	// commits there.
+	coordinator := waitGroupCoordinator(t, s, cl, "g")
 	for _, id := range s.ids() {
 		if id == leader {
 			continue
@@ -327,6 +328,12 @@ func TestKafkaLeadershipRules(t *testing.T) {
 	ofr := resp.(*kmsg.OffsetFetchResponse)
 	require.Len(t, ofr.Groups, 1)
 	require.Equal(t, int64(2), ofr.Groups[0].Topics[0].Partitions[0].Offset, "the commit is on the coordinator")
+	// The other live node does not lead the group's offsets partition.
+	other := slices.DeleteFunc(s.ids(), func(id replica.NodeID) bool { return id == leader || id == coordinator })[0]
+	resp, err = kc.Broker(int(other)).Request(ctx, of)
+	require.NoError(t, err)
+	ofr = resp.(*kmsg.OffsetFetchResponse)
+	require.ErrorIs(t, kerr.ErrorForCode(ofr.Groups[0].ErrorCode), kerr.NotCoordinator, "node %d answers for a group it does not coordinate", other)
 }
 
 // kafkaAck is a record the cluster acknowledged to the producer.

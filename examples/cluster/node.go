@@ -297,7 +297,7 @@ func (n *node) applyMetadata(ctx context.Context) {
 			n.log.Info("registration applied", "epoch", epoch)
 		}
 		for _, name := range slices.Sorted(maps.Keys(topics)) {
-			err := n.dir.CreateTopic(name, log.TopicConfig{Partitions: topics[name], Fsync: log.FsyncAlways()})
+			err := n.dir.CreateTopic(name, replicaTopicConfig(name, topics[name]))
 			if err != nil && !errors.Is(err, log.ErrTopicExists) {
 				n.log.Error("creating a topic", "topic", name, "err", err)
 			}

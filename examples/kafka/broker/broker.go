@@ -79,7 +79,9 @@
 // committed offsets stay with the group.Service of this broker's own data
 // directory (Config.DataDir): FindCoordinator names the broker
 // Cluster.GroupCoordinator says, and the group requests another broker
-// receives are answered NOT_COORDINATOR. Transactions are served by a
+// receives are answered NOT_COORDINATOR; a Cluster that replicates them
+// (ReplicatedGroups) has each group coordinated by the leader of its
+// offsets partition instead. Transactions are served by a
 // standalone broker only (their markers would have to be replicated).
 package broker
 
@@ -141,8 +143,9 @@ type Config struct {
 	// Cluster, if set, is the cluster the broker serves in, NodeID its id
 	// there: topics, partitions, leadership and produces are the
 	// Cluster's, and DataDir keeps only the broker's own state (consumer
-	// groups and committed offsets). Nil: the broker alone, leading every
-	// partition of DataDir.
+	// groups and committed offsets, unless the Cluster replicates them:
+	// ReplicatedGroups). Nil: the broker alone, leading every partition of
+	// DataDir.
 	Cluster Cluster
 }
 
@@ -222,7 +225,12 @@ func Open(cfg Config) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	g, err := group.OpenService(d, cfg.Groups)
+	var g *group.Service
+	if rg, ok := cfg.Cluster.(ReplicatedGroups); ok {
+		g, err = rg.OpenGroups(cfg.Groups)
+	} else {
+		g, err = group.OpenService(d, cfg.Groups)
+	}
 	if err != nil {
 		return nil, errors.Join(err, d.Close())
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/strandlog/strand/group"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/segment"
 )
@@ -70,6 +71,25 @@ type Cluster interface {
 	// GroupCoordinator returns the broker that coordinates consumer
 	// groups, or -1 if none is live.
 	GroupCoordinator() int32
+}
+
+// ReplicatedGroups is a Cluster that keeps consumer groups and their
+// committed offsets in a replicated offsets topic, as Kafka does: a
+// group's coordinator is the leader of the offsets partition its id hashes
+// to (group.PartitionFor), which loads the partition's groups when it
+// becomes leader and gives them up when it stops. A broker given one
+// serves groups from the Service OpenGroups opens instead of its own data
+// directory's; that Service answers NOT_COORDINATOR for the partitions
+// this broker does not lead.
+type ReplicatedGroups interface {
+	Cluster
+	// OpenGroups opens the group coordinator over the cluster's offsets
+	// topic, with opts as the broker's Config.Groups gives them. The
+	// broker closes it.
+	OpenGroups(opts group.ServiceOptions) (*group.Service, error)
+	// GroupCoordinatorFor returns the broker that coordinates a group,
+	// or -1 if none is live.
+	GroupCoordinatorFor(groupID string) int32
 }
 
 // BrokerAddr is a broker and where Kafka clients reach it.

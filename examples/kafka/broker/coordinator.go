@@ -20,6 +20,10 @@ var groupAPIs = map[int16]bool{
 // coordinates. Without it a member left on a former coordinator would
 // keep a second copy of its group there.
 func (b *Broker) notCoordinator(r *request) kmsg.Response {
+	if _, ok := b.cluster.(ReplicatedGroups); ok {
+		// Its Service refuses the groups of partitions led elsewhere.
+		return nil
+	}
 	c := b.cluster.GroupCoordinator()
 	if !groupAPIs[r.key] || c == b.cfg.NodeID {
 		return nil
@@ -56,4 +60,32 @@ func (b *Broker) notCoordinator(r *request) kmsg.Response {
 		}
 	}
 	return resp
+}
+
+// coordinator returns the broker that coordinates a group (type 0) or a
+// transactional id (type 1).
+func (b *Broker) coordinator(r *request, typ int8, key string) (BrokerAddr, error) {
+	var coordinator BrokerAddr
+	var err error
+	switch typ {
+	case 0: // group: the group.Service of the broker the cluster names
+		id := b.cluster.GroupCoordinator()
+		if rg, ok := b.cluster.(ReplicatedGroups); ok {
+			id = rg.GroupCoordinatorFor(key)
+		}
+		var ok bool
+		if coordinator, ok = b.brokerAddr(id); !ok {
+			err = fmt.Errorf("%w: no live broker coordinates group %q", kerr.CoordinatorNotAvailable, key)
+		}
+	case 1: // transaction: the Dir's log.Transactions
+		if _, err = b.txns(); err == nil {
+			coordinator, _ = b.brokerAddr(b.cfg.NodeID)
+		}
+	default:
+		err = fmt.Errorf("%w: coordinator type %d", kerr.InvalidRequest, typ)
+	}
+	if err != nil {
+		b.logger.Info("broker: FindCoordinator refused", "type", typ, "key", key, "client", r.clientID, "err", err)
+	}
+	return coordinator, err
 }

@@ -21,25 +21,8 @@ import (
 func (b *Broker) findCoordinator(_ context.Context, r *request) kmsg.Response {
 	req := r.body.(*kmsg.FindCoordinatorRequest)
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
-	var coordinator BrokerAddr
-	var err error
-	switch req.CoordinatorType {
-	case 0: // group: the group.Service of the broker the cluster names
-		var ok bool
-		if coordinator, ok = b.brokerAddr(b.cluster.GroupCoordinator()); !ok {
-			err = fmt.Errorf("%w: no live broker coordinates groups", kerr.CoordinatorNotAvailable)
-		}
-	case 1: // transaction: the Dir's log.Transactions
-		if _, err = b.txns(); err == nil {
-			coordinator, _ = b.brokerAddr(b.cfg.NodeID)
-		}
-	default:
-		err = fmt.Errorf("%w: coordinator type %d", kerr.InvalidRequest, req.CoordinatorType)
-	}
-	if err != nil {
-		b.logger.Info("broker: FindCoordinator refused", "type", req.CoordinatorType, "client", r.clientID, "err", err)
-	}
 	if req.Version < 4 {
+		coordinator, err := b.coordinator(r, req.CoordinatorType, req.CoordinatorKey)
 		resp.ErrorCode, resp.ErrorMessage = code(err), message(err)
 		if err == nil {
 			resp.NodeID, resp.Host, resp.Port = coordinator.ID, coordinator.Host, coordinator.Port
@@ -47,6 +30,7 @@ func (b *Broker) findCoordinator(_ context.Context, r *request) kmsg.Response {
 		return resp
 	}
 	for _, key := range req.CoordinatorKeys {
+		coordinator, err := b.coordinator(r, req.CoordinatorType, key)
 		c := kmsg.NewFindCoordinatorResponseCoordinator()
 		c.Key, c.ErrorCode, c.ErrorMessage = key, code(err), message(err)
 		c.NodeID, c.Host, c.Port = -1, "", -1

@@ -1,0 +1,244 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"maps"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/group"
+	"github.com/strandlog/strand/replica"
+)
+
+var groupKills = flag.Int("group-kills", 0, "TestKafkaGroupCommitsSurviveCoordinatorKill: how many group coordinators to stop, every third with SIGTERM, the others with SIGKILL (default 2 with -short, else 4)")
+
+// waitGroupCoordinator waits until a live node leads the group's partition
+// of the offsets topic and returns it.
+func waitGroupCoordinator(t *testing.T, s *supervisor, cl *client, groupID string) replica.NodeID {
+	t.Helper()
+	var leader replica.NodeID
+	waitFor(t, 30*time.Second, fmt.Sprintf("a leader of group %s's offsets partition", groupID), func() (bool, string) {
+		md, err := metadataFrom(s, cl)
+		if err != nil {
+			return false, err.Error()
+		}
+		p := md.partition(group.OffsetsTopic, group.PartitionFor(groupID, offsetsPartitions))
+		if p == nil {
+			return false, "no offsets partition yet"
+		}
+		leader = p.Leader
+		return leader != replica.NoNode && s.running(leader), fmt.Sprintf("%+v", p)
+	})
+	return leader
+}
+
+// A consumer group is coordinated by the leader of its partition of the
+// replicated __consumer_offsets (three replicas, MinInsyncReplicas 2), as
+// in Kafka, so commits outlive their coordinator: a franz-go member
+// consumes and commits batch after batch (each commit retried until it is
+// acknowledged, as its records are not consumed further before), the
+// coordinator's process is SIGKILLed meanwhile, the member goes on
+// committing through the partition's next leader, which loaded the
+// group from its replica, and once it leaves, the committed offsets are
+// each at least the last one acknowledged, and a new member of the group
+// resumes exactly at them.
+func TestKafkaGroupCommitsSurviveCoordinatorKill(t *testing.T) {
+	kills := *groupKills
+	if kills == 0 {
+		kills = 4
+		if testing.Short() {
+			kills = 2
+		}
+	}
+	s, cl := startKafkaCluster(t)
+	const topic, groupID = "orders", "billing"
+	admin := newKgo(t, s)
+	createKafkaTopic(t, admin, topic, 3, 3)
+	waitISR(t, s, cl, topic, 3)
+	waitISR(t, s, cl, group.OffsetsTopic, 3)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	// Small batches and small fetches, so that the member consumes every
+	// partition a little at a time.
+	prod := newKgo(t, s, kgo.ProducerBatchMaxBytes(1<<10))
+	produce := func(from, n int) {
+		var batch []*kgo.Record
+		for i := from; i < from+n; i++ {
+			batch = append(batch, &kgo.Record{Topic: topic, Key: fmt.Appendf(nil, "k%d", i%97), Value: fmt.Appendf(nil, "v%d", i)})
+		}
+		require.NoError(t, prod.ProduceSync(ctx, batch...).FirstErr())
+	}
+	const records = 10000
+	produce(0, records)
+
+	member := newKgo(t, s, kgo.ConsumerGroup(groupID), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(),
+		kgo.FetchMaxWait(200*time.Millisecond), kgo.FetchMaxPartitionBytes(2<<10), kgo.SessionTimeout(10*time.Second))
+	var mu sync.Mutex
+	acked := map[int32]int64{}    // the last acknowledged commit of each partition
+	consumed := map[int32]int64{} // the offset after the last record consumed
+	commits := 0
+	var failures []error
+	// commitNext polls a few records and commits them, again and again
+	// until the commit is acknowledged.
+	commitNext := func() {
+		pollCtx, cancel := context.WithTimeout(ctx, time.Second)
+		recs := member.PollRecords(pollCtx, 20).Records()
+		cancel()
+		mu.Lock()
+		for _, r := range recs {
+			consumed[r.Partition] = max(consumed[r.Partition], r.Offset+1)
+		}
+		mu.Unlock()
+		for len(recs) > 0 && ctx.Err() == nil {
+			err := member.CommitRecords(ctx, recs...)
+			mu.Lock()
+			if err == nil {
+				commits++
+				for _, r := range recs {
+					acked[r.Partition] = max(acked[r.Partition], r.Offset+1)
+				}
+			} else {
+				failures = append(failures, err)
+			}
+			mu.Unlock()
+			if err == nil {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	var gate sync.Mutex // held by the member for each poll and its commit
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			gate.Lock()
+			commitNext()
+			gate.Unlock()
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	commitsSoFar := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return commits
+	}
+	waitCommits := func(n int, what string) {
+		waitFor(t, 60*time.Second, what, func() (bool, string) {
+			c := commitsSoFar()
+			return c >= n, fmt.Sprintf("%d commits acknowledged", c)
+		})
+	}
+	// committed returns the group's committed offsets from whichever node
+	// coordinates it now (franz-go finds it).
+	committed := func() map[int32]int64 {
+		var out map[int32]int64
+		waitFor(t, 30*time.Second, "OffsetFetch from the group's coordinator", func() (bool, string) {
+			of := kmsg.NewPtrOffsetFetchRequest()
+			of.Group = groupID
+			resp, err := of.RequestWith(ctx, admin)
+			if err != nil {
+				return false, err.Error()
+			}
+			if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+				return false, err.Error()
+			}
+			out = map[int32]int64{}
+			for _, rt := range resp.Topics {
+				for _, p := range rt.Partitions {
+					if rt.Topic == topic {
+						out[p.Partition] = p.Offset
+					}
+				}
+			}
+			return true, ""
+		})
+		return out
+	}
+
+	for k := range kills {
+		waitCommits(commitsSoFar()+5, "commits acknowledged by the coordinator")
+		victim := waitGroupCoordinator(t, s, cl, groupID)
+		before := commitsSoFar()
+		// Every other kill comes between two commits, and the next
+		// coordinator is asked for the offsets before the member commits
+		// again: it serves every commit acknowledged before the kill.
+		// The others come while the member commits.
+		paused := k%2 == 0
+		var ackedAtKill map[int32]int64
+		if paused {
+			gate.Lock()
+			mu.Lock()
+			ackedAtKill = maps.Clone(acked)
+			mu.Unlock()
+		}
+		// Every third stop is a controlled shutdown (SIGTERM): the node
+		// hands its partitions over first, and unloads its groups.
+		sig := syscall.SIGKILL
+		if k%3 == 2 {
+			sig = syscall.SIGTERM
+		}
+		require.NoError(t, s.signal(victim, sig))
+		killed := time.Now()
+		if paused {
+			require.Equal(t, ackedAtKill, committed(), "kill %d: the next coordinator serves every acknowledged commit", k)
+			gate.Unlock()
+		}
+		waitCommits(before+3, fmt.Sprintf("kill %d: commits acknowledged after node %d, the group's coordinator, was killed", k, victim))
+		next := waitGroupCoordinator(t, s, cl, groupID)
+		require.NotEqual(t, victim, next)
+		t.Logf("kill %d (between commits: %t): node %d stopped by %v, node %d coordinates; commits acknowledged again within %v",
+			k, paused, victim, sig, next, time.Since(killed).Round(time.Millisecond))
+		require.NoError(t, s.startNode(victim))
+		waitISR(t, s, cl, group.OffsetsTopic, 3)
+	}
+	close(stop)
+	<-done
+	member.Close() // leaves the group; nothing committed on the way out
+	mu.Lock()
+	t.Logf("%d commits acknowledged, %d failed and retried, last acknowledged %v, consumed up to %v", commits, len(failures), acked, consumed)
+	mu.Unlock()
+
+	final := committed()
+	for p, off := range acked {
+		require.GreaterOrEqual(t, final[p], off, "partition %d: the last acknowledged commit is kept", p)
+		require.LessOrEqual(t, final[p], consumed[p], "partition %d: no commit past what was consumed", p)
+	}
+
+	// A new member resumes at the committed offsets (records follow
+	// them in every partition, whatever the first member consumed).
+	produce(records, 300)
+	resumed := newKgo(t, s, kgo.ConsumerGroup(groupID), kgo.ConsumeTopics(topic), kgo.DisableAutoCommit(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
+	first := map[int32]int64{}
+	for len(first) < 3 && ctx.Err() == nil {
+		resumed.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			if _, ok := first[r.Partition]; !ok {
+				first[r.Partition] = r.Offset
+			}
+		})
+	}
+	require.Len(t, first, 3, "records of every partition after the committed offsets")
+	for p, off := range first {
+		require.Equal(t, max(final[p], 0), off, "partition %d: the new member resumes at the committed offset (the start without one)", p)
+	}
+}

@@ -1,0 +1,184 @@
+package group
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/strandlog/strand/log"
+	"github.com/strandlog/strand/segment"
+)
+
+// AppendFunc appends records to a partition of an offsets topic that a
+// cluster replicates, as the partition's leader, and returns once they
+// are committed: the high watermark has passed them with enough replicas
+// in the ISR (Kafka's coordinator appends with acks=all and answers only
+// then, CoordinatorRuntime's write with the partition's
+// appendRecords(requiredAcks = -1)). An error means this broker may no
+// longer lead the partition.
+type AppendFunc func(partition int32, records []segment.Record) (log.AppendResult, error)
+
+// A Service with ServiceOptions.Append set serves an offsets topic whose
+// partitions a cluster replicates and whose leaders move: it writes
+// through Append instead of into the Dir's partition, and coordinates the
+// groups of a partition only between LoadPartition and UnloadPartition
+// (Kafka's onElection and onResignation), which the cluster calls as this
+// broker becomes and stops being the partition's leader. With
+// ServiceOptions.Unloaded it opens with no partition loaded. Requests for a
+// partition not loaded are answered NOT_COORDINATOR, for one being loaded
+// COORDINATOR_LOAD_IN_PROGRESS. Transactional offset commits are refused:
+// their markers would have to be replicated too.
+
+// startUnloaded opens a partition without its groups: an empty,
+// unloaded coordinator stands in, so that the clock and Close find one.
+func (s *Service) startUnloaded(sp *servicePartition) error {
+	c, err := NewCoordinator(s.cfg, s.now())
+	if err != nil {
+		return err
+	}
+	c.Unload()
+	sp.c, sp.producers = c, map[int64]*txnProducer{}
+	sp.err = s.notLed(sp)
+	return nil
+}
+
+func (s *Service) notLed(sp *servicePartition) error {
+	return errorf(ErrNotCoordinator, "offsets log %s-%d is not loaded on this broker", s.topic, sp.p.ID())
+}
+
+// LoadPartition loads a partition's groups from its log (the replica this
+// broker leads now) and coordinates them from then on; requests meanwhile
+// are answered COORDINATOR_LOAD_IN_PROGRESS. A partition loaded already is
+// left as it is.
+func (s *Service) LoadPartition(partition int32) error {
+	sp, err := s.partition(partition)
+	if err != nil {
+		return err
+	}
+	sp.mu.Lock()
+	if sp.closed {
+		sp.mu.Unlock()
+		return ErrServiceClosed
+	}
+	if sp.err == nil || errors.Is(sp.err, ErrCoordinatorLoadInProgress) {
+		sp.mu.Unlock()
+		return nil
+	}
+	sp.err = errorf(ErrCoordinatorLoadInProgress, "offsets log %s-%d is being loaded", s.topic, partition)
+	sp.mu.Unlock()
+
+	// Loaded aside, so that the clock and requests never see it half made.
+	loaded := &servicePartition{p: sp.p}
+	lerr := s.load(loaded)
+
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	defer sp.idle.Broadcast()
+	switch {
+	case sp.closed:
+		return ErrServiceClosed
+	case !errors.Is(sp.err, ErrCoordinatorLoadInProgress):
+		return nil // unloaded while it loaded
+	case lerr != nil:
+		sp.err = s.notLed(sp)
+		return lerr
+	}
+	sp.pmu.Lock()
+	sp.producers = loaded.producers
+	sp.pmu.Unlock()
+	sp.c, sp.err = loaded.c, nil
+	select {
+	case s.wake <- struct{}{}: // its timers
+	default:
+	}
+	return nil
+}
+
+// UnloadPartition gives up a partition's groups once its write in flight
+// is done: the requests waiting are answered NOT_COORDINATOR, and so are
+// later ones until LoadPartition.
+func (s *Service) UnloadPartition(partition int32) error {
+	sp, err := s.partition(partition)
+	if err != nil {
+		return err
+	}
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	defer sp.idle.Broadcast()
+	for sp.writing {
+		sp.idle.Wait()
+	}
+	if sp.closed {
+		return ErrServiceClosed
+	}
+	if sp.err == nil {
+		sp.c.Unload()
+		deliver(sp.waiting, sp.c.Ready().Responses, s.notLed(sp))
+		answerAll(sp.waiting)
+	}
+	sp.err = s.notLed(sp)
+	return nil
+}
+
+func (s *Service) partition(partition int32) (*servicePartition, error) {
+	if partition < 0 || int(partition) >= len(s.parts) {
+		return nil, fmt.Errorf("%w: offsets log %s has no partition %d", ErrUnknownTopicOrPartition, s.topic, partition)
+	}
+	return s.parts[partition], nil
+}
+
+// refusal is the answer of a partition that is not coordinating: not
+// loaded here, being loaded, or ended by a failure to reload.
+func (s *Service) refusal(sp *servicePartition) error {
+	if errors.Is(sp.err, ErrNotCoordinator) || errors.Is(sp.err, ErrCoordinatorLoadInProgress) {
+		return sp.err
+	}
+	return fmt.Errorf("%w: offsets log %s-%d: %w", ErrNotCoordinator, s.topic, sp.p.ID(), sp.err)
+}
+
+// notLoaded reports a request refused because a replicated partition is
+// not coordinated here.
+func (s *Service) notLoaded(err error) bool {
+	return s.repl != nil && (errors.Is(err, ErrNotCoordinator) || errors.Is(err, ErrCoordinatorLoadInProgress))
+}
+
+// closeErr is what Close reports of a partition: the failure that ended
+// it, but not a replicated partition's being led elsewhere.
+func (s *Service) closeErr(sp *servicePartition) error {
+	if s.notLoaded(sp.err) {
+		return nil
+	}
+	return sp.err
+}
+
+// reload follows a failed write (settle): the standalone Service loads
+// the partition again from its log; a replicated one stops coordinating
+// it, since the failure likely means another broker leads it, until the
+// cluster loads it again.
+func (s *Service) reload(sp *servicePartition, cause error) error {
+	if s.repl == nil {
+		return s.load(sp)
+	}
+	answerAll(sp.waiting)
+	sp.err = fmt.Errorf("%w: %w", s.notLed(sp), cause)
+	return nil
+}
+
+// appendRun appends one run of records, of one producer if prod is set.
+func (s *Service) appendRun(sp *servicePartition, prod *Producer, recs []segment.Record) (log.AppendResult, error) {
+	switch {
+	case s.repl == nil && prod != nil:
+		return sp.appendTxn(*prod, recs)
+	case s.repl == nil:
+		return sp.p.Append(recs)
+	case prod != nil:
+		return log.AppendResult{}, errTxnReplicated(s, sp)
+	}
+	return s.repl(sp.p.ID(), recs)
+}
+
+// errTxnReplicated refuses transactional records and markers on a
+// replicated offsets log: the cluster has no way to append them as its
+// leader yet.
+func errTxnReplicated(s *Service, sp *servicePartition) error {
+	return errorf(ErrInvalidRequest, "transactional offsets on the replicated offsets log %s-%d", s.topic, sp.p.ID())
+}
