@@ -35,9 +35,10 @@ func (s *Service) canLead(sp *servicePartition) bool {
 }
 
 // pipelines reports whether a Ready is written without waiting for the
-// writes before it.
+// writes before it. A replicated offsets log is written through its
+// cluster (ServiceOptions.Append), one write at a time.
 func (s *Service) pipelines(sp *servicePartition, rd Ready) bool {
-	return !sp.sync && !slices.ContainsFunc(rd.Records, func(r Record) bool { return r.Producer != nil })
+	return s.repl == nil && !sp.sync && !slices.ContainsFunc(rd.Records, func(r Record) bool { return r.Producer != nil })
 }
 
 // pipeline appends a Ready; it is called with mu held, and releases it
