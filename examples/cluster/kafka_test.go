@@ -142,6 +142,15 @@ func fetchFrom(t *testing.T, cl *kgo.Client, node replica.NodeID, topic string, 
 // a current leader epoch, and returns the answer.
 func listOffsetsFrom(t *testing.T, cl *kgo.Client, node replica.NodeID, topic string, partition, currentEpoch int32) kmsg.ListOffsetsResponseTopicPartition {
 	t.Helper()
+	p, err := requestListOffsets(cl, node, topic, partition, currentEpoch)
+	require.NoError(t, err)
+	return p
+}
+
+// requestListOffsets is listOffsetsFrom returning the request's error: a
+// connection to a node that restarted may end (EOF) before kgo dials
+// again, which a caller that waits for an answer retries.
+func requestListOffsets(cl *kgo.Client, node replica.NodeID, topic string, partition, currentEpoch int32) (kmsg.ListOffsetsResponseTopicPartition, error) {
 	req := kmsg.NewPtrListOffsetsRequest()
 	req.ReplicaID = -1
 	rt := kmsg.NewListOffsetsRequestTopic()
@@ -153,8 +162,10 @@ func listOffsetsFrom(t *testing.T, cl *kgo.Client, node replica.NodeID, topic st
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	resp, err := cl.Broker(int(node)).Request(ctx, req)
-	require.NoError(t, err)
-	return resp.(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0]
+	if err != nil {
+		return kmsg.ListOffsetsResponseTopicPartition{}, err
+	}
+	return resp.(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0], nil
 }
 
 // kafkaMetadata asks one broker for a topic's metadata.
@@ -499,7 +510,9 @@ func TestKafkaKillLeader(t *testing.T) {
 			return false, err.Error()
 		}
 		pv := md.partition(topic, 0)
-		end = listOffsetsFrom(t, admin, pv.Leader, topic, 0, pv.LeaderEpoch)
+		if end, err = requestListOffsets(admin, pv.Leader, topic, 0, pv.LeaderEpoch); err != nil {
+			return false, err.Error()
+		}
 		return end.ErrorCode == 0, fmt.Sprint(kerr.ErrorForCode(end.ErrorCode))
 	})
 	waitFor(t, 30*time.Second, "the consumer to reach the high watermark", func() (bool, string) {
