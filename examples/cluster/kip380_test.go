@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -249,4 +252,25 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// A partition state sent by a peer over /replica is refused: a node takes
+// them from the committed records only, stamped with its broker epoch, and
+// one without an epoch (NoBrokerEpoch skips the check) would get round
+// KIP-380.
+func TestPeersCannotSendPartitionStates(t *testing.T) {
+	tn := startTestNode(t, filepath.Join(t.TempDir(), logDir), 100)
+	srv := httptest.NewServer(tn.routes())
+	defer srv.Close()
+	state := &replica.LeaderAndISR{Header: replica.Header{From: 2, To: 1, Topic: "t"},
+		Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []replica.NodeID{1}, ISR: []replica.NodeID{1}}
+	body, err := state.MarshalBinary()
+	require.NoError(t, err)
+	resp, err := http.Post(srv.URL+"/replica", "application/octet-stream", bytes.NewReader(body))
+	require.NoError(t, err)
+	msg, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, string(msg))
+	require.Contains(t, string(msg), "committed records")
+	require.Error(t, tn.produce(t), "the node does not lead on a peer's word")
 }

@@ -31,6 +31,13 @@ func (n *node) routes() *http.ServeMux {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
+		if _, ok := m.(*replica.LeaderAndISR); ok {
+			// A node takes partition states from the controller's
+			// committed records only (applyMetadata), stamped with its
+			// broker epoch; one from a peer would get round KIP-380.
+			http.Error(w, "partition states come from the controller's committed records, not from peers", http.StatusBadRequest)
+			return
+		}
 		// A stale or refused message is the protocol's business, not the sender's.
 		_ = n.d.Receive(r.Context(), m)
 		w.WriteHeader(http.StatusNoContent)
