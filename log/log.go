@@ -496,6 +496,7 @@ type coalescer struct {
 // maxGather bounds a coalescing wait, whatever the fsync takes.
 const maxGather = 100 * time.Microsecond
 
+// released records that a sync of the given duration released appenders.
 func (c *coalescer) released(appenders int, took time.Duration) {
 	c.lastSync = took
 	if c.skip > 0 {
@@ -506,31 +507,51 @@ func (c *coalescer) released(appenders int, took time.Duration) {
 	c.returning = appenders
 }
 
-// wrote counts appenders that wrote a group.
+// wrote records that appenders wrote a group.
 func (c *coalescer) wrote(appenders int) { c.returning -= appenders }
+
+// budget returns how long the next sync may wait for the appenders the
+// last one released: zero if none of them is still to come back.
+func (c *coalescer) budget() time.Duration {
+	if c.returning <= 0 {
+		return 0
+	}
+	return min(c.lastSync/8, maxGather)
+}
+
+// gathered records the end of a wait: timedOut if some of the appenders
+// did not come back in time.
+func (c *coalescer) gathered(timedOut bool) {
+	if !timedOut {
+		c.misses = 0
+		return
+	}
+	c.misses = min(c.misses+1, 6)
+	c.skip = 1<<c.misses - 1
+	c.returning = 0
+}
 
 // gatherLocked waits, with smu held and syncing set, for the appenders
 // the last sync released to write again (see coalescer). It yields the
-// processor while it waits, for them to run; the Go runtime's timers are
+// processor while it waits, for them to run: the Go runtime's timers are
 // too coarse for a wait of microseconds.
 func (l *Log) gatherLocked() {
 	c := &l.coalesce
-	if c.returning <= 0 {
+	budget := c.budget()
+	if budget == 0 {
 		return
 	}
-	deadline := time.Now().Add(min(c.lastSync/8, maxGather))
+	deadline := time.Now().Add(budget)
 	for c.returning > 0 {
 		if time.Now().After(deadline) {
-			c.misses = min(c.misses+1, 6)
-			c.skip = 1<<c.misses - 1
-			c.returning = 0
+			c.gathered(true)
 			return
 		}
 		l.smu.Unlock()
 		runtime.Gosched()
 		l.smu.Lock()
 	}
-	c.misses = 0
+	c.gathered(false)
 }
 
 func (l *Log) writeLocked(p *pending, now time.Time) error {
