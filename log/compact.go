@@ -631,8 +631,7 @@ func (c *cleaner) rewrite(seg *segment.Segment, group []*segRef) error {
 	return c.flush(seg)
 }
 
-// flush appends the batches kept in c.out to seg with one write, and
-// starts writing them to the device.
+// flush appends the batches kept in c.out to seg with one write.
 func (c *cleaner) flush(seg *segment.Segment) error {
 	c.batches = c.batches[:0]
 	for rest := c.out; len(rest) > 0; {
@@ -642,11 +641,7 @@ func (c *cleaner) flush(seg *segment.Segment) error {
 	}
 	_, err := seg.AppendBatches(c.batches, c.out)
 	c.out = c.out[:0]
-	if err != nil {
-		return err
-	}
-	// The group's sync, before the swap, then waits for less.
-	return seg.WriteBack()
+	return err
 }
 
 // filter returns what compaction keeps of b: b itself, a rebuilt batch,

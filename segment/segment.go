@@ -122,7 +122,6 @@ type Segment struct {
 	// Written and read by the one writer only.
 	offsetOfMaxTime int64 // last offset of the batch with maxTimestamp
 	sinceIndexEntry int   // bytes appended since the last index entry
-	writtenBack     int64 // the log's bytes WriteBack has started to write
 
 	// A lazily opened segment loads its indexes and tail on first use;
 	// lazyMu also orders that load with Rename and Close.
@@ -856,24 +855,6 @@ func (s *Segment) Sync() error {
 		return fmt.Errorf("segment: sync %s: %w", s.logName(), err)
 	}
 	return errors.Join(s.offsets.Sync(), s.times.Sync())
-}
-
-// WriteBack starts writing the log's bytes appended since the last call to
-// the device, without waiting for them (vfs.WriteBack): the next Sync then
-// has less left to write. Compaction calls it as it fills a new segment, so
-// that the device writes while the compaction reads on. Only the writer may
-// call it.
-func (s *Segment) WriteBack() error {
-	end := s.size.Load()
-	if end <= s.writtenBack {
-		return nil
-	}
-	err := vfs.WriteBack(s.log, s.writtenBack, end-s.writtenBack)
-	s.writtenBack = end
-	if err != nil {
-		return fmt.Errorf("segment: %w", err)
-	}
-	return nil
 }
 
 // SyncLog makes the log durable, not the indexes: they are rebuilt from

@@ -85,13 +85,6 @@ func (osFS) Lock(name string) (io.Closer, error) {
 
 type osFile struct{ *os.File }
 
-func (f *osFile) writeBack(off, n int64) error {
-	if err := writeBack(f.File, off, n); err != nil {
-		return &os.PathError{Op: "sync_file_range", Path: f.Name(), Err: err}
-	}
-	return nil
-}
-
 func (f *osFile) Sync() error {
 	// Directories cannot be fdatasynced on every kernel; fsync them.
 	if err := datasync(f.File); err != nil {

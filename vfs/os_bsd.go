@@ -14,6 +14,3 @@ func datasync(f *os.File) error { return f.Sync() }
 
 // fallocate is not offered here; Allocate writes zeros instead.
 func fallocate(*os.File, int64, int64) error { return errors.ErrUnsupported }
-
-// writeBack is not offered here: a Sync writes everything itself.
-func writeBack(*os.File, int64, int64) error { return nil }

@@ -14,8 +14,3 @@ func datasync(f *os.File) error { return unix.Fdatasync(int(f.Fd())) }
 func fallocate(f *os.File, off, n int64) error {
 	return unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_KEEP_SIZE, off, n)
 }
-
-// writeBack starts the writeback of the dirty pages in [off, off+n).
-func writeBack(f *os.File, off, n int64) error {
-	return unix.SyncFileRange(int(f.Fd()), off, n, unix.SYNC_FILE_RANGE_WRITE)
-}

@@ -108,19 +108,6 @@ type Mapping interface {
 // ErrLocked is returned by FS.Lock when the file is already locked.
 var ErrLocked = errors.New("vfs: file is locked by another holder")
 
-// WriteBack asks the operating system to start writing the dirty pages of
-// f in [off, off+n) to the device, without waiting for them (Linux's
-// sync_file_range with SYNC_FILE_RANGE_WRITE, which RocksDB's and pebble's
-// bytes-per-sync use). It makes nothing durable: a later Sync still must,
-// and has less left to write then. Where the file system offers no such
-// call it does nothing.
-func WriteBack(f File, off, n int64) error {
-	if w, ok := f.(interface{ writeBack(off, n int64) error }); ok {
-		return w.writeBack(off, n)
-	}
-	return nil
-}
-
 // SyncDir makes the entries of directory dir durable: the files created,
 // renamed or removed in it.
 func SyncDir(fs FS, dir string) error {

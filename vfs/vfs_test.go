@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"syscall"
 	"testing"
@@ -339,31 +337,4 @@ func readAll(t *testing.T, fs FS, name string) string {
 		require.NoError(t, err)
 	}
 	return string(b)
-}
-
-// WriteBack is a hint: it leaves the file's bytes as they are on every file
-// system, and on the operating system's it reports a file it cannot write
-// back (closed) with the call and the file's name.
-func TestWriteBackIsAHint(t *testing.T) {
-	forEachFS(t, func(t *testing.T, fs FS, dir string) {
-		name := filepath.Join(dir, "f")
-		f, err := fs.Create(name)
-		require.NoError(t, err)
-		_, err = f.Write([]byte("hello, world"))
-		require.NoError(t, err)
-		require.NoError(t, WriteBack(f, 0, 12))
-		require.NoError(t, WriteBack(f, 5, 1<<20), "past the end")
-		got := make([]byte, 12)
-		_, err = f.ReadAt(got, 0)
-		require.NoError(t, err)
-		require.Equal(t, "hello, world", string(got))
-		require.NoError(t, f.Close())
-		if fs == Default && runtime.GOOS == "linux" {
-			err := WriteBack(f, 0, 12)
-			var pe *os.PathError
-			require.ErrorAs(t, err, &pe)
-			require.Equal(t, "sync_file_range", pe.Op)
-			require.Equal(t, name, pe.Path)
-		}
-	})
 }
