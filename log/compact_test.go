@@ -643,7 +643,6 @@ func TestTruncationAbandonsCompaction(t *testing.T) {
 	require.NoError(t, err)
 	defer p.release()
 	c := &cleaner{l: l, plan: p, opts: opts, now: now.UnixMilli(), keys: newKeyMap(opts.KeyMapBytes, opts.hash)}
-	defer c.keys.release()
 	require.NoError(t, c.buildKeyMap())
 	require.NoError(t, l.TruncateTo(p.segs[2].BaseOffset()))
 	res, err := c.cleanGroup(p.segs[:1])
