@@ -191,7 +191,6 @@ func (l *Log) Compact(now time.Time, opts CompactOptions) (CompactStats, error) 
 func (l *Log) compact(p *plan, now time.Time, opts CompactOptions) error {
 	c := &cleaner{l: l, plan: p, opts: opts, now: now.UnixMilli(), keys: newKeyMap(opts.KeyMapBytes, opts.hash),
 		txns: newTxnTracker(p.aborted)}
-	defer c.keys.release()
 	if err := c.buildKeyMap(); err != nil {
 		return err
 	}
@@ -880,10 +879,9 @@ func (t *txnTracker) marker(b segment.Batch) (done bool, aborted *idempotence.Ab
 // fills at the same count of keys either way.
 type keyMap struct {
 	slots  []keySlot
-	free   func() // frees slots
-	n      int    // slots in use
-	budget int    // slots the memory budget holds
-	limit  int    // keys it holds: 3/4 of them, to keep probes short
+	n      int // slots in use
+	budget int // slots the memory budget holds
+	limit  int // keys it holds: 3/4 of them, to keep probes short
 
 	hash func([]byte) uint64
 	seed maphash.Seed
@@ -915,22 +913,13 @@ func newKeyMap(bytes int, hash func([]byte) uint64) *keyMap {
 
 // resize moves the entries to a table of n slots.
 func (m *keyMap) resize(n int) {
-	old, free := m.slots, m.free
-	m.slots, m.free = allocSlots(n)
+	old := m.slots
+	m.slots = make([]keySlot, n)
 	for _, s := range old {
 		if s.offset != 0 {
 			*m.find(s.h1, s.h2) = s
 		}
 	}
-	if free != nil {
-		free()
-	}
-}
-
-// release frees the table; the map must not be used after.
-func (m *keyMap) release() {
-	m.free()
-	m.slots, m.free = nil, nil
 }
 
 func (m *keyMap) hashes(key []byte) (uint64, uint64) {
