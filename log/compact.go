@@ -659,14 +659,8 @@ func (c *cleaner) filter(b segment.Batch, keepEmpty bool) (segment.Batch, error)
 	}
 	horizon, hasHorizon := b.DeleteHorizon()
 	expired := hasHorizon && c.now >= horizon
-	// In the part the bit set covers, pass 1 decoded every record (mapBatch);
-	// only the latest of their keys are decoded again.
-	records := b.Records()
-	if c.latest != nil && b.BaseOffset() >= c.plan.firstDirty && b.LastOffset() < c.end {
-		records = b.RecordsWhere(c.isLatest)
-	}
 	c.recs = c.recs[:0]
-	for r, err := range records {
+	for r, err := range b.Records() {
 		if errors.Is(err, segment.ErrUnsupportedCodec) {
 			return b, nil
 		}
@@ -695,13 +689,6 @@ func (c *cleaner) filter(b segment.Batch, keepEmpty bool) (segment.Batch, error)
 	return c.retained(b, tombstones)
 }
 
-// isLatest reports whether offset, in the part c.latest covers, is its
-// key's latest.
-func (c *cleaner) isLatest(offset int64) bool {
-	bit := offset - c.plan.firstDirty
-	return c.latest[bit/64]&(1<<(bit%64)) != 0
-}
-
 // latestOf returns, for each record, the offset of its key's latest
 // record, which filter compares the record's own with (-1 for a record
 // without a key). In a batch of the dirty part, whose records the map
@@ -716,7 +703,7 @@ func (c *cleaner) latestOf(b segment.Batch, recs []segment.Record) []int64 {
 	c.offsets = slices.Grow(c.offsets[:0], len(recs))[:len(recs)]
 	for i, r := range recs {
 		c.offsets[i] = math.MaxInt64
-		if r.Offset < c.end && c.isLatest(r.Offset) {
+		if bit := r.Offset - from; r.Offset < c.end && c.latest[bit/64]&(1<<(bit%64)) != 0 {
 			c.offsets[i] = r.Offset
 		}
 	}

@@ -273,22 +273,11 @@ func appendBytes(dst, b []byte) []byte {
 // does not check the CRC (see Validate) but checks every length and count
 // against the bytes, and that offsets increase within the batch's range; a
 // snappy or zstd batch yields an error matching ErrUnsupportedCodec.
-func (b Batch) Records() iter.Seq2[Record, error] { return b.records(true, nil) }
+func (b Batch) Records() iter.Seq2[Record, error] { return b.records(true) }
 
-// RecordsWhere is Records for the records whose offset keep accepts. The
-// others it skips once it has read their length and their timestamp and
-// offset deltas, without decoding their keys, values and headers: it
-// checks their framing and offsets, not their fields. Compaction reads
-// the records it has decoded once already this way, to rebuild the
-// batches it keeps a few of.
-func (b Batch) RecordsWhere(keep func(offset int64) bool) iter.Seq2[Record, error] {
-	return b.records(true, keep)
-}
-
-// records is Records, or RecordsWhere with a keep; onePass has each record
-// decoded in one pass when it is well formed, field by field otherwise
-// (tests compare the two).
-func (b Batch) records(onePass bool, keep func(int64) bool) iter.Seq2[Record, error] {
+// records is Records; onePass has each record decoded in one pass when it
+// is well formed, field by field otherwise (tests compare the two).
+func (b Batch) records(onePass bool) iter.Seq2[Record, error] {
 	return func(yield func(Record, error) bool) {
 		d, err := b.newRecordDecoder()
 		if err != nil {
@@ -296,12 +285,6 @@ func (b Batch) records(onePass bool, keep func(int64) bool) iter.Seq2[Record, er
 			return
 		}
 		for i := range d.count {
-			if keep != nil {
-				if h, ok := d.head(); ok && !keep(d.baseOffset+h.offsetDelta) {
-					d.off, d.prevDelta = h.end, h.offsetDelta
-					continue
-				}
-			}
 			var r Record
 			var err error
 			if !onePass || !d.fast(&r) {
@@ -468,52 +451,34 @@ func bytesAt(rec []byte, off int) (b []byte, end int, ok bool) {
 	return rec[off:end:end], end, true
 }
 
-// recordHead is what head reads of a record.
-type recordHead struct {
-	rec            []byte // the record after its length
-	fields         int    // where its key's length starts in rec
-	end            int    // where it ends in the decoder's buffer
-	timestampDelta int64
-	offsetDelta    int64
-}
-
-// head reads the length, timestamp delta and offset delta of the next
-// record, if they are well formed and its offset follows the one before
-// within the batch's range.
-func (d *recordDecoder) head() (h recordHead, ok bool) {
-	size, n := varintAt(d.buf, d.off)
-	if n == 0 || size < 1 || size > int64(len(d.buf)-d.off-n) {
-		return h, false
-	}
-	h.end = d.off + n + int(size)
-	h.rec = d.buf[d.off+n : h.end]
-	var k, k2 int
-	h.timestampDelta, k = varintAt(h.rec, 1) // after the attributes, unused
-	h.offsetDelta, k2 = varintAt(h.rec, 1+k)
-	h.fields = 1 + k + k2
-	ok = k > 0 && k2 > 0 && h.offsetDelta > d.prevDelta && h.offsetDelta <= d.lastOffsetDelta
-	return h, ok
-}
-
 // fast decodes the next record into r in one pass over its bytes, if it
 // is well formed. Anything it does not take, headers included, it leaves to next,
 // which decodes the same record again field by field and says what is
 // wrong with it.
 func (d *recordDecoder) fast(r *Record) bool {
-	h, ok := d.head()
+	size, n := varintAt(d.buf, d.off)
+	if n == 0 || size < 1 || size > int64(len(d.buf)-d.off-n) {
+		return false
+	}
+	rec := d.buf[d.off+n : d.off+n+int(size)]
+	tsDelta, k := varintAt(rec, 1) // after the attributes, unused
+	p := 1 + k
+	offDelta, k2 := varintAt(rec, p)
+	p += k2
+	if k == 0 || k2 == 0 || offDelta <= d.prevDelta || offDelta > d.lastOffsetDelta {
+		return false
+	}
+	key, p, ok := bytesAt(rec, p)
 	if !ok {
 		return false
 	}
-	key, p, ok := bytesAt(h.rec, h.fields)
-	if !ok {
+	value, p, ok := bytesAt(rec, p)
+	if !ok || p+1 != len(rec) || rec[p] != 0 { // no headers, and nothing after
 		return false
 	}
-	value, p, ok := bytesAt(h.rec, p)
-	if !ok || p+1 != len(h.rec) || h.rec[p] != 0 { // no headers, and nothing after
-		return false
-	}
-	d.off, d.prevDelta = h.end, h.offsetDelta
-	*r = Record{Offset: d.baseOffset + h.offsetDelta, Timestamp: d.baseTimestamp + h.timestampDelta, Key: key, Value: value}
+	d.off += n + int(size)
+	d.prevDelta = offDelta
+	*r = Record{Offset: d.baseOffset + offDelta, Timestamp: d.baseTimestamp + tsDelta, Key: key, Value: value}
 	if d.logAppendTime {
 		r.Timestamp = d.appendTime
 	}
