@@ -49,8 +49,9 @@ func TestGroupWritesPlainBatchesTogether(t *testing.T) {
 	}
 	writes := 0
 	logWrites(fs, &writes)
-	ticket := l.write(group)
-	require.NoError(t, l.sync(&ticket))
+	seq, synced := l.write(group)
+	require.True(t, synced)
+	require.NoError(t, l.sync(seq))
 	require.Equal(t, 3, writes, "the first three, the producer's, the last two")
 	base := int64(2)
 	for i, p := range group {
@@ -89,8 +90,9 @@ func TestGroupWriteRollsWhereAppendsWould(t *testing.T) {
 	for i := 1; i < 41; i += 4 {
 		group = append(group, &pending{batch: plainBatch(t, i, 4, 250)})
 	}
-	ticket := l.write(group)
-	require.NoError(t, l.sync(&ticket))
+	seq, synced := l.write(group)
+	require.True(t, synced)
+	require.NoError(t, l.sync(seq))
 	for i, p := range group {
 		require.NoError(t, p.err, "batch %d", i)
 		require.EqualValues(t, 1+4*i, p.res.BaseOffset, "batch %d", i)

@@ -74,9 +74,9 @@ type AppendResult struct {
 // segments, a leader epoch cache and checkpoint files.
 //
 // A Log is safe for concurrent use. Appends from many goroutines are
-// coalesced: one of them writes the batches of all that are waiting and
-// syncs once for them, while the next group is already being written
-// (group commit). Readers never block appends.
+// coalesced: one of them writes the batches of all that are waiting, and
+// one fsync at a time makes every group written before it durable, while
+// the next groups are written (group commit). Readers never block appends.
 type Log struct {
 	dir  string
 	opts Options
@@ -117,14 +117,18 @@ type Log struct {
 	coalesced      []segment.Batch
 	coalescedBytes []byte
 
-	// Pipelined syncs complete in issue order; guarded by smu but for
+	// Syncs of groups: at most one in flight, carrying every group
+	// written before it started (see sync). Guarded by smu but for
 	// syncsIssued and truncations, which wmu guards.
 	smu         sync.Mutex
-	syncOrder   *sync.Cond
+	syncOrder   *sync.Cond  // broadcast when a sync ends
+	syncing     bool        // a sync is in flight, or gathering (see gather)
+	newest      *syncTicket // the newest group's sync, if no sync has taken it
 	syncsIssued uint64
-	syncsDone   uint64
+	durable     uint64 // the groups of the tickets before this seq are durable
 	syncErr     error
 	truncations uint64 // count of TruncateTo calls that removed data
+	coalesce    coalescer
 
 	nmu      sync.Mutex
 	advanced chan struct{} // closed when hw or leo move, or the log closes; nil if no one waits
@@ -302,7 +306,7 @@ func (l *Log) commit(p *pending) (AppendResult, error) {
 	l.queue = (*l.queueBox)[:0]
 	l.qmu.Unlock()
 
-	ticket := l.write(group)
+	seq, synced := l.write(group)
 
 	// The next group is written while this one syncs: its appenders need
 	// not wait for this sync, only for their own.
@@ -314,8 +318,8 @@ func (l *Log) commit(p *pending) (AppendResult, error) {
 	}
 	l.qmu.Unlock()
 
-	if ticket.seg != nil {
-		if err := l.sync(&ticket); err != nil {
+	if synced {
+		if err := l.sync(seq); err != nil {
 			for _, q := range group {
 				if q.err == nil {
 					q.err = err
@@ -338,17 +342,17 @@ func (l *Log) commit(p *pending) (AppendResult, error) {
 // again instead of allocating a slice for every group.
 var queues = sync.Pool{New: func() any { return new([]*pending) }}
 
-// write writes a group of batches under the writer lock and returns the
-// sync the fsync policy asks for, if any.
+// write writes a group of batches under the writer lock. If the fsync
+// policy asks for a sync, it returns true and the sequence number of the
+// group's sync ticket, to wait for with sync.
 //
 // A panic while writing (a bug, or a file system that panics) fails the
 // whole group and the log: the files may no longer match the log's state.
-// The ticket, if one was issued, is still returned, so that the order of
-// syncs goes on and Close does not wait for a sync that never comes.
-func (l *Log) write(group []*pending) syncTicket {
+// The ticket, if one was issued, is still returned, so that Close does not
+// wait for a sync that never comes.
+func (l *Log) write(group []*pending) (seq uint64, synced bool) {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
-	var ticket syncTicket
 	err := safely(func() error {
 		now := l.opts.Now()
 		// A duplicate counts as written: its answer must wait, as the
@@ -364,7 +368,7 @@ func (l *Log) write(group []*pending) syncTicket {
 			written, rest = written || p.err == nil, rest[1:]
 		}
 		if written {
-			ticket = l.afterWriteLocked(now)
+			seq, synced = l.afterWriteLocked(now, len(group))
 		}
 		return nil
 	})
@@ -374,7 +378,7 @@ func (l *Log) write(group []*pending) syncTicket {
 			p.err = err
 		}
 	}
-	return ticket
+	return seq, synced
 }
 
 // safely calls fn and returns a panic in it as an error.
@@ -387,48 +391,69 @@ func safely(fn func() error) (err error) {
 	return fn()
 }
 
-// syncTicket is a group's pending sync: the segment to sync (nil if the
-// group needs none), the log end offset it makes durable, its place in the
-// order of syncs, and the truncation count when it was issued.
+// syncTicket is the sync of the newest group written: the segment to sync,
+// the log end offset it makes durable, its place in the order of groups,
+// the truncation count when it was issued, and how many appenders wait for
+// it, those of the tickets it replaced included.
 type syncTicket struct {
 	seg         *segRef
 	target      int64
 	seq         uint64
 	truncations uint64
+	appenders   int
 }
 
-// sync syncs a group's writes outside the writer lock, so that the next
-// group is written meanwhile. Syncs complete in the order they were issued,
-// and a sync that fails fails every later one too: a group is durable only
-// if every group before it is (after a failed fsync, Linux may report a
-// later one as good although the earlier pages are lost).
-func (l *Log) sync(t *syncTicket) error {
-	start := time.Now()
-	err := safely(t.seg.SyncLog)
-	l.stats.fsync(time.Since(start))
-	t.seg.release()
-
+// sync waits until the group of ticket seq is durable. At most one fsync
+// of the log is in flight, and it carries every group written before it
+// started: an appender whose group no sync covers yet, finding none in
+// flight, syncs the newest group written and with it all before; the
+// others wait for that sync. So a lone appender syncs at once, and
+// concurrent ones share syncs instead of queueing one each behind the
+// device's cache flushes (pebble's LogWriter folds pending syncs the same
+// way). Meanwhile the next groups are written.
+//
+// A sync that fails fails every group not yet durable, later ones too: a
+// group is durable only if every group before it is (after a failed fsync,
+// Linux may report a later one as good although the earlier pages are
+// lost).
+func (l *Log) sync(seq uint64) error {
 	l.smu.Lock()
-	for l.syncsDone != t.seq {
-		l.syncOrder.Wait()
+	defer l.smu.Unlock()
+	for l.durable <= seq && l.syncErr == nil {
+		if l.syncing {
+			l.syncOrder.Wait()
+			continue
+		}
+		l.syncing = true
+		l.gatherLocked()
+		l.syncNewestLocked()
 	}
-	if err != nil && l.syncErr == nil {
-		l.syncErr = fmt.Errorf("%w: %s: %w", ErrFailed, l.dir, err)
+	if l.durable > seq {
+		return nil
 	}
-	err = l.syncErr
-	l.syncsDone++
-	l.syncOrder.Broadcast()
+	return l.syncErr
+}
+
+// syncNewestLocked syncs the newest group written, with smu held and
+// syncing set by the caller, and clears syncing. A ticket not yet durable
+// means a newest one is waiting: each ticket replaces the one before it
+// there, and only a sync takes it.
+func (l *Log) syncNewestLocked() {
+	t := l.newest
+	l.newest = nil
 	l.smu.Unlock()
 
+	start := time.Now()
+	err := safely(t.seg.SyncLog)
+	took := time.Since(start)
+	l.stats.fsync(took)
+	t.seg.release()
+
 	l.wmu.Lock()
-	defer l.wmu.Unlock()
 	if err != nil {
-		if l.failed == nil {
-			l.failed = err
-		}
-		return err
-	}
-	if t.truncations == l.truncations { // else the offsets may hold other data now
+		err = fmt.Errorf("%w: %s: %w", ErrFailed, l.dir, err)
+		l.failed = cmp.Or(l.failed, err)
+	} else if t.truncations == l.truncations { // else the offsets may hold other data now
 		l.recoveryPoint = max(l.recoveryPoint, t.target)
 		if !l.opts.ExternalHighWatermark && t.target > l.hw.Load() {
 			l.hw.Store(t.target)
@@ -436,7 +461,97 @@ func (l *Log) sync(t *syncTicket) error {
 			l.notify()
 		}
 	}
-	return nil
+	l.wmu.Unlock()
+
+	l.smu.Lock()
+	l.syncing = false
+	if err != nil {
+		l.syncErr = cmp.Or(l.syncErr, err)
+	} else {
+		l.durable = t.seq + 1
+		l.coalesce.released(t.appenders, took)
+	}
+	l.syncOrder.Broadcast()
+}
+
+// A coalescer decides how long the next sync waits for the appenders the
+// last one released: with closed-loop appenders (each appends again as
+// soon as its append returns), a sync that starts at once carries only the
+// first one back, and the others wait a whole sync for the next; groups
+// then alternate between one appender and all the others. Waiting briefly
+// for them lets every sync carry all of them. The wait ends as soon as
+// they are back, lasts at most an eighth of the last fsync, and is not
+// made for a lone appender, whose latency stays that of its fsync.
+// Appenders that do not come back (a server's requests, each appending
+// once) make the waits time out; after each timeout the coalescer skips
+// waiting for twice as many syncs as before, up to 64, so that they cost
+// at most one short wait in 64 syncs.
+type coalescer struct {
+	returning int           // appenders released by the last sync that have not written again
+	lastSync  time.Duration // how long the last fsync took
+	misses    int           // waits in a row that timed out
+	skip      int           // syncs left to start without waiting
+}
+
+// maxGather bounds a coalescing wait, whatever the fsync takes.
+const maxGather = 100 * time.Microsecond
+
+// released records that a sync of the given duration released appenders.
+func (c *coalescer) released(appenders int, took time.Duration) {
+	c.lastSync = took
+	if c.skip > 0 {
+		c.skip--
+		c.returning = 0
+		return
+	}
+	c.returning = appenders
+}
+
+// wrote records that appenders wrote a group.
+func (c *coalescer) wrote(appenders int) { c.returning -= appenders }
+
+// budget returns how long the next sync may wait for the appenders the
+// last one released: zero if none of them is still to come back.
+func (c *coalescer) budget() time.Duration {
+	if c.returning <= 0 {
+		return 0
+	}
+	return min(c.lastSync/8, maxGather)
+}
+
+// gathered records the end of a wait: timedOut if some of the appenders
+// did not come back in time.
+func (c *coalescer) gathered(timedOut bool) {
+	if !timedOut {
+		c.misses = 0
+		return
+	}
+	c.misses = min(c.misses+1, 6)
+	c.skip = 1<<c.misses - 1
+	c.returning = 0
+}
+
+// gatherLocked waits, with smu held and syncing set, for the appenders
+// the last sync released to write again (see coalescer). It yields the
+// processor while it waits, for them to run: the Go runtime's timers are
+// too coarse for a wait of microseconds.
+func (l *Log) gatherLocked() {
+	c := &l.coalesce
+	budget := c.budget()
+	if budget == 0 {
+		return
+	}
+	deadline := time.Now().Add(budget)
+	for c.returning > 0 {
+		if time.Now().After(deadline) {
+			c.gathered(true)
+			return
+		}
+		l.smu.Unlock()
+		runtime.Gosched()
+		l.smu.Lock()
+	}
+	c.gathered(false)
 }
 
 func (l *Log) writeLocked(p *pending, now time.Time) error {
@@ -572,34 +687,46 @@ func (l *Log) writeCoalescedLocked(group []*pending, now time.Time) int {
 	return n
 }
 
-// afterWriteLocked applies the fsync policy after a group was written: it
-// returns a ticket for the sync the group needs, or moves the high
+// afterWriteLocked applies the fsync policy after a group of appenders
+// was written: it issues a ticket for the sync the group needs and returns
+// its sequence number, or moves the high
 // watermark at once if the policy acknowledges unsynced writes. It also
 // checkpoints when due; a failed checkpoint does not fail the group, whose
 // records are written (see maybeCheckpointLocked).
-func (l *Log) afterWriteLocked(now time.Time) syncTicket {
-	var ticket syncTicket
+func (l *Log) afterWriteLocked(now time.Time, appenders int) (seq uint64, synced bool) {
 	p := l.opts.Fsync
 	switch {
 	case p.always(),
 		p.mode == fsyncEvery && ((p.messages > 0 && l.unflushedMsgs >= p.messages) || (p.bytes > 0 && l.unflushedBytes >= p.bytes)):
 		active := l.active()
 		active.acquire() // the log holds it, so this succeeds
-		ticket = syncTicket{seg: active, target: l.leo.Load(), seq: l.syncsIssued, truncations: l.truncations}
+		t := &syncTicket{seg: active, target: l.leo.Load(), seq: l.syncsIssued, truncations: l.truncations, appenders: appenders}
+		seq, synced = t.seq, true
 		l.syncsIssued++
+		l.smu.Lock()
+		replaced := l.newest
+		if replaced != nil {
+			t.appenders += replaced.appenders
+		}
+		l.newest = t
+		l.coalesce.wrote(appenders)
+		l.smu.Unlock()
+		if replaced != nil { // the sync that takes t covers its group
+			replaced.seg.release()
+		}
 		l.unflushedMsgs, l.unflushedBytes = 0, 0
 	case p.mode == fsyncInterval && l.flushTimer == nil:
 		l.timers.Add(1)
 		l.flushTimer = time.AfterFunc(p.interval, l.flushOnTimer)
 	}
-	if ticket.seg == nil && !l.opts.ExternalHighWatermark {
+	if !synced && !l.opts.ExternalHighWatermark {
 		l.hw.Store(l.leo.Load())
 		l.hwMovedLocked()
 		l.notify()
 	}
 	l.maybeCheckpointLocked(now)
 	l.maybeExpireProducersLocked(now)
-	return ticket
+	return seq, synced
 }
 
 // maybeCheckpointLocked writes the checkpoints if CheckpointInterval has

@@ -472,8 +472,14 @@ func (l *Log) Close() error {
 	l.wmu.Unlock()  // no group is being written now, and none will be
 	l.timers.Wait() // a timer that fired takes wmu, sees closed and returns
 	l.smu.Lock()
-	for l.syncsIssued != l.syncsDone { // groups still syncing finish first
+	// Groups still syncing finish first; after a failed sync, their
+	// appenders give up without one.
+	for l.syncing || (l.syncErr == nil && l.durable != l.syncsIssued) {
 		l.syncOrder.Wait()
+	}
+	if l.newest != nil {
+		l.newest.seg.release()
+		l.newest = nil
 	}
 	l.smu.Unlock()
 

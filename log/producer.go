@@ -52,7 +52,7 @@ type ProducerOptions struct {
 
 // maxAppending is how many appends a partition may have in progress with
 // an adaptive linger: two, so that one batch is written while the one
-// before it syncs (the log pipelines its syncs).
+// before it syncs (the log writes the next groups during a sync).
 const maxAppending = 2
 
 // maxInFlight is how many batches of a partition may be in the log's hands

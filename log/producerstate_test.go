@@ -125,9 +125,9 @@ func TestGroupCommitValidatesInOffsetOrder(t *testing.T) {
 		{batch: producerBatch(t, 3, 0, 9, 1, false)}, // a gap
 		{batch: producerBatch(t, 3, 0, 4, 1, false)},
 	}
-	ticket := l.write(group)
-	require.NotNil(t, ticket.seg)
-	require.NoError(t, l.sync(&ticket))
+	seq, synced := l.write(group)
+	require.True(t, synced)
+	require.NoError(t, l.sync(seq))
 	require.NoError(t, group[0].err)
 	require.NoError(t, group[1].err)
 	require.Equal(t, int64(2), group[1].res.BaseOffset)
