@@ -235,6 +235,45 @@ func TestCheckProducerAsALeaderThatStampsOffsets(t *testing.T) {
 	require.Equal(t, int64(5), l.LogEndOffset(), "checks append nothing")
 }
 
+// TestCheckedAndRefusedBatchesChangeNoProducer: a batch CheckProducer
+// accepts but that is never appended, and a batch AppendBatch refuses or
+// answers as a retry, leave every producer's state as it was (Kafka
+// applies a ProducerAppendInfo only once its batches are in the log); the
+// next batch is checked against the state the last append left.
+func TestCheckedAndRefusedBatchesChangeNoProducer(t *testing.T) {
+	l, err := Open("/data/s-0", memOptions(newMemFS(t)))
+	require.NoError(t, err)
+	defer l.Close()
+	appendProducer(t, l, producerBatch(t, 1, 0, 0, 3, false), 0, 2)
+	appendProducer(t, l, producerBatch(t, 1, 0, 3, 2, false), 3, 4)
+	appendProducer(t, l, producerBatch(t, 3, 1, 0, 1, true), 5, 5)
+	before, err := l.Producers()
+	require.NoError(t, err)
+	lso := l.LastStableOffset()
+
+	for _, b := range []segment.Batch{
+		producerBatch(t, 1, 0, 5, 1, false), // the next one
+		producerBatch(t, 1, 1, 0, 1, false), // a new epoch
+		producerBatch(t, 3, 1, 1, 1, true),  // the transaction's next one
+		producerBatch(t, 9, 0, 0, 1, true),  // a new producer's transaction
+	} {
+		res, err := l.CheckProducer(b)
+		require.NoError(t, err)
+		require.False(t, res.Duplicate)
+	}
+	requireRefused(t, l, producerBatch(t, 1, 0, 6, 1, false), idempotence.ErrOutOfOrderSequence)
+	requireRefused(t, l, producerBatch(t, 3, 0, 1, 1, true), idempotence.ErrInvalidProducerEpoch)
+	requireRefused(t, l, producerBatch(t, 3, 1, 1, 1, false), idempotence.ErrInvalidTxnState)
+	requireRefused(t, l, marker(t, 3, 1, idempotence.MarkerAbort, 0), idempotence.ErrInvalidRecord)
+	requireDuplicate(t, l, producerBatch(t, 1, 0, 3, 2, false), 3, 4)
+
+	after, err := l.Producers()
+	require.NoError(t, err)
+	require.Equal(t, before, after)
+	require.Equal(t, lso, l.LastStableOffset())
+	appendProducer(t, l, producerBatch(t, 1, 0, 5, 1, false), 6, 6)
+}
+
 // readCommitted returns the offsets of the records a ReadCommitted reader
 // gets from offset 0.
 func readOffsets(t testing.TB, l *Log, iso Isolation) []int64 {
