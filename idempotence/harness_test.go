@@ -106,7 +106,7 @@ func (p *partition) infos(bs ...batch) ([]BatchInfo, int64) {
 
 // try validates one append of bs (all with the first batch's origin) and
 // commits it unless it is a duplicate or fails.
-func (p *partition) try(bs ...batch) (*Append, []CompletedTxn, error) {
+func (p *partition) try(bs ...batch) (Append, []CompletedTxn, error) {
 	infos, next := p.infos(bs...)
 	a, err := p.s.Validate(bs[0].origin, infos...)
 	if err != nil || a.Duplicate != nil {
