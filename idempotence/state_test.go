@@ -567,6 +567,19 @@ func TestUncommittedAppendChangesNothing(t *testing.T) {
 	}
 }
 
+// TestRefusedAppendIsNotCommitted: what Validate returns with an error
+// (the zero Append) cannot be committed, even on a state that has never
+// committed anything.
+func TestRefusedAppendIsNotCommitted(t *testing.T) {
+	p := newPartition(t)
+	before := copyState(p.s)
+	a, err := p.s.Validate(OriginClient, p.info(commit(0, 0), 0))
+	require.ErrorIs(t, err, ErrInvalidRecord)
+	_, err = p.s.Commit(a)
+	require.ErrorIs(t, err, ErrStaleAppend)
+	require.Equal(t, before, copyState(p.s))
+}
+
 // TestBatchesWithoutProducerAreIgnored: a plain batch moves only the map end
 // offset.
 func TestBatchesWithoutProducerAreIgnored(t *testing.T) {
