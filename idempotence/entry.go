@@ -64,26 +64,6 @@ func (e *Entry) clone() Entry {
 	return c
 }
 
-// setEpoch moves the entry to epoch; batches of another epoch can no longer
-// be retried, so they are forgotten (maybeUpdateProducerEpoch).
-func (e *Entry) setEpoch(epoch int16) {
-	if e.Epoch != epoch {
-		e.Batches = e.Batches[:0]
-		e.Epoch = epoch
-	}
-}
-
-// addBatch records a batch appended at epoch, evicting the oldest retained
-// batch beyond NumBatchesToRetain.
-func (e *Entry) addBatch(epoch int16, b BatchMetadata) {
-	e.setEpoch(epoch)
-	if len(e.Batches) == NumBatchesToRetain {
-		e.Batches = append(e.Batches[:0], e.Batches[1:]...)
-	}
-	e.Batches = append(e.Batches, b)
-	e.LastTimestamp = b.Timestamp
-}
-
 // duplicateOf returns the retained batch with exactly the sequence range
 // [firstSeq, lastSeq] at epoch (findDuplicateBatch). A partial overlap is
 // not a duplicate: the sequence check rejects it.

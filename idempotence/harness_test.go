@@ -89,9 +89,9 @@ func (p *partition) info(b batch, base int64) BatchInfo {
 	}
 }
 
-// try validates one append of bs (all with the first batch's origin) and
-// commits it unless it is a duplicate or fails.
-func (p *partition) try(bs ...batch) (*Append, []CompletedTxn, error) {
+// infos returns the batches of one append of bs at the partition's next
+// offsets, and the offset after them.
+func (p *partition) infos(bs ...batch) ([]BatchInfo, int64) {
 	infos := make([]BatchInfo, len(bs))
 	next := p.leo
 	for i, b := range bs {
@@ -101,6 +101,13 @@ func (p *partition) try(bs ...batch) (*Append, []CompletedTxn, error) {
 		infos[i] = p.info(b, next)
 		next = infos[i].LastOffset + 1
 	}
+	return infos, next
+}
+
+// try validates one append of bs (all with the first batch's origin) and
+// commits it unless it is a duplicate or fails.
+func (p *partition) try(bs ...batch) (Append, []CompletedTxn, error) {
+	infos, next := p.infos(bs...)
 	a, err := p.s.Validate(bs[0].origin, infos...)
 	if err != nil || a.Duplicate != nil {
 		return a, nil, err

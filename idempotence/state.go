@@ -126,27 +126,112 @@ func NewState(logEndOffset int64, opts Options) (*State, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &State{opts: opts, producers: map[int64]*Entry{}, mapEnd: logEndOffset, lastSnap: logEndOffset}, nil
+	// gen starts at 1 so that the zero Append, which Validate returns
+	// with an error, is never committed.
+	return &State{opts: opts, producers: map[int64]*Entry{}, mapEnd: logEndOffset, lastSnap: logEndOffset, gen: 1}, nil
 }
 
 // Append is the change one append makes to a State, computed by Validate
-// and applied by Commit.
+// and applied by Commit. It holds only what the append changes: for each
+// producer it touches, the epoch, coordinator epoch, timestamp and
+// transaction its entry will have and the batches it adds. Validate checks
+// against the state's entries as they are, so that it copies none of
+// them, and an Append never committed leaves no trace in the state.
 type Append struct {
 	// Duplicate, when not nil, is the retained batch the append's batch
 	// repeats: the log appends nothing and answers with its offsets.
 	Duplicate *BatchMetadata
 
-	gen uint64
-	// entries are the updated states of the producers the append
-	// touches; an append rarely has more than one, so a slice beats a map,
-	// and the first, with its retained batches, lives in the Append.
-	entries    []*Entry
-	first      Entry
-	firstBuf   [NumBatchesToRetain]BatchMetadata
-	one        [1]*Entry
-	started    []txn
-	completed  []CompletedTxn
+	gen        uint64
 	lastOffset int64
+	// first is the change to the first producer the append touches and
+	// more those to the others: an append rarely touches more than one,
+	// so the common one costs no allocation.
+	first     change
+	touched   bool // first is in use
+	more      []change
+	started   []txn
+	completed []CompletedTxn
+}
+
+// change is what an append changes in one producer's entry: the fields
+// Validate checks the append's later batches against, as they will be,
+// and the batches it retains.
+type change struct {
+	// entry is the producer's entry in the state, nil for a producer the
+	// state does not know.
+	entry            *Entry
+	id               int64
+	lastTimestamp    int64
+	txnFirstOffset   int64
+	coordinatorEpoch int32
+	epoch            int16
+	// dropped says the entry's retained batches are forgotten: the
+	// append moved the producer to another epoch.
+	dropped bool
+	// added[:n] are the batches the append retains, oldest first.
+	n     int
+	added [NumBatchesToRetain]BatchMetadata
+}
+
+// newChange returns the change, still empty, to producer id's entry e, nil
+// if the state does not know the producer.
+func newChange(e *Entry, id int64) change {
+	from := e
+	if e == nil {
+		n := newEntry(id)
+		from = &n
+	}
+	return change{entry: e, id: id, epoch: from.Epoch, coordinatorEpoch: from.CoordinatorEpoch,
+		lastTimestamp: from.LastTimestamp, txnFirstOffset: from.TxnFirstOffset}
+}
+
+// lastSeq returns the last sequence of the newest batch the producer will
+// have retained, or NoSequence.
+func (c *change) lastSeq() int32 {
+	switch {
+	case c.n > 0:
+		return c.added[c.n-1].LastSeq
+	case c.dropped || c.entry == nil:
+		return NoSequence
+	}
+	return c.entry.LastSeq()
+}
+
+// setEpoch moves the producer to epoch; batches of another epoch can no
+// longer be retried, so they are forgotten (maybeUpdateProducerEpoch).
+func (c *change) setEpoch(epoch int16) {
+	if c.epoch != epoch {
+		c.epoch, c.dropped, c.n = epoch, true, 0
+	}
+}
+
+// addBatch records a batch appended at epoch; of the append's batches only
+// the newest NumBatchesToRetain can be retained.
+func (c *change) addBatch(epoch int16, b BatchMetadata) {
+	c.setEpoch(epoch)
+	if c.n == len(c.added) {
+		copy(c.added[:], c.added[1:])
+		c.n--
+	}
+	c.added[c.n] = b
+	c.n++
+	c.lastTimestamp = b.Timestamp
+}
+
+// apply makes the change to e, the producer's entry, evicting the oldest
+// retained batches beyond NumBatchesToRetain.
+func (c *change) apply(e *Entry) {
+	e.Epoch, e.CoordinatorEpoch, e.LastTimestamp, e.TxnFirstOffset = c.epoch, c.coordinatorEpoch, c.lastTimestamp, c.txnFirstOffset
+	if c.dropped {
+		e.Batches = e.Batches[:0]
+	}
+	for _, b := range c.added[:c.n] {
+		if len(e.Batches) == NumBatchesToRetain {
+			e.Batches = append(e.Batches[:0], e.Batches[1:]...)
+		}
+		e.Batches = append(e.Batches, b)
+	}
 }
 
 // Validate checks the batches of one append, in order, against the state
@@ -162,8 +247,8 @@ type Append struct {
 // Kafka errors: ErrInvalidRecord (a control batch or a negative sequence
 // from a client), ErrInvalidProducerEpoch, ErrOutOfOrderSequence,
 // ErrInvalidTxnState, ErrTransactionCoordinatorFenced.
-func (s *State) Validate(origin Origin, batches ...BatchInfo) (*Append, error) {
-	a := &Append{gen: s.gen, lastOffset: s.mapEnd - 1}
+func (s *State) Validate(origin Origin, batches ...BatchInfo) (Append, error) {
+	a := Append{gen: s.gen, lastOffset: s.mapEnd - 1}
 	for i := range batches {
 		b := &batches[i]
 		if b.LastOffset > a.lastOffset {
@@ -171,7 +256,7 @@ func (s *State) Validate(origin Origin, batches ...BatchInfo) (*Append, error) {
 		}
 		if origin == OriginClient {
 			if err := checkClientBatch(b); err != nil {
-				return nil, err
+				return Append{}, err
 			}
 		}
 		if b.ProducerID < 0 {
@@ -181,13 +266,10 @@ func (s *State) Validate(origin Origin, batches ...BatchInfo) (*Append, error) {
 		if origin == OriginClient && cur != nil {
 			if dup, ok := cur.duplicateOf(b.ProducerEpoch, b.BaseSequence, b.LastSequence()); ok {
 				d := dup // on the heap only when returned
-				return &Append{Duplicate: &d, gen: s.gen}, nil
+				return Append{Duplicate: &d, gen: s.gen}, nil
 			}
 		}
-		u := a.entry(b.ProducerID)
-		if u == nil {
-			u = a.newEntry(cur, b.ProducerID)
-		}
+		u := a.change(cur, b.ProducerID)
 		// Kafka accepts any sequence from a producer it had no state for
 		// when the append began (KIP-360), for every batch of the append.
 		unknown := cur == nil || cur.Epoch == NoProducerEpoch
@@ -198,45 +280,29 @@ func (s *State) Validate(origin Origin, batches ...BatchInfo) (*Append, error) {
 			err = a.appendData(u, b, origin, unknown)
 		}
 		if err != nil {
-			return nil, err
+			return Append{}, err
 		}
 	}
 	return a, nil
 }
 
-// newEntry adds to the append a copy of the producer's state cur, or a new
-// state for producer id if cur is nil, and returns it. The first is kept
-// in the Append itself, which saves an append of one producer's batch,
-// the common one, three allocations.
-func (a *Append) newEntry(cur *Entry, id int64) *Entry {
-	var u *Entry
-	if len(a.entries) == 0 {
-		u = &a.first
-		*u = newEntry(id)
-		if cur != nil {
-			*u = *cur
-			u.Batches = append(a.firstBuf[:0], cur.Batches...)
-		}
-		a.entries = a.one[:1]
-		a.one[0] = u
-		return u
+// change returns the append's change to producer id, whose entry in the
+// state is cur, adding an empty one if the append has none yet.
+func (a *Append) change(cur *Entry, id int64) *change {
+	if !a.touched {
+		a.first, a.touched = newChange(cur, id), true
+		return &a.first
 	}
-	e := newEntry(id)
-	if cur != nil {
-		e = cur.clone()
+	if a.first.id == id {
+		return &a.first
 	}
-	a.entries = append(a.entries, &e)
-	return &e
-}
-
-// entry returns the append's updated state of producer id, or nil.
-func (a *Append) entry(id int64) *Entry {
-	for _, e := range a.entries {
-		if e.ProducerID == id {
-			return e
+	for i := range a.more {
+		if a.more[i].id == id {
+			return &a.more[i]
 		}
 	}
-	return nil
+	a.more = append(a.more, newChange(cur, id))
+	return &a.more[len(a.more)-1]
 }
 
 // checkClientBatch applies LogValidator's rules for a producer's batch that
@@ -256,7 +322,7 @@ func checkClientBatch(b *BatchInfo) error {
 
 // appendData checks a data batch and records it in u
 // (ProducerAppendInfo.appendDataBatch).
-func (a *Append) appendData(u *Entry, b *BatchInfo, origin Origin, unknown bool) error {
+func (a *Append) appendData(u *change, b *BatchInfo, origin Origin, unknown bool) error {
 	if err := checkEpoch(u, b, origin); err != nil {
 		return err
 	}
@@ -265,9 +331,9 @@ func (a *Append) appendData(u *Entry, b *BatchInfo, origin Origin, unknown bool)
 			return err
 		}
 	}
-	if u.TxnFirstOffset >= 0 && !b.Transactional {
+	if u.txnFirstOffset >= 0 && !b.Transactional {
 		return fmt.Errorf("%w: producer %d has a transaction open since offset %d but its batch at offset %d is not transactional",
-			ErrInvalidTxnState, b.ProducerID, u.TxnFirstOffset, b.BaseOffset)
+			ErrInvalidTxnState, b.ProducerID, u.txnFirstOffset, b.BaseOffset)
 	}
 	u.addBatch(b.ProducerEpoch, BatchMetadata{
 		LastSeq:     b.LastSequence(),
@@ -275,8 +341,8 @@ func (a *Append) appendData(u *Entry, b *BatchInfo, origin Origin, unknown bool)
 		OffsetDelta: int32(b.LastOffset - b.BaseOffset),
 		Timestamp:   b.MaxTimestamp,
 	})
-	if u.TxnFirstOffset < 0 && b.Transactional {
-		u.TxnFirstOffset = b.BaseOffset
+	if u.txnFirstOffset < 0 && b.Transactional {
+		u.txnFirstOffset = b.BaseOffset
 		a.started = append(a.started, txn{producerID: b.ProducerID, firstOffset: b.BaseOffset, lastOffset: -1})
 	}
 	return nil
@@ -284,7 +350,7 @@ func (a *Append) appendData(u *Entry, b *BatchInfo, origin Origin, unknown bool)
 
 // appendMarker checks a transaction marker and records it in u
 // (ProducerAppendInfo.appendEndTxnMarker).
-func (a *Append) appendMarker(u *Entry, b *BatchInfo, origin Origin) error {
+func (a *Append) appendMarker(u *change, b *BatchInfo, origin Origin) error {
 	if b.Marker == nil {
 		// Compaction removed the marker's record along with the whole
 		// transaction: nothing to apply.
@@ -293,34 +359,34 @@ func (a *Append) appendMarker(u *Entry, b *BatchInfo, origin Origin) error {
 	if err := checkEpoch(u, b, origin); err != nil {
 		return err
 	}
-	if u.CoordinatorEpoch > b.Marker.CoordinatorEpoch && origin != OriginReplication {
+	if u.coordinatorEpoch > b.Marker.CoordinatorEpoch && origin != OriginReplication {
 		return fmt.Errorf("%w: marker for producer %d at offset %d has coordinator epoch %d, older than %d",
-			ErrTransactionCoordinatorFenced, b.ProducerID, b.BaseOffset, b.Marker.CoordinatorEpoch, u.CoordinatorEpoch)
+			ErrTransactionCoordinatorFenced, b.ProducerID, b.BaseOffset, b.Marker.CoordinatorEpoch, u.coordinatorEpoch)
 	}
 	// A marker for a producer with no data here completes nothing: it
 	// moves neither the last stable offset nor the .txnindex.
-	if u.TxnFirstOffset >= 0 {
+	if u.txnFirstOffset >= 0 {
 		a.completed = append(a.completed, CompletedTxn{
 			ProducerID:  b.ProducerID,
-			FirstOffset: u.TxnFirstOffset,
+			FirstOffset: u.txnFirstOffset,
 			LastOffset:  b.BaseOffset,
 			Aborted:     b.Marker.Type == MarkerAbort,
 		})
 	}
 	u.setEpoch(b.ProducerEpoch)
-	u.CoordinatorEpoch = b.Marker.CoordinatorEpoch
-	u.TxnFirstOffset = -1
-	u.LastTimestamp = b.MaxTimestamp
+	u.coordinatorEpoch = b.Marker.CoordinatorEpoch
+	u.txnFirstOffset = -1
+	u.lastTimestamp = b.MaxTimestamp
 	return nil
 }
 
 // checkEpoch rejects a batch older than the producer's epoch, except from
 // replication, where the leader already accepted it
 // (ProducerAppendInfo.checkProducerEpoch).
-func checkEpoch(u *Entry, b *BatchInfo, origin Origin) error {
-	if b.ProducerEpoch < u.Epoch && origin != OriginReplication {
+func checkEpoch(u *change, b *BatchInfo, origin Origin) error {
+	if b.ProducerEpoch < u.epoch && origin != OriginReplication {
 		return fmt.Errorf("%w: producer %d at offset %d has epoch %d, older than its current epoch %d",
-			ErrInvalidProducerEpoch, b.ProducerID, b.BaseOffset, b.ProducerEpoch, u.Epoch)
+			ErrInvalidProducerEpoch, b.ProducerID, b.BaseOffset, b.ProducerEpoch, u.epoch)
 	}
 	return nil
 }
@@ -330,15 +396,15 @@ func checkEpoch(u *Entry, b *BatchInfo, origin Origin) error {
 // producer was unknown; within an epoch the first sequence follows the
 // last retained one, or anything goes for a producer that was unknown when
 // the append began.
-func checkSequence(u *Entry, b *BatchInfo, unknown bool) error {
-	if b.ProducerEpoch != u.Epoch {
-		if b.BaseSequence != 0 && u.Epoch != NoProducerEpoch {
+func checkSequence(u *change, b *BatchInfo, unknown bool) error {
+	if b.ProducerEpoch != u.epoch {
+		if b.BaseSequence != 0 && u.epoch != NoProducerEpoch {
 			return fmt.Errorf("%w: producer %d at offset %d starts epoch %d at sequence %d, want 0 (current epoch %d)",
-				ErrOutOfOrderSequence, b.ProducerID, b.BaseOffset, b.ProducerEpoch, b.BaseSequence, u.Epoch)
+				ErrOutOfOrderSequence, b.ProducerID, b.BaseOffset, b.ProducerEpoch, b.BaseSequence, u.epoch)
 		}
 		return nil
 	}
-	last := u.LastSeq()
+	last := u.lastSeq()
 	if !unknown && !inSequence(last, b.BaseSequence) {
 		return fmt.Errorf("%w: producer %d at offset %d sent sequence %d, want the one after %d",
 			ErrOutOfOrderSequence, b.ProducerID, b.BaseOffset, b.BaseSequence, last)
@@ -351,8 +417,9 @@ func checkSequence(u *Entry, b *BatchInfo, unknown bool) error {
 // returns the transactions the append completed, in order, each with the
 // last stable offset to store beside an aborted one in the .txnindex.
 // Committing an Append whose Duplicate is set does nothing. Commit fails
-// with ErrStaleAppend if the state changed after Validate.
-func (s *State) Commit(a *Append) ([]CompletedTxn, error) {
+// with ErrStaleAppend if the state changed after Validate, or if a is not
+// an Append Validate returned without error.
+func (s *State) Commit(a Append) ([]CompletedTxn, error) {
 	if a.gen != s.gen {
 		return nil, ErrStaleAppend
 	}
@@ -360,8 +427,11 @@ func (s *State) Commit(a *Append) ([]CompletedTxn, error) {
 		return nil, nil
 	}
 	s.gen++
-	for _, e := range a.entries {
-		s.producers[e.ProducerID] = e
+	if a.touched {
+		s.apply(&a.first)
+	}
+	for i := range a.more {
+		s.apply(&a.more[i])
 	}
 	for _, t := range a.started {
 		s.ongoing = insertTxn(s.ongoing, t)
@@ -376,6 +446,18 @@ func (s *State) Commit(a *Append) ([]CompletedTxn, error) {
 		s.mapEnd = a.lastOffset + 1
 	}
 	return completed, nil
+}
+
+// apply makes change c to its producer's entry, adding the entry if the
+// state has none. The entry is still the one Validate saw: Commit checked
+// that the state did not change since.
+func (s *State) apply(c *change) {
+	e := c.entry
+	if e == nil {
+		e = &Entry{ProducerID: c.id, Batches: make([]BatchMetadata, 0, NumBatchesToRetain)}
+		s.producers[c.id] = e
+	}
+	c.apply(e)
 }
 
 // lastStableOffsetAfter returns the last stable offset once c completes

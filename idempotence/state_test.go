@@ -3,6 +3,7 @@ package idempotence
 import (
 	"errors"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -470,6 +471,113 @@ func TestValidateDoesNotChangeState(t *testing.T) {
 	require.Equal(t, "0:[4,9]", summary(p.entry(pid)))
 	_, ok := p.s.Producer(2)
 	require.False(t, ok)
+}
+
+// stateCopy is everything a State holds, copied, for tests that compare
+// a state before and after.
+type stateCopy struct {
+	producers             []Entry
+	ongoing, unreplicated []txn
+	mapEnd, lastSnap      int64
+	gen                   uint64
+}
+
+func copyState(s *State) stateCopy {
+	return stateCopy{
+		producers: s.Producers(), ongoing: slices.Clone(s.ongoing), unreplicated: slices.Clone(s.unreplicated),
+		mapEnd: s.mapEnd, lastSnap: s.lastSnap, gen: s.gen,
+	}
+}
+
+// TestUncommittedAppendChangesNothing: Validate leaves the state exactly
+// as it was, whatever the append would change (Kafka's
+// ProducerAppendInfo works on a copy of the producer's entry, which only
+// ProducerStateManager.update installs): when it accepts the append and
+// it is never committed, and when it refuses one of the append's batches,
+// even after accepting those before it. A commit after such a Validate
+// then leaves the state as if Validate had never run.
+func TestUncommittedAppendChangesNothing(t *testing.T) {
+	c, r := OriginCoordinator, OriginReplication
+	// Producer 1 has five batches retained of six (epoch 0, sequences 0
+	// to 29); producer 3 is at epoch 1 with coordinator epoch 2, one
+	// transaction committed and not yet below the high watermark, and one
+	// open.
+	setup := func(t *testing.T) *partition {
+		p := newPartition(t)
+		for seq := int32(0); seq < 30; seq += 5 {
+			p.append(data(0, seq, seq+4))
+		}
+		p.append(data(1, 0, 0).of(3).transactional())
+		p.append(commit(1, 2).of(3))
+		p.append(data(1, 1, 2).of(3).transactional())
+		p.now += 1000 // the append under test comes later
+		return p
+	}
+	for _, tc := range []struct {
+		name string
+		in   []batch
+		want error // nil for an append, errDuplicate for a duplicate
+	}{
+		{"the next batch, evicting the oldest", []batch{data(0, 30, 34)}, nil},
+		{"six batches, replacing all five", []batch{
+			data(0, 30, 30), data(0, 31, 31), data(0, 32, 32), data(0, 33, 33), data(0, 34, 34), data(0, 35, 35)}, nil},
+		{"a new epoch, dropping the batches", []batch{data(1, 0, 0)}, nil},
+		{"a new producer", []batch{data(0, 7, 7).of(2)}, nil},
+		{"three producers", []batch{data(0, 30, 30), data(0, 0, 0).of(2), data(0, 31, 31), data(1, 3, 3).of(3).transactional()}, nil},
+		{"a transaction opening", []batch{data(0, 30, 30).transactional()}, nil},
+		{"a new producer's transaction opening", []batch{data(0, 0, 0).of(2).transactional()}, nil},
+		{"a marker ending a transaction with a new epoch", []batch{abort(2, 3).of(3)}, nil},
+		{"a marker, then a new transaction", []batch{commit(1, 2).of(3), data(1, 3, 3).of(3).transactional().from(c)}, nil},
+		{"a replicated batch of another epoch", []batch{data(9, 100, 100).from(r)}, nil},
+		{"a replicated marker of an older coordinator", []batch{commit(1, 1).of(3).from(r)}, nil},
+		{"a retry", []batch{data(0, 25, 29)}, errDuplicate},
+		{"a good batch, then a retry", []batch{data(0, 30, 30), data(0, 25, 29)}, errDuplicate},
+		{"a gap", []batch{data(0, 31, 31)}, ErrOutOfOrderSequence},
+		{"a good batch, then a gap", []batch{data(0, 30, 30), data(0, 32, 32)}, ErrOutOfOrderSequence},
+		{"a new producer, then a new epoch not at 0", []batch{data(0, 5, 5).of(2), data(1, 1, 1).of(2)}, ErrOutOfOrderSequence},
+		{"an old epoch", []batch{data(0, 3, 3).of(3).transactional()}, ErrInvalidProducerEpoch},
+		{"a marker, then a marker of a fenced coordinator", []batch{commit(1, 2).of(3), abort(1, 1).of(3)}, ErrTransactionCoordinatorFenced},
+		{"a plain batch inside a transaction", []batch{data(1, 3, 3).of(3)}, ErrInvalidTxnState},
+		{"a good batch, then a client's control batch", []batch{data(0, 30, 30), commit(1, 2).of(3)}, ErrInvalidRecord},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := setup(t)
+			before := copyState(p.s)
+			infos, _ := p.infos(tc.in...)
+			a, err := p.s.Validate(tc.in[0].origin, infos...)
+			switch tc.want {
+			case nil:
+				require.NoError(t, err)
+				require.Nil(t, a.Duplicate)
+			case errDuplicate:
+				require.NoError(t, err)
+				require.NotNil(t, a.Duplicate)
+			default:
+				require.ErrorIs(t, err, tc.want)
+			}
+			require.Equal(t, before, copyState(p.s), "Validate changed the state")
+			if tc.want != nil {
+				return
+			}
+			want := setup(t)
+			want.append(tc.in...)
+			p.append(tc.in...)
+			require.Equal(t, copyState(want.s), copyState(p.s), "the uncommitted append changed the next one")
+		})
+	}
+}
+
+// TestRefusedAppendIsNotCommitted: what Validate returns with an error
+// (the zero Append) cannot be committed, even on a state that has never
+// committed anything.
+func TestRefusedAppendIsNotCommitted(t *testing.T) {
+	p := newPartition(t)
+	before := copyState(p.s)
+	a, err := p.s.Validate(OriginClient, p.info(commit(0, 0), 0))
+	require.ErrorIs(t, err, ErrInvalidRecord)
+	_, err = p.s.Commit(a)
+	require.ErrorIs(t, err, ErrStaleAppend)
+	require.Equal(t, before, copyState(p.s))
 }
 
 // TestBatchesWithoutProducerAreIgnored: a plain batch moves only the map end

@@ -572,11 +572,11 @@ func (l *Log) writeLocked(p *pending, now time.Time) error {
 		b.SetBaseOffset(leo)
 		b.SetPartitionLeaderEpoch(l.epoch)
 	}
-	a, err := l.validateLocked(b, p.origin)
+	a, checked, err := l.validateLocked(b, p.origin)
 	if err != nil {
 		return err
 	}
-	if a != nil && a.Duplicate != nil {
+	if a.Duplicate != nil {
 		d := a.Duplicate
 		p.res = AppendResult{BaseOffset: d.FirstOffset(), LastOffset: d.LastOffset, AppendTime: now, Duplicate: true}
 		return nil
@@ -587,17 +587,17 @@ func (l *Log) writeLocked(p *pending, now time.Time) error {
 		}
 	}
 	var before *segRef
-	if a != nil {
+	if checked {
 		before = l.active()
 	}
 	active, err := l.maybeRollLocked(b, now)
 	if err != nil {
 		return err
 	}
-	if a != nil && active != before {
+	if checked && active != before {
 		// The roll moved the producer state's end past the plain batches
 		// before b: the same checks, against the state as it is now.
-		if a, err = l.validateLocked(b, p.origin); err != nil {
+		if a, _, err = l.validateLocked(b, p.origin); err != nil {
 			return err
 		}
 	}
@@ -605,8 +605,8 @@ func (l *Log) writeLocked(p *pending, now time.Time) error {
 		return fmt.Errorf("log %s: %w", l.dir, err)
 	}
 	l.leo.Store(b.LastOffset() + 1)
-	if a != nil {
-		if err := l.commitLocked(a, active); err != nil {
+	if checked {
+		if err := l.commitLocked(&a, active); err != nil {
 			return err
 		}
 	}

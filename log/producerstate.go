@@ -30,21 +30,21 @@ const txnIndexSuffix = ".txnindex"
 func hasProducer(b segment.Batch) bool { return b.ProducerID() >= 0 || b.Control() }
 
 // validateLocked checks b, stamped with its offsets, against the producer
-// state, for origin. It returns the change to commit once b is written, or
-// nil if b has no producer.
-func (l *Log) validateLocked(b segment.Batch, origin idempotence.Origin) (*idempotence.Append, error) {
+// state, for origin. It returns the change to commit once b is written,
+// and whether there is one: a batch without a producer has none.
+func (l *Log) validateLocked(b segment.Batch, origin idempotence.Origin) (idempotence.Append, bool, error) {
 	if !hasProducer(b) {
-		return nil, nil
+		return idempotence.Append{}, false, nil
 	}
 	info, err := idempotence.InfoOf(b)
 	if err != nil {
-		return nil, fmt.Errorf("log %s: batch at offset %d: %w", l.dir, b.BaseOffset(), err)
+		return idempotence.Append{}, false, fmt.Errorf("log %s: batch at offset %d: %w", l.dir, b.BaseOffset(), err)
 	}
 	a, err := l.producers.Validate(origin, info)
 	if err != nil { // the error names the producer and the offset
-		return nil, fmt.Errorf("log %s: %w", l.dir, err)
+		return idempotence.Append{}, false, fmt.Errorf("log %s: %w", l.dir, err)
 	}
-	return a, nil
+	return a, true, nil
 }
 
 // commitLocked records a written batch's change to the producer state, and
@@ -52,7 +52,7 @@ func (l *Log) validateLocked(b segment.Batch, origin idempotence.Origin) (*idemp
 // to. A failure here leaves the state behind the files: the log fails, and
 // its next Open rebuilds both from the log.
 func (l *Log) commitLocked(a *idempotence.Append, seg *segRef) error {
-	completed, err := l.producers.Commit(a)
+	completed, err := l.producers.Commit(*a)
 	if err == nil {
 		err = seg.indexAborted(completed)
 	}
@@ -160,7 +160,7 @@ func (l *Log) CheckProducer(b segment.Batch) (AppendResult, error) {
 		return AppendResult{}, err
 	}
 	defer l.wmu.Unlock()
-	a, err := l.validateLocked(b, idempotence.OriginClient)
+	a, _, err := l.validateLocked(b, idempotence.OriginClient)
 	if err != nil || a.Duplicate == nil {
 		return AppendResult{}, err
 	}
@@ -243,8 +243,8 @@ func (l *Log) reloadProducersLocked() error {
 	l.producers = st
 	from := st.MapEndOffset()
 	err = l.eachBatchLocked(from, leo, func(s *segRef, b segment.Batch) error {
-		a, err := l.validateLocked(b, idempotence.OriginReplication)
-		if err != nil || a == nil {
+		a, ok, err := l.validateLocked(b, idempotence.OriginReplication)
+		if err != nil || !ok {
 			return err
 		}
 		completed, err := st.Commit(a)

@@ -16,11 +16,17 @@ import (
 // starting at sequence seq, transactional if txn.
 func producerBatch(t testing.TB, id int64, epoch int16, seq int32, n int, txn bool) segment.Batch {
 	t.Helper()
+	// Recent, or the producer would have expired by the next open
+	// (producer.id.expiration.ms counts from its last timestamp).
+	return producerBatchAt(t, time.Now().UnixMilli(), id, epoch, seq, n, txn)
+}
+
+// producerBatchAt is producerBatch stamped ms.
+func producerBatchAt(t testing.TB, ms, id int64, epoch int16, seq int32, n int, txn bool) segment.Batch {
+	t.Helper()
 	recs := recordsFrom(int(seq), n, 100)
 	for i := range recs {
-		// Recent, or the producer would have expired by the next open
-		// (producer.id.expiration.ms counts from its last timestamp).
-		recs[i].Timestamp = time.Now().UnixMilli()
+		recs[i].Timestamp = ms
 	}
 	b, err := segment.AppendBatch(nil, recs, segment.BuildOptions{
 		Producer: &segment.Producer{ID: id, Epoch: epoch, BaseSequence: seq}, Transactional: txn})
@@ -233,6 +239,48 @@ func TestCheckProducerAsALeaderThatStampsOffsets(t *testing.T) {
 	require.NoError(t, err, "an unknown producer starts anywhere")
 	require.False(t, res.Duplicate)
 	require.Equal(t, int64(5), l.LogEndOffset(), "checks append nothing")
+}
+
+// TestCheckedAndRefusedBatchesChangeNoProducer: a batch CheckProducer
+// accepts but that is never appended, and a batch AppendBatch refuses or
+// answers as a retry, leave every producer's state as it was (Kafka
+// applies a ProducerAppendInfo only once its batches are in the log); the
+// next batch is checked against the state the last append left.
+func TestCheckedAndRefusedBatchesChangeNoProducer(t *testing.T) {
+	l, err := Open("/data/s-0", memOptions(newMemFS(t)))
+	require.NoError(t, err)
+	defer l.Close()
+	appendProducer(t, l, producerBatch(t, 1, 0, 0, 3, false), 0, 2)
+	appendProducer(t, l, producerBatch(t, 1, 0, 3, 2, false), 3, 4)
+	appendProducer(t, l, producerBatch(t, 3, 1, 0, 1, true), 5, 5)
+	before, err := l.Producers()
+	require.NoError(t, err)
+	lso := l.LastStableOffset()
+
+	// A minute later, so that a batch taken for its producer's last
+	// would show in its timestamp.
+	later := time.Now().Add(time.Minute).UnixMilli()
+	for _, b := range []segment.Batch{
+		producerBatchAt(t, later, 1, 0, 5, 1, false), // the next one
+		producerBatchAt(t, later, 1, 1, 0, 1, false), // a new epoch
+		producerBatchAt(t, later, 3, 1, 1, 1, true),  // the transaction's next one
+		producerBatchAt(t, later, 9, 0, 0, 1, true),  // a new producer's transaction
+	} {
+		res, err := l.CheckProducer(b)
+		require.NoError(t, err)
+		require.False(t, res.Duplicate)
+	}
+	requireRefused(t, l, producerBatchAt(t, later, 1, 0, 6, 1, false), idempotence.ErrOutOfOrderSequence)
+	requireRefused(t, l, producerBatchAt(t, later, 3, 0, 1, 1, true), idempotence.ErrInvalidProducerEpoch)
+	requireRefused(t, l, producerBatchAt(t, later, 3, 1, 1, 1, false), idempotence.ErrInvalidTxnState)
+	requireRefused(t, l, marker(t, 3, 1, idempotence.MarkerAbort, 0), idempotence.ErrInvalidRecord)
+	requireDuplicate(t, l, producerBatchAt(t, later, 1, 0, 3, 2, false), 3, 4)
+
+	after, err := l.Producers()
+	require.NoError(t, err)
+	require.Equal(t, before, after)
+	require.Equal(t, lso, l.LastStableOffset())
+	appendProducer(t, l, producerBatch(t, 1, 0, 5, 1, false), 6, 6)
 }
 
 // readCommitted returns the offsets of the records a ReadCommitted reader
