@@ -121,9 +121,9 @@ type Log struct {
 	// written before it started (see sync). Guarded by smu but for
 	// syncsIssued and truncations, which wmu guards.
 	smu         sync.Mutex
-	syncOrder   *sync.Cond  // broadcast when a sync ends
-	syncing     bool        // a sync is in flight, or gathering (see gather)
-	newest      *syncTicket // the newest group's sync, if no sync has taken it
+	syncOrder   *sync.Cond // broadcast when a sync ends
+	syncing     bool       // a sync is in flight, or gathering (see gather)
+	newest      syncTicket // the newest group's sync, if no sync has taken it (seg not nil)
 	syncsIssued uint64
 	durable     uint64 // the groups of the tickets before this seq are durable
 	syncErr     error
@@ -440,7 +440,7 @@ func (l *Log) sync(seq uint64) error {
 // there, and only a sync takes it.
 func (l *Log) syncNewestLocked() {
 	t := l.newest
-	l.newest = nil
+	l.newest = syncTicket{}
 	l.smu.Unlock()
 
 	start := time.Now()
@@ -689,10 +689,10 @@ func (l *Log) writeCoalescedLocked(group []*pending, now time.Time) int {
 
 // afterWriteLocked applies the fsync policy after a group of appenders
 // was written: it issues a ticket for the sync the group needs and returns
-// its sequence number, or moves the high
-// watermark at once if the policy acknowledges unsynced writes. It also
-// checkpoints when due; a failed checkpoint does not fail the group, whose
-// records are written (see maybeCheckpointLocked).
+// its sequence number, or moves the high watermark at once if the policy
+// acknowledges unsynced writes. It also checkpoints when due; a failed
+// checkpoint does not fail the group, whose records are written (see
+// maybeCheckpointLocked).
 func (l *Log) afterWriteLocked(now time.Time, appenders int) (seq uint64, synced bool) {
 	p := l.opts.Fsync
 	switch {
@@ -700,18 +700,18 @@ func (l *Log) afterWriteLocked(now time.Time, appenders int) (seq uint64, synced
 		p.mode == fsyncEvery && ((p.messages > 0 && l.unflushedMsgs >= p.messages) || (p.bytes > 0 && l.unflushedBytes >= p.bytes)):
 		active := l.active()
 		active.acquire() // the log holds it, so this succeeds
-		t := &syncTicket{seg: active, target: l.leo.Load(), seq: l.syncsIssued, truncations: l.truncations, appenders: appenders}
+		t := syncTicket{seg: active, target: l.leo.Load(), seq: l.syncsIssued, truncations: l.truncations, appenders: appenders}
 		seq, synced = t.seq, true
 		l.syncsIssued++
 		l.smu.Lock()
 		replaced := l.newest
-		if replaced != nil {
+		if replaced.seg != nil {
 			t.appenders += replaced.appenders
 		}
 		l.newest = t
 		l.coalesce.wrote(appenders)
 		l.smu.Unlock()
-		if replaced != nil { // the sync that takes t covers its group
+		if replaced.seg != nil { // the sync that takes t covers its group
 			replaced.seg.release()
 		}
 		l.unflushedMsgs, l.unflushedBytes = 0, 0

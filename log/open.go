@@ -477,9 +477,9 @@ func (l *Log) Close() error {
 	for l.syncing || (l.syncErr == nil && l.durable != l.syncsIssued) {
 		l.syncOrder.Wait()
 	}
-	if l.newest != nil {
+	if l.newest.seg != nil {
 		l.newest.seg.release()
-		l.newest = nil
+		l.newest = syncTicket{}
 	}
 	l.smu.Unlock()
 
