@@ -369,7 +369,7 @@ func (n *node) serveKafka() (stop func(), err error) {
 		kc.closeGroups()
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := listen(addr)
 	if err != nil {
 		kc.closeGroups()
 		return nil, errors.Join(err, b.Close())

@@ -3,11 +3,13 @@ package main
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -46,26 +48,27 @@ const (
 // set already, and starts them.
 func (s *supervisor) start(n int) error {
 	s.procs = map[replica.NodeID]*exec.Cmd{}
-	if len(s.peers) == n {
-		n = 0
-	} else {
+	newPeers, newKafka := 0, 0
+	if len(s.peers) != n {
+		newPeers = n
+	}
+	if s.withKafka && len(s.kafka) != n {
+		newKafka = n
+	}
+	addrs, err := freeAddrs(newPeers + newKafka)
+	if err != nil {
+		return err
+	}
+	if newPeers > 0 {
 		s.peers = map[replica.NodeID]string{}
-	}
-	for id := range replica.NodeID(n) {
-		addr, err := freeAddr()
-		if err != nil {
-			return err
+		for id := range replica.NodeID(n) {
+			s.peers[id+1] = addrs[id]
 		}
-		s.peers[id+1] = addr
 	}
-	if s.withKafka && len(s.kafka) != len(s.peers) {
+	if newKafka > 0 {
 		s.kafka = map[replica.NodeID]string{}
-		for _, id := range s.ids() {
-			addr, err := freeAddr()
-			if err != nil {
-				return err
-			}
-			s.kafka[id] = addr
+		for id := range replica.NodeID(n) {
+			s.kafka[id+1] = addrs[newPeers+int(id)]
 		}
 	}
 	if err := os.MkdirAll(s.dir, 0o755); err != nil {
@@ -87,13 +90,56 @@ func (s *supervisor) start(n int) error {
 	return nil
 }
 
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
+// freeAddrs picks n distinct free loopback addresses. Each port is held
+// until all are picked, so that two nodes never get the same one (the
+// kernel may hand a just-closed port 0 out again), and they are taken
+// below the kernel's ephemeral range where it can tell, so that the
+// nodes' own outgoing connections cannot occupy a node's port while it
+// is down.
+func freeAddrs(n int) ([]string, error) {
+	var held []net.Listener
+	defer func() {
+		for _, ln := range held {
+			ln.Close()
+		}
+	}()
+	lo, hi := portsBelowEphemeral()
+	addrs := make([]string, 0, n)
+	for tries := 0; len(addrs) < n; tries++ {
+		port := 0 // any, once the low range has failed often
+		if hi > lo && tries < 100*n {
+			port = lo + rand.IntN(hi-lo)
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			if port == 0 {
+				return nil, err
+			}
+			continue
+		}
+		held = append(held, ln)
+		addrs = append(addrs, ln.Addr().String())
 	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
+	return addrs, nil
+}
+
+// portsBelowEphemeral returns a range of ports under the start of the
+// kernel's ephemeral range (Linux's ip_local_port_range), or an empty one
+// where it cannot be read.
+func portsBelowEphemeral() (lo, hi int) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0, 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 0, 0
+	}
+	start, err := strconv.Atoi(f[0])
+	if err != nil || start <= 12000 {
+		return 0, 0
+	}
+	return 10000, start
 }
 
 func (s *supervisor) ids() []replica.NodeID {
