@@ -45,3 +45,34 @@ func TestRecordsReadsEveryChunkIntoOneBuffer(t *testing.T) {
 	require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(2*chunk),
 		"bytes allocated reading %d bytes of records", l.Stats().Bytes)
 }
+
+// TestRecordsAgainAllocatesNoNewChunk: a consumer that polls calls
+// Records again and again; each call takes the chunk buffer an earlier
+// one left, so that it pays no fresh megabyte and its page faults.
+func TestRecordsAgainAllocatesNoNewChunk(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector makes sync.Pool drop items")
+	}
+	l, err := Open("/data/poll-0", Options{FS: newMemFS(t)})
+	require.NoError(t, err)
+	defer l.Close()
+	appendN(t, l, 0, 600, 100, 1<<10)
+	read := func() {
+		n := 0
+		for _, err := range l.Records(0, ReadLogEnd) {
+			require.NoError(t, err)
+			n++
+		}
+		require.Equal(t, 600, n)
+	}
+	read()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	const polls = 20
+	for range polls {
+		read()
+	}
+	runtime.ReadMemStats(&after)
+	require.Less(t, (after.TotalAlloc-before.TotalAlloc)/polls, uint64(32<<10),
+		"bytes allocated by one Records over a %d-byte log", l.Stats().Bytes)
+}
