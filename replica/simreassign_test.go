@@ -166,8 +166,8 @@ func (s *sim) cancelReassignment() {
 	s.c.logf("operator: cancel the reassignment: %v", err)
 	switch {
 	case errors.Is(err, ErrNoReassignmentInProgress) && !rs.last.moving():
-	case errors.Is(err, ErrInvalidRequest) && len(minus(rs.last.ISR, rs.last.Adding)) == 0:
-		rs.cancelRefused++ // it would empty the ISR
+	case errors.Is(err, ErrInvalidReplicaAssignment) && len(minus(rs.last.ISR, rs.last.Adding)) == 0:
+		rs.cancelRefused++ // it would need an unclean election the topic does not allow
 	case err != nil:
 		s.failf("cancelling the reassignment of %+v: %v", *rs.last, err)
 	}
@@ -264,7 +264,13 @@ func (s *sim) checkChange(rs *simReassign, prev, p *SimPartitionChange) {
 	case sameSet(p.Replicas, minus(prev.Replicas, prev.Adding)):
 		// Cancelled, or replaced by a target that only reorders the
 		// replicas before it: back to those.
-		if want := minus(prev.ISR, prev.Adding); !slices.Equal(p.ISR, want) {
+		want := minus(prev.ISR, prev.Adding)
+		if len(want) == 0 && p.Leader != NoNode {
+			// No original replica was in sync: the revert elected one,
+			// from the ELR or uncleanly, alone in the ISR.
+			want = []NodeID{p.Leader}
+		}
+		if !slices.Equal(p.ISR, want) {
 			s.failf("a cancelled reassignment left ISR %v, want %v", p.ISR, want)
 		}
 		if !subsetOf(rs.original, p.Replicas) || !rs.replaced && !sameSet(p.Replicas, rs.original) {

@@ -53,6 +53,14 @@ func (c *Controller) Reassign(tp TopicPartition, target []replica.NodeID) error 
 // reassignment in progress: the replicas being added leave the replicas
 // and the ISR, in a new leader epoch (KAFKA-13972: without it the
 // replicas being dropped would ignore the change and stay as strays).
+//
+// When every ISR member is a replica being added, the original replicas
+// hold none of the ISR, and the revert elects a leader outside it (KRaft's
+// PartitionReassignmentRevert): from the ELR if a member of it is among
+// them and live (KIP-966), which is clean; else, only if the topic allows
+// unclean election, uncleanly (a RECOVERING leader, in Ready.Unclean).
+// Otherwise the cancel is refused with ErrInvalidReplicaAssignment, as
+// Kafka refuses it, and nothing changes.
 func (c *Controller) CancelReassignment(tp TopicPartition) error {
 	p := c.s.Partitions[tp]
 	if p == nil {
@@ -61,12 +69,12 @@ func (c *Controller) CancelReassignment(tp TopicPartition) error {
 	if len(p.Adding)+len(p.Removing) == 0 {
 		return fmt.Errorf("%w: %v", replica.ErrNoReassignmentInProgress, tp)
 	}
-	isr := minus(p.ISR, p.Adding)
-	if len(isr) == 0 {
-		return fmt.Errorf("%w: %v: cancelling would empty the ISR %v", replica.ErrInvalidRequest, tp, p.ISR)
+	replicas, isr := minus(p.Replicas, p.Adding), minus(p.ISR, p.Adding)
+	if len(isr) == 0 && c.first(replicas, p.ELR) == replica.NoNode && !c.s.Topics[tp.Topic].Unclean {
+		return fmt.Errorf("%w: %v: reverting to replicas %v needs an unclean leader election: the ISR %v holds only replicas being added, and the topic does not allow one",
+			replica.ErrInvalidReplicaAssignment, tp, replicas, p.ISR)
 	}
-	return c.change(tp, change{isr: isr, bumpLeaderEpoch: true,
-		layout: &layout{replicas: minus(p.Replicas, p.Adding)}})
+	return c.change(tp, change{isr: isr, bumpLeaderEpoch: true, layout: &layout{replicas: replicas}})
 }
 
 func (c *Controller) maybeCompleteReassignment(tp TopicPartition) error {

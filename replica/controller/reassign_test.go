@@ -116,6 +116,79 @@ func TestTC15CancelReassignment(t *testing.T) {
 	require.Equal(t, ReassignmentDiffers, status)
 }
 
+// Cancelling when only replicas being added are in sync: the original
+// replicas hold none of the ISR, so the revert must elect outside it
+// (KRaft's PartitionReassignmentRevert, its testIsrSpecialCase). Kafka
+// refuses the cancel unless the topic allows unclean election; Strand
+// also takes a clean leader from the ELR (KIP-966) where one is live.
+func TestCancellingWhenOnlyAddedReplicasAreInSync(t *testing.T) {
+	tp := TopicPartition{"t", 0}
+	// {1,2,3} -> {4,5,6}: 4 and 5 catch up, then 1, 2 and 3 die, leaving
+	// ISR {4,5}; 1 comes back, out of the ISR.
+	setup := func(t *testing.T, unclean bool) *harness {
+		h := newHarness(t, 1, 1, 2, 3, 4, 5, 6)
+		h.topic("t", unclean, nodes(1, 2, 3))
+		require.NoError(t, h.c.Reassign(tp, nodes(4, 5, 6)))
+		h.drain()
+		require.NoError(t, h.alter("t", 1, 2, 3, 4, 5))
+		for _, n := range nodes(1, 2, 3) {
+			h.crash(n)
+		}
+		h.start(1, true)
+		p := h.part("t", 0)
+		require.Equal(t, nodes(4, 5), p.ISR)
+		require.Equal(t, nodes(4, 5, 6), p.Adding)
+		return h
+	}
+	t.Run("unclean election off: refused, nothing changes", func(t *testing.T) {
+		h := setup(t, false)
+		before := *h.part("t", 0)
+		err := h.c.CancelReassignment(tp)
+		require.ErrorIs(t, err, replica.ErrInvalidReplicaAssignment)
+		require.ErrorContains(t, err, "unclean")
+		h.drain()
+		require.Equal(t, before, *h.part("t", 0))
+	})
+	t.Run("unclean election on: the first original replica leads, recovering", func(t *testing.T) {
+		h := setup(t, true)
+		epoch := h.part("t", 0).LeaderEpoch
+		require.NoError(t, h.c.CancelReassignment(tp))
+		h.drain()
+		p := h.part("t", 0)
+		require.Equal(t, nodes(1, 2, 3), p.Replicas)
+		require.Empty(t, p.Adding)
+		require.Empty(t, p.Removing)
+		require.Equal(t, replica.NodeID(1), p.Leader)
+		require.Equal(t, nodes(1), p.ISR)
+		require.True(t, p.Recovering, "KIP-704: a leader elected outside the ISR recovers first")
+		require.Equal(t, []TopicPartition{tp}, h.unclean, "reported as a possible loss")
+		require.Equal(t, epoch+1, p.LeaderEpoch)
+	})
+	t.Run("an original replica in the ELR leads cleanly", func(t *testing.T) {
+		// min ISR 2, {1,2} -> {3,4}: 3 catches up, 2 dies (ISR {1,3}),
+		// then 1 dies, which leaves it in the ELR, and restarts cleanly.
+		h := newHarness(t, 2, 1, 2, 3, 4)
+		h.topic("t", false, nodes(1, 2))
+		require.NoError(t, h.c.Reassign(tp, nodes(3, 4)))
+		h.drain()
+		require.NoError(t, h.alter("t", 1, 2, 3))
+		h.crash(2)
+		h.crash(1)
+		h.start(1, true)
+		p := h.part("t", 0)
+		require.Equal(t, nodes(3), p.ISR)
+		require.Equal(t, nodes(1), p.ELR)
+		require.NoError(t, h.c.CancelReassignment(tp))
+		h.drain()
+		p = h.part("t", 0)
+		require.Equal(t, nodes(1, 2), p.Replicas)
+		require.Equal(t, replica.NodeID(1), p.Leader)
+		require.Equal(t, nodes(1), p.ISR)
+		require.False(t, p.Recovering, "an ELR member has every committed record")
+		require.Empty(t, h.unclean)
+	})
+}
+
 // A move whose leader is removed completes in the AlterPartition that
 // brings the last target replica into the ISR, and leadership moves.
 func TestReassignmentMovesLeadershipOffARemovedLeader(t *testing.T) {
