@@ -245,10 +245,12 @@ func (s *sim) checkChange(rs *simReassign, prev, p *SimPartitionChange) {
 		rs.started++
 		rs.reordered++
 	case slices.Equal(p.Replicas, minus(prev.Replicas, prev.Removing)):
-		// Complete: every target replica in the ISR, the removed ones out,
-		// never below MinInsyncReplicas, led by a target replica.
-		if !subsetOf(p.Replicas, p.ISR) {
-			s.failf("a reassignment to %v completed with ISR %v", p.Replicas, p.ISR)
+		// Complete: every added replica in the ISR, every target replica
+		// too if there are fewer than before (KAFKA-19975), the removed
+		// ones out, never below MinInsyncReplicas, led by a target replica.
+		fewer := len(p.Replicas) < len(prev.Replicas)-len(prev.Adding)
+		if !subsetOf(prev.Adding, p.ISR) || fewer && !subsetOf(p.Replicas, p.ISR) {
+			s.failf("a reassignment to %v (adding %v) completed with ISR %v", p.Replicas, prev.Adding, p.ISR)
 		}
 		if want := minus(prev.ISR, prev.Removing); !slices.Equal(p.ISR, want) {
 			s.failf("a reassignment completed with ISR %v, want %v", p.ISR, want)

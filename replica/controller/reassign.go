@@ -16,12 +16,19 @@ import (
 //     the new ones are Adding and start fetching. The ISR does not change:
 //     the controller never adds to it, only the leader does, with an
 //     AlterPartition, once a new replica has caught up.
-//   - switch and shrink, as soon as every target replica is in the ISR:
-//     Replicas becomes the target, the removed replicas leave the ISR and
-//     ELR, a leader being removed hands over to the first target replica in
-//     the ISR, and the leader epoch moves on so that the removed replicas
-//     learn that they are out. The shrink waits while it would leave fewer
-//     than MinInsyncReplicas in the ISR.
+//   - switch and shrink, as soon as every replica being added is in the
+//     ISR, and, for a move to fewer replicas than before, every target
+//     replica (KAFKA-19975: a target replica that was already a replica
+//     and is out of sync does not hold the move up while completing it
+//     cannot shrink the ISR): Replicas becomes the target, the removed
+//     replicas leave the ISR and ELR, a leader being removed hands over to
+//     the first target replica in the ISR, and the leader epoch moves on so
+//     that the removed replicas learn that they are out. The shrink waits
+//     while it would leave fewer than MinInsyncReplicas in the ISR.
+//
+// As in KRaft's PartitionReassignmentReplicas, Adding and Removing are
+// sorted by node id and the removed replicas follow the target in that
+// order.
 //
 // A reassignment started while another is in progress starts from the
 // current replicas: the replicas the earlier one was adding are removed if
@@ -41,10 +48,10 @@ func (c *Controller) Reassign(tp TopicPartition, target []replica.NodeID) error 
 			return fmt.Errorf("%w: %v: broker %d is not registered", replica.ErrInvalidReplicaAssignment, tp, n)
 		}
 	}
-	removing := minus(p.Replicas, target)
+	removing := slices.Sorted(slices.Values(minus(p.Replicas, target)))
 	return c.change(tp, change{isr: p.ISR, layout: &layout{
 		replicas: slices.Concat(target, removing),
-		adding:   minus(target, minus(p.Replicas, p.Adding)),
+		adding:   slices.Sorted(slices.Values(minus(target, minus(p.Replicas, p.Adding)))),
 		removing: removing,
 	}})
 }
@@ -84,8 +91,11 @@ func (c *Controller) maybeCompleteReassignment(tp TopicPartition) error {
 	}
 	target := minus(p.Replicas, p.Removing)
 	isr := minus(p.ISR, p.Removing)
-	if !subset(target, isr) {
+	if len(isr) == 0 || !subset(p.Adding, isr) {
 		return nil // catching up
+	}
+	if len(target) < len(p.Replicas)-len(p.Adding) && !subset(target, isr) {
+		return nil // fewer replicas than before: every one of them in sync first
 	}
 	if len(isr) < c.cfg.MinInsyncReplicas && len(isr) < len(p.ISR) {
 		return nil // never shrink the ISR below MinInsyncReplicas
