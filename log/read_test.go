@@ -73,6 +73,8 @@ func TestRecordsAgainAllocatesNoNewChunk(t *testing.T) {
 		read()
 	}
 	runtime.ReadMemStats(&after)
-	require.Less(t, (after.TotalAlloc-before.TotalAlloc)/polls, uint64(32<<10),
-		"bytes allocated by one Records over a %d-byte log", l.Stats().Bytes)
+	// Without the pool every poll allocates a 1 MiB chunk; with it, none
+	// does, but a garbage collection empties a pool, so allow a few.
+	require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(3<<20),
+		"bytes allocated by %d Records over a %d-byte log", polls, l.Stats().Bytes)
 }
