@@ -77,10 +77,14 @@ func compareTopicPartitions(a, b TopicPartition) int {
 // coordinator rebuilt from its records recognises an InitProducerId retry
 // exactly as the live one does. A record in state TxnDead is a tombstone.
 type TxnRecord struct {
-	TransactionalID    string
-	State              TxnState
-	ProducerID         int64
-	PreviousProducerID int64 // the id before the last rotation, or -1
+	TransactionalID string
+	State           TxnState
+	ProducerID      int64
+	// PreviousProducerID is the producer id of the state this record
+	// replaced, or -1 for none (TransactionMetadata.prepareTransitionTo
+	// sets prevProducerId so): after a rotation it is the old id, which a
+	// retry from before the rotation carries, until the next transition.
+	PreviousProducerID int64
 	NextProducerID     int64 // the id to switch to when the transaction completes, or -1
 	ProducerEpoch      int16
 	LastProducerEpoch  int16
@@ -258,6 +262,7 @@ func (m *txnMeta) prepare(next TxnRecord) (*TxnRecord, error) {
 	if !slices.Contains(validPrevious[next.State], m.cur.State) {
 		return nil, fmt.Errorf("%w: %q cannot move from %v to %v", ErrInvalidTxnState, m.cur.TransactionalID, m.cur.State, next.State)
 	}
+	next.PreviousProducerID = m.cur.ProducerID
 	m.pending = &next
 	return m.pending, nil
 }
@@ -331,7 +336,7 @@ func (c *Coordinator) InitProducerID(txnID string, timeoutMs int32, expected *Pr
 		if err != nil {
 			return Step{}, fmt.Errorf("idempotence: allocating a producer id for %q: %w", txnID, err)
 		}
-		next.PreviousProducerID, next.ProducerID, next.ProducerEpoch = cur.ProducerID, pid, 0
+		next.ProducerID, next.ProducerEpoch = pid, 0
 		next.LastProducerEpoch = NoProducerEpoch
 		if expected != nil {
 			next.LastProducerEpoch = cur.ProducerEpoch
@@ -352,9 +357,15 @@ func (c *Coordinator) InitProducerID(txnID string, timeoutMs int32, expected *Pr
 // fence aborts m's open transaction on the coordinator's own initiative,
 // with the epoch bumped once so that the producer is fenced
 // (prepareFenceProducerEpoch, then endTransaction's fencing path; one bump,
-// as since KAFKA-19367). Kafka bumps its in-memory epoch before the record
-// is written and so must not bump again after a failed write (KAFKA-9666);
-// here nothing changes until the record is persisted, so a fence retried
+// as since KAFKA-19367). As any version 2 abort (prepareAbortOrCommit) it
+// remembers the epoch it bumped from: the producer that held it can
+// re-initialise with it (KIP-360) and gets the bumped epoch, and after a
+// rotation its InitProducerId retry is recognised
+// (shouldHandleTimeoutAtEpochOverflowBoundaryCorrectlyAndRetryInitProducerIdTV2).
+// A new producer's InitProducerId bumps again and forgets it.
+//
+// Kafka bumps its in-memory epoch before the record is written and so must
+// not bump again after a failed write (KAFKA-9666); here nothing changes until the record is persisted, so a fence retried
 // after Abandon bumps from the same epoch to the same one.
 func (c *Coordinator) fence(m *txnMeta, nowMs int64) (*TxnRecord, error) {
 	cur := &m.cur
@@ -363,7 +374,7 @@ func (c *Coordinator) fence(m *txnMeta, nowMs int64) (*TxnRecord, error) {
 	if cur.ProducerEpoch < math.MaxInt16 {
 		next.ProducerEpoch = cur.ProducerEpoch + 1
 	}
-	next.LastProducerEpoch = NoProducerEpoch
+	next.LastProducerEpoch = cur.ProducerEpoch
 	next.LastUpdateMs = nowMs
 	if epochExhausted(next.ProducerEpoch) {
 		// KAFKA-20090: rotate the producer id when the fence exhausts
@@ -388,12 +399,15 @@ func (c *Coordinator) AddPartitions(txnID string, producerID int64, epoch int16,
 	}
 	cur := &m.cur
 	switch {
+	case m.busy():
+		// Before the producer id check (KAFKA-18660): when the epochs ran
+		// out, the producer's next transaction already runs on the next
+		// producer id while the last one completes on the old.
+		return Step{}, fmt.Errorf("%w: %q is completing a transition", ErrConcurrentTransactions, txnID)
 	case producerID != cur.ProducerID:
 		return Step{}, fmt.Errorf("%w: %q belongs to producer %d, not %d", ErrInvalidProducerIDMapping, txnID, cur.ProducerID, producerID)
 	case epoch != cur.ProducerEpoch:
 		return Step{}, fmt.Errorf("%w: %q is at epoch %d, the producer sent %d", ErrProducerFenced, txnID, cur.ProducerEpoch, epoch)
-	case m.busy():
-		return Step{}, fmt.Errorf("%w: %q is completing a transition", ErrConcurrentTransactions, txnID)
 	}
 	next := cur.clone()
 	for _, tp := range partitions {
@@ -481,6 +495,12 @@ func (c *Coordinator) EndTxn(txnID string, producerID int64, epoch int16, commit
 			return done, nil
 		case !commit:
 			return c.prepareEnd(m, TxnPrepareAbort, true, nowMs)
+		case retry:
+			// Only the coordinator's own abort leaves a producer's
+			// commit one epoch behind: it was fenced, which a producer
+			// recovers from, unlike INVALID_TXN_STATE (KAFKA-20785).
+			return Step{}, fmt.Errorf("%w: %q was aborted by the coordinator at epoch %d, the producer committed at %d",
+				ErrProducerFenced, txnID, cur.ProducerEpoch, epoch)
 		}
 		return Step{}, invalid
 	case TxnEmpty:
@@ -581,7 +601,7 @@ func (c *Coordinator) prepareComplete(m *txnMeta, nowMs int64) (*TxnRecord, erro
 	// LastProducerEpoch stays the epoch before the bump, the last one
 	// the producer used.
 	if cur.NextProducerID != NoProducerID {
-		next.PreviousProducerID, next.ProducerID, next.ProducerEpoch = cur.ProducerID, cur.NextProducerID, 0
+		next.ProducerID, next.ProducerEpoch = cur.NextProducerID, 0
 	}
 	next.NextProducerID, next.Partitions, next.LastUpdateMs = NoProducerID, nil, nowMs
 	return m.prepare(next)
