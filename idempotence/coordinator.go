@@ -667,9 +667,13 @@ func (c *Coordinator) sortedIDs() []string {
 // Tick returns the records of the transitions the clock makes due at nowMs,
 // in transactional id order: the abort of every transaction open longer
 // than its timeout (with the epoch bumped, so that its producer is fenced),
-// and the expiry (TxnDead) of every transactional id idle for
-// TransactionalIDExpiration. Each is pending like a request's: persist it
-// and Complete it, or Abandon it.
+// the expiry (TxnDead) of every transactional id idle for
+// TransactionalIDExpiration, and the completion of every transaction whose
+// markers are all written but whose completing record is not persisted:
+// its write failed, or it was an abort with nothing to mark persisted just
+// before a restart (Kafka completes every Prepare state it loads,
+// TransactionStateManager.loadTransactionsForTxnTopicPartition). Each is
+// pending like a request's: persist it and Complete it, or Abandon it.
 func (c *Coordinator) Tick(nowMs int64) ([]*TxnRecord, error) {
 	var out []*TxnRecord
 	for _, id := range c.sortedIDs() {
@@ -677,25 +681,31 @@ func (c *Coordinator) Tick(nowMs int64) ([]*TxnRecord, error) {
 		if !m.known || m.pending != nil {
 			continue
 		}
-		cur := &m.cur
-		switch {
-		case cur.State == TxnOngoing && cur.StartMs+int64(cur.TimeoutMs) < nowMs:
-			rec, err := c.fence(m, nowMs)
-			if err != nil {
-				return out, err
-			}
-			out = append(out, rec)
-		case cur.State.expirable() && cur.LastUpdateMs <= nowMs-c.opts.TransactionalIDExpiration.Milliseconds():
-			next := cur.clone()
-			next.State, next.Partitions = TxnDead, nil
-			rec, err := m.prepare(next)
-			if err != nil {
-				return out, err
-			}
+		rec, err := c.due(m, nowMs)
+		if err != nil {
+			return out, err
+		}
+		if rec != nil {
 			out = append(out, rec)
 		}
 	}
 	return out, nil
+}
+
+// due prepares the transition the clock makes due for m at nowMs, if any.
+func (c *Coordinator) due(m *txnMeta, nowMs int64) (*TxnRecord, error) {
+	cur := &m.cur
+	switch {
+	case cur.State == TxnOngoing && cur.StartMs+int64(cur.TimeoutMs) < nowMs:
+		return c.fence(m, nowMs)
+	case (cur.State == TxnPrepareCommit || cur.State == TxnPrepareAbort) && len(m.unmarked) == 0:
+		return c.prepareComplete(m, nowMs)
+	case cur.State.expirable() && cur.LastUpdateMs <= nowMs-c.opts.TransactionalIDExpiration.Milliseconds():
+		next := cur.clone()
+		next.State, next.Partitions = TxnDead, nil
+		return m.prepare(next)
+	}
+	return nil, nil
 }
 
 // Replay applies a persisted record to a coordinator being rebuilt from its

@@ -40,8 +40,8 @@ var kTopic1 = TopicPartition{"topic1", 0}
 
 // meta is a transactional id's state as Kafka's tests construct a
 // TransactionMetadata: id "known", timeout 1ms, last updated now, no
-// previous or next producer id, and, while a transaction is open or
-// completing, partition topic1-0 since now.
+// previous or next producer id, a transaction (if any) started now, and,
+// while it is open or completing, partition topic1-0.
 func meta(state TxnState, pid int64, epoch, lastEpoch int16, opts ...func(*TxnRecord)) TxnRecord {
 	r := TxnRecord{TransactionalID: kTxnID, State: state, ProducerID: pid, PreviousProducerID: NoProducerID,
 		NextProducerID: NoProducerID, ProducerEpoch: epoch, LastProducerEpoch: lastEpoch, TimeoutMs: kTimeout,
@@ -49,6 +49,8 @@ func meta(state TxnState, pid int64, epoch, lastEpoch int16, opts ...func(*TxnRe
 	switch state {
 	case TxnOngoing, TxnPrepareCommit, TxnPrepareAbort:
 		r.Partitions, r.StartMs = []TopicPartition{kTopic1}, kNow
+	case TxnCompleteCommit, TxnCompleteAbort:
+		r.StartMs = kNow // a completed transaction keeps its start
 	}
 	for _, o := range opts {
 		o(&r)
@@ -718,13 +720,13 @@ func TestKafkaTimeouts(t *testing.T) {
 			kafka:  "shouldRemoveCompleteCommitExpiredTransactionalIds",
 			before: []TxnRecord{meta(TxnCompleteCommit, kPid, kEpoch, NoProducerEpoch, updated(kNow-expiry))},
 			req:    tick,
-			record: ptr(meta(TxnDead, kPid, kEpoch, NoProducerEpoch, prev(kPid), updated(kNow-expiry))),
+			record: ptr(meta(TxnDead, kPid, kEpoch, NoProducerEpoch, prev(kPid), started(kNow), updated(kNow-expiry))),
 		},
 		{
 			kafka:  "shouldRemoveCompleteAbortExpiredTransactionalIds",
 			before: []TxnRecord{meta(TxnCompleteAbort, kPid, kEpoch, NoProducerEpoch, updated(kNow-expiry))},
 			req:    tick,
-			record: ptr(meta(TxnDead, kPid, kEpoch, NoProducerEpoch, prev(kPid), updated(kNow-expiry))),
+			record: ptr(meta(TxnDead, kPid, kEpoch, NoProducerEpoch, prev(kPid), started(kNow), updated(kNow-expiry))),
 		},
 		{
 			kafka:  "shouldRemoveEmptyExpiredTransactionalIds",
@@ -795,4 +797,342 @@ func TestKafkaTxnStates(t *testing.T) {
 		require.Equal(t, s.name, s.state.String())
 	}
 	require.Equal(t, []TxnState{TxnOngoing}, validPrevious[TxnPrepareEpochFence])
+}
+
+// errWriteFailed is a record the owner failed to persist (Kafka's
+// NOT_ENOUGH_REPLICAS or COORDINATOR_NOT_AVAILABLE on the append).
+var errWriteFailed = ErrConcurrentTransactions
+
+// call is one request of a scenario and what it must get.
+type call struct {
+	req op
+	at  int64 // 0 means kNow
+	// failWrite makes the owner fail to persist the request's record:
+	// it abandons it and answers errWriteFailed.
+	failWrite bool
+	// holdMarkers leaves the markers of a completing transaction
+	// unwritten: the transactional id stays in its Prepare state.
+	holdMarkers bool
+	err         error
+	answer      *ProducerIDAndEpoch
+	// state is the persisted state after the call, if checked.
+	state *TxnRecord
+}
+
+// scenario is a Kafka test that makes several calls: the owner persists
+// each record at once and writes the markers that follow.
+type scenario struct {
+	kafka  string
+	before []TxnRecord
+	calls  []call
+}
+
+func (sc scenario) run(t *testing.T) {
+	c := kafkaCoordinator(t)
+	for _, r := range sc.before {
+		c.Replay(r)
+	}
+	for i, cl := range sc.calls {
+		now := cl.at
+		if now == 0 {
+			now = kNow
+		}
+		s, err := cl.req(c, now)
+		switch {
+		case err != nil || s.Record == nil:
+		case cl.failWrite:
+			require.NoError(t, c.Abandon(s.Record.TransactionalID))
+			err = errWriteFailed
+		default:
+			persist(t, c, *s.Record, cl.holdMarkers, now)
+		}
+		if err == nil {
+			err = s.Err
+		}
+		if cl.err == nil {
+			require.NoError(t, err, "call %d", i)
+		} else {
+			require.ErrorIs(t, err, cl.err, "call %d", i)
+		}
+		if cl.answer != nil {
+			require.Equal(t, *cl.answer, ProducerIDAndEpoch{s.ProducerID, s.ProducerEpoch}, "call %d: the answer", i)
+		}
+		if cl.state != nil {
+			st, ok := c.Transaction(kTxnID)
+			require.True(t, ok, "call %d", i)
+			require.Equal(t, *cl.state, st, "call %d: the state after", i)
+		}
+	}
+}
+
+// persist completes rec as an owner that persisted it, writing the
+// markers that follow unless hold, and persisting what completes them.
+func persist(t *testing.T, c *Coordinator, rec TxnRecord, hold bool, now int64) {
+	f, err := c.Complete(rec)
+	require.NoError(t, err)
+	if f.Next != nil {
+		persist(t, c, *f.Next, hold, now)
+	}
+	if hold {
+		return
+	}
+	for _, m := range f.Markers {
+		next, err := c.MarkerWritten(m.TransactionalID, m.Partition, now)
+		require.NoError(t, err)
+		if next != nil {
+			persist(t, c, *next, hold, now)
+		}
+	}
+}
+
+// markerWritten reports topic1-0's marker written, as the owner does.
+func markerWritten(c *Coordinator, now int64) (Step, error) {
+	rec, err := c.MarkerWritten(kTxnID, kTopic1, now)
+	return Step{Record: rec}, err
+}
+
+// TestKafkaScenarios: the Kafka tests that make several calls.
+func TestKafkaScenarios(t *testing.T) {
+	const interval = 10_000
+	for _, sc := range []scenario{
+		{
+			kafka:  "testInitProducerIdWithCurrentEpochProvided",
+			before: []TxnRecord{meta(TxnEmpty, kPid, 10, 9)},
+			calls: []call{
+				{req: initPID(ProducerIDAndEpoch{kPid, 10}), answer: &ProducerIDAndEpoch{kPid, 11}},
+				// The producer did not hear the answer and retries.
+				{req: initPID(ProducerIDAndEpoch{kPid, 10}), answer: &ProducerIDAndEpoch{kPid, 11}},
+			},
+		},
+		{
+			kafka:  "testInitProducerIdStaleCurrentEpochProvided",
+			before: []TxnRecord{meta(TxnEmpty, kPid, 10, 9)},
+			calls: []call{
+				{req: initPID(), answer: &ProducerIDAndEpoch{kPid, 11}},
+				// The old producer tries to continue from epoch 10.
+				{req: initPID(ProducerIDAndEpoch{kPid, 10}), err: ErrProducerFenced},
+			},
+		},
+		{
+			kafka:  "testRetryInitProducerIdAfterProducerIdRotation",
+			before: []TxnRecord{meta(TxnEmpty, kPid, kMaxEpoch-1, kMaxEpoch-2, prev(kPid))},
+			calls: []call{
+				{req: initPID(ProducerIDAndEpoch{kPid, kMaxEpoch - 1}), answer: &ProducerIDAndEpoch{kPid2, 0}},
+				{req: initPID(ProducerIDAndEpoch{kPid, kMaxEpoch - 1}), answer: &ProducerIDAndEpoch{kPid2, 0}},
+			},
+		},
+		{
+			// TransactionMetadata.prepareTransitionTo makes every
+			// transition's previous producer id the one it came from, so
+			// the old id is recognised only until the new producer moves
+			// on: a retry delayed past its first partition is fenced, and
+			// does not abort the new producer's transaction.
+			kafka:  "a retry on the old producer id after the new producer began a transaction (prepareTransitionTo)",
+			before: []TxnRecord{meta(TxnEmpty, kPid, kMaxEpoch-1, kMaxEpoch-2, prev(kPid))},
+			calls: []call{
+				{req: initPID(ProducerIDAndEpoch{kPid, kMaxEpoch - 1}), answer: &ProducerIDAndEpoch{kPid2, 0}},
+				{req: addPartitions(kPid2, 0)},
+				{req: initPID(ProducerIDAndEpoch{kPid, kMaxEpoch - 1}), err: ErrProducerFenced,
+					state: ptr(meta(TxnOngoing, kPid2, 0, kMaxEpoch-1, prev(kPid2)))},
+			},
+		},
+		{
+			// KAFKA-9666 and KAFKA-19367: a fence whose write failed
+			// changed nothing, so the next one bumps from the same epoch,
+			// once; the producer's retry then bumps again.
+			kafka:  "testTV2AllowsEpochReBumpingAfterFailedWrite (and shouldNotRepeatedlyBumpEpochDueToInitPidDuringOngoingTxnIfAppendToLogFails)",
+			before: []TxnRecord{meta(TxnOngoing, kPid, kEpoch, NoProducerEpoch, prev(kPid))},
+			calls: []call{
+				{req: initPID(), failWrite: true, err: errWriteFailed,
+					state: ptr(meta(TxnOngoing, kPid, kEpoch, NoProducerEpoch, prev(kPid)))},
+				{req: initPID(), err: ErrConcurrentTransactions,
+					state: ptr(meta(TxnCompleteAbort, kPid, kEpoch+1, kEpoch, prev(kPid)))},
+				{req: initPID(), answer: &ProducerIDAndEpoch{kPid, kEpoch + 2}},
+			},
+		},
+		{
+			kafka:  "shouldNotBumpEpochWhenAbortingExpiredTransactionIfAppendToLogFails",
+			before: []TxnRecord{meta(TxnOngoing, kPid, kEpoch, NoProducerEpoch, prev(kPid))},
+			calls: []call{
+				{req: tick, at: kNow + interval, failWrite: true, err: errWriteFailed},
+				{req: tick, at: kNow + 2*interval,
+					state: ptr(meta(TxnCompleteAbort, kPid, kEpoch+1, kEpoch, prev(kPid), updated(kNow+2*interval)))},
+			},
+		},
+		{
+			// KAFKA-20090: the fence at the last epoch rotates the producer
+			// id when the abort completes, and the fenced producer's late
+			// abort is a retry (retryOnOverflow).
+			kafka:  "shouldRotateProducerIdWhenInitPidFencesOngoingTxnAtEpochOverflowBoundaryTV2",
+			before: []TxnRecord{meta(TxnOngoing, kPid, kMaxEpoch-1, NoProducerEpoch)},
+			calls: []call{
+				{req: initPID(), err: ErrConcurrentTransactions,
+					state: ptr(meta(TxnCompleteAbort, kPid2, 0, kMaxEpoch-1, prev(kPid)))},
+				{req: abortTxn(kPid, kMaxEpoch-1), answer: &ProducerIDAndEpoch{kPid2, 0}},
+			},
+		},
+		{
+			kafka:  "shouldHandleTimeoutAtEpochOverflowBoundaryCorrectlyAndLateClientAbortRequestTV2",
+			before: []TxnRecord{meta(TxnOngoing, kPid, kMaxEpoch-1, NoProducerEpoch)},
+			calls: []call{
+				{req: tick, at: kNow + interval,
+					state: ptr(meta(TxnCompleteAbort, kPid2, 0, kMaxEpoch-1, prev(kPid), updated(kNow+interval)))},
+				{req: abortTxn(kPid, kMaxEpoch-1), answer: &ProducerIDAndEpoch{kPid2, 0}},
+			},
+		},
+		{
+			kafka:  "shouldHandleTimeoutAtEpochOverflowBoundaryCorrectlyAndRetryInitProducerIdTV2",
+			before: []TxnRecord{meta(TxnOngoing, kPid, kMaxEpoch-1, NoProducerEpoch)},
+			calls: []call{
+				{req: tick, at: kNow + interval},
+				{req: initPID(ProducerIDAndEpoch{kPid, kMaxEpoch - 1}), answer: &ProducerIDAndEpoch{kPid2, 0}},
+			},
+		},
+		{
+			// The same without a rotation: the producer whose transaction
+			// timed out re-initialises with its epoch (KIP-360) and gets
+			// the one the abort bumped to.
+			kafka:  "a timed-out producer re-initialises (prepareAbortOrCommit's last epoch, prepareIncrementProducerEpoch)",
+			before: []TxnRecord{meta(TxnOngoing, kPid, kEpoch, NoProducerEpoch)},
+			calls: []call{
+				{req: tick, at: kNow + interval},
+				{req: initPID(ProducerIDAndEpoch{kPid, kEpoch}), answer: &ProducerIDAndEpoch{kPid, kEpoch + 1}},
+			},
+		},
+		{
+			kafka:  "shouldReturnConcurrentTxnOnAddPartitionsIfEndTxnV2EpochOverflowAndNotComplete (KAFKA-18660)",
+			before: []TxnRecord{meta(TxnOngoing, kPid, kMaxEpoch-1, kMaxEpoch-2)},
+			calls: []call{
+				{req: commitTxn(kPid, kMaxEpoch-1), holdMarkers: true, answer: &ProducerIDAndEpoch{kPid2, 0}},
+				// The producer begins its next transaction on the new id
+				// while the last one still completes on the old.
+				{req: addPartitions(kPid2, 0), err: ErrConcurrentTransactions},
+				{req: markerWritten, state: ptr(meta(TxnCompleteCommit, kPid2, 0, kMaxEpoch-1, prev(kPid)))},
+				{req: addPartitions(kPid2, 0), state: ptr(meta(TxnOngoing, kPid2, 0, kMaxEpoch-1, prev(kPid2)))},
+			},
+		},
+		{
+			kafka:  "TransactionMetadataTest.testEpochBumpOnEndTxn",
+			before: []TxnRecord{meta(TxnOngoing, kPid, 10, NoProducerEpoch)},
+			calls: []call{
+				{req: commitTxn(kPid, 10), answer: &ProducerIDAndEpoch{kPid, 11},
+					state: ptr(meta(TxnCompleteCommit, kPid, 11, 10, prev(kPid), parts()))},
+			},
+		},
+		{
+			kafka:  "TransactionMetadataTest.testEpochBumpOnEndTxnOverflow",
+			before: []TxnRecord{meta(TxnOngoing, kPid, kMaxEpoch-1, NoProducerEpoch)},
+			calls: []call{
+				{req: commitTxn(kPid, kMaxEpoch-1), holdMarkers: true,
+					state: ptr(meta(TxnPrepareCommit, kPid, kMaxEpoch, kMaxEpoch-1, prev(kPid), next(kPid2)))},
+				{req: markerWritten, state: ptr(meta(TxnCompleteCommit, kPid2, 0, kMaxEpoch-1, prev(kPid), parts()))},
+			},
+		},
+		{
+			kafka:  "TransactionMetadataTest.testTolerateTimeShiftDuringAddPartitions",
+			before: []TxnRecord{meta(TxnEmpty, kPid, 1, NoProducerEpoch, started(kNow))},
+			calls: []call{
+				{req: addPartitions(kPid, 1), at: kNow - 1,
+					state: ptr(meta(TxnOngoing, kPid, 1, NoProducerEpoch, prev(kPid), started(kNow-1), updated(kNow-1)))},
+				{req: addPartitions(kPid, 1, TopicPartition{"topic2", 0}), at: kNow - 2,
+					state: ptr(meta(TxnOngoing, kPid, 1, NoProducerEpoch, prev(kPid), started(kNow-1), updated(kNow-2),
+						parts(kTopic1, TopicPartition{"topic2", 0})))},
+			},
+		},
+		{
+			kafka:  "TransactionMetadataTest.testTolerateTimeShiftDuringCompleteCommit",
+			before: []TxnRecord{meta(TxnPrepareCommit, kPid, 1, 0, started(1))},
+			calls: []call{
+				{req: markerWritten, at: kNow - 1,
+					state: ptr(meta(TxnCompleteCommit, kPid, 1, 0, prev(kPid), parts(), started(1), updated(kNow-1)))},
+			},
+		},
+		{
+			kafka:  "TransactionMetadataTest.testTolerateTimeShiftDuringCompleteAbort",
+			before: []TxnRecord{meta(TxnPrepareAbort, kPid, 1, 0, started(1))},
+			calls: []call{
+				{req: markerWritten, at: kNow - 1,
+					state: ptr(meta(TxnCompleteAbort, kPid, 1, 0, prev(kPid), parts(), started(1), updated(kNow-1)))},
+			},
+		},
+		{
+			// Kafka completes every Prepare state it loads
+			// (TransactionStateManager.loadTransactionsForTxnTopicPartition
+			// sets the pending Complete state and sends the markers, here
+			// none): an abort with no partition, persisted just before a
+			// restart, completes at the next Tick.
+			kafka:  "TransactionMetadataTest.testTolerateTimeShiftDuringCompleteAbort (no partitions, after a restart)",
+			before: []TxnRecord{meta(TxnPrepareAbort, kPid, 1, 0, started(1), parts())},
+			calls: []call{
+				{req: tick, at: kNow - 1,
+					state: ptr(meta(TxnCompleteAbort, kPid, 1, 0, prev(kPid), parts(), started(1), updated(kNow-1)))},
+				{req: abortTxn(kPid, 1), answer: &ProducerIDAndEpoch{kPid, 2}},
+			},
+		},
+		{
+			// Kafka retries the write of the completing record
+			// (TransactionMarkerChannelManager.tryAppendToLog); here the
+			// next Tick makes it again.
+			kafka:  "the completing record's write failed after every marker was written",
+			before: []TxnRecord{meta(TxnOngoing, kPid, kEpoch, NoProducerEpoch)},
+			calls: []call{
+				{req: commitTxn(kPid, kEpoch), holdMarkers: true},
+				{req: markerWritten, failWrite: true, err: errWriteFailed,
+					state: ptr(meta(TxnPrepareCommit, kPid, kEpoch+1, kEpoch, prev(kPid)))},
+				{req: tick, state: ptr(meta(TxnCompleteCommit, kPid, kEpoch+1, kEpoch, prev(kPid), parts()))},
+			},
+		},
+		{
+			kafka:  "shouldNotRemoveExpiredTransactionalIdsIfLogAppendFails",
+			before: []TxnRecord{meta(TxnCompleteAbort, kPid, kEpoch, NoProducerEpoch, updated(kNow-DefaultTransactionalIDExpiration.Milliseconds()))},
+			calls: []call{
+				{req: tick, failWrite: true, err: errWriteFailed},
+				// Still there and usable.
+				{req: initPID(), answer: &ProducerIDAndEpoch{kPid, kEpoch + 1}},
+			},
+		},
+	} {
+		t.Run(sc.kafka, sc.run)
+	}
+}
+
+// TestKafkaUninitializedTransactionalIDIsForgotten:
+// TransactionStateManagerTest.testTransactionExpirationShouldNotFailWithUninitializedTransactionMetadata.
+// Kafka keeps the metadata it created for a new transactional id whose
+// first record failed, at epoch -1, until it expires; Strand forgets it at
+// once, so nothing is left to expire and a new InitProducerId starts over.
+func TestKafkaUninitializedTransactionalIDIsForgotten(t *testing.T) {
+	c := kafkaCoordinator(t)
+	s, err := c.InitProducerID(kTxnID, kTimeout, nil, kNow)
+	require.NoError(t, err)
+	require.Equal(t, NoProducerEpoch+1, s.Record.ProducerEpoch)
+	require.NoError(t, c.Abandon(kTxnID))
+	_, ok := c.Transaction(kTxnID)
+	require.False(t, ok)
+	recs, err := c.Tick(kNow + DefaultTransactionalIDExpiration.Milliseconds())
+	require.NoError(t, err)
+	require.Empty(t, recs)
+}
+
+// TestKafkaMarkersResentAfterLoad: TransactionStateManagerTest's
+// shouldWriteTxnMarkersForTransactionInPreparedCommitState and
+// shouldWriteTxnMarkersForTransactionInPreparedAbortState: a coordinator
+// that loads a Prepare state writes its markers again.
+func TestKafkaMarkersResentAfterLoad(t *testing.T) {
+	for _, st := range []TxnState{TxnPrepareCommit, TxnPrepareAbort} {
+		c := kafkaCoordinator(t)
+		tp1 := TopicPartition{"topic1", 1}
+		c.Replay(meta(st, kPid, kEpoch, NoProducerEpoch, parts(kTopic1, tp1)))
+		typ := MarkerAbort
+		if st == TxnPrepareCommit {
+			typ = MarkerCommit
+		}
+		var got []TopicPartition
+		for _, m := range c.Markers() {
+			require.Equal(t, typ, m.Type)
+			require.Equal(t, ProducerIDAndEpoch{kPid, kEpoch}, ProducerIDAndEpoch{m.ProducerID, m.ProducerEpoch})
+			got = append(got, m.Partition)
+		}
+		require.Equal(t, []TopicPartition{kTopic1, tp1}, got, "%v", st)
+	}
 }
