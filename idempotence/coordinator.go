@@ -354,38 +354,25 @@ func (c *Coordinator) InitProducerID(txnID string, timeoutMs int32, expected *Pr
 	return m.step(next)
 }
 
-// fence aborts m's open transaction on the coordinator's own initiative,
-// with the epoch bumped once so that the producer is fenced
-// (prepareFenceProducerEpoch, then endTransaction's fencing path; one bump,
-// as since KAFKA-19367). As any version 2 abort (prepareAbortOrCommit) it
-// remembers the epoch it bumped from: the producer that held it can
-// re-initialise with it (KIP-360) and gets the bumped epoch, and after a
-// rotation its InitProducerId retry is recognised
-// (shouldHandleTimeoutAtEpochOverflowBoundaryCorrectlyAndRetryInitProducerIdTV2).
-// A new producer's InitProducerId bumps again and forgets it.
+// fence aborts m's open transaction on the coordinator's own initiative
+// (a timeout, or InitProducerId while it is open), with the epoch bumped
+// so that its producer is fenced. Under version 2 that is the abort's own
+// bump (prepareFenceProducerEpoch's is not applied since KAFKA-19367), so
+// the fence is an EndTxn abort: it remembers the epoch it bumped from,
+// which lets the fenced producer re-initialise with it (KIP-360) and its
+// retries be recognised
+// (shouldHandleTimeoutAtEpochOverflowBoundaryCorrectlyAndRetryInitProducerIdTV2),
+// and it rotates the producer id when that epoch was the last
+// (KAFKA-20090). A new producer's InitProducerId bumps again and forgets
+// it.
 //
 // Kafka bumps its in-memory epoch before the record is written and so must
-// not bump again after a failed write (KAFKA-9666); here nothing changes until the record is persisted, so a fence retried
-// after Abandon bumps from the same epoch to the same one.
+// not bump again after a failed write (KAFKA-9666); here nothing changes
+// until the record is persisted, so a fence retried after Abandon bumps
+// from the same epoch to the same one.
 func (c *Coordinator) fence(m *txnMeta, nowMs int64) (*TxnRecord, error) {
-	cur := &m.cur
-	next := cur.clone()
-	next.State = TxnPrepareAbort
-	if cur.ProducerEpoch < math.MaxInt16 {
-		next.ProducerEpoch = cur.ProducerEpoch + 1
-	}
-	next.LastProducerEpoch = cur.ProducerEpoch
-	next.LastUpdateMs = nowMs
-	if epochExhausted(next.ProducerEpoch) {
-		// KAFKA-20090: rotate the producer id when the fence exhausts
-		// the epoch, so the next transaction has one to bump.
-		pid, err := c.opts.AllocateProducerID()
-		if err != nil {
-			return nil, fmt.Errorf("idempotence: allocating a producer id for %q: %w", cur.TransactionalID, err)
-		}
-		next.NextProducerID = pid
-	}
-	return m.prepare(next)
+	s, err := c.prepareEnd(m, TxnPrepareAbort, false, nowMs)
+	return s.Record, err
 }
 
 // AddPartitions adds partitions to the producer's transaction, beginning it
@@ -442,7 +429,8 @@ func (c *Coordinator) lookup(txnID string) (*txnMeta, error) {
 // producer's id and epoch for its next transaction: every EndTxn bumps the
 // epoch, and a retry is recognised by the epoch one below the
 // coordinator's. An abort with no transaction open is allowed and bumps
-// the epoch too.
+// the epoch too. A commit one epoch below a CompleteAbort is a commit the
+// coordinator's own abort overtook, and is fenced (KAFKA-20785).
 func (c *Coordinator) EndTxn(txnID string, producerID int64, epoch int16, commit bool, nowMs int64) (Step, error) {
 	m, err := c.lookup(txnID)
 	if err != nil {
@@ -518,7 +506,17 @@ func (c *Coordinator) prepareEnd(m *txnMeta, state TxnState, empty bool, nowMs i
 	cur := &m.cur
 	next := cur.clone()
 	next.State = state
-	next.ProducerEpoch, next.LastProducerEpoch = cur.ProducerEpoch+1, cur.ProducerEpoch
+	next.LastProducerEpoch = cur.ProducerEpoch
+	switch {
+	case cur.ProducerEpoch < math.MaxInt16:
+		next.ProducerEpoch = cur.ProducerEpoch + 1
+	case state == TxnPrepareCommit:
+		return Step{}, fmt.Errorf("%w: %q is at epoch %d, which cannot be bumped: its transaction can only be aborted",
+			ErrInvalidTxnState, cur.TransactionalID, cur.ProducerEpoch)
+	}
+	// An epoch already at Short.MaxValue, which only a bug leaves, is not
+	// bumped past it: the abort goes through and the rotation below
+	// recovers (KAFKA-20090, prepareAbortOrCommit).
 	next.LastUpdateMs = nowMs
 	if empty {
 		next.Partitions, next.StartMs = nil, nowMs

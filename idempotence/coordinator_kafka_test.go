@@ -659,6 +659,22 @@ func TestKafkaEndTxn(t *testing.T) {
 			answer: &ProducerIDAndEpoch{kPid2, 0},
 		},
 		{
+			// KAFKA-20090 (prepareAbortOrCommit): at Short.MaxValue, which
+			// only a bug leaves, an abort goes through without a bump and
+			// the producer moves to a new id; a commit cannot.
+			kafka:  "an abort at Short.MaxValue (KAFKA-20090 recovery)",
+			before: []TxnRecord{meta(TxnOngoing, kPid, kMaxEpoch, kMaxEpoch-1, prev(kPid))},
+			req:    abortTxn(kPid, kMaxEpoch),
+			record: ptr(meta(TxnPrepareAbort, kPid, kMaxEpoch, kMaxEpoch, prev(kPid), next(kPid2))),
+			answer: &ProducerIDAndEpoch{kPid2, 0},
+		},
+		{
+			kafka:  "a commit at Short.MaxValue",
+			before: []TxnRecord{meta(TxnOngoing, kPid, kMaxEpoch, kMaxEpoch-1, prev(kPid))},
+			req:    commitTxn(kPid, kMaxEpoch),
+			err:    ErrInvalidTxnState,
+		},
+		{
 			kafka:  "a commit retried on the old producer id after the coordinator's abort rotated it (KAFKA-20785)",
 			before: []TxnRecord{meta(TxnCompleteAbort, kPid2, 0, kMaxEpoch-1, prev(kPid))},
 			req:    commitTxn(kPid, kMaxEpoch-1),
@@ -706,6 +722,17 @@ func TestKafkaTimeouts(t *testing.T) {
 			at:     kNow + interval,
 			req:    tick,
 			record: ptr(meta(TxnPrepareAbort, kPid, kMaxEpoch, kMaxEpoch-1, prev(kPid), next(kPid2), updated(kNow+interval))),
+		},
+		{
+			// The coordinator's abort is an EndTxn abort (KAFKA-19367):
+			// it rotates the producer id only when the epoch it bumps
+			// from is the last (generateTxnTransitMetadataForTxnCompletion),
+			// so that the fenced producer's late abort is still a retry.
+			kafka:  "a timeout one epoch before the last (generateTxnTransitMetadataForTxnCompletion)",
+			before: []TxnRecord{meta(TxnOngoing, kPid, kMaxEpoch-2, NoProducerEpoch)},
+			at:     kNow + interval,
+			req:    tick,
+			record: ptr(meta(TxnPrepareAbort, kPid, kMaxEpoch-1, kMaxEpoch-2, prev(kPid), updated(kNow+interval))),
 		},
 		{
 			// KAFKA-20090: an epoch already at Short.MaxValue is not
@@ -978,6 +1005,17 @@ func TestKafkaScenarios(t *testing.T) {
 				{req: tick, at: kNow + interval,
 					state: ptr(meta(TxnCompleteAbort, kPid2, 0, kMaxEpoch-1, prev(kPid), updated(kNow+interval)))},
 				{req: abortTxn(kPid, kMaxEpoch-1), answer: &ProducerIDAndEpoch{kPid2, 0}},
+			},
+		},
+		{
+			kafka:  "the late abort of a transaction that timed out one epoch before the last",
+			before: []TxnRecord{meta(TxnOngoing, kPid, kMaxEpoch-2, NoProducerEpoch)},
+			calls: []call{
+				{req: tick, at: kNow + interval},
+				{req: abortTxn(kPid, kMaxEpoch-2), answer: &ProducerIDAndEpoch{kPid, kMaxEpoch - 1}},
+				// Its next transaction ends on the last epoch and rotates.
+				{req: addPartitions(kPid, kMaxEpoch-1)},
+				{req: commitTxn(kPid, kMaxEpoch-1), answer: &ProducerIDAndEpoch{kPid2, 0}},
 			},
 		},
 		{
