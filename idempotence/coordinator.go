@@ -507,6 +507,9 @@ func (c *Coordinator) prepareEnd(m *txnMeta, state TxnState, empty bool, nowMs i
 	next := cur.clone()
 	next.State = state
 	next.LastProducerEpoch = cur.ProducerEpoch
+	// An epoch already at Short.MaxValue, which only a bug leaves, is not
+	// bumped past it: an abort goes through and the rotation below
+	// recovers, a commit cannot (KAFKA-20090, prepareAbortOrCommit).
 	switch {
 	case cur.ProducerEpoch < math.MaxInt16:
 		next.ProducerEpoch = cur.ProducerEpoch + 1
@@ -514,9 +517,6 @@ func (c *Coordinator) prepareEnd(m *txnMeta, state TxnState, empty bool, nowMs i
 		return Step{}, fmt.Errorf("%w: %q is at epoch %d, which cannot be bumped: its transaction can only be aborted",
 			ErrInvalidTxnState, cur.TransactionalID, cur.ProducerEpoch)
 	}
-	// An epoch already at Short.MaxValue, which only a bug leaves, is not
-	// bumped past it: the abort goes through and the rotation below
-	// recovers (KAFKA-20090, prepareAbortOrCommit).
 	next.LastUpdateMs = nowMs
 	if empty {
 		next.Partitions, next.StartMs = nil, nowMs

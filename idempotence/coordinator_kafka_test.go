@@ -10,7 +10,8 @@ import (
 // The test vectors of Kafka's own transaction-coordinator tests
 // (TransactionCoordinatorTest, TransactionMetadataTest and the timeout and
 // expiration cases of TransactionStateManagerTest), each named after the
-// Kafka test it comes from. Kafka's tests build a TransactionMetadata and
+// Kafka test it comes from or, for a case those tests leave out, after the
+// Kafka rule it checks. Kafka's tests build a TransactionMetadata and
 // call one handler; here the state before is a persisted record replayed
 // into a Coordinator, the request is the Coordinator's, and the state
 // after is the record the request asks the owner to persist.
@@ -391,13 +392,13 @@ func TestKafkaAddPartitions(t *testing.T) {
 			err:    ErrConcurrentTransactions,
 		},
 		{
-			kafka:  "stale epoch with no transaction completing",
+			kafka:  "a stale epoch with no transaction completing (handleAddPartitionsToTransaction)",
 			before: []TxnRecord{meta(TxnCompleteCommit, 0, 10, 9, timeout(0))},
 			req:    addPartitions(0, 0),
 			err:    ErrProducerFenced,
 		},
 		{
-			kafka:  "another producer id with no transaction completing",
+			kafka:  "another producer id with no transaction completing (handleAddPartitionsToTransaction)",
 			before: []TxnRecord{meta(TxnCompleteCommit, kPid, kEpoch, kEpoch-1)},
 			req:    addPartitions(kPid2, kEpoch),
 			err:    ErrInvalidProducerIDMapping,
@@ -560,7 +561,7 @@ func TestKafkaEndTxn(t *testing.T) {
 			err:    ErrProducerFenced,
 		},
 		{
-			kafka:  "commit with nothing open after an abort (the same epoch)",
+			kafka:  "a commit with nothing open after an abort, at the same epoch (endTransaction)",
 			before: []TxnRecord{completeAbort},
 			req:    commitTxn(kPid, kEpoch),
 			err:    ErrInvalidTxnState,
@@ -575,6 +576,18 @@ func TestKafkaEndTxn(t *testing.T) {
 			kafka:  "shouldReturnInvalidTxnRequestOnEndTxnRequestWhenStatusIsPrepareAbort (TV_2)",
 			before: []TxnRecord{meta(TxnPrepareAbort, kPid, kEpoch, NoProducerEpoch, parts())},
 			req:    commitTxn(kPid, kEpoch-1),
+			err:    ErrConcurrentTransactions,
+		},
+		{
+			kafka:  "shouldHandleConcurrentTransactionsInPrepareStatesTV2 (PrepareCommit, abort)",
+			before: []TxnRecord{meta(TxnPrepareCommit, kPid, kEpoch+1, kEpoch)},
+			req:    abortTxn(kPid, kEpoch+1),
+			err:    ErrConcurrentTransactions,
+		},
+		{
+			kafka:  "shouldHandleConcurrentTransactionsInPrepareStatesTV2 (PrepareAbort, abort)",
+			before: []TxnRecord{meta(TxnPrepareAbort, kPid, kEpoch+1, kEpoch)},
+			req:    abortTxn(kPid, kEpoch+1),
 			err:    ErrConcurrentTransactions,
 		},
 		{
@@ -708,7 +721,7 @@ func TestKafkaTimeouts(t *testing.T) {
 			req:     tick,
 		},
 		{
-			kafka:  "timedOutTransactions: start + timeout < now is strict",
+			kafka:  "a transaction exactly at its timeout (timedOutTransactions: start + timeout < now)",
 			before: []TxnRecord{meta(TxnOngoing, kPid, kEpoch, NoProducerEpoch, timeout(1000))},
 			at:     kNow + 1000,
 			req:    tick,
@@ -1111,7 +1124,7 @@ func TestKafkaScenarios(t *testing.T) {
 			// Kafka retries the write of the completing record
 			// (TransactionMarkerChannelManager.tryAppendToLog); here the
 			// next Tick makes it again.
-			kafka:  "the completing record's write failed after every marker was written",
+			kafka:  "the completing record's write failed after every marker was written (TransactionMarkerChannelManager retries it)",
 			before: []TxnRecord{meta(TxnOngoing, kPid, kEpoch, NoProducerEpoch)},
 			calls: []call{
 				{req: commitTxn(kPid, kEpoch), holdMarkers: true},
