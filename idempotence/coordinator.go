@@ -77,10 +77,14 @@ func compareTopicPartitions(a, b TopicPartition) int {
 // coordinator rebuilt from its records recognises an InitProducerId retry
 // exactly as the live one does. A record in state TxnDead is a tombstone.
 type TxnRecord struct {
-	TransactionalID    string
-	State              TxnState
-	ProducerID         int64
-	PreviousProducerID int64 // the id before the last rotation, or -1
+	TransactionalID string
+	State           TxnState
+	ProducerID      int64
+	// PreviousProducerID is the producer id of the state this record
+	// replaced, or -1 for none (TransactionMetadata.prepareTransitionTo
+	// sets prevProducerId so): after a rotation it is the old id, which a
+	// retry from before the rotation carries, until the next transition.
+	PreviousProducerID int64
 	NextProducerID     int64 // the id to switch to when the transaction completes, or -1
 	ProducerEpoch      int16
 	LastProducerEpoch  int16
@@ -258,6 +262,7 @@ func (m *txnMeta) prepare(next TxnRecord) (*TxnRecord, error) {
 	if !slices.Contains(validPrevious[next.State], m.cur.State) {
 		return nil, fmt.Errorf("%w: %q cannot move from %v to %v", ErrInvalidTxnState, m.cur.TransactionalID, m.cur.State, next.State)
 	}
+	next.PreviousProducerID = m.cur.ProducerID
 	m.pending = &next
 	return m.pending, nil
 }
@@ -331,7 +336,7 @@ func (c *Coordinator) InitProducerID(txnID string, timeoutMs int32, expected *Pr
 		if err != nil {
 			return Step{}, fmt.Errorf("idempotence: allocating a producer id for %q: %w", txnID, err)
 		}
-		next.PreviousProducerID, next.ProducerID, next.ProducerEpoch = cur.ProducerID, pid, 0
+		next.ProducerID, next.ProducerEpoch = pid, 0
 		next.LastProducerEpoch = NoProducerEpoch
 		if expected != nil {
 			next.LastProducerEpoch = cur.ProducerEpoch
@@ -349,32 +354,25 @@ func (c *Coordinator) InitProducerID(txnID string, timeoutMs int32, expected *Pr
 	return m.step(next)
 }
 
-// fence aborts m's open transaction on the coordinator's own initiative,
-// with the epoch bumped once so that the producer is fenced
-// (prepareFenceProducerEpoch, then endTransaction's fencing path; one bump,
-// as since KAFKA-19367). Kafka bumps its in-memory epoch before the record
-// is written and so must not bump again after a failed write (KAFKA-9666);
-// here nothing changes until the record is persisted, so a fence retried
-// after Abandon bumps from the same epoch to the same one.
+// fence aborts m's open transaction on the coordinator's own initiative
+// (a timeout, or InitProducerId while it is open), with the epoch bumped
+// so that its producer is fenced. Under version 2 that is the abort's own
+// bump (prepareFenceProducerEpoch's is not applied since KAFKA-19367), so
+// the fence is an EndTxn abort: it remembers the epoch it bumped from,
+// which lets the fenced producer re-initialise with it (KIP-360) and its
+// retries be recognised
+// (shouldHandleTimeoutAtEpochOverflowBoundaryCorrectlyAndRetryInitProducerIdTV2),
+// and it rotates the producer id when that epoch was the last
+// (KAFKA-20090). A new producer's InitProducerId bumps again and forgets
+// it.
+//
+// Kafka bumps its in-memory epoch before the record is written and so must
+// not bump again after a failed write (KAFKA-9666); here nothing changes
+// until the record is persisted, so a fence retried after Abandon bumps
+// from the same epoch to the same one.
 func (c *Coordinator) fence(m *txnMeta, nowMs int64) (*TxnRecord, error) {
-	cur := &m.cur
-	next := cur.clone()
-	next.State = TxnPrepareAbort
-	if cur.ProducerEpoch < math.MaxInt16 {
-		next.ProducerEpoch = cur.ProducerEpoch + 1
-	}
-	next.LastProducerEpoch = NoProducerEpoch
-	next.LastUpdateMs = nowMs
-	if epochExhausted(next.ProducerEpoch) {
-		// KAFKA-20090: rotate the producer id when the fence exhausts
-		// the epoch, so the next transaction has one to bump.
-		pid, err := c.opts.AllocateProducerID()
-		if err != nil {
-			return nil, fmt.Errorf("idempotence: allocating a producer id for %q: %w", cur.TransactionalID, err)
-		}
-		next.NextProducerID = pid
-	}
-	return m.prepare(next)
+	s, err := c.prepareEnd(m, TxnPrepareAbort, false, nowMs)
+	return s.Record, err
 }
 
 // AddPartitions adds partitions to the producer's transaction, beginning it
@@ -388,12 +386,15 @@ func (c *Coordinator) AddPartitions(txnID string, producerID int64, epoch int16,
 	}
 	cur := &m.cur
 	switch {
+	case m.busy():
+		// Before the producer id check (KAFKA-18660): when the epochs ran
+		// out, the producer's next transaction already runs on the next
+		// producer id while the last one completes on the old.
+		return Step{}, fmt.Errorf("%w: %q is completing a transition", ErrConcurrentTransactions, txnID)
 	case producerID != cur.ProducerID:
 		return Step{}, fmt.Errorf("%w: %q belongs to producer %d, not %d", ErrInvalidProducerIDMapping, txnID, cur.ProducerID, producerID)
 	case epoch != cur.ProducerEpoch:
 		return Step{}, fmt.Errorf("%w: %q is at epoch %d, the producer sent %d", ErrProducerFenced, txnID, cur.ProducerEpoch, epoch)
-	case m.busy():
-		return Step{}, fmt.Errorf("%w: %q is completing a transition", ErrConcurrentTransactions, txnID)
 	}
 	next := cur.clone()
 	for _, tp := range partitions {
@@ -428,7 +429,8 @@ func (c *Coordinator) lookup(txnID string) (*txnMeta, error) {
 // producer's id and epoch for its next transaction: every EndTxn bumps the
 // epoch, and a retry is recognised by the epoch one below the
 // coordinator's. An abort with no transaction open is allowed and bumps
-// the epoch too.
+// the epoch too. A commit one epoch below a CompleteAbort is a commit the
+// coordinator's own abort overtook, and is fenced (KAFKA-20785).
 func (c *Coordinator) EndTxn(txnID string, producerID int64, epoch int16, commit bool, nowMs int64) (Step, error) {
 	m, err := c.lookup(txnID)
 	if err != nil {
@@ -481,6 +483,12 @@ func (c *Coordinator) EndTxn(txnID string, producerID int64, epoch int16, commit
 			return done, nil
 		case !commit:
 			return c.prepareEnd(m, TxnPrepareAbort, true, nowMs)
+		case retry:
+			// Only the coordinator's own abort leaves a producer's
+			// commit one epoch behind: it was fenced, which a producer
+			// recovers from, unlike INVALID_TXN_STATE (KAFKA-20785).
+			return Step{}, fmt.Errorf("%w: %q was aborted by the coordinator at epoch %d, the producer committed at %d",
+				ErrProducerFenced, txnID, cur.ProducerEpoch, epoch)
 		}
 		return Step{}, invalid
 	case TxnEmpty:
@@ -498,7 +506,17 @@ func (c *Coordinator) prepareEnd(m *txnMeta, state TxnState, empty bool, nowMs i
 	cur := &m.cur
 	next := cur.clone()
 	next.State = state
-	next.ProducerEpoch, next.LastProducerEpoch = cur.ProducerEpoch+1, cur.ProducerEpoch
+	next.LastProducerEpoch = cur.ProducerEpoch
+	// An epoch already at Short.MaxValue, which only a bug leaves, is not
+	// bumped past it: an abort goes through and the rotation below
+	// recovers, a commit cannot (KAFKA-20090, prepareAbortOrCommit).
+	switch {
+	case cur.ProducerEpoch < math.MaxInt16:
+		next.ProducerEpoch = cur.ProducerEpoch + 1
+	case state == TxnPrepareCommit:
+		return Step{}, fmt.Errorf("%w: %q is at epoch %d, which cannot be bumped: its transaction can only be aborted",
+			ErrInvalidTxnState, cur.TransactionalID, cur.ProducerEpoch)
+	}
 	next.LastUpdateMs = nowMs
 	if empty {
 		next.Partitions, next.StartMs = nil, nowMs
@@ -581,7 +599,7 @@ func (c *Coordinator) prepareComplete(m *txnMeta, nowMs int64) (*TxnRecord, erro
 	// LastProducerEpoch stays the epoch before the bump, the last one
 	// the producer used.
 	if cur.NextProducerID != NoProducerID {
-		next.PreviousProducerID, next.ProducerID, next.ProducerEpoch = cur.ProducerID, cur.NextProducerID, 0
+		next.ProducerID, next.ProducerEpoch = cur.NextProducerID, 0
 	}
 	next.NextProducerID, next.Partitions, next.LastUpdateMs = NoProducerID, nil, nowMs
 	return m.prepare(next)
@@ -647,9 +665,13 @@ func (c *Coordinator) sortedIDs() []string {
 // Tick returns the records of the transitions the clock makes due at nowMs,
 // in transactional id order: the abort of every transaction open longer
 // than its timeout (with the epoch bumped, so that its producer is fenced),
-// and the expiry (TxnDead) of every transactional id idle for
-// TransactionalIDExpiration. Each is pending like a request's: persist it
-// and Complete it, or Abandon it.
+// the expiry (TxnDead) of every transactional id idle for
+// TransactionalIDExpiration, and the completion of every transaction whose
+// markers are all written but whose completing record is not persisted:
+// its write failed, or it was an abort with nothing to mark persisted just
+// before a restart (Kafka completes every Prepare state it loads,
+// TransactionStateManager.loadTransactionsForTxnTopicPartition). Each is
+// pending like a request's: persist it and Complete it, or Abandon it.
 func (c *Coordinator) Tick(nowMs int64) ([]*TxnRecord, error) {
 	var out []*TxnRecord
 	for _, id := range c.sortedIDs() {
@@ -657,25 +679,31 @@ func (c *Coordinator) Tick(nowMs int64) ([]*TxnRecord, error) {
 		if !m.known || m.pending != nil {
 			continue
 		}
-		cur := &m.cur
-		switch {
-		case cur.State == TxnOngoing && cur.StartMs+int64(cur.TimeoutMs) < nowMs:
-			rec, err := c.fence(m, nowMs)
-			if err != nil {
-				return out, err
-			}
-			out = append(out, rec)
-		case cur.State.expirable() && cur.LastUpdateMs <= nowMs-c.opts.TransactionalIDExpiration.Milliseconds():
-			next := cur.clone()
-			next.State, next.Partitions = TxnDead, nil
-			rec, err := m.prepare(next)
-			if err != nil {
-				return out, err
-			}
+		rec, err := c.due(m, nowMs)
+		if err != nil {
+			return out, err
+		}
+		if rec != nil {
 			out = append(out, rec)
 		}
 	}
 	return out, nil
+}
+
+// due prepares the transition the clock makes due for m at nowMs, if any.
+func (c *Coordinator) due(m *txnMeta, nowMs int64) (*TxnRecord, error) {
+	cur := &m.cur
+	switch {
+	case cur.State == TxnOngoing && cur.StartMs+int64(cur.TimeoutMs) < nowMs:
+		return c.fence(m, nowMs)
+	case (cur.State == TxnPrepareCommit || cur.State == TxnPrepareAbort) && len(m.unmarked) == 0:
+		return c.prepareComplete(m, nowMs)
+	case cur.State.expirable() && cur.LastUpdateMs <= nowMs-c.opts.TransactionalIDExpiration.Milliseconds():
+		next := cur.clone()
+		next.State, next.Partitions = TxnDead, nil
+		return m.prepare(next)
+	}
+	return nil, nil
 }
 
 // Replay applies a persisted record to a coordinator being rebuilt from its

@@ -247,9 +247,9 @@ func TestTransactionScenarios(t *testing.T) {
 		require.ErrorIs(t, err, ErrProducerFenced)
 		// Under version 2 the zombie's old epoch is one below the
 		// coordinator's, which EndTxn reads as a retry of the abort: its
-		// commit is INVALID_TXN_STATE, its abort a harmless success.
+		// commit is fenced (KAFKA-20785), its abort a harmless success.
 		_, err = w.end(p, true)
-		require.ErrorIs(t, err, ErrInvalidTxnState)
+		require.ErrorIs(t, err, ErrProducerFenced)
 		_, err = w.end(p, false)
 		require.NoError(t, err)
 		require.Equal(t, TxnCompleteAbort, w.state().State)

@@ -404,8 +404,10 @@ func (t *Transactions) AddPartitions(txnID string, producer idempotence.Producer
 // written, with the producer id and epoch of the producer's next
 // transaction: every EndTxn bumps the epoch. A commit with no transaction
 // open, or of one being aborted, is ErrInvalidTxnState; an epoch older
-// than the coordinator's is ErrProducerFenced; an unknown transactional id
-// or a producer id that is not its own, ErrInvalidProducerIDMapping.
+// than the coordinator's is ErrProducerFenced, and so is a commit of a
+// transaction the coordinator aborted on its own (KAFKA-20785); an
+// unknown transactional id or a producer id that is not its own,
+// ErrInvalidProducerIDMapping.
 func (t *Transactions) EndTxn(txnID string, producer idempotence.ProducerIDAndEpoch, commit bool) (idempotence.ProducerIDAndEpoch, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()

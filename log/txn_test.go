@@ -240,7 +240,7 @@ func TestTxnHungTransactionAbortedAfterTimeout(t *testing.T) {
 	}
 
 	err := tp.Commit(context.Background())
-	require.ErrorIs(t, err, idempotence.ErrInvalidTxnState, "the coordinator aborted it")
+	require.ErrorIs(t, err, idempotence.ErrProducerFenced, "the coordinator aborted it (KAFKA-20785)")
 	require.NoError(t, tp.Abort(context.Background()), "an abort after the coordinator's is a retry of it")
 	commitTxn(t, tp, "after", a0)
 	require.Equal(t, []string{"after"}, values(t, d, "a", 0, ReadCommitted))
@@ -312,14 +312,15 @@ func TestTxnBadRequestsAppendNothing(t *testing.T) {
 	require.Equal(t, before, stateEnd())
 
 	// EndTxn in the wrong state after a real transaction: a commit of an
-	// aborted one (T11).
+	// aborted one (T11), at the aborted one's epoch, reads as a commit the
+	// coordinator's own abort overtook, and is fenced (KAFKA-20785).
 	require.NoError(t, tx.AddPartitions("t1", pe, a0))
 	next, err := tx.EndTxn("t1", pe, false)
 	require.NoError(t, err)
 	require.Equal(t, pe.Epoch+1, next.Epoch, "every EndTxn bumps the epoch (KIP-890)")
 	before, aEnd := stateEnd(), endOffset(t, d, "a", 0)
 	_, err = tx.EndTxn("t1", pe, true)
-	require.ErrorIs(t, err, idempotence.ErrInvalidTxnState)
+	require.ErrorIs(t, err, idempotence.ErrProducerFenced)
 	require.Equal(t, before, stateEnd())
 	require.Equal(t, aEnd, endOffset(t, d, "a", 0))
 

@@ -281,10 +281,14 @@ func (tp *TransactionalProducer) end(ctx context.Context, commit bool) error {
 	tp.mu.Lock()
 	defer tp.mu.Unlock()
 	switch {
-	case errors.Is(err, idempotence.ErrProducerFenced):
+	case errors.Is(err, idempotence.ErrProducerFenced) && !commit:
 		tp.fatal = fmt.Errorf("log: transactional producer %q: %w", tp.id, err)
 		tp.state = txnIdle
 	case err != nil:
+		// The transaction stays open to be aborted, even after a commit
+		// refused as fenced: the coordinator may have aborted it on its
+		// own, past its timeout (KAFKA-20785). Abort tells: a retry of
+		// that abort succeeds, a fenced producer is fenced again.
 		tp.state = txnOpen
 	default:
 		tp.state = txnIdle
