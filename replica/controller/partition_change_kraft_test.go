@@ -45,6 +45,9 @@ type outcome struct {
 	// uncleanNow: the event elected a leader uncleanly, reported in
 	// Ready.Unclean.
 	uncleanNow bool
+	// replicas and adding, when replicas is set: the assignment after a
+	// reassignment's step.
+	replicas, adding []replica.NodeID
 	// noRecord: the event changes the partition in nothing and writes no
 	// record of it (a topic's configuration may change).
 	noRecord bool
@@ -73,6 +76,10 @@ func (v vector) run(t *testing.T) {
 	require.Equal(t, before.LeaderEpoch+v.want.leaderEpochs, p.LeaderEpoch, "leader epoch")
 	require.Equal(t, v.want.recovering, p.Recovering, "recovering")
 	require.Equal(t, v.want.uncleanNow, len(h.unclean) > unclean, "reported unclean")
+	if v.want.replicas != nil {
+		require.Equal(t, v.want.replicas, p.Replicas, "replicas")
+		require.Equal(t, v.want.adding, p.Adding, "adding")
+	}
 	if v.want.noRecord {
 		for _, r := range h.store[stored:] {
 			_, isPartition := r.(*PartitionRecord)
@@ -399,6 +406,61 @@ func TestPartitionChangeELRAsBrokersAreFenced(t *testing.T) {
 			setup: func(h *harness) { fence123(h); _, err := h.register(3, false); require.NoError(h.t, err) },
 			event: func(h *harness) error { _, err := h.register(0, false); h.drain(); return err },
 			want:  outcome{leader: replica.NoNode, elr: nodes(2), leaderEpochs: 1},
+		},
+	})
+}
+
+// A reassignment's steps as PartitionChangeBuilder takes them: a new
+// leader epoch only when the leader changes or a replica leaves the
+// replicas (triggerLeaderEpochBumpForReplicaReassignmentIfNeeded), so
+// that removed replicas learn they are out (KAFKA-13972); reordering or
+// adding replicas keeps it. Completion elects the first target replica in
+// the ISR when the leader is removed.
+func TestPartitionChangeReassignmentSteps(t *testing.T) {
+	reassign := func(target ...replica.NodeID) func(h *harness) error {
+		return func(h *harness) error { return h.c.Reassign(TopicPartition{"t", 0}, target) }
+	}
+	runVectors(t, []vector{
+		{
+			name: "reordering the replicas keeps the leader epoch", kafka: "testReassignmentRearrangesReplicas",
+			minISR: 1, replicas: nodes(2, 1, 3), setup: fooLedBy1, event: reassign(3, 2, 1),
+			want: outcome{leader: 1, isr: nodes(1, 3, 2), replicas: nodes(3, 2, 1)},
+		},
+		{
+			name: "adding a replica keeps the leader epoch and the ISR", kafka: "testAddingReplicaReassignment",
+			minISR: 1, replicas: nodes(2, 1, 3), setup: fooLedBy1, event: reassign(1, 2, 3, 4),
+			want: outcome{leader: 1, isr: nodes(1, 3, 2), replicas: nodes(1, 2, 3, 4), adding: nodes(4)},
+		},
+		{
+			name: "removing a replica completes at once, in a new leader epoch", kafka: "testRemovingReplicaReassignment",
+			minISR: 1, replicas: nodes(2, 1, 3), setup: fooLedBy1, event: reassign(1, 2),
+			want: outcome{leader: 1, isr: nodes(2, 1), leaderEpochs: 1, replicas: nodes(1, 2)},
+		},
+		{
+			name: "a replica set that drops one takes a new leader epoch", kafka: "testLeaderEpochBumpOnNewReplicaSetDisjoint",
+			minISR: 1, replicas: nodes(2, 1, 3), setup: fooLedBy1,
+			event: func(h *harness) error {
+				if err := reassign(2, 1, 4)(h); err != nil {
+					return err
+				}
+				h.drain()
+				return h.alter("t", 1, 3, 2, 4)
+			},
+			want: outcome{leader: 1, isr: nodes(1, 2, 4), leaderEpochs: 1, replicas: nodes(2, 1, 4)},
+		},
+		{
+			name: "the ISR growth that completes a move elects off a removed leader", kafka: "testIsrEnlargementCompletesReassignment",
+			minISR: 1, replicas: nodes(1, 2, 3), setup: func(h *harness) { require.NoError(h.t, reassign(2, 3, 4)(h)) },
+			event: func(h *harness) error { return h.alter("t", 1, 2, 3, 4) },
+			want:  outcome{leader: 2, isr: nodes(2, 3, 4), leaderEpochs: 1, replicas: nodes(2, 3, 4)},
+		},
+		{
+			// KRaft's revert keeps the merged order without the added
+			// replicas: [0,2,1,3] gives [2,1,3], not the original [3,2,1].
+			name: "cancelling drops the added replica in a new leader epoch, the leader staying", kafka: "ReplicationControlManagerTest.testReassignPartitions, testRevertReassignment",
+			minISR: 1, replicas: nodes(3, 2, 1), setup: func(h *harness) { require.NoError(h.t, reassign(0, 2, 1)(h)) },
+			event: func(h *harness) error { return h.c.CancelReassignment(TopicPartition{"t", 0}) },
+			want:  outcome{leader: 3, isr: nodes(3, 2, 1), leaderEpochs: 1, replicas: nodes(2, 1, 3)},
 		},
 	})
 }

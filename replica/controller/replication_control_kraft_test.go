@@ -1,0 +1,179 @@
+package controller
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/strandlog/strand/replica"
+)
+
+// ReplicationControlManagerTest's vectors over several partitions: the
+// topic "foo" of its election tests, replicas [1,2,3], [2,3,4], [0,2,1].
+
+func createFoo(h *harness, unclean bool) {
+	h.topic("foo", unclean, nodes(1, 2, 3), nodes(2, 3, 4), nodes(0, 2, 1))
+}
+
+// requireLeaders checks each partition of foo's leader and ISR.
+func requireLeaders(t *testing.T, h *harness, leaders []replica.NodeID, isrs ...[]replica.NodeID) {
+	t.Helper()
+	for i, l := range leaders {
+		p := h.part("foo", int32(i))
+		require.Equal(t, l, p.Leader, "foo-%d's leader; ISR %v ELR %v", i, p.ISR, p.ELR)
+		require.ElementsMatch(t, isrs[i], p.ISR, "foo-%d's ISR", i)
+	}
+}
+
+// testFenceMultipleBrokers: 2 and 3 fenced together, each partition led
+// by a live ISR member.
+func TestFencingSeveralBrokersElectsAroundAllOfThem(t *testing.T) {
+	h := newHarness(t, 1, 0, 1, 2, 3, 4)
+	createFoo(h, false)
+	h.crash(2, 3)
+	requireLeaders(t, h, nodes(1, 4, 0), nodes(1), nodes(4), nodes(0, 1))
+}
+
+// testElectPreferredLeaders: a preferred election moves only partitions
+// whose first replica is live and in the ISR; broker 1 is in controlled
+// shutdown and 0 fenced at first, so neither is.
+func TestPreferredElectionOfEachPartition(t *testing.T) {
+	h := newHarness(t, 1, 2, 3, 4)
+	_, err := h.register(0, true)
+	require.NoError(t, err)
+	h.start(1, true)
+	require.NoError(t, h.c.Shutdown(1, h.epochs[1]))
+	h.drain()
+	createFoo(h, false)
+	requireLeaders(t, h, nodes(2, 2, 2), nodes(2, 3), nodes(2, 3, 4), nodes(2))
+
+	elect := func(p int32) error { err := h.c.ElectPreferred(TopicPartition{"foo", p}); h.drain(); return err }
+	stored := len(h.store)
+	require.ErrorIs(t, elect(0), replica.ErrPreferredLeaderNotAvailable)
+	require.ErrorIs(t, elect(1), replica.ErrElectionNotNeeded)
+	require.ErrorIs(t, elect(2), replica.ErrPreferredLeaderNotAvailable)
+	require.ErrorIs(t, h.c.ElectPreferred(TopicPartition{"bar", 0}), replica.ErrUnknownPartition)
+	require.Len(t, h.store, stored, "no election, no record")
+
+	h.start(1, true) // a new incarnation ends the controlled shutdown
+	h.unfence(0)
+	require.NoError(t, h.alterAt(TopicPartition{"foo", 0}, 1, 2, 3))
+	resp := h.sent[len(h.sent)-1].(*replica.AlterPartitionResponse)
+	require.Equal(t, replica.NodeID(2), resp.Leader)
+	require.EqualValues(t, 0, resp.LeaderEpoch)
+	require.EqualValues(t, 1, resp.PartitionEpoch)
+	require.Equal(t, nodes(1, 2, 3), resp.ISR)
+	require.NoError(t, h.alterAt(TopicPartition{"foo", 2}, 0, 2, 1))
+
+	require.NoError(t, elect(0))
+	require.ErrorIs(t, elect(1), replica.ErrElectionNotNeeded)
+	require.NoError(t, elect(2))
+	requireLeaders(t, h, nodes(1, 2, 0), nodes(1, 2, 3), nodes(2, 3, 4), nodes(0, 2, 1))
+	for _, p := range []int32{0, 2} {
+		require.EqualValues(t, 1, h.part("foo", p).LeaderEpoch, "foo-%d: only the leader changes", p)
+	}
+}
+
+// testBalancePartitionLeaders: the automatic rebalance gives each
+// partition back to its first replica once that one is live and in the
+// ISR, and leaves the others.
+func TestRebalanceMovesEachPartitionWhosePreferredReplicaIsInSync(t *testing.T) {
+	h := newHarness(t, 1, 2, 3, 4)
+	for _, b := range nodes(0, 1) {
+		_, err := h.register(b, true)
+		require.NoError(t, err)
+	}
+	createFoo(h, false)
+	h.unfence(1)
+	require.NoError(t, h.alterAt(TopicPartition{"foo", 0}, 1, 2, 3))
+	require.NoError(t, h.c.Rebalance())
+	h.drain()
+	requireLeaders(t, h, nodes(1, 2, 2), nodes(1, 2, 3), nodes(2, 3, 4), nodes(2))
+
+	h.unfence(0)
+	require.NoError(t, h.alterAt(TopicPartition{"foo", 2}, 0, 2, 1))
+	require.NoError(t, h.c.Rebalance())
+	h.drain()
+	requireLeaders(t, h, nodes(1, 2, 0), nodes(1, 2, 3), nodes(2, 3, 4), nodes(0, 2, 1))
+}
+
+// testMaybeTriggerUncleanLeaderElectionForLeaderlessPartitions, its foo
+// of replicas [1,2,4], [1,3,4], [0,2,4]: every broker fenced, then 2 back. 2 is a replica of foo-0 and foo-2 but in
+// neither's ISR or ELR: it leads them only uncleanly, where the topic
+// allows it, at once if it did already ("static"), or when it is enabled
+// ("dynamic_topic"). foo-1 has no live replica. Kafka's vector keeps 4,
+// the last member, in the ISR (no ELR); here it is the ELR.
+func TestUncleanElectionOfLeaderlessPartitionsOnlyWhereTheTopicAllowsIt(t *testing.T) {
+	offline := nodes(replica.NoNode, replica.NoNode, replica.NoNode)
+	for _, tc := range []struct {
+		name               string
+		static, setDynamic bool
+	}{
+		{"none", false, false},
+		{"static", true, false},
+		{"dynamic_topic", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, 1, 0, 1, 2, 3, 4)
+			h.topic("foo", tc.static, nodes(1, 2, 4), nodes(1, 3, 4), nodes(0, 2, 4))
+			h.crash(0, 1, 2, 3, 4)
+			requireLeaders(t, h, offline, nil, nil, nil)
+			for p := range int32(3) {
+				require.Equal(t, nodes(4), h.part("foo", p).ELR)
+			}
+			h.unfence(2)
+			if tc.setDynamic {
+				requireLeaders(t, h, offline, nil, nil, nil)
+				require.NoError(t, h.c.SetUnclean("foo", true))
+				h.drain()
+			}
+			if !tc.static && !tc.setDynamic {
+				requireLeaders(t, h, offline, nil, nil, nil)
+				require.Empty(t, h.unclean)
+				return
+			}
+			requireLeaders(t, h, nodes(2, replica.NoNode, 2), nodes(2), nil, nodes(2))
+			require.Equal(t, []TopicPartition{{"foo", 0}, {"foo", 2}}, h.unclean)
+			for _, p := range []int32{0, 2} {
+				require.True(t, h.part("foo", p).Recovering)
+				require.Empty(t, h.part("foo", p).ELR, "an unclean election drops the ELR")
+			}
+		})
+	}
+}
+
+// testAlterPartitionShouldRejectFencedBrokers and
+// testAlterPartitionShouldRejectShuttingDownBrokers: a broker fenced or in
+// controlled shutdown leaves the ISR without a new leader epoch, a leader
+// may not add it back (INELIGIBLE_REPLICA), and may once it is back.
+func TestAlterPartitionRefusesAnIneligibleReplicaUntilItIsBack(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		out, back  func(h *harness)
+		sameEpochs bool
+	}{
+		{"fenced", func(h *harness) { h.crash(3) }, func(h *harness) { h.unfence(3) }, true},
+		{"shutting down", func(h *harness) {
+			require.NoError(h.t, h.c.Shutdown(3, h.epochs[3]))
+			h.drain()
+		}, func(h *harness) { h.start(3, true) }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, 1, 0, 1, 2, 3, 4)
+			h.topic("foo", false, nodes(1, 2, 3, 4))
+			tc.out(h)
+			p := h.part("foo", 0)
+			require.Equal(t, nodes(1, 2, 4), p.ISR)
+			require.EqualValues(t, 0, p.LeaderEpoch)
+			require.EqualValues(t, 1, p.PartitionEpoch)
+			require.ErrorIs(t, h.alter("foo", 1, 2, 3, 4), replica.ErrIneligibleReplica)
+			require.Equal(t, replica.CodeIneligibleReplica, h.sent[len(h.sent)-1].(*replica.AlterPartitionResponse).Err)
+			tc.back(h)
+			require.NoError(t, h.alter("foo", 1, 2, 3, 4))
+			p = h.part("foo", 0)
+			require.Equal(t, nodes(1, 2, 3, 4), p.ISR)
+			require.EqualValues(t, 0, p.LeaderEpoch)
+			require.EqualValues(t, 2, p.PartitionEpoch)
+		})
+	}
+}
