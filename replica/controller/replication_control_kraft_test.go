@@ -177,3 +177,24 @@ func TestAlterPartitionRefusesAnIneligibleReplicaUntilItIsBack(t *testing.T) {
 		})
 	}
 }
+
+// testEligibleLeaderReplicas_EffectiveMinIsr: a topic's min.insync.replicas
+// above its replication factor counts as the replication factor
+// (ReplicationControlManager.getTopicEffectiveMinIsr: 5 on three replicas
+// is 3). Strand's reassignment never shrinks the ISR below
+// MinInsyncReplicas; under 5, a move of three replicas to three others
+// would wait for an ISR of five that three replicas never reach. Counted
+// as Kafka counts it, the move completes; a move to fewer replicas than
+// MinInsyncReplicas still waits (TestReassignmentNeverShrinksTheISRBelowMinISR).
+func TestReassignmentCountsMinISRAboveTheReplicationFactorAsIt(t *testing.T) {
+	h := newHarness(t, 5, 0, 1, 2, 3, 4)
+	h.topic("t", false, nodes(0, 1, 2))
+	require.NoError(t, h.c.Reassign(TopicPartition{"t", 0}, nodes(2, 3, 4)))
+	h.drain()
+	require.NoError(t, h.alter("t", 0, 1, 2, 3, 4))
+	p := h.part("t", 0)
+	require.Equal(t, nodes(2, 3, 4), p.Replicas, "adding %v removing %v", p.Adding, p.Removing)
+	require.Equal(t, nodes(2, 3, 4), p.ISR)
+	require.Equal(t, replica.NodeID(2), p.Leader)
+	require.Empty(t, p.ELR, "an ISR of every replica has no ELR")
+}
