@@ -347,7 +347,7 @@ func (c *Controller) CreateTopic(name string, assignment [][]replica.NodeID, unc
 	}
 	for i, rs := range assignment {
 		r := &PartitionRecord{Stamp: c.stamp(), Topic: name, Partition: int32(i),
-			Replicas: slices.Clone(rs), Leader: replica.NoNode}
+			Replicas: slices.Clone(rs), Leader: replica.NoNode, LastLeader: replica.NoNode}
 		for _, n := range rs {
 			if c.acceptable(n) {
 				r.ISR = append(r.ISR, n)
@@ -533,9 +533,13 @@ type layout struct{ replicas, adding, removing []replica.NodeID }
 // The leader stays while valid (in the ISR, live). Otherwise it is the
 // first live replica in assignment order that is in the ISR; with an empty
 // ISR, the first live ELR member, which becomes the ISR; only if the topic
-// allows unclean election, the first live replica, alone in the ISR,
-// RECOVERING, reported in Ready.Unclean. Else there is no leader. A new
-// leader takes a new leader epoch; every change takes a new partition epoch.
+// allows unclean election, the last leader if the ISR and ELR are empty
+// and it is live (KIP-966's last known leader, which Kafka elects even
+// where the topic does not allow unclean election), else the first live
+// replica, alone in the ISR, RECOVERING, reported in Ready.Unclean. Else
+// there is no leader, and the one lost is remembered as the last leader.
+// A new leader takes a new leader epoch; every change takes a new
+// partition epoch.
 func (c *Controller) change(tp TopicPartition, ch change) error {
 	old := c.s.Partitions[tp]
 	next := PartitionRecord{
@@ -543,7 +547,7 @@ func (c *Controller) change(tp TopicPartition, ch change) error {
 		Replicas: old.Replicas, Adding: old.Adding, Removing: old.Removing,
 		ISR: slices.Clone(ch.isr), Leader: replica.NoNode,
 		LeaderEpoch: old.LeaderEpoch, PartitionEpoch: old.PartitionEpoch + 1,
-		Recovering: old.Recovering && !ch.recovered,
+		Recovering: old.Recovering && !ch.recovered, LastLeader: old.LastLeader,
 	}
 	if l := ch.layout; l != nil {
 		next.Replicas, next.Adding, next.Removing = l.replicas, l.adding, l.removing
@@ -570,10 +574,20 @@ func (c *Controller) change(tp TopicPartition, ch change) error {
 			}
 		}
 		if next.Leader == replica.NoNode && c.s.Topics[tp.Topic].Unclean {
-			if next.Leader = c.first(next.Replicas, next.Replicas); next.Leader != replica.NoNode {
+			candidates := next.Replicas
+			if last := []replica.NodeID{old.LastLeader}; len(next.ISR)+len(next.ELR) == 0 && c.first(next.Replicas, last) != replica.NoNode {
+				candidates = last
+			}
+			if next.Leader = c.first(next.Replicas, candidates); next.Leader != replica.NoNode {
 				next.ISR, next.ELR, next.Recovering, unclean = []replica.NodeID{next.Leader}, nil, true, true
 			}
 		}
+	}
+	if next.Leader == replica.NoNode && old.Leader != replica.NoNode {
+		next.LastLeader = old.Leader
+	}
+	if next.Leader != replica.NoNode || !slices.Contains(next.Replicas, next.LastLeader) {
+		next.LastLeader = replica.NoNode
 	}
 	if next.Leader != old.Leader || ch.bumpLeaderEpoch {
 		next.LeaderEpoch++

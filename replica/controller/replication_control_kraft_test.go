@@ -198,3 +198,62 @@ func TestReassignmentCountsMinISRAboveTheReplicationFactorAsIt(t *testing.T) {
 	require.Equal(t, replica.NodeID(2), p.Leader)
 	require.Empty(t, p.ELR, "an ISR of every replica has no ELR")
 }
+
+// KIP-966's last known leader (PartitionChangeBuilder.canElectLastKnownLeader,
+// testEligibleLeaderReplicas_ElectLastKnownLeader): the leader a partition
+// had when it lost its last ISR member is remembered, and once the ISR
+// and ELR are both empty (their members restarted uncleanly) it is
+// elected, uncleanly (RECOVERING), as soon as it is live; not while it is
+// fenced (KAFKA-19522, testEligibleLeaderReplicas_NotEligibleLastKnownLeader).
+// Kafka does so whatever the topic's unclean.leader.election.enable says.
+// Strand elects uncleanly only where the topic allows it (package doc: a
+// deliberate choice, the safer one: an operator consents to losing
+// acknowledged records); where it does, it prefers the last leader, as
+// Kafka does, over the first live replica.
+//
+// Replicas [1,2,3,4] under MinInsyncReplicas 4 are fenced in id order,
+// 4 leading last; each restarts uncleanly and leaves the ELR.
+func TestLastKnownLeaderElectedOnlyUncleanly(t *testing.T) {
+	offline := func(t *testing.T, back ...replica.NodeID) *harness {
+		h := newHarness(t, 4, 1, 2, 3, 4)
+		h.topic("t", false, nodes(1, 2, 3, 4))
+		h.crash(1, 2, 3, 4)
+		require.Equal(t, nodes(1, 2, 3, 4), h.part("t", 0).ELR)
+		for _, b := range back {
+			h.start(b, false)
+		}
+		p := h.part("t", 0)
+		require.Equal(t, replica.NoNode, p.Leader, "ISR %v ELR %v", p.ISR, p.ELR)
+		require.Empty(t, p.ISR)
+		return h
+	}
+	t.Run("the topic does not allow unclean election: no leader", func(t *testing.T) {
+		h := offline(t, 1, 2, 3, 4)
+		require.Empty(t, h.part("t", 0).ELR)
+		require.Empty(t, h.unclean, "Kafka elects 4 here")
+	})
+	t.Run("enabled: the last leader, live, leads uncleanly", func(t *testing.T) {
+		h := offline(t, 1, 2, 3, 4)
+		require.NoError(t, h.c.SetUnclean("t", true))
+		h.drain()
+		p := h.part("t", 0)
+		require.Equal(t, replica.NodeID(4), p.Leader, "not 1, the first live replica")
+		require.Equal(t, nodes(4), p.ISR)
+		require.True(t, p.Recovering)
+		require.Equal(t, []TopicPartition{{"t", 0}}, h.unclean)
+		require.Equal(t, replica.NoNode, p.LastLeader, "forgotten once a leader is elected")
+	})
+	t.Run("enabled, the last leader fenced: the first live replica", func(t *testing.T) {
+		h := offline(t, 1, 2, 3)
+		require.NoError(t, h.c.SetUnclean("t", true))
+		h.drain()
+		require.Equal(t, replica.NodeID(1), h.part("t", 0).Leader)
+	})
+	t.Run("enabled, an ELR member left, though fenced: the first live replica", func(t *testing.T) {
+		h := offline(t, 1, 4)
+		require.Equal(t, nodes(2, 3), h.part("t", 0).ELR)
+		require.NoError(t, h.c.SetUnclean("t", true))
+		h.drain()
+		require.Equal(t, replica.NodeID(1), h.part("t", 0).Leader, "the last leader only when the ISR and ELR are empty")
+	})
+}
