@@ -439,18 +439,27 @@ func (c *Controller) ElectPreferred(tp TopicPartition) error {
 // epoch check. The leader gets an AlterPartitionResponse in Ready either
 // way; the error is also returned.
 //
+// An ISR that completes a reassignment removing the leader moves the
+// lead: the change is made, and answered with ErrNewLeaderElected, as
+// KRaft answers it (NEW_LEADER_ELECTED), since the sender leads no more.
+//
 // The message carries no LeaderRecoveryState: the replica package's
 // leaders recover at once, as Kafka's brokers do, which say RECOVERED in
 // every AlterPartition (Partition.prepareIsrExpand). So any proposal of a
 // recovering leader ends its recovery (KIP-704), the first growth of its
 // ISR included.
 func (c *Controller) AlterPartition(m *replica.AlterPartition) error {
+	tp := TopicPartition{m.Topic, m.Partition}
 	err := c.alterPartition(m)
+	if p := c.s.Partitions[tp]; err == nil && p.Leader != m.From {
+		err = fmt.Errorf("%w: %v: the ISR completed a reassignment that moved the lead from %d to %d",
+			replica.ErrNewLeaderElected, tp, m.From, p.Leader)
+	}
 	resp := &replica.AlterPartitionResponse{
 		Header: replica.Header{From: c.cfg.Node, To: m.From, Topic: m.Topic, Partition: m.Partition},
 		Err:    replica.CodeOf(err),
 	}
-	if p := c.s.Partitions[TopicPartition{m.Topic, m.Partition}]; p != nil && err == nil {
+	if p := c.s.Partitions[tp]; p != nil && err == nil {
 		resp.Leader, resp.LeaderEpoch, resp.PartitionEpoch, resp.ISR = p.Leader, p.LeaderEpoch, p.PartitionEpoch, p.ISR
 	}
 	c.rd.Messages = append(c.rd.Messages, resp)

@@ -144,6 +144,18 @@ func (h *harness) alterAt(tp TopicPartition, isr ...replica.NodeID) error {
 	return err
 }
 
+// requireAltered checks the answer to an AlterPartition from a leader:
+// applied, and ErrNewLeaderElected exactly when the change moved the lead
+// off it (a reassignment it completed removed it).
+func (h *harness) requireAltered(tp TopicPartition, from replica.NodeID, err error) {
+	h.t.Helper()
+	if l := h.part(tp.Topic, tp.Partition).Leader; l != from {
+		require.ErrorIs(h.t, err, replica.ErrNewLeaderElected, "the lead moved from %d to %d", from, l)
+		return
+	}
+	require.NoError(h.t, err)
+}
+
 func nodes(ns ...replica.NodeID) []replica.NodeID { return ns }
 
 // isrOf is a proposed ISR whose broker epochs the leader does not know.

@@ -452,7 +452,7 @@ func TestPartitionChangeReassignmentSteps(t *testing.T) {
 			name: "the ISR growth that completes a move elects off a removed leader", kafka: "testIsrEnlargementCompletesReassignment",
 			minISR: 1, replicas: nodes(1, 2, 3), setup: func(h *harness) { require.NoError(h.t, reassign(2, 3, 4)(h)) },
 			event: func(h *harness) error { return h.alter("t", 1, 2, 3, 4) },
-			want:  outcome{leader: 2, isr: nodes(2, 3, 4), leaderEpochs: 1, replicas: nodes(2, 3, 4)},
+			want:  outcome{err: replica.ErrNewLeaderElected, leader: 2, isr: nodes(2, 3, 4), leaderEpochs: 1, replicas: nodes(2, 3, 4)},
 		},
 		{
 			// KRaft's revert keeps the merged order without the added

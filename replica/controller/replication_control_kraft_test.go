@@ -191,7 +191,7 @@ func TestReassignmentCountsMinISRAboveTheReplicationFactorAsIt(t *testing.T) {
 	h.topic("t", false, nodes(0, 1, 2))
 	require.NoError(t, h.c.Reassign(TopicPartition{"t", 0}, nodes(2, 3, 4)))
 	h.drain()
-	require.NoError(t, h.alter("t", 0, 1, 2, 3, 4))
+	require.ErrorIs(t, h.alter("t", 0, 1, 2, 3, 4), replica.ErrNewLeaderElected)
 	p := h.part("t", 0)
 	require.Equal(t, nodes(2, 3, 4), p.Replicas, "adding %v removing %v", p.Adding, p.Removing)
 	require.Equal(t, nodes(2, 3, 4), p.ISR)
@@ -256,4 +256,27 @@ func TestLastKnownLeaderElectedOnlyUncleanly(t *testing.T) {
 		h.drain()
 		require.Equal(t, replica.NodeID(1), h.part("t", 0).Leader, "the last leader only when the ISR and ELR are empty")
 	})
+}
+
+// An AlterPartition whose ISR completes a reassignment that removes its
+// leader makes the change and answers NEW_LEADER_ELECTED (KRaft's
+// alterPartition since AlterPartition v2, testReassignPartitions,
+// testIsrEnlargementCompletesReassignment): the asker no longer leads and
+// must wait for the new state, which its response does not carry.
+func TestAlterPartitionCompletingAMoveOffItsLeaderAnswersNewLeaderElected(t *testing.T) {
+	h := newHarness(t, 1, 0, 1, 2, 3)
+	h.topic("foo", false, nodes(3, 2, 1))
+	require.NoError(t, h.c.Reassign(TopicPartition{"foo", 0}, nodes(0, 2, 1)))
+	h.drain()
+	err := h.alter("foo", 3, 0, 2, 1)
+	require.ErrorIs(t, err, replica.ErrNewLeaderElected)
+	resp := h.sent[len(h.sent)-1].(*replica.AlterPartitionResponse)
+	require.Equal(t, replica.CodeNewLeaderElected, resp.Err)
+	require.Equal(t, replica.NodeID(3), resp.To)
+	p := h.part("foo", 0)
+	require.Equal(t, nodes(0, 2, 1), p.Replicas, "the change is made")
+	require.Equal(t, replica.NodeID(0), p.Leader)
+	require.EqualValues(t, 1, p.LeaderEpoch)
+
+	require.NoError(t, h.alter("foo", 0, 2), "the new leader's own changes answer as usual")
 }
