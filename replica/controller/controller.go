@@ -319,8 +319,9 @@ func compareTP(a, b TopicPartition) int {
 
 // CreateTopic creates a topic with the given replicas per partition
 // (assign.PlaceReplicas computes them as Kafka does). Every replica must
-// be a registered broker; the ISR starts as the live ones, led by the
-// first.
+// be a registered broker, and each partition needs a live one (Kafka's
+// createTopic refuses a manual assignment without); the ISR starts as the
+// live ones, led by the first.
 func (c *Controller) CreateTopic(name string, assignment [][]replica.NodeID, unclean bool) error {
 	if name == "" || len(name) > maxTopicBytes {
 		return fmt.Errorf("%w: topic name %q", replica.ErrInvalidRequest, name)
@@ -340,6 +341,10 @@ func (c *Controller) CreateTopic(name string, assignment [][]replica.NodeID, unc
 				return fmt.Errorf("%w: topic %q partition %d: broker %d is not registered",
 					replica.ErrInvalidReplicaAssignment, name, i, n)
 			}
+		}
+		if c.first(rs, rs) == replica.NoNode {
+			return fmt.Errorf("%w: topic %q partition %d: every replica %v is fenced or in controlled shutdown",
+				replica.ErrInvalidReplicaAssignment, name, i, rs)
 		}
 	}
 	if err := c.emit(&TopicRecord{Stamp: c.stamp(), Name: name, Partitions: int32(len(assignment)), Unclean: unclean}); err != nil {

@@ -399,13 +399,17 @@ func TestPartitionChangeELRAsBrokersAreFenced(t *testing.T) {
 			want:  outcome{leader: 0, isr: nodes(0), elr: nodes(2)},
 		},
 		{
-			// Kafka also records 0 as the last known leader; see
-			// TestNoLastKnownLeaderElection.
+			// 0 is remembered as the last leader, as Kafka's lastKnownElr
+			// (see TestLastKnownLeaderElectedOnlyUncleanly).
 			name: "the last ISR member restarting uncleanly leaves the ISR and is not eligible", kafka: "testEligibleLeaderReplicas_UncleanShutdown",
 			minISR: 3, replicas: nodes(0, 1, 2, 3),
 			setup: func(h *harness) { fence123(h); _, err := h.register(3, false); require.NoError(h.t, err) },
-			event: func(h *harness) error { _, err := h.register(0, false); h.drain(); return err },
-			want:  outcome{leader: replica.NoNode, elr: nodes(2), leaderEpochs: 1},
+			event: func(h *harness) error {
+				_, err := h.register(0, false)
+				require.Equal(h.t, replica.NodeID(0), h.part("t", 0).LastLeader)
+				return err
+			},
+			want: outcome{leader: replica.NoNode, elr: nodes(2), leaderEpochs: 1},
 		},
 	})
 }

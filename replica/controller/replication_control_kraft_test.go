@@ -280,3 +280,32 @@ func TestAlterPartitionCompletingAMoveOffItsLeaderAnswersNewLeaderElected(t *tes
 
 	require.NoError(t, h.alter("foo", 0, 2), "the new leader's own changes answer as usual")
 }
+
+// testCreateTopicsISRInvariants: a new partition's ISR is its replicas
+// that are live, neither fenced nor in controlled shutdown, led by the
+// first of them; testManualPartitionAssignmentOnAllFencedBrokers: an
+// assignment with a partition none of whose replicas is live is refused
+// (INVALID_REPLICA_ASSIGNMENT) and creates nothing.
+func TestCreateTopicISRIsTheLiveReplicas(t *testing.T) {
+	h := newHarness(t, 1, 0)
+	h.start(1, true)
+	require.NoError(t, h.c.Shutdown(1, h.epochs[1]))
+	_, err := h.register(2, true)
+	require.NoError(t, err)
+	h.drain()
+
+	h.topic("foo", false, nodes(1, 0, 2))
+	p := h.part("foo", 0)
+	require.Equal(t, nodes(0), p.ISR)
+	require.Equal(t, replica.NodeID(0), p.Leader)
+	require.EqualValues(t, 0, p.LeaderEpoch)
+	require.EqualValues(t, 0, p.PartitionEpoch)
+
+	stored := len(h.store)
+	err = h.c.CreateTopic("bar", [][]replica.NodeID{nodes(0), nodes(1, 2)}, false)
+	require.ErrorIs(t, err, replica.ErrInvalidReplicaAssignment)
+	require.ErrorContains(t, err, "partition 1")
+	h.drain()
+	require.Len(t, h.store, stored)
+	require.Nil(t, h.c.State().Topics["bar"])
+}
