@@ -431,6 +431,30 @@ func (c *Controller) ElectPreferred(tp TopicPartition) error {
 	return c.change(tp, change{isr: p.ISR, preferred: true})
 }
 
+// ElectUnclean elects a leader for a partition that has none, uncleanly if
+// it must, whatever its topic allows: an operator's explicit consent to
+// losing acknowledged records on this partition (Kafka's ElectLeaders with
+// ElectionType UNCLEAN). The election is the one change makes, the
+// ISR and ELR first, and is reported in Ready.Unclean if unclean. A
+// partition with a leader needs none (ErrElectionNotNeeded); one without a
+// live replica gets none (ErrEligibleLeadersNotAvailable).
+func (c *Controller) ElectUnclean(tp TopicPartition) error {
+	p := c.s.Partitions[tp]
+	switch {
+	case p == nil:
+		return fmt.Errorf("%w: %v", replica.ErrUnknownPartition, tp)
+	case p.Leader != replica.NoNode:
+		return fmt.Errorf("%w: %v is led by %d", replica.ErrElectionNotNeeded, tp, p.Leader)
+	}
+	if err := c.change(tp, change{isr: p.ISR, unclean: true}); err != nil {
+		return err
+	}
+	if c.s.Partitions[tp].Leader == replica.NoNode {
+		return fmt.Errorf("%w: %v: none of the replicas %v is live", replica.ErrEligibleLeadersNotAvailable, tp, p.Replicas)
+	}
+	return nil
+}
+
 // AlterPartition handles a leader's ISR change, checked in Kafka's order
 // (ReplicationControlManager.alterPartition): an epoch from the future
 // means this controller is stale (NOT_CONTROLLER), an older leader epoch
@@ -530,6 +554,8 @@ type change struct {
 	preferred bool
 	// recovered ends a RECOVERING state.
 	recovered bool
+	// unclean allows an unclean election whatever the topic allows.
+	unclean bool
 	// layout, if set, replaces the replicas (a reassignment's steps).
 	layout *layout
 	// bumpLeaderEpoch takes a new leader epoch even if the leader stays:
@@ -547,7 +573,8 @@ type layout struct{ replicas, adding, removing []replica.NodeID }
 // The leader stays while valid (in the ISR, live). Otherwise it is the
 // first live replica in assignment order that is in the ISR; with an empty
 // ISR, the first live ELR member, which becomes the ISR; only if the topic
-// allows unclean election, the last leader if the ISR and ELR are empty
+// allows unclean election (or ElectUnclean asks for one), the last leader
+// if the ISR and ELR are empty
 // and it is live (KIP-966's last known leader, which Kafka elects even
 // where the topic does not allow unclean election), else the first live
 // replica, alone in the ISR, RECOVERING, reported in Ready.Unclean. Else
@@ -587,7 +614,7 @@ func (c *Controller) change(tp TopicPartition, ch change) error {
 				next.ISR, next.ELR = []replica.NodeID{next.Leader}, without(next.ELR, next.Leader)
 			}
 		}
-		if next.Leader == replica.NoNode && c.s.Topics[tp.Topic].Unclean {
+		if next.Leader == replica.NoNode && (ch.unclean || c.s.Topics[tp.Topic].Unclean) {
 			candidates := next.Replicas
 			if last := []replica.NodeID{old.LastLeader}; len(next.ISR)+len(next.ELR) == 0 && c.first(next.Replicas, last) != replica.NoNode {
 				candidates = last

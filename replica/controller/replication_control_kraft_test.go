@@ -309,3 +309,37 @@ func TestCreateTopicISRIsTheLiveReplicas(t *testing.T) {
 	require.Len(t, h.store, stored)
 	require.Nil(t, h.c.State().Topics["bar"])
 }
+
+// ElectLeaders with ElectionType UNCLEAN (testElectUncleanLeaders_WithoutElr,
+// here with the ELR, which holds 1 where Kafka's vector keeps it in the
+// ISR): an operator's unclean election of one partition, whatever its
+// topic allows. A partition with a leader needs none; one with no live
+// replica gets none (ELIGIBLE_LEADERS_NOT_AVAILABLE); once 2 is back it
+// leads foo-0 uncleanly, and foo-1, led, is left alone (no preferred
+// election on the side).
+func TestElectUncleanOfOnePartition(t *testing.T) {
+	h := newHarness(t, 1, 0, 1, 2, 3, 4)
+	createFoo(h, false)
+	h.crash(2, 3)
+	h.crash(1)
+	requireLeaders(t, h, nodes(replica.NoNode, 4, 0), nil, nodes(4), nodes(0))
+	require.Equal(t, nodes(1), h.part("foo", 0).ELR)
+
+	elect := func(p int32) error { err := h.c.ElectUnclean(TopicPartition{"foo", p}); h.drain(); return err }
+	stored := len(h.store)
+	require.ErrorIs(t, elect(0), replica.ErrEligibleLeadersNotAvailable)
+	require.ErrorIs(t, elect(1), replica.ErrElectionNotNeeded)
+	require.ErrorIs(t, elect(2), replica.ErrElectionNotNeeded)
+	require.ErrorIs(t, h.c.ElectUnclean(TopicPartition{"bar", 0}), replica.ErrUnknownPartition)
+	require.Len(t, h.store, stored, "no election, no record")
+
+	h.unfence(2)
+	require.NoError(t, h.alterAt(TopicPartition{"foo", 1}, 4, 2))
+	require.NoError(t, elect(0))
+	requireLeaders(t, h, nodes(2, 4, 0), nodes(2), nodes(4, 2), nodes(0))
+	p := h.part("foo", 0)
+	require.True(t, p.Recovering)
+	require.Empty(t, p.ELR)
+	require.Equal(t, []TopicPartition{{"foo", 0}}, h.unclean)
+	require.False(t, h.c.State().Topics["foo"].Unclean, "the topic's configuration is not changed")
+}
