@@ -466,5 +466,29 @@ func TestPartitionChangeReassignmentSteps(t *testing.T) {
 			event: func(h *harness) error { return h.c.CancelReassignment(TopicPartition{"t", 0}) },
 			want:  outcome{leader: 3, isr: nodes(3, 2, 1), leaderEpochs: 1, replicas: nodes(2, 1, 3)},
 		},
+		{
+			// Kafka writes this as one change (partition epoch 2, its
+			// PartitionChangeBuilder completing the move as it builds it);
+			// Strand writes the grow step, then the completion (3).
+			name: "a reassignment dropping a fenced replica completes at once", kafka: "ReplicationControlManagerTest.testCancelReassignPartitions (foo-0)",
+			minISR: 1, replicas: nodes(1, 2, 3, 4), setup: func(h *harness) { h.crash(3) }, event: reassign(1, 2, 4),
+			want: outcome{leader: 1, isr: nodes(1, 2, 4), leaderEpochs: 1, replicas: nodes(1, 2, 4)},
+		},
+		{
+			name: "a reassignment reordering the replicas around a fenced one keeps the leader and its epoch", kafka: "ReplicationControlManagerTest.testCancelReassignPartitions (foo-1)",
+			minISR: 1, replicas: nodes(0, 1, 2, 3), setup: func(h *harness) { h.crash(3) }, event: reassign(1, 2, 3, 0),
+			want: outcome{leader: 0, isr: nodes(0, 1, 2), replicas: nodes(1, 2, 3, 0)},
+		},
+		{
+			name: "a growing reassignment adds the new replicas, sorted", kafka: "ReplicationControlManagerTest.testCancelReassignPartitions (bar-0)",
+			minISR: 1, replicas: nodes(4, 3, 2), setup: func(h *harness) { h.crash(3) }, event: reassign(1, 2, 3, 4, 0),
+			want: outcome{leader: 4, isr: nodes(4, 2), replicas: nodes(1, 2, 3, 4, 0), adding: nodes(0, 1)},
+		},
+		{
+			name: "and cancelling it keeps the merged order without them, in a new leader epoch", kafka: "ReplicationControlManagerTest.testCancelReassignPartitions (bar-0)",
+			minISR: 1, replicas: nodes(4, 3, 2), setup: func(h *harness) { h.crash(3); require.NoError(h.t, reassign(1, 2, 3, 4, 0)(h)) },
+			event: func(h *harness) error { return h.c.CancelReassignment(TopicPartition{"t", 0}) },
+			want:  outcome{leader: 4, isr: nodes(4, 2), leaderEpochs: 1, replicas: nodes(2, 3, 4)},
+		},
 	})
 }
