@@ -39,6 +39,7 @@ const (
 	CodeInvalidUpdateVersion         Code = 95
 	CodeBrokerIDNotRegistered        Code = 102
 	CodeIneligibleReplica            Code = 107
+	CodeNewLeaderElected             Code = 108
 )
 
 // Error is a protocol error: one with a wire Code. The package's sentinel
@@ -80,6 +81,10 @@ var (
 	ErrElectionNotNeeded           = &Error{CodeElectionNotNeeded, "election not needed"}
 	ErrBrokerNotRegistered         = &Error{CodeBrokerIDNotRegistered, "broker id not registered"}
 	ErrNoReassignmentInProgress    = &Error{CodeNoReassignmentInProgress, "no reassignment in progress"}
+	// ErrNewLeaderElected answers an AlterPartition that was applied but
+	// moved the lead off its sender (a reassignment it completed removed
+	// it): the sender must wait for the new state.
+	ErrNewLeaderElected = &Error{CodeNewLeaderElected, "new leader elected"}
 )
 
 var byCode = map[Code]*Error{}
@@ -93,6 +98,7 @@ func init() {
 		ErrInvalidUpdateVersion, ErrIneligibleReplica, ErrTopicAlreadyExists,
 		ErrInvalidReplicaAssignment, ErrStaleBrokerEpoch, ErrPreferredLeaderNotAvailable,
 		ErrEligibleLeadersNotAvailable, ErrElectionNotNeeded, ErrBrokerNotRegistered, ErrNoReassignmentInProgress,
+		ErrNewLeaderElected,
 	} {
 		byCode[e.Code] = e
 	}

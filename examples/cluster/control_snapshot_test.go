@@ -32,7 +32,9 @@ func TestControlRestartsFromSnapshotAndTail(t *testing.T) {
 	for _, b := range []replica.NodeID{1, 2, 3} {
 		index++
 		commit(index, func() {
-			_, err := ctrl.Register(b, 1, true)
+			e, err := ctrl.Register(b, 1, true)
+			require.NoError(t, err)
+			_, err = ctrl.Heartbeat(b, e) // live: a topic needs a live replica per partition
 			require.NoError(t, err)
 		})
 	}

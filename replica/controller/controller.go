@@ -319,8 +319,9 @@ func compareTP(a, b TopicPartition) int {
 
 // CreateTopic creates a topic with the given replicas per partition
 // (assign.PlaceReplicas computes them as Kafka does). Every replica must
-// be a registered broker; the ISR starts as the live ones, led by the
-// first.
+// be a registered broker, and each partition needs a live one (Kafka's
+// createTopic refuses a manual assignment without); the ISR starts as the
+// live ones, led by the first.
 func (c *Controller) CreateTopic(name string, assignment [][]replica.NodeID, unclean bool) error {
 	if name == "" || len(name) > maxTopicBytes {
 		return fmt.Errorf("%w: topic name %q", replica.ErrInvalidRequest, name)
@@ -341,13 +342,17 @@ func (c *Controller) CreateTopic(name string, assignment [][]replica.NodeID, unc
 					replica.ErrInvalidReplicaAssignment, name, i, n)
 			}
 		}
+		if c.first(rs, rs) == replica.NoNode {
+			return fmt.Errorf("%w: topic %q partition %d: every replica %v is fenced or in controlled shutdown",
+				replica.ErrInvalidReplicaAssignment, name, i, rs)
+		}
 	}
 	if err := c.emit(&TopicRecord{Stamp: c.stamp(), Name: name, Partitions: int32(len(assignment)), Unclean: unclean}); err != nil {
 		return err
 	}
 	for i, rs := range assignment {
 		r := &PartitionRecord{Stamp: c.stamp(), Topic: name, Partition: int32(i),
-			Replicas: slices.Clone(rs), Leader: replica.NoNode}
+			Replicas: slices.Clone(rs), Leader: replica.NoNode, LastLeader: replica.NoNode}
 		for _, n := range rs {
 			if c.acceptable(n) {
 				r.ISR = append(r.ISR, n)
@@ -426,6 +431,30 @@ func (c *Controller) ElectPreferred(tp TopicPartition) error {
 	return c.change(tp, change{isr: p.ISR, preferred: true})
 }
 
+// ElectUnclean elects a leader for a partition that has none, uncleanly if
+// it must, whatever its topic allows: an operator's explicit consent to
+// losing acknowledged records on this partition (Kafka's ElectLeaders with
+// ElectionType UNCLEAN). The election is the one change makes, the
+// ISR and ELR first, and is reported in Ready.Unclean if unclean. A
+// partition with a leader needs none (ErrElectionNotNeeded); one without a
+// live replica gets none (ErrEligibleLeadersNotAvailable).
+func (c *Controller) ElectUnclean(tp TopicPartition) error {
+	p := c.s.Partitions[tp]
+	switch {
+	case p == nil:
+		return fmt.Errorf("%w: %v", replica.ErrUnknownPartition, tp)
+	case p.Leader != replica.NoNode:
+		return fmt.Errorf("%w: %v is led by %d", replica.ErrElectionNotNeeded, tp, p.Leader)
+	}
+	if err := c.change(tp, change{isr: p.ISR, unclean: true}); err != nil {
+		return err
+	}
+	if c.s.Partitions[tp].Leader == replica.NoNode {
+		return fmt.Errorf("%w: %v: none of the replicas %v is live", replica.ErrEligibleLeadersNotAvailable, tp, p.Replicas)
+	}
+	return nil
+}
+
 // AlterPartition handles a leader's ISR change, checked in Kafka's order
 // (ReplicationControlManager.alterPartition): an epoch from the future
 // means this controller is stale (NOT_CONTROLLER), an older leader epoch
@@ -439,18 +468,27 @@ func (c *Controller) ElectPreferred(tp TopicPartition) error {
 // epoch check. The leader gets an AlterPartitionResponse in Ready either
 // way; the error is also returned.
 //
+// An ISR that completes a reassignment removing the leader moves the
+// lead: the change is made, and answered with ErrNewLeaderElected, as
+// KRaft answers it (NEW_LEADER_ELECTED), since the sender leads no more.
+//
 // The message carries no LeaderRecoveryState: the replica package's
 // leaders recover at once, as Kafka's brokers do, which say RECOVERED in
 // every AlterPartition (Partition.prepareIsrExpand). So any proposal of a
 // recovering leader ends its recovery (KIP-704), the first growth of its
 // ISR included.
 func (c *Controller) AlterPartition(m *replica.AlterPartition) error {
+	tp := TopicPartition{m.Topic, m.Partition}
 	err := c.alterPartition(m)
+	if p := c.s.Partitions[tp]; err == nil && p.Leader != m.From {
+		err = fmt.Errorf("%w: %v: the ISR completed a reassignment that moved the lead from %d to %d",
+			replica.ErrNewLeaderElected, tp, m.From, p.Leader)
+	}
 	resp := &replica.AlterPartitionResponse{
 		Header: replica.Header{From: c.cfg.Node, To: m.From, Topic: m.Topic, Partition: m.Partition},
 		Err:    replica.CodeOf(err),
 	}
-	if p := c.s.Partitions[TopicPartition{m.Topic, m.Partition}]; p != nil && err == nil {
+	if p := c.s.Partitions[tp]; p != nil && err == nil {
 		resp.Leader, resp.LeaderEpoch, resp.PartitionEpoch, resp.ISR = p.Leader, p.LeaderEpoch, p.PartitionEpoch, p.ISR
 	}
 	c.rd.Messages = append(c.rd.Messages, resp)
@@ -516,6 +554,8 @@ type change struct {
 	preferred bool
 	// recovered ends a RECOVERING state.
 	recovered bool
+	// unclean allows an unclean election whatever the topic allows.
+	unclean bool
 	// layout, if set, replaces the replicas (a reassignment's steps).
 	layout *layout
 	// bumpLeaderEpoch takes a new leader epoch even if the leader stays:
@@ -533,9 +573,14 @@ type layout struct{ replicas, adding, removing []replica.NodeID }
 // The leader stays while valid (in the ISR, live). Otherwise it is the
 // first live replica in assignment order that is in the ISR; with an empty
 // ISR, the first live ELR member, which becomes the ISR; only if the topic
-// allows unclean election, the first live replica, alone in the ISR,
-// RECOVERING, reported in Ready.Unclean. Else there is no leader. A new
-// leader takes a new leader epoch; every change takes a new partition epoch.
+// allows unclean election (or ElectUnclean asks for one), the last leader
+// if the ISR and ELR are empty
+// and it is live (KIP-966's last known leader, which Kafka elects even
+// where the topic does not allow unclean election), else the first live
+// replica, alone in the ISR, RECOVERING, reported in Ready.Unclean. Else
+// there is no leader, and the one lost is remembered as the last leader.
+// A new leader takes a new leader epoch; every change takes a new
+// partition epoch.
 func (c *Controller) change(tp TopicPartition, ch change) error {
 	old := c.s.Partitions[tp]
 	next := PartitionRecord{
@@ -543,7 +588,7 @@ func (c *Controller) change(tp TopicPartition, ch change) error {
 		Replicas: old.Replicas, Adding: old.Adding, Removing: old.Removing,
 		ISR: slices.Clone(ch.isr), Leader: replica.NoNode,
 		LeaderEpoch: old.LeaderEpoch, PartitionEpoch: old.PartitionEpoch + 1,
-		Recovering: old.Recovering && !ch.recovered,
+		Recovering: old.Recovering && !ch.recovered, LastLeader: old.LastLeader,
 	}
 	if l := ch.layout; l != nil {
 		next.Replicas, next.Adding, next.Removing = l.replicas, l.adding, l.removing
@@ -569,11 +614,21 @@ func (c *Controller) change(tp TopicPartition, ch change) error {
 				next.ISR, next.ELR = []replica.NodeID{next.Leader}, without(next.ELR, next.Leader)
 			}
 		}
-		if next.Leader == replica.NoNode && c.s.Topics[tp.Topic].Unclean {
-			if next.Leader = c.first(next.Replicas, next.Replicas); next.Leader != replica.NoNode {
+		if next.Leader == replica.NoNode && (ch.unclean || c.s.Topics[tp.Topic].Unclean) {
+			candidates := next.Replicas
+			if last := []replica.NodeID{old.LastLeader}; len(next.ISR)+len(next.ELR) == 0 && c.first(next.Replicas, last) != replica.NoNode {
+				candidates = last
+			}
+			if next.Leader = c.first(next.Replicas, candidates); next.Leader != replica.NoNode {
 				next.ISR, next.ELR, next.Recovering, unclean = []replica.NodeID{next.Leader}, nil, true, true
 			}
 		}
+	}
+	if next.Leader == replica.NoNode && old.Leader != replica.NoNode {
+		next.LastLeader = old.Leader
+	}
+	if next.Leader != replica.NoNode || !slices.Contains(next.Replicas, next.LastLeader) {
+		next.LastLeader = replica.NoNode
 	}
 	if next.Leader != old.Leader || ch.bumpLeaderEpoch {
 		next.LeaderEpoch++

@@ -3,11 +3,12 @@
 // per incarnation (a retried registration gets its epoch back, a restart
 // a new one), fences those whose session ends, runs controlled shutdowns,
 // elects partition leaders (clean, from KIP-966's eligible leader
-// replicas, unclean only when a topic allows it, preferred) and validates
-// the AlterPartition requests of partition leaders, compare-and-set on
-// the partition epoch, refusing ISR members named in a broker epoch they
-// no longer have (KIP-903). Its LeaderAndISR messages name the broker
-// epoch of their addressee (KIP-380).
+// replicas, unclean only when a topic allows it or an operator asks for
+// one partition's, preferred) and validates the AlterPartition requests
+// of partition leaders, compare-and-set on the partition epoch, refusing
+// ISR members named in a broker epoch they no longer have (KIP-903). Its
+// LeaderAndISR messages name the broker epoch of their addressee
+// (KIP-380).
 //
 // All its state is a sequence of Records: State.Apply is the only way the
 // state changes, and replaying the records gives the state the active

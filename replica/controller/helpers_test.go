@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -82,20 +83,32 @@ func (h *harness) register(b replica.NodeID, clean bool) (int64, error) {
 	return e, err
 }
 
-// crash stops a broker's heartbeats until its session ends; the others
-// keep beating.
-func (h *harness) crash(b replica.NodeID) {
+// crash stops the brokers' heartbeats until their sessions end; the
+// others keep beating. Brokers whose sessions end on the same tick are
+// fenced in id order.
+func (h *harness) crash(bs ...replica.NodeID) {
 	h.t.Helper()
 	for i := 0; i < session; i++ {
 		for o, e := range h.epochs {
-			if o != b && !h.c.State().Brokers[o].Fenced {
+			if !slices.Contains(bs, o) && !h.c.State().Brokers[o].Fenced {
 				_, err := h.c.Heartbeat(o, e)
 				require.NoError(h.t, err)
 			}
 		}
 		require.NoError(h.t, h.c.Tick())
 	}
-	require.True(h.t, h.c.State().Brokers[b].Fenced, "broker %d fenced after its session", b)
+	for _, b := range bs {
+		require.True(h.t, h.c.State().Brokers[b].Fenced, "broker %d fenced after its session", b)
+	}
+	h.drain()
+}
+
+// unfence heartbeats a fenced broker in the epoch it is registered in:
+// it comes back without restarting (a network partition healed).
+func (h *harness) unfence(b replica.NodeID) {
+	h.t.Helper()
+	_, err := h.c.Heartbeat(b, h.epochs[b])
+	require.NoError(h.t, err)
 	h.drain()
 }
 
@@ -109,21 +122,38 @@ func (h *harness) part(name string, p int32) *Partition {
 	return h.c.State().Partitions[TopicPartition{name, p}]
 }
 
-// alter sends an AlterPartition from the partition's leader in its
-// current epochs, naming each member's registered broker epoch.
+// alter sends an AlterPartition for partition 0 of a topic.
 func (h *harness) alter(name string, isr ...replica.NodeID) error {
-	p := h.part(name, 0)
+	return h.alterAt(TopicPartition{name, 0}, isr...)
+}
+
+// alterAt sends an AlterPartition from the partition's leader in its
+// current epochs, naming each member's registered broker epoch.
+func (h *harness) alterAt(tp TopicPartition, isr ...replica.NodeID) error {
+	p := h.part(tp.Topic, tp.Partition)
 	members := isrOf(isr...)
 	for i := range members {
 		members[i].BrokerEpoch = h.epochs[members[i].ID]
 	}
 	m := &replica.AlterPartition{
-		Header:      replica.Header{From: p.Leader, To: replica.NoNode, Topic: name},
+		Header:      replica.Header{From: p.Leader, To: replica.NoNode, Topic: tp.Topic, Partition: tp.Partition},
 		BrokerEpoch: h.epochs[p.Leader], LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, ISR: members,
 	}
 	err := h.c.AlterPartition(m)
 	h.drain()
 	return err
+}
+
+// requireAltered checks the answer to an AlterPartition from a leader:
+// applied, and ErrNewLeaderElected exactly when the change moved the lead
+// off it (a reassignment it completed removed it).
+func (h *harness) requireAltered(tp TopicPartition, from replica.NodeID, err error) {
+	h.t.Helper()
+	if l := h.part(tp.Topic, tp.Partition).Leader; l != from {
+		require.ErrorIs(h.t, err, replica.ErrNewLeaderElected, "the lead moved from %d to %d", from, l)
+		return
+	}
+	require.NoError(h.t, err)
 }
 
 func nodes(ns ...replica.NodeID) []replica.NodeID { return ns }

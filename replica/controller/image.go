@@ -40,7 +40,8 @@ func (s *State) Records() []Record {
 		p := s.Partitions[tp]
 		records = append(records, &PartitionRecord{Stamp: stamp, Topic: tp.Topic, Partition: tp.Partition,
 			Replicas: p.Replicas, ISR: p.ISR, ELR: p.ELR, Adding: p.Adding, Removing: p.Removing,
-			Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, Recovering: p.Recovering})
+			Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch,
+			Recovering: p.Recovering, LastLeader: p.LastLeader})
 	}
 	return records
 }

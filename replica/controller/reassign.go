@@ -24,7 +24,9 @@ import (
 //     replicas leave the ISR and ELR, a leader being removed hands over to
 //     the first target replica in the ISR, and the leader epoch moves on so
 //     that the removed replicas learn that they are out. The shrink waits
-//     while it would leave fewer than MinInsyncReplicas in the ISR.
+//     while it would leave fewer than MinInsyncReplicas in the ISR, or than
+//     the replicas before the move if they are fewer (Kafka's effective
+//     min.insync.replicas).
 //
 // As in KRaft's PartitionReassignmentReplicas, Adding and Removing are
 // sorted by node id and the removed replicas follow the target in that
@@ -97,8 +99,13 @@ func (c *Controller) maybeCompleteReassignment(tp TopicPartition) error {
 	if len(target) < len(p.Replicas)-len(p.Adding) && !subset(target, isr) {
 		return nil // fewer replicas than before: every one of them in sync first
 	}
-	if len(isr) < c.cfg.MinInsyncReplicas && len(isr) < len(p.ISR) {
-		return nil // never shrink the ISR below MinInsyncReplicas
+	// Never shrink the ISR below MinInsyncReplicas, counted as Kafka
+	// counts a topic's: at most its replication factor, the replicas
+	// before the move (ReplicationControlManager.getTopicEffectiveMinIsr).
+	// Above it, a move of as many replicas would wait for an ISR they
+	// never reach.
+	if minISR := min(c.cfg.MinInsyncReplicas, len(p.Replicas)-len(p.Adding)); len(isr) < minISR && len(isr) < len(p.ISR) {
+		return nil
 	}
 	return c.change(tp, change{isr: isr, bumpLeaderEpoch: true, layout: &layout{replicas: target}})
 }

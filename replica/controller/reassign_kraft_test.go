@@ -74,7 +74,8 @@ func TestReassignmentCompletesAsKRaft(t *testing.T) {
 			require.NoError(t, h.c.Reassign(TopicPartition{"t", 0}, tc.target))
 			h.drain()
 			require.NotEmpty(t, h.part("t", 0).Adding)
-			require.NoError(t, h.alter("t", tc.isr...))
+			leader := h.part("t", 0).Leader
+			h.requireAltered(TopicPartition{"t", 0}, leader, h.alter("t", tc.isr...))
 			p := h.part("t", 0)
 			if !tc.completes {
 				require.NotEmpty(t, p.Adding, "still in progress: replicas %v, ISR %v", p.Replicas, p.ISR)

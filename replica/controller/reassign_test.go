@@ -58,7 +58,7 @@ func TestTC15ReassignmentGrowsCatchesUpSwitchesShrinks(t *testing.T) {
 			require.Equal(t, nodes(4, 5, 6, 1, 2, 3), h.part("t", 0).Replicas, "6 is still catching up")
 			step()
 			epoch := h.part("t", 0).LeaderEpoch
-			require.NoError(t, h.alter("t", 1, 2, 3, 4, 5, 6))
+			require.ErrorIs(t, h.alter("t", 1, 2, 3, 4, 5, 6), replica.ErrNewLeaderElected, "the lead moves off 1")
 			p = h.part("t", 0)
 			require.Equal(t, nodes(4, 5, 6), p.Replicas)
 			require.Equal(t, nodes(4, 5, 6), p.ISR)
@@ -196,7 +196,7 @@ func TestReassignmentMovesLeadershipOffARemovedLeader(t *testing.T) {
 	h.topic("t", false, nodes(1, 2, 3))
 	require.NoError(t, h.c.Reassign(TopicPartition{"t", 0}, nodes(4, 2, 3)))
 	h.drain()
-	require.NoError(t, h.alter("t", 1, 2, 3, 4))
+	require.ErrorIs(t, h.alter("t", 1, 2, 3, 4), replica.ErrNewLeaderElected)
 	p := h.part("t", 0)
 	require.Equal(t, nodes(4, 2, 3), p.Replicas)
 	require.Equal(t, nodes(2, 3, 4), p.ISR)
@@ -251,11 +251,12 @@ func TestReassignmentFileGenerateExecuteVerify(t *testing.T) {
 	}
 	for i := range 3 {
 		p := h.part("t", int32(i))
-		require.NoError(t, h.c.AlterPartition(&replica.AlterPartition{
+		err := h.c.AlterPartition(&replica.AlterPartition{
 			Header:      replica.Header{From: p.Leader, Topic: "t", Partition: int32(i)},
 			LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, ISR: isrOf(append([]replica.NodeID{p.Leader}, minus(p.Replicas, nodes(p.Leader))...)...),
-		}))
+		})
 		h.drain()
+		h.requireAltered(TopicPartition{"t", int32(i)}, p.Leader, err)
 	}
 	statuses, err = h.c.VerifyAll(plan)
 	require.NoError(t, err)

@@ -111,6 +111,9 @@ type PartitionRecord struct {
 	// Recovering is KIP-704's LeaderRecoveryState RECOVERING: the leader
 	// was elected uncleanly and the ISR stays [leader] until it recovers.
 	Recovering bool
+	// LastLeader is KIP-966's last known leader: the leader a partition
+	// had when it lost it, NoNode while it has one.
+	LastLeader replica.NodeID
 }
 
 type kind uint8
@@ -139,8 +142,9 @@ func (*PartitionRecord) kind() kind  { return kindPartition }
 // its fields once (fields), for both directions, so encoder and decoder
 // cannot disagree.
 
-// recordVersion 1 added RegisterRecord's Incarnation.
-const recordVersion = 1
+// recordVersion 1 added RegisterRecord's Incarnation, 2 PartitionRecord's
+// LastLeader.
+const recordVersion = 2
 
 // Limits a decoded record must respect.
 const (
@@ -188,6 +192,7 @@ func (r *PartitionRecord) fields(c codec) {
 	c.i32(&r.LeaderEpoch)
 	c.i32(&r.PartitionEpoch)
 	c.flag(&r.Recovering)
+	c.node(&r.LastLeader)
 }
 
 func (r *ControllerRecord) MarshalBinary() ([]byte, error) { return encode(r) }

@@ -87,6 +87,10 @@ type Partition struct {
 	LeaderEpoch    int32
 	PartitionEpoch int32
 	Recovering     bool
+	// LastLeader is the leader the partition had when it lost it (KIP-966's
+	// last known leader), NoNode while it has one: the replica an unclean
+	// election prefers.
+	LastLeader replica.NodeID
 }
 
 // NewState returns the state before any record.
@@ -222,7 +226,7 @@ func (r *PartitionRecord) apply(s *State) error {
 		Replicas: set(r.Replicas), ISR: set(r.ISR), ELR: set(r.ELR),
 		Adding: set(r.Adding), Removing: set(r.Removing),
 		Leader: r.Leader, LeaderEpoch: r.LeaderEpoch, PartitionEpoch: r.PartitionEpoch,
-		Recovering: r.Recovering,
+		Recovering: r.Recovering, LastLeader: r.LastLeader,
 	}
 	if err := p.check(); err != nil {
 		return fmt.Errorf("%w: %v: %v", ErrInvalidRecord, tp, err)
@@ -256,6 +260,9 @@ func (p *Partition) check() error {
 	}
 	if p.Leader != replica.NoNode && !slices.Contains(p.ISR, p.Leader) {
 		return fmt.Errorf("leader %d not in the ISR %v", p.Leader, p.ISR)
+	}
+	if p.LastLeader != replica.NoNode && (p.Leader != replica.NoNode || !slices.Contains(p.Replicas, p.LastLeader)) {
+		return fmt.Errorf("last leader %d with leader %d, or outside the replicas %v", p.LastLeader, p.Leader, p.Replicas)
 	}
 	if p.Recovering && len(p.ISR) > 1 {
 		return fmt.Errorf("recovering with ISR %v", p.ISR)
