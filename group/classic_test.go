@@ -428,6 +428,28 @@ func TestClassicGroupRules(t *testing.T) {
 				assert.Equal(t, "roundrobin", h.joined(j).ProtocolName)
 			}
 		}},
+		{"G25 a follower whose SyncGroup waits on a leader that expires gets a new session to rejoin in", func(t *testing.T) {
+			// Kafka's propagateAssignment reschedules the heartbeat of
+			// every member whose parked sync it answers: the follower's
+			// session, started with the leader's when the join phase
+			// completed, ran out while it waited. Without it, every member
+			// waiting on a crashed leader was removed with it, and lost its
+			// partitions (TestConsumerMembersChurn failed so).
+			h := newHarness(t, noDelay)
+			ids, gen := completing(h, 2)
+			s1 := h.sync(SyncGroupRequest{GroupID: "g", GenerationID: gen, MemberID: ids[1]})
+			require.Nil(t, h.synced(s1))
+			h.advance(10 * time.Second) // both sessions, 10 s; only the leader did not sync
+			g := h.group("g")
+			assert.Nil(t, g.byID[ids[0]], "the leader expired")
+			require.NotNil(t, h.synced(s1))
+			assert.ErrorIs(t, h.synced(s1).Err, ErrRebalanceInProgress)
+			require.NotNil(t, g.byID[ids[1]], "the follower is still a member")
+			h.advance(10*time.Second - time.Millisecond)
+			require.NotNil(t, g.byID[ids[1]], "within its new session")
+			h.advance(time.Millisecond)
+			assert.Nil(t, g.byID[ids[1]], "its new session, without a heartbeat or a join, ran out")
+		}},
 	}
 	for _, r := range rules {
 		t.Run(r.name, r.run)

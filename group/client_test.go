@@ -727,6 +727,9 @@ func TestConsumerStaticMemberRestartsWithoutRebalance(t *testing.T) {
 	pollAll(t, sizes(a, b), a, b)
 	aHad := a.Assigned()
 	_, gen := b.Generation()
+	// b may have had a generation alone before a joined, and given up
+	// its partitions then: what b saw up to here is no restart's doing.
+	bSettled := bEv.get()
 	for _, tp := range aHad {
 		e.produce("t", tp.Partition, 3)
 	}
@@ -747,7 +750,7 @@ func TestConsumerStaticMemberRestartsWithoutRebalance(t *testing.T) {
 	require.Equal(t, gen, gen2, "no rebalance")
 	_, genA := a2.Generation()
 	require.Equal(t, gen, genA)
-	require.Len(t, bEv.get(), 1, "b never gave up a partition")
+	require.Equal(t, bSettled, bEv.get(), "b never gave up a partition, nor got one")
 }
 
 // Two consumers with one InstanceID: the newer takes the place, the older

@@ -236,7 +236,7 @@ func (c *Coordinator) consumerHeartbeat(req ConsumerGroupHeartbeatRequest) (*Con
 		return nil, err
 	}
 	c.scheduleConsumerSession(g, m)
-	resp := &ConsumerGroupHeartbeatResponse{MemberID: m.id, MemberEpoch: m.epoch, HeartbeatInterval: DefaultConsumerHeartbeatInterval}
+	resp := &ConsumerGroupHeartbeatResponse{MemberID: m.id, MemberEpoch: m.epoch, HeartbeatInterval: c.cfg.ConsumerHeartbeatInterval}
 	full := join || req.RebalanceTimeout > 0 && req.SubscribedTopicNames != nil && req.Owned != nil
 	if full || !maps.EqualFunc(before.assigned, m.assigned, slices.Equal) {
 		resp.Assignment = &Assignment{Partitions: map[string][]int32(clonePartitions(m.assigned))}

@@ -195,6 +195,24 @@ func TestConsumerGroupHeartbeat(t *testing.T) {
 	})
 }
 
+// Every heartbeat answer tells the member when to heartbeat next:
+// group.consumer.heartbeat.interval.ms, 5 s unless configured.
+func TestConsumerGroupHeartbeatInterval(t *testing.T) {
+	for _, tc := range []struct{ configured, want time.Duration }{
+		{0, DefaultConsumerHeartbeatInterval},
+		{250 * time.Millisecond, 250 * time.Millisecond},
+	} {
+		h := newHarness(t, Config{InitialRebalanceDelay: -1, ConsumerHeartbeatInterval: tc.configured,
+			Partitions: func(string) int32 { return 6 }})
+		r := h.joinConsumer("m", "")
+		require.NoError(t, r.Err)
+		assert.Equal(t, tc.want, r.HeartbeatInterval, "join")
+		r = h.cgh(ConsumerGroupHeartbeatRequest{MemberID: "m", MemberEpoch: r.MemberEpoch})
+		require.NoError(t, r.Err)
+		assert.Equal(t, tc.want, r.HeartbeatInterval, "heartbeat")
+	}
+}
+
 // Commits of a consumer group's members carry their member epoch
 // (ConsumerGroup.validateOffsetCommit); only consumers join a consumer
 // group, and a classic group whose subscriptions do not decode cannot

@@ -43,6 +43,12 @@ type Config struct {
 	// know fail with UNKNOWN_TOPIC_OR_PARTITION, as Kafka's broker checks
 	// them before its coordinator sees them.
 	Partitions func(topic string) int32
+	// ConsumerHeartbeatInterval is how often a member of a consumer group
+	// (KIP-848) heartbeats, which is how soon it learns of a new
+	// assignment or of partitions another member released
+	// (group.consumer.heartbeat.interval.ms; 5 s). It must be below the
+	// consumer group session timeout, 45 s.
+	ConsumerHeartbeatInterval time.Duration
 	// MigrationPolicy says which conversions between a classic group and a
 	// consumer group a group with members may go through
 	// (group.consumer.migration.policy; bidirectional, the zero value).
@@ -84,6 +90,7 @@ func (c *Config) withDefaults() (Config, error) {
 	def(&out.NewMemberJoinTimeout, DefaultNewMemberJoinTimeout)
 	def(&out.OffsetsRetention, DefaultOffsetsRetention)
 	def(&out.OffsetsRetentionCheckInterval, DefaultOffsetsRetentionCheck)
+	def(&out.ConsumerHeartbeatInterval, DefaultConsumerHeartbeatInterval)
 	if out.InitialRebalanceDelay < 0 {
 		out.InitialRebalanceDelay = 0
 	}
@@ -99,6 +106,9 @@ func (c *Config) withDefaults() (Config, error) {
 		return out, fmt.Errorf("%w: NewMemberJoinTimeout %v is negative", ErrInvalidConfig, out.NewMemberJoinTimeout)
 	case out.OffsetsRetention < 0 || out.OffsetsRetentionCheckInterval <= 0:
 		return out, fmt.Errorf("%w: OffsetsRetention %v and OffsetsRetentionCheckInterval %v must be positive", ErrInvalidConfig, out.OffsetsRetention, out.OffsetsRetentionCheckInterval)
+	case out.ConsumerHeartbeatInterval < 0 || out.ConsumerHeartbeatInterval >= DefaultConsumerSessionTimeout:
+		return out, fmt.Errorf("%w: ConsumerHeartbeatInterval %v must be positive and below the consumer group session timeout %v",
+			ErrInvalidConfig, out.ConsumerHeartbeatInterval, DefaultConsumerSessionTimeout)
 	case out.MigrationPolicy > MigrationDisabled:
 		return out, fmt.Errorf("%w: MigrationPolicy %d is not one of the four policies", ErrInvalidConfig, out.MigrationPolicy)
 	case out.MaxSize < 0:

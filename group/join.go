@@ -428,10 +428,14 @@ func (c *Coordinator) maybeCompleteJoinPhase(g *classicGroup) {
 // prepareRebalance starts a rebalance (GroupMetadataManager.prepareRebalance).
 func (c *Coordinator) prepareRebalance(g *classicGroup) {
 	if g.is(CompletingRebalance) {
-		// Members waiting for the leader's assignment must rejoin instead.
+		// Members waiting for the leader's assignment must rejoin instead,
+		// each in a new session (propagateAssignment): the one started
+		// when the join phase completed may have run out while it waited.
 		for _, m := range g.members {
 			m.assignment = nil
-			c.completeSync(g, m, &SyncGroupResponse{Err: errorf(ErrRebalanceInProgress, "group %q rebalances", g.id)})
+			if c.completeSync(g, m, &SyncGroupResponse{Err: errorf(ErrRebalanceInProgress, "group %q rebalances", g.id)}) {
+				c.scheduleHeartbeat(g, m, int64(m.sessionTimeoutMs))
+			}
 		}
 	}
 	clear(g.syncWait)

@@ -228,6 +228,8 @@ func TestConfigValidation(t *testing.T) {
 		{OffsetMetadataMaxBytes: -1},
 		{OffsetMetadataMaxBytes: maxStringLen + 1},
 		{OffsetsRetentionCheckInterval: -time.Minute},
+		{ConsumerHeartbeatInterval: -time.Second},
+		{ConsumerHeartbeatInterval: DefaultConsumerSessionTimeout},
 	} {
 		_, err := NewCoordinator(cfg, epoch)
 		assert.ErrorIs(t, err, ErrInvalidConfig, "%+v", cfg)

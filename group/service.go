@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -74,7 +75,9 @@ type Service struct {
 	closed chan struct{} // closed by Close
 	wake   chan struct{} // tells the clock a request armed an earlier timer
 	ticked chan struct{} // closed when the clock has returned
-	// fireAt is when the clock wakes next (Unix nanoseconds).
+	// fireAt is when the clock wakes next (Unix nanoseconds); the largest
+	// int64 while it looks for the next deadline, so that a request that
+	// arms a timer meanwhile wakes it.
 	fireAt atomic.Int64
 }
 
@@ -348,6 +351,10 @@ func (s *Service) clock() {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
+		// A timer armed on a partition already looked at would be missed
+		// without a wake, which enter sends for any deadline before
+		// fireAt; the wake makes the clock look again.
+		s.fireAt.Store(math.MaxInt64)
 		wait := time.Hour
 		for _, sp := range s.parts {
 			sp.mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -213,6 +214,74 @@ func TestServiceCloseAnswersParkedRequests(t *testing.T) {
 	_, err = s.OffsetFetch(ctx, OffsetFetchRequest{GroupID: "g"})
 	require.ErrorIs(t, err, ErrServiceClosed)
 	require.NoError(t, d.Close())
+}
+
+// A timer armed while the clock goroutine looks for the next deadline wakes
+// it: here a lone member's first join, whose rebalance is due at once, is
+// armed after the clock looked at its partition and before it set its
+// timer. The clock missed it and slept until the next deadline it had seen,
+// an hour away, leaving the join parked (TestConsumerThroughUpgradeAndDowngrade
+// failed so under load: its consumer never got a partition).
+func TestServiceClockWakesForTimerArmedWhileItLooks(t *testing.T) {
+	var clockCalls atomic.Int32
+	looked, resume := make(chan struct{}), make(chan struct{})
+	now := func() time.Time {
+		// The clock goroutine reads the time once for each partition it
+		// looks at, then once to set its timer: it is held there.
+		if clockLooking() && clockCalls.Add(1) == 2 {
+			close(looked)
+			<-resume
+		}
+		return time.Now()
+	}
+	d, err := log.OpenDir("/data", log.DirOptions{Log: log.Options{FS: newMemDataFS(t), MaxIndexBytes: 1024}, MaintenanceInterval: -1})
+	require.NoError(t, err)
+	defer d.Close()
+	s, err := OpenService(d, ServiceOptions{Partitions: 1, Now: now,
+		Config: Config{InitialRebalanceDelay: -1, OffsetsRetentionCheckInterval: time.Hour, Partitions: func(string) int32 { return 4 }}})
+	require.NoError(t, err)
+	defer s.Close()
+	<-looked
+
+	joined := make(chan error, 1)
+	go func() {
+		_, _, err := joinAlone(context.Background(), s, "g", "", "t")
+		joined <- err
+	}()
+	sp := s.parts[0]
+	require.Eventually(t, func() bool {
+		sp.mu.Lock()
+		defer sp.mu.Unlock()
+		g := sp.c.groups["g"]
+		return g != nil && g.is(PreparingRebalance) && len(g.members) == 1
+	}, 10*time.Second, time.Millisecond, "the join parked, its rebalance due")
+	close(resume)
+	select {
+	case err := <-joined:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the join is still parked: the clock slept through its rebalance")
+	}
+}
+
+// clockLooking reports whether the caller was called by the Service's clock
+// goroutine as it looks for the next deadline, not as it fires timers.
+func clockLooking() bool {
+	pcs := make([]uintptr, 32)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs)])
+	clock := false
+	for {
+		f, more := frames.Next()
+		switch {
+		case strings.HasSuffix(f.Function, ".(*Service).enter"):
+			return false
+		case strings.HasSuffix(f.Function, ".(*Service).clock"):
+			clock = true
+		}
+		if !more {
+			return clock
+		}
+	}
 }
 
 // TestServiceCrashKeepsAcknowledgedCommits commits offsets from several

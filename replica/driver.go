@@ -60,7 +60,8 @@ type Driver struct {
 	inbox   chan func() // unbuffered: a send succeeds only into a running loop
 	done    chan writeDone
 	stop    chan struct{}
-	stopped chan struct{}
+	exiting chan struct{} // closed when the loop takes no more work
+	stopped chan struct{} // closed when Run returns
 	wg      sync.WaitGroup
 
 	// Owned by the loop.
@@ -95,7 +96,7 @@ func NewDriver(cfg DriverConfig) (*Driver, error) {
 	}
 	return &Driver{
 		cfg: cfg, node: cfg.Node, inbox: make(chan func()), done: make(chan writeDone),
-		stop: make(chan struct{}), stopped: make(chan struct{}),
+		stop: make(chan struct{}), exiting: make(chan struct{}), stopped: make(chan struct{}),
 		writers: map[*Partition]*writer{}, waiting: map[produceKey]chan ProduceResult{},
 	}, nil
 }
@@ -179,7 +180,10 @@ func (d *Driver) report(err error) {
 }
 
 // shutdown stops the writers and fails the produces still waiting.
+// Callers are refused from its start: a writer may be in a sync that
+// takes as long as the disk does.
 func (d *Driver) shutdown() {
+	close(d.exiting)
 	for _, w := range d.writers {
 		w.mu.Lock()
 		w.closed = true
@@ -206,7 +210,7 @@ func (d *Driver) do(ctx context.Context, fn func()) error {
 	select {
 	case d.inbox <- fn:
 		return nil
-	case <-d.stopped:
+	case <-d.exiting:
 		return ErrStopped
 	case <-ctx.Done():
 		return ctx.Err()

@@ -124,3 +124,68 @@ func TestDriverSyncWritesAcknowledgesWhatIsSynced(t *testing.T) {
 	runs.Wait()
 	tr.wg.Wait()
 }
+
+// syncGate is a log whose Sync waits, once armed, until the test opens it:
+// a writer held in a slow fsync.
+type syncGate struct {
+	*log.Log
+	armed   chan struct{} // closed to make Sync wait
+	entered chan struct{} // closed when a Sync waits
+	open    chan struct{} // closed to let it go on
+	once    sync.Once
+}
+
+func (l *syncGate) Sync() error {
+	select {
+	case <-l.armed:
+		l.once.Do(func() { close(l.entered) })
+		<-l.open
+	default:
+	}
+	return l.Log.Sync()
+}
+
+// Once the loop has stopped taking work, a message is refused with
+// ErrStopped at once, though the driver still waits for a writer in a slow
+// sync before Run returns: a caller is not held for as long as the disk
+// takes (a node's HTTP handlers were, and its server's shutdown ran out
+// of time in the replicate example's TestKillAndRestartFollower).
+func TestDriverRefusesMessagesOnceItStops(t *testing.T) {
+	l, err := log.Open("/orders-0", log.Options{FS: vfs.NewMem(), Fsync: log.FsyncNever(), ExternalHighWatermark: true, MaxIndexBytes: 1024})
+	require.NoError(t, err)
+	defer l.Close()
+	gate := &syncGate{Log: l, armed: make(chan struct{}), entered: make(chan struct{}), open: make(chan struct{})}
+	d, err := NewDriver(DriverConfig{Node: NewNode(1), Transport: &memTransport{}, TickInterval: time.Millisecond, SyncWrites: true})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ran := make(chan error, 1)
+	go func() { ran <- d.Run(ctx) }()
+	require.NoError(t, d.AddPartition(ctx, Config{Topic: "orders", Log: gate, MinInsyncReplicas: 1, ProduceTimeout: 1 << 20, ReplicaLagTime: 1 << 20}))
+	leader := &LeaderAndISR{Header: Header{From: NoNode, To: 1, Topic: "orders"}, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1,
+		Replicas: []NodeID{1}, ISR: []NodeID{1}}
+	require.NoError(t, d.Receive(ctx, leader))
+
+	close(gate.armed)
+	go func() { _, _ = d.Produce(ctx, "orders", 0, AcksLeader, batchOf(t, "a")) }()
+	<-gate.entered
+	cancel()
+	refused := make(chan error, 1)
+	go func() {
+		// The loop may take a message or two before it sees ctx end.
+		for {
+			if err := d.Receive(context.Background(), leader); err != nil {
+				refused <- err
+				return
+			}
+		}
+	}()
+	select {
+	case err := <-refused:
+		require.ErrorIs(t, err, ErrStopped)
+	case <-time.After(10 * time.Second):
+		t.Error("Receive waits for the writer's sync")
+	}
+	close(gate.open)
+	require.ErrorIs(t, <-ran, context.Canceled)
+}

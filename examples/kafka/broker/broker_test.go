@@ -45,7 +45,12 @@ func startBrokerAt(t *testing.T, dir, addr string, opts ...func(*broker.Config))
 		Dir:     log.DirOptions{Defaults: log.TopicConfig{Fsync: log.FsyncNever()}, MaintenanceInterval: -1},
 		Groups: group.ServiceOptions{
 			Partitions: 4,
-			Config:     group.Config{InitialRebalanceDelay: -1, MinSessionTimeout: time.Second},
+			// KIP-848 members heartbeat as often as startMember's
+			// classic ones: a partition moving between two members
+			// takes two heartbeats (one member releases it, the other
+			// gets it), 10 s at Kafka's 5 s interval.
+			Config: group.Config{InitialRebalanceDelay: -1, MinSessionTimeout: time.Second,
+				ConsumerHeartbeatInterval: 200 * time.Millisecond},
 		},
 		AutoCreateTopics: true,
 		Logger:           slog.New(slog.NewTextHandler(io.Discard, nil)),

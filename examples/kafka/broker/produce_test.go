@@ -26,6 +26,14 @@ func TestProduceAcks(t *testing.T) {
 		c := tb.client(kgo.RequiredAcks(acks), kgo.DisableIdempotentWrite(), kgo.ProducerBatchCompression(kgo.GzipCompression()))
 		produce(t, c, topic, i*10, i*10+10)
 		c.Close()
+		// An acks=0 produce returns before the broker has the records,
+		// and the next client's produce, on another connection, could
+		// be stored first: the offsets checked below are in this order.
+		deadline := time.Now().Add(10 * time.Second)
+		for end, _ := listOffset(t, admin, topic, -1); end < int64(i*10+10); end, _ = listOffset(t, admin, topic, -1) {
+			require.True(t, time.Now().Before(deadline), "the records of produce %d never reached the log", i)
+			time.Sleep(10 * time.Millisecond)
+		}
 	}
 	consumer := tb.client(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	got := recordsByKey(t, consume(t, consumer, 30), 0, 30)

@@ -14,8 +14,9 @@
 //	    committed offsets (the beginning when none), committing as it goes,
 //	    until it has read and committed up to the end offsets of TOPIC, and
 //	    a few more fetches brought nothing. Prints {"joined":...} per
-//	    assignment, one {"record":...} per record and {"committed":...} per
-//	    commit.
+//	    assignment it consumed under (not the rejoin a member may make as
+//	    it disconnects, when another has left first), one {"record":...}
+//	    per record and {"committed":...} per commit.
 //	node check.js group BROKER TOPIC GROUP FIRST LAST MEMBERS
 //	    starts MEMBERS members of GROUP; once the partitions are split
 //	    between them, produces key-FIRST..key-(LAST-1) as produce does and
@@ -151,6 +152,7 @@ async function consume(kafka, topic, groupId, members, produceMore) {
 
   let fetchesAtEnd = 0
   let finish
+  let disconnecting = false
   const finished = new Promise(resolve => (finish = resolve))
   const consumers = []
   for (let member = 0; member < members; member++) {
@@ -163,6 +165,13 @@ async function consume(kafka, topic, groupId, members, produceMore) {
     })
     consumers.push(consumer)
     consumer.on(consumer.events.GROUP_JOIN, e => {
+      if (disconnecting) {
+        // A member still stopping when another has left the group is told
+        // to rebalance, and kafkajs's runner rejoins even as it stops: an
+        // assignment nothing is consumed under, of a later generation
+        // than the others' last.
+        return
+      }
       const assignment = e.payload.memberAssignment[topic] || []
       print({ joined: { member, memberId: e.payload.memberId, assignment } })
       assignments.set(member, assignment)
@@ -213,6 +222,7 @@ async function consume(kafka, topic, groupId, members, produceMore) {
   ends = new Map((await admin.fetchTopicOffsets(topic)).map(p => [p.partition, Number(p.high)]))
   await admin.disconnect()
   await finished
+  disconnecting = true
   await Promise.all(consumers.map(c => c.disconnect()))
 }
 
