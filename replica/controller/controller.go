@@ -480,7 +480,8 @@ func (c *Controller) ElectUnclean(tp TopicPartition) error {
 func (c *Controller) AlterPartition(m *replica.AlterPartition) error {
 	tp := TopicPartition{m.Topic, m.Partition}
 	err := c.alterPartition(m)
-	if p := c.s.Partitions[tp]; err == nil && p.Leader != m.From {
+	p := c.s.Partitions[tp]
+	if err == nil && p.Leader != m.From {
 		err = fmt.Errorf("%w: %v: the ISR completed a reassignment that moved the lead from %d to %d",
 			replica.ErrNewLeaderElected, tp, m.From, p.Leader)
 	}
@@ -488,7 +489,7 @@ func (c *Controller) AlterPartition(m *replica.AlterPartition) error {
 		Header: replica.Header{From: c.cfg.Node, To: m.From, Topic: m.Topic, Partition: m.Partition},
 		Err:    replica.CodeOf(err),
 	}
-	if p := c.s.Partitions[tp]; p != nil && err == nil {
+	if err == nil {
 		resp.Leader, resp.LeaderEpoch, resp.PartitionEpoch, resp.ISR = p.Leader, p.LeaderEpoch, p.PartitionEpoch, p.ISR
 	}
 	c.rd.Messages = append(c.rd.Messages, resp)
@@ -574,11 +575,11 @@ type layout struct{ replicas, adding, removing []replica.NodeID }
 // first live replica in assignment order that is in the ISR; with an empty
 // ISR, the first live ELR member, which becomes the ISR; only if the topic
 // allows unclean election (or ElectUnclean asks for one), the last leader
-// if the ISR and ELR are empty
-// and it is live (KIP-966's last known leader, which Kafka elects even
-// where the topic does not allow unclean election), else the first live
-// replica, alone in the ISR, RECOVERING, reported in Ready.Unclean. Else
-// there is no leader, and the one lost is remembered as the last leader.
+// if the ISR and ELR are empty and it is live (KIP-966's last known
+// leader, which Kafka elects even where the topic does not allow unclean
+// election), else the first live replica, alone in the ISR, RECOVERING,
+// reported in Ready.Unclean. Else there is no leader, and the one lost is
+// remembered as the last leader.
 // A new leader takes a new leader epoch; every change takes a new
 // partition epoch.
 func (c *Controller) change(tp TopicPartition, ch change) error {
@@ -615,11 +616,13 @@ func (c *Controller) change(tp TopicPartition, ch change) error {
 			}
 		}
 		if next.Leader == replica.NoNode && (ch.unclean || c.s.Topics[tp.Topic].Unclean) {
-			candidates := next.Replicas
-			if last := []replica.NodeID{old.LastLeader}; len(next.ISR)+len(next.ELR) == 0 && c.first(next.Replicas, last) != replica.NoNode {
-				candidates = last
+			next.Leader = c.first(next.Replicas, next.Replicas)
+			if len(next.ISR)+len(next.ELR) == 0 {
+				if last := c.first(next.Replicas, []replica.NodeID{old.LastLeader}); last != replica.NoNode {
+					next.Leader = last
+				}
 			}
-			if next.Leader = c.first(next.Replicas, candidates); next.Leader != replica.NoNode {
+			if next.Leader != replica.NoNode {
 				next.ISR, next.ELR, next.Recovering, unclean = []replica.NodeID{next.Leader}, nil, true, true
 			}
 		}

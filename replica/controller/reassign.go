@@ -93,10 +93,11 @@ func (c *Controller) maybeCompleteReassignment(tp TopicPartition) error {
 	}
 	target := minus(p.Replicas, p.Removing)
 	isr := minus(p.ISR, p.Removing)
+	before := len(p.Replicas) - len(p.Adding) // the replicas before the move
 	if len(isr) == 0 || !subset(p.Adding, isr) {
 		return nil // catching up
 	}
-	if len(target) < len(p.Replicas)-len(p.Adding) && !subset(target, isr) {
+	if len(target) < before && !subset(target, isr) {
 		return nil // fewer replicas than before: every one of them in sync first
 	}
 	// Never shrink the ISR below MinInsyncReplicas, counted as Kafka
@@ -104,7 +105,7 @@ func (c *Controller) maybeCompleteReassignment(tp TopicPartition) error {
 	// before the move (ReplicationControlManager.getTopicEffectiveMinIsr).
 	// Above it, a move of as many replicas would wait for an ISR they
 	// never reach.
-	if minISR := min(c.cfg.MinInsyncReplicas, len(p.Replicas)-len(p.Adding)); len(isr) < minISR && len(isr) < len(p.ISR) {
+	if minISR := min(c.cfg.MinInsyncReplicas, before); len(isr) < minISR && len(isr) < len(p.ISR) {
 		return nil
 	}
 	return c.change(tp, change{isr: isr, bumpLeaderEpoch: true, layout: &layout{replicas: target}})
