@@ -695,6 +695,17 @@ func TestTxnCommitWithEndedContextLeavesTransactionOpen(t *testing.T) {
 	require.ErrorIs(t, tp.Begin(), ErrTransactionState, "still open")
 	require.NoError(t, tp.Commit(context.Background()))
 	require.Equal(t, []string{"x"}, values(t, d, "a", 0, ReadCommitted))
+
+	// Also when every record is already appended, so that nothing is left
+	// to wait for: an ended context never commits.
+	tp2 := newTxnProducer(t, d, "t2", TransactionalOptions{})
+	for i := range 20 {
+		require.NoError(t, tp2.Begin())
+		produceTxn(t, tp2, "y", a0)
+		require.ErrorIs(t, tp2.Commit(ctx), context.Canceled, "attempt %d", i)
+		require.NoError(t, tp2.Abort(context.Background()))
+	}
+	require.Equal(t, []string{"x"}, values(t, d, "a", 0, ReadCommitted))
 }
 
 // T23 of research 5.6: a transactional id idle for

@@ -302,6 +302,12 @@ func (tp *TransactionalProducer) finish(ctx context.Context, commit bool) error 
 	if err := tp.pr.Flush(ctx); err != nil {
 		return err
 	}
+	// Flush may find every batch appended and return nil although ctx has
+	// ended: the transaction is then not ended either, so that a Commit
+	// given an ended context never commits.
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	tp.jmu.Lock()
 	defer tp.jmu.Unlock()
 	if commit && tp.err != nil {
