@@ -654,17 +654,20 @@ func (s *Service) JoinGroup(ctx context.Context, req JoinGroupRequest) (*JoinGro
 	return do[*JoinGroupResponse](ctx, s, req.GroupID, func(c *Coordinator, id RequestID) { c.JoinGroup(id, req) })
 }
 
-// SyncGroup; see Coordinator.SyncGroup.
+// SyncGroup hands a classic group's members their assignments; see
+// Coordinator.SyncGroup.
 func (s *Service) SyncGroup(ctx context.Context, req SyncGroupRequest) (*SyncGroupResponse, error) {
 	return do[*SyncGroupResponse](ctx, s, req.GroupID, func(c *Coordinator, id RequestID) { c.SyncGroup(id, req) })
 }
 
-// Heartbeat; see Coordinator.Heartbeat.
+// Heartbeat keeps a classic member's session alive and tells it of a
+// rebalance; see Coordinator.Heartbeat.
 func (s *Service) Heartbeat(ctx context.Context, req HeartbeatRequest) (*HeartbeatResponse, error) {
 	return do[*HeartbeatResponse](ctx, s, req.GroupID, func(c *Coordinator, id RequestID) { c.Heartbeat(id, req) })
 }
 
-// LeaveGroup; see Coordinator.LeaveGroup.
+// LeaveGroup removes members from a classic group; see
+// Coordinator.LeaveGroup.
 func (s *Service) LeaveGroup(ctx context.Context, req LeaveGroupRequest) (*LeaveGroupResponse, error) {
 	return do[*LeaveGroupResponse](ctx, s, req.GroupID, func(c *Coordinator, id RequestID) { c.LeaveGroup(id, req) })
 }
@@ -675,17 +678,20 @@ func (s *Service) OffsetCommit(ctx context.Context, req OffsetCommitRequest) (*O
 	return do[*OffsetCommitResponse](ctx, s, req.GroupID, func(c *Coordinator, id RequestID) { c.OffsetCommit(id, req) })
 }
 
-// OffsetFetch; see Coordinator.OffsetFetch.
+// OffsetFetch returns a group's committed offsets; see
+// Coordinator.OffsetFetch.
 func (s *Service) OffsetFetch(ctx context.Context, req OffsetFetchRequest) (*OffsetFetchResponse, error) {
 	return do[*OffsetFetchResponse](ctx, s, req.GroupID, func(c *Coordinator, id RequestID) { c.OffsetFetch(id, req) })
 }
 
-// OffsetDelete; see Coordinator.OffsetDelete.
+// OffsetDelete deletes a group's committed offsets of partitions it no
+// longer consumes; see Coordinator.OffsetDelete.
 func (s *Service) OffsetDelete(ctx context.Context, req OffsetDeleteRequest) (*OffsetDeleteResponse, error) {
 	return do[*OffsetDeleteResponse](ctx, s, req.GroupID, func(c *Coordinator, id RequestID) { c.OffsetDelete(id, req) })
 }
 
-// DeleteGroup; see Coordinator.DeleteGroup.
+// DeleteGroup deletes an empty group and its offsets; see
+// Coordinator.DeleteGroup.
 func (s *Service) DeleteGroup(ctx context.Context, groupID string) (*DeleteGroupResponse, error) {
 	return do[*DeleteGroupResponse](ctx, s, groupID, func(c *Coordinator, id RequestID) { c.DeleteGroup(id, groupID) })
 }
@@ -737,7 +743,9 @@ func DirOffsets(d *log.Dir, iso log.Isolation) Offsets {
 	}
 }
 
-// ConsumerGroupHeartbeat; see Coordinator.ConsumerGroupHeartbeat.
+// ConsumerGroupHeartbeat serves a member of a consumer group (KIP-848):
+// it joins, heartbeats, receives its assignment and leaves; see
+// Coordinator.ConsumerGroupHeartbeat.
 func (s *Service) ConsumerGroupHeartbeat(ctx context.Context, req ConsumerGroupHeartbeatRequest) (*ConsumerGroupHeartbeatResponse, error) {
 	return do[*ConsumerGroupHeartbeatResponse](ctx, s, req.GroupID, func(c *Coordinator, id RequestID) { c.ConsumerGroupHeartbeat(id, req) })
 }
