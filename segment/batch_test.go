@@ -468,3 +468,29 @@ func TestDefaultTimestampStampsRecordsWithout(t *testing.T) {
 	assert.Zero(t, recs[0].Timestamp)
 	assert.Zero(t, recs[2].Timestamp)
 }
+
+// A batch's max timestamp is the largest of its records', or -1 (no
+// timestamp) when none is larger, as Kafka's MemoryRecordsBuilder starts
+// it at NO_TIMESTAMP: records without timestamps, or with negative ones,
+// make a batch that says it has none.
+func TestMaxTimestampIsNoTimestampUnlessARecordHasOne(t *testing.T) {
+	for _, c := range []struct {
+		timestamps []int64
+		want       int64
+	}{
+		{[]int64{5, 9, 7}, 9},
+		{[]int64{-1, -1}, -1},
+		{[]int64{-5, -7}, -1},
+		{[]int64{-5, 0}, 0},
+		{[]int64{-1, 3}, 3},
+	} {
+		recs := make([]Record, len(c.timestamps))
+		for i, ts := range c.timestamps {
+			recs[i] = Record{Timestamp: ts, Value: []byte("v")}
+		}
+		raw, err := AppendBatch(nil, recs, BuildOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, c.want, Batch(raw).MaxTimestamp(), "timestamps %v", c.timestamps)
+		assert.Equal(t, c.timestamps[0], Batch(raw).BaseTimestamp(), "timestamps %v", c.timestamps)
+	}
+}

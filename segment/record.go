@@ -105,8 +105,9 @@ var scratch = sync.Pool{New: func() any { return new([]byte) }}
 
 // AppendBatch appends a batch holding recs to dst and returns the extended
 // slice; reusing dst lets a caller build batches without allocating. The
-// batch's base timestamp is the first record's timestamp, and its max
-// timestamp, last offset delta and CRC are computed from the records.
+// batch's base timestamp is the first record's timestamp, its max
+// timestamp the largest of the records' (-1 if none is larger), and its
+// last offset delta and CRC are computed from the records.
 //
 // On error dst is returned unchanged. The error wraps ErrInvalidRecords for
 // records or options that cannot be encoded, ErrBatchTooLarge if the batch
@@ -189,7 +190,10 @@ func appendRecords(dst []byte, recs []Record, o *BuildOptions) ([]byte, encoded,
 	}
 	dst = slices.Grow(dst, need)
 	baseTS := o.timestamp(&recs[0])
-	enc := encoded{lastOffsetDelta: -1, maxTimestamp: math.MinInt64}
+	// The max timestamp starts at -1, no timestamp, as Kafka's
+	// MemoryRecordsBuilder starts it: a batch whose records carry none, or
+	// only negative ones, says it has none.
+	enc := encoded{lastOffsetDelta: -1, maxTimestamp: -1}
 	for i := range recs {
 		r := &recs[i]
 		delta := int64(i)

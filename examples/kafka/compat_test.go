@@ -84,52 +84,12 @@ func producer(o segment.BuildOptions) segment.Producer {
 // TestStrandToFranz builds batches with Strand and decodes them with kmsg
 // and kgo's decompressor.
 func TestStrandToFranz(t *testing.T) {
-	recs := records()
 	for _, c := range codecs {
 		for _, h := range headers {
 			t.Run(c.strand.String()+"/"+h.name, func(t *testing.T) {
 				opts := h.opts
 				opts.Codec = c.strand
-				raw, err := segment.AppendBatch(nil, recs, opts)
-				require.NoError(t, err)
-				segment.Batch(raw).SetBaseOffset(1000)
-				segment.Batch(raw).SetPartitionLeaderEpoch(5)
-
-				var kb kmsg.RecordBatch
-				require.NoError(t, kb.ReadFrom(raw))
-				p := producer(opts)
-				assert.Equal(t, int64(1000), kb.FirstOffset)
-				assert.Equal(t, int32(len(raw)-12), kb.Length)
-				assert.Equal(t, int32(5), kb.PartitionLeaderEpoch)
-				assert.Equal(t, int8(2), kb.Magic)
-				assert.Equal(t, crc32.Checksum(raw[21:], castagnoli), uint32(kb.CRC))
-				assert.Equal(t, attributes(c.strand, opts), kb.Attributes)
-				assert.Equal(t, int32(len(recs)-1), kb.LastOffsetDelta)
-				assert.Equal(t, recs[0].Timestamp, kb.FirstTimestamp)
-				assert.Equal(t, int64(1700000005000), kb.MaxTimestamp)
-				assert.Equal(t, p.ID, kb.ProducerID)
-				assert.Equal(t, p.Epoch, kb.ProducerEpoch)
-				assert.Equal(t, p.BaseSequence, kb.FirstSequence)
-				assert.Equal(t, int32(len(recs)), kb.NumRecords)
-				assert.Equal(t, raw, kb.AppendTo(nil), "kmsg re-encodes the same bytes")
-
-				section, err := kgo.DefaultDecompressor().Decompress(kb.Records, c.typ)
-				require.NoError(t, err)
-				got := readKmsgRecords(t, section)
-				require.Len(t, got, len(recs))
-				for i, want := range recs {
-					kr := got[i]
-					assert.Equal(t, int8(0), kr.Attributes)
-					assert.Equal(t, int32(i), kr.OffsetDelta, "record %d", i)
-					assert.Equal(t, want.Timestamp-recs[0].Timestamp, kr.TimestampDelta64, "record %d", i)
-					assertBytes(t, want.Key, kr.Key, "record %d key", i)
-					assertBytes(t, want.Value, kr.Value, "record %d value", i)
-					require.Len(t, kr.Headers, len(want.Headers), "record %d", i)
-					for j, wh := range want.Headers {
-						assert.Equal(t, wh.Key, kr.Headers[j].Key)
-						assertBytes(t, wh.Value, kr.Headers[j].Value, "record %d header %d", i, j)
-					}
-				}
+				checkStrandToFranz(t, records(), opts, c.typ)
 			})
 		}
 	}
@@ -139,68 +99,134 @@ func TestStrandToFranz(t *testing.T) {
 // compressor (pierrec/lz4 with its own defaults, compress/gzip), and reads
 // them with Strand.
 func TestFranzToStrand(t *testing.T) {
-	recs := records()
 	for _, c := range codecs {
 		for _, h := range headers {
 			t.Run(c.strand.String()+"/"+h.name, func(t *testing.T) {
-				p := producer(h.opts)
-				raw := franzBatch(t, recs, c.franz, c.typ, kmsg.RecordBatch{
-					FirstOffset:          77,
-					PartitionLeaderEpoch: 3,
-					Attributes:           attributes(c.strand, h.opts),
-					ProducerID:           p.ID,
-					ProducerEpoch:        p.Epoch,
-					FirstSequence:        p.BaseSequence,
-				})
-
-				b, rest, err := segment.ParseBatch(raw)
-				require.NoError(t, err)
-				assert.Empty(t, rest)
-				require.NoError(t, b.Validate())
-				assert.Equal(t, int64(77), b.BaseOffset())
-				assert.Equal(t, len(raw), b.Size())
-				assert.Equal(t, int32(3), b.PartitionLeaderEpoch())
-				assert.Equal(t, c.strand, b.Codec())
-				assert.Equal(t, h.opts.Transactional, b.Transactional())
-				assert.Equal(t, h.opts.Control, b.Control())
-				assert.False(t, b.LogAppendTime())
-				assert.Equal(t, int32(len(recs)-1), b.LastOffsetDelta())
-				assert.Equal(t, int64(77+len(recs)-1), b.LastOffset())
-				assert.Equal(t, recs[0].Timestamp, b.BaseTimestamp())
-				assert.Equal(t, int64(1700000005000), b.MaxTimestamp())
-				assert.Equal(t, p.ID, b.ProducerID())
-				assert.Equal(t, p.Epoch, b.ProducerEpoch())
-				assert.Equal(t, p.BaseSequence, b.BaseSequence())
-				assert.Equal(t, int32(len(recs)), b.NumRecords())
-
-				i := 0
-				for got, err := range b.Records() {
-					require.NoError(t, err)
-					want := recs[i]
-					assert.Equal(t, int64(77+i), got.Offset)
-					assert.Equal(t, want.Timestamp, got.Timestamp)
-					assertBytes(t, want.Key, got.Key, "record %d key", i)
-					assertBytes(t, want.Value, got.Value, "record %d value", i)
-					require.Len(t, got.Headers, len(want.Headers))
-					for j, wh := range want.Headers {
-						assert.Equal(t, wh.Key, got.Headers[j].Key)
-						assertBytes(t, wh.Value, got.Headers[j].Value, "record %d header %d", i, j)
-					}
-					i++
-				}
-				assert.Equal(t, len(recs), i)
-
-				if c.strand == segment.CodecNone {
-					// Uncompressed, the two encoders agree byte for byte.
-					opts := h.opts
-					opts.BaseOffset = 77
-					ours, err := segment.AppendBatch(nil, recs, opts)
-					require.NoError(t, err)
-					segment.Batch(ours).SetPartitionLeaderEpoch(3)
-					assert.Equal(t, raw, ours)
-				}
+				checkFranzToStrand(t, records(), h.opts, c.strand, c.franz, c.typ)
 			})
 		}
+	}
+}
+
+// maxTimestamp is a batch's MaxTimestamp as Kafka's MemoryRecordsBuilder
+// computes it: the largest of its records' timestamps, or -1 (none) if
+// none is larger.
+func maxTimestamp(recs []segment.Record) int64 {
+	m := int64(-1)
+	for _, r := range recs {
+		m = max(m, r.Timestamp)
+	}
+	return m
+}
+
+// checkStrandToFranz builds recs into a batch with Strand and checks every
+// field kmsg decodes from it, and every record kgo's decompressor and kmsg
+// find in it.
+func checkStrandToFranz(t *testing.T, recs []segment.Record, opts segment.BuildOptions, typ kgo.CompressionCodecType) {
+	t.Helper()
+	raw, err := segment.AppendBatch(nil, recs, opts)
+	require.NoError(t, err)
+	segment.Batch(raw).SetBaseOffset(1000)
+	segment.Batch(raw).SetPartitionLeaderEpoch(5)
+
+	var kb kmsg.RecordBatch
+	require.NoError(t, kb.ReadFrom(raw))
+	p := producer(opts)
+	assert.Equal(t, int64(1000), kb.FirstOffset)
+	assert.Equal(t, int32(len(raw)-12), kb.Length)
+	assert.Equal(t, int32(5), kb.PartitionLeaderEpoch)
+	assert.Equal(t, int8(2), kb.Magic)
+	assert.Equal(t, crc32.Checksum(raw[21:], castagnoli), uint32(kb.CRC))
+	assert.Equal(t, attributes(opts.Codec, opts), kb.Attributes)
+	assert.Equal(t, int32(len(recs)-1), kb.LastOffsetDelta)
+	assert.Equal(t, recs[0].Timestamp, kb.FirstTimestamp)
+	assert.Equal(t, maxTimestamp(recs), kb.MaxTimestamp)
+	assert.Equal(t, p.ID, kb.ProducerID)
+	assert.Equal(t, p.Epoch, kb.ProducerEpoch)
+	assert.Equal(t, p.BaseSequence, kb.FirstSequence)
+	assert.Equal(t, int32(len(recs)), kb.NumRecords)
+	assert.Equal(t, raw, kb.AppendTo(nil), "kmsg re-encodes the same bytes")
+
+	section, err := kgo.DefaultDecompressor().Decompress(kb.Records, typ)
+	require.NoError(t, err)
+	got := readKmsgRecords(t, section)
+	require.Len(t, got, len(recs))
+	for i, want := range recs {
+		kr := got[i]
+		assert.Equal(t, int8(0), kr.Attributes)
+		assert.Equal(t, int32(i), kr.OffsetDelta, "record %d", i)
+		assert.Equal(t, want.Timestamp-recs[0].Timestamp, kr.TimestampDelta64, "record %d", i)
+		assertBytes(t, want.Key, kr.Key, "record %d key", i)
+		assertBytes(t, want.Value, kr.Value, "record %d value", i)
+		require.Len(t, kr.Headers, len(want.Headers), "record %d", i)
+		for j, wh := range want.Headers {
+			assert.Equal(t, wh.Key, kr.Headers[j].Key)
+			assertBytes(t, wh.Value, kr.Headers[j].Value, "record %d header %d", i, j)
+		}
+	}
+}
+
+// checkFranzToStrand builds recs into a batch with kmsg and kgo's
+// compressor, and checks every field and record Strand reads from it; an
+// uncompressed batch must also be the bytes Strand builds.
+func checkFranzToStrand(t *testing.T, recs []segment.Record, opts segment.BuildOptions,
+	codec segment.Codec, franz kgo.CompressionCodec, typ kgo.CompressionCodecType) {
+	t.Helper()
+	p := producer(opts)
+	raw := franzBatch(t, recs, franz, typ, kmsg.RecordBatch{
+		FirstOffset:          77,
+		PartitionLeaderEpoch: 3,
+		Attributes:           attributes(codec, opts),
+		ProducerID:           p.ID,
+		ProducerEpoch:        p.Epoch,
+		FirstSequence:        p.BaseSequence,
+	})
+
+	b, rest, err := segment.ParseBatch(raw)
+	require.NoError(t, err)
+	assert.Empty(t, rest)
+	require.NoError(t, b.Validate())
+	assert.Equal(t, int64(77), b.BaseOffset())
+	assert.Equal(t, len(raw), b.Size())
+	assert.Equal(t, int32(3), b.PartitionLeaderEpoch())
+	assert.Equal(t, codec, b.Codec())
+	assert.Equal(t, opts.Transactional, b.Transactional())
+	assert.Equal(t, opts.Control, b.Control())
+	assert.False(t, b.LogAppendTime())
+	assert.Equal(t, int32(len(recs)-1), b.LastOffsetDelta())
+	assert.Equal(t, int64(77+len(recs)-1), b.LastOffset())
+	assert.Equal(t, recs[0].Timestamp, b.BaseTimestamp())
+	assert.Equal(t, maxTimestamp(recs), b.MaxTimestamp())
+	assert.Equal(t, p.ID, b.ProducerID())
+	assert.Equal(t, p.Epoch, b.ProducerEpoch())
+	assert.Equal(t, p.BaseSequence, b.BaseSequence())
+	assert.Equal(t, int32(len(recs)), b.NumRecords())
+
+	i := 0
+	for got, err := range b.Records() {
+		require.NoError(t, err)
+		require.Less(t, i, len(recs), "more records than were built")
+		want := recs[i]
+		assert.Equal(t, int64(77+i), got.Offset)
+		assert.Equal(t, want.Timestamp, got.Timestamp)
+		assertBytes(t, want.Key, got.Key, "record %d key", i)
+		assertBytes(t, want.Value, got.Value, "record %d value", i)
+		require.Len(t, got.Headers, len(want.Headers))
+		for j, wh := range want.Headers {
+			assert.Equal(t, wh.Key, got.Headers[j].Key)
+			assertBytes(t, wh.Value, got.Headers[j].Value, "record %d header %d", i, j)
+		}
+		i++
+	}
+	assert.Equal(t, len(recs), i)
+
+	if codec == segment.CodecNone {
+		// Uncompressed, the two encoders agree byte for byte.
+		opts.BaseOffset = 77
+		ours, err := segment.AppendBatch(nil, recs, opts)
+		require.NoError(t, err)
+		segment.Batch(ours).SetPartitionLeaderEpoch(3)
+		assert.Equal(t, raw, ours)
 	}
 }
 
@@ -260,7 +286,6 @@ func franzBatch(t *testing.T, recs []segment.Record, codec kgo.CompressionCodec,
 		// Length counts what follows it; encoded as 0 it takes one byte.
 		kr.Length = int32(len(kr.AppendTo(nil)) - 1)
 		section = kr.AppendTo(section)
-		batch.MaxTimestamp = max(batch.MaxTimestamp, r.Timestamp)
 	}
 	if typ != kgo.CodecNone {
 		comp, err := kgo.DefaultCompressor(codec)
@@ -271,6 +296,7 @@ func franzBatch(t *testing.T, recs []segment.Record, codec kgo.CompressionCodec,
 		section = bytes.Clone(section)
 	}
 	batch.Magic = 2
+	batch.MaxTimestamp = maxTimestamp(recs)
 	batch.Length = int32(49 + len(section))
 	batch.LastOffsetDelta = int32(len(recs) - 1)
 	batch.FirstTimestamp = recs[0].Timestamp
