@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,7 +23,25 @@ type metadata struct {
 	RaftApplied     uint64          `json:"raft_applied"`
 	ControllerEpoch int32           `json:"controller_epoch"`
 	Brokers         []brokerView    `json:"brokers"`
+	Topics          []topicView     `json:"topics"`
 	Partitions      []partitionView `json:"partitions"`
+}
+
+// topicView is a topic: its id and the configs set on it.
+type topicView struct {
+	Name       string            `json:"name"`
+	ID         [16]byte          `json:"-"`
+	Partitions int32             `json:"partitions"`
+	Configs    map[string]string `json:"configs,omitempty"`
+}
+
+// topic returns a topic's view, or nil.
+func (md *metadata) topic(name string) *topicView {
+	i, ok := slices.BinarySearchFunc(md.Topics, name, func(t topicView, name string) int { return strings.Compare(t.Name, name) })
+	if !ok {
+		return nil
+	}
+	return &md.Topics[i]
 }
 
 type brokerView struct {
@@ -74,7 +93,11 @@ func (md *metadata) partition(topic string, partition int32) *partitionView {
 func (c *control) metadata() *metadata {
 	st := c.rn.BasicStatus()
 	md := &metadata{Node: c.id, RaftLeader: c.leader(), RaftTerm: st.GetTerm(), RaftApplied: c.applied.index,
-		ControllerEpoch: c.state.Epoch, Brokers: []brokerView{}, Partitions: []partitionView{}}
+		ControllerEpoch: c.state.Epoch, Brokers: []brokerView{}, Topics: []topicView{}, Partitions: []partitionView{}}
+	for _, name := range slices.Sorted(maps.Keys(c.state.Topics)) {
+		t := c.topicState(name)
+		md.Topics = append(md.Topics, topicView{Name: name, ID: t.id, Partitions: t.partitions, Configs: t.configs})
+	}
 	for _, id := range slices.Sorted(maps.Keys(c.state.Brokers)) {
 		b := c.state.Brokers[id]
 		md.Brokers = append(md.Brokers, brokerView{ID: id, Epoch: b.Epoch, Fenced: b.Fenced, ShuttingDown: b.ShuttingDown, Clean: b.Clean})

@@ -145,6 +145,17 @@ func validConfig(topic, name, value string) error {
 	return nil
 }
 
+// CheckTopicConfigs checks configs as CreateTopicWith checks them, in name
+// order, without a controller: the first refused is a *ConfigError.
+func CheckTopicConfigs(topic string, configs map[string]string) error {
+	for _, n := range slices.Sorted(maps.Keys(configs)) {
+		if err := validConfig(topic, n, configs[n]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // listItems splits a list config's value, without empty items.
 func listItems(v string) []string {
 	var items []string
@@ -264,10 +275,8 @@ func (c *Controller) AlterTopicConfigs(name string, ops []ConfigOp, validateOnly
 			return fmt.Errorf("%w: topic %q: config operation %v", replica.ErrInvalidRequest, name, op.Op)
 		}
 	}
-	for _, n := range slices.Sorted(maps.Keys(next)) {
-		if err := validConfig(name, n, next[n]); err != nil {
-			return err
-		}
+	if err := CheckTopicConfigs(name, next); err != nil {
+		return err
 	}
 	if validateOnly {
 		return nil

@@ -356,10 +356,8 @@ func (c *Controller) CreateTopicWith(name string, assignment [][]replica.NodeID,
 				replica.ErrInvalidReplicaAssignment, name, i, rs)
 		}
 	}
-	for _, n := range slices.Sorted(maps.Keys(spec.Configs)) {
-		if err := validConfig(name, n, spec.Configs[n]); err != nil {
-			return err
-		}
+	if err := CheckTopicConfigs(name, spec.Configs); err != nil {
+		return err
 	}
 	if err := c.emit(&TopicRecord{Stamp: c.stamp(), Name: name, ID: spec.ID, Partitions: int32(len(assignment)), Unclean: spec.Unclean}); err != nil {
 		return err
