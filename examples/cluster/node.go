@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/examples/kafka/broker"
+	"github.com/strandlog/strand/group"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/replica"
 	"github.com/strandlog/strand/replica/controller"
@@ -385,7 +386,7 @@ func (n *node) applyTopic(ctx context.Context, name string, t topicState) error 
 		return err
 	}
 	id, err := n.dir.TopicID(name)
-	if err == nil && id != t.id {
+	if err == nil && id != t.id && !internal(name) {
 		if err := n.removeTopic(ctx, name); err != nil {
 			return err
 		}
@@ -437,12 +438,20 @@ func (n *node) removeStrays(ctx context.Context, topics map[string]topicState) {
 		return
 	}
 	for _, name := range names {
-		if t, ok := topics[name]; !ok || t.removed {
+		if t, ok := topics[name]; (!ok || t.removed) && !internal(name) {
 			if err := n.removeTopic(ctx, name); err != nil {
 				n.log.Error("deleting a topic", "topic", name, "err", err)
 			}
 		}
 	}
+}
+
+// internal says whether a topic is a coordinator's: the node's group
+// service creates the offsets topic in its Dir, under an id of its own,
+// before the controller may have it (kafka_groups.go), and clients cannot
+// delete it. Its replicas keep the Dir's id.
+func internal(name string) bool {
+	return name == group.OffsetsTopic || name == log.TransactionStateTopic
 }
 
 // minISR is the topic's min.insync.replicas, or the cluster's.

@@ -99,6 +99,7 @@ func (n *node) routes() *http.ServeMux {
 	mux.HandleFunc("POST /produce", n.produce)
 	mux.HandleFunc("GET /consume", n.consume)
 	mux.HandleFunc("GET /local", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, n.localLogs()) })
+	mux.HandleFunc("GET /local/topics", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, n.localTopics()) })
 	mux.HandleFunc("GET /metadata", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, n.ctl.view.Load()) })
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, n.status(r.Context())) })
 	mux.HandleFunc("GET /{$}", n.statusHTML)

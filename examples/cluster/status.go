@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/strandlog/strand/examples/kafka/broker"
 	"github.com/strandlog/strand/replica"
 )
 
@@ -126,6 +127,20 @@ func (n *node) localLogs() []partitionLogs {
 			rl.Error = err.Error()
 		}
 		out = append(out, partitionLogs{Topic: tp.Topic, Partition: tp.Partition, Log: rl})
+	}
+	return out
+}
+
+// localTopics answers GET /local/topics: the topics of this node's
+// log.Dir, each with its configuration by Kafka name, as its replicas
+// apply it.
+func (n *node) localTopics() map[string]map[string]string {
+	out := map[string]map[string]string{}
+	names, _ := n.dir.Topics()
+	for _, name := range names {
+		if cfg, err := n.dir.TopicConfig(name); err == nil { // else deleted since
+			out[name] = broker.TopicConfigValues(cfg)
+		}
 	}
 	return out
 }

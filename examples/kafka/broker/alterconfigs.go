@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -112,6 +113,12 @@ func LogTopicConfig(base log.TopicConfig, configs map[string]string) (log.TopicC
 		if err := applyConfigs(&base, map[string]*string{name: &v}); err != nil {
 			return base, err
 		}
+	}
+	if p, ok := configs["cleanup.policy"]; ok && !slices.Contains(strings.Split(strings.ReplaceAll(p, " ", ""), ","), "delete") {
+		// Kafka deletes segments by retention.ms and retention.bytes only
+		// under the delete policy: a topic compacted alone keeps what
+		// compaction leaves.
+		base.Retention = log.Retention{Age: log.Unlimited, Bytes: log.Unlimited}
 	}
 	return base, nil
 }

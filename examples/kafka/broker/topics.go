@@ -108,6 +108,9 @@ func (b *Broker) createTopics(_ context.Context, r *request) kmsg.Response {
 			b.logger.Info("broker: topic not created", "topic", t.Topic, "err", err)
 		} else {
 			rt.NumPartitions, rt.ReplicationFactor = cfg.Partitions, b.replicationFactor(t, req.ValidateOnly)
+			if !req.ValidateOnly {
+				rt.TopicID = b.topicID(t.Topic) // v7+
+			}
 			for _, e := range b.configEntries(t.Topic, cfg, req.ValidateOnly) {
 				source := int8(sourceDefault)
 				if e.Set {
