@@ -206,10 +206,15 @@ func TestKafkaTopicConfigsAndDeletion(t *testing.T) {
 		return sources["cleanup.policy"] == kmsg.ConfigSourceDefaultConfig && values["cleanup.policy"] == "delete",
 			fmt.Sprintf("cleanup.policy=%s (source %v)", values["cleanup.policy"], sources["cleanup.policy"])
 	})
-	ends, err := adm.ListEndOffsets(ctx, topic)
-	require.NoError(t, err)
-	end, ok := ends.Lookup(topic, 0)
-	require.True(t, ok)
-	require.NoError(t, end.Err)
+	var end kadm.ListedOffset
+	waitFor(t, 10*time.Second, "the new topic's end offset", func() (bool, string) {
+		ends, err := adm.ListEndOffsets(ctx, topic) // fails until the new partition has a leader
+		if err != nil {
+			return false, err.Error()
+		}
+		var ok bool
+		end, ok = ends.Lookup(topic, 0)
+		return ok && end.Err == nil, fmt.Sprintf("%+v", end)
+	})
 	require.Zero(t, end.Offset, "none of the old topic's records")
 }
