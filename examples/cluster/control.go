@@ -78,6 +78,12 @@ type control struct {
 	// snapshot the leader sent: the node's topics it does not hold were
 	// deleted by records the node never saw.
 	complete bool
+	// recovered is the commit index the node's raft log had when it
+	// started, until the node has applied it: from then on its state
+	// holds every topic its log.Dir got from a record, and those it does
+	// not hold were deleted by a record whose deletion a crash cut short
+	// (or one of its own snapshot's past).
+	recovered uint64
 	// stamped is the broker epoch of this node in the committed records
 	// when the partition states were last published (NoBrokerEpoch: not
 	// registered).
@@ -159,6 +165,11 @@ func newControl(id replica.NodeID, store *raftStore, peers map[replica.NodeID]st
 	if err != nil {
 		return nil, err
 	}
+	hs, _, err := store.ms.InitialState()
+	if err != nil {
+		return nil, err
+	}
+	c.recovered = hs.GetCommit()
 	c.view.Store(c.metadata())
 	return c, nil
 }
@@ -448,7 +459,18 @@ func (c *control) apply(e *pb.Entry) {
 // otherwise miss those the registration did not change. Until the records
 // register the node, it is sent no partition state: the one it is first
 // registered in brings them all.
+//
+// Once the node has applied what its raft log had committed when it
+// started, and once it loads a snapshot the leader sent, every topic is
+// published as the complete set: the node deletes the topics of its
+// log.Dir the state lacks or gives another id.
 func (c *control) publishChanges() {
+	if c.recovered > 0 && c.applied.index >= c.recovered {
+		c.recovered, c.complete = 0, true
+		for name := range c.state.Topics {
+			c.topics[name] = true
+		}
+	}
 	u := metadataUpdate{topics: map[string]topicState{}, complete: c.complete, brokerEpoch: replica.NoBrokerEpoch}
 	for name := range c.topics {
 		u.topics[name] = c.topicState(name)

@@ -21,7 +21,8 @@ import (
 )
 
 // describedConfigs asks one node's broker for a topic's configs: value and
-// source of each.
+// source of each. A node that has not applied the topic yet answers
+// UNKNOWN_TOPIC_OR_PARTITION: no configs.
 func describedConfigs(t *testing.T, cl *kgo.Client, node replica.NodeID, topic string) (map[string]string, map[string]kmsg.ConfigSource) {
 	t.Helper()
 	req := kmsg.NewPtrDescribeConfigsRequest()
@@ -32,8 +33,11 @@ func describedConfigs(t *testing.T, cl *kgo.Client, node replica.NodeID, topic s
 	defer cancel()
 	resp, err := req.RequestWith(ctx, cl.Broker(int(node)))
 	require.NoError(t, err)
-	require.NoError(t, kerr.ErrorForCode(resp.Resources[0].ErrorCode), "node %d: %v", node, str(resp.Resources[0].ErrorMessage))
 	values, sources := map[string]string{}, map[string]kmsg.ConfigSource{}
+	if err := kerr.ErrorForCode(resp.Resources[0].ErrorCode); err != nil {
+		require.ErrorIs(t, err, kerr.UnknownTopicOrPartition, "node %d: %v", node, str(resp.Resources[0].ErrorMessage))
+		return values, sources
+	}
 	for _, c := range resp.Resources[0].Configs {
 		values[c.Name], sources[c.Name] = str(c.Value), c.Source
 	}

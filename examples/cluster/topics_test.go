@@ -90,3 +90,62 @@ func TestCatchUpFromSnapshotDeletesAndReconfigures(t *testing.T) {
 		return err == nil, errString(err)
 	})
 }
+
+// A node that crashed after it applied a topic's RemoveTopicRecord but
+// before it deleted the topic's replicas, and took a snapshot past the
+// record, has nothing left to replay the deletion from: once it has
+// applied what its raft log had committed, it deletes the topics its state
+// lacks. A topic created by an entry after that snapshot, which the
+// snapshot lacks too, is kept with its records: the node waits for the
+// replay first.
+func TestRestartDeletesTheTopicsOfDeletionsACrashCutShort(t *testing.T) {
+	raftPath, logPath := filepath.Join(t.TempDir(), raftFile), filepath.Join(t.TempDir(), logDir)
+	c := openTestControl(t, raftPath)
+	first := startTestNode(t, logPath, 100)
+	c.publish = first.update
+	ctrl := newTestController(t)
+	registerLive(t, c, ctrl, 1, 100, true)
+	registerLive(t, c, ctrl, 2, 1, true)
+	registerLive(t, c, ctrl, 3, 1, true)
+	create := func(name string, id byte) {
+		commitDecision(t, c, ctrl, func() error {
+			return ctrl.CreateTopicWith(name, [][]replica.NodeID{{1, 2, 3}}, controller.TopicSpec{ID: [16]byte{id}})
+		})
+	}
+	create("doomed", 1)
+	waitFor(t, 5*time.Second, "the node has doomed", func() (bool, string) { return first.localTopics()["doomed"] != nil, "" })
+
+	// The deletion is committed and applied, the crash comes before it is
+	// published, and the node's snapshot is past it.
+	require.NoError(t, ctrl.DeleteTopic("doomed"))
+	index := c.applied.index + 1
+	e := drain(t, ctrl, 9, index, index)
+	require.NoError(t, c.store.save(nil, &pb.HardState{Term: new(uint64(1)), Commit: new(index)}, []*pb.Entry{e}))
+	c.apply(e)
+	delete(c.topics, "doomed") // the crash: the deletion never reaches the node
+	c.snap.every = 1
+	require.NoError(t, c.maybeSnapshot())
+	c.snap.every = 0
+	create("late", 2)
+	waitFor(t, 5*time.Second, "the node leads late-0 and has a record in it", func() (bool, string) {
+		_, err := first.produceTopic(t, "late")
+		return err == nil, errString(err)
+	})
+	first.stop()
+	require.NoError(t, c.store.close())
+
+	again := openTestControl(t, raftPath)
+	second := startTestNode(t, logPath, 200)
+	again.publish = second.update
+	again.publishChanges() // as run does first: the snapshot, before the replay
+	require.Contains(t, second.localTopics(), "late", "not deleted before the replay")
+	require.NoError(t, again.ready())
+	waitFor(t, 5*time.Second, "doomed deleted once the log is replayed", func() (bool, string) {
+		return second.localTopics()["doomed"] == nil, ""
+	})
+	p, err := second.dir.Partition("late", 0)
+	require.NoError(t, err)
+	_, _, end, err := p.Offsets()
+	require.NoError(t, err)
+	require.EqualValues(t, 1, end, "late kept with its record")
+}
