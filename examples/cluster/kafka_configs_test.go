@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	crand "crypto/rand"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -181,8 +182,13 @@ func TestKafkaTopicConfigsAndDeletion(t *testing.T) {
 	waitISR(t, s, cl, strict, 2)
 	smd, err := metadataFrom(s, cl)
 	require.NoError(t, err)
-	rp := produceTo(t, kc, smd.partition(strict, 0).Leader, strict, 0, "x")
-	require.ErrorIs(t, kerr.ErrorForCode(rp.ErrorCode), kerr.NotEnoughReplicas, "min.insync.replicas 3 of 2 replicas")
+	waitFor(t, 10*time.Second, "acks=all refused as min.insync.replicas 3 of 2 replicas", func() (bool, string) {
+		// The leader's node may not have applied the topic yet.
+		rp := produceTo(t, kc, smd.partition(strict, 0).Leader, strict, 0, "x")
+		require.NotZero(t, rp.ErrorCode, "acks=all met with 2 of min.insync.replicas 3")
+		err := kerr.ErrorForCode(rp.ErrorCode)
+		return errors.Is(err, kerr.NotEnoughReplicas), err.Error()
+	})
 
 	deleted, err := adm.DeleteTopics(ctx, topic)
 	require.NoError(t, err)
