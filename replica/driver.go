@@ -223,6 +223,38 @@ func (d *Driver) AddPartition(ctx context.Context, cfg Config) error {
 	return d.call(ctx, func() error { _, err := d.node.Add(cfg); return err })
 }
 
+// RemovePartition takes a partition off the node while the driver runs
+// (Node.Remove; Kafka's StopReplica with deletion, for a deleted topic)
+// and reports whether the node had it. The produces waiting on it end
+// with ErrUnknownPartition; its writer drops the writes still queued and
+// stops after the one it applies, if any. The application deletes the
+// log after: the partition no longer writes to it but for that one.
+func (d *Driver) RemovePartition(ctx context.Context, topic string, partition int32) (bool, error) {
+	var had bool
+	err := d.call(ctx, func() error {
+		p := d.node.Partition(topic, partition)
+		if p == nil {
+			return nil
+		}
+		had = d.node.Remove(topic, partition)
+		for key, ch := range d.waiting {
+			if key.topic == topic && key.partition == partition {
+				delete(d.waiting, key)
+				ch <- ProduceResult{ID: key.id, Err: fmt.Errorf("%w: %s-%d was removed", ErrUnknownPartition, topic, partition)}
+			}
+		}
+		if w := d.writers[p]; w != nil {
+			delete(d.writers, p)
+			w.mu.Lock()
+			w.closed, w.queue = true, nil
+			w.mu.Unlock()
+			w.signal()
+		}
+		return nil
+	})
+	return had, err
+}
+
 // SetBrokerEpoch tells the node the broker epoch the controller
 // registered it in; see Node.SetBrokerEpoch.
 func (d *Driver) SetBrokerEpoch(ctx context.Context, epoch int64) error {

@@ -189,3 +189,43 @@ func TestDriverRefusesMessagesOnceItStops(t *testing.T) {
 	close(gate.open)
 	require.ErrorIs(t, <-ran, context.Canceled)
 }
+
+// A partition removed from a running driver (a deleted topic) is gone:
+// produces to it are refused, the node can add it again over a new log,
+// and the driver stops with no writer left behind.
+func TestDriverRemovePartition(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tr, _, runs := startDrivers(t, ctx, DriverConfig{}, log.Options{}, Config{})
+	r, err := tr.drivers[1].Produce(ctx, "orders", 0, AcksAll, batchOf(t, "a"))
+	require.NoError(t, err)
+	require.NoError(t, r.Err)
+
+	for _, d := range tr.drivers {
+		had, err := d.RemovePartition(ctx, "orders", 0)
+		require.NoError(t, err)
+		require.True(t, had)
+	}
+	had, err := tr.drivers[1].RemovePartition(ctx, "orders", 0)
+	require.NoError(t, err)
+	require.False(t, had, "removed already")
+	_, err = tr.drivers[1].Produce(ctx, "orders", 0, AcksAll, batchOf(t, "b"))
+	require.ErrorIs(t, err, ErrUnknownPartition)
+
+	l, err := log.Open("/orders-0", log.Options{FS: vfs.NewMem(), ExternalHighWatermark: true, MaxIndexBytes: 1024})
+	require.NoError(t, err)
+	defer l.Close()
+	require.NoError(t, tr.drivers[1].AddPartition(ctx, Config{Topic: "orders", Log: l, MinInsyncReplicas: 1, ProduceTimeout: 1 << 20, ReplicaLagTime: 1 << 20}))
+	require.NoError(t, tr.drivers[1].Receive(ctx, &LeaderAndISR{Header: Header{From: NoNode, To: 1, Topic: "orders"},
+		Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []NodeID{1}, ISR: []NodeID{1}}))
+	r, err = tr.drivers[1].Produce(ctx, "orders", 0, AcksAll, batchOf(t, "again"))
+	require.NoError(t, err)
+	require.NoError(t, r.Err)
+	require.Zero(t, r.BaseOffset, "a new partition over a new log")
+
+	for _, d := range tr.drivers {
+		d.Stop()
+	}
+	runs.Wait()
+	tr.wg.Wait()
+}

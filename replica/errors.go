@@ -25,6 +25,7 @@ const (
 	CodeInvalidRequiredAcks          Code = 21
 	CodeTopicAlreadyExists           Code = 36
 	CodeInvalidReplicaAssignment     Code = 39
+	CodeInvalidConfig                Code = 40
 	CodeNotController                Code = 41
 	CodeInvalidRequest               Code = 42
 	CodeOperationNotAttempted        Code = 55
@@ -75,6 +76,7 @@ var (
 	// The controller's (package replica/controller).
 	ErrTopicAlreadyExists          = &Error{CodeTopicAlreadyExists, "topic already exists"}
 	ErrInvalidReplicaAssignment    = &Error{CodeInvalidReplicaAssignment, "invalid replica assignment"}
+	ErrInvalidTopicConfig          = &Error{CodeInvalidConfig, "invalid topic config"}
 	ErrStaleBrokerEpoch            = &Error{CodeStaleBrokerEpoch, "stale broker epoch"}
 	ErrPreferredLeaderNotAvailable = &Error{CodePreferredLeaderNotAvailable, "preferred leader not available"}
 	ErrEligibleLeadersNotAvailable = &Error{CodeEligibleLeadersNotAvailable, "eligible leaders not available"}
@@ -98,7 +100,7 @@ func init() {
 		ErrInvalidUpdateVersion, ErrIneligibleReplica, ErrTopicAlreadyExists,
 		ErrInvalidReplicaAssignment, ErrStaleBrokerEpoch, ErrPreferredLeaderNotAvailable,
 		ErrEligibleLeadersNotAvailable, ErrElectionNotNeeded, ErrBrokerNotRegistered, ErrNoReassignmentInProgress,
-		ErrNewLeaderElected,
+		ErrNewLeaderElected, ErrInvalidTopicConfig,
 	} {
 		byCode[e.Code] = e
 	}

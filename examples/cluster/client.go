@@ -32,6 +32,8 @@ type reply struct {
 	Verify      []verifyLine         `json:"verify,omitempty"`
 	Produced    *produced            `json:"produced,omitempty"`
 	Consumed    *consumed            `json:"consumed,omitempty"`
+	// Configs are a topic's configs after a change of them.
+	Configs map[string]string `json:"configs,omitempty"`
 }
 
 func (r *reply) setErr(err error) {

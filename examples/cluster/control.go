@@ -17,6 +17,7 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/strandlog/strand/group"
 	"github.com/strandlog/strand/replica"
 	"github.com/strandlog/strand/replica/controller"
 )
@@ -72,7 +73,17 @@ type control struct {
 	// changed to the node's replicas.
 	publish func(metadataUpdate)
 	dirty   map[controller.TopicPartition]bool
-	topics  map[string]int32
+	topics  map[string]bool // the topics the records changed since the last publish
+	// complete says topics holds every topic of the state, loaded from a
+	// snapshot the leader sent: the node's topics it does not hold were
+	// deleted by records the node never saw.
+	complete bool
+	// recovered is the commit index the node's raft log had when it
+	// started, until the node has applied it: from then on its state
+	// holds every topic its log.Dir got from a record, and those it does
+	// not hold were deleted by a record whose deletion a crash cut short
+	// (or one of its own snapshot's past).
+	recovered uint64
 	// stamped is the broker epoch of this node in the committed records
 	// when the partition states were last published (NoBrokerEpoch: not
 	// registered).
@@ -88,10 +99,41 @@ type control struct {
 // its broker epoch from it once the incarnation is its own, as a KRaft
 // broker acts only once its metadata has caught up with its registration.
 type metadataUpdate struct {
-	topics      map[string]int32
+	topics map[string]topicState
+	// complete says topics names every topic there is (see control.complete).
+	complete    bool
 	parts       []*replica.LeaderAndISR
 	brokerEpoch int64
 	incarnation uint64
+}
+
+// topicState is a topic as the committed records leave it, for the
+// node's log.Dir: its id, partition count and configs by Kafka name, or
+// removed.
+type topicState struct {
+	id         [16]byte
+	partitions int32
+	configs    map[string]string
+	removed    bool
+}
+
+// topicState returns a topic's committed state.
+func (c *control) topicState(name string) topicState {
+	t := c.state.Topics[name]
+	if t == nil {
+		return topicState{removed: true}
+	}
+	return topicState{id: topicID(t), partitions: t.Partitions, configs: maps.Clone(t.Configs)}
+}
+
+// topicID is a topic's id: the controller's, or, for a topic created
+// without one, one derived from its name (group.TopicID), the same on
+// every node.
+func topicID(t *controller.Topic) [16]byte {
+	if t.ID == ([16]byte{}) {
+		return group.TopicID(t.Name)
+	}
+	return t.ID
 }
 
 func newControl(id replica.NodeID, store *raftStore, peers map[replica.NodeID]string, cfg controller.Config, tick time.Duration, logger *slog.Logger) (*control, error) {
@@ -111,16 +153,23 @@ func newControl(id replica.NodeID, store *raftStore, peers map[replica.NodeID]st
 	c := &control{
 		id: id, rn: rn, store: store, peers: peers, raftTr: newPoster(peers), cfg: cfg, tick: tick, log: logger,
 		state: controller.NewState(), nonce: rand.Uint64(), waiting: map[uint64]func(error){},
-		inbox: make(chan func()), stopped: make(chan struct{}), dirty: map[controller.TopicPartition]bool{}, topics: map[string]int32{},
+		inbox: make(chan func()), stopped: make(chan struct{}), dirty: map[controller.TopicPartition]bool{}, topics: map[string]bool{},
 		snap: snapshots{every: defaultSnapshotEntries},
 	}
 	snap, err := store.ms.Snapshot()
 	if err == nil {
-		err = c.restore(snap)
+		// The node's own snapshot: its log.Dir may hold topics of the
+		// entries after it, which raft replays.
+		err = c.restore(snap, false)
 	}
 	if err != nil {
 		return nil, err
 	}
+	hs, _, err := store.ms.InitialState()
+	if err != nil {
+		return nil, err
+	}
+	c.recovered = hs.GetCommit()
 	c.view.Store(c.metadata())
 	return c, nil
 }
@@ -224,7 +273,7 @@ func (c *control) ready() error {
 		if err := c.store.save(rd.Snapshot, rd.HardState, rd.Entries); err != nil {
 			return fmt.Errorf("persisting the raft log: %w", err)
 		}
-		if err := c.restore(rd.Snapshot); err != nil {
+		if err := c.restore(rd.Snapshot, true); err != nil {
 			return err
 		}
 		for _, m := range rd.Messages {
@@ -387,7 +436,11 @@ func (c *control) apply(e *pb.Entry) {
 		case *controller.PartitionRecord:
 			c.dirty[controller.TopicPartition{Topic: r.Topic, Partition: r.Partition}] = true
 		case *controller.TopicRecord:
-			c.topics[r.Name] = r.Partitions
+			c.topics[r.Name] = true
+		case *controller.ConfigRecord:
+			c.topics[r.Topic] = true
+		case *controller.RemoveTopicRecord:
+			c.topics[r.Topic] = true
 		}
 	}
 	if nonce == c.nonce {
@@ -406,8 +459,22 @@ func (c *control) apply(e *pb.Entry) {
 // otherwise miss those the registration did not change. Until the records
 // register the node, it is sent no partition state: the one it is first
 // registered in brings them all.
+//
+// Once the node has applied what its raft log had committed when it
+// started, and once it loads a snapshot the leader sent, every topic is
+// published as the complete set: the node deletes the topics of its
+// log.Dir the state lacks or gives another id.
 func (c *control) publishChanges() {
-	u := metadataUpdate{topics: maps.Clone(c.topics), brokerEpoch: replica.NoBrokerEpoch}
+	if c.recovered > 0 && c.applied.index >= c.recovered {
+		c.recovered, c.complete = 0, true
+		for name := range c.state.Topics {
+			c.topics[name] = true
+		}
+	}
+	u := metadataUpdate{topics: map[string]topicState{}, complete: c.complete, brokerEpoch: replica.NoBrokerEpoch}
+	for name := range c.topics {
+		u.topics[name] = c.topicState(name)
+	}
 	if b := c.state.Brokers[c.id]; b != nil {
 		u.brokerEpoch, u.incarnation = b.Epoch, b.Incarnation
 	}
@@ -420,14 +487,17 @@ func (c *control) publishChanges() {
 	}
 	if u.brokerEpoch != replica.NoBrokerEpoch {
 		for _, tp := range slices.SortedFunc(maps.Keys(c.dirty), compareTP) {
-			u.parts = append(u.parts, c.state.LeaderAndISR(tp, replica.NoNode, c.id))
+			if m := c.state.LeaderAndISR(tp, replica.NoNode, c.id); m != nil { // else deleted
+				u.parts = append(u.parts, m)
+			}
 		}
 	}
-	if c.publish != nil && (registered || len(u.parts) > 0 || len(u.topics) > 0) {
+	if c.publish != nil && (registered || len(u.parts) > 0 || len(u.topics) > 0 || u.complete) {
 		c.publish(u)
 	}
 	clear(c.dirty)
 	clear(c.topics)
+	c.complete = false
 	c.view.Store(c.metadata())
 }
 

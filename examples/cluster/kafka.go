@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -16,7 +17,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/strandlog/strand/examples/kafka/broker"
-	"github.com/strandlog/strand/group"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/replica"
 	"github.com/strandlog/strand/replica/controller"
@@ -116,27 +116,29 @@ func (kc *kafkaCluster) Topics() ([]string, error) {
 	return slices.Sorted(maps.Keys(kc.current().topics)), nil
 }
 
-// TopicID derives a topic's id from its name (group.TopicID), the same on
-// every node: the controller's metadata keeps no topic ids, so a topic
-// deleted and created again under its name keeps its id, where Kafka gives
-// it a new one. The controller should assign a random id with the topic
-// and the nodes create their replicas with it (log.Dir.CreateTopicWithID).
+// TopicID is the id the controller gave the topic, drawn at random when it
+// was created (every node creates its replicas with it,
+// log.Dir.CreateTopicWithID), so that a topic deleted and created again
+// under its name has another, as in Kafka.
 func (kc *kafkaCluster) TopicID(topic string) ([16]byte, error) {
-	if _, ok := kc.current().topics[topic]; !ok {
+	t := kc.current().md.topic(topic)
+	if t == nil {
 		return [16]byte{}, fmt.Errorf("%w: %s", log.ErrUnknownTopic, topic)
 	}
-	return group.TopicID(topic), nil
+	return t.ID, nil
 }
 
+// TopicConfig is this node's replicas' configuration of the topic, or, if
+// it has not created them yet, the one the topic's configs give.
 func (kc *kafkaCluster) TopicConfig(topic string) (log.TopicConfig, error) {
-	n, ok := kc.current().topics[topic]
-	if !ok {
+	t := kc.current().md.topic(topic)
+	if t == nil {
 		return log.TopicConfig{}, fmt.Errorf("%w: %s", log.ErrUnknownTopic, topic)
 	}
 	if cfg, err := kc.n.dir.TopicConfig(topic); err == nil {
 		return cfg, nil
 	}
-	return log.TopicConfig{Partitions: n}, nil // this node has not created it yet
+	return broker.LogTopicConfig(replicaTopicConfig(topic, t.Partitions), t.Configs)
 }
 
 func (kc *kafkaCluster) Partition(topic string, id int32) (broker.PartitionState, error) {
@@ -285,16 +287,21 @@ func kafkaError(err error) error {
 // cluster shown off for its failover takes every node, up to 3.
 const defaultReplicationFactor = 3
 
-// CreateTopic asks the active controller to create the topic, then waits
-// until this node has applied it. Configurations other than the partition
-// count are refused: the controller's records carry none, so every node
-// creates its replicas with its own.
+// CreateTopic creates a topic without configs: the broker hands configs
+// by their Kafka names to CreateTopicWithConfigs (the cluster is a
+// broker.TopicConfigs), which the controller replicates.
 func (kc *kafkaCluster) CreateTopic(ctx context.Context, name string, partitions, rf int32, assignment [][]int32, cfg log.TopicConfig) error {
 	cfg.Partitions = 0
 	if cfg != (log.TopicConfig{}) {
-		return fmt.Errorf("%w: topic configs are not replicated by this cluster; create %s without them", kerr.InvalidConfig, name)
+		return fmt.Errorf("%w: topic %s: this cluster takes topic configs by their Kafka names (CreateTopicWithConfigs)", kerr.InvalidConfig, name)
 	}
-	req := topicRequest{Topic: name, Partitions: int(partitions), ReplicationFactor: int(rf)}
+	return kc.createTopic(ctx, name, partitions, rf, assignment, nil)
+}
+
+// createTopic asks the active controller to create the topic with its
+// configs, then waits until this node has applied it.
+func (kc *kafkaCluster) createTopic(ctx context.Context, name string, partitions, rf int32, assignment [][]int32, configs map[string]string) error {
+	req := topicRequest{Topic: name, Partitions: int(partitions), ReplicationFactor: int(rf), Configs: configs}
 	if partitions == -1 {
 		req.Partitions = 1
 	}
@@ -313,22 +320,34 @@ func (kc *kafkaCluster) CreateTopic(ctx context.Context, name string, partitions
 	if err := kc.n.controllerClient().callRetry(ctx, "/controller/topics", req, nil); err != nil {
 		return kafkaError(err)
 	}
+	return kc.waitApplied(ctx, "topic "+name+" created", func(v *kafkaView) bool { return v.md.topic(name) != nil })
+}
+
+// waitApplied waits until this node's committed metadata is as applied
+// says, what the controller committed.
+func (kc *kafkaCluster) waitApplied(ctx context.Context, what string, applied func(*kafkaView) bool) error {
 	for {
-		if _, ok := kc.current().topics[name]; ok {
+		if applied(kc.current()) {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w: topic %s created, not yet known here", kerr.RequestTimedOut, name)
+			return fmt.Errorf("%w: %s, not yet known here", kerr.RequestTimedOut, what)
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
 }
 
-// DeleteTopic is refused: the controller has no record that deletes a
-// topic.
-func (kc *kafkaCluster) DeleteTopic(context.Context, string) error {
-	return fmt.Errorf("%w: the cluster's controller does not delete topics", kerr.TopicDeletionDisabled)
+// DeleteTopic asks the active controller to delete the topic (one
+// RemoveTopicRecord), then waits until this node has applied it. Every
+// node deletes its replicas as it applies the record (node.applyTopic).
+func (kc *kafkaCluster) DeleteTopic(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := kc.n.controllerClient().callRetry(ctx, "/controller/delete-topic?topic="+url.QueryEscape(name), nil, nil); err != nil {
+		return kafkaError(err)
+	}
+	return kc.waitApplied(ctx, "topic "+name+" deleted", func(v *kafkaView) bool { return v.md.topic(name) == nil })
 }
 
 // producerIDBits leaves room, below a node's id, for the producer ids

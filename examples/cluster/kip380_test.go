@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	pb "go.etcd.io/raft/v3/raftpb"
 
+	"github.com/strandlog/strand/group"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/replica"
 	"github.com/strandlog/strand/replica/controller"
@@ -67,7 +68,7 @@ func TestPublishStampsTheCommittedBrokerEpoch(t *testing.T) {
 	got = nil
 	commitDecision(t, c, ctrl, func() error { return ctrl.CreateTopic("a", [][]replica.NodeID{{2, 3}}, false) })
 	require.Len(t, got, 1)
-	require.Equal(t, map[string]int32{"a": 1}, got[0].topics, "the topic is created")
+	require.Equal(t, map[string]topicState{"a": {id: group.TopicID("a"), partitions: 1}}, got[0].topics, "the topic is created")
 	require.Empty(t, got[0].parts, "no state before the records register the node")
 	require.Equal(t, replica.NoBrokerEpoch, got[0].brokerEpoch)
 
@@ -81,7 +82,7 @@ func TestPublishStampsTheCommittedBrokerEpoch(t *testing.T) {
 	}
 	got = nil
 	first := registerLive(t, c, ctrl, 1, 100, true)
-	require.Equal(t, metadataUpdate{topics: map[string]int32{}, brokerEpoch: first, incarnation: 100,
+	require.Equal(t, metadataUpdate{topics: map[string]topicState{}, brokerEpoch: first, incarnation: 100,
 		parts: []*replica.LeaderAndISR{c.state.LeaderAndISR(controller.TopicPartition{Topic: "a"}, replica.NoNode, 1)}}, got[0],
 		"the registration brings every partition's state, in its epoch")
 	require.Equal(t, map[string]int64{"a": first}, stamps(got[0]))

@@ -12,10 +12,13 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/strandlog/strand/examples/kafka/broker"
+	"github.com/strandlog/strand/group"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/replica"
 	"github.com/strandlog/strand/replica/controller"
@@ -68,8 +71,14 @@ type node struct {
 	parts map[controller.TopicPartition]*log.Partition // replicas added to the driver
 	// Metadata the control loop published and the broker loop has not
 	// applied yet: the latest state of each changed partition.
-	pendingTopics map[string]int32
-	pendingParts  map[controller.TopicPartition]*replica.LeaderAndISR
+	pendingTopics map[string]topicState
+	// pendingComplete says pendingTopics names every topic (see
+	// metadataUpdate.complete).
+	pendingComplete bool
+	pendingParts    map[controller.TopicPartition]*replica.LeaderAndISR
+	// minISRs are the min.insync.replicas set on topics, as applyMetadata
+	// last applied them (owned by it).
+	minISRs map[string]int
 	// pendingEpoch is the broker epoch of this incarnation's committed
 	// registration, NoBrokerEpoch until the control loop publishes one.
 	pendingEpoch int64
@@ -114,7 +123,7 @@ func runNode(cfg nodeConfig) error {
 // before it has a driver or a control loop.
 func newNode(cfg nodeConfig, logger *slog.Logger, dir *log.Dir, incarnation int64) *node {
 	return &node{cfg: cfg, log: logger, dir: dir,
-		parts: map[controller.TopicPartition]*log.Partition{}, pendingTopics: map[string]int32{},
+		parts: map[controller.TopicPartition]*log.Partition{}, pendingTopics: map[string]topicState{}, minISRs: map[string]int{},
 		pendingParts: map[controller.TopicPartition]*replica.LeaderAndISR{}, wake: make(chan struct{}, 1),
 		incarnation: incarnation}
 }
@@ -268,6 +277,9 @@ func stopWithParent(ctx context.Context, stop func()) {
 // the records may still register the node's previous life.
 func (n *node) update(u metadataUpdate) {
 	n.mu.Lock()
+	if u.complete {
+		n.pendingTopics, n.pendingComplete = map[string]topicState{}, true
+	}
 	maps.Copy(n.pendingTopics, u.topics)
 	for _, m := range u.parts {
 		n.pendingParts[controller.TopicPartition{Topic: m.Topic, Partition: m.Partition}] = m
@@ -299,8 +311,8 @@ func (n *node) applyMetadata(ctx context.Context) {
 		case <-n.wake:
 		}
 		n.mu.Lock()
-		topics, parts, epoch := n.pendingTopics, n.pendingParts, n.pendingEpoch
-		n.pendingTopics, n.pendingParts = map[string]int32{}, map[controller.TopicPartition]*replica.LeaderAndISR{}
+		topics, complete, parts, epoch := n.pendingTopics, n.pendingComplete, n.pendingParts, n.pendingEpoch
+		n.pendingTopics, n.pendingComplete, n.pendingParts = map[string]topicState{}, false, map[controller.TopicPartition]*replica.LeaderAndISR{}
 		n.mu.Unlock()
 		if epoch != registered {
 			if err := n.d.SetBrokerEpoch(ctx, epoch); err != nil {
@@ -310,10 +322,12 @@ func (n *node) applyMetadata(ctx context.Context) {
 			registered = epoch
 			n.log.Info("registration applied", "epoch", epoch)
 		}
+		if complete {
+			n.removeStrays(ctx, topics)
+		}
 		for _, name := range slices.Sorted(maps.Keys(topics)) {
-			err := n.dir.CreateTopic(name, replicaTopicConfig(name, topics[name]))
-			if err != nil && !errors.Is(err, log.ErrTopicExists) {
-				n.log.Error("creating a topic", "topic", name, "err", err)
+			if err := n.applyTopic(ctx, name, topics[name]); err != nil {
+				n.log.Error("applying a topic", "topic", name, "err", err)
 			}
 		}
 		for _, tp := range slices.SortedFunc(maps.Keys(parts), compareTP) {
@@ -338,7 +352,7 @@ func (n *node) deliver(ctx context.Context, tp controller.TopicPartition, m *rep
 		}
 		err = n.d.AddPartition(ctx, replica.Config{
 			Topic: tp.Topic, Partition: tp.Partition, Log: plog,
-			MinInsyncReplicas: n.cfg.minISR,
+			MinInsyncReplicas: n.minISR(tp.Topic),
 			ReplicaLagTime:    n.cfg.lag,
 			RequestTimeout:    n.cfg.lag,
 			ProduceTimeout:    10 * n.cfg.lag,
@@ -351,6 +365,101 @@ func (n *node) deliver(ctx context.Context, tp controller.TopicPartition, m *rep
 		n.mu.Unlock()
 	}
 	return n.d.Receive(ctx, m)
+}
+
+// applyTopic makes the node's log.Dir hold a topic as the committed
+// records leave it (a KRaft broker's metadata listener): created with the
+// controller's id and configs, its configs changed (Dir.AlterTopicConfig:
+// at once on the open partitions), or deleted with its replicas. A topic
+// the Dir holds under another id was deleted and created again under its
+// name: its replicas go first.
+func (n *node) applyTopic(ctx context.Context, name string, t topicState) error {
+	delete(n.minISRs, name)
+	if t.removed {
+		return n.removeTopic(ctx, name)
+	}
+	if m, err := strconv.Atoi(t.configs[minISRConfig]); err == nil {
+		n.minISRs[name] = m
+	}
+	cfg, err := broker.LogTopicConfig(replicaTopicConfig(name, t.partitions), t.configs)
+	if err != nil {
+		return err
+	}
+	id, err := n.dir.TopicID(name)
+	if err == nil && id != t.id && !internal(name) {
+		if err := n.removeTopic(ctx, name); err != nil {
+			return err
+		}
+		err = log.ErrUnknownTopic
+	}
+	if errors.Is(err, log.ErrUnknownTopic) {
+		return n.dir.CreateTopicWithID(name, t.id, cfg)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = n.dir.AlterTopicConfig(name, func(c *log.TopicConfig) { *c = cfg })
+	return err
+}
+
+// removeTopic takes a deleted topic's replicas off the node and deletes
+// their logs (Kafka's StopReplica with deletion).
+func (n *node) removeTopic(ctx context.Context, name string) error {
+	n.mu.Lock()
+	var gone []controller.TopicPartition
+	for tp := range n.parts {
+		if tp.Topic == name {
+			gone = append(gone, tp)
+			delete(n.parts, tp)
+		}
+	}
+	n.mu.Unlock()
+	for _, tp := range gone {
+		if _, err := n.d.RemovePartition(ctx, tp.Topic, tp.Partition); err != nil {
+			return err
+		}
+	}
+	err := n.dir.DeleteTopic(name)
+	if errors.Is(err, log.ErrUnknownTopic) {
+		return nil
+	}
+	if err == nil {
+		n.log.Info("topic deleted", "topic", name)
+	}
+	return err
+}
+
+// removeStrays deletes the topics of the node's log.Dir that the state of
+// a snapshot from the leader (every topic there is) does not hold.
+func (n *node) removeStrays(ctx context.Context, topics map[string]topicState) {
+	names, err := n.dir.Topics()
+	if err != nil {
+		n.log.Error("listing topics", "err", err)
+		return
+	}
+	for _, name := range names {
+		if t, ok := topics[name]; (!ok || t.removed) && !internal(name) {
+			if err := n.removeTopic(ctx, name); err != nil {
+				n.log.Error("deleting a topic", "topic", name, "err", err)
+			}
+		}
+	}
+}
+
+// internal says whether a topic is a coordinator's: the node's group
+// service creates the offsets topic in its Dir, under an id of its own,
+// before the controller may have it (kafka_groups.go), and clients cannot
+// delete it. Its replicas keep the Dir's id.
+func internal(name string) bool {
+	return name == group.OffsetsTopic || name == log.TransactionStateTopic
+}
+
+// minISR is the topic's min.insync.replicas, or the cluster's.
+func (n *node) minISR(topic string) int {
+	if m, ok := n.minISRs[topic]; ok {
+		return m
+	}
+	return n.cfg.minISR
 }
 
 // partition returns a replica's log, or nil.

@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	crand "crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -97,6 +99,7 @@ func (n *node) routes() *http.ServeMux {
 	mux.HandleFunc("POST /produce", n.produce)
 	mux.HandleFunc("GET /consume", n.consume)
 	mux.HandleFunc("GET /local", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, n.localLogs()) })
+	mux.HandleFunc("GET /local/topics", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, n.localTopics()) })
 	mux.HandleFunc("GET /metadata", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, n.ctl.view.Load()) })
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, n.status(r.Context())) })
 	mux.HandleFunc("GET /{$}", n.statusHTML)
@@ -128,6 +131,8 @@ type topicRequest struct {
 	// Assignment, if set, is each partition's replicas, in place of
 	// Partitions and ReplicationFactor.
 	Assignment [][]replica.NodeID `json:"assignment,omitempty"`
+	// Configs are the topic's configs by Kafka name.
+	Configs map[string]string `json:"configs,omitempty"`
 }
 
 // controllerRoutes are the calls served by the active controller; another
@@ -178,13 +183,39 @@ func (n *node) controllerRoutes(mux *http.ServeMux) {
 		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 			return fmt.Errorf("%w: topic request: %w", replica.ErrInvalidRequest, err)
 		}
+		// Kafka draws the topic's id, and where the first partition's
+		// leader goes; the controller takes the draws from its caller to
+		// stay deterministic.
+		spec := controller.TopicSpec{Unclean: req.Unclean, Configs: req.Configs}
+		crand.Read(spec.ID[:])
 		if req.Assignment != nil {
-			return c.CreateTopic(req.Topic, req.Assignment, req.Unclean)
+			return c.CreateTopicWith(req.Topic, req.Assignment, spec)
 		}
-		// Kafka draws where the first partition's leader goes; the
-		// controller takes the draw from its caller to stay deterministic.
 		start := rand.IntN(max(len(c.State().Brokers), 1))
-		return c.PlaceTopic(req.Topic, req.Partitions, req.ReplicationFactor, start, req.Unclean)
+		return c.PlaceTopicWith(req.Topic, req.Partitions, req.ReplicationFactor, start, spec)
+	})
+	op("POST /controller/delete-topic", func(r *http.Request, c *controller.Controller, rep *reply) error {
+		return c.DeleteTopic(r.URL.Query().Get("topic"))
+	})
+	op("POST /controller/configs", func(r *http.Request, c *controller.Controller, rep *reply) error {
+		var req configRequest
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			return fmt.Errorf("%w: config request: %w", replica.ErrInvalidRequest, err)
+		}
+		var err error
+		if req.Replace {
+			configs := map[string]string{}
+			for _, op := range req.Ops {
+				configs[op.Name] = op.Value
+			}
+			err = c.ReplaceTopicConfigs(req.Topic, configs, req.ValidateOnly)
+		} else {
+			err = c.AlterTopicConfigs(req.Topic, req.Ops, req.ValidateOnly)
+		}
+		if t := c.State().Topics[req.Topic]; err == nil && t != nil {
+			rep.Configs = maps.Clone(t.Configs)
+		}
+		return err
 	})
 	reassignment := func(pattern string, fn func(c *controller.Controller, ra assign.Reassignment, rep *reply) error) {
 		op(pattern, func(r *http.Request, c *controller.Controller, rep *reply) error {

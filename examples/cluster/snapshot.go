@@ -55,8 +55,12 @@ func encodeSnapshot(s *controller.State) ([]byte, error) {
 
 // restore makes the state a snapshot holds the node's committed state and
 // history, and marks all of it to be published. An empty snapshot (the
-// bootstrap one) changes nothing.
-func (c *control) restore(snap *pb.Snapshot) error {
+// bootstrap one) changes nothing. A snapshot sent by the leader is
+// complete: the node applied no entry after it, so a topic its log.Dir
+// holds that the snapshot does not was deleted by a record it never saw
+// (and one under a name the snapshot gives another id, deleted and
+// created again); the node deletes those when the state is published.
+func (c *control) restore(snap *pb.Snapshot, fromLeader bool) error {
 	md := snap.GetMetadata()
 	if raft.IsEmptySnap(snap) {
 		return nil
@@ -75,9 +79,10 @@ func (c *control) restore(snap *pb.Snapshot) error {
 	for tp := range s.Partitions {
 		c.dirty[tp] = true
 	}
-	for name, t := range s.Topics {
-		c.topics[name] = t.Partitions
+	for name := range s.Topics {
+		c.topics[name] = true
 	}
+	c.complete = c.complete || fromLeader
 	return nil
 }
 

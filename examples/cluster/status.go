@@ -6,9 +6,11 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/strandlog/strand/examples/kafka/broker"
 	"github.com/strandlog/strand/replica"
 )
 
@@ -22,7 +24,25 @@ type metadata struct {
 	RaftApplied     uint64          `json:"raft_applied"`
 	ControllerEpoch int32           `json:"controller_epoch"`
 	Brokers         []brokerView    `json:"brokers"`
+	Topics          []topicView     `json:"topics"`
 	Partitions      []partitionView `json:"partitions"`
+}
+
+// topicView is a topic: its id and the configs set on it.
+type topicView struct {
+	Name       string            `json:"name"`
+	ID         [16]byte          `json:"-"`
+	Partitions int32             `json:"partitions"`
+	Configs    map[string]string `json:"configs,omitempty"`
+}
+
+// topic returns a topic's view, or nil.
+func (md *metadata) topic(name string) *topicView {
+	i, ok := slices.BinarySearchFunc(md.Topics, name, func(t topicView, name string) int { return strings.Compare(t.Name, name) })
+	if !ok {
+		return nil
+	}
+	return &md.Topics[i]
 }
 
 type brokerView struct {
@@ -74,7 +94,11 @@ func (md *metadata) partition(topic string, partition int32) *partitionView {
 func (c *control) metadata() *metadata {
 	st := c.rn.BasicStatus()
 	md := &metadata{Node: c.id, RaftLeader: c.leader(), RaftTerm: st.GetTerm(), RaftApplied: c.applied.index,
-		ControllerEpoch: c.state.Epoch, Brokers: []brokerView{}, Partitions: []partitionView{}}
+		ControllerEpoch: c.state.Epoch, Brokers: []brokerView{}, Topics: []topicView{}, Partitions: []partitionView{}}
+	for _, name := range slices.Sorted(maps.Keys(c.state.Topics)) {
+		t := c.topicState(name)
+		md.Topics = append(md.Topics, topicView{Name: name, ID: t.id, Partitions: t.partitions, Configs: t.configs})
+	}
 	for _, id := range slices.Sorted(maps.Keys(c.state.Brokers)) {
 		b := c.state.Brokers[id]
 		md.Brokers = append(md.Brokers, brokerView{ID: id, Epoch: b.Epoch, Fenced: b.Fenced, ShuttingDown: b.ShuttingDown, Clean: b.Clean})
@@ -103,6 +127,20 @@ func (n *node) localLogs() []partitionLogs {
 			rl.Error = err.Error()
 		}
 		out = append(out, partitionLogs{Topic: tp.Topic, Partition: tp.Partition, Log: rl})
+	}
+	return out
+}
+
+// localTopics answers GET /local/topics: the topics of this node's
+// log.Dir, each with its configuration by Kafka name, as its replicas
+// apply it.
+func (n *node) localTopics() map[string]map[string]string {
+	out := map[string]map[string]string{}
+	names, _ := n.dir.Topics()
+	for _, name := range names {
+		if cfg, err := n.dir.TopicConfig(name); err == nil { // else deleted since
+			out[name] = broker.TopicConfigValues(cfg)
+		}
 	}
 	return out
 }

@@ -318,11 +318,20 @@ func compareTP(a, b TopicPartition) int {
 }
 
 // CreateTopic creates a topic with the given replicas per partition
-// (assign.PlaceReplicas computes them as Kafka does). Every replica must
-// be a registered broker, and each partition needs a live one (Kafka's
-// createTopic refuses a manual assignment without); the ISR starts as the
-// live ones, led by the first.
+// (assign.PlaceReplicas computes them as Kafka does), without configs and
+// a zero id; see CreateTopicWith.
 func (c *Controller) CreateTopic(name string, assignment [][]replica.NodeID, unclean bool) error {
+	return c.CreateTopicWith(name, assignment, TopicSpec{Unclean: unclean})
+}
+
+// CreateTopicWith creates a topic with the given replicas per partition,
+// and the id and configs of spec. Every replica must be a registered
+// broker, and each partition needs a live one (Kafka's createTopic
+// refuses a manual assignment without); the ISR starts as the live ones,
+// led by the first. Each config is checked before any record is written
+// (a *ConfigError names the first refused). The records are the topic's,
+// its configs', then its partitions', as Kafka's createTopic writes them.
+func (c *Controller) CreateTopicWith(name string, assignment [][]replica.NodeID, spec TopicSpec) error {
 	if name == "" || len(name) > maxTopicBytes {
 		return fmt.Errorf("%w: topic name %q", replica.ErrInvalidRequest, name)
 	}
@@ -347,8 +356,17 @@ func (c *Controller) CreateTopic(name string, assignment [][]replica.NodeID, unc
 				replica.ErrInvalidReplicaAssignment, name, i, rs)
 		}
 	}
-	if err := c.emit(&TopicRecord{Stamp: c.stamp(), Name: name, Partitions: int32(len(assignment)), Unclean: unclean}); err != nil {
+	if err := CheckTopicConfigs(name, spec.Configs); err != nil {
 		return err
+	}
+	if err := c.emit(&TopicRecord{Stamp: c.stamp(), Name: name, ID: spec.ID, Partitions: int32(len(assignment)), Unclean: spec.Unclean}); err != nil {
+		return err
+	}
+	for _, n := range slices.Sorted(maps.Keys(spec.Configs)) {
+		v := spec.Configs[n]
+		if err := c.emit(&ConfigRecord{Stamp: c.stamp(), Topic: name, Name: n, Value: &v}); err != nil {
+			return err
+		}
 	}
 	for i, rs := range assignment {
 		r := &PartitionRecord{Stamp: c.stamp(), Topic: name, Partition: int32(i),
@@ -373,6 +391,12 @@ func (c *Controller) CreateTopic(name string, assignment [][]replica.NodeID, unc
 // leader at startIndex of the brokers in id order (Kafka draws it at
 // random; the caller does, to keep the controller deterministic).
 func (c *Controller) PlaceTopic(name string, partitions, replicationFactor, startIndex int, unclean bool) error {
+	return c.PlaceTopicWith(name, partitions, replicationFactor, startIndex, TopicSpec{Unclean: unclean})
+}
+
+// PlaceTopicWith is PlaceTopic with the id and configs of spec (see
+// CreateTopicWith).
+func (c *Controller) PlaceTopicWith(name string, partitions, replicationFactor, startIndex int, spec TopicSpec) error {
 	var live []assign.Broker
 	for _, id := range slices.Sorted(maps.Keys(c.s.Brokers)) {
 		if c.acceptable(id) {
@@ -389,10 +413,11 @@ func (c *Controller) PlaceTopic(name string, partitions, replicationFactor, star
 			assignment[i] = append(assignment[i], replica.NodeID(id))
 		}
 	}
-	return c.CreateTopic(name, assignment, unclean)
+	return c.CreateTopicWith(name, assignment, spec)
 }
 
-// SetUnclean enables or disables unclean leader election for a topic.
+// SetUnclean enables or disables unclean leader election for a topic,
+// in place of its unclean.leader.election.enable config if it has one.
 // Enabling it elects a leader, uncleanly, for each of its partitions that
 // has none and a live replica.
 func (c *Controller) SetUnclean(name string, unclean bool) error {
@@ -400,17 +425,15 @@ func (c *Controller) SetUnclean(name string, unclean bool) error {
 	if t == nil {
 		return fmt.Errorf("%w: topic %q", replica.ErrUnknownPartition, name)
 	}
-	if err := c.emit(&TopicRecord{Stamp: c.stamp(), Name: name, Partitions: t.Partitions, Unclean: unclean}); err != nil {
+	if err := c.emit(&TopicRecord{Stamp: c.stamp(), Name: name, ID: t.ID, Partitions: t.Partitions, Unclean: unclean}); err != nil {
 		return err
 	}
-	for _, tp := range c.partitions(func(p *Partition) bool { return p.Leader == replica.NoNode }) {
-		if tp.Topic == name {
-			if err := c.change(tp, change{isr: c.s.Partitions[tp].ISR}); err != nil {
-				return err
-			}
+	if _, ok := t.Configs[uncleanConfig]; ok {
+		if err := c.emit(&ConfigRecord{Stamp: c.stamp(), Topic: name, Name: uncleanConfig}); err != nil {
+			return err
 		}
 	}
-	return nil
+	return c.reconsider(name)
 }
 
 // ElectPreferred makes the first replica of the assignment the leader, if
@@ -594,7 +617,7 @@ func (c *Controller) change(tp TopicPartition, ch change) error {
 	if l := ch.layout; l != nil {
 		next.Replicas, next.Adding, next.Removing = l.replicas, l.adding, l.removing
 	}
-	if len(next.ISR) < c.cfg.MinInsyncReplicas {
+	if len(next.ISR) < c.minISR(tp.Topic) {
 		for _, n := range append(slices.Clone(old.ELR), old.ISR...) {
 			if slices.Contains(next.Replicas, n) && !slices.Contains(ch.exclude, n) &&
 				!slices.Contains(next.ISR, n) && !slices.Contains(next.ELR, n) {
@@ -615,7 +638,7 @@ func (c *Controller) change(tp TopicPartition, ch change) error {
 				next.ISR, next.ELR = []replica.NodeID{next.Leader}, without(next.ELR, next.Leader)
 			}
 		}
-		if next.Leader == replica.NoNode && (ch.unclean || c.s.Topics[tp.Topic].Unclean) {
+		if next.Leader == replica.NoNode && (ch.unclean || c.s.Topics[tp.Topic].unclean()) {
 			next.Leader = c.first(next.Replicas, next.Replicas)
 			if len(next.ISR)+len(next.ELR) == 0 {
 				if last := c.first(next.Replicas, []replica.NodeID{old.LastLeader}); last != replica.NoNode {

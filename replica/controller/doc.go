@@ -8,7 +8,12 @@
 // of partition leaders, compare-and-set on the partition epoch, refusing
 // ISR members named in a broker epoch they no longer have (KIP-903). Its
 // LeaderAndISR messages name the broker epoch of their addressee
-// (KIP-380).
+// (KIP-380). Topics have the id their creator drew (KIP-516) and configs
+// by Kafka's names, checked before any record and kept as KRaft keeps them
+// (ConfigRecord; IncrementalAlterConfigs and the legacy AlterConfigs), of
+// which the controller reads min.insync.replicas and
+// unclean.leader.election.enable itself; a topic is deleted with its
+// partitions and configs by one RemoveTopicRecord.
 //
 // All its state is a sequence of Records: State.Apply is the only way the
 // state changes, and replaying the records gives the state the active

@@ -10,8 +10,8 @@ import (
 
 // Records writes the state as records that replay to it (Kafka's metadata
 // image written as a snapshot): the controller, each broker registered in
-// epoch order, then unfenced or shutting down as it is, each topic, and
-// each partition whole, at its epochs. An application that keeps the
+// epoch order, then unfenced or shutting down as it is, each topic with
+// its configs, and each partition whole, at its epochs. An application that keeps the
 // records in a log can store these instead of the log's prefix, and
 // replaying them and the records that follow gives the same state as the
 // whole log.
@@ -34,7 +34,11 @@ func (s *State) Records() []Record {
 	}
 	for _, name := range slices.Sorted(maps.Keys(s.Topics)) {
 		t := s.Topics[name]
-		records = append(records, &TopicRecord{Stamp: stamp, Name: t.Name, Partitions: t.Partitions, Unclean: t.Unclean})
+		records = append(records, &TopicRecord{Stamp: stamp, Name: t.Name, ID: t.ID, Partitions: t.Partitions, Unclean: t.Unclean})
+		for _, n := range slices.Sorted(maps.Keys(t.Configs)) {
+			v := t.Configs[n]
+			records = append(records, &ConfigRecord{Stamp: stamp, Topic: t.Name, Name: n, Value: &v})
+		}
 	}
 	for _, tp := range slices.SortedFunc(maps.Keys(s.Partitions), compareTP) {
 		p := s.Partitions[tp]

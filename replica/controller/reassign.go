@@ -100,12 +100,12 @@ func (c *Controller) maybeCompleteReassignment(tp TopicPartition) error {
 	if len(target) < before && !subset(target, isr) {
 		return nil // fewer replicas than before: every one of them in sync first
 	}
-	// Never shrink the ISR below MinInsyncReplicas, counted as Kafka
+	// Never shrink the ISR below the topic's min ISR, counted as Kafka
 	// counts a topic's: at most its replication factor, the replicas
 	// before the move (ReplicationControlManager.getTopicEffectiveMinIsr).
 	// Above it, a move of as many replicas would wait for an ISR they
 	// never reach.
-	if minISR := min(c.cfg.MinInsyncReplicas, before); len(isr) < minISR && len(isr) < len(p.ISR) {
+	if minISR := min(c.minISR(tp.Topic), before); len(isr) < minISR && len(isr) < len(p.ISR) {
 		return nil
 	}
 	return c.change(tp, change{isr: isr, bumpLeaderEpoch: true, layout: &layout{replicas: target}})

@@ -81,10 +81,14 @@ type ShutdownRecord struct {
 	BrokerEpoch int64
 }
 
-// TopicRecord creates a topic or changes its configuration.
+// TopicRecord creates a topic or changes whether it allows unclean
+// elections.
 type TopicRecord struct {
 	Stamp
-	Name       string
+	Name string
+	// ID is the topic's id (KIP-516, Kafka's TopicRecord.TopicId): a
+	// topic deleted and created again under its name has another.
+	ID         [16]byte
 	Partitions int32
 	// Unclean enables unclean leader election for the topic (Kafka's
 	// unclean.leader.election.enable, false by default).
@@ -116,6 +120,25 @@ type PartitionRecord struct {
 	LastLeader replica.NodeID
 }
 
+// ConfigRecord sets one config of a topic, by Kafka's name (Kafka's
+// ConfigRecord with resource type TOPIC); a nil Value removes it, and the
+// topic takes the default again.
+type ConfigRecord struct {
+	Stamp
+	Topic string
+	Name  string
+	Value *string
+}
+
+// RemoveTopicRecord deletes a topic, its partitions and its configs
+// (Kafka's RemoveTopicRecord). It names the topic's id too, so that it
+// never removes a topic created again under the name.
+type RemoveTopicRecord struct {
+	Stamp
+	Topic string
+	ID    [16]byte
+}
+
 type kind uint8
 
 const (
@@ -126,30 +149,38 @@ const (
 	kindShutdown
 	kindTopic
 	kindPartition
+	kindConfig
+	kindRemoveTopic
 )
 
-func (*ControllerRecord) kind() kind { return kindController }
-func (*RegisterRecord) kind() kind   { return kindRegister }
-func (*FenceRecord) kind() kind      { return kindFence }
-func (*UnfenceRecord) kind() kind    { return kindUnfence }
-func (*ShutdownRecord) kind() kind   { return kindShutdown }
-func (*TopicRecord) kind() kind      { return kindTopic }
-func (*PartitionRecord) kind() kind  { return kindPartition }
+func (*ControllerRecord) kind() kind  { return kindController }
+func (*RegisterRecord) kind() kind    { return kindRegister }
+func (*FenceRecord) kind() kind       { return kindFence }
+func (*UnfenceRecord) kind() kind     { return kindUnfence }
+func (*ShutdownRecord) kind() kind    { return kindShutdown }
+func (*TopicRecord) kind() kind       { return kindTopic }
+func (*PartitionRecord) kind() kind   { return kindPartition }
+func (*ConfigRecord) kind() kind      { return kindConfig }
+func (*RemoveTopicRecord) kind() kind { return kindRemoveTopic }
 
 // The encoding: a kind byte, a version byte, the controller epoch,
 // then the fields in order as zig-zag varints; strings and node lists are
-// a length (uvarint) and their content; booleans a byte. Each record lists
+// a length (uvarint) and their content; booleans a byte; a topic id its
+// 16 bytes; an optional string a flag byte, then the string if set. Each record lists
 // its fields once (fields), for both directions, so encoder and decoder
 // cannot disagree.
 
 // recordVersion 1 added RegisterRecord's Incarnation, 2 PartitionRecord's
-// LastLeader.
-const recordVersion = 2
+// LastLeader, 3 TopicRecord's ID, ConfigRecord and RemoveTopicRecord.
+const recordVersion = 3
 
 // Limits a decoded record must respect.
 const (
-	maxTopicBytes = 249 // Kafka's topic name limit
+	maxTopicBytes = 249 // Kafka's topic name limit, and that of a config's name
 	maxNodes      = 1 << 12
+	// maxConfigValueBytes bounds a config's value (Kafka sets none; its
+	// topic configs are numbers, booleans and short lists).
+	maxConfigValueBytes = 1 << 15
 )
 
 // ErrInvalidRecord means bytes that do not decode as a record.
@@ -163,6 +194,8 @@ type codec interface {
 	nodes(*[]replica.NodeID)
 	str(*string)
 	flag(*bool)
+	id(*[16]byte)
+	optional(**string)
 }
 
 func (r *ControllerRecord) fields(c codec) { c.node(&r.Node) }
@@ -177,6 +210,7 @@ func (r *UnfenceRecord) fields(c codec)  { c.node(&r.Broker); c.i64(&r.BrokerEpo
 func (r *ShutdownRecord) fields(c codec) { c.node(&r.Broker); c.i64(&r.BrokerEpoch) }
 func (r *TopicRecord) fields(c codec) {
 	c.str(&r.Name)
+	c.id(&r.ID)
 	c.i32(&r.Partitions)
 	c.flag(&r.Unclean)
 }
@@ -195,13 +229,18 @@ func (r *PartitionRecord) fields(c codec) {
 	c.node(&r.LastLeader)
 }
 
-func (r *ControllerRecord) MarshalBinary() ([]byte, error) { return encode(r) }
-func (r *RegisterRecord) MarshalBinary() ([]byte, error)   { return encode(r) }
-func (r *FenceRecord) MarshalBinary() ([]byte, error)      { return encode(r) }
-func (r *UnfenceRecord) MarshalBinary() ([]byte, error)    { return encode(r) }
-func (r *ShutdownRecord) MarshalBinary() ([]byte, error)   { return encode(r) }
-func (r *TopicRecord) MarshalBinary() ([]byte, error)      { return encode(r) }
-func (r *PartitionRecord) MarshalBinary() ([]byte, error)  { return encode(r) }
+func (r *ConfigRecord) fields(c codec)      { c.str(&r.Topic); c.str(&r.Name); c.optional(&r.Value) }
+func (r *RemoveTopicRecord) fields(c codec) { c.str(&r.Topic); c.id(&r.ID) }
+
+func (r *ControllerRecord) MarshalBinary() ([]byte, error)  { return encode(r) }
+func (r *RegisterRecord) MarshalBinary() ([]byte, error)    { return encode(r) }
+func (r *FenceRecord) MarshalBinary() ([]byte, error)       { return encode(r) }
+func (r *UnfenceRecord) MarshalBinary() ([]byte, error)     { return encode(r) }
+func (r *ShutdownRecord) MarshalBinary() ([]byte, error)    { return encode(r) }
+func (r *TopicRecord) MarshalBinary() ([]byte, error)       { return encode(r) }
+func (r *PartitionRecord) MarshalBinary() ([]byte, error)   { return encode(r) }
+func (r *ConfigRecord) MarshalBinary() ([]byte, error)      { return encode(r) }
+func (r *RemoveTopicRecord) MarshalBinary() ([]byte, error) { return encode(r) }
 
 type encoder struct {
 	b   []byte
@@ -221,12 +260,21 @@ func (e *encoder) nodes(v *[]replica.NodeID) {
 		e.node(&(*v)[i])
 	}
 }
-func (e *encoder) str(v *string) {
-	if len(*v) > maxTopicBytes && e.err == nil {
-		e.err = fmt.Errorf("%w: topic name of %d bytes, more than %d", ErrInvalidRecord, len(*v), maxTopicBytes)
+func (e *encoder) str(v *string) { e.text(*v, maxTopicBytes) }
+func (e *encoder) text(v string, max int) {
+	if len(v) > max && e.err == nil {
+		e.err = fmt.Errorf("%w: a name or value of %d bytes, more than %d", ErrInvalidRecord, len(v), max)
 	}
-	e.b = binary.AppendUvarint(e.b, uint64(len(*v)))
-	e.b = append(e.b, *v...)
+	e.b = binary.AppendUvarint(e.b, uint64(len(v)))
+	e.b = append(e.b, v...)
+}
+func (e *encoder) id(v *[16]byte) { e.b = append(e.b, v[:]...) }
+func (e *encoder) optional(v **string) {
+	set := *v != nil
+	e.flag(&set)
+	if set {
+		e.text(**v, maxConfigValueBytes)
+	}
 }
 func (e *encoder) flag(v *bool) {
 	if *v {
@@ -317,12 +365,33 @@ func (d *decoder) nodes(v *[]replica.NodeID) {
 		d.node(&(*v)[i])
 	}
 }
-func (d *decoder) str(v *string) {
-	n := d.length(maxTopicBytes)
-	if d.err == nil {
-		*v = string(d.b[d.off : d.off+n])
-		d.off += n
+func (d *decoder) str(v *string) { *v = d.text(maxTopicBytes) }
+func (d *decoder) text(max int) string {
+	n := d.length(max)
+	if d.err != nil {
+		return ""
 	}
+	d.off += n
+	return string(d.b[d.off-n : d.off])
+}
+func (d *decoder) id(v *[16]byte) {
+	if d.err != nil {
+		return
+	}
+	if len(d.b)-d.off < len(v) {
+		d.fail("a topic id needs %d bytes", len(v))
+		return
+	}
+	d.off += copy(v[:], d.b[d.off:])
+}
+func (d *decoder) optional(v **string) {
+	var set bool
+	if d.flag(&set); !set || d.err != nil {
+		*v = nil
+		return
+	}
+	s := d.text(maxConfigValueBytes)
+	*v = &s
 }
 func (d *decoder) flag(v *bool) {
 	if d.err != nil {
@@ -357,6 +426,10 @@ func DecodeRecord(b []byte) (Record, error) {
 		r = new(TopicRecord)
 	case kindPartition:
 		r = new(PartitionRecord)
+	case kindConfig:
+		r = new(ConfigRecord)
+	case kindRemoveTopic:
+		r = new(RemoveTopicRecord)
 	default:
 		return nil, fmt.Errorf("%w: unknown record kind %d", ErrInvalidRecord, b[0])
 	}

@@ -17,7 +17,10 @@ func sampleRecords() []Record {
 		&FenceRecord{Stamp{3}, 1, 12},
 		&UnfenceRecord{Stamp{3}, 2, 13},
 		&ShutdownRecord{Stamp{3}, 2, 13},
-		&TopicRecord{Stamp{3}, "orders", 6, true},
+		&TopicRecord{Stamp{3}, "orders", [16]byte{1, 2, 15: 0xff}, 6, true},
+		&ConfigRecord{Stamp{3}, "orders", "cleanup.policy", ptr("compact,delete")},
+		&ConfigRecord{Stamp{3}, "orders", "retention.ms", nil},
+		&RemoveTopicRecord{Stamp{3}, "orders", [16]byte{1, 2, 15: 0xff}},
 		&PartitionRecord{Stamp: Stamp{3}, Topic: "orders", Partition: 5, Replicas: nodes(1, 2, 3),
 			ISR: nodes(1), ELR: nodes(2), Adding: nodes(3), Removing: nodes(2), Leader: 1, LeaderEpoch: 4, PartitionEpoch: 9, Recovering: true},
 		&PartitionRecord{Stamp: Stamp{0}, Topic: "o", Leader: replica.NoNode},
@@ -47,6 +50,9 @@ func TestRecordDecodeRefusesBadInput(t *testing.T) {
 		"future version": {byte(kindFence), recordVersion + 1, 0, 0, 0},
 		"flag 2":         {byte(kindRegister), recordVersion, 0, 2, 2, 2, 2},
 		"huge list":      {byte(kindPartition), recordVersion, 0, 0, 0, 0xff, 0xff, 0xff, 0x0f},
+		"value flag 2":   {byte(kindConfig), recordVersion, 0, 1, 't', 1, 'n', 2},
+		"short topic id": {byte(kindRemoveTopic), recordVersion, 0, 1, 't', 1, 2, 3},
+		"version 2":      {byte(kindFence), 2, 0, 0, 0},
 	} {
 		_, err := DecodeRecord(b)
 		require.ErrorIs(t, err, ErrInvalidRecord, name)
@@ -85,3 +91,5 @@ func FuzzDecodeRecord(f *testing.F) {
 }
 
 func (s *State) stampOf() Stamp { return Stamp{s.Epoch} }
+
+func ptr(s string) *string { return &s }

@@ -1,11 +1,13 @@
 package controller
 
 import (
+	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -47,11 +49,11 @@ func replayRandom(t *testing.T, seed uint64, steps int) {
 	incarnations := map[replica.NodeID]uint64{}
 	down := map[replica.NodeID]bool{}
 	const brokers = 5
-	topics := 0
+	const topics = 5 // t0 to t4, created, altered and deleted at random
 	for step := range steps {
 		id := replica.NodeID(rng.IntN(brokers))
 		var err error
-		switch op := rng.IntN(12); op {
+		switch op := rng.IntN(13); op {
 		case 0:
 			// Mostly a new start; sometimes a retry of the registration
 			// registered, or one of an earlier start, arriving late.
@@ -84,7 +86,8 @@ func replayRandom(t *testing.T, seed uint64, steps int) {
 				err = c.Shutdown(id, b.Epoch)
 			}
 		case 4:
-			if len(c.State().Brokers) >= 3 && topics < 4 {
+			if len(c.State().Brokers) >= 3 {
+				name := fmt.Sprint("t", rng.IntN(5))
 				var as [][]replica.NodeID
 				for range 1 + rng.IntN(3) {
 					as = append(as, slices.Collect(func(yield func(replica.NodeID) bool) {
@@ -95,12 +98,22 @@ func replayRandom(t *testing.T, seed uint64, steps int) {
 						}
 					}))
 				}
-				err = c.CreateTopic(fmt.Sprint("t", topics), as, rng.IntN(4) == 0)
-				if errors.Is(err, replica.ErrInvalidReplicaAssignment) {
+				spec := TopicSpec{Unclean: rng.IntN(4) == 0, Configs: randomConfigs(rng)}
+				binary.LittleEndian.PutUint64(spec.ID[:], rng.Uint64())
+				err = c.CreateTopicWith(name, as, spec)
+				if errors.Is(err, replica.ErrInvalidReplicaAssignment) || errors.Is(err, replica.ErrTopicAlreadyExists) {
 					err = nil
-				} else if err == nil {
-					topics++
 				}
+			}
+		case 12:
+			if rng.IntN(3) == 0 {
+				err = c.DeleteTopic(fmt.Sprint("t", rng.IntN(5)))
+			} else {
+				var ops []ConfigOp
+				for n, v := range randomConfigs(rng) {
+					ops = append(ops, ConfigOp{Op: ConfigOpType(rng.IntN(2)), Name: n, Value: v})
+				}
+				err = c.AlterTopicConfigs(fmt.Sprint("t", rng.IntN(5)), ops, rng.IntN(8) == 0)
 			}
 		case 5, 6:
 			err = alterRandom(c, rng)
@@ -153,6 +166,9 @@ func replayRandom(t *testing.T, seed uint64, steps int) {
 				err = c.Tick()
 			}
 		}
+		if errors.Is(err, replica.ErrUnknownPartition) {
+			err = nil // a topic never created or deleted: refused, changing nothing, which replay checks
+		}
 		require.NoError(t, err, "step %d", step)
 		rd := c.Ready()
 		for _, r := range rd.Records {
@@ -171,6 +187,22 @@ func replayRandom(t *testing.T, seed uint64, steps int) {
 		require.NoError(t, err, "step %d: the image replays", step)
 		require.Equal(t, s, image, "step %d: the image replays to the state", step)
 	}
+}
+
+// randomConfigs returns a few of the configs the controller reads itself
+// and one it does not.
+func randomConfigs(rng *rand.Rand) map[string]string {
+	configs := map[string]string{}
+	if rng.IntN(2) == 0 {
+		configs[minISRConfig] = fmt.Sprint(1 + rng.IntN(3))
+	}
+	if rng.IntN(3) == 0 {
+		configs[uncleanConfig] = fmt.Sprint(rng.IntN(2) == 0)
+	}
+	if rng.IntN(3) == 0 {
+		configs["retention.ms"] = fmt.Sprint(rng.IntN(1000))
+	}
+	return configs
 }
 
 func alterRandom(c *Controller, rng *rand.Rand) error {
@@ -226,8 +258,12 @@ func checkState(t *testing.T, s *State, minISR int) {
 			b := s.Brokers[n]
 			require.True(t, b != nil && !b.Fenced && !b.ShuttingDown, "%v: ISR member %d is not live (%+v)", tp, n, b)
 		}
-		if len(p.ISR) >= minISR {
-			require.Empty(t, p.ELR, "%v: ISR %v at min ISR %d keeps no ELR", tp, p.ISR, minISR)
+		topicMinISR := minISR
+		if v, ok := s.Topics[tp.Topic].Configs[minISRConfig]; ok {
+			topicMinISR, _ = strconv.Atoi(v)
+		}
+		if len(p.ISR) >= topicMinISR {
+			require.Empty(t, p.ELR, "%v: ISR %v at min ISR %d keeps no ELR", tp, p.ISR, topicMinISR)
 		}
 	}
 }

@@ -37,9 +37,14 @@ type Broker struct {
 
 // Topic is a topic's configuration.
 type Topic struct {
-	Name       string
+	Name string
+	// ID is the topic's id (KIP-516).
+	ID         [16]byte
 	Partitions int32
 	Unclean    bool
+	// Configs are the configs set on the topic, by Kafka's names
+	// (ConfigRecords), nil if none; the others have their defaults.
+	Configs map[string]string
 }
 
 // TopicPartition names a partition.
@@ -198,11 +203,57 @@ func (r *TopicRecord) apply(s *State) error {
 	if r.Name == "" || r.Partitions <= 0 {
 		return fmt.Errorf("%w: topic %q with %d partitions", ErrInvalidRecord, r.Name, r.Partitions)
 	}
-	if t := s.Topics[r.Name]; t != nil && t.Partitions != r.Partitions {
-		return fmt.Errorf("%w: topic %q has %d partitions, the record says %d",
-			ErrInvalidRecord, r.Name, t.Partitions, r.Partitions)
+	t := s.Topics[r.Name]
+	if t == nil {
+		s.Topics[r.Name] = &Topic{Name: r.Name, ID: r.ID, Partitions: r.Partitions, Unclean: r.Unclean}
+		return nil
 	}
-	s.Topics[r.Name] = &Topic{Name: r.Name, Partitions: r.Partitions, Unclean: r.Unclean}
+	if t.Partitions != r.Partitions || t.ID != r.ID {
+		return fmt.Errorf("%w: topic %q has %d partitions and id %x, the record says %d and %x",
+			ErrInvalidRecord, r.Name, t.Partitions, t.ID, r.Partitions, r.ID)
+	}
+	t.Unclean = r.Unclean
+	return nil
+}
+
+// apply sets or removes a topic's config, as Kafka's
+// ConfigurationControlManager.replay does. The value is checked as the
+// controller checked it before writing the record (validConfig), so that
+// a state never holds a config its rules cannot read.
+func (r *ConfigRecord) apply(s *State) error {
+	t := s.Topics[r.Topic]
+	if t == nil {
+		return fmt.Errorf("%w: config %s of topic %q", replica.ErrUnknownPartition, r.Name, r.Topic)
+	}
+	if r.Value == nil {
+		delete(t.Configs, r.Name)
+		if len(t.Configs) == 0 {
+			t.Configs = nil
+		}
+		return nil
+	}
+	if err := validConfig(r.Topic, r.Name, *r.Value); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidRecord, err)
+	}
+	if t.Configs == nil {
+		t.Configs = map[string]string{}
+	}
+	t.Configs[r.Name] = *r.Value
+	return nil
+}
+
+// apply deletes the topic, its partitions and its configs (Kafka's
+// ReplicationControlManager.replay of a RemoveTopicRecord, and
+// ConfigurationControlManager.deleteTopicConfigs).
+func (r *RemoveTopicRecord) apply(s *State) error {
+	t := s.Topics[r.Topic]
+	if t == nil || t.ID != r.ID {
+		return fmt.Errorf("%w: no topic %q with id %x", replica.ErrUnknownPartition, r.Topic, r.ID)
+	}
+	for p := range t.Partitions {
+		delete(s.Partitions, TopicPartition{r.Topic, p})
+	}
+	delete(s.Topics, r.Topic)
 	return nil
 }
 

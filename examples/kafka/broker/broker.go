@@ -23,7 +23,9 @@
 // # What is served
 //
 // ApiVersions, Metadata, CreateTopics, DeleteTopics, DescribeConfigs,
-// DeleteRecords; Produce (acks 0, 1 and all) and InitProducerId for
+// IncrementalAlterConfigs (a cluster that is a TopicConfigs: SET, DELETE,
+// APPEND, SUBTRACT; the standalone broker: SET) and AlterConfigs (a
+// TopicConfigs cluster), DeleteRecords; Produce (acks 0, 1 and all) and InitProducerId for
 // idempotent producers; Fetch (read_uncommitted and read_committed, long
 // polls with max wait and min bytes, fetch sessions of KIP-227 with
 // incremental fetches: fetchsession.go), ListOffsets (earliest, latest, by

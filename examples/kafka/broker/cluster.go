@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/group"
 	"github.com/strandlog/strand/log"
@@ -90,6 +91,47 @@ type ReplicatedGroups interface {
 	// GroupCoordinatorFor returns the broker that coordinates a group,
 	// or -1 if none is live.
 	GroupCoordinatorFor(groupID string) int32
+}
+
+// TopicConfigs is a Cluster that keeps topic configs itself, by their
+// Kafka names, as Kafka's controller keeps them (ConfigRecords), rather
+// than as each broker's log.TopicConfig: the broker hands it
+// CreateTopics' configs as the client sent them, describes a topic's
+// configs from it, and serves IncrementalAlterConfigs and AlterConfigs
+// through it. A Cluster without it has its topics' configs mapped onto
+// log.TopicConfig by the broker, and altered only by SET (the standalone
+// broker's Dir).
+type TopicConfigs interface {
+	Cluster
+	// CreateTopicWithConfigs is CreateTopic with the topic's configs by
+	// Kafka name; a config refused is an error wrapping
+	// kerr.InvalidConfig that names it. validateOnly checks the request
+	// and creates nothing.
+	CreateTopicWithConfigs(ctx context.Context, name string, partitions, replicationFactor int32, assignment [][]int32, configs map[string]string, validateOnly bool) error
+	// DescribeTopicConfigs returns each of a topic's configs, the set and
+	// the defaults; an error wrapping log.ErrUnknownTopic if the cluster
+	// has no such topic.
+	DescribeTopicConfigs(topic string) ([]ConfigEntry, error)
+	// AlterTopicConfigs applies ops to a topic's configs in order, all or
+	// none (KIP-339); replace deletes the configs ops do not name (the
+	// legacy AlterConfigs). It returns once this node applied the change;
+	// validateOnly checks and changes nothing.
+	AlterTopicConfigs(ctx context.Context, topic string, ops []ConfigOp, replace, validateOnly bool) error
+}
+
+// ConfigOp is one change of a topic's config (an IncrementalAlterConfigs
+// entry).
+type ConfigOp struct {
+	Op    kmsg.IncrementalAlterConfigOp
+	Name  string
+	Value string
+}
+
+// ConfigEntry is one of a topic's configs as DescribeConfigs shows it.
+type ConfigEntry struct {
+	Name, Value string
+	// Set says the config is set on the topic; else it is a default.
+	Set bool
 }
 
 // BrokerAddr is a broker and where Kafka clients reach it.

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"strconv"
@@ -45,7 +46,9 @@ var topicConfigs = []topicConfig{
 			return nil
 		}},
 	{"retention.ms", func(c *log.TopicConfig) string { return durationMs(c.Retention.Age) },
-		func(c *log.TopicConfig, v string) error { return setDurationMs(&c.Retention.Age, v, true) }},
+		func(c *log.TopicConfig, v string) error {
+			return setDurationMs("retention.ms", &c.Retention.Age, v, true)
+		}},
 	{"retention.bytes", func(c *log.TopicConfig) string { return limit(c.Retention.Bytes) },
 		func(c *log.TopicConfig, v string) error {
 			n, err := strconv.ParseInt(v, 10, 64)
@@ -55,7 +58,10 @@ var topicConfigs = []topicConfig{
 			c.Retention.Bytes = n
 			return nil
 		}},
-	{"segment.bytes", func(c *log.TopicConfig) string { return strconv.FormatInt(c.SegmentBytes, 10) },
+	// A zero size or age is the log's default.
+	{"segment.bytes", func(c *log.TopicConfig) string {
+		return strconv.FormatInt(cmp.Or(c.SegmentBytes, log.DefaultSegmentBytes), 10)
+	},
 		func(c *log.TopicConfig, v string) error {
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || n < 14 { // Kafka's minimum: one batch header's worth
@@ -64,9 +70,11 @@ var topicConfigs = []topicConfig{
 			c.SegmentBytes = n
 			return nil
 		}},
-	{"segment.ms", func(c *log.TopicConfig) string { return durationMs(c.SegmentAge) },
-		func(c *log.TopicConfig, v string) error { return setDurationMs(&c.SegmentAge, v, false) }},
-	{"max.message.bytes", func(c *log.TopicConfig) string { return strconv.Itoa(c.MaxBatchBytes) },
+	{"segment.ms", func(c *log.TopicConfig) string { return durationMs(cmp.Or(c.SegmentAge, log.DefaultSegmentAge)) },
+		func(c *log.TopicConfig, v string) error { return setDurationMs("segment.ms", &c.SegmentAge, v, false) }},
+	{"max.message.bytes", func(c *log.TopicConfig) string {
+		return strconv.Itoa(cmp.Or(c.MaxBatchBytes, log.DefaultMaxBatchBytes))
+	},
 		func(c *log.TopicConfig, v string) error {
 			n, err := strconv.Atoi(v)
 			if err != nil || n <= 0 {
@@ -76,15 +84,21 @@ var topicConfigs = []topicConfig{
 			return nil
 		}},
 	{"delete.retention.ms", func(c *log.TopicConfig) string { return durationMs(c.DeleteRetention) },
-		func(c *log.TopicConfig, v string) error { return setDurationMs(&c.DeleteRetention, v, false) }},
+		func(c *log.TopicConfig, v string) error {
+			return setDurationMs("delete.retention.ms", &c.DeleteRetention, v, false)
+		}},
 	{"min.compaction.lag.ms", func(c *log.TopicConfig) string { return durationMs(c.MinCompactionLag) },
-		func(c *log.TopicConfig, v string) error { return setDurationMs(&c.MinCompactionLag, v, false) }},
+		func(c *log.TopicConfig, v string) error {
+			return setDurationMs("min.compaction.lag.ms", &c.MinCompactionLag, v, false)
+		}},
 	{"max.compaction.lag.ms", func(c *log.TopicConfig) string {
 		if c.MaxCompactionLag == 0 {
 			return strconv.FormatInt(math.MaxInt64, 10) // Kafka's "no limit"
 		}
 		return durationMs(c.MaxCompactionLag)
-	}, func(c *log.TopicConfig, v string) error { return setDurationMs(&c.MaxCompactionLag, v, false) }},
+	}, func(c *log.TopicConfig, v string) error {
+		return setDurationMs("max.compaction.lag.ms", &c.MaxCompactionLag, v, false)
+	}},
 	{"min.cleanable.dirty.ratio", func(c *log.TopicConfig) string { return strconv.FormatFloat(c.MinCleanableDirtyRatio, 'g', -1, 64) },
 		func(c *log.TopicConfig, v string) error {
 			f, err := strconv.ParseFloat(v, 64)
@@ -174,13 +188,13 @@ func limit(n int64) string {
 
 // setDurationMs reads milliseconds; -1 is allowed where Kafka allows it
 // (retention.ms: no limit).
-func setDurationMs(d *time.Duration, v string, unlimited bool) error {
+func setDurationMs(name string, d *time.Duration, v string, unlimited bool) error {
 	n, err := strconv.ParseInt(v, 10, 64)
 	switch {
 	case err == nil && n == -1 && unlimited:
 		*d = log.Unlimited
 	case err != nil || n < 0 || n > math.MaxInt64/int64(time.Millisecond):
-		return fmt.Errorf("%q is not a number of milliseconds", v)
+		return fmt.Errorf("%s %q is not a number of milliseconds", name, v)
 	default:
 		*d = time.Duration(n) * time.Millisecond
 	}

@@ -79,6 +79,8 @@ func servedAPIs() map[int16]api {
 		26: {5, 5, func(b *Broker) handler { return b.endTxn }},
 		28: {0, 6, func(b *Broker) handler { return b.txnOffsetCommit }},
 		32: {0, 4, func(b *Broker) handler { return b.describeConfigs }},
+		33: {0, 2, func(b *Broker) handler { return b.legacyAlterConfigs }},
+		44: {0, 1, func(b *Broker) handler { return b.incrementalAlterConfigs }},
 		61: {0, 0, func(b *Broker) handler { return b.describeProducers }},
 		65: {0, 0, func(b *Broker) handler { return b.describeTransactions }},
 		66: {0, 2, func(b *Broker) handler { return b.listTransactions }},

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -68,6 +69,25 @@ func (b *Broker) produce(ctx context.Context, r *request) kmsg.Response {
 	return resp
 }
 
+// checkBatchSize refuses a batch larger than the topic's
+// max.message.bytes, as Kafka's leader does before it appends
+// (UnifiedLog.analyzeAndValidateRecords): MESSAGE_TOO_LARGE. A cluster's
+// replicas append what their leader took without this check, as Kafka's
+// followers do; the standalone broker's log checks it as it appends.
+func (b *Broker) checkBatchSize(topic string, batch segment.Batch) error {
+	if _, ok := b.cluster.(standalone); ok {
+		return nil
+	}
+	cfg, err := b.cluster.TopicConfig(topic)
+	if err != nil {
+		return err
+	}
+	if limit := cmp.Or(cfg.MaxBatchBytes, log.DefaultMaxBatchBytes); len(batch) > limit {
+		return fmt.Errorf("%w: a batch of %d bytes, max.message.bytes of %s is %d", segment.ErrBatchTooLarge, len(batch), topic, limit)
+	}
+	return nil
+}
+
 // appendBatch appends the one batch of a partition's records (a produce of
 // version 3+ holds exactly one, Kafka's LogValidator rule) and fills in the
 // partition's response.
@@ -95,6 +115,9 @@ func (b *Broker) appendBatch(ctx context.Context, req *kmsg.ProduceRequest, topi
 		if batch, err = transcode(batch); err != nil {
 			return err
 		}
+	}
+	if err := b.checkBatchSize(topic, batch); err != nil {
+		return err
 	}
 	var res log.AppendResult
 	if batch.Transactional() {

@@ -108,9 +108,15 @@ func (b *Broker) createTopics(_ context.Context, r *request) kmsg.Response {
 			b.logger.Info("broker: topic not created", "topic", t.Topic, "err", err)
 		} else {
 			rt.NumPartitions, rt.ReplicationFactor = cfg.Partitions, b.replicationFactor(t, req.ValidateOnly)
-			for _, tc := range topicConfigs {
-				v := tc.get(&cfg)
-				rt.Configs = append(rt.Configs, kmsg.CreateTopicsResponseTopicConfig{Name: tc.name, Value: &v, Source: 5})
+			if !req.ValidateOnly {
+				rt.TopicID = b.topicID(t.Topic) // v7+
+			}
+			for _, e := range b.configEntries(t.Topic, cfg, req.ValidateOnly) {
+				source := int8(sourceDefault)
+				if e.Set {
+					source = sourceTopic
+				}
+				rt.Configs = append(rt.Configs, kmsg.CreateTopicsResponseTopicConfig{Name: e.Name, Value: &e.Value, Source: source})
 			}
 		}
 		resp.Topics = append(resp.Topics, rt)
@@ -145,6 +151,9 @@ func (b *Broker) createTopic(t kmsg.CreateTopicsRequestTopic, validateOnly bool)
 	for _, c := range t.Configs {
 		configs[c.Name] = c.Value
 	}
+	if tc, ok := b.cluster.(TopicConfigs); ok {
+		return b.createConfiguredTopic(tc, t, assignment, configs, validateOnly)
+	}
 	if err := applyConfigs(&cfg, configs); err != nil {
 		return cfg, err
 	}
@@ -166,6 +175,44 @@ func (b *Broker) createTopic(t kmsg.CreateTopicsRequestTopic, validateOnly bool)
 		return cfg, err
 	}
 	return b.cluster.TopicConfig(t.Topic)
+}
+
+// createConfiguredTopic hands a TopicConfigs cluster the topic's configs
+// as the client sent them. A config without a value is refused, as Kafka
+// refuses it (INVALID_CONFIG).
+func (b *Broker) createConfiguredTopic(tc TopicConfigs, t kmsg.CreateTopicsRequestTopic, assignment [][]int32, configs map[string]*string, validateOnly bool) (log.TopicConfig, error) {
+	values := map[string]string{}
+	for name, v := range configs {
+		if v == nil {
+			return log.TopicConfig{}, fmt.Errorf("%w: config %s without a value", kerr.InvalidConfig, name)
+		}
+		values[name] = *v
+	}
+	if err := tc.CreateTopicWithConfigs(b.ctx, t.Topic, t.NumPartitions, int32(t.ReplicationFactor), assignment, values, validateOnly); err != nil {
+		return log.TopicConfig{}, err
+	}
+	if validateOnly {
+		return log.TopicConfig{Partitions: max(t.NumPartitions, int32(len(assignment)))}, nil
+	}
+	return tc.TopicConfig(t.Topic)
+}
+
+// configEntries are a topic's configs as CreateTopics and DescribeConfigs
+// show them: a TopicConfigs cluster's, or those cfg holds (all set on the
+// topic: the standalone broker keeps no defaults apart).
+func (b *Broker) configEntries(topic string, cfg log.TopicConfig, validateOnly bool) []ConfigEntry {
+	if tc, ok := b.cluster.(TopicConfigs); ok && !validateOnly {
+		entries, err := tc.DescribeTopicConfigs(topic)
+		if err == nil {
+			return entries
+		}
+	}
+	values := TopicConfigValues(cfg)
+	entries := make([]ConfigEntry, 0, len(topicConfigs))
+	for _, c := range topicConfigs {
+		entries = append(entries, ConfigEntry{Name: c.name, Value: values[c.name], Set: true})
+	}
+	return entries
 }
 
 // replicationFactor is the replica count of a created topic's first
@@ -239,6 +286,7 @@ func (b *Broker) deleteTopic(rt *kmsg.DeleteTopicsResponseTopic) error {
 const (
 	sourceTopic        = 1 // DYNAMIC_TOPIC_CONFIG
 	sourceStaticBroker = 4 // STATIC_BROKER_CONFIG
+	sourceDefault      = 5 // DEFAULT_CONFIG
 )
 
 func (b *Broker) describeConfigs(_ context.Context, r *request) kmsg.Response {
@@ -248,7 +296,7 @@ func (b *Broker) describeConfigs(_ context.Context, r *request) kmsg.Response {
 		rr := kmsg.NewDescribeConfigsResponseResource()
 		rr.ResourceType, rr.ResourceName = res.ResourceType, res.ResourceName
 		var entries map[string]string
-		var source kmsg.ConfigSource
+		sources := map[string]kmsg.ConfigSource{}
 		switch res.ResourceType {
 		case kmsg.ConfigResourceTypeTopic:
 			cfg, err := b.cluster.TopicConfig(res.ResourceName)
@@ -256,18 +304,24 @@ func (b *Broker) describeConfigs(_ context.Context, r *request) kmsg.Response {
 				rr.ErrorCode, rr.ErrorMessage = code(err), message(err)
 				break
 			}
-			entries, source = map[string]string{}, sourceTopic
-			for _, tc := range topicConfigs {
-				entries[tc.name] = tc.get(&cfg)
+			entries = map[string]string{}
+			for _, e := range b.configEntries(res.ResourceName, cfg, false) {
+				entries[e.Name], sources[e.Name] = e.Value, sourceDefault
+				if e.Set {
+					sources[e.Name] = sourceTopic
+				}
 			}
 		case kmsg.ConfigResourceTypeBroker:
-			entries, source = map[string]string{
+			entries = map[string]string{
 				"broker.id":                 fmt.Sprint(b.cfg.NodeID),
 				"log.dirs":                  b.cfg.DataDir,
 				"auto.create.topics.enable": fmt.Sprint(b.cfg.AutoCreateTopics),
 				"socket.request.max.bytes":  fmt.Sprint(b.cfg.MaxRequestBytes),
 				"connections.max.idle.ms":   fmt.Sprint(b.cfg.IdleTimeout.Milliseconds()),
-			}, sourceStaticBroker
+			}
+			for name := range entries {
+				sources[name] = sourceStaticBroker
+			}
 		default:
 			err := fmt.Errorf("%w: resource type %d", kerr.InvalidRequest, res.ResourceType)
 			rr.ErrorCode, rr.ErrorMessage = code(err), message(err)
@@ -291,7 +345,8 @@ func (b *Broker) describeConfigs(_ context.Context, r *request) kmsg.Response {
 				continue
 			}
 			c := kmsg.NewDescribeConfigsResponseResourceConfig()
-			c.Name, c.Value, c.Source, c.ReadOnly = name, &v, source, res.ResourceType == kmsg.ConfigResourceTypeBroker
+			c.Name, c.Value, c.Source, c.ReadOnly = name, &v, sources[name], res.ResourceType == kmsg.ConfigResourceTypeBroker
+			c.IsDefault = sources[name] == sourceDefault // v0
 			rr.Configs = append(rr.Configs, c)
 		}
 		resp.Resources = append(resp.Resources, rr)
