@@ -216,9 +216,12 @@ func (l *Log) AppendBatch(b segment.Batch) (AppendResult, error) {
 // follower does: its offsets and leader epoch are kept, and its base offset
 // must be at or after the log end offset. Its producer, if it has one, is
 // recorded in the producer state without being checked: the leader did.
+// MaxBatchBytes does not apply (Kafka's appendAsFollower ignores the record
+// size): the leader took the batch, perhaps before the limit was lowered,
+// and a follower that refused it could never catch up.
 func (l *Log) AppendReplicated(b segment.Batch) (AppendResult, error) {
-	if err := l.checkBatch(b); err != nil {
-		return AppendResult{}, err
+	if err := b.Validate(); err != nil {
+		return AppendResult{}, fmt.Errorf("log %s: %w", l.dir, err)
 	}
 	return l.enqueue(pending{batch: b, origin: idempotence.OriginReplication})
 }

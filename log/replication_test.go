@@ -1,6 +1,7 @@
 package log
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"testing"
@@ -95,6 +96,28 @@ func TestAdvanceHighWatermarkNeverMovesBack(t *testing.T) {
 	hw, err := l.SetHighWatermark(7)
 	require.NoError(t, err)
 	require.EqualValues(t, 7, hw, "SetHighWatermark may move it back")
+}
+
+// A follower copies whatever its leader stored, whatever its own
+// MaxBatchBytes: the limit may have been lowered after the leader took the
+// batch, and Kafka's appendAsFollower ignores the record size
+// (ignoreRecordSize). A producer's batch over the limit is still refused.
+func TestAppendReplicatedIgnoresMaxBatchBytes(t *testing.T) {
+	opts := memOptions(newMemFS(t))
+	opts.MaxBatchBytes = 200
+	l, err := Open("/data/orders-0", opts)
+	require.NoError(t, err)
+	defer l.Close()
+	raw, err := segment.AppendBatch(nil, []segment.Record{{Value: make([]byte, 500)}}, segment.BuildOptions{})
+	require.NoError(t, err)
+
+	_, err = l.AppendBatch(segment.Batch(bytes.Clone(raw)))
+	require.ErrorIs(t, err, segment.ErrBatchTooLarge)
+
+	res, err := l.AppendReplicated(segment.Batch(raw))
+	require.NoError(t, err)
+	require.EqualValues(t, 0, res.BaseOffset)
+	require.EqualValues(t, 1, l.LogEndOffset())
 }
 
 // The synced end offset follows the fsync policy: under FsyncNever it
