@@ -40,7 +40,8 @@ type kafkaCluster struct {
 	mu       sync.Mutex
 	inFlight map[producerKey]*producerLock // see Append
 
-	groups *groupLoader // started by OpenGroups
+	groups *groupLoader    // started by OpenGroups
+	txn    *txnCoordinator // started by openTxns
 }
 
 // producerLock holds a producer's batches to a partition to one at a
@@ -189,14 +190,19 @@ func (kc *kafkaCluster) Log(topic string, id int32) (*log.Partition, error) {
 // queued: a retry then finds a node that no longer leads, or, after the
 // produce timeout, the write long applied.)
 func (kc *kafkaCluster) Append(ctx context.Context, topic string, id int32, acks int16, batch segment.Batch) (log.AppendResult, error) {
-	tp := controller.TopicPartition{Topic: topic, Partition: id}
 	plog, err := kc.Log(topic, id)
 	if err != nil {
 		return log.AppendResult{}, err
 	}
 	if batch.Transactional() {
-		return log.AppendResult{}, fmt.Errorf("%w: transactional batches are served by a standalone broker only", kerr.InvalidRequest)
+		return log.AppendResult{}, fmt.Errorf("%w: a transactional batch is appended with AppendTransactional", kerr.InvalidRequest)
 	}
+	return kc.appendAsLeader(ctx, controller.TopicPartition{Topic: topic, Partition: id}, plog, acks, batch)
+}
+
+// appendAsLeader produces a batch through the replica of tp, plog; see
+// Append.
+func (kc *kafkaCluster) appendAsLeader(ctx context.Context, tp controller.TopicPartition, plog *log.Partition, acks int16, batch segment.Batch) (log.AppendResult, error) {
 	if pid := batch.ProducerID(); pid >= 0 {
 		unlock := kc.lockProducer(producerKey{tp, pid})
 		defer unlock()
@@ -209,7 +215,7 @@ func (kc *kafkaCluster) Append(ctx context.Context, topic string, id int32, acks
 			return dup, kc.waitCommitted(ctx, plog, acks, dup.LastOffset)
 		}
 	}
-	res, err := kc.n.d.Produce(ctx, topic, id, replica.Acks(acks), batch)
+	res, err := kc.n.d.Produce(ctx, tp.Topic, tp.Partition, replica.Acks(acks), batch)
 	if err == nil {
 		err = res.Err
 	}
@@ -359,6 +365,8 @@ func (n *node) serveKafka() (stop func(), err error) {
 	if err != nil {
 		return nil, err
 	}
+	kc.openTxns()
+	n.kafka.Store(kc)
 	addr := n.cfg.kafka[n.cfg.id]
 	b, err := broker.Open(broker.Config{
 		DataDir: filepath.Join(n.cfg.dir, kafkaDir),
@@ -366,12 +374,12 @@ func (n *node) serveKafka() (stop func(), err error) {
 		Logger: n.log, Cluster: kc,
 	})
 	if err != nil {
-		kc.closeGroups()
+		kc.closeCoordinators()
 		return nil, err
 	}
 	ln, err := listen(addr)
 	if err != nil {
-		kc.closeGroups()
+		kc.closeCoordinators()
 		return nil, errors.Join(err, b.Close())
 	}
 	done := make(chan struct{})
@@ -383,7 +391,7 @@ func (n *node) serveKafka() (stop func(), err error) {
 	}()
 	n.log.Info("serving Kafka", "addr", addr)
 	return func() {
-		kc.closeGroups()
+		kc.closeCoordinators()
 		if err := b.Close(); err != nil {
 			n.log.Warn("closing the kafka broker", "err", err)
 		}

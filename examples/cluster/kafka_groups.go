@@ -30,11 +30,12 @@ const (
 )
 
 // replicaTopicConfig is the configuration of a node's replicas of a
-// topic: the offsets topic is compacted and keeps every segment
-// (cleanup.policy=compact, as the group.Service wants it).
+// topic: the offsets and transaction state topics are compacted and keep
+// every segment (cleanup.policy=compact, as the group.Service and the
+// transaction coordinator want it).
 func replicaTopicConfig(name string, partitions int32) log.TopicConfig {
 	cfg := log.TopicConfig{Partitions: partitions, Fsync: log.FsyncAlways()}
-	if name == group.OffsetsTopic {
+	if name == group.OffsetsTopic || name == log.TransactionStateTopic {
 		cfg.Compact = log.Compacted
 		cfg.Retention = log.Retention{Age: log.Unlimited, Bytes: log.Unlimited}
 	}
@@ -65,6 +66,13 @@ func (kc *kafkaCluster) OpenGroups(opts group.ServiceOptions) (*group.Service, e
 		kc.followOffsetsLeaders(ctx, s)
 	}()
 	return s, nil
+}
+
+// closeCoordinators stops the group and transaction coordinators'
+// following of their partitions' leaders.
+func (kc *kafkaCluster) closeCoordinators() {
+	kc.closeGroups()
+	kc.closeTxns()
 }
 
 // closeGroups stops following the offsets partitions' leaders.
@@ -115,9 +123,7 @@ func (kc *kafkaCluster) followOffsetsLeaders(ctx context.Context, s *group.Servi
 	loaded := map[int32]int32{} // partition: the leader epoch it was loaded in
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
-	if _, ok := kc.current().topics[group.OffsetsTopic]; !ok {
-		kc.createOffsetsTopic(ctx)
-	}
+	kc.createInternalTopic(ctx, group.OffsetsTopic, offsetsPartitions, offsetsReplicationFactor)
 	for {
 		v := kc.current()
 		for id := range int32(offsetsPartitions) {
@@ -158,17 +164,16 @@ func (kc *kafkaCluster) logGroups(err error, what string, partition, epoch int32
 	kc.n.log.Info("kafka: offsets partition "+what, "partition", partition, "epoch", epoch)
 }
 
-// createOffsetsTopic asks the active controller for the offsets topic,
-// as Kafka's broker creates it on the first FindCoordinator, until this
-// node's metadata has it (a restarted node may not have replayed it yet:
-// the controller may then refuse the request for lack of live brokers) or
-// ctx ends.
-func (kc *kafkaCluster) createOffsetsTopic(ctx context.Context) {
-	req := topicRequest{Topic: group.OffsetsTopic, Partitions: offsetsPartitions,
-		ReplicationFactor: min(offsetsReplicationFactor, len(kc.addrs))}
+// createInternalTopic asks the active controller for a coordinator's
+// topic (the offsets or the transaction state topic), as Kafka's broker
+// creates it on the first FindCoordinator, until this node's metadata has
+// it (a restarted node may not have replayed it yet: the controller may
+// then refuse the request for lack of live brokers) or ctx ends.
+func (kc *kafkaCluster) createInternalTopic(ctx context.Context, name string, partitions, rf int) {
+	req := topicRequest{Topic: name, Partitions: partitions, ReplicationFactor: min(rf, len(kc.addrs))}
 	var asked time.Time
 	for ctx.Err() == nil {
-		if _, ok := kc.current().topics[group.OffsetsTopic]; ok {
+		if _, ok := kc.current().topics[name]; ok {
 			return
 		}
 		if time.Since(asked) >= time.Second {
@@ -177,7 +182,7 @@ func (kc *kafkaCluster) createOffsetsTopic(ctx context.Context) {
 			err := kc.n.controllerClient().callRetry(actx, "/controller/topics", req, nil)
 			cancel()
 			if err != nil && !errors.Is(kafkaError(err), log.ErrTopicExists) {
-				kc.n.log.Warn("kafka: creating the offsets topic", "err", fmt.Errorf("%s: %w", group.OffsetsTopic, err))
+				kc.n.log.Warn("kafka: creating a coordinator's topic", "err", fmt.Errorf("%s: %w", name, err))
 			}
 		}
 		select {

@@ -1,0 +1,169 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/log"
+	"github.com/strandlog/strand/replica"
+)
+
+// waitTxnCoordinator waits until a live node leads the transactional id's
+// partition of __transaction_state and returns it.
+func waitTxnCoordinator(t *testing.T, s *supervisor, cl *client, txnID string) replica.NodeID {
+	t.Helper()
+	var leader replica.NodeID
+	waitFor(t, 30*time.Second, fmt.Sprintf("a leader of %s's transaction state partition", txnID), func() (bool, string) {
+		md, err := metadataFrom(s, cl)
+		if err != nil {
+			return false, err.Error()
+		}
+		p := md.partition(log.TransactionStateTopic, txnPartitionFor(txnID))
+		if p == nil {
+			return false, "no transaction state partition yet"
+		}
+		leader = p.Leader
+		return leader != replica.NoNode && s.running(leader), fmt.Sprintf("%+v", p)
+	})
+	return leader
+}
+
+// findTxnCoordinator asks a node's Kafka port which broker coordinates
+// txnID (FindCoordinator, key type 1).
+func findTxnCoordinator(t *testing.T, cl *kgo.Client, node replica.NodeID, txnID string) (int32, error) {
+	t.Helper()
+	req := kmsg.NewPtrFindCoordinatorRequest()
+	req.CoordinatorType, req.CoordinatorKeys = 1, []string{txnID}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(ctx, cl.Broker(int(node)))
+	if err != nil {
+		return -1, err
+	}
+	require.Len(t, resp.Coordinators, 1)
+	c := resp.Coordinators[0]
+	return c.NodeID, kerr.ErrorForCode(c.ErrorCode)
+}
+
+// readCommitted reads every partition of topic from the start as a
+// read_committed consumer until each has given a record whose value is
+// last, and returns the values read, by partition.
+func readCommitted(t *testing.T, s *supervisor, topic string, partitions int32, last string) map[int32][]string {
+	t.Helper()
+	offsets := map[int32]kgo.Offset{}
+	for p := range partitions {
+		offsets[p] = kgo.NewOffset().AtStart()
+	}
+	consumer := newKgo(t, s, kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}), kgo.FetchMaxWait(200*time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	got := map[int32][]string{}
+	done := map[int32]bool{}
+	for len(done) < int(partitions) {
+		fs := consumer.PollFetches(ctx)
+		require.NoError(t, ctx.Err(), "read_committed: the records %q end every partition; read %v", last, got)
+		fs.EachError(func(topic string, p int32, err error) { t.Logf("fetch %s-%d: %v", topic, p, err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			if string(r.Value) == last {
+				done[r.Partition] = true
+				return
+			}
+			got[r.Partition] = append(got[r.Partition], string(r.Value))
+		})
+	}
+	return got
+}
+
+// Transactions are served by the cluster as Kafka serves them
+// (TransactionCoordinator, KIP-98 with KIP-890's transactions version 2):
+// the transactional id's coordinator is the leader of its partition of
+// the replicated __transaction_state, which FindCoordinator names from any
+// node; a franz-go transactional producer writes to three partitions led
+// by three different nodes, each leader adding its partition to the
+// transaction at the coordinator, and commits or aborts; the coordinator
+// writes the markers through each partition's leader. A read_committed
+// consumer then reads exactly the committed transactions' records, each
+// partition in the order produced.
+func TestKafkaTransactionsAcrossLeaders(t *testing.T) {
+	s, cl := startKafkaCluster(t)
+	const topic, txnID = "payments", "payments-tx"
+	admin := newKgo(t, s)
+	// Preferred leaders 1, 2 and 3.
+	createKafkaTopic(t, admin, topic, -1, -1, []int32{1, 2, 3}, []int32{2, 3, 1}, []int32{3, 1, 2})
+	waitISR(t, s, cl, topic, 3)
+	waitISR(t, s, cl, log.TransactionStateTopic, 3)
+	md, err := metadataFrom(s, cl)
+	require.NoError(t, err)
+	leaders := map[replica.NodeID]bool{}
+	for p := range int32(3) {
+		leaders[md.partition(topic, p).Leader] = true
+	}
+	require.Len(t, leaders, 3, "each partition led by another node")
+
+	coordinator := waitTxnCoordinator(t, s, cl, txnID)
+	for _, id := range s.ids() {
+		var c int32
+		waitFor(t, 10*time.Second, fmt.Sprintf("node %d names %s's coordinator", id, txnID), func() (bool, string) {
+			c, err = findTxnCoordinator(t, admin, id, txnID)
+			return err == nil, fmt.Sprint(err)
+		})
+		require.Equal(t, int32(coordinator), c, "node %d: FindCoordinator names the leader of %s-%d", id, log.TransactionStateTopic, txnPartitionFor(txnID))
+	}
+
+	prod := newKgo(t, s, kgo.TransactionalID(txnID), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.TransactionTimeout(30*time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	want := map[int32][]string{}
+	transact := func(n int, commit bool) {
+		require.NoError(t, prod.BeginTransaction())
+		var recs []*kgo.Record
+		for p := range int32(3) {
+			for j := range 3 {
+				recs = append(recs, &kgo.Record{Topic: topic, Partition: p, Value: fmt.Appendf(nil, "t%d-p%d-%d", n, p, j)})
+			}
+		}
+		require.NoError(t, prod.ProduceSync(ctx, recs...).FirstErr(), "transaction %d", n)
+		require.NoError(t, prod.EndTransaction(ctx, kgo.TransactionEndTry(commit)), "transaction %d: end (commit %t)", n, commit)
+		if commit {
+			for _, r := range recs {
+				want[r.Partition] = append(want[r.Partition], string(r.Value))
+			}
+		}
+	}
+	start := time.Now()
+	const txns = 12
+	for n := range txns {
+		transact(n, n%3 != 1)
+	}
+	t.Logf("%d transactions over 3 leaders, coordinator node %d: %v each", txns, coordinator, (time.Since(start) / txns).Round(time.Millisecond))
+	// The last transaction's records end every partition.
+	require.NoError(t, prod.BeginTransaction())
+	for p := range int32(3) {
+		require.NoError(t, prod.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: p, Value: []byte("end")}).FirstErr())
+	}
+	require.NoError(t, prod.EndTransaction(ctx, kgo.TryCommit))
+
+	got := readCommitted(t, s, topic, 3, "end")
+	require.Equal(t, want, got, "read_committed reads the committed transactions, whole, and nothing aborted")
+
+	// The coordinator's state: the id's last transaction completed.
+	var desc *kmsg.DescribeTransactionsResponse
+	waitFor(t, 10*time.Second, "DescribeTransactions from the coordinator", func() (bool, string) {
+		req := kmsg.NewPtrDescribeTransactionsRequest()
+		req.TransactionalIDs = []string{txnID}
+		desc, err = req.RequestWith(ctx, admin.Broker(int(coordinator)))
+		return err == nil && desc.TransactionStates[0].ErrorCode == 0, fmt.Sprint(err)
+	})
+	require.Equal(t, "CompleteCommit", desc.TransactionStates[0].State)
+}
