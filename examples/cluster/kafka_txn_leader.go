@@ -132,7 +132,35 @@ func txnOpen(plog *log.Partition, producer idempotence.ProducerIDAndEpoch) (bool
 // AddPartitionsToTxnManager answers it to a producer, which cannot handle
 // coordinator errors in a produce response: NOT_ENOUGH_REPLICAS, which it
 // retries.
+//
+// An answer of CONCURRENT_TRANSACTIONS (another leader's addition, or the
+// last transaction's markers, in flight) is retried here every
+// addRetryBackoff for up to addRetryMax before the producer gets it, as
+// Kafka's leader retries it (add.partitions.to.txn.retry.backoff.ms and
+// add.partitions.to.txn.retry.backoff.max.ms).
 func (kc *kafkaCluster) askCoordinator(ctx context.Context, req txnAddRequest) error {
+	deadline := time.Now().Add(addRetryMax)
+	for {
+		err := kc.askCoordinatorOnce(ctx, req)
+		if broker.ErrorCode(err) != kerr.ConcurrentTransactions.Code || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(addRetryBackoff):
+		}
+	}
+}
+
+// Kafka's defaults of add.partitions.to.txn.retry.backoff.ms and
+// add.partitions.to.txn.retry.backoff.max.ms.
+const (
+	addRetryBackoff = 20 * time.Millisecond
+	addRetryMax     = 100 * time.Millisecond
+)
+
+func (kc *kafkaCluster) askCoordinatorOnce(ctx context.Context, req txnAddRequest) error {
 	c := kc.TransactionCoordinatorFor(req.TxnID)
 	var err error
 	switch c {

@@ -4,7 +4,10 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -166,4 +169,198 @@ func TestKafkaTransactionsAcrossLeaders(t *testing.T) {
 		return err == nil && desc.TransactionStates[0].ErrorCode == 0, fmt.Sprint(err)
 	})
 	require.Equal(t, "CompleteCommit", desc.TransactionStates[0].State)
+}
+
+var txnKills = flag.Int("txn-kills", 0, "TestKafkaTransactionsSurviveKills: how many nodes to SIGKILL, the transaction coordinator and a partition leader by turns (default 1 with -short, else 4)")
+
+// txnOutcome is what the producer knows of one transaction's end.
+type txnOutcome int
+
+const (
+	txnCommitted txnOutcome = iota // EndTransaction(commit) succeeded
+	txnAborted                     // aborted, or never asked to commit
+	txnUnknown                     // the commit failed: either outcome may hold
+)
+
+// Transactions outlive the nodes that serve them: a franz-go transactional
+// producer commits three of every four transactions over three partitions
+// led by three nodes and aborts the fourth, while the transaction
+// coordinator's node, then a partition leader's, is SIGKILLed and started
+// again. A transaction whose commit failed is ended by the next
+// producer's InitProducerId, which aborts it unless its commit was
+// decided (TransactionCoordinator.handleInitProducerId). A read_committed
+// consumer then reads every acknowledged commit whole, nothing of an
+// aborted transaction, and each transaction whose outcome the producer
+// did not learn whole or not at all.
+func TestKafkaTransactionsSurviveKills(t *testing.T) {
+	kills := *txnKills
+	if kills == 0 {
+		kills = 4
+		if testing.Short() {
+			kills = 1
+		}
+	}
+	s, cl := startKafkaCluster(t)
+	const topic, txnID = "ledger", "ledger-tx"
+	admin := newKgo(t, s)
+	createKafkaTopic(t, admin, topic, -1, -1, []int32{1, 2, 3}, []int32{2, 3, 1}, []int32{3, 1, 2})
+	waitISR(t, s, cl, topic, 3)
+	waitISR(t, s, cl, log.TransactionStateTopic, 3)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	var mu sync.Mutex
+	outcomes := map[int]txnOutcome{}
+	var committedAt []time.Time
+	var failures []error
+	newProducer := func() *kgo.Client {
+		return newKgo(t, s, kgo.TransactionalID(txnID), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+			kgo.TransactionTimeout(20*time.Second), kgo.RequestTimeoutOverhead(5*time.Second))
+	}
+	// transact runs transaction n; an error leaves its outcome unknown
+	// if it had asked to commit, aborted otherwise.
+	transact := func(prod *kgo.Client, n int) error {
+		commit := n%4 != 3
+		mu.Lock()
+		outcomes[n] = txnAborted
+		mu.Unlock()
+		if err := prod.BeginTransaction(); err != nil {
+			return err
+		}
+		var recs []*kgo.Record
+		for p := range int32(3) {
+			for j := range 3 {
+				recs = append(recs, &kgo.Record{Topic: topic, Partition: p, Value: fmt.Appendf(nil, "t%d-p%d-%d", n, p, j)})
+			}
+		}
+		if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			return err
+		}
+		if commit {
+			mu.Lock()
+			outcomes[n] = txnUnknown
+			mu.Unlock()
+		}
+		if err := prod.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+			return err
+		}
+		mu.Lock()
+		if commit {
+			outcomes[n] = txnCommitted
+			committedAt = append(committedAt, time.Now())
+		}
+		mu.Unlock()
+		return nil
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		prod := newProducer()
+		for n := 0; ; n++ {
+			select {
+			case <-stop:
+				prod.Close()
+				return
+			default:
+			}
+			if err := transact(prod, n); err != nil {
+				mu.Lock()
+				failures = append(failures, fmt.Errorf("transaction %d: %w", n, err))
+				mu.Unlock()
+				// A new producer's InitProducerId ends what this one
+				// left open.
+				prod.Close()
+				prod = newProducer()
+			}
+		}
+	}()
+	commitsSince := func(since time.Time) int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, at := range committedAt {
+			if at.After(since) {
+				n++
+			}
+		}
+		return n
+	}
+	waitCommits := func(since time.Time, n int, what string) {
+		waitFor(t, 90*time.Second, what, func() (bool, string) {
+			c := commitsSince(since)
+			return c >= n, fmt.Sprintf("%d commits", c)
+		})
+	}
+	waitCommits(time.Time{}, 5, "commits before the first kill")
+	for k := range kills {
+		victim := waitTxnCoordinator(t, s, cl, txnID)
+		what := "the transaction coordinator"
+		if k%2 == 1 {
+			md, err := metadataFrom(s, cl)
+			require.NoError(t, err)
+			for p := range int32(3) {
+				if l := md.partition(topic, p).Leader; l != victim && l != replica.NoNode {
+					victim, what = l, fmt.Sprintf("the leader of %s-%d", topic, p)
+					break
+				}
+			}
+		}
+		require.NoError(t, s.signal(victim, syscall.SIGKILL))
+		killed := time.Now()
+		waitCommits(killed, 3, fmt.Sprintf("kill %d: commits after node %d, %s, was killed", k, victim, what))
+		mu.Lock()
+		first := committedAt[len(committedAt)-3]
+		mu.Unlock()
+		t.Logf("kill %d: node %d (%s) SIGKILLed; the first commit after it acknowledged within %v; node %d coordinates now",
+			k, victim, what, first.Sub(killed).Round(time.Millisecond), waitTxnCoordinator(t, s, cl, txnID))
+		require.NoError(t, s.startNode(victim))
+		waitISR(t, s, cl, topic, 3)
+		waitISR(t, s, cl, log.TransactionStateTopic, 3)
+		waitCommits(time.Now(), 2, fmt.Sprintf("kill %d: commits once node %d is back", k, victim))
+	}
+	close(stop)
+	<-done
+
+	// The last transaction's records end every partition.
+	prod := newProducer()
+	require.NoError(t, prod.BeginTransaction())
+	for p := range int32(3) {
+		require.NoError(t, prod.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: p, Value: []byte("end")}).FirstErr())
+	}
+	require.NoError(t, prod.EndTransaction(ctx, kgo.TryCommit))
+	got := readCommitted(t, s, topic, 3, "end")
+
+	mu.Lock()
+	defer mu.Unlock()
+	read := map[int]int{} // records read of each transaction
+	for p, values := range got {
+		last := -1
+		for _, v := range values {
+			var n, vp, j int
+			_, err := fmt.Sscanf(v, "t%d-p%d-%d", &n, &vp, &j)
+			require.NoError(t, err, "partition %d: record %q", p, v)
+			require.Equal(t, int(p), vp)
+			require.Greater(t, n*3+j, last, "partition %d: records in the order produced, each once", p)
+			last = n*3 + j
+			read[n]++
+		}
+	}
+	counts := map[txnOutcome]int{}
+	for n, o := range outcomes {
+		counts[o]++
+		switch o {
+		case txnCommitted:
+			require.Equal(t, 9, read[n], "transaction %d was committed: read whole", n)
+		case txnAborted:
+			require.Zero(t, read[n], "transaction %d was aborted: nothing read", n)
+		case txnUnknown:
+			require.Contains(t, []int{0, 9}, read[n], "transaction %d: read whole or not at all", n)
+		}
+	}
+	for n := range read {
+		require.Contains(t, outcomes, n, "transaction %d was produced", n)
+	}
+	t.Logf("%d transactions: %d committed, %d aborted, %d of unknown outcome; %d failed: %v",
+		len(outcomes), counts[txnCommitted], counts[txnAborted], counts[txnUnknown], len(failures), failures)
 }
