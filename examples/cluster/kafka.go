@@ -40,8 +40,9 @@ type kafkaCluster struct {
 	mu       sync.Mutex
 	inFlight map[producerKey]*producerLock // see Append
 
-	groups *groupLoader    // started by OpenGroups
-	txn    *txnCoordinator // started by openTxns
+	groups       *groupLoader    // started by OpenGroups
+	groupService *group.Service  // opened by OpenGroups
+	txn          *txnCoordinator // started by openTxns
 }
 
 // producerLock holds a producer's batches to a partition to one at a

@@ -54,11 +54,12 @@ type groupLoader struct {
 // leaders; closeGroups stops that.
 func (kc *kafkaCluster) OpenGroups(opts group.ServiceOptions) (*group.Service, error) {
 	opts.Topic, opts.Partitions = group.OffsetsTopic, offsetsPartitions
-	opts.Unloaded, opts.Append = true, kc.appendOffsets
+	opts.Unloaded, opts.Append, opts.AppendBatch = true, kc.appendOffsets, kc.appendOffsetsBatch
 	s, err := group.OpenService(kc.n.dir, opts)
 	if err != nil {
 		return nil, err
 	}
+	kc.groupService = s
 	ctx, cancel := context.WithCancel(context.Background())
 	kc.groups = &groupLoader{stop: cancel, done: make(chan struct{})}
 	go func() {
@@ -102,9 +103,24 @@ func (kc *kafkaCluster) appendOffsets(partition int32, recs []segment.Record) (l
 	if err != nil {
 		return log.AppendResult{}, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(11*kc.n.cfg.lag)*kc.n.cfg.tick) // past the replica's ProduceTimeout
+	return kc.appendOffsetsBatch(partition, batch)
+}
+
+// appendOffsetsBatch appends a batch the group coordinator built (its
+// records, a transactional producer's offsets, or a transaction marker)
+// as appendOffsets does. The replica's append checks no producer state,
+// as Kafka's coordinator append (AppendOrigin.COORDINATOR) checks no
+// sequence; the Service fences old producer epochs itself.
+func (kc *kafkaCluster) appendOffsetsBatch(partition int32, batch segment.Batch) (log.AppendResult, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), kc.produceTimeout())
 	defer cancel()
-	res, err := kc.n.d.Produce(ctx, group.OffsetsTopic, partition, replica.Acks(-1), batch)
+	return kc.produceCommitted(ctx, group.OffsetsTopic, partition, batch)
+}
+
+// produceCommitted appends a batch to a partition this node leads and
+// returns once it is committed (acks=all), or the error as Kafka's.
+func (kc *kafkaCluster) produceCommitted(ctx context.Context, topic string, partition int32, batch []byte) (log.AppendResult, error) {
+	res, err := kc.n.d.Produce(ctx, topic, partition, replica.Acks(-1), batch)
 	if err == nil {
 		err = res.Err
 	}

@@ -286,14 +286,10 @@ func (t *txnCoordinator) persist(partition int32, rec *idempotence.TxnRecord) er
 	}
 	ctx, cancel := context.WithTimeout(t.ctx, t.kc.produceTimeout())
 	defer cancel()
-	res, err := t.kc.n.d.Produce(ctx, log.TransactionStateTopic, partition, replica.Acks(-1), b)
-	if err == nil {
-		err = res.Err
-	}
+	_, err = t.kc.produceCommitted(ctx, log.TransactionStateTopic, partition, b)
 	if err == nil {
 		return nil
 	}
-	err = kafkaError(err)
 	what := fmt.Sprintf("%s-%d: writing %q %v", log.TransactionStateTopic, partition, rec.TransactionalID, rec.State)
 	switch {
 	case errors.Is(err, kerr.NotEnoughReplicas), errors.Is(err, kerr.NotEnoughReplicasAfterAppend),

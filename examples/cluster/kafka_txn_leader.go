@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/strandlog/strand/examples/kafka/broker"
+	"github.com/strandlog/strand/group"
 	"github.com/strandlog/strand/idempotence"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/replica"
@@ -105,7 +106,7 @@ func (kc *kafkaCluster) AppendTransactional(ctx context.Context, txnID string, a
 	}
 	if !open {
 		req := txnAddRequest{TxnID: txnID, ProducerID: producer.ProducerID, Epoch: producer.Epoch, Topic: topic, Partition: id, VerifyOnly: !addPartition}
-		if err := kc.askCoordinator(ctx, req); err != nil {
+		if err := kc.askCoordinator(ctx, req, kerr.NotEnoughReplicas); err != nil {
 			return log.AppendResult{}, err
 		}
 	}
@@ -127,21 +128,30 @@ func txnOpen(plog *log.Partition, producer idempotence.ProducerIDAndEpoch) (bool
 	return false, nil
 }
 
+// AddToTransaction adds tp to producer's transaction at txnID's
+// coordinator, or checks that it is in it, for a TxnOffsetCommit: the
+// coordinator's absence is answered COORDINATOR_NOT_AVAILABLE, as Kafka's
+// group coordinator answers a failed append of the offsets.
+func (kc *kafkaCluster) AddToTransaction(ctx context.Context, txnID string, producer idempotence.ProducerIDAndEpoch, tp idempotence.TopicPartition, verifyOnly bool) error {
+	req := txnAddRequest{TxnID: txnID, ProducerID: producer.ProducerID, Epoch: producer.Epoch, Topic: tp.Topic, Partition: tp.Partition, VerifyOnly: verifyOnly}
+	return kc.askCoordinator(ctx, req, kerr.CoordinatorNotAvailable)
+}
+
 // askCoordinator sends req to its transactional id's coordinator, this
-// node's or another's. The coordinator's absence is answered as Kafka's
-// AddPartitionsToTxnManager answers it to a producer, which cannot handle
-// coordinator errors in a produce response: NOT_ENOUGH_REPLICAS, which it
-// retries.
+// node's or another's. The coordinator's absence is answered unavailable:
+// NOT_ENOUGH_REPLICAS to a producer, which cannot handle coordinator
+// errors in a produce response, as Kafka's AddPartitionsToTxnManager
+// answers it, and which it retries.
 //
 // An answer of CONCURRENT_TRANSACTIONS (another leader's addition, or the
 // last transaction's markers, in flight) is retried here every
 // addRetryBackoff for up to addRetryMax before the producer gets it, as
 // Kafka's leader retries it (add.partitions.to.txn.retry.backoff.ms and
 // add.partitions.to.txn.retry.backoff.max.ms).
-func (kc *kafkaCluster) askCoordinator(ctx context.Context, req txnAddRequest) error {
+func (kc *kafkaCluster) askCoordinator(ctx context.Context, req txnAddRequest, unavailable *kerr.Error) error {
 	deadline := time.Now().Add(addRetryMax)
 	for {
-		err := kc.askCoordinatorOnce(ctx, req)
+		err := kc.askCoordinatorOnce(ctx, req, unavailable)
 		if broker.ErrorCode(err) != kerr.ConcurrentTransactions.Code || time.Now().After(deadline) {
 			return err
 		}
@@ -160,7 +170,7 @@ const (
 	addRetryMax     = 100 * time.Millisecond
 )
 
-func (kc *kafkaCluster) askCoordinatorOnce(ctx context.Context, req txnAddRequest) error {
+func (kc *kafkaCluster) askCoordinatorOnce(ctx context.Context, req txnAddRequest, unavailable *kerr.Error) error {
 	c := kc.TransactionCoordinatorFor(req.TxnID)
 	var err error
 	switch c {
@@ -185,7 +195,7 @@ func (kc *kafkaCluster) askCoordinatorOnce(ctx context.Context, req txnAddReques
 	switch broker.ErrorCode(err) {
 	case kerr.CoordinatorNotAvailable.Code, kerr.NotCoordinator.Code, kerr.CoordinatorLoadInProgress.Code,
 		kerr.RequestTimedOut.Code, kerr.UnknownServerError.Code:
-		return fmt.Errorf("%w: the coordinator of %q: %w", kerr.NotEnoughReplicas, req.TxnID, err)
+		return fmt.Errorf("%w: the coordinator of %q: %w", unavailable, req.TxnID, err)
 	}
 	return err
 }
@@ -219,7 +229,7 @@ func (kc *kafkaCluster) sendMarker(ctx context.Context, m idempotence.MarkerRequ
 }
 
 // appendMarker appends a coordinator's marker to a partition this node
-// leads, acks=all, once the producer state admits it: a marker older than
+// leads, acks=all (through the group coordinator for the offsets topic), once the producer state admits it: a marker older than
 // the producer's epoch is INVALID_PRODUCER_EPOCH, one from an older
 // coordinator epoch TRANSACTION_COORDINATOR_FENCED (the checks of Kafka's
 // ProducerAppendInfo.appendEndTxnMarker for a coordinator's append, which
@@ -231,6 +241,12 @@ func (kc *kafkaCluster) appendMarker(ctx context.Context, tp controller.TopicPar
 	}
 	if !b.Control() {
 		return fmt.Errorf("%w: a transaction marker that is not a control batch", kerr.InvalidRecord)
+	}
+	if tp.Topic == group.OffsetsTopic {
+		// The group coordinator appends it (appendOffsetsBatch) and
+		// applies it to the offsets the producer staged, or answers
+		// NOT_COORDINATOR if it does not lead the partition.
+		return kc.groupService.TxnCommitter().WriteTxnMarker(ctx, tp.Topic, tp.Partition, b)
 	}
 	info, err := idempotence.InfoOf(b)
 	if err != nil {
@@ -251,12 +267,6 @@ func (kc *kafkaCluster) appendMarker(ctx context.Context, tp controller.TopicPar
 			return fmt.Errorf("%w: marker of coordinator epoch %d, %s-%d had one of %d", kerr.TransactionCoordinatorFenced, info.Marker.CoordinatorEpoch, tp.Topic, tp.Partition, e.CoordinatorEpoch)
 		}
 	}
-	res, err := kc.n.d.Produce(ctx, tp.Topic, tp.Partition, replica.Acks(-1), b)
-	if err == nil {
-		err = res.Err
-	}
-	if err != nil {
-		return kafkaError(err)
-	}
-	return nil
+	_, err = kc.produceCommitted(ctx, tp.Topic, tp.Partition, b)
+	return err
 }

@@ -11,11 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/group"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/replica"
 )
@@ -363,4 +365,160 @@ func TestKafkaTransactionsSurviveKills(t *testing.T) {
 	}
 	t.Logf("%d transactions: %d committed, %d aborted, %d of unknown outcome; %d failed: %v",
 		len(outcomes), counts[txnCommitted], counts[txnAborted], counts[txnUnknown], len(failures), failures)
+}
+
+// A consume-transform-produce loop is exactly once on the cluster
+// (KIP-98, KIP-447): franz-go's GroupTransactSession consumes a topic as
+// group etl, writes each record transformed to another topic and commits
+// the group's offsets in the same transaction (AddOffsetsToTxn at the
+// transaction coordinator, TxnOffsetCommit at the group coordinator, both
+// replicated, and the coordinator's markers on the output and on the
+// offsets partition), while the group's coordinator, then the transaction
+// coordinator, is SIGKILLed and started again. A read_committed consumer
+// of the output then reads every input record's transform exactly once.
+func TestKafkaGroupTransactSessionExactlyOnce(t *testing.T) {
+	kills := *txnKills
+	if kills == 0 {
+		kills = 4
+		if testing.Short() {
+			kills = 1
+		}
+	}
+	s, cl := startKafkaCluster(t)
+	const in, out, groupID, txnID = "raw", "clean", "etl", "etl-tx"
+	admin := newKgo(t, s)
+	createKafkaTopic(t, admin, in, 3, 3)
+	createKafkaTopic(t, admin, out, -1, -1, []int32{1, 2, 3}, []int32{2, 3, 1}, []int32{3, 1, 2})
+	for _, topic := range []string{in, out, log.TransactionStateTopic, group.OffsetsTopic} {
+		waitISR(t, s, cl, topic, 3)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	const records = 600
+	prod := newKgo(t, s, kgo.ProducerBatchMaxBytes(1<<10))
+	var inputs []*kgo.Record
+	for i := range records {
+		inputs = append(inputs, &kgo.Record{Topic: in, Value: fmt.Appendf(nil, "r%d", i)})
+	}
+	require.NoError(t, prod.ProduceSync(ctx, inputs...).FirstErr())
+
+	var mu sync.Mutex
+	committed, aborted := 0, 0 // input records whose transaction committed, or did not
+	var committedAt []time.Time
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sess, err := kgo.NewGroupTransactSession(
+			kgo.SeedBrokers(seeds(s)...), kgo.MetadataMinAge(100*time.Millisecond), kgo.MetadataMaxAge(2*time.Second),
+			kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }),
+			kgo.TransactionalID(txnID), kgo.TransactionTimeout(20*time.Second), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+			kgo.ConsumerGroup(groupID), kgo.ConsumeTopics(in), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+			kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.RequireStableFetchOffsets(),
+			kgo.FetchMaxPartitionBytes(1<<10), kgo.FetchMaxWait(200*time.Millisecond), kgo.SessionTimeout(10*time.Second))
+		if !assert.NoError(t, err) {
+			return
+		}
+		defer sess.Close()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			pollCtx, cancel := context.WithTimeout(ctx, time.Second)
+			fs := sess.PollRecords(pollCtx, 30)
+			cancel()
+			recs := fs.Records()
+			if len(recs) == 0 {
+				continue
+			}
+			if err := sess.Begin(); err != nil {
+				t.Logf("Begin: %v", err)
+				continue
+			}
+			for _, r := range recs {
+				sess.Produce(ctx, &kgo.Record{Topic: out, Partition: r.Partition, Value: append([]byte("t-"), r.Value...)}, nil)
+			}
+			ok, err := sess.End(ctx, kgo.TryCommit)
+			mu.Lock()
+			if ok && err == nil {
+				committed += len(recs)
+				committedAt = append(committedAt, time.Now())
+			} else {
+				aborted += len(recs)
+			}
+			mu.Unlock()
+		}
+	}()
+	commitsSince := func(since time.Time) int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, at := range committedAt {
+			if at.After(since) {
+				n++
+			}
+		}
+		return n
+	}
+	waitCommits := func(since time.Time, n int, what string) {
+		waitFor(t, 90*time.Second, what, func() (bool, string) {
+			c := commitsSince(since)
+			return c >= n, fmt.Sprintf("%d transactions committed", c)
+		})
+	}
+	waitCommits(time.Time{}, 3, "transactions before the first kill")
+	for k := range kills {
+		victim, what := waitGroupCoordinator(t, s, cl, groupID), "the group coordinator"
+		if k%2 == 1 {
+			victim, what = waitTxnCoordinator(t, s, cl, txnID), "the transaction coordinator"
+		}
+		require.NoError(t, s.signal(victim, syscall.SIGKILL))
+		killed := time.Now()
+		waitCommits(killed, 2, fmt.Sprintf("kill %d: transactions after node %d, %s, was killed", k, victim, what))
+		t.Logf("kill %d: node %d (%s) SIGKILLed; transactions commit again after %v", k, victim, what, time.Since(killed).Round(time.Millisecond))
+		require.NoError(t, s.startNode(victim))
+		for _, topic := range []string{in, out, log.TransactionStateTopic, group.OffsetsTopic} {
+			waitISR(t, s, cl, topic, 3)
+		}
+	}
+	waitFor(t, 90*time.Second, "every input record's transaction committed", func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		return committed >= records, fmt.Sprintf("%d committed, %d aborted", committed, aborted)
+	})
+	close(stop)
+	<-done
+
+	got := map[string]int{}
+	consumer := newKgo(t, s, kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeTopics(out),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
+	n := 0
+	for n < records && ctx.Err() == nil {
+		consumer.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			got[string(r.Value)]++
+			n++
+		})
+	}
+	// Anything past the records expected would be a duplicate: give it time
+	// to show.
+	pollCtx, cancelPoll := context.WithTimeout(ctx, time.Second)
+	consumer.PollFetches(pollCtx).EachRecord(func(r *kgo.Record) { got[string(r.Value)]++ })
+	cancelPoll()
+	for i := range records {
+		require.Equal(t, 1, got[fmt.Sprintf("t-r%d", i)], "record r%d transformed exactly once", i)
+	}
+	require.Len(t, got, records, "nothing else in the output")
+	mu.Lock()
+	t.Logf("%d input records committed in %d transactions, %d in aborted ones", committed, len(committedAt), aborted)
+	mu.Unlock()
+}
+
+func seeds(s *supervisor) []string {
+	var out []string
+	for _, id := range s.ids() {
+		out = append(out, s.kafka[id])
+	}
+	return out
 }

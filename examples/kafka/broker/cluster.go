@@ -119,9 +119,9 @@ var _ TxnCoordinator = (*log.Transactions)(nil)
 // (TransactionMarkerChannelManager). A broker given one serves the
 // transaction requests with Transactions, which answers NOT_COORDINATOR or
 // COORDINATOR_LOAD_IN_PROGRESS for the ids this broker does not
-// coordinate, and a transactional produce with AppendTransactional.
-// Offsets committed in a transaction (AddOffsetsToTxn, TxnOffsetCommit)
-// are refused: the replicated group coordinator does not take them yet.
+// coordinate, and a transactional produce with AppendTransactional. Its
+// groups are replicated too (ReplicatedGroups), and their Service takes
+// offsets committed in a transaction (group.ServiceOptions.AppendBatch).
 type ReplicatedTransactions interface {
 	Cluster
 	// Transactions returns this broker's transaction coordinator.
@@ -137,6 +137,12 @@ type ReplicatedTransactions interface {
 	// coordinator must have it already (KIP-890 part 1's verification),
 	// or the batch is INVALID_TXN_STATE.
 	AppendTransactional(ctx context.Context, txnID string, addPartition bool, topic string, partition int32, acks int16, batch segment.Batch) (log.AppendResult, error)
+	// AddToTransaction adds tp to the open transaction of producer, whose
+	// transactional id is txnID, at the id's coordinator wherever it is,
+	// or with verifyOnly checks that tp is in it: a group coordinator does
+	// so for a TxnOffsetCommit (KIP-890). The coordinator's absence is
+	// COORDINATOR_NOT_AVAILABLE.
+	AddToTransaction(ctx context.Context, txnID string, producer idempotence.ProducerIDAndEpoch, tp idempotence.TopicPartition, verifyOnly bool) error
 }
 
 // BrokerAddr is a broker and where Kafka clients reach it.

@@ -62,10 +62,10 @@ func (b *Broker) dirTxns() (*log.Transactions, error) {
 // the transaction's marker is written there too, through the group
 // coordinator, which then applies or drops the offsets TxnOffsetCommit
 // staged.
-func (b *Broker) addOffsetsToTxn(_ context.Context, r *request) kmsg.Response {
+func (b *Broker) addOffsetsToTxn(ctx context.Context, r *request) kmsg.Response {
 	req := r.body.(*kmsg.AddOffsetsToTxnRequest)
 	resp := req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
-	err := b.addOffsetsPartition(req.TransactionalID, idempotence.ProducerIDAndEpoch{ProducerID: req.ProducerID, Epoch: req.ProducerEpoch}, req.Group)
+	err := b.offsetsPartitionToTxn(ctx, req.TransactionalID, idempotence.ProducerIDAndEpoch{ProducerID: req.ProducerID, Epoch: req.ProducerEpoch}, req.Group, false)
 	if err != nil {
 		b.logger.Info("broker: AddOffsetsToTxn refused", "txn", req.TransactionalID, "group", req.Group, "client", r.clientID, "err", err)
 		resp.ErrorCode = code(err)
@@ -73,32 +73,28 @@ func (b *Broker) addOffsetsToTxn(_ context.Context, r *request) kmsg.Response {
 	return resp
 }
 
-// addOffsetsPartition adds the offsets partition of groupID to the
-// transaction of producer, which has transactional id txnID.
-func (b *Broker) addOffsetsPartition(txnID string, producer idempotence.ProducerIDAndEpoch, groupID string) error {
-	t, err := b.dirTxns()
-	if err != nil {
-		return err
-	}
+// offsetsPartitionToTxn adds the offsets partition of groupID to the
+// transaction of producer, which has transactional id txnID, or with
+// verifyOnly checks that it is in it (see inTransaction). In a cluster the
+// id's coordinator may be another broker (a TxnOffsetCommit reaches the
+// group's coordinator).
+func (b *Broker) offsetsPartitionToTxn(ctx context.Context, txnID string, producer idempotence.ProducerIDAndEpoch, groupID string, verifyOnly bool) error {
 	topic, partition, err := b.groups.TxnCommitter().TxnOffsetsPartition(groupID)
 	if err != nil {
 		return err
 	}
-	return t.AddPartitions(txnID, producer, idempotence.TopicPartition{Topic: topic, Partition: partition})
-}
-
-// offsetsPartitionInTransaction checks that the offsets partition of
-// groupID is in the open transaction of producer (see inTransaction).
-func (b *Broker) offsetsPartitionInTransaction(txnID string, producer idempotence.ProducerIDAndEpoch, groupID string) error {
+	tp := idempotence.TopicPartition{Topic: topic, Partition: partition}
+	if rt, ok := b.cluster.(ReplicatedTransactions); ok {
+		return rt.AddToTransaction(ctx, txnID, producer, tp, verifyOnly)
+	}
 	t, err := b.dirTxns()
-	if err != nil {
+	switch {
+	case err != nil:
 		return err
+	case verifyOnly:
+		return inTransaction(t, txnID, producer, tp)
 	}
-	topic, partition, err := b.groups.TxnCommitter().TxnOffsetsPartition(groupID)
-	if err != nil {
-		return err
-	}
-	return inTransaction(t, txnID, producer, idempotence.TopicPartition{Topic: topic, Partition: partition})
+	return t.AddPartitions(txnID, producer, tp)
 }
 
 // initTransactionalProducerID answers an InitProducerId that names a
