@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -394,13 +393,20 @@ func TestKafkaGroupTransactSessionExactlyOnce(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	const records = 600
+	// Each kill comes while records are being transformed: 300 more
+	// before each.
+	const batch = 300
+	records := 0
 	prod := newKgo(t, s, kgo.ProducerBatchMaxBytes(1<<10))
-	var inputs []*kgo.Record
-	for i := range records {
-		inputs = append(inputs, &kgo.Record{Topic: in, Value: fmt.Appendf(nil, "r%d", i)})
+	produceInput := func() {
+		var inputs []*kgo.Record
+		for range batch {
+			inputs = append(inputs, &kgo.Record{Topic: in, Value: fmt.Appendf(nil, "r%d", records)})
+			records++
+		}
+		require.NoError(t, prod.ProduceSync(ctx, inputs...).FirstErr())
 	}
-	require.NoError(t, prod.ProduceSync(ctx, inputs...).FirstErr())
+	produceInput()
 
 	var mu sync.Mutex
 	committed, aborted := 0, 0 // input records whose transaction committed, or did not
@@ -409,17 +415,19 @@ func TestKafkaGroupTransactSessionExactlyOnce(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		sess, err := kgo.NewGroupTransactSession(
-			kgo.SeedBrokers(seeds(s)...), kgo.MetadataMinAge(100*time.Millisecond), kgo.MetadataMaxAge(2*time.Second),
-			kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }),
-			kgo.TransactionalID(txnID), kgo.TransactionTimeout(20*time.Second), kgo.RecordPartitioner(kgo.ManualPartitioner()),
-			kgo.ConsumerGroup(groupID), kgo.ConsumeTopics(in), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-			kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.RequireStableFetchOffsets(),
-			kgo.FetchMaxPartitionBytes(1<<10), kgo.FetchMaxWait(200*time.Millisecond), kgo.SessionTimeout(10*time.Second))
-		if !assert.NoError(t, err) {
-			return
+		newSession := func() *kgo.GroupTransactSession {
+			sess, err := kgo.NewGroupTransactSession(
+				kgo.SeedBrokers(seeds(s)...), kgo.MetadataMinAge(100*time.Millisecond), kgo.MetadataMaxAge(2*time.Second),
+				kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }),
+				kgo.TransactionalID(txnID), kgo.TransactionTimeout(20*time.Second), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+				kgo.ConsumerGroup(groupID), kgo.ConsumeTopics(in), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+				kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.RequireStableFetchOffsets(),
+				kgo.FetchMaxPartitionBytes(1<<10), kgo.FetchMaxWait(200*time.Millisecond), kgo.SessionTimeout(10*time.Second))
+			require.NoError(t, err)
+			return sess
 		}
-		defer sess.Close()
+		sess := newSession()
+		defer func() { sess.Close() }()
 		for {
 			select {
 			case <-stop:
@@ -434,8 +442,8 @@ func TestKafkaGroupTransactSessionExactlyOnce(t *testing.T) {
 				continue
 			}
 			if err := sess.Begin(); err != nil {
-				t.Logf("Begin: %v", err)
-				continue
+				t.Errorf("Begin: %v", err)
+				return
 			}
 			for _, r := range recs {
 				sess.Produce(ctx, &kgo.Record{Topic: out, Partition: r.Partition, Value: append([]byte("t-"), r.Value...)}, nil)
@@ -449,6 +457,14 @@ func TestKafkaGroupTransactSessionExactlyOnce(t *testing.T) {
 				aborted += len(recs)
 			}
 			mu.Unlock()
+			if err != nil {
+				// The transaction's end is unknown: a new session's
+				// InitProducerId ends it, and its member resumes from
+				// the group's committed offsets.
+				t.Logf("End: %v", err)
+				sess.Close()
+				sess = newSession()
+			}
 		}
 	}()
 	commitsSince := func(since time.Time) int {
@@ -470,6 +486,7 @@ func TestKafkaGroupTransactSessionExactlyOnce(t *testing.T) {
 	}
 	waitCommits(time.Time{}, 3, "transactions before the first kill")
 	for k := range kills {
+		produceInput()
 		victim, what := waitGroupCoordinator(t, s, cl, groupID), "the group coordinator"
 		if k%2 == 1 {
 			victim, what = waitTxnCoordinator(t, s, cl, txnID), "the transaction coordinator"
