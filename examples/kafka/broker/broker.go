@@ -83,8 +83,7 @@
 // (ReplicatedGroups) has each group coordinated by the leader of its
 // offsets partition instead. Transactions are served by a standalone
 // broker, or by a Cluster that replicates their coordinators
-// (ReplicatedTransactions); offsets committed in a transaction by a
-// standalone broker only.
+// (ReplicatedTransactions).
 package broker
 
 import (
