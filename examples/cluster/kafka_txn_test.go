@@ -539,3 +539,142 @@ func seeds(s *supervisor) []string {
 	}
 	return out
 }
+
+// lastStable asks a node for a partition's last stable offset (ListOffsets
+// latest, read_committed), or with uncommitted its high watermark.
+func lastStable(cl *kgo.Client, node replica.NodeID, topic string, partition int32, uncommitted bool) (int64, error) {
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.ReplicaID, req.IsolationLevel = -1, 1
+	if uncommitted {
+		req.IsolationLevel = 0
+	}
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Partition, rp.CurrentLeaderEpoch, rp.Timestamp = partition, -1, -1
+	rt.Partitions = []kmsg.ListOffsetsRequestTopicPartition{rp}
+	req.Topics = []kmsg.ListOffsetsRequestTopic{rt}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(ctx, cl.Broker(int(node)))
+	if err != nil {
+		return 0, err
+	}
+	p := resp.Topics[0].Partitions[0]
+	return p.Offset, kerr.ErrorForCode(p.ErrorCode)
+}
+
+// A follower keeps the producer and transaction state of the batches it
+// replicates (Kafka's follower appends them through the same
+// ProducerStateManager), so a new leader's last stable offset holds back a
+// transaction that was open when the old leader was SIGKILLed, and moves
+// past it once the coordinator's COMMIT marker, written through the new
+// leader, is replicated.
+func TestKafkaNewLeaderHoldsBackAnOpenTransaction(t *testing.T) {
+	s, cl := startKafkaCluster(t)
+	const topic = "audit"
+	admin := newKgo(t, s)
+	createKafkaTopic(t, admin, topic, -1, -1, []int32{1, 2, 3})
+	waitISR(t, s, cl, topic, 3)
+	waitISR(t, s, cl, log.TransactionStateTopic, 3)
+	// A transactional id coordinated elsewhere than on the leader, which
+	// is killed.
+	txnID := ""
+	for i := 0; txnID == ""; i++ {
+		if id := fmt.Sprintf("audit-tx-%d", i); waitTxnCoordinator(t, s, cl, id) != 1 {
+			txnID = id
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	plain := newKgo(t, s)
+	require.NoError(t, plain.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("a")}, &kgo.Record{Topic: topic, Value: []byte("b")}).FirstErr())
+	prod := newKgo(t, s, kgo.TransactionalID(txnID), kgo.TransactionTimeout(time.Minute))
+	require.NoError(t, prod.BeginTransaction())
+	for _, v := range []string{"c", "d", "e"} {
+		require.NoError(t, prod.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte(v)}).FirstErr())
+	}
+	waitStable := func(node replica.NodeID, wantStable, wantHW int64, what string) {
+		t.Helper()
+		waitFor(t, 20*time.Second, what, func() (bool, string) {
+			lso, err := lastStable(admin, node, topic, 0, false)
+			if err != nil {
+				return false, err.Error()
+			}
+			hw, err := lastStable(admin, node, topic, 0, true)
+			if err != nil {
+				return false, err.Error()
+			}
+			return lso == wantStable && hw == wantHW, fmt.Sprintf("last stable offset %d, high watermark %d", lso, hw)
+		})
+	}
+	waitStable(1, 2, 5, "the leader holds the open transaction back")
+
+	require.NoError(t, s.signal(1, syscall.SIGKILL))
+	var next replica.NodeID
+	waitFor(t, 20*time.Second, "a new leader", func() (bool, string) {
+		md, err := metadataFrom(s, cl)
+		if err != nil {
+			return false, err.Error()
+		}
+		next = md.partition(topic, 0).Leader
+		return next != 1 && next != replica.NoNode, fmt.Sprintf("leader %d", next)
+	})
+	waitStable(next, 2, 5, fmt.Sprintf("node %d, the new leader, holds the open transaction back", next))
+
+	require.NoError(t, prod.EndTransaction(ctx, kgo.TryCommit))
+	waitStable(next, 6, 6, "the COMMIT marker, written through the new leader, releases it")
+	got := readCommitted(t, s, topic, 1, "e")
+	require.Equal(t, map[int32][]string{0: {"a", "b", "c", "d"}}, got)
+}
+
+// A transaction left open past its timeout is aborted by its coordinator
+// (TransactionCoordinator.abortTimedOutTransactions): the ABORT markers
+// reach every partition's leader, the last stable offsets pass them, and
+// the producer, whose epoch the abort bumped, is fenced.
+func TestKafkaTransactionTimeoutAborts(t *testing.T) {
+	s, cl := startKafkaCluster(t)
+	const topic, txnID = "slow", "slow-tx"
+	admin := newKgo(t, s)
+	createKafkaTopic(t, admin, topic, -1, -1, []int32{1, 2, 3}, []int32{2, 3, 1}, []int32{3, 1, 2})
+	waitISR(t, s, cl, topic, 3)
+	waitISR(t, s, cl, log.TransactionStateTopic, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	prod := newKgo(t, s, kgo.TransactionalID(txnID), kgo.TransactionTimeout(time.Second), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	require.NoError(t, prod.BeginTransaction())
+	for p := range int32(3) {
+		require.NoError(t, prod.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: p, Value: []byte("late")}).FirstErr())
+	}
+	md, err := metadataFrom(s, cl)
+	require.NoError(t, err)
+	for p := range int32(3) {
+		leader := md.partition(topic, p).Leader
+		waitFor(t, 20*time.Second, fmt.Sprintf("%s-%d: the abort marker below the last stable offset", topic, p), func() (bool, string) {
+			lso, err := lastStable(admin, leader, topic, p, false)
+			return err == nil && lso == 2, fmt.Sprintf("last stable offset %d, %v", lso, err)
+		})
+	}
+	coordinator := waitTxnCoordinator(t, s, cl, txnID)
+	req := kmsg.NewPtrDescribeTransactionsRequest()
+	req.TransactionalIDs = []string{txnID}
+	desc, err := req.RequestWith(ctx, admin.Broker(int(coordinator)))
+	require.NoError(t, err)
+	require.Equal(t, "CompleteAbort", desc.TransactionStates[0].State)
+	require.Error(t, prod.EndTransaction(ctx, kgo.TryCommit), "the producer was fenced by the abort")
+	got := readCommittedAfter(t, s, topic, 3)
+	require.Empty(t, got, "nothing of the aborted transaction is read")
+}
+
+// readCommittedAfter produces a committed record ending each partition and
+// reads the partitions as readCommitted does.
+func readCommittedAfter(t *testing.T, s *supervisor, topic string, partitions int32) map[int32][]string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	plain := newKgo(t, s, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for p := range partitions {
+		require.NoError(t, plain.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: p, Value: []byte("end")}).FirstErr())
+	}
+	return readCommitted(t, s, topic, partitions, "end")
+}
