@@ -256,6 +256,11 @@ func (t *txnCoordinator) run(p *txnPartition, c *idempotence.Coordinator, rec *i
 		err := t.persist(p.id, rec)
 		p.mu.Lock()
 		if p.c != c {
+			if err == nil && (p.c != nil || p.loading) {
+				// Written after the partition was loaded again,
+				// which may have missed it: it is loaded once more.
+				p.c, p.loading, p.epoch = nil, false, -1
+			}
 			p.mu.Unlock()
 			return fmt.Errorf("%w: %s-%d moved while %q was written", kerr.NotCoordinator, log.TransactionStateTopic, p.id, rec.TransactionalID)
 		}

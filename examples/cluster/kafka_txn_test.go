@@ -170,6 +170,15 @@ func TestKafkaTransactionsAcrossLeaders(t *testing.T) {
 		return err == nil && desc.TransactionStates[0].ErrorCode == 0, fmt.Sprint(err)
 	})
 	require.Equal(t, "CompleteCommit", desc.TransactionStates[0].State)
+	for _, id := range s.ids() {
+		if id != coordinator {
+			req := kmsg.NewPtrDescribeTransactionsRequest()
+			req.TransactionalIDs = []string{txnID}
+			desc, err = req.RequestWith(ctx, admin.Broker(int(id)))
+			require.NoError(t, err)
+			require.Equal(t, kerr.NotCoordinator.Code, desc.TransactionStates[0].ErrorCode, "node %d does not coordinate %s", id, txnID)
+		}
+	}
 }
 
 var txnKills = flag.Int("txn-kills", 0, "TestKafkaTransactionsSurviveKills: how many nodes to SIGKILL, the transaction coordinator and a partition leader by turns (default 1 with -short, else 4)")

@@ -221,6 +221,13 @@ func (b *Broker) describeTransactions(_ context.Context, r *request) kmsg.Respon
 			resp.TransactionStates = append(resp.TransactionStates, s)
 			continue
 		}
+		if rt, ok := b.cluster.(ReplicatedTransactions); ok && rt.TransactionCoordinatorFor(id) != b.cfg.NodeID {
+			// Another broker's coordinator has it (Kafka's
+			// TransactionStateManager answers NOT_COORDINATOR).
+			s.ErrorCode = kerr.NotCoordinator.Code
+			resp.TransactionStates = append(resp.TransactionStates, s)
+			continue
+		}
 		rec, ok := t.Describe(id)
 		if !ok || rec.State == idempotence.TxnDead {
 			s.ErrorCode = kerr.TransactionalIDNotFound.Code
