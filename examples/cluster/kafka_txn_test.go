@@ -6,6 +6,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"sync"
 	"syscall"
 	"testing"
@@ -162,19 +163,12 @@ func TestKafkaTransactionsAcrossLeaders(t *testing.T) {
 	require.Equal(t, want, got, "read_committed reads the committed transactions, whole, and nothing aborted")
 
 	// The coordinator's state: the id's last transaction completed.
-	var desc *kmsg.DescribeTransactionsResponse
-	waitFor(t, 10*time.Second, "DescribeTransactions from the coordinator", func() (bool, string) {
-		req := kmsg.NewPtrDescribeTransactionsRequest()
-		req.TransactionalIDs = []string{txnID}
-		desc, err = req.RequestWith(ctx, admin.Broker(int(coordinator)))
-		return err == nil && desc.TransactionStates[0].ErrorCode == 0, fmt.Sprint(err)
-	})
-	require.Equal(t, "CompleteCommit", desc.TransactionStates[0].State)
+	require.Equal(t, "CompleteCommit", describeTxn(t, admin, coordinator, txnID).State)
 	for _, id := range s.ids() {
 		if id != coordinator {
 			req := kmsg.NewPtrDescribeTransactionsRequest()
 			req.TransactionalIDs = []string{txnID}
-			desc, err = req.RequestWith(ctx, admin.Broker(int(id)))
+			desc, err := req.RequestWith(ctx, admin.Broker(int(id)))
 			require.NoError(t, err)
 			require.Equal(t, kerr.NotCoordinator.Code, desc.TransactionStates[0].ErrorCode, "node %d does not coordinate %s", id, txnID)
 		}
@@ -303,6 +297,7 @@ func TestKafkaTransactionsSurviveKills(t *testing.T) {
 		})
 	}
 	waitCommits(time.Time{}, 5, "commits before the first kill")
+	producerID := describeTxn(t, admin, waitTxnCoordinator(t, s, cl, txnID), txnID).ProducerID
 	for k := range kills {
 		victim := waitTxnCoordinator(t, s, cl, txnID)
 		what := "the transaction coordinator"
@@ -322,8 +317,12 @@ func TestKafkaTransactionsSurviveKills(t *testing.T) {
 		mu.Lock()
 		first := committedAt[len(committedAt)-3]
 		mu.Unlock()
+		coordinator := waitTxnCoordinator(t, s, cl, txnID)
 		t.Logf("kill %d: node %d (%s) SIGKILLed; the first commit after it acknowledged within %v; node %d coordinates now",
-			k, victim, what, first.Sub(killed).Round(time.Millisecond), waitTxnCoordinator(t, s, cl, txnID))
+			k, victim, what, first.Sub(killed).Round(time.Millisecond), coordinator)
+		// A coordinator that had not loaded the id's records would have
+		// given it a producer id of its own (its node id in the high bits).
+		require.Equal(t, producerID, describeTxn(t, admin, coordinator, txnID).ProducerID, "kill %d: node %d has the id's state", k, coordinator)
 		require.NoError(t, s.startNode(victim))
 		waitISR(t, s, cl, topic, 3)
 		waitISR(t, s, cl, log.TransactionStateTopic, 3)
@@ -402,15 +401,18 @@ func TestKafkaGroupTransactSessionExactlyOnce(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	// Each kill comes while records are being transformed: 300 more
+	// Each kill comes while records are being transformed: a batch more
 	// before each.
-	const batch = 300
+	batch := 300
+	if testing.Short() {
+		batch = 150
+	}
 	records := 0
-	prod := newKgo(t, s, kgo.ProducerBatchMaxBytes(1<<10))
+	prod := newKgo(t, s, kgo.ProducerBatchMaxBytes(1<<10), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	produceInput := func() {
 		var inputs []*kgo.Record
 		for range batch {
-			inputs = append(inputs, &kgo.Record{Topic: in, Value: fmt.Appendf(nil, "r%d", records)})
+			inputs = append(inputs, &kgo.Record{Topic: in, Partition: int32(records % 3), Value: fmt.Appendf(nil, "r%d", records)})
 			records++
 		}
 		require.NoError(t, prod.ProduceSync(ctx, inputs...).FirstErr())
@@ -418,7 +420,7 @@ func TestKafkaGroupTransactSessionExactlyOnce(t *testing.T) {
 	produceInput()
 
 	var mu sync.Mutex
-	committed, aborted := 0, 0 // input records whose transaction committed, or did not
+	committed, failed := 0, 0 // input records whose transaction End committed, or failed to
 	var committedAt []time.Time
 	stop := make(chan struct{})
 	done := make(chan struct{})
@@ -463,7 +465,7 @@ func TestKafkaGroupTransactSessionExactlyOnce(t *testing.T) {
 				committed += len(recs)
 				committedAt = append(committedAt, time.Now())
 			} else {
-				aborted += len(recs)
+				failed += len(recs)
 			}
 			mu.Unlock()
 			if err != nil {
@@ -493,6 +495,20 @@ func TestKafkaGroupTransactSessionExactlyOnce(t *testing.T) {
 			return c >= n, fmt.Sprintf("%d transactions committed", c)
 		})
 	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		// What holds the session back: the id's transaction, and the
+		// group's offsets (UNSTABLE_OFFSET_COMMIT while a transaction
+		// commits some).
+		c := waitTxnCoordinator(t, s, cl, txnID)
+		t.Logf("transactional id %s at node %d: %+v", txnID, c, describeTxn(t, admin, c, txnID))
+		of := kmsg.NewPtrOffsetFetchRequest()
+		of.Group, of.RequireStable = groupID, true
+		resp, err := of.RequestWith(context.Background(), admin)
+		t.Logf("group %s's offsets: %+v, %v", groupID, resp, err)
+	})
 	waitCommits(time.Time{}, 3, "transactions before the first kill")
 	for k := range kills {
 		produceInput()
@@ -509,10 +525,32 @@ func TestKafkaGroupTransactSessionExactlyOnce(t *testing.T) {
 			waitISR(t, s, cl, topic, 3)
 		}
 	}
-	waitFor(t, 90*time.Second, "every input record's transaction committed", func() (bool, string) {
-		mu.Lock()
-		defer mu.Unlock()
-		return committed >= records, fmt.Sprintf("%d committed, %d aborted", committed, aborted)
+	// A transaction whose End failed may have committed: the group's
+	// offsets, not the session's answers, tell when every input record is
+	// consumed.
+	md, err := metadataFrom(s, cl)
+	require.NoError(t, err)
+	ends := map[int32]int64{}
+	for p := range int32(3) {
+		ends[p], err = lastStable(admin, md.partition(in, p).Leader, in, p, true)
+		require.NoError(t, err)
+	}
+	waitFor(t, 90*time.Second, "the group's offsets at the end of the input", func() (bool, string) {
+		of := kmsg.NewPtrOffsetFetchRequest()
+		of.Group, of.RequireStable = groupID, true
+		resp, err := of.RequestWith(ctx, admin)
+		if err != nil {
+			return false, err.Error()
+		}
+		at := map[int32]int64{}
+		for _, rt := range resp.Topics {
+			for _, p := range rt.Partitions {
+				if rt.Topic == in && p.ErrorCode == 0 {
+					at[p.Partition] = p.Offset
+				}
+			}
+		}
+		return maps.Equal(at, ends), fmt.Sprintf("committed %v, input ends at %v", at, ends)
 	})
 	close(stop)
 	<-done
@@ -537,7 +575,7 @@ func TestKafkaGroupTransactSessionExactlyOnce(t *testing.T) {
 	}
 	require.Len(t, got, records, "nothing else in the output")
 	mu.Lock()
-	t.Logf("%d input records committed in %d transactions, %d in aborted ones", committed, len(committedAt), aborted)
+	t.Logf("%d input records committed in %d transactions, %d in transactions whose End failed", committed, len(committedAt), failed)
 	mu.Unlock()
 }
 
@@ -547,6 +585,26 @@ func seeds(s *supervisor) []string {
 		out = append(out, s.kafka[id])
 	}
 	return out
+}
+
+// describeTxn asks a node for a transactional id's state
+// (DescribeTransactions) until it answers it.
+func describeTxn(t *testing.T, cl *kgo.Client, node replica.NodeID, txnID string) kmsg.DescribeTransactionsResponseTransactionState {
+	t.Helper()
+	var st kmsg.DescribeTransactionsResponseTransactionState
+	waitFor(t, 10*time.Second, fmt.Sprintf("DescribeTransactions %s from node %d", txnID, node), func() (bool, string) {
+		req := kmsg.NewPtrDescribeTransactionsRequest()
+		req.TransactionalIDs = []string{txnID}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		resp, err := req.RequestWith(ctx, cl.Broker(int(node)))
+		if err != nil {
+			return false, err.Error()
+		}
+		st = resp.TransactionStates[0]
+		return st.ErrorCode == 0, fmt.Sprint(kerr.ErrorForCode(st.ErrorCode))
+	})
+	return st
 }
 
 // lastStable asks a node for a partition's last stable offset (ListOffsets
@@ -664,12 +722,7 @@ func TestKafkaTransactionTimeoutAborts(t *testing.T) {
 			return err == nil && lso == 2, fmt.Sprintf("last stable offset %d, %v", lso, err)
 		})
 	}
-	coordinator := waitTxnCoordinator(t, s, cl, txnID)
-	req := kmsg.NewPtrDescribeTransactionsRequest()
-	req.TransactionalIDs = []string{txnID}
-	desc, err := req.RequestWith(ctx, admin.Broker(int(coordinator)))
-	require.NoError(t, err)
-	require.Equal(t, "CompleteAbort", desc.TransactionStates[0].State)
+	require.Equal(t, "CompleteAbort", describeTxn(t, admin, waitTxnCoordinator(t, s, cl, txnID), txnID).State)
 	require.Error(t, prod.EndTransaction(ctx, kgo.TryCommit), "the producer was fenced by the abort")
 	got := readCommittedAfter(t, s, topic, 3)
 	require.Empty(t, got, "nothing of the aborted transaction is read")
