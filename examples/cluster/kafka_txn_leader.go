@@ -68,11 +68,15 @@ func (n *node) txnRoutes(mux *http.ServeMux) {
 		if err != nil {
 			return fmt.Errorf("%w: /txn/marker: partition: %w", kerr.InvalidRequest, err)
 		}
+		epoch, err := strconv.ParseInt(q.Get("leader_epoch"), 10, 32)
+		if err != nil {
+			return fmt.Errorf("%w: /txn/marker: leader_epoch: %w", kerr.InvalidRequest, err)
+		}
 		b, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 		if err != nil {
 			return err
 		}
-		return kc.appendMarker(ctx, controller.TopicPartition{Topic: q.Get("topic"), Partition: int32(id)}, segment.Batch(b))
+		return kc.appendMarker(ctx, controller.TopicPartition{Topic: q.Get("topic"), Partition: int32(id)}, int32(epoch), segment.Batch(b))
 	})
 }
 
@@ -209,7 +213,8 @@ func (kc *kafkaCluster) sendMarker(ctx context.Context, m idempotence.MarkerRequ
 		return err
 	}
 	tp := controller.TopicPartition{Topic: m.Partition.Topic, Partition: m.Partition.Partition}
-	if kc.current().partitions[tp] == nil {
+	pv := kc.current().partitions[tp]
+	if pv == nil {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, markerTimeout)
@@ -218,9 +223,10 @@ func (kc *kafkaCluster) sendMarker(ctx context.Context, m idempotence.MarkerRequ
 	case -1:
 		return fmt.Errorf("%w: %s-%d has no live leader", kerr.NotLeaderForPartition, tp.Topic, tp.Partition)
 	case int32(kc.n.cfg.id):
-		return kc.appendMarker(ctx, tp, segment.Batch(b))
+		return kc.appendMarker(ctx, tp, pv.LeaderEpoch, segment.Batch(b))
 	default:
-		path := "/txn/marker?topic=" + url.QueryEscape(tp.Topic) + "&partition=" + strconv.Itoa(int(tp.Partition))
+		path := "/txn/marker?topic=" + url.QueryEscape(tp.Topic) + "&partition=" + strconv.Itoa(int(tp.Partition)) +
+			"&leader_epoch=" + strconv.Itoa(int(pv.LeaderEpoch))
 		if err := kc.n.controllerClient().do(ctx, http.MethodPost, replica.NodeID(leader), path, b, nil); err != nil {
 			return kafkaError(err)
 		}
@@ -229,12 +235,18 @@ func (kc *kafkaCluster) sendMarker(ctx context.Context, m idempotence.MarkerRequ
 }
 
 // appendMarker appends a coordinator's marker to a partition this node
-// leads, acks=all (through the group coordinator for the offsets topic), once the producer state admits it: a marker older than
-// the producer's epoch is INVALID_PRODUCER_EPOCH, one from an older
-// coordinator epoch TRANSACTION_COORDINATOR_FENCED (the checks of Kafka's
+// leads in leaderEpoch, the epoch the coordinator found it led in, acks=all
+// (through the group coordinator for the offsets topic), once the producer
+// state admits it: a marker older than the producer's epoch is
+// INVALID_PRODUCER_EPOCH, one from an older coordinator epoch
+// TRANSACTION_COORDINATOR_FENCED (the checks of Kafka's
 // ProducerAppendInfo.appendEndTxnMarker for a coordinator's append, which
-// the replica's append, as a follower's, leaves out).
-func (kc *kafkaCluster) appendMarker(ctx context.Context, tp controller.TopicPartition, b segment.Batch) error {
+// the replica's append, as a follower's, leaves out). Another leader epoch
+// is NOT_LEADER_OR_FOLLOWER: the coordinator looks the leader up again.
+func (kc *kafkaCluster) appendMarker(ctx context.Context, tp controller.TopicPartition, leaderEpoch int32, b segment.Batch) error {
+	if pv := kc.current().partitions[tp]; pv == nil || pv.Leader != kc.n.cfg.id || pv.LeaderEpoch != leaderEpoch {
+		return fmt.Errorf("%w: node %d does not lead %s-%d in epoch %d", kerr.NotLeaderForPartition, kc.n.cfg.id, tp.Topic, tp.Partition, leaderEpoch)
+	}
 	plog, err := kc.Log(tp.Topic, tp.Partition)
 	if err != nil {
 		return err
