@@ -366,8 +366,6 @@ func (n *node) serveKafka() (stop func(), err error) {
 	if err != nil {
 		return nil, err
 	}
-	kc.openTxns()
-	n.kafka.Store(kc)
 	addr := n.cfg.kafka[n.cfg.id]
 	b, err := broker.Open(broker.Config{
 		DataDir: filepath.Join(n.cfg.dir, kafkaDir),
@@ -378,6 +376,10 @@ func (n *node) serveKafka() (stop func(), err error) {
 		kc.closeCoordinators()
 		return nil, err
 	}
+	// Once the group coordinator is open: markers on the offsets topic go
+	// through it.
+	kc.openTxns()
+	n.kafka.Store(kc)
 	ln, err := listen(addr)
 	if err != nil {
 		kc.closeCoordinators()

@@ -69,11 +69,12 @@ func (kc *kafkaCluster) OpenGroups(opts group.ServiceOptions) (*group.Service, e
 	return s, nil
 }
 
-// closeCoordinators stops the group and transaction coordinators'
-// following of their partitions' leaders.
+// closeCoordinators stops the transaction and group coordinators'
+// following of their partitions' leaders, the transaction coordinator's
+// first: it writes markers through the group coordinator.
 func (kc *kafkaCluster) closeCoordinators() {
-	kc.closeGroups()
 	kc.closeTxns()
+	kc.closeGroups()
 }
 
 // closeGroups stops following the offsets partitions' leaders.

@@ -222,7 +222,7 @@ func (t *txnCoordinator) read(partition, epoch int32) (*idempotence.Coordinator,
 	return c, nil
 }
 
-// coordinator returns the partition's coordinator, or the error a request
+// coordinatorLocked returns the partition's coordinator, or the error a request
 // for one of its ids is answered with.
 func (p *txnPartition) coordinatorLocked() (*idempotence.Coordinator, error) {
 	switch {
