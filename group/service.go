@@ -72,21 +72,21 @@ type ServiceOptions struct {
 // acknowledges a commit is never lost to a crash. Its methods are safe for
 // concurrent use and block until their request is answered.
 type Service struct {
-	dir  *log.Dir
-	repl AppendFunc // ServiceOptions.Append
-	// replBatch is ServiceOptions.AppendBatch.
-	replBatch AppendBatchFunc
-	topic     string
-	now       func() time.Time
-	cfg       Config
-	parts     []*servicePartition
-	closed    chan struct{} // closed by Close
-	wake      chan struct{} // tells the clock a request armed an earlier timer
-	ticked    chan struct{} // closed when the clock has returned
+	dir    *log.Dir
+	repl   AppendFunc // ServiceOptions.Append
+	topic  string
+	now    func() time.Time
+	cfg    Config
+	parts  []*servicePartition
+	closed chan struct{} // closed by Close
+	wake   chan struct{} // tells the clock a request armed an earlier timer
+	ticked chan struct{} // closed when the clock has returned
 	// fireAt is when the clock wakes next (Unix nanoseconds); the largest
 	// int64 while it looks for the next deadline, so that a request that
 	// arms a timer meanwhile wakes it.
 	fireAt atomic.Int64
+
+	replBatch AppendBatchFunc // ServiceOptions.AppendBatch
 }
 
 // servicePartition is one partition of the offsets topic and its
@@ -163,16 +163,16 @@ func PartitionFor(groupID string, n int32) int32 {
 // partition of it. The Dir must outlive the Service.
 func OpenService(d *log.Dir, opts ServiceOptions) (*Service, error) {
 	s := &Service{
-		dir:       d,
-		repl:      opts.Append,
-		replBatch: opts.AppendBatch,
-		topic:     opts.Topic,
-		now:       opts.Now,
-		cfg:       opts.Config,
-		closed:    make(chan struct{}),
-		wake:      make(chan struct{}, 1),
-		ticked:    make(chan struct{}),
+		dir:    d,
+		repl:   opts.Append,
+		topic:  opts.Topic,
+		now:    opts.Now,
+		cfg:    opts.Config,
+		closed: make(chan struct{}),
+		wake:   make(chan struct{}, 1),
+		ticked: make(chan struct{}),
 	}
+	s.replBatch = opts.AppendBatch
 	if s.topic == "" {
 		s.topic = OffsetsTopic
 	}
