@@ -166,8 +166,11 @@ func TestKafkaTransactionsAcrossLeaders(t *testing.T) {
 	require.Equal(t, want, got, "read_committed reads the committed transactions, whole, and nothing aborted")
 
 	// The coordinator's state: the id's last transaction completed.
-	st := describeTxn(t, admin, coordinator, txnID)
-	require.Equal(t, "CompleteCommit", st.State)
+	var st kmsg.DescribeTransactionsResponseTransactionState
+	waitFor(t, 10*time.Second, "the last commit completed", func() (bool, string) {
+		st = describeTxn(t, admin, coordinator, txnID)
+		return st.State == "CompleteCommit", st.State
+	})
 
 	// A marker is appended only by the partition's leader in the epoch
 	// the coordinator saw, and only from the producer's epoch or a later
@@ -743,7 +746,11 @@ func TestKafkaTransactionTimeoutAborts(t *testing.T) {
 			return err == nil && lso == 2, fmt.Sprintf("last stable offset %d, %v", lso, err)
 		})
 	}
-	require.Equal(t, "CompleteAbort", describeTxn(t, admin, waitTxnCoordinator(t, s, cl, txnID), txnID).State)
+	// CompleteAbort follows the last marker.
+	waitFor(t, 10*time.Second, "the abort completed", func() (bool, string) {
+		st := describeTxn(t, admin, waitTxnCoordinator(t, s, cl, txnID), txnID).State
+		return st == "CompleteAbort", st
+	})
 	require.Error(t, prod.EndTransaction(ctx, kgo.TryCommit), "the producer was fenced by the abort")
 	got := readCommittedAfter(t, s, topic, 3)
 	require.Empty(t, got, "nothing of the aborted transaction is read")
