@@ -88,12 +88,7 @@ func (kc *kafkaCluster) closeGroups() {
 // GroupCoordinatorFor is the leader of the group's offsets partition, if
 // it is live.
 func (kc *kafkaCluster) GroupCoordinatorFor(groupID string) int32 {
-	v := kc.current()
-	p := v.partitions[controller.TopicPartition{Topic: group.OffsetsTopic, Partition: group.PartitionFor(groupID, offsetsPartitions)}]
-	if p == nil || p.Leader == replica.NoNode || !v.live[p.Leader] {
-		return -1
-	}
-	return int32(p.Leader)
+	return kc.liveLeader(controller.TopicPartition{Topic: group.OffsetsTopic, Partition: group.PartitionFor(groupID, offsetsPartitions)})
 }
 
 // appendOffsets appends the coordinator's records to an offsets partition
