@@ -768,3 +768,61 @@ func readCommittedAfter(t *testing.T, s *supervisor, topic string, partitions in
 	}
 	return readCommitted(t, s, topic, partitions, "end")
 }
+
+// Transactions are durable in __transaction_state: the three nodes are
+// stopped, a transaction open, and started again; the id's new
+// coordinator loads its records, a new producer of the id gets the same
+// producer id at a later epoch (its InitProducerId aborts the open
+// transaction first, TransactionCoordinator.handleInitProducerId), and a
+// read_committed consumer reads the committed transactions and nothing
+// of the open one. (The stops are controlled shutdowns: after a SIGKILL of
+// all three nodes every partition is left without an eligible leader, as
+// KIP-966 has it, the controller electing the last known leader only
+// where the topic allows unclean elections.)
+func TestKafkaTransactionsSurviveAFullRestart(t *testing.T) {
+	s, cl := startKafkaCluster(t)
+	const topic, txnID = "books", "books-tx"
+	admin := newKgo(t, s)
+	createKafkaTopic(t, admin, topic, -1, -1, []int32{1, 2, 3}, []int32{2, 3, 1}, []int32{3, 1, 2})
+	waitISR(t, s, cl, topic, 3)
+	waitISR(t, s, cl, log.TransactionStateTopic, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	newProducer := func() *kgo.Client {
+		return newKgo(t, s, kgo.TransactionalID(txnID), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionTimeout(time.Minute))
+	}
+	transact := func(prod *kgo.Client, value string, end bool) []*kgo.Record {
+		require.NoError(t, prod.BeginTransaction())
+		var recs []*kgo.Record
+		for p := range int32(3) {
+			recs = append(recs, &kgo.Record{Topic: topic, Partition: p, Value: []byte(value)})
+		}
+		require.NoError(t, prod.ProduceSync(ctx, recs...).FirstErr())
+		if end {
+			require.NoError(t, prod.EndTransaction(ctx, kgo.TryCommit))
+		}
+		return recs
+	}
+	prod := newProducer()
+	want := map[int32][]string{}
+	for n := range 3 {
+		for _, r := range transact(prod, fmt.Sprintf("c%d", n), true) {
+			want[r.Partition] = append(want[r.Partition], string(r.Value))
+		}
+	}
+	before := describeTxn(t, admin, waitTxnCoordinator(t, s, cl, txnID), txnID)
+	transact(prod, "open", false)
+
+	require.NoError(t, s.stop())
+	prod.Close()
+	for _, id := range s.ids() {
+		require.NoError(t, s.startNode(id))
+	}
+	waitISR(t, s, cl, topic, 3)
+	waitISR(t, s, cl, log.TransactionStateTopic, 3)
+	transact(newProducer(), "after", true)
+	after := describeTxn(t, admin, waitTxnCoordinator(t, s, cl, txnID), txnID)
+	require.Equal(t, before.ProducerID, after.ProducerID, "the id's producer id, loaded from its records")
+	require.Greater(t, after.ProducerEpoch, before.ProducerEpoch+1, "bumped by the abort of the open transaction and by the new producer")
+	require.Equal(t, want, readCommitted(t, s, topic, 3, "after"), "the committed transactions, nothing of the open one")
+}
