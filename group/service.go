@@ -44,6 +44,12 @@ type ServiceOptions struct {
 	// records are written through it, and a partition is coordinated only
 	// between LoadPartition and UnloadPartition.
 	Append AppendFunc
+	// AppendBatch, with Append, writes what a transaction leaves on a
+	// replicated offsets topic: a transactional producer's offsets, in a
+	// batch of its own (TxnCommitOffsets), and the markers that end its
+	// transaction (TxnCommitter's WriteTxnMarker). Without it a replicated
+	// topic refuses transactional offsets.
+	AppendBatch AppendBatchFunc
 	// Unloaded opens the Service with no partition loaded.
 	Unloaded bool
 }
@@ -79,6 +85,8 @@ type Service struct {
 	// int64 while it looks for the next deadline, so that a request that
 	// arms a timer meanwhile wakes it.
 	fireAt atomic.Int64
+
+	replBatch AppendBatchFunc // ServiceOptions.AppendBatch
 }
 
 // servicePartition is one partition of the offsets topic and its
@@ -164,6 +172,7 @@ func OpenService(d *log.Dir, opts ServiceOptions) (*Service, error) {
 		wake:   make(chan struct{}, 1),
 		ticked: make(chan struct{}),
 	}
+	s.replBatch = opts.AppendBatch
 	if s.topic == "" {
 		s.topic = OffsetsTopic
 	}

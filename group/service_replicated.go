@@ -17,6 +17,14 @@ import (
 // longer lead the partition.
 type AppendFunc func(partition int32, records []segment.Record) (log.AppendResult, error)
 
+// AppendBatchFunc appends a batch the Service built, a transactional
+// producer's offsets or a transaction marker, to a partition of a
+// replicated offsets topic as its leader, as AppendFunc appends records,
+// and returns once it is committed (Kafka's coordinator appends both with
+// acks=all and AppendOrigin.COORDINATOR: the producer's sequence is not
+// checked).
+type AppendBatchFunc func(partition int32, batch segment.Batch) (log.AppendResult, error)
+
 // A Service with ServiceOptions.Append set serves an offsets topic whose
 // partitions a cluster replicates and whose leaders move: it writes
 // through Append instead of into the Dir's partition, and coordinates the
@@ -25,8 +33,9 @@ type AppendFunc func(partition int32, records []segment.Record) (log.AppendResul
 // broker becomes and stops being the partition's leader. With
 // ServiceOptions.Unloaded it opens with no partition loaded. Requests for a
 // partition not loaded are answered NOT_COORDINATOR, for one being loaded
-// COORDINATOR_LOAD_IN_PROGRESS. Transactional offset commits are refused:
-// their markers would have to be replicated too.
+// COORDINATOR_LOAD_IN_PROGRESS. Transactional offset commits and their
+// markers are written through ServiceOptions.AppendBatch, and refused
+// without it.
 
 // startUnloaded opens a partition without its groups: an empty,
 // unloaded coordinator stands in, so that the clock and Close find one.
@@ -167,9 +176,11 @@ func (s *Service) reload(sp *servicePartition, cause error) error {
 func (s *Service) appendRun(sp *servicePartition, prod *Producer, recs []segment.Record) (log.AppendResult, error) {
 	switch {
 	case s.repl == nil && prod != nil:
-		return sp.appendTxn(*prod, recs)
+		return sp.appendTxn(*prod, recs, sp.p.AppendBatch)
 	case s.repl == nil:
 		return sp.p.Append(recs)
+	case prod != nil && s.replBatch != nil:
+		return sp.appendTxn(*prod, recs, func(b segment.Batch) (log.AppendResult, error) { return s.replBatch(sp.p.ID(), b) })
 	case prod != nil:
 		return log.AppendResult{}, errTxnReplicated(s, sp)
 	}
@@ -177,8 +188,8 @@ func (s *Service) appendRun(sp *servicePartition, prod *Producer, recs []segment
 }
 
 // errTxnReplicated refuses transactional records and markers on a
-// replicated offsets log: the cluster has no way to append them as its
-// leader yet.
+// replicated offsets log whose cluster gave no way to append them as its
+// leader (ServiceOptions.AppendBatch).
 func errTxnReplicated(s *Service, sp *servicePartition) error {
 	return errorf(ErrInvalidRequest, "transactional offsets on the replicated offsets log %s-%d", s.topic, sp.p.ID())
 }

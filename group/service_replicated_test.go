@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/strandlog/strand/idempotence"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/segment"
 )
@@ -136,4 +137,71 @@ func TestServiceReplicatedPartitionLoadingAnswersLoadInProgress(t *testing.T) {
 	require.NoError(t, <-loaded)
 	_, err = s.OffsetFetch(ctx, OffsetFetchRequest{GroupID: "g"})
 	require.NoError(t, err, "served once loaded")
+}
+
+// A replicated offsets partition takes a transactional producer's offsets
+// through AppendBatch, as Kafka's coordinator appends them as the
+// partition's leader (acks=all, AppendOrigin.COORDINATOR): they stay
+// pending until the marker the transaction coordinator writes through the
+// Service (WriteTxnMarker), also through AppendBatch, commits them; an
+// ABORT marker drops them; and a load after the partition moved serves
+// what the markers decided.
+func TestServiceReplicatedPartitionTakesTransactionalOffsets(t *testing.T) {
+	ctx := context.Background()
+	d, err := log.OpenDir("/data", log.DirOptions{Log: log.Options{FS: newMemDataFS(t)}, MaintenanceInterval: -1})
+	require.NoError(t, err)
+	defer d.Close()
+	var batches, markers int
+	s, err := OpenService(d, ServiceOptions{
+		Partitions: 1,
+		Unloaded:   true,
+		Now:        func() time.Time { return epoch },
+		Config:     Config{InitialRebalanceDelay: -1, Partitions: func(string) int32 { return 4 }},
+		Append: func(partition int32, recs []segment.Record) (log.AppendResult, error) {
+			p, err := d.Partition(OffsetsTopic, partition)
+			if err != nil {
+				return log.AppendResult{}, err
+			}
+			return p.Append(recs)
+		},
+		AppendBatch: func(partition int32, b segment.Batch) (log.AppendResult, error) {
+			p, err := d.Partition(OffsetsTopic, partition)
+			if err != nil {
+				return log.AppendResult{}, err
+			}
+			if b.Control() {
+				markers++
+				return p.AppendMarker(b)
+			}
+			batches++
+			return p.AppendCoordinatorBatch(b)
+		},
+	})
+	require.NoError(t, err)
+	defer s.Close()
+	require.NoError(t, s.LoadPartition(0))
+	marker := func(p Producer, typ idempotence.MarkerType) {
+		t.Helper()
+		b, err := idempotence.AppendMarkerBatch(nil, p.ID, p.Epoch, idempotence.Marker{Type: typ}, epoch.UnixMilli())
+		require.NoError(t, err)
+		require.NoError(t, s.TxnCommitter().WriteTxnMarker(ctx, OffsetsTopic, 0, segment.Batch(b)))
+	}
+
+	// KIP-890: every transaction of the producer has an epoch of its own.
+	r := txnCommit(t, s, Producer{ID: 7, Epoch: 0}, 10)
+	require.NoError(t, r.Err)
+	require.NoError(t, r.Topics[0].Partitions[0].Err)
+	require.Equal(t, 1, batches, "the offsets went through AppendBatch")
+	require.ErrorIs(t, fetchOne(t, s, true).Err, ErrUnstableOffsetCommit, "pending until the marker")
+	marker(Producer{ID: 7, Epoch: 1}, idempotence.MarkerCommit)
+	require.Equal(t, 1, markers, "the marker went through AppendBatch")
+	require.Equal(t, int64(10), fetchOne(t, s, true).Offset, "committed by the marker")
+
+	require.NoError(t, txnCommit(t, s, Producer{ID: 7, Epoch: 1}, 20).Err)
+	marker(Producer{ID: 7, Epoch: 2}, idempotence.MarkerAbort)
+	require.Equal(t, int64(10), fetchOne(t, s, true).Offset, "dropped by the ABORT marker")
+
+	require.NoError(t, s.UnloadPartition(0))
+	require.NoError(t, s.LoadPartition(0))
+	require.Equal(t, int64(10), fetchOne(t, s, true).Offset, "loaded again, the markers decide as they did")
 }

@@ -73,8 +73,9 @@ func (sp *servicePartition) checkEpoch(p Producer) error {
 	return nil
 }
 
-// appendTxn appends a producer's records in a transactional batch.
-func (sp *servicePartition) appendTxn(p Producer, recs []segment.Record) (log.AppendResult, error) {
+// appendTxn appends a producer's records in a transactional batch with
+// appendBatch.
+func (sp *servicePartition) appendTxn(p Producer, recs []segment.Record, appendBatch func(segment.Batch) (log.AppendResult, error)) (log.AppendResult, error) {
 	sp.pmu.Lock()
 	defer sp.pmu.Unlock()
 	seq := int32(0)
@@ -88,7 +89,7 @@ func (sp *servicePartition) appendTxn(p Producer, recs []segment.Record) (log.Ap
 	if err != nil {
 		return log.AppendResult{}, err
 	}
-	res, err := sp.p.AppendBatch(b)
+	res, err := appendBatch(b)
 	if err != nil {
 		return res, err
 	}
@@ -106,7 +107,7 @@ func (s *Service) TxnCommitOffsets(ctx context.Context, req TxnOffsetCommitReque
 	part := s.partitionOf(req.GroupID)
 	return do[*TxnOffsetCommitResponse](ctx, s, req.GroupID, func(c *Coordinator, id RequestID) {
 		err := s.parts[part].checkEpoch(req.Producer)
-		if err == nil && s.repl != nil {
+		if err == nil && s.repl != nil && s.replBatch == nil {
 			err = errTxnReplicated(s, s.parts[part])
 		}
 		if err != nil {
@@ -183,7 +184,7 @@ func (s *Service) writeMarker(sp *servicePartition, producer Producer, b segment
 		err = fmt.Errorf("%w: offsets log %s-%d: transaction marker of producer %d: %w", ErrNotCoordinator, s.topic, sp.p.ID(), producer.ID, err)
 		sp.c.Unload()
 		deliver(sp.waiting, sp.c.Ready().Responses, err)
-		if lerr := s.load(sp); lerr != nil {
+		if lerr := s.reload(sp, err); lerr != nil {
 			sp.err = lerr
 		}
 		return err
@@ -201,10 +202,16 @@ func (s *Service) writeMarker(sp *servicePartition, producer Producer, b segment
 // appendMarker appends a marker batch, durably, and reports it to the
 // coordinator.
 func (s *Service) appendMarker(sp *servicePartition, producerID int64, b segment.Batch, commit bool) error {
-	if s.repl != nil {
+	var res log.AppendResult
+	var err error
+	switch {
+	case s.repl == nil:
+		res, err = sp.p.AppendMarker(b)
+	case s.replBatch != nil:
+		res, err = s.replBatch(sp.p.ID(), b)
+	default:
 		return errTxnReplicated(s, sp)
 	}
-	res, err := sp.p.AppendMarker(b)
 	if err != nil {
 		return err
 	}

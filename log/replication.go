@@ -59,6 +59,9 @@ func (l *Log) AdvanceHighWatermark(offset int64) (int64, error) {
 		return hw, nil
 	}
 	l.hw.Store(offset)
+	// Completed transactions whose marker it passed stop holding the last
+	// stable offset back, as after SetHighWatermark.
+	l.hwMovedLocked()
 	l.notify()
 	return offset, nil
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strandlog/strand/idempotence"
 	"github.com/strandlog/strand/segment"
 	"github.com/strandlog/strand/vfs"
 	"github.com/stretchr/testify/require"
@@ -339,4 +340,51 @@ func TestOffsetsTogether(t *testing.T) {
 	require.NoError(t, l.Close())
 	_, _, _, err = l.Offsets()
 	require.ErrorIs(t, err, ErrClosed)
+}
+
+// A replica's high watermark moves by AdvanceHighWatermark on a leader and
+// SetHighWatermark on a follower; either way, once it passes a
+// transaction's marker, the transaction stops holding the last stable
+// offset back (Kafka's UnifiedLog.updateHighWatermarkMetadata calls
+// producerStateManager.onHighWatermarkUpdated on every move). A leader of
+// package replica appends its batches and markers with AppendReplicated,
+// as its followers do.
+func TestHighWatermarkMovesReleaseCompletedTransactions(t *testing.T) {
+	moves := map[string]func(p *Partition, offset int64) (int64, error){
+		"AdvanceHighWatermark": (*Partition).AdvanceHighWatermark,
+		"SetHighWatermark":     (*Partition).SetHighWatermark,
+	}
+	for name, move := range moves {
+		t.Run(name, func(t *testing.T) {
+			opts := dirOptions(newMemFS(t))
+			opts.Log.ExternalHighWatermark = true
+			d, err := OpenDir("/data/node", opts)
+			require.NoError(t, err)
+			defer d.Close()
+			require.NoError(t, d.CreateTopic("orders", TopicConfig{Partitions: 1}))
+			p, err := d.Partition("orders", 0)
+			require.NoError(t, err)
+
+			data := producerBatch(t, 7, 0, 0, 3, true)
+			data.SetBaseOffset(0)
+			_, err = p.AppendReplicated(data)
+			require.NoError(t, err)
+			commit := marker(t, 7, 0, idempotence.MarkerCommit, 0)
+			commit.SetBaseOffset(3)
+			_, err = p.AppendReplicated(commit)
+			require.NoError(t, err)
+
+			_, err = move(p, 3)
+			require.NoError(t, err)
+			lso, err := p.LastStableOffset()
+			require.NoError(t, err)
+			require.EqualValues(t, 0, lso, "the marker is not below the high watermark yet")
+
+			_, err = move(p, 4)
+			require.NoError(t, err)
+			lso, err = p.LastStableOffset()
+			require.NoError(t, err)
+			require.EqualValues(t, 4, lso, "the committed transaction is stable once the high watermark passes its marker")
+		})
+	}
 }

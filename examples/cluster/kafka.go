@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/strandlog/strand/examples/kafka/broker"
+	"github.com/strandlog/strand/group"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/replica"
 	"github.com/strandlog/strand/replica/controller"
@@ -40,7 +41,9 @@ type kafkaCluster struct {
 	mu       sync.Mutex
 	inFlight map[producerKey]*producerLock // see Append
 
-	groups *groupLoader // started by OpenGroups
+	groups       *groupLoader    // started by OpenGroups
+	groupService *group.Service  // opened by OpenGroups
+	txn          *txnCoordinator // started by openTxns
 }
 
 // producerLock holds a producer's batches to a partition to one at a
@@ -191,14 +194,19 @@ func (kc *kafkaCluster) Log(topic string, id int32) (*log.Partition, error) {
 // queued: a retry then finds a node that no longer leads, or, after the
 // produce timeout, the write long applied.)
 func (kc *kafkaCluster) Append(ctx context.Context, topic string, id int32, acks int16, batch segment.Batch) (log.AppendResult, error) {
-	tp := controller.TopicPartition{Topic: topic, Partition: id}
 	plog, err := kc.Log(topic, id)
 	if err != nil {
 		return log.AppendResult{}, err
 	}
 	if batch.Transactional() {
-		return log.AppendResult{}, fmt.Errorf("%w: transactional batches are served by a standalone broker only", kerr.InvalidRequest)
+		return log.AppendResult{}, fmt.Errorf("%w: a transactional batch is appended with AppendTransactional", kerr.InvalidRequest)
 	}
+	return kc.appendAsLeader(ctx, controller.TopicPartition{Topic: topic, Partition: id}, plog, acks, batch)
+}
+
+// appendAsLeader produces a batch through the replica of tp, plog; see
+// Append.
+func (kc *kafkaCluster) appendAsLeader(ctx context.Context, tp controller.TopicPartition, plog *log.Partition, acks int16, batch segment.Batch) (log.AppendResult, error) {
 	if pid := batch.ProducerID(); pid >= 0 {
 		unlock := kc.lockProducer(producerKey{tp, pid})
 		defer unlock()
@@ -211,7 +219,7 @@ func (kc *kafkaCluster) Append(ctx context.Context, topic string, id int32, acks
 			return dup, kc.waitCommitted(ctx, plog, acks, dup.LastOffset)
 		}
 	}
-	res, err := kc.n.d.Produce(ctx, topic, id, replica.Acks(acks), batch)
+	res, err := kc.n.d.Produce(ctx, tp.Topic, tp.Partition, replica.Acks(acks), batch)
 	if err == nil {
 		err = res.Err
 	}
@@ -385,12 +393,16 @@ func (n *node) serveKafka() (stop func(), err error) {
 		Logger: n.log, Cluster: kc,
 	})
 	if err != nil {
-		kc.closeGroups()
+		kc.closeCoordinators()
 		return nil, err
 	}
+	// Once the group coordinator is open: markers on the offsets topic go
+	// through it.
+	kc.openTxns()
+	n.kafka.Store(kc)
 	ln, err := listen(addr)
 	if err != nil {
-		kc.closeGroups()
+		kc.closeCoordinators()
 		return nil, errors.Join(err, b.Close())
 	}
 	done := make(chan struct{})
@@ -402,7 +414,7 @@ func (n *node) serveKafka() (stop func(), err error) {
 	}()
 	n.log.Info("serving Kafka", "addr", addr)
 	return func() {
-		kc.closeGroups()
+		kc.closeCoordinators()
 		if err := b.Close(); err != nil {
 			n.log.Warn("closing the kafka broker", "err", err)
 		}

@@ -30,11 +30,12 @@ const (
 )
 
 // replicaTopicConfig is the configuration of a node's replicas of a
-// topic: the offsets topic is compacted and keeps every segment
-// (cleanup.policy=compact, as the group.Service wants it).
+// topic: the offsets and transaction state topics are compacted and keep
+// every segment (cleanup.policy=compact, as the group.Service and the
+// transaction coordinator want it).
 func replicaTopicConfig(name string, partitions int32) log.TopicConfig {
 	cfg := log.TopicConfig{Partitions: partitions, Fsync: log.FsyncAlways()}
-	if name == group.OffsetsTopic {
+	if name == group.OffsetsTopic || name == log.TransactionStateTopic {
 		cfg.Compact = log.Compacted
 		cfg.Retention = log.Retention{Age: log.Unlimited, Bytes: log.Unlimited}
 	}
@@ -53,11 +54,12 @@ type groupLoader struct {
 // leaders; closeGroups stops that.
 func (kc *kafkaCluster) OpenGroups(opts group.ServiceOptions) (*group.Service, error) {
 	opts.Topic, opts.Partitions = group.OffsetsTopic, offsetsPartitions
-	opts.Unloaded, opts.Append = true, kc.appendOffsets
+	opts.Unloaded, opts.Append, opts.AppendBatch = true, kc.appendOffsets, kc.appendOffsetsBatch
 	s, err := group.OpenService(kc.n.dir, opts)
 	if err != nil {
 		return nil, err
 	}
+	kc.groupService = s
 	ctx, cancel := context.WithCancel(context.Background())
 	kc.groups = &groupLoader{stop: cancel, done: make(chan struct{})}
 	go func() {
@@ -65,6 +67,14 @@ func (kc *kafkaCluster) OpenGroups(opts group.ServiceOptions) (*group.Service, e
 		kc.followOffsetsLeaders(ctx, s)
 	}()
 	return s, nil
+}
+
+// closeCoordinators stops the transaction and group coordinators'
+// following of their partitions' leaders, the transaction coordinator's
+// first: it writes markers through the group coordinator.
+func (kc *kafkaCluster) closeCoordinators() {
+	kc.closeTxns()
+	kc.closeGroups()
 }
 
 // closeGroups stops following the offsets partitions' leaders.
@@ -78,12 +88,7 @@ func (kc *kafkaCluster) closeGroups() {
 // GroupCoordinatorFor is the leader of the group's offsets partition, if
 // it is live.
 func (kc *kafkaCluster) GroupCoordinatorFor(groupID string) int32 {
-	v := kc.current()
-	p := v.partitions[controller.TopicPartition{Topic: group.OffsetsTopic, Partition: group.PartitionFor(groupID, offsetsPartitions)}]
-	if p == nil || p.Leader == replica.NoNode || !v.live[p.Leader] {
-		return -1
-	}
-	return int32(p.Leader)
+	return kc.liveLeader(controller.TopicPartition{Topic: group.OffsetsTopic, Partition: group.PartitionFor(groupID, offsetsPartitions)})
 }
 
 // appendOffsets appends the coordinator's records to an offsets partition
@@ -94,9 +99,24 @@ func (kc *kafkaCluster) appendOffsets(partition int32, recs []segment.Record) (l
 	if err != nil {
 		return log.AppendResult{}, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(11*kc.n.cfg.lag)*kc.n.cfg.tick) // past the replica's ProduceTimeout
+	return kc.appendOffsetsBatch(partition, batch)
+}
+
+// appendOffsetsBatch appends a batch the group coordinator built (its
+// records, a transactional producer's offsets, or a transaction marker)
+// as appendOffsets does. The replica's append checks no producer state,
+// as Kafka's coordinator append (AppendOrigin.COORDINATOR) checks no
+// sequence; the Service fences old producer epochs itself.
+func (kc *kafkaCluster) appendOffsetsBatch(partition int32, batch segment.Batch) (log.AppendResult, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), kc.produceTimeout())
 	defer cancel()
-	res, err := kc.n.d.Produce(ctx, group.OffsetsTopic, partition, replica.Acks(-1), batch)
+	return kc.produceCommitted(ctx, group.OffsetsTopic, partition, batch)
+}
+
+// produceCommitted appends a batch to a partition this node leads and
+// returns once it is committed (acks=all), or the error as Kafka's.
+func (kc *kafkaCluster) produceCommitted(ctx context.Context, topic string, partition int32, batch []byte) (log.AppendResult, error) {
+	res, err := kc.n.d.Produce(ctx, topic, partition, replica.Acks(-1), batch)
 	if err == nil {
 		err = res.Err
 	}
@@ -115,9 +135,7 @@ func (kc *kafkaCluster) followOffsetsLeaders(ctx context.Context, s *group.Servi
 	loaded := map[int32]int32{} // partition: the leader epoch it was loaded in
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
-	if _, ok := kc.current().topics[group.OffsetsTopic]; !ok {
-		kc.createOffsetsTopic(ctx)
-	}
+	kc.createInternalTopic(ctx, group.OffsetsTopic, offsetsPartitions, offsetsReplicationFactor)
 	for {
 		v := kc.current()
 		for id := range int32(offsetsPartitions) {
@@ -158,17 +176,16 @@ func (kc *kafkaCluster) logGroups(err error, what string, partition, epoch int32
 	kc.n.log.Info("kafka: offsets partition "+what, "partition", partition, "epoch", epoch)
 }
 
-// createOffsetsTopic asks the active controller for the offsets topic,
-// as Kafka's broker creates it on the first FindCoordinator, until this
-// node's metadata has it (a restarted node may not have replayed it yet:
-// the controller may then refuse the request for lack of live brokers) or
-// ctx ends.
-func (kc *kafkaCluster) createOffsetsTopic(ctx context.Context) {
-	req := topicRequest{Topic: group.OffsetsTopic, Partitions: offsetsPartitions,
-		ReplicationFactor: min(offsetsReplicationFactor, len(kc.addrs))}
+// createInternalTopic asks the active controller for a coordinator's
+// topic (the offsets or the transaction state topic), as Kafka's broker
+// creates it on the first FindCoordinator, until this node's metadata has
+// it (a restarted node may not have replayed it yet: the controller may
+// then refuse the request for lack of live brokers) or ctx ends.
+func (kc *kafkaCluster) createInternalTopic(ctx context.Context, name string, partitions, rf int) {
+	req := topicRequest{Topic: name, Partitions: partitions, ReplicationFactor: min(rf, len(kc.addrs))}
 	var asked time.Time
 	for ctx.Err() == nil {
-		if _, ok := kc.current().topics[group.OffsetsTopic]; ok {
+		if _, ok := kc.current().topics[name]; ok {
 			return
 		}
 		if time.Since(asked) >= time.Second {
@@ -177,7 +194,7 @@ func (kc *kafkaCluster) createOffsetsTopic(ctx context.Context) {
 			err := kc.n.controllerClient().callRetry(actx, "/controller/topics", req, nil)
 			cancel()
 			if err != nil && !errors.Is(kafkaError(err), log.ErrTopicExists) {
-				kc.n.log.Warn("kafka: creating the offsets topic", "err", fmt.Errorf("%s: %w", group.OffsetsTopic, err))
+				kc.n.log.Warn("kafka: creating a coordinator's topic", "err", fmt.Errorf("%s: %w", name, err))
 			}
 		}
 		select {

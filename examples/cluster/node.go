@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -83,6 +84,10 @@ type node struct {
 	// registration, NoBrokerEpoch until the control loop publishes one.
 	pendingEpoch int64
 	wake         chan struct{}
+
+	// kafka is the node as its Kafka broker's Cluster, once it serves
+	// Kafka: the transaction requests between nodes go to it.
+	kafka atomic.Pointer[kafkaCluster]
 
 	brokerEpoch int64 // owned by the heartbeat loop
 	// incarnation is this start of the node (Kafka's incarnation ID): the

@@ -96,6 +96,7 @@ func (n *node) routes() *http.ServeMux {
 		writeJSON(w, rep)
 	})
 	n.controllerRoutes(mux)
+	n.txnRoutes(mux)
 	mux.HandleFunc("POST /produce", n.produce)
 	mux.HandleFunc("GET /consume", n.consume)
 	mux.HandleFunc("GET /local", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, n.localLogs()) })

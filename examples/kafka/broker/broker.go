@@ -83,8 +83,9 @@
 // Cluster.GroupCoordinator says, and the group requests another broker
 // receives are answered NOT_COORDINATOR; a Cluster that replicates them
 // (ReplicatedGroups) has each group coordinated by the leader of its
-// offsets partition instead. Transactions are served by a
-// standalone broker only (their markers would have to be replicated).
+// offsets partition instead. Transactions are served by a standalone
+// broker, or by a Cluster that replicates their coordinators
+// (ReplicatedTransactions).
 package broker
 
 import (

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/group"
+	"github.com/strandlog/strand/idempotence"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/segment"
 )
@@ -132,6 +134,57 @@ type ConfigEntry struct {
 	Name, Value string
 	// Set says the config is set on the topic; else it is a default.
 	Set bool
+}
+
+// TxnCoordinator is a transaction coordinator as the broker serves Kafka's
+// transaction requests with it: a standalone broker's is its Dir's
+// log.Transactions, a ReplicatedTransactions cluster's its own. Errors wrap
+// the Kafka error to answer (kerr, or an idempotence error's code).
+type TxnCoordinator interface {
+	InitProducerID(txnID string, timeout time.Duration) (idempotence.ProducerIDAndEpoch, error)
+	ReinitProducerID(txnID string, timeout time.Duration, current idempotence.ProducerIDAndEpoch) (idempotence.ProducerIDAndEpoch, error)
+	AddPartitions(txnID string, producer idempotence.ProducerIDAndEpoch, partitions ...idempotence.TopicPartition) error
+	EndTxn(txnID string, producer idempotence.ProducerIDAndEpoch, commit bool) (idempotence.ProducerIDAndEpoch, error)
+	// Describe and List answer the transactional ids this broker
+	// coordinates.
+	Describe(txnID string) (idempotence.TxnRecord, bool)
+	List() []idempotence.TxnRecord
+}
+
+var _ TxnCoordinator = (*log.Transactions)(nil)
+
+// ReplicatedTransactions is a Cluster that keeps the transaction
+// coordinators' state in a replicated transaction state topic, as Kafka
+// does (TransactionCoordinator, TransactionStateManager): a transactional
+// id's coordinator is the leader of the state partition its id hashes to,
+// and the coordinator writes its markers through each partition's leader
+// (TransactionMarkerChannelManager). A broker given one serves the
+// transaction requests with Transactions, which answers NOT_COORDINATOR or
+// COORDINATOR_LOAD_IN_PROGRESS for the ids this broker does not
+// coordinate, and a transactional produce with AppendTransactional. Its
+// groups are replicated too (ReplicatedGroups), and their Service takes
+// offsets committed in a transaction (group.ServiceOptions.AppendBatch).
+type ReplicatedTransactions interface {
+	Cluster
+	// Transactions returns this broker's transaction coordinator.
+	Transactions() TxnCoordinator
+	// TransactionCoordinatorFor returns the broker that coordinates
+	// transactional id txnID, or -1 if none is live.
+	TransactionCoordinatorFor(txnID string) int32
+	// AppendTransactional appends a transactional batch of the producer
+	// with transactional id txnID to a partition this node leads, as
+	// Append does, once txnID's coordinator has the partition in the
+	// producer's open transaction: with addPartition (Produce v12+,
+	// KIP-890 part 2) the partition is added to it first; without, the
+	// coordinator must have it already (KIP-890 part 1's verification),
+	// or the batch is INVALID_TXN_STATE.
+	AppendTransactional(ctx context.Context, txnID string, addPartition bool, topic string, partition int32, acks int16, batch segment.Batch) (log.AppendResult, error)
+	// AddToTransaction adds tp to the open transaction of producer, whose
+	// transactional id is txnID, at the id's coordinator wherever it is,
+	// or with verifyOnly checks that tp is in it: a group coordinator does
+	// so for a TxnOffsetCommit (KIP-890). The coordinator's absence is
+	// COORDINATOR_NOT_AVAILABLE.
+	AddToTransaction(ctx context.Context, txnID string, producer idempotence.ProducerIDAndEpoch, tp idempotence.TopicPartition, verifyOnly bool) error
 }
 
 // BrokerAddr is a broker and where Kafka clients reach it.

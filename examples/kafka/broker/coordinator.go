@@ -77,8 +77,13 @@ func (b *Broker) coordinator(r *request, typ int8, key string) (BrokerAddr, erro
 		if coordinator, ok = b.brokerAddr(id); !ok {
 			err = fmt.Errorf("%w: no live broker coordinates group %q", kerr.CoordinatorNotAvailable, key)
 		}
-	case 1: // transaction: the Dir's log.Transactions
-		if _, err = b.txns(); err == nil {
+	case 1: // transaction: the leader of the id's state partition, or the Dir's log.Transactions
+		if rt, ok := b.cluster.(ReplicatedTransactions); ok {
+			var ok bool
+			if coordinator, ok = b.brokerAddr(rt.TransactionCoordinatorFor(key)); !ok {
+				err = fmt.Errorf("%w: no live broker coordinates transactional id %q", kerr.CoordinatorNotAvailable, key)
+			}
+		} else if _, err = b.dirTxns(); err == nil {
 			coordinator, _ = b.brokerAddr(b.cfg.NodeID)
 		}
 	default:

@@ -63,6 +63,11 @@ func code(err error) int16 {
 	return kerr.UnknownServerError.Code
 }
 
+// ErrorCode returns Kafka's error code for err as the broker answers it:
+// 0 for nil, UNKNOWN_SERVER_ERROR for an error it does not know. A
+// Cluster that forwards requests between its nodes answers with it.
+func ErrorCode(err error) int16 { return code(err) }
+
 // message returns err's text for a response's ErrorMessage, nil for nil.
 func message(err error) *string {
 	if err == nil {

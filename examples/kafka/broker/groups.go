@@ -242,12 +242,7 @@ func (b *Broker) txnOffsetCommit(ctx context.Context, r *request) kmsg.Response 
 	req := r.body.(*kmsg.TxnOffsetCommitRequest)
 	resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
 	producer := idempotence.ProducerIDAndEpoch{ProducerID: req.ProducerID, Epoch: req.ProducerEpoch}
-	var err error
-	if req.Version >= 5 {
-		err = b.addOffsetsPartition(req.TransactionalID, producer, req.Group)
-	} else {
-		err = b.offsetsPartitionInTransaction(req.TransactionalID, producer, req.Group)
-	}
+	err := b.offsetsPartitionToTxn(ctx, req.TransactionalID, producer, req.Group, req.Version < 5)
 	var g *group.TxnOffsetCommitResponse
 	var names []string
 	if err == nil {

@@ -121,7 +121,7 @@ func (b *Broker) appendBatch(ctx context.Context, req *kmsg.ProduceRequest, topi
 	}
 	var res log.AppendResult
 	if batch.Transactional() {
-		res, err = b.appendTransactional(req.TransactionID, req.Version, p, batch)
+		res, err = b.appendTransactional(ctx, req, p, batch)
 	} else {
 		res, err = b.cluster.Append(ctx, topic, id, req.Acks, batch)
 	}

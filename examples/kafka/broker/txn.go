@@ -27,8 +27,18 @@ import (
 // transactionVersion is the finalized transaction.version feature level.
 const transactionVersion = 2
 
-// txns returns the Dir's transaction coordinator, created on first use.
-func (b *Broker) txns() (*log.Transactions, error) {
+// txns returns the transaction coordinator: a cluster's that replicates
+// it, or the Dir's, created on first use.
+func (b *Broker) txns() (TxnCoordinator, error) {
+	if rt, ok := b.cluster.(ReplicatedTransactions); ok {
+		return rt.Transactions(), nil
+	}
+	return b.dirTxns()
+}
+
+// dirTxns returns the Dir's transaction coordinator, which a standalone
+// broker only has.
+func (b *Broker) dirTxns() (*log.Transactions, error) {
 	if _, ok := b.cluster.(standalone); !ok {
 		// The coordinator writes its markers into the partitions
 		// itself: they would have to be replicated.
@@ -52,10 +62,10 @@ func (b *Broker) txns() (*log.Transactions, error) {
 // the transaction's marker is written there too, through the group
 // coordinator, which then applies or drops the offsets TxnOffsetCommit
 // staged.
-func (b *Broker) addOffsetsToTxn(_ context.Context, r *request) kmsg.Response {
+func (b *Broker) addOffsetsToTxn(ctx context.Context, r *request) kmsg.Response {
 	req := r.body.(*kmsg.AddOffsetsToTxnRequest)
 	resp := req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
-	err := b.addOffsetsPartition(req.TransactionalID, idempotence.ProducerIDAndEpoch{ProducerID: req.ProducerID, Epoch: req.ProducerEpoch}, req.Group)
+	err := b.offsetsPartitionToTxn(ctx, req.TransactionalID, idempotence.ProducerIDAndEpoch{ProducerID: req.ProducerID, Epoch: req.ProducerEpoch}, req.Group, false)
 	if err != nil {
 		b.logger.Info("broker: AddOffsetsToTxn refused", "txn", req.TransactionalID, "group", req.Group, "client", r.clientID, "err", err)
 		resp.ErrorCode = code(err)
@@ -63,32 +73,28 @@ func (b *Broker) addOffsetsToTxn(_ context.Context, r *request) kmsg.Response {
 	return resp
 }
 
-// addOffsetsPartition adds the offsets partition of groupID to the
-// transaction of producer, which has transactional id txnID.
-func (b *Broker) addOffsetsPartition(txnID string, producer idempotence.ProducerIDAndEpoch, groupID string) error {
-	t, err := b.txns()
-	if err != nil {
-		return err
-	}
+// offsetsPartitionToTxn adds the offsets partition of groupID to the
+// transaction of producer, which has transactional id txnID, or with
+// verifyOnly checks that it is in it (see inTransaction). In a cluster the
+// id's coordinator may be another broker (a TxnOffsetCommit reaches the
+// group's coordinator).
+func (b *Broker) offsetsPartitionToTxn(ctx context.Context, txnID string, producer idempotence.ProducerIDAndEpoch, groupID string, verifyOnly bool) error {
 	topic, partition, err := b.groups.TxnCommitter().TxnOffsetsPartition(groupID)
 	if err != nil {
 		return err
 	}
-	return t.AddPartitions(txnID, producer, idempotence.TopicPartition{Topic: topic, Partition: partition})
-}
-
-// offsetsPartitionInTransaction checks that the offsets partition of
-// groupID is in the open transaction of producer (see inTransaction).
-func (b *Broker) offsetsPartitionInTransaction(txnID string, producer idempotence.ProducerIDAndEpoch, groupID string) error {
-	t, err := b.txns()
-	if err != nil {
-		return err
+	tp := idempotence.TopicPartition{Topic: topic, Partition: partition}
+	if rt, ok := b.cluster.(ReplicatedTransactions); ok {
+		return rt.AddToTransaction(ctx, txnID, producer, tp, verifyOnly)
 	}
-	topic, partition, err := b.groups.TxnCommitter().TxnOffsetsPartition(groupID)
-	if err != nil {
+	t, err := b.dirTxns()
+	switch {
+	case err != nil:
 		return err
+	case verifyOnly:
+		return inTransaction(t, txnID, producer, tp)
 	}
-	return inTransaction(t, txnID, producer, idempotence.TopicPartition{Topic: topic, Partition: partition})
+	return t.AddPartitions(txnID, producer, tp)
 }
 
 // initTransactionalProducerID answers an InitProducerId that names a
@@ -156,7 +162,7 @@ func (b *Broker) addPartitionsToTxn(_ context.Context, r *request) kmsg.Response
 	if len(refused) > 0 {
 		err = kerr.OperationNotAttempted
 	} else {
-		var t *log.Transactions
+		var t TxnCoordinator
 		if t, err = b.txns(); err == nil {
 			err = t.AddPartitions(req.TransactionalID, idempotence.ProducerIDAndEpoch{ProducerID: req.ProducerID, Epoch: req.ProducerEpoch}, tps...)
 		}
@@ -215,6 +221,13 @@ func (b *Broker) describeTransactions(_ context.Context, r *request) kmsg.Respon
 			resp.TransactionStates = append(resp.TransactionStates, s)
 			continue
 		}
+		if rt, ok := b.cluster.(ReplicatedTransactions); ok && rt.TransactionCoordinatorFor(id) != b.cfg.NodeID {
+			// Another broker's coordinator has it (Kafka's
+			// TransactionStateManager answers NOT_COORDINATOR).
+			s.ErrorCode = kerr.NotCoordinator.Code
+			resp.TransactionStates = append(resp.TransactionStates, s)
+			continue
+		}
 		rec, ok := t.Describe(id)
 		if !ok || rec.State == idempotence.TxnDead {
 			s.ErrorCode = kerr.TransactionalIDNotFound.Code
@@ -247,13 +260,18 @@ func (b *Broker) describeTransactions(_ context.Context, r *request) kmsg.Respon
 // a producer (AddPartitionsToTxnManager and ReplicaManager): PRODUCER_FENCED
 // is INVALID_PRODUCER_EPOCH (research T9, T17); CONCURRENT_TRANSACTIONS,
 // which a producer of transactions version 2 retries, stays as it is.
-func (b *Broker) appendTransactional(txnID *string, version int16, p *log.Partition, batch segment.Batch) (log.AppendResult, error) {
+func (b *Broker) appendTransactional(ctx context.Context, req *kmsg.ProduceRequest, p *log.Partition, batch segment.Batch) (log.AppendResult, error) {
+	txnID, version := req.TransactionID, req.Version
 	if txnID == nil {
 		// Kafka checks the producer may write as txnID before anything
 		// else, and a null id may not.
 		return log.AppendResult{}, fmt.Errorf("%w: a transactional batch in a produce request without a transactional id", kerr.TransactionalIDAuthorizationFailed)
 	}
-	t, err := b.txns()
+	if rt, ok := b.cluster.(ReplicatedTransactions); ok {
+		res, err := rt.AppendTransactional(ctx, *txnID, version >= 12, p.Topic(), p.ID(), req.Acks, batch)
+		return res, leaderAnswer(err)
+	}
+	t, err := b.dirTxns()
 	if err != nil {
 		return log.AppendResult{}, err
 	}
@@ -265,10 +283,16 @@ func (b *Broker) appendTransactional(txnID *string, version int16, p *log.Partit
 		return p.AppendBatch(batch)
 	}
 	res, err := t.AppendBatch(*txnID, p, batch)
-	if errors.Is(err, idempotence.ErrProducerFenced) {
-		err = fmt.Errorf("%w: %v", kerr.InvalidProducerEpoch, err)
+	return res, leaderAnswer(err)
+}
+
+// leaderAnswer is the coordinator's answer err as a partition leader gives
+// it to a producer: PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH.
+func leaderAnswer(err error) error {
+	if errors.Is(err, idempotence.ErrProducerFenced) || errors.Is(err, kerr.ProducerFenced) {
+		return fmt.Errorf("%w: %v", kerr.InvalidProducerEpoch, err)
 	}
-	return res, err
+	return err
 }
 
 // inTransaction checks that producer has an open transaction with txnID
@@ -276,7 +300,7 @@ func (b *Broker) appendTransactional(txnID *string, version int16, p *log.Partit
 // no hazard: its marker, written first, carries the bumped epoch, and the
 // partition (or the group coordinator, for offsets) then refuses the
 // older one, so no transaction is left open by it.
-func inTransaction(t *log.Transactions, txnID string, producer idempotence.ProducerIDAndEpoch, tp idempotence.TopicPartition) error {
+func inTransaction(t TxnCoordinator, txnID string, producer idempotence.ProducerIDAndEpoch, tp idempotence.TopicPartition) error {
 	rec, ok := t.Describe(txnID)
 	switch {
 	case !ok || rec.ProducerID != producer.ProducerID:
