@@ -30,10 +30,17 @@ const testSessionTimeout = 2 * time.Second
 
 func newConsumerEnv(t *testing.T, topics map[string]int32) *consumerEnv {
 	t.Helper()
+	return newConsumerEnvAt(t, topics, nil)
+}
+
+// newConsumerEnvAt is newConsumerEnv with the Service on clock now (nil
+// for time.Now).
+func newConsumerEnvAt(t *testing.T, topics map[string]int32, now func() time.Time) *consumerEnv {
+	t.Helper()
 	d, err := log.OpenDir("/data", log.DirOptions{Log: log.Options{FS: newMemDataFS(t), MaxIndexBytes: 1024}, MaintenanceInterval: -1})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, d.Close()) })
-	s, err := OpenService(d, ServiceOptions{Partitions: 3, Config: Config{InitialRebalanceDelay: -1, MinSessionTimeout: 100 * time.Millisecond}})
+	s, err := OpenService(d, ServiceOptions{Partitions: 3, Now: now, Config: Config{InitialRebalanceDelay: -1, MinSessionTimeout: 100 * time.Millisecond}})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
 	e := &consumerEnv{t, d, s}
@@ -182,15 +189,32 @@ func TestConsumerRejectsBadOptions(t *testing.T) {
 // The background goroutine heartbeats while the handler is slower than the
 // session timeout (KIP-62), so the member keeps its generation and its
 // partitions; after Close no goroutine of the consumer is left.
+//
+// The coordinator's clock is the test's: it moves a third of a session at
+// a time, each once the coordinator has had a heartbeat at the time before,
+// so that three session timeouts pass without a Poll, and a process
+// descheduled for longer than a session (a loaded CI machine) cannot
+// expire the member.
 func TestConsumerKeepsMembershipThroughSlowHandler(t *testing.T) {
-	e := newConsumerEnv(t, map[string]int32{"t": 2})
+	const session = 300 * time.Millisecond
+	var mu sync.Mutex
+	now := epoch
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	e := newConsumerEnvAt(t, map[string]int32{"t": 2}, clock)
 	lost := 0
-	c := e.consumer(ConsumerOptions{Topics: []string{"t"}, SessionTimeout: 300 * time.Millisecond, HeartbeatInterval: 30 * time.Millisecond,
+	c := e.consumer(ConsumerOptions{Topics: []string{"t"}, SessionTimeout: session, HeartbeatInterval: 30 * time.Millisecond,
 		OnLost: func(context.Context, *Consumer, []TopicPartition) { lost++ }})
 	e.produce("t", 0, 3)
 	pollN(t, c, 3)
 	id, gen := c.Generation()
-	time.Sleep(time.Second) // a slow handler: three session timeouts
+	for range 9 { // a slow handler: three session timeouts
+		at := clock()
+		require.Eventually(t, func() bool { return e.sessionDeadline("g", id).Equal(at.Add(session)) }, 10*time.Second, time.Millisecond,
+			"a heartbeat at %v", at.Sub(epoch))
+		mu.Lock()
+		now = now.Add(session / 3)
+		mu.Unlock()
+	}
 	e.produce("t", 1, 2)
 	ms := pollN(t, c, 2)
 	require.Equal(t, tps("t", 1, 1), []TopicPartition{ms[0].TopicPartition, ms[1].TopicPartition})
@@ -203,6 +227,19 @@ func TestConsumerKeepsMembershipThroughSlowHandler(t *testing.T) {
 		"goroutines of the consumer outlive Close: %s", consumerGoroutines())
 	_, err := c.Poll(context.Background())
 	require.ErrorIs(t, err, ErrConsumerClosed)
+}
+
+// sessionDeadline returns when the coordinator expires a member's session
+// unless a heartbeat comes first; the zero time if it has no session timer.
+func (e *consumerEnv) sessionDeadline(group, memberID string) time.Time {
+	sp := e.s.parts[e.s.partitionOf(group)]
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	tm := sp.c.timers.byKey[timerKey{timerHeartbeat, group, memberID}]
+	if tm == nil {
+		return time.Time{}
+	}
+	return time.UnixMilli(tm.deadline)
 }
 
 // consumerGoroutines returns the stacks of the goroutines running a
