@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -16,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/strandlog/strand/internal/loopback"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/replica"
 )
@@ -53,7 +53,7 @@ func runNode(cfg nodeConfig) error {
 		return err
 	}
 
-	ln, err := net.Listen("tcp", cfg.peers[cfg.id])
+	ln, err := loopback.Listen(cfg.peers[cfg.id])
 	if err != nil {
 		return err
 	}
