@@ -17,6 +17,7 @@ import (
 
 	"github.com/strandlog/strand/examples/kafka/broker"
 	"github.com/strandlog/strand/group"
+	"github.com/strandlog/strand/internal/loopback"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/replica"
 	"github.com/strandlog/strand/replica/controller"
@@ -369,7 +370,7 @@ func (n *node) serveKafka() (stop func(), err error) {
 		kc.closeGroups()
 		return nil, err
 	}
-	ln, err := listen(addr)
+	ln, err := loopback.Listen(addr)
 	if err != nil {
 		kc.closeGroups()
 		return nil, errors.Join(err, b.Close())
