@@ -30,10 +30,17 @@ const testSessionTimeout = 2 * time.Second
 
 func newConsumerEnv(t *testing.T, topics map[string]int32) *consumerEnv {
 	t.Helper()
+	return newConsumerEnvAt(t, topics, nil)
+}
+
+// newConsumerEnvAt is newConsumerEnv with the Service on clock now (nil
+// for time.Now).
+func newConsumerEnvAt(t *testing.T, topics map[string]int32, now func() time.Time) *consumerEnv {
+	t.Helper()
 	d, err := log.OpenDir("/data", log.DirOptions{Log: log.Options{FS: newMemDataFS(t), MaxIndexBytes: 1024}, MaintenanceInterval: -1})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, d.Close()) })
-	s, err := OpenService(d, ServiceOptions{Partitions: 3, Config: Config{InitialRebalanceDelay: -1, MinSessionTimeout: 100 * time.Millisecond}})
+	s, err := OpenService(d, ServiceOptions{Partitions: 3, Now: now, Config: Config{InitialRebalanceDelay: -1, MinSessionTimeout: 100 * time.Millisecond}})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
 	e := &consumerEnv{t, d, s}
@@ -182,15 +189,32 @@ func TestConsumerRejectsBadOptions(t *testing.T) {
 // The background goroutine heartbeats while the handler is slower than the
 // session timeout (KIP-62), so the member keeps its generation and its
 // partitions; after Close no goroutine of the consumer is left.
+//
+// The coordinator's clock is the test's: it moves a third of a session at
+// a time, each once the coordinator has had a heartbeat at the time before,
+// so that three session timeouts pass without a Poll, and a process
+// descheduled for longer than a session (a loaded CI machine) cannot
+// expire the member.
 func TestConsumerKeepsMembershipThroughSlowHandler(t *testing.T) {
-	e := newConsumerEnv(t, map[string]int32{"t": 2})
+	const session = 300 * time.Millisecond
+	var mu sync.Mutex
+	now := epoch
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	e := newConsumerEnvAt(t, map[string]int32{"t": 2}, clock)
 	lost := 0
-	c := e.consumer(ConsumerOptions{Topics: []string{"t"}, SessionTimeout: 300 * time.Millisecond, HeartbeatInterval: 30 * time.Millisecond,
+	c := e.consumer(ConsumerOptions{Topics: []string{"t"}, SessionTimeout: session, HeartbeatInterval: 30 * time.Millisecond,
 		OnLost: func(context.Context, *Consumer, []TopicPartition) { lost++ }})
 	e.produce("t", 0, 3)
 	pollN(t, c, 3)
 	id, gen := c.Generation()
-	time.Sleep(time.Second) // a slow handler: three session timeouts
+	for range 9 { // a slow handler: three session timeouts
+		at := clock()
+		require.Eventually(t, func() bool { return e.sessionDeadline("g", id).Equal(at.Add(session)) }, 10*time.Second, time.Millisecond,
+			"a heartbeat at %v", at.Sub(epoch))
+		mu.Lock()
+		now = now.Add(session / 3)
+		mu.Unlock()
+	}
 	e.produce("t", 1, 2)
 	ms := pollN(t, c, 2)
 	require.Equal(t, tps("t", 1, 1), []TopicPartition{ms[0].TopicPartition, ms[1].TopicPartition})
@@ -203,6 +227,19 @@ func TestConsumerKeepsMembershipThroughSlowHandler(t *testing.T) {
 		"goroutines of the consumer outlive Close: %s", consumerGoroutines())
 	_, err := c.Poll(context.Background())
 	require.ErrorIs(t, err, ErrConsumerClosed)
+}
+
+// sessionDeadline returns when the coordinator expires a member's session
+// unless a heartbeat comes first; the zero time if it has no session timer.
+func (e *consumerEnv) sessionDeadline(group, memberID string) time.Time {
+	sp := e.s.parts[e.s.partitionOf(group)]
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	tm := sp.c.timers.byKey[timerKey{timerHeartbeat, group, memberID}]
+	if tm == nil {
+		return time.Time{}
+	}
+	return time.UnixMilli(tm.deadline)
 }
 
 // consumerGoroutines returns the stacks of the goroutines running a
@@ -415,6 +452,10 @@ func TestConsumerPatternPicksUpNewTopics(t *testing.T) {
 // Auto commit (on by default) commits the positions of what earlier Polls
 // returned, every AutoCommitInterval; without it nothing is committed,
 // Close included.
+//
+// A Poll commits when it finds the interval passed; how long a loaded
+// machine keeps Polls apart is the machine's (one 200ms poll once ended
+// before the commit), so the test polls until the commit is there.
 func TestConsumerAutoCommit(t *testing.T) {
 	tp := TopicPartition{"t", 0}
 	for _, disable := range []bool{false, true} {
@@ -423,15 +464,18 @@ func TestConsumerAutoCommit(t *testing.T) {
 			c := e.consumer(ConsumerOptions{Topics: []string{"t"}, AutoCommitInterval: 50 * time.Millisecond, DisableAutoCommit: disable})
 			e.produce("t", 0, 5)
 			pollN(t, c, 5)
-			pollFor(t, c, 200*time.Millisecond)
 			if !disable {
-				require.Equal(t, int64(5), e.committed(tp))
+				for deadline := time.Now().Add(10 * time.Second); e.committed(tp) != 5; {
+					require.True(t, time.Now().Before(deadline), "the polled records not committed 10s after")
+					pollFor(t, c, 50*time.Millisecond)
+				}
 				e.produce("t", 0, 2)
 				pollN(t, c, 2)
 				require.NoError(t, c.Close(context.Background()))
 				require.Equal(t, int64(7), e.committed(tp), "Close commits")
 				return
 			}
+			pollFor(t, c, 200*time.Millisecond)
 			require.Equal(t, int64(-1), e.committed(tp))
 			require.NoError(t, c.Close(context.Background()))
 			require.Equal(t, int64(-1), e.committed(tp))
@@ -670,17 +714,16 @@ func TestConsumerCooperativeKeepsReadingDuringRebalance(t *testing.T) {
 			for _, tp := range aHas {
 				e.produce("t", tp.Partition, 3)
 			}
-			during := pollFor(t, a, 300*time.Millisecond)
+			if tc.reads {
+				pollN(t, a, 6) // a reads its partitions through the rebalance
+			} else {
+				require.Empty(t, pollFor(t, a, 300*time.Millisecond), "a gave up its partitions when the rebalance began")
+				require.Empty(t, a.Assigned())
+			}
 			b.mu.Lock()
 			joining := b.joining
 			b.mu.Unlock()
 			require.True(t, joining, "the rebalance is still waiting for the slow member")
-			if tc.reads {
-				require.Len(t, during, 6, "a reads its partitions through the rebalance")
-			} else {
-				require.Empty(t, during, "a gave up its partitions when the rebalance began")
-				require.Empty(t, a.Assigned())
-			}
 			pollAll(t, func() bool {
 				n := 0
 				for _, c := range []*Consumer{a, slow, b} {
@@ -788,13 +831,18 @@ func TestConsumerStaticMemberFenced(t *testing.T) {
 // (OnLost) and joins again. A static member does not send the LeaveGroup,
 // which would end its session: it stays in the group with its partitions,
 // and takes its place again when it polls.
+//
+// Only a has the short interval: b, which polls, would leave too if a
+// loaded machine kept its Polls that far apart, and the rebalance would
+// then remove a static a that did not rejoin in time.
 func TestConsumerLeavesWhenItDoesNotPoll(t *testing.T) {
 	for _, static := range []bool{false, true} {
 		t.Run(fmt.Sprint("static ", static), func(t *testing.T) {
 			e := newConsumerEnv(t, map[string]int32{"t": 2})
 			var ev events
-			opts := ConsumerOptions{Topics: []string{"t"}, SessionTimeout: time.Minute, RebalanceTimeout: 300 * time.Millisecond}
+			opts := ConsumerOptions{Topics: []string{"t"}, SessionTimeout: time.Minute, RebalanceTimeout: time.Minute}
 			aOpts := ev.options(opts)
+			aOpts.RebalanceTimeout = 300 * time.Millisecond
 			if static {
 				aOpts.InstanceID = "a"
 			}
@@ -817,7 +865,8 @@ func TestConsumerLeavesWhenItDoesNotPoll(t *testing.T) {
 			// a stops polling; b goes on.
 			start := time.Now()
 			if static {
-				pollFor(t, b, time.Second)
+				aLost := func() bool { a.mu.Lock(); defer a.mu.Unlock(); return a.lost }
+				pollInto(t, aLost, func(int, []Message) {}, b)
 				require.Contains(t, members(), idA, "a static member stays for its session")
 				require.Len(t, b.Assigned(), 1)
 			} else {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/strandlog/strand/examples/kafka/broker"
 	"github.com/strandlog/strand/group"
+	"github.com/strandlog/strand/internal/loopback"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/replica"
 	"github.com/strandlog/strand/replica/controller"
@@ -400,7 +401,7 @@ func (n *node) serveKafka() (stop func(), err error) {
 	// through it.
 	kc.openTxns()
 	n.kafka.Store(kc)
-	ln, err := listen(addr)
+	ln, err := loopback.Listen(addr)
 	if err != nil {
 		kc.closeCoordinators()
 		return nil, errors.Join(err, b.Close())

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/strandlog/strand/examples/kafka/broker"
 	"github.com/strandlog/strand/group"
+	"github.com/strandlog/strand/internal/loopback"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/replica"
 	"github.com/strandlog/strand/replica/controller"
@@ -181,7 +181,7 @@ func (n *node) run(clean bool) error {
 	if err != nil {
 		return err
 	}
-	ln, err := listen(cfg.peers[cfg.id])
+	ln, err := loopback.Listen(cfg.peers[cfg.id])
 	if err != nil {
 		return err
 	}
@@ -246,20 +246,6 @@ func (n *node) run(clean bool) error {
 // stopWithParent stops the node when the process that started it is gone
 // (killed, or a test binary that timed out), rather than leaving an orphan
 // that holds its port and data directory.
-// listen listens on addr, waiting up to five seconds while another
-// socket holds the port: a node restarted at once may find a connection
-// of its previous run's still bound to it.
-func listen(addr string) (net.Listener, error) {
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		ln, err := net.Listen("tcp", addr)
-		if err == nil || !errors.Is(err, syscall.EADDRINUSE) || time.Now().After(deadline) {
-			return ln, err
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 func stopWithParent(ctx context.Context, stop func()) {
 	parent := os.Getppid()
 	for {

@@ -3,17 +3,16 @@ package main
 import (
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 
+	"github.com/strandlog/strand/internal/loopback"
 	"github.com/strandlog/strand/replica"
 )
 
@@ -55,7 +54,7 @@ func (s *supervisor) start(n int) error {
 	if s.withKafka && len(s.kafka) != n {
 		newKafka = n
 	}
-	addrs, err := freeAddrs(newPeers + newKafka)
+	addrs, err := loopback.Addrs(newPeers + newKafka)
 	if err != nil {
 		return err
 	}
@@ -88,58 +87,6 @@ func (s *supervisor) start(n int) error {
 		}
 	}
 	return nil
-}
-
-// freeAddrs picks n distinct free loopback addresses. Each port is held
-// until all are picked, so that two nodes never get the same one (the
-// kernel may hand a just-closed port 0 out again), and they are taken
-// below the kernel's ephemeral range where it can tell, so that the
-// nodes' own outgoing connections cannot occupy a node's port while it
-// is down.
-func freeAddrs(n int) ([]string, error) {
-	var held []net.Listener
-	defer func() {
-		for _, ln := range held {
-			ln.Close()
-		}
-	}()
-	lo, hi := portsBelowEphemeral()
-	addrs := make([]string, 0, n)
-	for tries := 0; len(addrs) < n; tries++ {
-		port := 0 // any, once the low range has failed often
-		if hi > lo && tries < 100*n {
-			port = lo + rand.IntN(hi-lo)
-		}
-		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err != nil {
-			if port == 0 {
-				return nil, err
-			}
-			continue
-		}
-		held = append(held, ln)
-		addrs = append(addrs, ln.Addr().String())
-	}
-	return addrs, nil
-}
-
-// portsBelowEphemeral returns a range of ports under the start of the
-// kernel's ephemeral range (Linux's ip_local_port_range), or an empty one
-// where it cannot be read.
-func portsBelowEphemeral() (lo, hi int) {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err != nil {
-		return 0, 0
-	}
-	f := strings.Fields(string(b))
-	if len(f) != 2 {
-		return 0, 0
-	}
-	start, err := strconv.Atoi(f[0])
-	if err != nil || start <= 12000 {
-		return 0, 0
-	}
-	return 10000, start
 }
 
 func (s *supervisor) ids() []replica.NodeID {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/strandlog/strand/internal/loopback"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/replica"
 	"github.com/strandlog/strand/segment"
@@ -37,28 +37,17 @@ type cluster struct {
 
 func (c *cluster) start() error {
 	c.procs = map[replica.NodeID]*exec.Cmd{}
-	for range c.nodes {
-		addr, err := freeAddr()
-		if err != nil {
-			return err
-		}
-		c.peers = append(c.peers, addr)
+	peers, err := loopback.Addrs(c.nodes)
+	if err != nil {
+		return err
 	}
+	c.peers = peers
 	for id := range replica.NodeID(c.nodes) {
 		if err := c.startNode(id + 1); err != nil {
 			return err
 		}
 	}
 	return c.waitISR(c.all())
-}
-
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
 }
 
 func (c *cluster) all() []replica.NodeID {

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -16,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/strandlog/strand/internal/loopback"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/replica"
 )
@@ -53,7 +53,7 @@ func runNode(cfg nodeConfig) error {
 		return err
 	}
 
-	ln, err := net.Listen("tcp", cfg.peers[cfg.id])
+	ln, err := loopback.Listen(cfg.peers[cfg.id])
 	if err != nil {
 		return err
 	}
@@ -103,12 +103,25 @@ func runNode(cfg nodeConfig) error {
 	} else {
 		go join(ctx, cfg, d)
 	}
-	srv := &http.Server{Handler: mux}
+	srv := newServer(mux)
 	go srv.Serve(ln)
 	<-ctx.Done()
-	shutdown, done := context.WithTimeout(context.Background(), 2*time.Second)
+	shutdown, done := context.WithTimeout(context.Background(), shutdownBudget)
 	defer done()
 	return srv.Shutdown(shutdown)
+}
+
+// shutdownBudget is how long a stopping node waits for the requests in
+// progress.
+const shutdownBudget = 2 * time.Second
+
+// newServer serves mux to the peers. A connection must send its first
+// request's header within half a second of opening (peers on loopback send
+// it at once): Go's HTTP client may keep a connection it dialed and never
+// used (the dial lost the race to an idle one), and Shutdown waits five
+// seconds for a connection that has sent nothing, past shutdownBudget.
+func newServer(mux http.Handler) *http.Server {
+	return &http.Server{Handler: mux, ReadHeaderTimeout: 500 * time.Millisecond}
 }
 
 // truncationLogger is the partition's log, saying when the replica

@@ -208,14 +208,17 @@ func TestKafkaErrorCodes(t *testing.T) {
 
 // TestIdleConnectionsAreClosed: a connection that sends nothing for the idle
 // timeout is closed (connections.max.idle.ms); one that keeps sending is
-// served.
+// served. The busy one sends every 20ms, far inside the timeout: a 100ms
+// sleep against 300ms was seen to take over 300ms on a loaded machine,
+// and the broker rightly closed a connection that had been idle that long.
 func TestIdleConnectionsAreClosed(t *testing.T) {
-	tb := startBroker(t, t.TempDir(), func(c *broker.Config) { c.IdleTimeout = 300 * time.Millisecond })
+	const idleTimeout = time.Second
+	tb := startBroker(t, t.TempDir(), func(c *broker.Config) { c.IdleTimeout = idleTimeout })
 	busy, idle := dial(t, tb.addr), dial(t, tb.addr)
 	start := time.Now()
-	for time.Since(start) < time.Second {
+	for time.Since(start) < 2*idleTimeout {
 		busy.servesApiVersions()
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 	}
 	idle.closedByBroker()
 	busy.servesApiVersions()
