@@ -14,8 +14,8 @@ import (
 // zig-zag varints (apache/kafka:clients/.../common/record/DefaultRecord.java):
 //
 //	length varint | attributes int8 (unused) | timestamp delta varlong |
-//	offset delta varint | key length varint (-1 = null) | key |
-//	value length varint (-1 = null) | value | header count varint | headers
+//	offset delta varint | key length varint (< 0 = null, -1 written) | key |
+//	value length varint (< 0 = null, -1 written) | value | header count varint | headers
 type Record struct {
 	// Offset is the record's absolute offset. Records fills it in;
 	// AppendBatch reads it only with BuildOptions.KeepOffsets.
@@ -405,12 +405,13 @@ func (d *recordDecoder) varint(i int, f field, lo, hi int64) (int64, error) {
 	return v, nil
 }
 
-// bytes reads a length-prefixed field of the current record; a length of
-// -1 is null if nullable.
+// bytes reads a length-prefixed field of the current record. If nullable,
+// any negative length is null, not only the -1 writers use: Kafka reads
+// them so (Utils.readBytes) and its broker stores such records as they came.
 func (d *recordDecoder) bytes(i int, f field, nullable bool) ([]byte, error) {
 	lo := int64(0)
 	if nullable {
-		lo = -1
+		lo = math.MinInt32
 	}
 	f.length = true
 	n, err := d.varint(i, f, lo, math.MaxInt32)
@@ -440,15 +441,15 @@ func varintAt(b []byte, off int) (v int64, n int) {
 	return 0, 0
 }
 
-// bytesAt decodes the nullable length-prefixed field at rec[off:]; ok is
-// false if it is not whole.
+// bytesAt decodes the nullable length-prefixed field at rec[off:], null
+// for any negative length as in bytes; ok is false if it is not whole.
 func bytesAt(rec []byte, off int) (b []byte, end int, ok bool) {
 	n, k := varintAt(rec, off)
 	off += k
 	switch {
-	case k == 0 || n < -1 || n > int64(len(rec)-off):
+	case k == 0 || n < math.MinInt32 || n > int64(len(rec)-off):
 		return nil, 0, false
-	case n == -1:
+	case n < 0:
 		return nil, off, true
 	}
 	end = off + int(n)

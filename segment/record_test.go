@@ -199,8 +199,8 @@ func TestRecordsCorrupt(t *testing.T) {
 		count   int32
 		msg     string
 	}{
-		{"key length -2", rec([]byte{0}, v(0), v(0), v(-2), v(-1), v(0)), 1,
-			"record 0 at byte 65 of the batch: key length -2 out of range [-1, 2147483647]"},
+		{"key length below int32", rec([]byte{0}, v(0), v(0), v(math.MinInt32-1), v(-1), v(0)), 1,
+			"record 0 at byte 65 of the batch: key length -2147483649 out of range [-2147483648, 2147483647]"},
 		{"value longer than the record", rec([]byte{0}, v(0), v(0), v(-1), v(10), v(0)), 1,
 			"value length 10, record has 1 bytes left"},
 		{"header count beyond bytes", rec([]byte{0}, v(0), v(0), v(-1), v(-1), v(5), v(0)), 1,
@@ -264,6 +264,41 @@ func TestRecordsStopsWhenAsked(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 3, n)
+}
+
+// Kafka reads any negative length of a key, value or header value as null,
+// not only -1 (Utils.readBytes, called by DefaultRecord.readFrom and
+// readHeaders), and its broker stores such records as they came; franz-go
+// reads them so too (kbin.Reader.VarintBytes). Strand reads them as null,
+// with either decoder, and writes them back as -1. A header key is not
+// nullable: a negative length is refused there, as Kafka refuses it.
+func TestRecordsNegativeLengthIsNull(t *testing.T) {
+	rec := func(fields ...[]byte) []byte {
+		body := bytes.Join(fields, nil)
+		return append(binary.AppendVarint(nil, int64(len(body))), body...)
+	}
+	v := func(x int64) []byte { return binary.AppendVarint(nil, x) }
+	records := append(rec([]byte{0}, v(0), v(0), v(-2), v(math.MinInt32), v(0)),
+		rec([]byte{0}, v(0), v(1), v(1), []byte("k"), v(-7), v(1), v(1), []byte("h"), v(-100))...)
+	b := rawBatch(records, 2, 1, CodecNone)
+	want := []Record{
+		{Offset: 7},
+		{Offset: 8, Key: []byte("k"), Headers: []Header{{Key: "h"}}},
+	}
+	for name, read := range map[string]func(Batch) ([]Record, error){"Records": readAll, "field by field": readCarefully} {
+		got, err := read(b)
+		require.NoError(t, err, name)
+		assert.Equal(t, want, got, name)
+		for i := range got {
+			assert.Nil(t, got[i].Value, "%s: record %d value", name, i)
+		}
+		assert.Nil(t, got[0].Key, name)
+		assert.Nil(t, got[1].Headers[0].Value, name)
+	}
+
+	_, err := lastErr(rawBatch(rec([]byte{0}, v(0), v(0), v(-1), v(-1), v(1), v(-2), v(-1)), 1, 0, CodecNone))
+	require.ErrorIs(t, err, ErrCorrupt)
+	assert.Contains(t, err.Error(), "header 0 key length -2 out of range [0, 2147483647]")
 }
 
 // rawBatch wraps a hand-made records section in a header with base offset
