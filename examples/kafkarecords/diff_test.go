@@ -702,18 +702,18 @@ func TestKafkaReadsWhatStrandAccepts(t *testing.T) {
 				t.Errorf("case %d (%s, %s): both accept, and read differently: %v\n%s", i, shape, what, d, dump(mutated))
 			}
 		case serr == nil:
-			kafkaOnly.add(kind(kerr), fmt.Sprintf("case %d (%s, %s): %v\n%s", i, shape, what, kerr, dump(mutated)))
+			kafkaOnly.add(kind(kerr)+" ["+what+"]", fmt.Sprintf("case %d (%s, %s): %v\n%s", i, shape, what, kerr, dump(mutated)))
 			t.Errorf("case %d (%s, %s): Strand accepts, Kafka refuses: %v\n%s", i, shape, what, kerr, dump(mutated))
 		case kerr == nil:
-			strandOnly.add(kind(serr), fmt.Sprintf("case %d (%s, %s): %v\n%s", i, shape, what, serr, dump(mutated)))
+			strandOnly.add(kind(serr)+" ["+what+"]", fmt.Sprintf("case %d (%s, %s): %v\n%s", i, shape, what, serr, dump(mutated)))
 		default:
 			neither++
 		}
 	}
 	fmt.Printf("mutated batches: %d (%d over 1 MiB left out); both accept %d (all read alike), both refuse %d, Kafka accepts and Strand refuses %d, Strand accepts and Kafka refuses %d\n",
 		numCases()-large, large, both, neither, total(strandOnly), total(kafkaOnly))
-	strandOnly.print(t, "  Kafka accepts, Strand refuses, by Strand's error")
-	kafkaOnly.print(t, "  Strand accepts, Kafka refuses, by Kafka's exception")
+	strandOnly.print(t, "  Kafka accepts, Strand refuses, by Strand's error [and mutation]")
+	kafkaOnly.print(t, "  Strand accepts, Kafka refuses, by Kafka's exception [and mutation]")
 	notes.print(t, "  not compared")
 }
 
