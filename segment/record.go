@@ -393,10 +393,15 @@ func (d *recordDecoder) errorf(i int, format string, args ...any) error {
 }
 
 // varint reads a zig-zag varint of the current record into [lo, hi].
+// A field whose range fits 32 bits is a varint, the others (the timestamp
+// delta) varlongs.
 func (d *recordDecoder) varint(i int, f field, lo, hi int64) (int64, error) {
 	v, n := binary.Varint(d.buf[d.off:d.end])
 	if n <= 0 {
 		return 0, d.errorf(i, "%v: bad varint", f)
+	}
+	if n > maxVarint32Len && lo >= math.MinInt32 && hi <= math.MaxInt32 {
+		return 0, d.errorf(i, "%v: bad varint: %d bytes, a 32-bit one takes at most %d", f, n, maxVarint32Len)
 	}
 	if v < lo || v > hi {
 		return 0, d.errorf(i, "%v %d out of range [%d, %d]", f, v, lo, hi)
@@ -426,6 +431,11 @@ func (d *recordDecoder) bytes(i int, f field, nullable bool) ([]byte, error) {
 	return b, nil
 }
 
+// maxVarint32Len is the longest varint Kafka reads for a 32-bit field
+// (ByteUtils.readUnsignedVarint): it refuses a longer one even if its value
+// fits, so a batch holding one could not be read by Kafka's consumers.
+const maxVarint32Len = 5
+
 // varintAt decodes the zig-zag varint of at most 9 bytes at b[off:]; n
 // is 0 if there is none. It is small enough to be inlined in the record
 // decoder's fast path, which leaves what it refuses (10-byte varints
@@ -447,7 +457,7 @@ func bytesAt(rec []byte, off int) (b []byte, end int, ok bool) {
 	n, k := varintAt(rec, off)
 	off += k
 	switch {
-	case k == 0 || n < math.MinInt32 || n > int64(len(rec)-off):
+	case k == 0 || k > maxVarint32Len || n < math.MinInt32 || n > int64(len(rec)-off):
 		return nil, 0, false
 	case n < 0:
 		return nil, off, true
@@ -462,7 +472,7 @@ func bytesAt(rec []byte, off int) (b []byte, end int, ok bool) {
 // wrong with it.
 func (d *recordDecoder) fast(r *Record) bool {
 	size, n := varintAt(d.buf, d.off)
-	if n == 0 || size < 1 || size > int64(len(d.buf)-d.off-n) {
+	if n == 0 || n > maxVarint32Len || size < 1 || size > int64(len(d.buf)-d.off-n) {
 		return false
 	}
 	rec := d.buf[d.off+n : d.off+n+int(size)]
@@ -470,7 +480,7 @@ func (d *recordDecoder) fast(r *Record) bool {
 	p := 1 + k
 	offDelta, k2 := varintAt(rec, p)
 	p += k2
-	if k == 0 || k2 == 0 || offDelta <= d.prevDelta || offDelta > d.lastOffsetDelta {
+	if k == 0 || k2 == 0 || k2 > maxVarint32Len || offDelta <= d.prevDelta || offDelta > d.lastOffsetDelta {
 		return false
 	}
 	key, p, ok := bytesAt(rec, p)

@@ -301,6 +301,48 @@ func TestRecordsNegativeLengthIsNull(t *testing.T) {
 	assert.Contains(t, err.Error(), "header 0 key length -2 out of range [0, 2147483647]")
 }
 
+// Kafka reads a record's 32-bit varints (length, offset delta, key, value
+// and header lengths, header count) from at most 5 bytes and refuses a
+// longer one even if its value would fit (ByteUtils.readUnsignedVarint); its
+// timestamp delta is a varlong of at most 10 bytes (readUnsignedVarlong). A
+// batch Strand accepted with a longer varint could not be read by Kafka's
+// consumers, so both decoders refuse it.
+func TestRecordsOverlongVarint(t *testing.T) {
+	rec := func(fields ...[]byte) []byte {
+		body := bytes.Join(fields, nil)
+		return append(binary.AppendVarint(nil, int64(len(body))), body...)
+	}
+	v := func(x int64) []byte { return binary.AppendVarint(nil, x) }
+	five := []byte{0x80, 0x80, 0x80, 0x80, 0x00} // 0 in 5 bytes, as long as Kafka reads
+	six := []byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x00}
+	ten := []byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00}
+	read := map[string]func(Batch) ([]Record, error){"Records": readAll, "field by field": readCarefully}
+	for name, tc := range map[string]struct{ ok, long []byte }{
+		"offset delta": {rec([]byte{0}, v(0), five, v(-1), v(-1), v(0)), rec([]byte{0}, v(0), six, v(-1), v(-1), v(0))},
+		"key length":   {rec([]byte{0}, v(0), v(0), five, v(-1), v(0)), rec([]byte{0}, v(0), v(0), six, v(-1), v(0))},
+		"value length": {rec([]byte{0}, v(0), v(0), v(-1), five, v(0)), rec([]byte{0}, v(0), v(0), v(-1), six, v(0))},
+		"header count": {rec([]byte{0}, v(0), v(0), v(-1), v(-1), five), rec([]byte{0}, v(0), v(0), v(-1), v(-1), six)},
+		"header key length": {rec([]byte{0}, v(0), v(0), v(-1), v(-1), v(1), five, v(-1)),
+			rec([]byte{0}, v(0), v(0), v(-1), v(-1), v(1), six, v(-1))},
+		"header value length": {rec([]byte{0}, v(0), v(0), v(-1), v(-1), v(1), v(0), five),
+			rec([]byte{0}, v(0), v(0), v(-1), v(-1), v(1), v(0), six)},
+		"record length": {append([]byte{0x8c, 0x80, 0x80, 0x80, 0x00}, rec([]byte{0}, v(0), v(0), v(-1), v(-1), v(0))[1:]...),
+			append([]byte{0x8c, 0x80, 0x80, 0x80, 0x80, 0x00}, rec([]byte{0}, v(0), v(0), v(-1), v(-1), v(0))[1:]...)},
+		"timestamp delta": {rec([]byte{0}, ten, v(0), v(-1), v(-1), v(0)), nil},
+	} {
+		for how, read := range read {
+			_, err := read(rawBatch(tc.ok, 1, 0, CodecNone))
+			require.NoError(t, err, "%s: %s", name, how)
+			if tc.long == nil {
+				continue
+			}
+			_, err = read(rawBatch(tc.long, 1, 0, CodecNone))
+			require.ErrorIs(t, err, ErrCorrupt, "%s: %s", name, how)
+			assert.Contains(t, err.Error(), "bad varint", "%s: %s", name, how)
+		}
+	}
+}
+
 // rawBatch wraps a hand-made records section in a header with base offset
 // 7 and a valid CRC.
 func rawBatch(records []byte, count, lastOffsetDelta int32, c Codec) Batch {
