@@ -769,3 +769,34 @@ func TestBytesAfterCompressedRecords(t *testing.T) {
 		}
 	}
 }
+
+// TestOverlongVarints: Kafka reads a record's 32-bit varints (record
+// length, offset delta, key, value and header lengths, header count) from at
+// most 5 bytes and throws on a longer one, even if its value fits
+// (ByteUtils.readUnsignedVarint), and its timestamp delta from at most 10.
+// Strand must refuse what Kafka refuses: a batch Strand stored could not be
+// read by Kafka's consumers otherwise.
+func TestOverlongVarints(t *testing.T) {
+	h := harness(t)
+	padded := []byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x00} // 0, in 6 bytes
+	v := func(x int64) []byte { return binary.AppendVarint(nil, x) }
+	for name, body := range map[string][][]byte{
+		"offset delta": {{0}, v(0), padded, v(-1), v(-1), v(0)},
+		"key length":   {{0}, v(0), v(0), padded, v(-1), v(0)},
+		"value length": {{0}, v(0), v(0), v(-1), padded, v(0)},
+		"header count": {{0}, v(0), v(0), v(-1), v(-1), padded},
+	} {
+		raw, err := segment.AppendBatch(nil, []segment.Record{{Timestamp: 5}}, segment.BuildOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := bytes.Join(body, nil)
+		raw = withTrailer(raw[:segment.HeaderSize], append(v(int64(len(rec))), rec...))
+		if _, err := h.Read(raw); err == nil {
+			t.Fatalf("%s in 6 bytes: Kafka reads it", name)
+		}
+		if _, err := StrandView(raw); !errors.Is(err, segment.ErrCorrupt) {
+			t.Errorf("%s in 6 bytes: Kafka refuses it, Strand reads it (%v)", name, err)
+		}
+	}
+}
