@@ -12,21 +12,12 @@ import org.apache.kafka.common.protocol.ObjectSerializationCache;
 import org.apache.kafka.common.protocol.Readable;
 import org.apache.kafka.common.protocol.Writable;
 
-public class EndTxnMarker extends NotGenerated {
-    public static final short LOWEST_SUPPORTED_VERSION = 0;
-    public static final short HIGHEST_SUPPORTED_VERSION = 0;
-
+public class EndTxnMarker extends VersionZeroData {
     private int coordinatorEpoch;
 
     public EndTxnMarker() { }
 
     public EndTxnMarker(Readable readable, short version) { read(readable, version); }
-
-    @Override
-    public short lowestSupportedVersion() { return LOWEST_SUPPORTED_VERSION; }
-
-    @Override
-    public short highestSupportedVersion() { return HIGHEST_SUPPORTED_VERSION; }
 
     @Override
     public void read(Readable readable, short version) { coordinatorEpoch = readable.readInt(); }
