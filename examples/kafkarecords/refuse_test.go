@@ -2,14 +2,18 @@ package kafkarecords
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"math/rand/v2"
 	"regexp"
 	"slices"
 	"testing"
+
+	"github.com/pierrec/lz4/v4"
 
 	"github.com/strandlog/strand/segment"
 )
@@ -23,7 +27,26 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 func mutate(r *rand.Rand, raw []byte) ([]byte, string) {
 	b := slices.Clone(raw)
 	var what string
-	switch r.IntN(5) {
+	switch r.IntN(6) {
+	case 5:
+		// Inside the compression, where the records' own fields are:
+		// flips in the compressed bytes mostly break the stream.
+		if c := segment.Batch(b).Codec(); c == segment.CodecGzip || c == segment.CodecLZ4 {
+			if plain, err := decompress(c, b[segment.HeaderSize:]); err == nil && len(plain) > 0 {
+				what = "records changed under " + c.String()
+				for range 1 + r.IntN(3) {
+					i := r.IntN(len(plain))
+					if r.IntN(2) == 0 {
+						plain[i] ^= byte(1 + r.IntN(255))
+					} else {
+						plain[i] = []byte{0x00, 0x01, 0x7f, 0x80, 0xff, 0xfe, 0x02}[r.IntN(7)]
+					}
+				}
+				b = append(b[:segment.HeaderSize], recompress(c, plain)...)
+				break
+			}
+		}
+		fallthrough
 	case 0:
 		what = "bytes flipped"
 		for range 1 + r.IntN(4) {
@@ -238,4 +261,36 @@ func TestOverlongVarints(t *testing.T) {
 			t.Errorf("%s in 6 bytes: Kafka refuses it, Strand reads it (%v)", name, err)
 		}
 	}
+}
+
+// decompress and recompress stand for the producer's and consumer's codecs
+// (Go's compress/gzip, pierrec/lz4 as franz-go uses them), not Strand's, so
+// that a mutation under the compression is made without Strand's reader.
+func decompress(c segment.Codec, b []byte) ([]byte, error) {
+	var zr io.Reader
+	if c == segment.CodecGzip {
+		gr, err := gzip.NewReader(bytes.NewReader(b))
+		if err != nil {
+			return nil, err
+		}
+		zr = gr
+	} else {
+		zr = lz4.NewReader(bytes.NewReader(b))
+	}
+	return io.ReadAll(zr)
+}
+
+func recompress(c segment.Codec, plain []byte) []byte {
+	var out bytes.Buffer
+	var zw io.WriteCloser = gzip.NewWriter(&out)
+	if c == segment.CodecLZ4 {
+		zw = lz4.NewWriter(&out)
+	}
+	if _, err := zw.Write(plain); err != nil {
+		panic(err)
+	}
+	if err := zw.Close(); err != nil {
+		panic(err)
+	}
+	return out.Bytes()
 }
