@@ -14,8 +14,8 @@ import (
 // zig-zag varints (apache/kafka:clients/.../common/record/DefaultRecord.java):
 //
 //	length varint | attributes int8 (unused) | timestamp delta varlong |
-//	offset delta varint | key length varint (-1 = null) | key |
-//	value length varint (-1 = null) | value | header count varint | headers
+//	offset delta varint | key length varint (< 0 = null, -1 written) | key |
+//	value length varint (< 0 = null, -1 written) | value | header count varint | headers
 type Record struct {
 	// Offset is the record's absolute offset. Records fills it in;
 	// AppendBatch reads it only with BuildOptions.KeepOffsets.
@@ -393,10 +393,15 @@ func (d *recordDecoder) errorf(i int, format string, args ...any) error {
 }
 
 // varint reads a zig-zag varint of the current record into [lo, hi].
+// A field whose range fits 32 bits is a varint, the others (the timestamp
+// delta) varlongs.
 func (d *recordDecoder) varint(i int, f field, lo, hi int64) (int64, error) {
 	v, n := binary.Varint(d.buf[d.off:d.end])
 	if n <= 0 {
 		return 0, d.errorf(i, "%v: bad varint", f)
+	}
+	if n > maxVarint32Len && lo >= math.MinInt32 && hi <= math.MaxInt32 {
+		return 0, d.errorf(i, "%v: bad varint: %d bytes, a 32-bit one takes at most %d", f, n, maxVarint32Len)
 	}
 	if v < lo || v > hi {
 		return 0, d.errorf(i, "%v %d out of range [%d, %d]", f, v, lo, hi)
@@ -405,12 +410,13 @@ func (d *recordDecoder) varint(i int, f field, lo, hi int64) (int64, error) {
 	return v, nil
 }
 
-// bytes reads a length-prefixed field of the current record; a length of
-// -1 is null if nullable.
+// bytes reads a length-prefixed field of the current record. If nullable,
+// any negative length is null, not only the -1 writers use: Kafka reads
+// them so (Utils.readBytes) and its broker stores such records as they came.
 func (d *recordDecoder) bytes(i int, f field, nullable bool) ([]byte, error) {
 	lo := int64(0)
 	if nullable {
-		lo = -1
+		lo = math.MinInt32
 	}
 	f.length = true
 	n, err := d.varint(i, f, lo, math.MaxInt32)
@@ -424,6 +430,11 @@ func (d *recordDecoder) bytes(i int, f field, nullable bool) ([]byte, error) {
 	d.off += int(n)
 	return b, nil
 }
+
+// maxVarint32Len is the longest varint Kafka reads for a 32-bit field
+// (ByteUtils.readUnsignedVarint): it refuses a longer one even if its value
+// fits, so a batch holding one could not be read by Kafka's consumers.
+const maxVarint32Len = 5
 
 // varintAt decodes the zig-zag varint of at most 9 bytes at b[off:]; n
 // is 0 if there is none. It is small enough to be inlined in the record
@@ -440,15 +451,15 @@ func varintAt(b []byte, off int) (v int64, n int) {
 	return 0, 0
 }
 
-// bytesAt decodes the nullable length-prefixed field at rec[off:]; ok is
-// false if it is not whole.
+// bytesAt decodes the nullable length-prefixed field at rec[off:], null
+// for any negative length as in bytes; ok is false if it is not whole.
 func bytesAt(rec []byte, off int) (b []byte, end int, ok bool) {
 	n, k := varintAt(rec, off)
 	off += k
 	switch {
-	case k == 0 || n < -1 || n > int64(len(rec)-off):
+	case k == 0 || k > maxVarint32Len || n < math.MinInt32 || n > int64(len(rec)-off):
 		return nil, 0, false
-	case n == -1:
+	case n < 0:
 		return nil, off, true
 	}
 	end = off + int(n)
@@ -461,7 +472,7 @@ func bytesAt(rec []byte, off int) (b []byte, end int, ok bool) {
 // wrong with it.
 func (d *recordDecoder) fast(r *Record) bool {
 	size, n := varintAt(d.buf, d.off)
-	if n == 0 || size < 1 || size > int64(len(d.buf)-d.off-n) {
+	if n == 0 || n > maxVarint32Len || size < 1 || size > int64(len(d.buf)-d.off-n) {
 		return false
 	}
 	rec := d.buf[d.off+n : d.off+n+int(size)]
@@ -469,7 +480,7 @@ func (d *recordDecoder) fast(r *Record) bool {
 	p := 1 + k
 	offDelta, k2 := varintAt(rec, p)
 	p += k2
-	if k == 0 || k2 == 0 || offDelta <= d.prevDelta || offDelta > d.lastOffsetDelta {
+	if k == 0 || k2 == 0 || k2 > maxVarint32Len || offDelta <= d.prevDelta || offDelta > d.lastOffsetDelta {
 		return false
 	}
 	key, p, ok := bytesAt(rec, p)

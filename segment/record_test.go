@@ -199,8 +199,8 @@ func TestRecordsCorrupt(t *testing.T) {
 		count   int32
 		msg     string
 	}{
-		{"key length -2", rec([]byte{0}, v(0), v(0), v(-2), v(-1), v(0)), 1,
-			"record 0 at byte 65 of the batch: key length -2 out of range [-1, 2147483647]"},
+		{"key length below int32", rec([]byte{0}, v(0), v(0), v(math.MinInt32-1), v(-1), v(0)), 1,
+			"record 0 at byte 65 of the batch: key length -2147483649 out of range [-2147483648, 2147483647]"},
 		{"value longer than the record", rec([]byte{0}, v(0), v(0), v(-1), v(10), v(0)), 1,
 			"value length 10, record has 1 bytes left"},
 		{"header count beyond bytes", rec([]byte{0}, v(0), v(0), v(-1), v(-1), v(5), v(0)), 1,
@@ -264,6 +264,83 @@ func TestRecordsStopsWhenAsked(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 3, n)
+}
+
+// Kafka reads any negative length of a key, value or header value as null,
+// not only -1 (Utils.readBytes, called by DefaultRecord.readFrom and
+// readHeaders), and its broker stores such records as they came; franz-go
+// reads them so too (kbin.Reader.VarintBytes). Strand reads them as null,
+// with either decoder, and writes them back as -1. A header key is not
+// nullable: a negative length is refused there, as Kafka refuses it.
+func TestRecordsNegativeLengthIsNull(t *testing.T) {
+	rec := func(fields ...[]byte) []byte {
+		body := bytes.Join(fields, nil)
+		return append(binary.AppendVarint(nil, int64(len(body))), body...)
+	}
+	v := func(x int64) []byte { return binary.AppendVarint(nil, x) }
+	records := append(rec([]byte{0}, v(0), v(0), v(-2), v(math.MinInt32), v(0)),
+		rec([]byte{0}, v(0), v(1), v(1), []byte("k"), v(-7), v(1), v(1), []byte("h"), v(-100))...)
+	b := rawBatch(records, 2, 1, CodecNone)
+	want := []Record{
+		{Offset: 7},
+		{Offset: 8, Key: []byte("k"), Headers: []Header{{Key: "h"}}},
+	}
+	for name, read := range map[string]func(Batch) ([]Record, error){"Records": readAll, "field by field": readCarefully} {
+		got, err := read(b)
+		require.NoError(t, err, name)
+		assert.Equal(t, want, got, name)
+		for i := range got {
+			assert.Nil(t, got[i].Value, "%s: record %d value", name, i)
+		}
+		assert.Nil(t, got[0].Key, name)
+		assert.Nil(t, got[1].Headers[0].Value, name)
+	}
+
+	_, err := lastErr(rawBatch(rec([]byte{0}, v(0), v(0), v(-1), v(-1), v(1), v(-2), v(-1)), 1, 0, CodecNone))
+	require.ErrorIs(t, err, ErrCorrupt)
+	assert.Contains(t, err.Error(), "header 0 key length -2 out of range [0, 2147483647]")
+}
+
+// Kafka reads a record's 32-bit varints (length, offset delta, key, value
+// and header lengths, header count) from at most 5 bytes and refuses a
+// longer one even if its value would fit (ByteUtils.readUnsignedVarint); its
+// timestamp delta is a varlong of at most 10 bytes (readUnsignedVarlong). A
+// batch Strand accepted with a longer varint could not be read by Kafka's
+// consumers, so both decoders refuse it.
+func TestRecordsOverlongVarint(t *testing.T) {
+	rec := func(fields ...[]byte) []byte {
+		body := bytes.Join(fields, nil)
+		return append(binary.AppendVarint(nil, int64(len(body))), body...)
+	}
+	v := func(x int64) []byte { return binary.AppendVarint(nil, x) }
+	five := []byte{0x80, 0x80, 0x80, 0x80, 0x00} // 0 in 5 bytes, as long as Kafka reads
+	six := []byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x00}
+	ten := []byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00}
+	read := map[string]func(Batch) ([]Record, error){"Records": readAll, "field by field": readCarefully}
+	for name, tc := range map[string]struct{ ok, long []byte }{
+		"offset delta": {rec([]byte{0}, v(0), five, v(-1), v(-1), v(0)), rec([]byte{0}, v(0), six, v(-1), v(-1), v(0))},
+		"key length":   {rec([]byte{0}, v(0), v(0), five, v(-1), v(0)), rec([]byte{0}, v(0), v(0), six, v(-1), v(0))},
+		"value length": {rec([]byte{0}, v(0), v(0), v(-1), five, v(0)), rec([]byte{0}, v(0), v(0), v(-1), six, v(0))},
+		"header count": {rec([]byte{0}, v(0), v(0), v(-1), v(-1), five), rec([]byte{0}, v(0), v(0), v(-1), v(-1), six)},
+		"header key length": {rec([]byte{0}, v(0), v(0), v(-1), v(-1), v(1), five, v(-1)),
+			rec([]byte{0}, v(0), v(0), v(-1), v(-1), v(1), six, v(-1))},
+		"header value length": {rec([]byte{0}, v(0), v(0), v(-1), v(-1), v(1), v(0), five),
+			rec([]byte{0}, v(0), v(0), v(-1), v(-1), v(1), v(0), six)},
+		"record length": {append([]byte{0x8c, 0x80, 0x80, 0x80, 0x00}, rec([]byte{0}, v(0), v(0), v(-1), v(-1), v(0))[1:]...),
+			append([]byte{0x8c, 0x80, 0x80, 0x80, 0x80, 0x00}, rec([]byte{0}, v(0), v(0), v(-1), v(-1), v(0))[1:]...)},
+		"timestamp delta": {rec([]byte{0}, ten, v(0), v(-1), v(-1), v(0)), nil},
+	} {
+		for how, read := range read {
+			_, err := read(rawBatch(tc.ok, 1, 0, CodecNone))
+			require.NoError(t, err, "%s: %s", name, how)
+			if tc.long == nil {
+				continue
+			}
+			_, err = read(rawBatch(tc.long, 1, 0, CodecNone))
+			require.ErrorIs(t, err, ErrCorrupt, "%s: %s", name, how)
+			assert.Contains(t, err.Error(), "bad varint", "%s: %s", name, how)
+		}
+	}
 }
 
 // rawBatch wraps a hand-made records section in a header with base offset
