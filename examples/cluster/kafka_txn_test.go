@@ -303,22 +303,8 @@ func TestKafkaTransactionsSurviveKills(t *testing.T) {
 			}
 		}
 	}()
-	commitsSince := func(since time.Time) int {
-		mu.Lock()
-		defer mu.Unlock()
-		n := 0
-		for _, at := range committedAt {
-			if at.After(since) {
-				n++
-			}
-		}
-		return n
-	}
 	waitCommits := func(since time.Time, n int, what string) {
-		waitFor(t, 90*time.Second, what, func() (bool, string) {
-			c := commitsSince(since)
-			return c >= n, fmt.Sprintf("%d commits", c)
-		})
+		waitCommitsAfter(t, &mu, &committedAt, since, n, what)
 	}
 	waitCommits(time.Time{}, 5, "commits before the first kill")
 	producerID := describeTxn(t, admin, waitTxnCoordinator(t, s, cl, txnID), txnID).ProducerID
@@ -502,22 +488,8 @@ func TestKafkaGroupTransactSessionExactlyOnce(t *testing.T) {
 			}
 		}
 	}()
-	commitsSince := func(since time.Time) int {
-		mu.Lock()
-		defer mu.Unlock()
-		n := 0
-		for _, at := range committedAt {
-			if at.After(since) {
-				n++
-			}
-		}
-		return n
-	}
 	waitCommits := func(since time.Time, n int, what string) {
-		waitFor(t, 90*time.Second, what, func() (bool, string) {
-			c := commitsSince(since)
-			return c >= n, fmt.Sprintf("%d transactions committed", c)
-		})
+		waitCommitsAfter(t, &mu, &committedAt, since, n, what)
 	}
 	t.Cleanup(func() {
 		if !t.Failed() {
@@ -825,4 +797,21 @@ func TestKafkaTransactionsSurviveAFullRestart(t *testing.T) {
 	require.Equal(t, before.ProducerID, after.ProducerID, "the id's producer id, loaded from its records")
 	require.Greater(t, after.ProducerEpoch, before.ProducerEpoch+1, "bumped by the abort of the open transaction and by the new producer")
 	require.Equal(t, want, readCommitted(t, s, topic, 3, "after"), "the committed transactions, nothing of the open one")
+}
+
+// waitCommitsAfter waits until at least n of the times in *committedAt,
+// which mu guards, are after since.
+func waitCommitsAfter(t *testing.T, mu *sync.Mutex, committedAt *[]time.Time, since time.Time, n int, what string) {
+	t.Helper()
+	waitFor(t, 90*time.Second, what, func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		c := 0
+		for _, at := range *committedAt {
+			if at.After(since) {
+				c++
+			}
+		}
+		return c >= n, fmt.Sprintf("%d transactions committed", c)
+	})
 }
