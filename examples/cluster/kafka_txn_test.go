@@ -221,13 +221,7 @@ const (
 // aborted transaction, and each transaction whose outcome the producer
 // did not learn whole or not at all.
 func TestKafkaTransactionsSurviveKills(t *testing.T) {
-	kills := *txnKills
-	if kills == 0 {
-		kills = 4
-		if testing.Short() {
-			kills = 1
-		}
-	}
+	kills := txnKillCount()
 	s, cl := startKafkaCluster(t)
 	const topic, txnID = "ledger", "ledger-tx"
 	admin := newKgo(t, s)
@@ -394,13 +388,7 @@ func TestKafkaTransactionsSurviveKills(t *testing.T) {
 // coordinator, is SIGKILLed and started again. A read_committed consumer
 // of the output then reads every input record's transform exactly once.
 func TestKafkaGroupTransactSessionExactlyOnce(t *testing.T) {
-	kills := *txnKills
-	if kills == 0 {
-		kills = 4
-		if testing.Short() {
-			kills = 1
-		}
-	}
+	kills := txnKillCount()
 	s, cl := startKafkaCluster(t)
 	const in, out, groupID, txnID = "raw", "clean", "etl", "etl-tx"
 	admin := newKgo(t, s)
@@ -814,4 +802,16 @@ func waitCommitsAfter(t *testing.T, mu *sync.Mutex, committedAt *[]time.Time, si
 		}
 		return c >= n, fmt.Sprintf("%d transactions committed", c)
 	})
+}
+
+// txnKillCount is how many kills a transaction kill test makes: -txn-kills,
+// else 4, or 1 with -short.
+func txnKillCount() int {
+	switch {
+	case *txnKills != 0:
+		return *txnKills
+	case testing.Short():
+		return 1
+	}
+	return 4
 }
