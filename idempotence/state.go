@@ -131,6 +131,23 @@ func NewState(logEndOffset int64, opts Options) (*State, error) {
 	return &State{opts: opts, producers: map[int64]*Entry{}, mapEnd: logEndOffset, lastSnap: logEndOffset, gen: 1}, nil
 }
 
+// NewStateOf returns the state of a partition whose log ends at
+// logEndOffset and whose producers are entries, as Log.Producers returns
+// them: the state a replication leader keeps ahead of its log, so that it
+// checks each producer's batch before it hands the append out (package
+// replica). Entries are copied; an entry with a transaction open opens it
+// in the state too.
+func NewStateOf(logEndOffset int64, entries []Entry, opts Options) (*State, error) {
+	s, err := NewState(logEndOffset, opts)
+	if err != nil {
+		return nil, err
+	}
+	for i := range entries {
+		s.load(entries[i].clone())
+	}
+	return s, nil
+}
+
 // Append is the change one append makes to a State, computed by Validate
 // and applied by Commit. It holds only what the append changes: for each
 // producer it touches, the epoch, coordinator epoch, timestamp and

@@ -76,6 +76,20 @@
 // as a sync completes to report it: under FsyncAlways too, SyncedAcks lets
 // a follower's fetches overlap its fsyncs.
 //
+// # Idempotent producers
+//
+// The leader checks a producer's batch by Kafka's sequence rules inside
+// its own append path, as Kafka's leader does
+// (UnifiedLog.analyzeAndValidateProducerState): against a producer state
+// that is the log's, read when its epoch began, ahead of it by the appends
+// it handed out. A retry of one of the producer's last five batches
+// appends nothing and is answered with the original's offsets
+// (ProduceResult.Duplicate), through the same rules as any produce:
+// AcksAll once the high watermark passes the original, NOT_LEADER_OR_FOLLOWER
+// if the leader is deposed first. Only the leader in its current epoch
+// answers a retry: a follower, or a deposed leader, may hold a batch that
+// it never replicated and that the new leader's log will replace.
+//
 // Every produce the leader accepts ends in exactly one ProduceResult; one
 // it refuses returns the refusal from Step. Nothing is dropped silently.
 package replica

@@ -27,8 +27,9 @@ const (
 	kindBatch
 )
 
-// encodingVersion 1 added the broker epochs (KIP-380, KIP-903).
-const encodingVersion = 1
+// encodingVersion 1 added the broker epochs (KIP-380, KIP-903); 2 a
+// produce's Coordinator origin and a result's Duplicate.
+const encodingVersion = 2
 
 // Limits of a decoded message.
 const (
@@ -97,6 +98,13 @@ func (e *encoder) uint(v uint64) { e.b = binary.AppendUvarint(e.b, v) }
 func (e *encoder) bytes(p []byte) {
 	e.uint(uint64(len(p)))
 	e.b = append(e.b, p...)
+}
+func (e *encoder) bool(v bool) {
+	if v {
+		e.uint(1)
+		return
+	}
+	e.uint(0)
 }
 func (e *encoder) nodes(ns []NodeID) {
 	e.uint(uint64(len(ns)))
@@ -196,6 +204,18 @@ func (d *decoder) int16() int16 {
 }
 
 func (d *decoder) node() NodeID { return NodeID(d.int32()) }
+
+func (d *decoder) bool() bool {
+	switch v := d.uint(); v {
+	case 0:
+		return false
+	case 1:
+		return true
+	default:
+		d.fail("%d is not a boolean", v)
+		return false
+	}
+}
 
 // bytes returns a copy, so that the message does not alias the input.
 func (d *decoder) bytes() []byte {
@@ -402,6 +422,7 @@ func (m *Produce) MarshalBinary() ([]byte, error) {
 	e.int(int64(m.Acks))
 	e.int(int64(m.Timeout))
 	e.bytes(m.Batch)
+	e.bool(m.Coordinator)
 	return e.done()
 }
 
@@ -418,6 +439,7 @@ func (m *Produce) UnmarshalBinary(b []byte) error {
 	v.Acks = Acks(acks)
 	v.Timeout = d.int32()
 	v.Batch = d.bytes()
+	v.Coordinator = d.bool()
 	return commit(d, m, v)
 }
 
@@ -435,6 +457,7 @@ func (m *ProduceResult) MarshalBinary() ([]byte, error) {
 	e.int(int64(epoch))
 	e.int(m.BaseOffset)
 	e.int(m.LastOffset)
+	e.bool(m.Duplicate)
 	return e.done()
 }
 
@@ -452,6 +475,7 @@ func (m *ProduceResult) UnmarshalBinary(b []byte) error {
 	}
 	v.BaseOffset = d.int()
 	v.LastOffset = d.int()
+	v.Duplicate = d.bool()
 	return commit(d, m, v)
 }
 

@@ -3,6 +3,8 @@ package replica
 import (
 	"errors"
 	"fmt"
+
+	"github.com/strandlog/strand/idempotence"
 )
 
 // Code is an error code on the wire. The values are Kafka's
@@ -28,6 +30,10 @@ const (
 	CodeInvalidConfig                Code = 40
 	CodeNotController                Code = 41
 	CodeInvalidRequest               Code = 42
+	CodeOutOfOrderSequence           Code = 45
+	CodeInvalidProducerEpoch         Code = 47
+	CodeInvalidTxnState              Code = 48
+	CodeTransactionCoordinatorFenced Code = 52
 	CodeOperationNotAttempted        Code = 55
 	CodeStorageError                 Code = 56
 	CodeFencedLeaderEpoch            Code = 74
@@ -39,6 +45,7 @@ const (
 	CodeNoReassignmentInProgress     Code = 85
 	CodeInvalidUpdateVersion         Code = 95
 	CodeBrokerIDNotRegistered        Code = 102
+	CodeInvalidRecord                Code = 87
 	CodeIneligibleReplica            Code = 107
 	CodeNewLeaderElected             Code = 108
 )
@@ -106,8 +113,23 @@ func init() {
 	}
 }
 
+// producerErrors are the refusals of a leader's producer-state check
+// (idempotence.State.Validate): they travel as idempotence's own errors,
+// which a broker already maps to Kafka's codes.
+var producerErrors = map[Code]error{}
+
+func init() {
+	for _, e := range []*idempotence.Error{
+		idempotence.ErrOutOfOrderSequence, idempotence.ErrInvalidProducerEpoch, idempotence.ErrInvalidTxnState,
+		idempotence.ErrTransactionCoordinatorFenced, idempotence.ErrInvalidRecord,
+	} {
+		producerErrors[Code(e.Code)] = e
+	}
+}
+
 // Err returns the error of a code: nil for CodeNone, the sentinel for a
-// known code, and an *Error naming the number for any other.
+// known code (idempotence's for the producer-state codes), and an *Error
+// naming the number for any other.
 func (c Code) Err() error {
 	if c == CodeNone {
 		return nil
@@ -115,19 +137,24 @@ func (c Code) Err() error {
 	if e, ok := byCode[c]; ok {
 		return e
 	}
+	if e, ok := producerErrors[c]; ok {
+		return e
+	}
 	return &Error{Code: c, name: fmt.Sprintf("error code %d", c)}
 }
 
 // CodeOf returns the wire code of err: CodeNone for nil, the Code of the
-// *Error it wraps, or CodeStorageError for an error this package does not
-// know (most likely from the log).
+// *Error or *idempotence.Error it wraps, or CodeStorageError for an error
+// this package does not know (most likely from the log).
 func CodeOf(err error) Code {
 	if err == nil {
 		return CodeNone
 	}
-	var e *Error
-	if errors.As(err, &e) {
+	if e, ok := errors.AsType[*Error](err); ok {
 		return e.Code
+	}
+	if e, ok := errors.AsType[*idempotence.Error](err); ok {
+		return Code(e.Code)
 	}
 	return CodeStorageError
 }

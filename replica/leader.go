@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/strandlog/strand/idempotence"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/segment"
 )
@@ -22,6 +23,15 @@ type leaderState struct {
 	pending   *pendingISR
 	waiting   []*waitingProduce
 	queued    []*Produce
+	// producers is the producer state as of the leader's log end: the
+	// log's, read once the leader epoch is in the log, and ahead of it by
+	// the appends handed out and not yet applied. Kafka's leader checks a
+	// producer's batch inside its append
+	// (UnifiedLog.analyzeAndValidateProducerState); this leader hands its
+	// appends out, so it checks against the state they will leave, and
+	// only while it leads in its epoch: a node that does not lead answers
+	// no retry, however its log looks.
+	producers *idempotence.State
 }
 
 // follower is a leader's view of a follower (Kafka's Replica state).
@@ -67,6 +77,8 @@ type waitingProduce struct {
 	req        *Produce
 	base, last int64
 	deadline   int64
+	// duplicate: the batch repeats one the log has, at [base, last].
+	duplicate bool
 }
 
 func (p *Partition) becomeLeader(newEpoch bool) {
@@ -128,13 +140,17 @@ func (p *Partition) leaderReady() {
 	if err := p.refresh(); err != nil {
 		return
 	}
+	if err := p.loadProducers(); err != nil {
+		p.Fail(err)
+		return
+	}
 	p.ld.ready = true
 	p.ld.leso = p.end
 	queued := p.ld.queued
 	p.ld.queued = nil
 	for _, req := range queued {
 		if err := p.produce(req); err != nil {
-			p.result(req, 0, 0, err)
+			p.refuse(req, err)
 		}
 	}
 	for _, f := range p.ld.followers {
@@ -144,6 +160,17 @@ func (p *Partition) leaderReady() {
 			p.serveFetch(req, f)
 		}
 	}
+}
+
+// loadProducers reads the log's producer state, for a leader whose
+// appends are all applied.
+func (p *Partition) loadProducers() error {
+	entries, err := p.cfg.Log.Producers()
+	if err != nil {
+		return fmt.Errorf("replica: reading the producer state: %w", err)
+	}
+	p.ld.producers, err = idempotence.NewStateOf(p.end, entries, idempotence.Options{})
+	return err
 }
 
 // resignLeadership fails what waits on this leader.
@@ -159,19 +186,30 @@ func (p *Partition) resignLeadership() {
 
 func (p *Partition) failProduces(err error) {
 	for _, w := range p.ld.waiting {
-		p.result(w.req, w.base, w.last, err)
+		p.result(w, err)
 	}
 	for _, req := range p.ld.queued {
-		p.result(req, 0, 0, err)
+		p.refuse(req, err)
 	}
 	p.ld.waiting, p.ld.queued = nil, nil
 }
 
-func (p *Partition) result(req *Produce, base, last int64, err error) {
-	p.results = append(p.results, ProduceResult{Header: p.header(req.From), ID: req.ID, Err: err, BaseOffset: base, LastOffset: last})
+// result delivers the outcome of a produce the leader took.
+func (p *Partition) result(w *waitingProduce, err error) {
+	p.results = append(p.results, ProduceResult{Header: p.header(w.req.From), ID: w.req.ID, Err: err,
+		BaseOffset: w.base, LastOffset: w.last, Duplicate: w.duplicate})
+}
+
+// refuse delivers the refusal of a produce queued before the leader was
+// ready.
+func (p *Partition) refuse(req *Produce, err error) {
+	p.results = append(p.results, ProduceResult{Header: p.header(req.From), ID: req.ID, Err: err})
 }
 
 func (p *Partition) stepProduce(m *Produce) error {
+	if p.cfg.bugs.retriesFromLog && p.retryFromLog(m) {
+		return nil
+	}
 	if p.role != RoleLeader {
 		return p.notLeader()
 	}
@@ -215,7 +253,10 @@ func (p *Partition) checkProduce(m *Produce) error {
 	return nil
 }
 
-// produce appends m's batch in the leader's epoch at the end of the log.
+// produce appends m's batch in the leader's epoch at the end of the log,
+// once the producer state admits it; a retry of a batch the log has is
+// answered with the original's offsets, as its acks ask, and appended
+// again never.
 func (p *Partition) produce(m *Produce) error {
 	if err := p.checkProduce(m); err != nil {
 		return err
@@ -223,16 +264,90 @@ func (p *Partition) produce(m *Produce) error {
 	b := segment.Batch(m.Batch)
 	b.SetBaseOffset(p.end)
 	b.SetPartitionLeaderEpoch(p.leaderEpoch)
-	p.write(Write{Kind: WriteAppend, Batch: b})
+	dup, err := p.admitProducer(b, m.Coordinator)
+	if err != nil {
+		return err
+	}
 	w := &waitingProduce{req: m, base: b.BaseOffset(), last: b.LastOffset()}
+	if dup != nil {
+		w.base, w.last, w.duplicate = dup.FirstOffset(), dup.LastOffset, true
+	} else {
+		p.write(Write{Kind: WriteAppend, Batch: b})
+		p.end = w.last + 1
+	}
 	timeout := int64(m.Timeout)
 	if timeout <= 0 {
 		timeout = int64(p.cfg.ProduceTimeout)
 	}
 	w.deadline = p.now + timeout
-	p.end = w.last + 1
 	p.ld.waiting = append(p.ld.waiting, w)
+	if w.duplicate {
+		p.completeProduces() // the original may be committed already
+	}
 	return nil
+}
+
+// admitProducer checks b, at the offsets it is about to take, against the
+// leader's producer state by Kafka's rules (see package idempotence) and
+// records it there; for a retry of one of the producer's last five
+// batches it records nothing and returns the original. A client may not
+// write a control batch; a coordinator's batch has its epochs checked,
+// not its sequence.
+func (p *Partition) admitProducer(b segment.Batch, coordinator bool) (*idempotence.BatchMetadata, error) {
+	info, err := idempotence.InfoOf(b)
+	if err != nil {
+		return nil, err
+	}
+	origin := idempotence.OriginClient
+	if coordinator {
+		origin = idempotence.OriginCoordinator
+	}
+	a, err := p.ld.producers.Validate(origin, info)
+	if err != nil {
+		return nil, fmt.Errorf("replica: %s-%d: %w", p.cfg.Topic, p.cfg.Partition, err)
+	}
+	if a.Duplicate != nil {
+		return a.Duplicate, nil
+	}
+	if _, err := p.ld.producers.Commit(a); err != nil {
+		return nil, fmt.Errorf("replica: %s-%d: %w", p.cfg.Topic, p.cfg.Partition, err)
+	}
+	return nil, nil
+}
+
+// retryFromLog takes m, under bugs.retriesFromLog, if its batch repeats
+// one the log's producer state holds, whatever this node's role.
+func (p *Partition) retryFromLog(m *Produce) bool {
+	entries, err := p.cfg.Log.Producers()
+	if err != nil {
+		return false
+	}
+	st, err := idempotence.NewStateOf(p.written, entries, idempotence.Options{})
+	if err != nil {
+		return false
+	}
+	info, err := idempotence.InfoOf(segment.Batch(m.Batch))
+	if err != nil || info.ProducerID < 0 {
+		return false
+	}
+	a, err := st.Validate(idempotence.OriginClient, info)
+	if err != nil || a.Duplicate == nil {
+		return false
+	}
+	p.logRetries = append(p.logRetries, &waitingProduce{req: m, base: a.Duplicate.FirstOffset(), last: a.Duplicate.LastOffset, duplicate: true})
+	return true
+}
+
+// answerLogRetries answers the retries retryFromLog took once the node's
+// high watermark passes them.
+func (p *Partition) answerLogRetries() {
+	p.logRetries = slices.DeleteFunc(p.logRetries, func(w *waitingProduce) bool {
+		if w.last < p.hwWritten {
+			p.result(w, nil)
+			return true
+		}
+		return false
+	})
 }
 
 // completeProduces delivers the results that are due: AcksNone and
@@ -247,9 +362,9 @@ func (p *Partition) completeProduces() {
 			p.ld.waiting[n] = w
 			n++
 		case w.req.Acks == AcksAll && len(p.maximalISR()) < p.effectiveMinISR():
-			p.result(w.req, w.base, w.last, fmt.Errorf("%w: maximal ISR %v, MinInsyncReplicas %d", ErrNotEnoughReplicasAfterAppend, p.maximalISR(), p.cfg.MinInsyncReplicas))
+			p.result(w, fmt.Errorf("%w: maximal ISR %v, MinInsyncReplicas %d", ErrNotEnoughReplicasAfterAppend, p.maximalISR(), p.cfg.MinInsyncReplicas))
 		default:
-			p.result(w.req, w.base, w.last, nil)
+			p.result(w, nil)
 		}
 	}
 	clear(p.ld.waiting[n:])
@@ -318,7 +433,7 @@ func (p *Partition) leaderTick() {
 	n := 0
 	for _, w := range p.ld.waiting {
 		if w.req.Acks == AcksAll && p.now >= w.deadline {
-			p.result(w.req, w.base, w.last, fmt.Errorf("%w: [%d, %d] not committed in time; it may still be", ErrTimeout, w.base, w.last))
+			p.result(w, fmt.Errorf("%w: [%d, %d] not committed in time; it may still be", ErrTimeout, w.base, w.last))
 			continue
 		}
 		p.ld.waiting[n] = w
@@ -336,6 +451,14 @@ func (p *Partition) leaderTick() {
 	}
 	if p.now%int64(p.cfg.ReplicaLagTime/2) == 0 {
 		p.maybeShrinkISR()
+		if p.written == p.end {
+			// The log forgets expired producers; so does the leader,
+			// when no append of its own is outstanding.
+			if err := p.loadProducers(); err != nil {
+				p.Fail(err)
+				return
+			}
+		}
 	}
 	if p.cfg.SyncedAcks {
 		p.leaderProgress() // the log may have synced more since

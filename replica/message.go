@@ -196,6 +196,12 @@ type Produce struct {
 	// Config.ProduceTimeout.
 	Timeout int32
 	Batch   []byte
+	// Coordinator marks the batch of a coordinator rather than a client
+	// (Kafka's AppendOrigin.COORDINATOR): a transaction marker, or a group
+	// coordinator's records. Its producer epoch and a marker's coordinator
+	// epoch are checked, not its sequence, and only a coordinator may
+	// write a control batch.
+	Coordinator bool
 }
 
 // ProduceResult is the outcome of a Produce that the leader accepted.
@@ -208,6 +214,10 @@ type ProduceResult struct {
 	// the batch was committed) or ErrStorage.
 	Err                    error
 	BaseOffset, LastOffset int64
+	// Duplicate says the batch repeated one of its producer's last five,
+	// which the log already had: nothing was appended, and the offsets are
+	// the original's, committed as the produce's acks asked.
+	Duplicate bool
 }
 
 func (m *ProduceResult) String() string {

@@ -87,6 +87,13 @@ type bugs struct {
 	// keeps a follower's state when its epoch changes, as before KIP-903
 	// (KAFKA-14139).
 	preKIP903 bool
+	// retriesFromLog answers a producer's retry of a batch its log holds
+	// on any node, leading or not, once the node's own high watermark
+	// passes the batch: the check Strand's cluster example once made
+	// outside the state machine, which lost acknowledged records when a
+	// deposed or restarted leader held a batch it never replicated
+	// (Kafka checks duplicates inside the leader's append).
+	retriesFromLog bool
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -197,6 +204,9 @@ type Partition struct {
 
 	failed error
 
+	// logRetries are the retries answered under bugs.retriesFromLog.
+	logRetries []*waitingProduce
+
 	ld leaderState
 	fl followerState
 }
@@ -296,6 +306,7 @@ func (p *Partition) Advance(rd Ready) error {
 	if in.writes {
 		p.written, p.hwWritten = in.end, in.hw
 	}
+	p.answerLogRetries()
 	switch p.role {
 	case RoleLeader:
 		if !p.ld.ready && in.leaderEpoch == p.leaderEpoch {

@@ -55,6 +55,19 @@ type simProduce struct {
 	value string
 	acks  Acks
 	at    NodeID
+	// producer is the index of the idempotent producer that sends the
+	// value, at seq, or -1 for a plain one.
+	producer int
+	seq      int32
+}
+
+// simProducer is an idempotent producer (acks=all, one batch in flight):
+// it retries its batch with the same sequence, to any node, until a
+// leader acknowledges it, and only then sends the next.
+type simProducer struct {
+	id   int64
+	seq  int32 // of the next batch
+	busy bool  // a batch is in flight or waiting to be retried
 }
 
 type sim struct {
@@ -94,6 +107,14 @@ type sim struct {
 	held []heldMessage
 	// real, if set, is the real controller's control plane (simctl_test.go).
 	real *realControl
+	// producers are the idempotent producers; idempotent holds their
+	// values, which must never be in the log twice.
+	producers  []simProducer
+	idempotent map[string]bool
+	pick       *rand.Rand // which producer sends a value
+	// retriesAnswered counts the idempotent retries a leader answered
+	// with the original's offsets.
+	retriesAnswered int
 	// uncleanLost counts the losses an unclean election allowed.
 	uncleanLost int
 }
@@ -143,6 +164,8 @@ func newSim(t testingT, seed uint64, bug bugs, control simControl) *sim {
 		produced: map[uint64]simProduce{}, acked: map[string]simRecord{}, weak: map[string]Acks{}, attempts: map[string]int{},
 		written: map[[2]int64]string{}, read: map[int64]simRecord{}, leaderHW: map[[2]int64]int64{},
 		epochs: map[NodeID][2]int32{}, checked: map[NodeID][2]int64{}, committed: map[NodeID][3]int64{}, cut: map[[2]NodeID]bool{},
+		producers: []simProducer{{id: 1000}, {id: 1001}}, idempotent: map[string]bool{},
+		pick:      rand.New(rand.NewPCG(seed, 0x1dea)),
 	}
 	s.lossy = s.r.IntN(4) > 0
 	c := newCluster(t, 1, 2, 3)
@@ -278,14 +301,29 @@ func (s *sim) produce(retry bool) {
 		s.failed = s.failed[1:]
 	} else {
 		s.next++
-		pr = simProduce{value: fmt.Sprintf("v%d", s.next), acks: []Acks{AcksNone, AcksLeader, AcksAll, AcksAll}[s.r.IntN(4)]}
+		pr = simProduce{value: fmt.Sprintf("v%d", s.next), acks: []Acks{AcksNone, AcksLeader, AcksAll, AcksAll}[s.r.IntN(4)], producer: -1}
+		// The idempotent producers draw from a source of their own, so
+		// that a seed's other events stay what they were before them.
+		if i := s.pick.IntN(2 * len(s.producers)); pr.acks == AcksAll && i < len(s.producers) && !s.producers[i].busy {
+			p := &s.producers[i]
+			p.busy = true
+			pr.producer, pr.seq = i, p.seq
+			pr.value = fmt.Sprintf("p%d-%d", p.id, p.seq)
+			s.idempotent[pr.value] = true
+		}
 	}
 	live := s.c.live()
 	pr.at = live[s.r.IntN(len(live))]
 	if s.c.ctl.leader != NoNode && !s.c.node(s.c.ctl.leader).down && s.r.IntN(4) > 0 {
 		pr.at = s.c.ctl.leader
 	}
-	id, err := s.c.produce(pr.at, pr.acks, pr.value)
+	var id uint64
+	var err error
+	if pr.producer >= 0 {
+		id, err = s.c.produceBatch(pr.at, pr.acks, idempotentBatch(s.c.t, s.producers[pr.producer].id, 0, pr.seq, pr.value))
+	} else {
+		id, err = s.c.produce(pr.at, pr.acks, pr.value)
+	}
 	if err != nil {
 		s.failed = append(s.failed, pr)
 		return
@@ -469,6 +507,13 @@ func (s *sim) collectResults() {
 		if pr.acks == AcksLeader {
 			s.weak[pr.value] = pr.acks
 			continue
+		}
+		if pr.producer >= 0 {
+			p := &s.producers[pr.producer]
+			p.busy, p.seq = false, pr.seq+1
+			if r.Duplicate {
+				s.retriesAnswered++
+			}
 		}
 		hw := s.c.hwAtResult[id]
 		if r.LastOffset >= hw {
@@ -729,6 +774,9 @@ func (s *sim) checkHistory() {
 		count[e.Value]++
 	}
 	for _, value := range slices.Sorted(maps.Keys(count)) {
+		if s.idempotent[value] && count[value] > 1 {
+			s.failf("%s of an idempotent producer is in the log %d times", value, count[value])
+		}
 		if count[value] > s.attempts[value] {
 			s.failf("%s is in the log %d times, produced %d", value, count[value], s.attempts[value])
 		}
@@ -759,6 +807,9 @@ func (s *sim) checkHistory() {
 // simStats are what a run leaves for the test log.
 type simStats struct {
 	events, acked, weakLost int
+	// idempotentAcked counts the idempotent producers' records
+	// acknowledged, retriesAnswered those a leader answered as retries.
+	idempotentAcked, retriesAnswered int
 	// With the real controller: seeds, failovers, stale controller
 	// messages fenced, unclean elections and the losses they allowed.
 	real, failovers, cleanStops, fencedStale, zombieRefused, unclean, uncleanLost, leaderless int
@@ -777,6 +828,8 @@ func (st *simStats) add(o simStats) {
 	st.events += o.events
 	st.acked += o.acked
 	st.weakLost += o.weakLost
+	st.idempotentAcked += o.idempotentAcked
+	st.retriesAnswered += o.retriesAnswered
 	st.real += o.real
 	st.failovers += o.failovers
 	st.cleanStops += o.cleanStops
@@ -802,7 +855,12 @@ func runSim(t testingT, seed uint64, events int, bug bugs, control simControl, m
 		s.step()
 	}
 	s.heal()
-	st := simStats{events: s.events, acked: len(s.acked), uncleanLost: s.uncleanLost}
+	st := simStats{events: s.events, acked: len(s.acked), uncleanLost: s.uncleanLost, retriesAnswered: s.retriesAnswered}
+	for value := range s.acked {
+		if s.idempotent[value] {
+			st.idempotentAcked++
+		}
+	}
 	if r := s.real; r != nil {
 		st.real, st.failovers, st.fencedStale, st.unclean = 1, r.failovers, r.fencedStale, len(r.uncleanEpochs)
 		st.zombieRefused, st.realAcked, st.cleanStops = r.zombieRefused, len(s.acked), r.cleanStops
@@ -851,10 +909,14 @@ func TestSimulator(t *testing.T) {
 	elapsed := time.Since(start).Seconds()
 	t.Logf("%d seeds (%d with the real controller), %.0f seeds/s, %d events, %.0f events/s; %d acks=all records acknowledged; %d acks=0/1 records acknowledged and lost (allowed)",
 		ran, total.real, float64(ran)/elapsed, total.events, float64(total.events)/elapsed, total.acked, total.weakLost)
+	t.Logf("idempotent producers: %d records acknowledged, %d of them retries answered with the original's offsets", total.idempotentAcked, total.retriesAnswered)
 	t.Logf("real controller: %d acks=all records acknowledged (%d with unclean election disabled), %d controlled shutdowns, %d failovers, %d decisions of deposed controllers refused by the store, %d of their messages fenced by brokers, %d controller messages refused for another broker epoch of their addressee",
 		total.realAcked, total.realUncleanOffAcked, total.cleanStops, total.failovers, total.zombieRefused, total.fencedStale, total.staleBrokerEpoch)
 	t.Logf("real controller: %d unclean elections, %d acknowledged or read records lost after one (allowed), none otherwise; %d seeds leaderless after healing (every eligible replica restarted uncleanly), recovered by enabling unclean election (%d records lost after that in seeds where it was disabled)",
 		total.unclean, total.uncleanLost, total.leaderless, total.operatorLost)
+	if ran == seeds && seeds >= 100 {
+		require.Positive(t, total.retriesAnswered, "idempotent retries reach leaders that have the batch")
+	}
 	if ran == seeds && total.real >= 100 {
 		// A hundred seeds with the real controller exercise its failover:
 		// deposed controllers decide, and the store refuses them; their
@@ -908,6 +970,7 @@ func TestSimulatorCatchesHistoricalBugs(t *testing.T) {
 		{"applying the high watermark before truncating (KAFKA-14704)", bugs{hwBeforeTruncation: true}},
 		{"ISR expansion without the epoch-start guard (KIP-320 rule 4)", bugs{noEpochStartGuard: true}},
 		{"leader epoch reuse after a restart (KAFKA-10527)", bugs{reuseEpoch: true}},
+		{"retries answered from any node's producer state (issue 21)", bugs{retriesFromLog: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for seed := range uint64(maxSeeds) {

@@ -3,6 +3,7 @@ package replica
 import (
 	"fmt"
 
+	"github.com/strandlog/strand/idempotence"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/segment"
 )
@@ -13,15 +14,19 @@ import (
 // watermark.
 //
 // The state machine calls only the reading methods (Offsets,
-// SyncedEndOffset, LatestEpoch, EndOffsetForEpoch, Read), and only while no write it handed out is
-// pending or, on a leader, for records below what it appended; the writing
-// methods are for Write.Apply and the application.
+// SyncedEndOffset, LatestEpoch, EndOffsetForEpoch, Read, Producers), and
+// only while no write it handed out is pending or, on a leader, for
+// records below what it appended; the writing methods are for Write.Apply
+// and the application.
 type Log interface {
 	Offsets() (start, highWatermark, end int64, err error)
 	SyncedEndOffset() (int64, error)
 	LatestEpoch() (int32, error)
 	EndOffsetForEpoch(epoch int32) (int32, int64, error)
 	Read(offset int64, maxBytes int, iso log.Isolation) (*log.Batches, error)
+	// Producers is the log's producer state, which a leader checks
+	// producers' batches against (see Partition.Step).
+	Producers() ([]idempotence.Entry, error)
 
 	AppendReplicated(b segment.Batch) (log.AppendResult, error)
 	TruncateTo(offset int64) error
