@@ -165,7 +165,7 @@ func newSim(t testingT, seed uint64, bug bugs, control simControl) *sim {
 		written: map[[2]int64]string{}, read: map[int64]simRecord{}, leaderHW: map[[2]int64]int64{},
 		epochs: map[NodeID][2]int32{}, checked: map[NodeID][2]int64{}, committed: map[NodeID][3]int64{}, cut: map[[2]NodeID]bool{},
 		producers: []simProducer{{id: 1000}, {id: 1001}}, idempotent: map[string]bool{},
-		pick:      rand.New(rand.NewPCG(seed, 0x1dea)),
+		pick: rand.New(rand.NewPCG(seed, 0x1dea)),
 	}
 	s.lossy = s.r.IntN(4) > 0
 	c := newCluster(t, 1, 2, 3)
