@@ -141,33 +141,6 @@ func (l *Log) LastStableOffset() int64 {
 	return min(l.hw.Load(), l.unstable.Load())
 }
 
-// CheckProducer checks a producer's batch against the producer state as
-// AppendBatch would at the log's end, and appends nothing. A replication
-// leader that stamps offsets itself and appends with AppendReplicated, as
-// package replica's does, calls it first, as Kafka's leader validates a
-// client's batch before it appends (analyzeAndValidateProducerState with
-// origin CLIENT): a retry of one of the producer's last five batches
-// returns the offsets the original got with Duplicate set, to answer
-// with instead of appending it again; a batch out of sequence or of a
-// fenced epoch returns AppendBatch's error. The caller must keep the
-// producer's batches from reaching the log between the check and the
-// append (one batch of a producer in flight at a time).
-func (l *Log) CheckProducer(b segment.Batch) (AppendResult, error) {
-	if err := l.checkBatch(b); err != nil || !hasProducer(b) {
-		return AppendResult{}, err
-	}
-	if err := l.lockWriter(false); err != nil {
-		return AppendResult{}, err
-	}
-	defer l.wmu.Unlock()
-	a, _, err := l.validateLocked(b, idempotence.OriginClient)
-	if err != nil || a.Duplicate == nil {
-		return AppendResult{}, err
-	}
-	d := a.Duplicate
-	return AppendResult{BaseOffset: d.FirstOffset(), LastOffset: d.LastOffset, Duplicate: true}, nil
-}
-
 // NeedsVerification reports whether b is the first batch of its
 // producer's transaction on this partition: under transactions version 2
 // (KIP-890) the transaction coordinator must learn that the partition is in

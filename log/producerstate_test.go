@@ -204,49 +204,11 @@ func TestReplicatedAppendsRebuildProducerState(t *testing.T) {
 	appendProducer(t, follower, producerBatch(t, 9, 2, 6, 1, false), 6, 6)
 }
 
-// TestCheckProducerAsALeaderThatStampsOffsets: a replication leader
-// appends with AppendReplicated, which does not check producers; it checks
-// each client batch first, as Kafka's leader does, so that a retry is
-// answered with the original offsets and a gap or a fenced epoch is
-// refused, and nothing is appended by the check.
-func TestCheckProducerAsALeaderThatStampsOffsets(t *testing.T) {
-	l, err := Open("/data/leader", memOptions(newMemFS(t)))
-	require.NoError(t, err)
-	defer l.Close()
-	leaderAppend := func(b segment.Batch) {
-		res, err := l.CheckProducer(b)
-		require.NoError(t, err)
-		require.False(t, res.Duplicate)
-		b.SetBaseOffset(l.LogEndOffset())
-		_, err = l.AppendReplicated(b)
-		require.NoError(t, err)
-	}
-	leaderAppend(producerBatch(t, 4, 1, 0, 3, false))
-	leaderAppend(producerBatch(t, 4, 1, 3, 2, false))
-	require.Equal(t, int64(5), l.LogEndOffset())
-
-	res, err := l.CheckProducer(producerBatch(t, 4, 1, 3, 2, false))
-	require.NoError(t, err)
-	require.Equal(t, AppendResult{BaseOffset: 3, LastOffset: 4, Duplicate: true}, res, "a retry is the batch at 3-4")
-	_, err = l.CheckProducer(producerBatch(t, 4, 1, 6, 1, false))
-	require.ErrorIs(t, err, idempotence.ErrOutOfOrderSequence, "sequence 5 is next")
-	_, err = l.CheckProducer(producerBatch(t, 4, 0, 5, 1, false))
-	require.ErrorIs(t, err, idempotence.ErrInvalidProducerEpoch)
-	res, err = l.CheckProducer(producerBatch(t, 4, 1, 5, 1, false))
-	require.NoError(t, err)
-	require.False(t, res.Duplicate)
-	res, err = l.CheckProducer(producerBatch(t, 11, 0, 0, 1, false))
-	require.NoError(t, err, "an unknown producer starts anywhere")
-	require.False(t, res.Duplicate)
-	require.Equal(t, int64(5), l.LogEndOffset(), "checks append nothing")
-}
-
-// TestCheckedAndRefusedBatchesChangeNoProducer: a batch CheckProducer
-// accepts but that is never appended, and a batch AppendBatch refuses or
-// answers as a retry, leave every producer's state as it was (Kafka
+// TestRefusedBatchesChangeNoProducer: a batch AppendBatch refuses or
+// answers as a retry leaves every producer's state as it was (Kafka
 // applies a ProducerAppendInfo only once its batches are in the log); the
 // next batch is checked against the state the last append left.
-func TestCheckedAndRefusedBatchesChangeNoProducer(t *testing.T) {
+func TestRefusedBatchesChangeNoProducer(t *testing.T) {
 	l, err := Open("/data/s-0", memOptions(newMemFS(t)))
 	require.NoError(t, err)
 	defer l.Close()
@@ -260,16 +222,6 @@ func TestCheckedAndRefusedBatchesChangeNoProducer(t *testing.T) {
 	// A minute later, so that a batch taken for its producer's last
 	// would show in its timestamp.
 	later := time.Now().Add(time.Minute).UnixMilli()
-	for _, b := range []segment.Batch{
-		producerBatchAt(t, later, 1, 0, 5, 1, false), // the next one
-		producerBatchAt(t, later, 1, 1, 0, 1, false), // a new epoch
-		producerBatchAt(t, later, 3, 1, 1, 1, true),  // the transaction's next one
-		producerBatchAt(t, later, 9, 0, 0, 1, true),  // a new producer's transaction
-	} {
-		res, err := l.CheckProducer(b)
-		require.NoError(t, err)
-		require.False(t, res.Duplicate)
-	}
 	requireRefused(t, l, producerBatchAt(t, later, 1, 0, 6, 1, false), idempotence.ErrOutOfOrderSequence)
 	requireRefused(t, l, producerBatchAt(t, later, 3, 0, 1, 1, true), idempotence.ErrInvalidProducerEpoch)
 	requireRefused(t, l, producerBatchAt(t, later, 3, 1, 1, 1, false), idempotence.ErrInvalidTxnState)

@@ -147,8 +147,3 @@ func (p *Partition) SyncedEndOffset() (int64, error) {
 	return with(p, false, func(l *Log) (int64, error) { return l.SyncedEndOffset() })
 }
 
-// CheckProducer checks a producer's batch without appending it; see
-// Log.CheckProducer.
-func (p *Partition) CheckProducer(b segment.Batch) (AppendResult, error) {
-	return with(p, false, func(l *Log) (AppendResult, error) { return l.CheckProducer(b) })
-}

@@ -279,12 +279,27 @@ func (d *Driver) Receive(ctx context.Context, m Message) error {
 // Produce appends batch to a partition this node leads and waits for its
 // result: a ProduceResult whose Err says how it ended, or the refusal.
 func (d *Driver) Produce(ctx context.Context, topic string, partition int32, acks Acks, batch []byte) (ProduceResult, error) {
+	return d.produce(ctx, Produce{Header: Header{Topic: topic, Partition: partition}, Acks: acks, Batch: batch})
+}
+
+// ProduceAsCoordinator is Produce for a coordinator's batch
+// (Produce.Coordinator): a transaction marker, or a group or transaction
+// coordinator's records.
+func (d *Driver) ProduceAsCoordinator(ctx context.Context, topic string, partition int32, acks Acks, batch []byte) (ProduceResult, error) {
+	return d.produce(ctx, Produce{Header: Header{Topic: topic, Partition: partition}, Acks: acks, Batch: batch, Coordinator: true})
+}
+
+// produce steps m, from and to this node under an id of the driver's, and
+// waits for its result.
+func (d *Driver) produce(ctx context.Context, m Produce) (ProduceResult, error) {
 	ch := make(chan ProduceResult, 1)
 	errc := make(chan error, 1)
+	topic, partition := m.Topic, m.Partition
 	err := d.do(ctx, func() {
 		d.nextID++
 		id := d.nextID
-		err := d.node.Step(&Produce{Header: Header{From: d.node.id, To: d.node.id, Topic: topic, Partition: partition}, ID: id, Acks: acks, Batch: batch})
+		m.From, m.To, m.ID = d.node.id, d.node.id, id
+		err := d.node.Step(&m)
 		if err == nil {
 			d.waiting[produceKey{topic, partition, id}] = ch
 		}

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -39,26 +38,9 @@ type kafkaCluster struct {
 	addrs map[replica.NodeID]broker.BrokerAddr // every node's Kafka address
 	view  atomic.Pointer[kafkaView]
 
-	mu       sync.Mutex
-	inFlight map[producerKey]*producerLock // see Append
-
 	groups       *groupLoader    // started by OpenGroups
 	groupService *group.Service  // opened by OpenGroups
 	txn          *txnCoordinator // started by openTxns
-}
-
-// producerLock holds a producer's batches to a partition to one at a
-// time; refs counts its holder and waiters, so that it is dropped with
-// the last.
-type producerLock struct {
-	sync.Mutex
-	refs int
-}
-
-// producerKey is one producer's batches to one partition.
-type producerKey struct {
-	tp controller.TopicPartition
-	id int64
 }
 
 // kafkaView indexes one committed metadata snapshot for the broker's
@@ -71,7 +53,7 @@ type kafkaView struct {
 }
 
 func newKafkaCluster(n *node, addrs map[replica.NodeID]string) (*kafkaCluster, error) {
-	kc := &kafkaCluster{n: n, addrs: map[replica.NodeID]broker.BrokerAddr{}, inFlight: map[producerKey]*producerLock{}}
+	kc := &kafkaCluster{n: n, addrs: map[replica.NodeID]broker.BrokerAddr{}}
 	for id, addr := range addrs {
 		host, port, err := net.SplitHostPort(addr)
 		if err != nil {
@@ -181,45 +163,25 @@ func (kc *kafkaCluster) Log(topic string, id int32) (*log.Partition, error) {
 }
 
 // Append produces through the partition's replica, which appends as the
-// leader and delivers the result when acks is met. The replica stamps
-// offsets and appends with AppendReplicated, which records producers
-// without checking them, so an idempotent producer's batch is checked
-// against the log first (Log.CheckProducer), as Kafka's leader does: a
-// retry of a batch the partition has, from this leader or copied from the
-// one before it, is answered with its offsets once the high watermark
-// passes them, rather than appended twice. One batch of a producer per
-// partition is in flight at a time (its connection's requests are served
-// in order anyway), so that a check does not miss a batch still being
-// appended. (A batch whose produce failed after the leader took it, by a
-// timeout or lost leadership, is released while its write may still be
-// queued: a retry then finds a node that no longer leads, or, after the
-// produce timeout, the write long applied.)
+// leader and delivers the result when acks is met. The replica checks an
+// idempotent producer's batch against its producer state as the leader in
+// its current epoch, and answers a retry of a batch it has with the
+// original's offsets under the same acks (package replica): nothing here
+// looks at the local log's producers, which on a node that no longer
+// leads, or leads again after a restart, may hold a batch never
+// replicated.
 func (kc *kafkaCluster) Append(ctx context.Context, topic string, id int32, acks int16, batch segment.Batch) (log.AppendResult, error) {
-	plog, err := kc.Log(topic, id)
-	if err != nil {
+	if _, err := kc.Log(topic, id); err != nil {
 		return log.AppendResult{}, err
 	}
 	if batch.Transactional() {
 		return log.AppendResult{}, fmt.Errorf("%w: a transactional batch is appended with AppendTransactional", kerr.InvalidRequest)
 	}
-	return kc.appendAsLeader(ctx, controller.TopicPartition{Topic: topic, Partition: id}, plog, acks, batch)
+	return kc.appendAsLeader(ctx, controller.TopicPartition{Topic: topic, Partition: id}, acks, batch)
 }
 
-// appendAsLeader produces a batch through the replica of tp, plog; see
-// Append.
-func (kc *kafkaCluster) appendAsLeader(ctx context.Context, tp controller.TopicPartition, plog *log.Partition, acks int16, batch segment.Batch) (log.AppendResult, error) {
-	if pid := batch.ProducerID(); pid >= 0 {
-		unlock := kc.lockProducer(producerKey{tp, pid})
-		defer unlock()
-		dup, err := plog.CheckProducer(batch)
-		if err != nil {
-			return log.AppendResult{}, err
-		}
-		if dup.Duplicate {
-			kc.n.log.Info("kafka: a producer's retry answered from the producer state", "partition", tp, "producer", pid, "offset", dup.BaseOffset)
-			return dup, kc.waitCommitted(ctx, plog, acks, dup.LastOffset)
-		}
-	}
+// appendAsLeader produces a batch through the replica of tp; see Append.
+func (kc *kafkaCluster) appendAsLeader(ctx context.Context, tp controller.TopicPartition, acks int16, batch segment.Batch) (log.AppendResult, error) {
 	res, err := kc.n.d.Produce(ctx, tp.Topic, tp.Partition, replica.Acks(acks), batch)
 	if err == nil {
 		err = res.Err
@@ -227,44 +189,10 @@ func (kc *kafkaCluster) appendAsLeader(ctx context.Context, tp controller.TopicP
 	if err != nil {
 		return log.AppendResult{}, kafkaError(err)
 	}
-	return log.AppendResult{BaseOffset: res.BaseOffset, LastOffset: res.LastOffset}, nil
-}
-
-// lockProducer holds a producer's batches to a partition to one at a time.
-func (kc *kafkaCluster) lockProducer(k producerKey) (unlock func()) {
-	kc.mu.Lock()
-	l := kc.inFlight[k]
-	if l == nil {
-		l = new(producerLock)
-		kc.inFlight[k] = l
+	if res.Duplicate {
+		kc.n.log.Info("kafka: the leader answered a producer's retry with the original's offsets", "partition", tp, "producer", batch.ProducerID(), "offset", res.BaseOffset)
 	}
-	l.refs++
-	kc.mu.Unlock()
-	l.Lock()
-	return func() {
-		l.Unlock()
-		kc.mu.Lock()
-		if l.refs--; l.refs == 0 {
-			delete(kc.inFlight, k)
-		}
-		kc.mu.Unlock()
-	}
-}
-
-// waitCommitted waits, for acks=all, until the high watermark passes
-// offset (a duplicate's original may not be committed yet: Kafka's
-// DelayedProduce waits for it too).
-func (kc *kafkaCluster) waitCommitted(ctx context.Context, plog *log.Partition, acks int16, offset int64) error {
-	if acks != -1 {
-		return nil
-	}
-	if err := plog.Wait(ctx, offset, log.ReadUncommitted); err != nil {
-		if ctx.Err() != nil {
-			return fmt.Errorf("%w: waiting for offset %d to be committed", kerr.RequestTimedOut, offset)
-		}
-		return err
-	}
-	return nil
+	return log.AppendResult{BaseOffset: res.BaseOffset, LastOffset: res.LastOffset, Duplicate: res.Duplicate}, nil
 }
 
 // kafkaError returns err, from the replica package or a node's reply, as

@@ -104,9 +104,10 @@ func (kc *kafkaCluster) appendOffsets(partition int32, recs []segment.Record) (l
 
 // appendOffsetsBatch appends a batch the group coordinator built (its
 // records, a transactional producer's offsets, or a transaction marker)
-// as appendOffsets does. The replica's append checks no producer state,
-// as Kafka's coordinator append (AppendOrigin.COORDINATOR) checks no
-// sequence; the Service fences old producer epochs itself.
+// as appendOffsets does, as a coordinator's batch: the replica's leader
+// checks its producer epoch but not its sequence, as Kafka's coordinator
+// append (AppendOrigin.COORDINATOR) does; the Service fences old producer
+// epochs itself too.
 func (kc *kafkaCluster) appendOffsetsBatch(partition int32, batch segment.Batch) (log.AppendResult, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), kc.produceTimeout())
 	defer cancel()
@@ -116,7 +117,7 @@ func (kc *kafkaCluster) appendOffsetsBatch(partition int32, batch segment.Batch)
 // produceCommitted appends a batch to a partition this node leads and
 // returns once it is committed (acks=all), or the error as Kafka's.
 func (kc *kafkaCluster) produceCommitted(ctx context.Context, topic string, partition int32, batch []byte) (log.AppendResult, error) {
-	res, err := kc.n.d.Produce(ctx, topic, partition, replica.Acks(-1), batch)
+	res, err := kc.n.d.ProduceAsCoordinator(ctx, topic, partition, replica.Acks(-1), batch)
 	if err == nil {
 		err = res.Err
 	}

@@ -550,7 +550,7 @@ func TestKafkaKillLeader(t *testing.T) {
 	retries := 0
 	for _, id := range s.ids() {
 		out, _ := os.ReadFile(filepath.Join(s.dir, fmt.Sprintf("node-%d.out", id)))
-		retries += strings.Count(string(out), "retry answered from the producer state")
+		retries += strings.Count(string(out), "the leader answered a producer's retry with the original's offsets")
 	}
 	t.Logf("%d stops; %d records produced and acknowledged, all consumed once, in order; %d retried batches answered from a leader's producer state; failover after a SIGKILL (to the first acknowledgement) %s; consumer errors seen %d",
 		kills, len(acked), retries, summary(failovers), len(consumeErrs))

@@ -114,7 +114,7 @@ func (kc *kafkaCluster) AppendTransactional(ctx context.Context, txnID string, a
 			return log.AppendResult{}, err
 		}
 	}
-	return kc.appendAsLeader(ctx, controller.TopicPartition{Topic: topic, Partition: id}, plog, acks, batch)
+	return kc.appendAsLeader(ctx, controller.TopicPartition{Topic: topic, Partition: id}, acks, batch)
 }
 
 // txnOpen reports whether producer has a transaction open on the
@@ -236,19 +236,17 @@ func (kc *kafkaCluster) sendMarker(ctx context.Context, m idempotence.MarkerRequ
 
 // appendMarker appends a coordinator's marker to a partition this node
 // leads in leaderEpoch, the epoch the coordinator found it led in, acks=all
-// (through the group coordinator for the offsets topic), once the producer
-// state admits it: a marker older than the producer's epoch is
-// INVALID_PRODUCER_EPOCH, one from an older coordinator epoch
-// TRANSACTION_COORDINATOR_FENCED (the checks of Kafka's
-// ProducerAppendInfo.appendEndTxnMarker for a coordinator's append, which
-// the replica's append, as a follower's, leaves out). Another leader epoch
-// is NOT_LEADER_OR_FOLLOWER: the coordinator looks the leader up again.
+// (through the group coordinator for the offsets topic). The replica's
+// leader checks it as a coordinator's batch: a marker older than the
+// producer's epoch is INVALID_PRODUCER_EPOCH, one from an older
+// coordinator epoch TRANSACTION_COORDINATOR_FENCED (Kafka's
+// ProducerAppendInfo.appendEndTxnMarker). Another leader epoch is
+// NOT_LEADER_OR_FOLLOWER: the coordinator looks the leader up again.
 func (kc *kafkaCluster) appendMarker(ctx context.Context, tp controller.TopicPartition, leaderEpoch int32, b segment.Batch) error {
 	if pv := kc.current().partitions[tp]; pv == nil || pv.Leader != kc.n.cfg.id || pv.LeaderEpoch != leaderEpoch {
 		return fmt.Errorf("%w: node %d does not lead %s-%d in epoch %d", kerr.NotLeaderForPartition, kc.n.cfg.id, tp.Topic, tp.Partition, leaderEpoch)
 	}
-	plog, err := kc.Log(tp.Topic, tp.Partition)
-	if err != nil {
+	if _, err := kc.Log(tp.Topic, tp.Partition); err != nil {
 		return err
 	}
 	if !b.Control() {
@@ -260,25 +258,6 @@ func (kc *kafkaCluster) appendMarker(ctx context.Context, tp controller.TopicPar
 		// NOT_COORDINATOR if it does not lead the partition.
 		return kc.groupService.TxnCommitter().WriteTxnMarker(ctx, tp.Topic, tp.Partition, b)
 	}
-	info, err := idempotence.InfoOf(b)
-	if err != nil {
-		return fmt.Errorf("%w: %w", kerr.InvalidRecord, err)
-	}
-	unlock := kc.lockProducer(producerKey{tp, info.ProducerID})
-	defer unlock()
-	entries, err := plog.Producers()
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		switch {
-		case e.ProducerID != info.ProducerID:
-		case info.ProducerEpoch < e.Epoch:
-			return fmt.Errorf("%w: marker of producer %d at epoch %d, %s-%d has epoch %d", kerr.InvalidProducerEpoch, info.ProducerID, info.ProducerEpoch, tp.Topic, tp.Partition, e.Epoch)
-		case info.Marker != nil && info.Marker.CoordinatorEpoch < e.CoordinatorEpoch:
-			return fmt.Errorf("%w: marker of coordinator epoch %d, %s-%d had one of %d", kerr.TransactionCoordinatorFenced, info.Marker.CoordinatorEpoch, tp.Topic, tp.Partition, e.CoordinatorEpoch)
-		}
-	}
-	_, err = kc.produceCommitted(ctx, tp.Topic, tp.Partition, b)
+	_, err := kc.produceCommitted(ctx, tp.Topic, tp.Partition, b)
 	return err
 }
