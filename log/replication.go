@@ -146,4 +146,3 @@ func (p *Partition) LatestEpoch() (int32, error) {
 func (p *Partition) SyncedEndOffset() (int64, error) {
 	return with(p, false, func(l *Log) (int64, error) { return l.SyncedEndOffset() })
 }
-
