@@ -636,6 +636,12 @@ func (c *Controller) change(tp TopicPartition, ch change) error {
 		if next.Leader == replica.NoNode && len(next.ISR) == 0 {
 			if next.Leader = c.first(next.Replicas, next.ELR); next.Leader != replica.NoNode {
 				next.ISR, next.ELR = []replica.NodeID{next.Leader}, without(next.ELR, next.Leader)
+				if len(next.ISR) >= c.minISR(tp.Topic) {
+					// The leader alone may now commit, which the rest of
+					// the ELR would miss (Kafka's PartitionChangeBuilder
+					// keeps them, computing the ELR before the election).
+					next.ELR = nil
+				}
 			}
 		}
 		if next.Leader == replica.NoNode && (ch.unclean || c.s.Topics[tp.Topic].unclean()) {
