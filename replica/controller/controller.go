@@ -196,6 +196,13 @@ type Registration struct {
 	// Clean says the previous incarnation shut down cleanly: it found its
 	// clean-shutdown marker (KIP-966's PreviousBrokerEpoch).
 	Clean bool
+	// Synced names the topics whose replicas on the broker acknowledged
+	// only what they had synced (their log's FsyncAlways, or
+	// replica.Config.SyncedAcks), of those whose logs the broker found in
+	// its data directory: an unclean shutdown lost nothing acknowledged
+	// from them. A broker that lost its directory, or does not sync before
+	// it acknowledges, names none.
+	Synced []string
 	// Offline names the replicas whose logs the broker could not open
 	// (KIP-858: a log directory missing from the registration's LogDirs).
 	Offline []TopicPartition
@@ -219,10 +226,13 @@ func (c *Controller) Register(id replica.NodeID, incarnation uint64, clean bool)
 //
 // An unclean incarnation (not reg.Clean) leaves every ISR and ELR
 // (KIP-966's unclean exclusion: Kafka acknowledges from the page cache, so
-// it may have lost acknowledged records). The reg.Offline replicas leave
-// every ISR and ELR however the broker shut down, and are offline until
-// ReportOffline says otherwise; the others are online again, whatever the
-// previous incarnation reported.
+// it may have lost acknowledged records), but for its replicas of the
+// reg.Synced topics, which acknowledged nothing they had not synced and
+// stay eligible: a cluster whose every broker was killed elects them from
+// the ELR, cleanly. The reg.Offline replicas leave every ISR and ELR
+// however the broker shut down, and are offline until ReportOffline says
+// otherwise; the others are online again, whatever the previous
+// incarnation reported.
 func (c *Controller) RegisterWith(id replica.NodeID, incarnation uint64, reg Registration) (int64, error) {
 	if id < 0 || incarnation == 0 {
 		return 0, fmt.Errorf("%w: broker id %d incarnation %d: the id must not be negative, the incarnation must be positive",
@@ -242,8 +252,12 @@ func (c *Controller) RegisterWith(id replica.NodeID, incarnation uint64, reg Reg
 		}
 	}
 	epoch := c.s.LastBrokerEpoch + 1
+	synced := slices.Compact(slices.Sorted(slices.Values(reg.Synced)))
+	if len(synced) == 0 {
+		synced = nil
+	}
 	r := &RegisterRecord{Stamp: c.stamp(), Broker: id, BrokerEpoch: epoch, Incarnation: incarnation, Clean: reg.Clean,
-		Offline: c.hosted(id, reg.Offline)}
+		Synced: synced, Offline: c.hosted(id, reg.Offline)}
 	if err := c.emit(r); err != nil {
 		return 0, err
 	}
@@ -251,7 +265,7 @@ func (c *Controller) RegisterWith(id replica.NodeID, incarnation uint64, reg Reg
 	for _, tp := range c.partitions(func(p *Partition) bool {
 		return slices.Contains(p.ISR, id) || slices.Contains(p.ELR, id)
 	}) {
-		if !reg.Clean || b.offline(tp) {
+		if lost := !reg.Clean && !slices.Contains(synced, tp.Topic); lost || b.offline(tp) {
 			if err := c.exclude(tp, id); err != nil {
 				return 0, err
 			}

@@ -55,8 +55,16 @@ type RegisterRecord struct {
 	Incarnation uint64
 	// Clean says the broker's previous incarnation shut down cleanly. An
 	// unclean one may have lost records it acknowledged, so it leaves every
-	// ISR and ELR it was in (KIP-966's unclean exclusion).
+	// ISR and ELR it was in (KIP-966's unclean exclusion), but for its
+	// replicas of the Synced topics.
 	Clean bool
+	// Synced names the topics whose replicas on the broker acknowledged
+	// only what they had synced (FsyncAlways, or replica.Config.
+	// SyncedAcks), found in its data directory at the start: an unclean
+	// shutdown lost nothing acknowledged from them, so they keep their
+	// place in the ELR. It decided the registration's exclusions and is
+	// not kept in the State.
+	Synced []string
 	// Offline names the broker's replicas whose logs it could not open
 	// (KIP-858's log directories missing from the registration's LogDirs).
 	Offline []TopicPartition
@@ -182,7 +190,7 @@ func (*OfflineRecord) kind() kind     { return kindOffline }
 
 // The encoding: a kind byte, a version byte, the controller epoch,
 // then the fields in order as zig-zag varints; strings and lists (of
-// nodes, or partitions as a topic and an index) are a length
+// nodes, topics, or partitions as a topic and an index) are a length
 // (uvarint) and their content; booleans a byte; a topic id its 16 bytes;
 // an optional string a flag byte, then the string if set. Each record
 // lists its fields once (fields), for both directions, so encoder and
@@ -190,14 +198,14 @@ func (*OfflineRecord) kind() kind     { return kindOffline }
 
 // recordVersion 1 added RegisterRecord's Incarnation, 2 PartitionRecord's
 // LastLeader, 3 TopicRecord's ID, ConfigRecord and RemoveTopicRecord, 4
-// RegisterRecord's Offline, and OfflineRecord.
+// RegisterRecord's Synced and Offline, and OfflineRecord.
 const recordVersion = 4
 
 // Limits a decoded record must respect.
 const (
 	maxTopicBytes = 249 // Kafka's topic name limit, and that of a config's name
 	maxNodes      = 1 << 12
-	// maxReplicas bounds a list of partitions of one broker.
+	// maxReplicas bounds a list of topics or partitions of one broker.
 	maxReplicas = 1 << 20
 	// maxConfigValueBytes bounds a config's value (Kafka sets none; its
 	// topic configs are numbers, booleans and short lists).
@@ -217,6 +225,7 @@ type codec interface {
 	flag(*bool)
 	id(*[16]byte)
 	optional(**string)
+	strs(*[]string)
 	tps(*[]TopicPartition)
 }
 
@@ -226,6 +235,7 @@ func (r *RegisterRecord) fields(c codec) {
 	c.i64(&r.BrokerEpoch)
 	c.u64(&r.Incarnation)
 	c.flag(&r.Clean)
+	c.strs(&r.Synced)
 	c.tps(&r.Offline)
 }
 func (r *FenceRecord) fields(c codec)    { c.node(&r.Broker); c.i64(&r.BrokerEpoch) }
@@ -305,6 +315,12 @@ func (e *encoder) optional(v **string) {
 		e.text(**v, maxConfigValueBytes)
 	}
 }
+func (e *encoder) strs(v *[]string) {
+	e.count(len(*v))
+	for i := range *v {
+		e.str(&(*v)[i])
+	}
+}
 func (e *encoder) tps(v *[]TopicPartition) {
 	e.count(len(*v))
 	for i := range *v {
@@ -314,7 +330,7 @@ func (e *encoder) tps(v *[]TopicPartition) {
 }
 func (e *encoder) count(n int) {
 	if n > maxReplicas && e.err == nil {
-		e.err = fmt.Errorf("%w: %d partitions in a list, more than %d", ErrInvalidRecord, n, maxReplicas)
+		e.err = fmt.Errorf("%w: %d topics or partitions in a list, more than %d", ErrInvalidRecord, n, maxReplicas)
 	}
 	e.b = binary.AppendUvarint(e.b, uint64(n))
 }
@@ -434,6 +450,12 @@ func (d *decoder) optional(v **string) {
 	}
 	s := d.text(maxConfigValueBytes)
 	*v = &s
+}
+func (d *decoder) strs(v *[]string) {
+	*v = nil
+	for range d.length(maxReplicas) {
+		*v = append(*v, d.text(maxTopicBytes))
+	}
 }
 func (d *decoder) tps(v *[]TopicPartition) {
 	*v = nil

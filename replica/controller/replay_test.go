@@ -18,7 +18,7 @@ import (
 var replaySeeds = flag.Int("controller.seeds", 0, "seeds of TestReplayEqualsLive (default 50, 5 under -short)")
 
 // TestReplayEqualsLive drives a controller at random (registrations clean
-// and unclean, naming offline replicas,
+// and unclean, claiming synced topics and naming offline replicas,
 // reports of offline replicas, heartbeats, lost sessions, controlled shutdowns, topics,
 // AlterPartitions right and wrong, preferred elections, unclean toggles,
 // reassignments and their cancellation, controller failovers, some over
@@ -65,7 +65,7 @@ func replayRandom(t *testing.T, seed uint64, steps int) {
 				inc -= 2
 			}
 			var e int64
-			e, err = c.RegisterWith(id, inc, Registration{Clean: rng.IntN(3) > 0, Offline: randomReplicas(rng, topics)})
+			e, err = c.RegisterWith(id, inc, Registration{Clean: rng.IntN(3) > 0, Synced: randomTopics(rng, topics), Offline: randomReplicas(rng, topics)})
 			switch {
 			case errors.Is(err, replica.ErrStaleBrokerEpoch):
 				require.Less(t, inc, incarnations[id], "only an earlier incarnation is stale")
@@ -193,6 +193,15 @@ func replayRandom(t *testing.T, seed uint64, steps int) {
 		require.NoError(t, err, "step %d: the image replays", step)
 		require.Equal(t, s, image, "step %d: the image replays to the state", step)
 	}
+}
+
+// randomTopics returns a few topic names, some of which may not exist.
+func randomTopics(rng *rand.Rand, topics int) []string {
+	var names []string
+	for range rng.IntN(3) {
+		names = append(names, fmt.Sprint("t", rng.IntN(topics+1)))
+	}
+	return names
 }
 
 // randomReplicas returns a few partitions, mostly none: some may not
