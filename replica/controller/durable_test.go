@@ -148,3 +148,52 @@ func TestSyncedNamesOnlyTheTopicsItKeeps(t *testing.T) {
 	r := h.store[len(h.store)-2].(*RegisterRecord)
 	require.Equal(t, []string{"b", "nope"}, r.Synced, "the record says what the broker claimed, as a set")
 }
+
+// QuorumControllerTest.testUncleanShutdownBroker: foo-0 on brokers 1-3 at
+// min.insync.replicas 2, every broker fenced: no ISR, the ELR [2 3], 3 the
+// last known leader. 3 registers after an unclean shutdown and leaves the
+// ELR; registering again leaves the last known leader as it was; 2
+// unfences and is elected with the ISR [2], no ELR and no last known
+// leader. With foo in Synced, 3 stays in the ELR through both
+// registrations, and unfencing first it leads again.
+func TestUncleanShutdownBroker(t *testing.T) {
+	for _, synced := range [][]string{nil, {"foo"}} {
+		h := newHarness(t, 2, 1, 2, 3)
+		h.topic("foo", false, nodes(1, 2, 3))
+		h.crash(1, 2, 3)
+		p := h.part("foo", 0)
+		require.Empty(t, p.ISR)
+		require.Equal(t, replica.NoNode, p.Leader)
+		require.Equal(t, nodes(2, 3), p.ELR)
+		require.Equal(t, replica.NodeID(3), p.LastLeader)
+
+		for range 2 {
+			_, err := h.registerWith(3, Registration{Synced: synced})
+			require.NoError(t, err)
+			h.drain()
+			p = h.part("foo", 0)
+			require.Equal(t, replica.NodeID(3), p.LastLeader, "an unclean shutdown leaves the last known leader")
+			if synced == nil {
+				require.Equal(t, nodes(2), p.ELR, "an unclean shutdown removes the ELR member")
+			} else {
+				require.Equal(t, nodes(2, 3), p.ELR, "3 lost nothing it acknowledged")
+			}
+		}
+
+		next := replica.NodeID(2)
+		if synced != nil {
+			next = 3
+		}
+		h.unfence(next)
+		p = h.part("foo", 0)
+		require.Equal(t, next, p.Leader)
+		require.Equal(t, nodes(next), p.ISR)
+		require.Equal(t, replica.NoNode, p.LastLeader)
+		if synced == nil {
+			require.Empty(t, p.ELR)
+		} else {
+			require.Equal(t, nodes(2), p.ELR, "2 stays eligible below min.insync.replicas")
+		}
+		require.Empty(t, h.unclean)
+	}
+}
