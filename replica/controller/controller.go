@@ -201,7 +201,7 @@ type Registration struct {
 	// replica.Config.SyncedAcks), of those whose logs the broker found in
 	// its data directory: an unclean shutdown lost nothing acknowledged
 	// from them. A broker that lost its directory, or does not sync before
-	// it acknowledges, names none.
+	// it acknowledges, names none. Names of no topic are ignored.
 	Synced []string
 	// Offline names the replicas whose logs the broker could not open
 	// (KIP-858: a log directory missing from the registration's LogDirs).
@@ -252,9 +252,13 @@ func (c *Controller) RegisterWith(id replica.NodeID, incarnation uint64, reg Reg
 		}
 	}
 	epoch := c.s.LastBrokerEpoch + 1
-	synced := slices.Compact(slices.Sorted(slices.Values(reg.Synced)))
-	if len(synced) == 0 {
-		synced = nil
+	// Only the topics the state has: the claim is about their replicas,
+	// and a name no topic has could not even be encoded.
+	var synced []string
+	for _, t := range slices.Compact(slices.Sorted(slices.Values(reg.Synced))) {
+		if c.s.Topics[t] != nil {
+			synced = append(synced, t)
+		}
 	}
 	r := &RegisterRecord{Stamp: c.stamp(), Broker: id, BrokerEpoch: epoch, Incarnation: incarnation, Clean: reg.Clean,
 		Synced: synced, Offline: c.hosted(id, reg.Offline)}

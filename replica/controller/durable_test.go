@@ -131,9 +131,9 @@ func TestEligibleLeaderReplicasUncleanShutdown(t *testing.T) {
 	}
 }
 
-// The claim is per topic and counts only where the shutdown was unclean:
-// a clean registration keeps its replicas whatever it names, and an
-// unclean one naming an unknown topic changes nothing.
+// The claim is per topic: an unclean registration naming b keeps its
+// replica of b in the ELR, not of a; the record keeps the claim as a set
+// of the topics the state has.
 func TestSyncedNamesOnlyTheTopicsItKeeps(t *testing.T) {
 	h := newHarness(t, 2, 1, 2, 3)
 	h.topic("a", false, nodes(1, 2, 3))
@@ -146,7 +146,7 @@ func TestSyncedNamesOnlyTheTopicsItKeeps(t *testing.T) {
 	require.Empty(t, h.part("a", 0).ELR)
 	require.Equal(t, nodes(3), h.part("b", 0).ELR)
 	r := h.store[len(h.store)-2].(*RegisterRecord)
-	require.Equal(t, []string{"b", "nope"}, r.Synced, "the record says what the broker claimed, as a set")
+	require.Equal(t, []string{"b"}, r.Synced, "the record says what the broker claimed of known topics, as a set")
 }
 
 // QuorumControllerTest.testUncleanShutdownBroker: foo-0 on brokers 1-3 at

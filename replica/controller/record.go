@@ -63,7 +63,7 @@ type RegisterRecord struct {
 	// SyncedAcks), found in its data directory at the start: an unclean
 	// shutdown lost nothing acknowledged from them, so they keep their
 	// place in the ELR. It decided the registration's exclusions and is
-	// not kept in the State.
+	// not kept in the State; sorted, of topics the state had.
 	Synced []string
 	// Offline names the broker's replicas whose logs it could not open
 	// (KIP-858's log directories missing from the registration's LogDirs).

@@ -360,7 +360,7 @@ func partitionSet(tps []TopicPartition) []TopicPartition {
 	if len(tps) == 0 {
 		return nil
 	}
-	return slices.CompactFunc(slices.SortedFunc(slices.Values(tps), compareTP), func(a, b TopicPartition) bool { return a == b })
+	return slices.Compact(slices.SortedFunc(slices.Values(tps), compareTP))
 }
 
 func hasDuplicate(ns []replica.NodeID) bool {
