@@ -179,7 +179,7 @@ func (c *Controller) Rebalance() error {
 		}
 		for _, tp := range imbalanced {
 			p := c.s.Partitions[tp]
-			if len(p.Adding)+len(p.Removing) > 0 || !slices.Contains(p.ISR, b) || !c.acceptable(b) {
+			if len(p.Adding)+len(p.Removing) > 0 || !slices.Contains(p.ISR, b) || !c.eligible(tp, b) {
 				continue
 			}
 			if err := c.change(tp, change{isr: p.ISR, preferred: true}); err != nil {
@@ -190,7 +190,31 @@ func (c *Controller) Rebalance() error {
 	return nil
 }
 
-// Register registers a broker incarnation and returns its broker epoch
+// Registration is what a broker says of itself when it registers (Kafka's
+// BrokerRegistrationRequest).
+type Registration struct {
+	// Clean says the previous incarnation shut down cleanly: it found its
+	// clean-shutdown marker (KIP-966's PreviousBrokerEpoch).
+	Clean bool
+	// Synced names the topics whose replicas on the broker acknowledged
+	// only what they had synced (their log's FsyncAlways, or
+	// replica.Config.SyncedAcks), of those whose logs the broker found in
+	// its data directory: an unclean shutdown lost nothing acknowledged
+	// from them. A broker that lost its directory, or does not sync before
+	// it acknowledges, names none. Names of no topic are ignored.
+	Synced []string
+	// Offline names the replicas whose logs the broker could not open
+	// (KIP-858: a log directory missing from the registration's LogDirs).
+	Offline []TopicPartition
+}
+
+// Register registers a broker incarnation with only whether it shut down
+// cleanly; see RegisterWith.
+func (c *Controller) Register(id replica.NodeID, incarnation uint64, clean bool) (int64, error) {
+	return c.RegisterWith(id, incarnation, Registration{Clean: clean})
+}
+
+// RegisterWith registers a broker incarnation and returns its broker epoch
 // (Kafka's ClusterControlManager.registerBroker). The incarnation
 // identifies one start of the broker's process (Kafka's incarnation ID)
 // and must increase with every start: a registration of the incarnation
@@ -198,12 +222,18 @@ func (c *Controller) Rebalance() error {
 // earlier incarnation comes from a previous life and is refused with
 // ErrStaleBrokerEpoch; a later one is a restart and gets a new epoch. A
 // restart while the previous incarnation is unfenced replaces it: the old
-// one is fenced first. Clean says the previous incarnation shut down
-// cleanly (it found its clean-shutdown marker). An unclean incarnation
-// leaves every ISR and ELR (KIP-966's unclean exclusion): it may have lost
-// acknowledged records it no longer has. The broker stays fenced until its
-// first Heartbeat.
-func (c *Controller) Register(id replica.NodeID, incarnation uint64, clean bool) (int64, error) {
+// one is fenced first. The broker stays fenced until its first Heartbeat.
+//
+// An unclean incarnation (not reg.Clean) leaves every ISR and ELR
+// (KIP-966's unclean exclusion: Kafka acknowledges from the page cache, so
+// it may have lost acknowledged records), but for its replicas of the
+// reg.Synced topics, which acknowledged nothing they had not synced and
+// stay eligible: a cluster whose every broker was killed elects them from
+// the ELR, cleanly. The reg.Offline replicas leave every ISR and ELR
+// however the broker shut down, and are offline until ReportOffline says
+// otherwise; the others are online again, whatever the previous
+// incarnation reported.
+func (c *Controller) RegisterWith(id replica.NodeID, incarnation uint64, reg Registration) (int64, error) {
 	if id < 0 || incarnation == 0 {
 		return 0, fmt.Errorf("%w: broker id %d incarnation %d: the id must not be negative, the incarnation must be positive",
 			replica.ErrInvalidRequest, id, incarnation)
@@ -222,20 +252,87 @@ func (c *Controller) Register(id replica.NodeID, incarnation uint64, clean bool)
 		}
 	}
 	epoch := c.s.LastBrokerEpoch + 1
-	if err := c.emit(&RegisterRecord{Stamp: c.stamp(), Broker: id, BrokerEpoch: epoch, Incarnation: incarnation, Clean: clean}); err != nil {
+	// Only the topics the state has: the claim is about their replicas,
+	// and a name no topic has could not even be encoded.
+	var synced []string
+	for _, t := range slices.Compact(slices.Sorted(slices.Values(reg.Synced))) {
+		if c.s.Topics[t] != nil {
+			synced = append(synced, t)
+		}
+	}
+	r := &RegisterRecord{Stamp: c.stamp(), Broker: id, BrokerEpoch: epoch, Incarnation: incarnation, Clean: reg.Clean,
+		Synced: synced, Offline: c.hosted(id, reg.Offline)}
+	if err := c.emit(r); err != nil {
 		return 0, err
 	}
-	if !clean {
-		for _, tp := range c.partitions(func(p *Partition) bool {
-			return slices.Contains(p.ISR, id) || slices.Contains(p.ELR, id)
-		}) {
-			p := c.s.Partitions[tp]
-			if err := c.change(tp, change{isr: without(p.ISR, id), exclude: []replica.NodeID{id}}); err != nil {
+	b := c.s.Brokers[id]
+	for _, tp := range c.partitions(func(p *Partition) bool {
+		return slices.Contains(p.ISR, id) || slices.Contains(p.ELR, id)
+	}) {
+		if lost := !reg.Clean && !slices.Contains(synced, tp.Topic); lost || b.offline(tp) {
+			if err := c.exclude(tp, id); err != nil {
 				return 0, err
 			}
 		}
 	}
 	return epoch, nil
+}
+
+// ReportOffline replaces the broker's replicas whose logs failed (Kafka's
+// BrokerHeartbeatRequest OfflineLogDirs, KIP-858, here per replica: a
+// Strand node has one data directory, and its replicas fail one by one,
+// when a write to their log fails or their log is found damaged). Each
+// replica newly offline leaves its ISR and ELR, which elects another
+// leader where it led (ReplicationControlManager.handleDirectoriesOffline);
+// it is never elected while offline, even uncleanly, and an AlterPartition
+// naming it is refused (INELIGIBLE_REPLICA). A replica that leaves the set
+// (its log reopened: space freed, damage repaired) is eligible again: it
+// rejoins the ISR when its leader says it caught up, and a partition
+// without a leader whose topic allows unclean election may elect it.
+// Only the broker's replicas of partitions the state has count; an
+// unchanged set writes nothing, so the broker may send its set with every
+// heartbeat. Report before the Heartbeat that unfences, so that the
+// elections the unfencing runs know the offline replicas.
+func (c *Controller) ReportOffline(id replica.NodeID, epoch int64, offline []TopicPartition) error {
+	b, err := c.s.broker(id, epoch)
+	if err != nil {
+		return err
+	}
+	was, next := b.Offline, c.hosted(id, offline)
+	if slices.Equal(was, next) {
+		return nil
+	}
+	if err := c.emit(&OfflineRecord{Stamp: c.stamp(), Broker: id, BrokerEpoch: epoch, Offline: next}); err != nil {
+		return err
+	}
+	for _, tp := range partitionSet(slices.Concat(was, next)) {
+		p := c.s.Partitions[tp]
+		switch {
+		case p == nil:
+		case b.offline(tp) && (slices.Contains(p.ISR, id) || slices.Contains(p.ELR, id)):
+			err = c.exclude(tp, id)
+		case !b.offline(tp) && p.Leader == replica.NoNode:
+			err = c.change(tp, change{isr: p.ISR})
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// hosted returns the partitions of tps the state has with the broker
+// among their replicas, as a set.
+func (c *Controller) hosted(id replica.NodeID, tps []TopicPartition) []TopicPartition {
+	return partitionSet(slices.DeleteFunc(slices.Clone(tps), func(tp TopicPartition) bool {
+		p := c.s.Partitions[tp]
+		return p == nil || !slices.Contains(p.Replicas, id)
+	}))
+}
+
+// exclude takes a replica out of a partition's ISR and ELR.
+func (c *Controller) exclude(tp TopicPartition, id replica.NodeID) error {
+	return c.change(tp, change{isr: without(c.s.Partitions[tp].ISR, id), exclude: []replica.NodeID{id}})
 }
 
 // Heartbeat renews a broker's session and unfences it if fenced; the
@@ -351,7 +448,7 @@ func (c *Controller) CreateTopicWith(name string, assignment [][]replica.NodeID,
 					replica.ErrInvalidReplicaAssignment, name, i, n)
 			}
 		}
-		if c.first(rs, rs) == replica.NoNode {
+		if c.first(TopicPartition{name, int32(i)}, rs, rs) == replica.NoNode {
 			return fmt.Errorf("%w: topic %q partition %d: every replica %v is fenced or in controlled shutdown",
 				replica.ErrInvalidReplicaAssignment, name, i, rs)
 		}
@@ -372,7 +469,7 @@ func (c *Controller) CreateTopicWith(name string, assignment [][]replica.NodeID,
 		r := &PartitionRecord{Stamp: c.stamp(), Topic: name, Partition: int32(i),
 			Replicas: slices.Clone(rs), Leader: replica.NoNode, LastLeader: replica.NoNode}
 		for _, n := range rs {
-			if c.acceptable(n) {
+			if c.eligible(TopicPartition{name, int32(i)}, n) {
 				r.ISR = append(r.ISR, n)
 			}
 		}
@@ -447,7 +544,7 @@ func (c *Controller) ElectPreferred(tp TopicPartition) error {
 	if p.Leader == pref {
 		return fmt.Errorf("%w: %v is led by its preferred replica %d", replica.ErrElectionNotNeeded, tp, pref)
 	}
-	if !slices.Contains(p.ISR, pref) || !c.acceptable(pref) {
+	if !slices.Contains(p.ISR, pref) || !c.eligible(tp, pref) {
 		return fmt.Errorf("%w: %v: replica %d is not live and in the ISR %v",
 			replica.ErrPreferredLeaderNotAvailable, tp, pref, p.ISR)
 	}
@@ -546,6 +643,10 @@ func (c *Controller) alterPartition(m *replica.AlterPartition) error {
 		if !c.acceptable(b.ID) {
 			return fmt.Errorf("%w: %v: replica %d is not a live broker", replica.ErrIneligibleReplica, tp, b.ID)
 		}
+		if c.offline(tp, b.ID) {
+			return fmt.Errorf("%w: %v: replica %d is offline: its broker reported its log failed",
+				replica.ErrIneligibleReplica, tp, b.ID)
+		}
 		if b.BrokerEpoch != replica.NoBrokerEpoch && !c.registeredIn(b.ID, b.BrokerEpoch) {
 			// KIP-903: the leader counted fetches of an earlier life of
 			// the broker, which the one registered since may lack.
@@ -562,17 +663,24 @@ func (c *Controller) registeredIn(id replica.NodeID, epoch int64) bool {
 	return b != nil && b.Epoch == epoch
 }
 
-// acceptable says whether a replica may lead or be in an ISR: a registered
-// broker, unfenced, not shutting down.
+// acceptable says whether a broker's replicas may lead or be in an ISR: a
+// registered broker, unfenced, not shutting down.
 func (c *Controller) acceptable(n replica.NodeID) bool {
 	b := c.s.Brokers[n]
 	return b != nil && !b.Fenced && !b.ShuttingDown
 }
 
+// eligible says whether a broker's replica of tp may lead or be in its
+// ISR: the broker is acceptable and the replica online (Kafka's
+// LeaderAcceptor, which asks hasOnlineDir of the replica's directory).
+func (c *Controller) eligible(tp TopicPartition, n replica.NodeID) bool {
+	return c.acceptable(n) && !c.offline(tp, n)
+}
+
 // change is a partition change: the ISR it gets, and what else happens.
 type change struct {
 	isr []replica.NodeID
-	// exclude leaves the ELR (an unclean shutdown).
+	// exclude leaves the ELR (an unclean shutdown, an offline replica).
 	exclude []replica.NodeID
 	// preferred makes the first replica leader (checked by the caller).
 	preferred bool
@@ -602,7 +710,8 @@ type layout struct{ replicas, adding, removing []replica.NodeID }
 // leader, which Kafka elects even where the topic does not allow unclean
 // election), else the first live replica, alone in the ISR, RECOVERING,
 // reported in Ready.Unclean. Else there is no leader, and the one lost is
-// remembered as the last leader.
+// remembered as the last leader. Live means eligible: an acceptable
+// broker whose replica is online; an offline replica never joins the ELR.
 // A new leader takes a new leader epoch; every change takes a new
 // partition epoch.
 func (c *Controller) change(tp TopicPartition, ch change) error {
@@ -619,7 +728,7 @@ func (c *Controller) change(tp TopicPartition, ch change) error {
 	}
 	if len(next.ISR) < c.minISR(tp.Topic) {
 		for _, n := range append(slices.Clone(old.ELR), old.ISR...) {
-			if slices.Contains(next.Replicas, n) && !slices.Contains(ch.exclude, n) &&
+			if slices.Contains(next.Replicas, n) && !slices.Contains(ch.exclude, n) && !c.offline(tp, n) &&
 				!slices.Contains(next.ISR, n) && !slices.Contains(next.ELR, n) {
 				next.ELR = append(next.ELR, n)
 			}
@@ -629,19 +738,25 @@ func (c *Controller) change(tp TopicPartition, ch change) error {
 	switch {
 	case ch.preferred:
 		next.Leader = next.Replicas[0]
-	case slices.Contains(next.ISR, old.Leader) && c.acceptable(old.Leader):
+	case slices.Contains(next.ISR, old.Leader) && c.eligible(tp, old.Leader):
 		next.Leader = old.Leader
 	default:
-		next.Leader = c.first(next.Replicas, next.ISR)
+		next.Leader = c.first(tp, next.Replicas, next.ISR)
 		if next.Leader == replica.NoNode && len(next.ISR) == 0 {
-			if next.Leader = c.first(next.Replicas, next.ELR); next.Leader != replica.NoNode {
+			if next.Leader = c.first(tp, next.Replicas, next.ELR); next.Leader != replica.NoNode {
 				next.ISR, next.ELR = []replica.NodeID{next.Leader}, without(next.ELR, next.Leader)
+				if len(next.ISR) >= c.minISR(tp.Topic) {
+					// The leader alone may now commit, which the rest of
+					// the ELR would miss (Kafka's PartitionChangeBuilder
+					// keeps them, computing the ELR before the election).
+					next.ELR = nil
+				}
 			}
 		}
 		if next.Leader == replica.NoNode && (ch.unclean || c.s.Topics[tp.Topic].unclean()) {
-			next.Leader = c.first(next.Replicas, next.Replicas)
+			next.Leader = c.first(tp, next.Replicas, next.Replicas)
 			if len(next.ISR)+len(next.ELR) == 0 {
-				if last := c.first(next.Replicas, []replica.NodeID{old.LastLeader}); last != replica.NoNode {
+				if last := c.first(tp, next.Replicas, []replica.NodeID{old.LastLeader}); last != replica.NoNode {
 					next.Leader = last
 				}
 			}
@@ -673,15 +788,21 @@ func (c *Controller) change(tp TopicPartition, ch change) error {
 	return c.maybeCompleteReassignment(tp)
 }
 
-// first returns the first replica in assignment order that is in set and
-// acceptable, or NoNode.
-func (c *Controller) first(replicas, set []replica.NodeID) replica.NodeID {
+// first returns the first replica of tp in assignment order that is in
+// set and eligible, or NoNode.
+func (c *Controller) first(tp TopicPartition, replicas, set []replica.NodeID) replica.NodeID {
 	for _, n := range replicas {
-		if slices.Contains(set, n) && c.acceptable(n) {
+		if slices.Contains(set, n) && c.eligible(tp, n) {
 			return n
 		}
 	}
 	return replica.NoNode
+}
+
+// offline says whether a broker's replica of tp is offline.
+func (c *Controller) offline(tp TopicPartition, n replica.NodeID) bool {
+	b := c.s.Brokers[n]
+	return b != nil && b.offline(tp)
 }
 
 func without(ns []replica.NodeID, n replica.NodeID) []replica.NodeID {

@@ -15,6 +15,18 @@
 // unclean.leader.election.enable itself; a topic is deleted with its
 // partitions and configs by one RemoveTopicRecord.
 //
+// A broker reports its replicas whose logs failed (ReportOffline, and
+// Registration.Offline at a start; KIP-858's offline log directories,
+// per replica since a Strand node has one data directory and its
+// replicas fail one by one): they leave their ISRs and ELRs, lose their
+// leadership, and are never elected until reported online again, when
+// they rejoin the ISR through their leader's AlterPartition. A broker
+// that restarts after an unclean shutdown names the topics whose
+// replicas acknowledged only synced records (Registration.Synced): those
+// keep their place in the ELR, which KIP-966 takes from an unclean
+// broker because Kafka acknowledges from the page cache, so that a
+// cluster that lost every node elects its leaders again, cleanly.
+//
 // All its state is a sequence of Records: State.Apply is the only way the
 // state changes, and replaying the records gives the state the active
 // controller lived through. An application keeps the records in any

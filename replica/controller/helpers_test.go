@@ -65,8 +65,13 @@ func (h *harness) drain() {
 // start registers a broker's next incarnation and unfences it with a
 // heartbeat.
 func (h *harness) start(b replica.NodeID, clean bool) {
+	h.startWith(b, Registration{Clean: clean})
+}
+
+// startWith is start with all the registration says.
+func (h *harness) startWith(b replica.NodeID, reg Registration) {
 	h.t.Helper()
-	e, err := h.register(b, clean)
+	e, err := h.registerWith(b, reg)
 	require.NoError(h.t, err)
 	_, err = h.c.Heartbeat(b, e)
 	require.NoError(h.t, err)
@@ -75,8 +80,12 @@ func (h *harness) start(b replica.NodeID, clean bool) {
 
 // register registers a broker's next incarnation.
 func (h *harness) register(b replica.NodeID, clean bool) (int64, error) {
+	return h.registerWith(b, Registration{Clean: clean})
+}
+
+func (h *harness) registerWith(b replica.NodeID, reg Registration) (int64, error) {
 	h.incarnations[b]++
-	e, err := h.c.Register(b, h.incarnations[b], clean)
+	e, err := h.c.RegisterWith(b, h.incarnations[b], reg)
 	if err == nil {
 		h.epochs[b] = e
 	}

@@ -10,11 +10,11 @@ import (
 
 // Records writes the state as records that replay to it (Kafka's metadata
 // image written as a snapshot): the controller, each broker registered in
-// epoch order, then unfenced or shutting down as it is, each topic with
-// its configs, and each partition whole, at its epochs. An application that keeps the
-// records in a log can store these instead of the log's prefix, and
-// replaying them and the records that follow gives the same state as the
-// whole log.
+// epoch order with its offline replicas, then unfenced or shutting down as
+// it is, each topic with its configs, and each partition whole, at its
+// epochs. An application that keeps the records in a log can store these
+// instead of the log's prefix, and replaying them and the records that
+// follow gives the same state as the whole log.
 func (s *State) Records() []Record {
 	if s.Epoch < 0 {
 		return nil // no controller was ever active: no record applied
@@ -24,7 +24,8 @@ func (s *State) Records() []Record {
 	records := []Record{&ControllerRecord{Stamp: stamp, Node: replica.NoNode}}
 	brokers := slices.SortedFunc(maps.Values(s.Brokers), func(a, b *Broker) int { return cmp.Compare(a.Epoch, b.Epoch) })
 	for _, b := range brokers {
-		records = append(records, &RegisterRecord{Stamp: stamp, Broker: b.ID, BrokerEpoch: b.Epoch, Incarnation: b.Incarnation, Clean: b.Clean})
+		records = append(records, &RegisterRecord{Stamp: stamp, Broker: b.ID, BrokerEpoch: b.Epoch, Incarnation: b.Incarnation,
+			Clean: b.Clean, Offline: b.Offline})
 		if !b.Fenced {
 			records = append(records, &UnfenceRecord{Stamp: stamp, Broker: b.ID, BrokerEpoch: b.Epoch})
 		}

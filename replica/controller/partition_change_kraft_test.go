@@ -492,3 +492,31 @@ func TestPartitionChangeReassignmentSteps(t *testing.T) {
 		},
 	})
 }
+
+// An election from the ELR whose ISR of the leader alone is at the
+// topic's min.insync.replicas (lowered while the partition had no ISR)
+// clears the rest of the ELR: the leader may commit alone from then on,
+// and a member left behind would miss it. Kafka's PartitionChangeBuilder
+// computes the ELR before its election (maybePopulateTargetElr, then
+// tryElection) and keeps them; the invariant that an ISR at min ISR has no
+// ELR (Vanlightly's ValidControllerIsrAndElr) holds only with the ELR
+// cleared. Found by TestReplayEqualsLive (seed 38 once it drove
+// registrations claiming synced topics).
+func TestELRElectionAtMinISRClearsTheRestOfTheELR(t *testing.T) {
+	h := newHarness(t, 3, 1, 2, 3)
+	h.topic("t", false, nodes(1, 2, 3))
+	h.crash(1, 2, 3)
+	require.Equal(t, nodes(1, 2, 3), h.part("t", 0).ELR)
+	require.NoError(t, h.c.AlterTopicConfigs("t", []ConfigOp{{Op: SetConfig, Name: minISRConfig, Value: "1"}}, false))
+	h.drain()
+	h.unfence(2)
+	p := h.part("t", 0)
+	require.Equal(t, replica.NodeID(2), p.Leader)
+	require.Equal(t, nodes(2), p.ISR)
+	require.Empty(t, p.ELR, "1 and 3 lack what 2 commits alone")
+	h.unfence(1)
+	h.unfence(3)
+	h.crash(2)
+	require.Equal(t, nodes(2), h.part("t", 0).ELR, "only 2 holds every committed record")
+	require.Equal(t, replica.NoNode, h.part("t", 0).Leader)
+}

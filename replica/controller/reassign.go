@@ -79,7 +79,7 @@ func (c *Controller) CancelReassignment(tp TopicPartition) error {
 		return fmt.Errorf("%w: %v", replica.ErrNoReassignmentInProgress, tp)
 	}
 	replicas, isr := minus(p.Replicas, p.Adding), minus(p.ISR, p.Adding)
-	if len(isr) == 0 && c.first(replicas, p.ELR) == replica.NoNode && !c.s.Topics[tp.Topic].Unclean {
+	if len(isr) == 0 && c.first(tp, replicas, p.ELR) == replica.NoNode && !c.s.Topics[tp.Topic].Unclean {
 		return fmt.Errorf("%w: %v: reverting to replicas %v needs an unclean leader election: the ISR %v holds only replicas being added, and the topic does not allow one",
 			replica.ErrInvalidReplicaAssignment, tp, replicas, p.ISR)
 	}

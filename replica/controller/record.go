@@ -55,8 +55,31 @@ type RegisterRecord struct {
 	Incarnation uint64
 	// Clean says the broker's previous incarnation shut down cleanly. An
 	// unclean one may have lost records it acknowledged, so it leaves every
-	// ISR and ELR it was in (KIP-966's unclean exclusion).
+	// ISR and ELR it was in (KIP-966's unclean exclusion), but for its
+	// replicas of the Synced topics.
 	Clean bool
+	// Synced names the topics whose replicas on the broker acknowledged
+	// only what they had synced (FsyncAlways, or replica.Config.
+	// SyncedAcks), found in its data directory at the start: an unclean
+	// shutdown lost nothing acknowledged from them, so they keep their
+	// place in the ELR. It decided the registration's exclusions and is
+	// not kept in the State; sorted, of topics the state had.
+	Synced []string
+	// Offline names the broker's replicas whose logs it could not open
+	// (KIP-858's log directories missing from the registration's LogDirs).
+	Offline []TopicPartition
+}
+
+// OfflineRecord replaces the set of a broker's replicas whose logs failed
+// (Kafka's BrokerRegistrationChangeRecord, whose LogDirs KIP-858 shrinks
+// when a broker reports a log directory offline). An offline replica is
+// in no ISR or ELR and is never elected, even uncleanly; one that leaves
+// the set is eligible again, and rejoins the ISR as any replica does.
+type OfflineRecord struct {
+	Stamp
+	Broker      replica.NodeID
+	BrokerEpoch int64
+	Offline     []TopicPartition
 }
 
 // FenceRecord fences a broker: it missed its session or was replaced.
@@ -151,6 +174,7 @@ const (
 	kindPartition
 	kindConfig
 	kindRemoveTopic
+	kindOffline
 )
 
 func (*ControllerRecord) kind() kind  { return kindController }
@@ -162,22 +186,27 @@ func (*TopicRecord) kind() kind       { return kindTopic }
 func (*PartitionRecord) kind() kind   { return kindPartition }
 func (*ConfigRecord) kind() kind      { return kindConfig }
 func (*RemoveTopicRecord) kind() kind { return kindRemoveTopic }
+func (*OfflineRecord) kind() kind     { return kindOffline }
 
 // The encoding: a kind byte, a version byte, the controller epoch,
-// then the fields in order as zig-zag varints; strings and node lists are
-// a length (uvarint) and their content; booleans a byte; a topic id its
-// 16 bytes; an optional string a flag byte, then the string if set. Each record lists
-// its fields once (fields), for both directions, so encoder and decoder
-// cannot disagree.
+// then the fields in order as zig-zag varints; strings and lists (of
+// nodes, topics, or partitions as a topic and an index) are a length
+// (uvarint) and their content; booleans a byte; a topic id its 16 bytes;
+// an optional string a flag byte, then the string if set. Each record
+// lists its fields once (fields), for both directions, so encoder and
+// decoder cannot disagree.
 
 // recordVersion 1 added RegisterRecord's Incarnation, 2 PartitionRecord's
-// LastLeader, 3 TopicRecord's ID, ConfigRecord and RemoveTopicRecord.
-const recordVersion = 3
+// LastLeader, 3 TopicRecord's ID, ConfigRecord and RemoveTopicRecord, 4
+// RegisterRecord's Synced and Offline, and OfflineRecord.
+const recordVersion = 4
 
 // Limits a decoded record must respect.
 const (
 	maxTopicBytes = 249 // Kafka's topic name limit, and that of a config's name
 	maxNodes      = 1 << 12
+	// maxReplicas bounds a list of topics or partitions of one broker.
+	maxReplicas = 1 << 20
 	// maxConfigValueBytes bounds a config's value (Kafka sets none; its
 	// topic configs are numbers, booleans and short lists).
 	maxConfigValueBytes = 1 << 15
@@ -196,6 +225,8 @@ type codec interface {
 	flag(*bool)
 	id(*[16]byte)
 	optional(**string)
+	strs(*[]string)
+	tps(*[]TopicPartition)
 }
 
 func (r *ControllerRecord) fields(c codec) { c.node(&r.Node) }
@@ -204,6 +235,8 @@ func (r *RegisterRecord) fields(c codec) {
 	c.i64(&r.BrokerEpoch)
 	c.u64(&r.Incarnation)
 	c.flag(&r.Clean)
+	c.strs(&r.Synced)
+	c.tps(&r.Offline)
 }
 func (r *FenceRecord) fields(c codec)    { c.node(&r.Broker); c.i64(&r.BrokerEpoch) }
 func (r *UnfenceRecord) fields(c codec)  { c.node(&r.Broker); c.i64(&r.BrokerEpoch) }
@@ -231,6 +264,11 @@ func (r *PartitionRecord) fields(c codec) {
 
 func (r *ConfigRecord) fields(c codec)      { c.str(&r.Topic); c.str(&r.Name); c.optional(&r.Value) }
 func (r *RemoveTopicRecord) fields(c codec) { c.str(&r.Topic); c.id(&r.ID) }
+func (r *OfflineRecord) fields(c codec) {
+	c.node(&r.Broker)
+	c.i64(&r.BrokerEpoch)
+	c.tps(&r.Offline)
+}
 
 func (r *ControllerRecord) MarshalBinary() ([]byte, error)  { return encode(r) }
 func (r *RegisterRecord) MarshalBinary() ([]byte, error)    { return encode(r) }
@@ -241,6 +279,7 @@ func (r *TopicRecord) MarshalBinary() ([]byte, error)       { return encode(r) }
 func (r *PartitionRecord) MarshalBinary() ([]byte, error)   { return encode(r) }
 func (r *ConfigRecord) MarshalBinary() ([]byte, error)      { return encode(r) }
 func (r *RemoveTopicRecord) MarshalBinary() ([]byte, error) { return encode(r) }
+func (r *OfflineRecord) MarshalBinary() ([]byte, error)     { return encode(r) }
 
 type encoder struct {
 	b   []byte
@@ -275,6 +314,25 @@ func (e *encoder) optional(v **string) {
 	if set {
 		e.text(**v, maxConfigValueBytes)
 	}
+}
+func (e *encoder) strs(v *[]string) {
+	e.count(len(*v))
+	for i := range *v {
+		e.str(&(*v)[i])
+	}
+}
+func (e *encoder) tps(v *[]TopicPartition) {
+	e.count(len(*v))
+	for i := range *v {
+		e.str(&(*v)[i].Topic)
+		e.i32(&(*v)[i].Partition)
+	}
+}
+func (e *encoder) count(n int) {
+	if n > maxReplicas && e.err == nil {
+		e.err = fmt.Errorf("%w: %d topics or partitions in a list, more than %d", ErrInvalidRecord, n, maxReplicas)
+	}
+	e.b = binary.AppendUvarint(e.b, uint64(n))
 }
 func (e *encoder) flag(v *bool) {
 	if *v {
@@ -393,6 +451,21 @@ func (d *decoder) optional(v **string) {
 	s := d.text(maxConfigValueBytes)
 	*v = &s
 }
+func (d *decoder) strs(v *[]string) {
+	*v = nil
+	for range d.length(maxReplicas) {
+		*v = append(*v, d.text(maxTopicBytes))
+	}
+}
+func (d *decoder) tps(v *[]TopicPartition) {
+	*v = nil
+	for range d.length(maxReplicas) {
+		var tp TopicPartition
+		d.str(&tp.Topic)
+		d.i32(&tp.Partition)
+		*v = append(*v, tp)
+	}
+}
 func (d *decoder) flag(v *bool) {
 	if d.err != nil {
 		return
@@ -430,6 +503,8 @@ func DecodeRecord(b []byte) (Record, error) {
 		r = new(ConfigRecord)
 	case kindRemoveTopic:
 		r = new(RemoveTopicRecord)
+	case kindOffline:
+		r = new(OfflineRecord)
 	default:
 		return nil, fmt.Errorf("%w: unknown record kind %d", ErrInvalidRecord, b[0])
 	}

@@ -13,7 +13,9 @@ import (
 func sampleRecords() []Record {
 	return []Record{
 		&ControllerRecord{Stamp{3}, 7},
-		&RegisterRecord{Stamp{3}, 1, 12, 1<<63 + 5, true},
+		&RegisterRecord{Stamp{3}, 1, 12, 1<<63 + 5, true, []string{"orders", "__consumer_offsets"}, []TopicPartition{{"orders", 0}, {"o", 7}}},
+		&OfflineRecord{Stamp{3}, 2, 13, []TopicPartition{{"orders", 5}}},
+		&OfflineRecord{Stamp{3}, 2, 14, nil},
 		&FenceRecord{Stamp{3}, 1, 12},
 		&UnfenceRecord{Stamp{3}, 2, 13},
 		&ShutdownRecord{Stamp{3}, 2, 13},
@@ -52,7 +54,7 @@ func TestRecordDecodeRefusesBadInput(t *testing.T) {
 		"huge list":      {byte(kindPartition), recordVersion, 0, 0, 0, 0xff, 0xff, 0xff, 0x0f},
 		"value flag 2":   {byte(kindConfig), recordVersion, 0, 1, 't', 1, 'n', 2},
 		"short topic id": {byte(kindRemoveTopic), recordVersion, 0, 1, 't', 1, 2, 3},
-		"version 2":      {byte(kindFence), 2, 0, 0, 0},
+		"version 3":      {byte(kindFence), 3, 0, 0, 0},
 	} {
 		_, err := DecodeRecord(b)
 		require.ErrorIs(t, err, ErrInvalidRecord, name)

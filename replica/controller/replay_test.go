@@ -18,7 +18,8 @@ import (
 var replaySeeds = flag.Int("controller.seeds", 0, "seeds of TestReplayEqualsLive (default 50, 5 under -short)")
 
 // TestReplayEqualsLive drives a controller at random (registrations clean
-// and unclean, heartbeats, lost sessions, controlled shutdowns, topics,
+// and unclean, claiming synced topics and naming offline replicas,
+// reports of offline replicas, heartbeats, lost sessions, controlled shutdowns, topics,
 // AlterPartitions right and wrong, preferred elections, unclean toggles,
 // reassignments and their cancellation, controller failovers, some over
 // the store compacted to the state's image) and checks after every step
@@ -53,7 +54,7 @@ func replayRandom(t *testing.T, seed uint64, steps int) {
 	for step := range steps {
 		id := replica.NodeID(rng.IntN(brokers))
 		var err error
-		switch op := rng.IntN(13); op {
+		switch op := rng.IntN(14); op {
 		case 0:
 			// Mostly a new start; sometimes a retry of the registration
 			// registered, or one of an earlier start, arriving late.
@@ -64,7 +65,7 @@ func replayRandom(t *testing.T, seed uint64, steps int) {
 				inc -= 2
 			}
 			var e int64
-			e, err = c.Register(id, inc, rng.IntN(3) > 0)
+			e, err = c.RegisterWith(id, inc, Registration{Clean: rng.IntN(3) > 0, Synced: randomTopics(rng, topics), Offline: randomReplicas(rng, topics)})
 			switch {
 			case errors.Is(err, replica.ErrStaleBrokerEpoch):
 				require.Less(t, inc, incarnations[id], "only an earlier incarnation is stale")
@@ -117,6 +118,11 @@ func replayRandom(t *testing.T, seed uint64, steps int) {
 			}
 		case 5, 6:
 			err = alterRandom(c, rng)
+		case 13:
+			err = c.ReportOffline(id, epochs[id]+int64(rng.IntN(4)/3), randomReplicas(rng, topics))
+			if errors.Is(err, replica.ErrStaleBrokerEpoch) || errors.Is(err, replica.ErrBrokerNotRegistered) {
+				err = nil
+			}
 		case 7:
 			if topics > 0 {
 				err = c.ElectPreferred(TopicPartition{fmt.Sprint("t", rng.IntN(topics)), 0})
@@ -189,6 +195,25 @@ func replayRandom(t *testing.T, seed uint64, steps int) {
 	}
 }
 
+// randomTopics returns a few topic names, some of which may not exist.
+func randomTopics(rng *rand.Rand, topics int) []string {
+	var names []string
+	for range rng.IntN(3) {
+		names = append(names, fmt.Sprint("t", rng.IntN(topics+1)))
+	}
+	return names
+}
+
+// randomReplicas returns a few partitions, mostly none: some may not
+// exist, or not be the broker's.
+func randomReplicas(rng *rand.Rand, topics int) []TopicPartition {
+	var tps []TopicPartition
+	for range max(0, rng.IntN(5)-2) {
+		tps = append(tps, TopicPartition{fmt.Sprint("t", rng.IntN(topics)), int32(rng.IntN(4))})
+	}
+	return tps
+}
+
 // randomConfigs returns a few of the configs the controller reads itself
 // and one it does not.
 func randomConfigs(rng *rand.Rand) map[string]string {
@@ -249,7 +274,8 @@ func alterRandom(c *Controller, rng *rand.Rand) error {
 
 // checkState asserts Vanlightly's ValidControllerState and
 // ValidControllerIsrAndElr: fenced brokers are in no ISR, an ISR at
-// MinInsyncReplicas has no ELR, a leader is a live ISR member.
+// MinInsyncReplicas has no ELR, a leader is a live ISR member; and no
+// offline replica is in an ISR or ELR (so none leads).
 func checkState(t *testing.T, s *State, minISR int) {
 	t.Helper()
 	for tp, p := range s.Partitions {
@@ -257,6 +283,9 @@ func checkState(t *testing.T, s *State, minISR int) {
 		for _, n := range p.ISR {
 			b := s.Brokers[n]
 			require.True(t, b != nil && !b.Fenced && !b.ShuttingDown, "%v: ISR member %d is not live (%+v)", tp, n, b)
+		}
+		for _, n := range slices.Concat(p.ISR, p.ELR) {
+			require.False(t, s.Brokers[n].offline(tp), "%v: ISR %v or ELR %v holds %d, whose replica is offline", tp, p.ISR, p.ELR, n)
 		}
 		topicMinISR := minISR
 		if v, ok := s.Topics[tp.Topic].Configs[minISRConfig]; ok {

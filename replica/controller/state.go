@@ -33,6 +33,16 @@ type Broker struct {
 	ShuttingDown bool
 	// Clean says the incarnation registered after a clean shutdown.
 	Clean bool
+	// Offline are the broker's replicas whose logs failed, in order, nil
+	// if none (KIP-858's offline log directories, per replica): in no ISR
+	// or ELR, never elected.
+	Offline []TopicPartition
+}
+
+// offline says whether the broker's replica of tp is offline.
+func (b *Broker) offline(tp TopicPartition) bool {
+	_, found := slices.BinarySearchFunc(b.Offline, tp, compareTP)
+	return found
 }
 
 // Topic is a topic's configuration.
@@ -156,7 +166,17 @@ func (r *RegisterRecord) apply(s *State) error {
 			replica.ErrStaleBrokerEpoch, r.Broker, r.Incarnation, b.Incarnation)
 	}
 	s.LastBrokerEpoch = r.BrokerEpoch
-	s.Brokers[r.Broker] = &Broker{ID: r.Broker, Epoch: r.BrokerEpoch, Incarnation: r.Incarnation, Fenced: true, Clean: r.Clean}
+	s.Brokers[r.Broker] = &Broker{ID: r.Broker, Epoch: r.BrokerEpoch, Incarnation: r.Incarnation, Fenced: true, Clean: r.Clean,
+		Offline: partitionSet(r.Offline)}
+	return nil
+}
+
+func (r *OfflineRecord) apply(s *State) error {
+	b, err := s.broker(r.Broker, r.BrokerEpoch)
+	if err != nil {
+		return err
+	}
+	b.Offline = partitionSet(r.Offline)
 	return nil
 }
 
@@ -253,6 +273,10 @@ func (r *RemoveTopicRecord) apply(s *State) error {
 	for p := range t.Partitions {
 		delete(s.Partitions, TopicPartition{r.Topic, p})
 	}
+	// A topic created again under the name has new replicas, none offline.
+	for _, b := range s.Brokers {
+		b.Offline = partitionSet(slices.DeleteFunc(slices.Clone(b.Offline), func(tp TopicPartition) bool { return tp.Topic == r.Topic }))
+	}
 	delete(s.Topics, r.Topic)
 	return nil
 }
@@ -328,6 +352,15 @@ func set(ns []replica.NodeID) []replica.NodeID {
 		return nil
 	}
 	return slices.Clone(ns)
+}
+
+// partitionSet copies a list of partitions sorted and without duplicates,
+// empty as nil, as set does nodes.
+func partitionSet(tps []TopicPartition) []TopicPartition {
+	if len(tps) == 0 {
+		return nil
+	}
+	return slices.Compact(slices.SortedFunc(slices.Values(tps), compareTP))
 }
 
 func hasDuplicate(ns []replica.NodeID) bool {
