@@ -57,8 +57,12 @@ func newSimController(node replica.NodeID, brokers []replica.NodeID, minISR, ses
 	return sc, epochs, nil
 }
 
-func (sc *simController) Register(id replica.NodeID, incarnation uint64, clean bool) (int64, error) {
-	return sc.c.Register(id, incarnation, clean)
+func (sc *simController) Register(id replica.NodeID, incarnation uint64, clean, synced bool) (int64, error) {
+	reg := controller.Registration{Clean: clean}
+	if synced {
+		reg.Synced = []string{simTopic}
+	}
+	return sc.c.RegisterWith(id, incarnation, reg)
 }
 
 func (sc *simController) Heartbeat(id replica.NodeID, epoch int64) (bool, error) {

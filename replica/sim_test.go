@@ -191,6 +191,10 @@ func newSim(t testingT, seed uint64, bug bugs, control simControl) *sim {
 		return s
 	}
 	s.startReal(control == simRealUnclean)
+	// A quarter of the seeds with unclean election disabled restart their
+	// lossy brokers with the claim that SyncedAcks makes true: none may
+	// end leaderless, and none may lose an acknowledged record.
+	s.real.syncedClaims = control == simReal && s.lossy && seed/4%2 == 1
 	return s
 }
 
@@ -813,6 +817,9 @@ type simStats struct {
 	// With the real controller: seeds, failovers, stale controller
 	// messages fenced, unclean elections and the losses they allowed.
 	real, failovers, cleanStops, fencedStale, zombieRefused, unclean, uncleanLost, leaderless int
+	// claimSeeds counts the seeds whose brokers claimed synced replicas,
+	// claimLeaderless those of them leaderless after healing.
+	claimSeeds, claimLeaderless int
 	// staleBrokerEpoch counts the controller's messages refused for
 	// another broker epoch of their addressee (KIP-380).
 	staleBrokerEpoch int
@@ -839,6 +846,8 @@ func (st *simStats) add(o simStats) {
 	st.uncleanLost += o.uncleanLost
 	st.zombieRefused += o.zombieRefused
 	st.leaderless += o.leaderless
+	st.claimSeeds += o.claimSeeds
+	st.claimLeaderless += o.claimLeaderless
 	st.realAcked += o.realAcked
 	st.realUncleanOffAcked += o.realUncleanOffAcked
 	st.operatorLost += o.operatorLost
@@ -867,6 +876,12 @@ func runSim(t testingT, seed uint64, events int, bug bugs, control simControl, m
 		st.staleBrokerEpoch = r.staleBrokerEpoch
 		if r.leaderless {
 			st.leaderless = 1
+		}
+		if r.syncedClaims {
+			st.claimSeeds = 1
+			if r.leaderless {
+				st.claimLeaderless = 1
+			}
 		}
 		if control == simReal {
 			st.realUncleanOffAcked, st.operatorLost = len(s.acked), s.uncleanLost
@@ -914,8 +929,11 @@ func TestSimulator(t *testing.T) {
 		total.realAcked, total.realUncleanOffAcked, total.cleanStops, total.failovers, total.zombieRefused, total.fencedStale, total.staleBrokerEpoch)
 	t.Logf("real controller: %d unclean elections, %d acknowledged or read records lost after one (allowed), none otherwise; %d seeds leaderless after healing (every eligible replica restarted uncleanly), recovered by enabling unclean election (%d records lost after that in seeds where it was disabled)",
 		total.unclean, total.uncleanLost, total.leaderless, total.operatorLost)
+	t.Logf("real controller: %d seeds whose restarted brokers claimed synced replicas (issue 21), %d of them leaderless after healing", total.claimSeeds, total.claimLeaderless)
+	require.Zero(t, total.claimLeaderless, "a claim of synced replicas keeps them electable")
 	if ran == seeds && seeds >= 100 {
 		require.Positive(t, total.retriesAnswered, "idempotent retries reach leaders that have the batch")
+		require.Positive(t, total.claimSeeds)
 	}
 	if ran == seeds && total.real >= 100 {
 		// A hundred seeds with the real controller exercise its failover:

@@ -24,7 +24,10 @@ import (
 // SimController is the real controller as the simulator drives it, over
 // one topic with one partition (testTopic-0).
 type SimController interface {
-	Register(id NodeID, incarnation uint64, clean bool) (brokerEpoch int64, err error)
+	// Register registers a broker's incarnation; synced claims that its
+	// replica acknowledged only what it had synced, so that an unclean
+	// stop lost nothing acknowledged (controller.Registration.Synced).
+	Register(id NodeID, incarnation uint64, clean, synced bool) (brokerEpoch int64, err error)
 	// Heartbeat says whether a broker in controlled shutdown may stop.
 	Heartbeat(id NodeID, brokerEpoch int64) (canStop bool, err error)
 	Shutdown(id NodeID, brokerEpoch int64) error
@@ -83,6 +86,7 @@ type simRegister struct {
 	Header
 	Incarnation uint64
 	Clean       bool
+	Synced      bool
 }
 
 type simRegistered struct {
@@ -162,6 +166,10 @@ type realControl struct {
 	// leaderless says the partition had no leader after healing: every
 	// replica that could lead cleanly restarted uncleanly.
 	leaderless bool
+	// syncedClaims: a broker restarted after a crash claims that its
+	// replica acknowledged only synced records, which SyncedAcks makes
+	// true, and keeps its place in the ELR.
+	syncedClaims bool
 	// reassign, if set, runs reassignments and rebalances (simreassign_test.go).
 	reassign *simReassign
 }
@@ -320,8 +328,8 @@ func (s *sim) toController(m Message) {
 	reply := Header{From: r.node, To: h.From, Topic: testTopic}
 	switch m := m.(type) {
 	case *simRegister:
-		epoch, err := r.ctl.Register(h.From, m.Incarnation, m.Clean)
-		c.logf("deliver %d->controller: register incarnation %d (clean %v): epoch %d %v", h.From, m.Incarnation, m.Clean, epoch, err)
+		epoch, err := r.ctl.Register(h.From, m.Incarnation, m.Clean, m.Synced)
+		c.logf("deliver %d->controller: register incarnation %d (clean %v, synced %v): epoch %d %v", h.From, m.Incarnation, m.Clean, m.Synced, epoch, err)
 		switch {
 		case err == nil:
 			c.queue = append(c.queue, &simRegistered{Header: reply, Incarnation: m.Incarnation, BrokerEpoch: epoch})
@@ -403,7 +411,7 @@ func (s *sim) tickControl() {
 		h := Header{From: id, To: NoNode, Topic: testTopic}
 		switch {
 		case b.epoch == 0:
-			c.queue = append(c.queue, &simRegister{Header: h, Incarnation: b.incarnation, Clean: b.clean})
+			c.queue = append(c.queue, &simRegister{Header: h, Incarnation: b.incarnation, Clean: b.clean, Synced: r.syncedClaims})
 		case s.cut[[2]NodeID{id, simControllerLink}] || s.r.IntN(25) == 0:
 			c.logf("heartbeat of %d lost", id)
 		default:
@@ -418,8 +426,10 @@ func (s *sim) tickControl() {
 
 // restartBroker begins a node's next incarnation: it registers at once.
 // A crash under FsyncNever may lose what it wrote, so it says it stopped
-// uncleanly and leaves every ISR and ELR (KIP-966); under FsyncAlways its
-// log is whole, as a clean shutdown leaves it.
+// uncleanly and leaves every ISR and ELR (KIP-966), unless the seed's
+// brokers claim synced replicas (SyncedAcks acknowledged nothing they had
+// not synced); under FsyncAlways its log is whole, as a clean shutdown
+// leaves it.
 func (s *sim) restartBroker(id NodeID) {
 	b := s.real.brokers[id]
 	b.incarnation++
