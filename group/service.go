@@ -440,7 +440,7 @@ func (s *Service) lead(sp *servicePartition, own chan serviceResponse) {
 		err := s.write(sp, w)
 		sp.mu.Lock()
 		sp.writing = false
-		_ = s.settle(sp, w.rd, err) // answered to the requests
+		s.settle(sp, w.rd, err)
 		sp.idle.Broadcast()
 	}
 }
@@ -464,21 +464,19 @@ func (sp *servicePartition) pending() *pendingWrite {
 }
 
 // flush writes the coordinator's Readys and delivers their responses; it
-// is called with mu held, and waits for the writes in flight first.
+// is called with mu held, and waits for the writes in flight first. It
+// returns what ended the partition, if anything did.
 func (s *Service) flush(sp *servicePartition) error {
 	for sp.writing || len(sp.inflight) > 0 {
 		sp.idle.Wait()
 	}
-	if sp.err != nil {
-		return sp.err
-	}
-	for sp.c.HasReady() {
+	// A write that fails is its own requests' failure: the next goes on
+	// from the coordinator rolled back, as long as it could be.
+	for sp.err == nil && sp.c.HasReady() {
 		w := sp.pending()
-		if err := s.settle(sp, w.rd, s.write(sp, w)); err != nil {
-			return err
-		}
+		s.settle(sp, w.rd, s.write(sp, w))
 	}
-	return nil
+	return sp.err
 }
 
 // write appends a Ready's records, durably. It touches the coordinator
@@ -494,16 +492,15 @@ func (s *Service) write(sp *servicePartition, w *pendingWrite) error {
 // settle delivers the responses of a written Ready. If its write failed,
 // they fail, with the coordinator error the append's error maps to
 // (appendFailed), and the coordinator is rolled back to what its log
-// holds (rollback); that error is returned.
-func (s *Service) settle(sp *servicePartition, rd Ready, err error) error {
+// holds (rollback).
+func (s *Service) settle(sp *servicePartition, rd Ready, err error) {
 	if err == nil {
 		deliver(sp.waiting, rd.Responses, nil)
-		return nil
+		return
 	}
 	err = s.appendFailed(sp, err)
 	deliver(sp.waiting, rd.Responses, err)
 	s.rollback(sp, err)
-	return err
 }
 
 // appendFailed is what the requests of a write that failed with err are
