@@ -854,7 +854,9 @@ func txnRequest[R kmsg.Response](t *testing.T, cl *kgo.Client, node replica.Node
 func TestKafkaCoordinatorsKeepTheirStateWithoutEnoughReplicas(t *testing.T) {
 	s, cl := startCluster(t, func(s *supervisor) {
 		s.withKafka = true
-		s.args = append(s.args, "-min-isr", "3")
+		// A replica lag time of half a second: the stopped follower
+		// leaves the ISRs soon.
+		s.args = append(s.args, "-min-isr", "3", "-tick", "10ms", "-lag", "50")
 	})
 	const topic, groupID = "orders", "billing"
 	// OffsetCommit and OffsetFetch up to v9, which name their topics
