@@ -13,14 +13,15 @@ import (
 // are committed: the high watermark has passed them with enough replicas
 // in the ISR (Kafka's coordinator answers only then: CoordinatorRuntime
 // appends with acks=1 and holds the write's response until the high
-// watermark passes it, which an acks=all append does at once). Its error says why by Kafka's code: an
-// Error, or any error wrapping one (Error.Is matches by code), such as
-// ErrNotEnoughReplicas, ErrNotEnoughReplicasAfterAppend,
-// ErrRequestTimedOut or ErrNotLeaderOrFollower; the requests whose
-// records failed are answered with the coordinator error Kafka maps it to
-// (COORDINATOR_NOT_AVAILABLE for the first three, NOT_COORDINATOR for the
-// last and for an error of no code), and the partition's coordinator goes
-// back to what the partition's log holds, still loaded.
+// watermark passes it, which an acks=all append does at once). Its error
+// says why by Kafka's code: an Error, or any error wrapping one (Error.Is
+// matches by code), such as ErrNotEnoughReplicas,
+// ErrNotEnoughReplicasAfterAppend, ErrRequestTimedOut or
+// ErrNotLeaderOrFollower. The requests whose records failed are answered
+// with the coordinator error Kafka maps it to (COORDINATOR_NOT_AVAILABLE
+// for the first three, NOT_COORDINATOR for the last and for an error of
+// no code), and the partition's coordinator goes back to what the
+// partition's log holds, still loaded.
 type AppendFunc func(partition int32, records []segment.Record) (log.AppendResult, error)
 
 // AppendBatchFunc appends a batch the Service built, a transactional
