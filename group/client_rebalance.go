@@ -69,8 +69,9 @@ func (c *Consumer) heartbeats() {
 			case errors.Is(err, ErrServiceClosed):
 				c.err = err
 			}
-			// Other errors (NOT_COORDINATOR while the Service reloads
-			// a partition) are retried at the next tick.
+			// Other errors (COORDINATOR_NOT_AVAILABLE after a failed
+			// append, NOT_COORDINATOR while a partition moves) are
+			// retried at the next tick.
 		}
 		c.mu.Unlock()
 		if err != nil {

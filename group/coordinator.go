@@ -143,9 +143,10 @@ func (c *Config) withDefaults() (Config, error) {
 // records, so an owner that delivers responses after a successful append
 // never acknowledges what it has not stored. If the append fails, the state
 // the coordinator already moved to is not durable: the owner calls Unload,
-// delivers its responses (NOT_COORDINATOR, which clients retry), and builds a
-// new Coordinator from the log with Replay and Loaded, as a Kafka broker
-// does when it loses and regains a partition of __consumer_offsets.
+// answers its responses with an error clients retry (the Service answers
+// the coordinator error Kafka maps the append's error to), and builds a new
+// Coordinator from the log with Replay and Loaded, as Kafka's coordinator
+// runtime reverts to its last written offset.
 type Coordinator struct {
 	cfg    Config
 	now    int64 // milliseconds since the Unix epoch

@@ -55,9 +55,9 @@
 // coordinator has written to the log, are reported with ReplayTxnMarker
 // between two Readys. On start the owner replays the log with Replay and
 // ReplayTxnMarker and calls Loaded. If an append fails, the state the coordinator moved to is not
-// durable: the owner calls Unload, delivers the NOT_COORDINATOR answers it
-// produces, and starts over from the log, as Kafka does when a broker loses
-// the offsets partition. A replay gives the committed offsets exactly as they
+// durable: the owner calls Unload, answers the responses it produces with
+// an error clients retry, and starts over from the log, as Kafka's
+// coordinator reverts to its last written offset. A replay gives the committed offsets exactly as they
 // were and every group that was at rest (Stable or Empty) as it was; a
 // group caught in a rebalance comes back as its last persisted generation,
 // whose members rejoin, as in Kafka.

@@ -1,7 +1,6 @@
 package group
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
 
@@ -90,15 +89,15 @@ func (s *Service) appendQueued(sp *servicePartition, w *pendingWrite, queued fun
 // settleInflight answers the writes in flight that are done, in order. A
 // failed write fails every write after it, since what the coordinator did
 // after it is not what the log holds; once none is in flight the
-// coordinator is loaded again from the log, as settle does after a write
-// of its own fails.
+// coordinator is rolled back, as settle does after a write of its own
+// fails.
 func (s *Service) settleInflight(sp *servicePartition) {
 	for len(sp.inflight) > 0 && sp.inflight[0].done {
 		w := sp.inflight[0]
 		sp.inflight[0] = nil
 		sp.inflight = sp.inflight[1:]
 		if w.err != nil && sp.failed == nil {
-			sp.failed = fmt.Errorf("%w: offsets log %s-%d: %w", ErrNotCoordinator, s.topic, sp.p.ID(), w.err)
+			sp.failed = s.appendFailed(sp, w.err)
 		}
 		deliver(sp.waiting, w.rd.Responses, sp.failed)
 	}
@@ -107,10 +106,5 @@ func (s *Service) settleInflight(sp *servicePartition) {
 	}
 	err := sp.failed
 	sp.failed = nil
-	sp.c.Unload()
-	deliver(sp.waiting, sp.c.Ready().Responses, err)
-	if lerr := s.load(sp); lerr != nil {
-		sp.err = cmp.Or(sp.err, lerr)
-		answerAll(sp.waiting)
-	}
+	s.rollback(sp, err)
 }

@@ -1,6 +1,7 @@
 package group
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -42,7 +43,8 @@ type ServiceOptions struct {
 	Now func() time.Time
 	// Append, if set, makes the offsets topic one a cluster replicates:
 	// records are written through it, and a partition is coordinated only
-	// between LoadPartition and UnloadPartition.
+	// between LoadPartition and UnloadPartition, whatever its appends
+	// fail with (see AppendFunc).
 	Append AppendFunc
 	// AppendBatch, with Append, writes what a transaction leaves on a
 	// replicated offsets topic: a transactional producer's offsets, in a
@@ -99,7 +101,7 @@ type servicePartition struct {
 	idle    sync.Cond  // signalled when writing ends and when a write is answered
 	writing bool       // a goroutine is writing a Ready, without mu
 	closed  bool
-	err     error // the failure to reload that ended the partition
+	err     error // why the partition is not coordinating: not loaded, or its reload failed
 	c       *Coordinator
 	// inflight are the Readys being appended, in log order, each
 	// answered once its records and those before it are durable
@@ -438,10 +440,7 @@ func (s *Service) lead(sp *servicePartition, own chan serviceResponse) {
 		err := s.write(sp, w)
 		sp.mu.Lock()
 		sp.writing = false
-		if err := s.settle(sp, w.rd, err); err != nil {
-			sp.err = err
-			answerAll(sp.waiting)
-		}
+		s.settle(sp, w.rd, err)
 		sp.idle.Broadcast()
 	}
 }
@@ -465,21 +464,19 @@ func (sp *servicePartition) pending() *pendingWrite {
 }
 
 // flush writes the coordinator's Readys and delivers their responses; it
-// is called with mu held, and waits for the writes in flight first.
+// is called with mu held, and waits for the writes in flight first. It
+// returns what ended the partition, if anything did.
 func (s *Service) flush(sp *servicePartition) error {
 	for sp.writing || len(sp.inflight) > 0 {
 		sp.idle.Wait()
 	}
-	if sp.err != nil {
-		return sp.err
-	}
-	for sp.c.HasReady() {
+	// A write that fails is its own requests' failure: the next goes on
+	// from the coordinator rolled back, as long as it could be.
+	for sp.err == nil && sp.c.HasReady() {
 		w := sp.pending()
-		if err := s.settle(sp, w.rd, s.write(sp, w)); err != nil {
-			return err
-		}
+		s.settle(sp, w.rd, s.write(sp, w))
 	}
-	return nil
+	return sp.err
 }
 
 // write appends a Ready's records, durably. It touches the coordinator
@@ -493,20 +490,49 @@ func (s *Service) write(sp *servicePartition, w *pendingWrite) error {
 }
 
 // settle delivers the responses of a written Ready. If its write failed,
-// what the coordinator did since it made the Ready is not durable either:
-// those responses fail too, with the cause, and NOT_COORDINATOR; the
-// coordinator is unloaded and loaded again from the log. Only a failure to
-// load again is returned.
-func (s *Service) settle(sp *servicePartition, rd Ready, err error) error {
+// they fail, with the coordinator error the append's error maps to
+// (appendFailed), and the coordinator is rolled back to what its log
+// holds (rollback).
+func (s *Service) settle(sp *servicePartition, rd Ready, err error) {
 	if err == nil {
 		deliver(sp.waiting, rd.Responses, nil)
-		return nil
+		return
 	}
-	err = fmt.Errorf("%w: offsets log %s-%d: %w", ErrNotCoordinator, s.topic, sp.p.ID(), err)
+	err = s.appendFailed(sp, err)
 	deliver(sp.waiting, rd.Responses, err)
+	s.rollback(sp, err)
+}
+
+// appendFailed is what the requests of a write that failed with err are
+// answered: the coordinator error Kafka answers them with (appendError),
+// and the cause.
+func (s *Service) appendFailed(sp *servicePartition, err error) error {
+	return fmt.Errorf("%w: offsets log %s-%d: %w", appendError(err), s.topic, sp.p.ID(), err)
+}
+
+// rollback follows a failed write, with mu held and no write in flight.
+// What the coordinator did since it made the write's Ready is no more in
+// the log than the Ready's records: the requests still waiting on it are
+// answered err, and the coordinator is loaded again from the log, as
+// Kafka's CoordinatorRuntime reverts a coordinator whose append failed to
+// its last written offset (failCurrentBatch, revertLastWrittenOffset).
+// The partition is still coordinated here, whatever err was: only
+// UnloadPartition gives it up, as only onResignation unloads a Kafka
+// coordinator. A failure to load again ends the partition, a standalone
+// Service's for good (Close reports it), a replicated one's until
+// LoadPartition.
+func (s *Service) rollback(sp *servicePartition, err error) {
 	sp.c.Unload()
 	deliver(sp.waiting, sp.c.Ready().Responses, err)
-	return s.reload(sp, err)
+	lerr := s.load(sp)
+	if lerr == nil {
+		return
+	}
+	if s.repl != nil {
+		lerr = fmt.Errorf("%w: %w", s.notLed(sp), lerr)
+	}
+	sp.err = cmp.Or(sp.err, lerr)
+	answerAll(sp.waiting)
 }
 
 // append writes records to the partition at the offsets the coordinator
@@ -553,6 +579,14 @@ func deliver(waiting map[RequestID]chan serviceResponse, rs []Response, err erro
 		} else {
 			ch <- serviceResponse{r: r}
 		}
+	}
+}
+
+// answer answers request id, if it is still waiting, with err.
+func answer(waiting map[RequestID]chan serviceResponse, id RequestID, err error) {
+	if ch, ok := waiting[id]; ok {
+		delete(waiting, id)
+		ch <- serviceResponse{err: err}
 	}
 }
 
@@ -637,8 +671,7 @@ func send[R Response](ctx context.Context, s *Service, req serviceRequest) (R, e
 		}
 		// It needs every Ready written first.
 		if err := s.flush(sp); err != nil {
-			sp.err = err
-			answerAll(sp.waiting)
+			answer(sp.waiting, id, err)
 			return
 		}
 		deliver(sp.waiting, []Response{req.run(id)}, nil)

@@ -11,10 +11,17 @@ import (
 // AppendFunc appends records to a partition of an offsets topic that a
 // cluster replicates, as the partition's leader, and returns once they
 // are committed: the high watermark has passed them with enough replicas
-// in the ISR (Kafka's coordinator appends with acks=all and answers only
-// then, CoordinatorRuntime's write with the partition's
-// appendRecords(requiredAcks = -1)). An error means this broker may no
-// longer lead the partition.
+// in the ISR (Kafka's coordinator answers only then: CoordinatorRuntime
+// appends with acks=1 and holds the write's response until the high
+// watermark passes it, which an acks=all append does at once). Its error
+// says why by Kafka's code: an Error, or any error wrapping one (Error.Is
+// matches by code), such as ErrNotEnoughReplicas,
+// ErrNotEnoughReplicasAfterAppend, ErrRequestTimedOut or
+// ErrNotLeaderOrFollower. The requests whose records failed are answered
+// with the coordinator error Kafka maps it to (COORDINATOR_NOT_AVAILABLE
+// for the first three, NOT_COORDINATOR for the last and for an error of
+// no code), and the partition's coordinator goes back to what the
+// partition's log holds, still loaded.
 type AppendFunc func(partition int32, records []segment.Record) (log.AppendResult, error)
 
 // AppendBatchFunc appends a batch the Service built, a transactional
@@ -157,19 +164,6 @@ func (s *Service) closeErr(sp *servicePartition) error {
 		return nil
 	}
 	return sp.err
-}
-
-// reload follows a failed write (settle): the standalone Service loads
-// the partition again from its log; a replicated one stops coordinating
-// it, since the failure likely means another broker leads it, until the
-// cluster loads it again.
-func (s *Service) reload(sp *servicePartition, cause error) error {
-	if s.repl == nil {
-		return s.load(sp)
-	}
-	answerAll(sp.waiting)
-	sp.err = fmt.Errorf("%w: %w", s.notLed(sp), cause)
-	return nil
 }
 
 // appendRun appends one run of records, of one producer if prod is set.

@@ -3,6 +3,7 @@ package group
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -65,16 +66,13 @@ func TestServiceReplicatedPartitionCoordinatesBetweenLoadAndUnload(t *testing.T)
 	require.NoError(t, err)
 	require.Equal(t, int64(7), r.Topics[0].Partitions[0].Offset, "the acknowledged commit, loaded from the log")
 
-	// A failed Append may mean another broker leads: the partition stops
-	// coordinating until it is loaded again.
+	// A failed Append of no Kafka code is answered NOT_COORDINATOR; the
+	// partition stays loaded, its commit not served.
 	failNext = true
 	err = serviceCommit(ctx, s, "g", member, gen, "t", 0, 9)
 	require.ErrorIs(t, err, ErrNotCoordinator)
-	_, err = s.OffsetFetch(ctx, OffsetFetchRequest{GroupID: "g"})
-	require.ErrorIs(t, err, ErrNotCoordinator, "after the failed append")
-	require.NoError(t, s.LoadPartition(0))
 	r, err = s.OffsetFetch(ctx, OffsetFetchRequest{GroupID: "g", Topics: []OffsetFetchTopic{{Name: "t", Partitions: []int32{0}}}})
-	require.NoError(t, err)
+	require.NoError(t, err, "after the failed append")
 	require.Equal(t, int64(7), r.Topics[0].Partitions[0].Offset)
 
 	// Transactional offsets are refused: their markers are not
@@ -204,4 +202,162 @@ func TestServiceReplicatedPartitionTakesTransactionalOffsets(t *testing.T) {
 	require.NoError(t, s.UnloadPartition(0))
 	require.NoError(t, s.LoadPartition(0))
 	require.Equal(t, int64(10), fetchOne(t, s, true).Offset, "loaded again, the markers decide as they did")
+}
+
+// failingAppends is the Append of a replicated offsets topic over a Dir's
+// own partition, failing with err while err is set, before the records
+// reach the log (as a leader short of min.insync.replicas refuses them).
+type failingAppends struct {
+	d   *log.Dir
+	mu  sync.Mutex
+	err error
+}
+
+func (f *failingAppends) fail(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.err = err
+}
+
+func (f *failingAppends) append(partition int32, recs []segment.Record) (log.AppendResult, error) {
+	f.mu.Lock()
+	err := f.err
+	f.mu.Unlock()
+	if err != nil {
+		return log.AppendResult{}, err
+	}
+	p, err := f.d.Partition(OffsetsTopic, partition)
+	if err != nil {
+		return log.AppendResult{}, err
+	}
+	return p.Append(recs)
+}
+
+// openFailingGroup opens a replicated Service of one offsets partition,
+// loaded, whose appends fail while the returned failingAppends says so,
+// with group g of one member, which committed offset 7 of t-0.
+func openFailingGroup(t *testing.T) (s *Service, f *failingAppends, member string, gen int32) {
+	t.Helper()
+	d, err := log.OpenDir("/data", log.DirOptions{Log: log.Options{FS: newMemDataFS(t)}, MaintenanceInterval: -1})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, d.Close()) })
+	f = &failingAppends{d: d}
+	s, err = OpenService(d, ServiceOptions{
+		Partitions: 1,
+		Unloaded:   true,
+		Now:        func() time.Time { return epoch },
+		Config:     Config{InitialRebalanceDelay: -1, Partitions: func(string) int32 { return 4 }},
+		Append:     f.append,
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	require.NoError(t, s.LoadPartition(0))
+	ctx := context.Background()
+	member, gen, err = joinAlone(ctx, s, "g", "", "t")
+	require.NoError(t, err)
+	require.NoError(t, serviceCommit(ctx, s, "g", member, gen, "t", 0, 7))
+	return s, f, member, gen
+}
+
+// describeAlone returns g's description, which must show member alone.
+func describeAlone(t *testing.T, s *Service, member string) GroupDescription {
+	t.Helper()
+	d, ok, err := s.DescribeGroup(context.Background(), "g")
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Len(t, d.Members, 1)
+	require.Equal(t, member, d.Members[0].MemberID)
+	return d
+}
+
+// A failed append to a replicated offsets partition this broker still
+// leads is no reason to give its groups up: Kafka answers the request with
+// the coordinator error its append error maps to (NOT_ENOUGH_REPLICAS:
+// COORDINATOR_NOT_AVAILABLE, which the client retries at the same
+// coordinator; CoordinatorOperationExceptionHelper.handleOperationException),
+// reverts the coordinator to what its log holds (CoordinatorRuntime's
+// failCurrentBatch, revertLastWrittenOffset) and unloads the partition only
+// on resignation. So the member stays, with its generation and its
+// committed offsets, and the same commit succeeds once appends do again,
+// without a rejoin.
+func TestServiceReplicatedAppendFailureKeepsTheGroups(t *testing.T) {
+	ctx := context.Background()
+	s, f, member, gen := openFailingGroup(t)
+
+	f.fail(fmt.Errorf("replica %s-0: ISR [1] below min.insync.replicas 2: %w", OffsetsTopic, ErrNotEnoughReplicas))
+	err := serviceCommit(ctx, s, "g", member, gen, "t", 0, 8)
+	require.ErrorIs(t, err, ErrCoordinatorNotAvailable)
+	require.Equal(t, ErrCoordinatorNotAvailable.Code, Code(err), "the code the client sees")
+	require.ErrorIs(t, err, ErrNotEnoughReplicas, "the cause is kept")
+
+	hb, err := s.Heartbeat(ctx, HeartbeatRequest{GroupID: "g", GenerationID: gen, MemberID: member})
+	require.NoError(t, err, "the partition is still coordinated here")
+	require.NoError(t, hb.Err, "the member is still in its generation")
+	require.Equal(t, Stable, describeAlone(t, s, member).State)
+	require.Equal(t, int64(7), fetchOne(t, s, false).Offset, "the commit that failed is not served")
+
+	f.fail(nil)
+	require.NoError(t, serviceCommit(ctx, s, "g", member, gen, "t", 0, 8), "the same member and generation, once appends work")
+	require.Equal(t, int64(8), fetchOne(t, s, false).Offset)
+}
+
+// A SyncGroup whose group record fails to append is answered with a
+// retriable error, and the group goes back to what its log holds: its
+// members and their generation. The member then rejoins under its own id
+// (no UNKNOWN_MEMBER_ID), as Kafka's classic group does after a failed
+// storeGroup (GroupMetadataManager's appendGroupMetadataErrorToResponseError,
+// then maybePrepareRebalanceOrCompleteJoin).
+func TestServiceReplicatedFailedSyncKeepsTheMembers(t *testing.T) {
+	ctx := context.Background()
+	s, f, member, gen := openFailingGroup(t)
+
+	f.fail(fmt.Errorf("replica %s-0: %w", OffsetsTopic, ErrRequestTimedOut))
+	_, _, err := joinAlone(ctx, s, "g", member, "t")
+	require.ErrorIs(t, err, ErrCoordinatorNotAvailable, "the sync that wrote the new generation")
+	f.fail(nil)
+
+	require.Equal(t, gen, describeAlone(t, s, member).Generation, "the generation the log holds")
+	again, gen2, err := joinAlone(ctx, s, "g", member, "t")
+	require.NoError(t, err, "it rejoins under its id")
+	require.Equal(t, member, again)
+	require.Greater(t, gen2, gen)
+	require.NoError(t, serviceCommit(ctx, s, "g", member, gen2, "t", 0, 9))
+	require.Equal(t, int64(9), fetchOne(t, s, false).Offset)
+}
+
+// The append errors map to the coordinator errors Kafka answers them with
+// (CoordinatorOperationExceptionHelper.handleOperationException; for
+// NOT_ENOUGH_REPLICAS_AFTER_APPEND, which an acks=all append can return,
+// the old GroupMetadataManager.storeOffsets's COORDINATOR_NOT_AVAILABLE),
+// whichever it is the partition stays loaded until UnloadPartition, and an
+// error of a code the Service has no variable for is matched by its code.
+func TestServiceReplicatedAppendErrorsMapAsKafkas(t *testing.T) {
+	ctx := context.Background()
+	s, f, member, gen := openFailingGroup(t)
+	for i, c := range []struct {
+		cause error
+		want  *Error
+	}{
+		{ErrNotEnoughReplicas, ErrCoordinatorNotAvailable},
+		{&Error{Code: 19, Name: "an application's NOT_ENOUGH_REPLICAS"}, ErrCoordinatorNotAvailable},
+		{ErrNotEnoughReplicasAfterAppend, ErrCoordinatorNotAvailable},
+		{ErrRequestTimedOut, ErrCoordinatorNotAvailable},
+		{context.DeadlineExceeded, ErrCoordinatorNotAvailable},
+		{ErrUnknownTopicOrPartition, ErrCoordinatorNotAvailable},
+		{ErrNotLeaderOrFollower, ErrNotCoordinator},
+		{ErrKafkaStorageError, ErrNotCoordinator},
+		{ErrMessageTooLarge, ErrUnknownServerError},
+		{ErrRecordListTooLarge, ErrUnknownServerError},
+		{ErrInvalidFetchSize, ErrUnknownServerError},
+		{errors.New("an error of no Kafka code"), ErrNotCoordinator},
+	} {
+		f.fail(fmt.Errorf("append: %w", c.cause))
+		err := serviceCommit(ctx, s, "g", member, gen, "t", 0, int64(i))
+		require.Equal(t, c.want.Code, Code(err), "%v: %v", c.cause, err)
+		require.ErrorIs(t, err, c.cause)
+		f.fail(nil)
+		hb, err := s.Heartbeat(ctx, HeartbeatRequest{GroupID: "g", GenerationID: gen, MemberID: member})
+		require.NoError(t, err, "%v: still loaded", c.cause)
+		require.NoError(t, hb.Err, "%v: still a member", c.cause)
+	}
 }

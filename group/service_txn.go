@@ -124,9 +124,9 @@ func (s *Service) TxnCommitOffsets(ctx context.Context, req TxnOffsetCommitReque
 // committed some since its last marker. Committed, they become the group's
 // offsets, except where a plain commit written after them already replaced
 // them; aborted, they are dropped. A producer with nothing pending is done
-// at once. The error is nil or wraps PRODUCER_FENCED, NOT_COORDINATOR (a
-// marker failed to append; that partition was reloaded from its log) or
-// ErrServiceClosed.
+// at once. The error is nil or wraps PRODUCER_FENCED, the coordinator
+// error a failed append of a marker maps to (appendError; that partition
+// was rolled back to its log) or ErrServiceClosed.
 func (s *Service) EndTxn(ctx context.Context, producer Producer, commit bool) error {
 	for i, sp := range s.parts {
 		r, err := send[*endTxnResponse](ctx, s, serviceRequest{part: i, run: func(id RequestID) Response {
@@ -179,14 +179,10 @@ func (s *Service) writeMarker(sp *servicePartition, producer Producer, b segment
 	}
 	err := s.appendMarker(sp, producer.ID, b, commit)
 	if err != nil {
-		// As for a failed append of records: what the coordinator knows
-		// is no longer what its log holds.
-		err = fmt.Errorf("%w: offsets log %s-%d: transaction marker of producer %d: %w", ErrNotCoordinator, s.topic, sp.p.ID(), producer.ID, err)
-		sp.c.Unload()
-		deliver(sp.waiting, sp.c.Ready().Responses, err)
-		if lerr := s.reload(sp, err); lerr != nil {
-			sp.err = lerr
-		}
+		// As for a failed append of records: the marker may be in the
+		// log (written, and then not committed in time) or not.
+		err = s.appendFailed(sp, fmt.Errorf("transaction marker of producer %d: %w", producer.ID, err))
+		s.rollback(sp, err)
 		return err
 	}
 	next := int32(0)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+
 	"github.com/strandlog/strand/group"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/replica"
@@ -107,11 +109,18 @@ func (kc *kafkaCluster) appendOffsets(partition int32, recs []segment.Record) (l
 // as appendOffsets does, as a coordinator's batch: the replica's leader
 // checks its producer epoch but not its sequence, as Kafka's coordinator
 // append (AppendOrigin.COORDINATOR) does; the Service fences old producer
-// epochs itself too.
+// epochs itself too. Its error carries Kafka's code as a group.Error, by
+// which the Service answers the requests it failed (NOT_ENOUGH_REPLICAS:
+// COORDINATOR_NOT_AVAILABLE) and keeps the partition's groups.
 func (kc *kafkaCluster) appendOffsetsBatch(partition int32, batch segment.Batch) (log.AppendResult, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), kc.produceTimeout())
 	defer cancel()
-	return kc.produceCommitted(ctx, group.OffsetsTopic, partition, batch)
+	res, err := kc.produceCommitted(ctx, group.OffsetsTopic, partition, batch)
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		err = fmt.Errorf("%w: %w", &group.Error{Code: ke.Code, Name: ke.Message}, err)
+	}
+	return res, err
 }
 
 // produceCommitted appends a batch to a partition this node leads and
@@ -149,8 +158,8 @@ func (kc *kafkaCluster) followOffsetsLeaders(ctx context.Context, s *group.Servi
 				delete(loaded, id)
 			}
 			if leads {
-				// Loads again, too, a partition that stopped after a
-				// failed write.
+				// Loads again, too, a partition whose reload after a
+				// failed write failed.
 				if err := s.LoadPartition(id); err != nil {
 					kc.logGroups(err, "loading", id, p.LeaderEpoch)
 					continue

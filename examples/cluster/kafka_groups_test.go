@@ -242,3 +242,97 @@ func TestKafkaGroupCommitsSurviveCoordinatorKill(t *testing.T) {
 		require.Equal(t, max(final[p], 0), off, "partition %d: the new member resumes at the committed offset (the start without one)", p)
 	}
 }
+
+// classicMember is a classic group's member that speaks the protocol to
+// one broker itself, so that a test sees each answer as it comes.
+type classicMember struct {
+	t      *testing.T
+	broker *kgo.Broker
+	group  string
+	id     string
+	gen    int32
+}
+
+// request sends req to the member's broker and returns its response.
+func (m *classicMember) request(req kmsg.Request) kmsg.Response {
+	m.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := m.broker.RetriableRequest(ctx, req)
+	require.NoError(m.t, err)
+	return resp
+}
+
+// join joins the group alone and syncs, taking every partition of topic:
+// its member id and generation are the member's.
+func (m *classicMember) join(topic string) {
+	m.t.Helper()
+	jg := kmsg.NewPtrJoinGroupRequest()
+	jg.Group, jg.SessionTimeoutMillis, jg.RebalanceTimeoutMillis, jg.ProtocolType = m.group, 60_000, 60_000, "consumer"
+	meta := kmsg.NewConsumerMemberMetadata()
+	meta.Topics = []string{topic}
+	jg.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: meta.AppendTo(nil)}}
+	var jr *kmsg.JoinGroupResponse
+	waitFor(m.t, 10*time.Second, "the coordinator loads the group's partition", func() (bool, string) {
+		jr = m.request(jg).(*kmsg.JoinGroupResponse)
+		return jr.ErrorCode != kerr.NotCoordinator.Code && jr.ErrorCode != kerr.CoordinatorLoadInProgress.Code, fmt.Sprint(kerr.ErrorForCode(jr.ErrorCode))
+	})
+	if jr.ErrorCode == kerr.MemberIDRequired.Code {
+		jg.MemberID = jr.MemberID
+		jr = m.request(jg).(*kmsg.JoinGroupResponse)
+	}
+	require.NoError(m.t, kerr.ErrorForCode(jr.ErrorCode))
+	m.id, m.gen = jr.MemberID, jr.Generation
+	sg := kmsg.NewPtrSyncGroupRequest()
+	sg.Group, sg.Generation, sg.MemberID = m.group, m.gen, m.id
+	assignment := kmsg.NewConsumerMemberAssignment()
+	assignment.Topics = []kmsg.ConsumerMemberAssignmentTopic{{Topic: topic, Partitions: []int32{0}}}
+	sg.GroupAssignment = []kmsg.SyncGroupRequestGroupAssignment{{MemberID: m.id, MemberAssignment: assignment.AppendTo(nil)}}
+	require.NoError(m.t, kerr.ErrorForCode(m.request(sg).(*kmsg.SyncGroupResponse).ErrorCode))
+}
+
+// commit commits an offset of topic's partition 0 in the member's
+// generation and returns the partition's error code.
+func (m *classicMember) commit(topic string, offset int64) int16 {
+	m.t.Helper()
+	oc := kmsg.NewPtrOffsetCommitRequest()
+	oc.Group, oc.Generation, oc.MemberID = m.group, m.gen, m.id
+	oc.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: topic, Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: offset, LeaderEpoch: -1}}}}
+	return m.request(oc).(*kmsg.OffsetCommitResponse).Topics[0].Partitions[0].ErrorCode
+}
+
+// heartbeat returns the error code of the member's heartbeat.
+func (m *classicMember) heartbeat() int16 {
+	m.t.Helper()
+	hb := kmsg.NewPtrHeartbeatRequest()
+	hb.Group, hb.Generation, hb.MemberID = m.group, m.gen, m.id
+	return m.request(hb).(*kmsg.HeartbeatResponse).ErrorCode
+}
+
+// committed returns the group's committed offset of topic's partition 0.
+func (m *classicMember) committed(topic string) int64 {
+	m.t.Helper()
+	of := kmsg.NewPtrOffsetFetchRequest()
+	of.Groups = []kmsg.OffsetFetchRequestGroup{{Group: m.group, Topics: []kmsg.OffsetFetchRequestGroupTopic{{Topic: topic, Partitions: []int32{0}}}}}
+	resp := m.request(of).(*kmsg.OffsetFetchResponse)
+	require.Len(m.t, resp.Groups, 1)
+	g := resp.Groups[0]
+	require.NoError(m.t, kerr.ErrorForCode(g.ErrorCode))
+	require.Len(m.t, g.Topics, 1)
+	require.NoError(m.t, kerr.ErrorForCode(g.Topics[0].Partitions[0].ErrorCode))
+	return g.Topics[0].Partitions[0].Offset
+}
+
+// members returns the group's state and its members' ids.
+func (m *classicMember) members() (string, []string) {
+	m.t.Helper()
+	dg := kmsg.NewPtrDescribeGroupsRequest()
+	dg.Groups = []string{m.group}
+	g := m.request(dg).(*kmsg.DescribeGroupsResponse).Groups[0]
+	require.NoError(m.t, kerr.ErrorForCode(g.ErrorCode))
+	var ids []string
+	for _, gm := range g.Members {
+		ids = append(ids, gm.MemberID)
+	}
+	return g.State, ids
+}

@@ -281,8 +281,7 @@ func (t *txnCoordinator) run(p *txnPartition, c *idempotence.Coordinator, rec *i
 
 // persist appends a record to a state partition as its leader, acks=all.
 // The append's errors are answered as Kafka's appendTransactionToLog
-// answers them: the partition may be led elsewhere (NOT_COORDINATOR) or
-// short of replicas (COORDINATOR_NOT_AVAILABLE).
+// answers them (txnLogError).
 func (t *txnCoordinator) persist(partition int32, rec *idempotence.TxnRecord) error {
 	key, value := idempotence.MarshalTxnRecord(*rec)
 	b, err := segment.AppendBatch(nil, []segment.Record{{Key: key, Value: value}}, segment.BuildOptions{})
@@ -296,14 +295,31 @@ func (t *txnCoordinator) persist(partition int32, rec *idempotence.TxnRecord) er
 		return nil
 	}
 	what := fmt.Sprintf("%s-%d: writing %q %v", log.TransactionStateTopic, partition, rec.TransactionalID, rec.State)
+	if ke := txnLogError(err); ke != nil {
+		return fmt.Errorf("%w: %s: %w", ke, what, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// txnLogError returns the coordinator error Kafka answers a request with
+// whose record failed to append to the transaction state log with err
+// (TransactionStateManager.appendTransactionToLog): the partition short
+// of replicas or slow to commit, COORDINATOR_NOT_AVAILABLE, which the
+// producer retries here; led elsewhere or its log failed, NOT_COORDINATOR;
+// the record too large, UNKNOWN_SERVER_ERROR. Nil means err is answered
+// as it is. Either way the request's pending transition is abandoned and
+// the partition stays loaded until this node stops leading it.
+func txnLogError(err error) *kerr.Error {
 	switch {
 	case errors.Is(err, kerr.NotEnoughReplicas), errors.Is(err, kerr.NotEnoughReplicasAfterAppend),
 		errors.Is(err, kerr.RequestTimedOut), errors.Is(err, kerr.UnknownTopicOrPartition):
-		return fmt.Errorf("%w: %s: %w", kerr.CoordinatorNotAvailable, what, err)
+		return kerr.CoordinatorNotAvailable
 	case errors.Is(err, kerr.NotLeaderForPartition), errors.Is(err, kerr.KafkaStorageError):
-		return fmt.Errorf("%w: %s: %w", kerr.NotCoordinator, what, err)
+		return kerr.NotCoordinator
+	case errors.Is(err, kerr.MessageTooLarge):
+		return kerr.UnknownServerError
 	}
-	return fmt.Errorf("%s: %w", what, err)
+	return nil
 }
 
 // produceTimeout is how long an acks=all append may wait: past the

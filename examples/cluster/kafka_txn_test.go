@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/strandlog/strand/group"
 	"github.com/strandlog/strand/idempotence"
@@ -814,4 +815,179 @@ func txnKillCount() int {
 		return 1
 	}
 	return 4
+}
+
+// pause sends SIGSTOP or SIGCONT to a node's process, which goes on
+// running as far as the supervisor knows.
+func pause(t *testing.T, s *supervisor, id replica.NodeID, sig syscall.Signal) {
+	t.Helper()
+	s.mu.Lock()
+	cmd := s.procs[id]
+	s.mu.Unlock()
+	require.NotNil(t, cmd, "node %d runs", id)
+	require.NoError(t, cmd.Process.Signal(sig))
+}
+
+// txnRequest sends a request of the transaction protocol to a node.
+func txnRequest[R kmsg.Response](t *testing.T, cl *kgo.Client, node replica.NodeID, req kmsg.Request) R {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := cl.Broker(int(node)).RetriableRequest(ctx, req)
+	require.NoError(t, err)
+	return resp.(R)
+}
+
+// A coordinator that still leads its partition keeps what it coordinates
+// while the partition is short of in-sync replicas, as Kafka's do. With
+// min.insync.replicas 3 and a follower stopped (neither the coordinators'
+// node nor the controller), the ISR of the offsets and transaction state
+// partitions shrinks to two and their appends are refused
+// NOT_ENOUGH_REPLICAS. The group's commit is answered
+// COORDINATOR_NOT_AVAILABLE (CoordinatorOperationExceptionHelper.
+// handleOperationException), its member keeps heartbeating in its
+// generation and its committed offset stays; the transaction's EndTxn is
+// answered COORDINATOR_NOT_AVAILABLE too, its pending transition reverted
+// and its state kept (TransactionStateManager.appendTransactionToLog).
+// Once the follower is back in the ISR, the same member commits in the
+// same generation, and the same producer commits its transaction.
+func TestKafkaCoordinatorsKeepTheirStateWithoutEnoughReplicas(t *testing.T) {
+	s, cl := startCluster(t, func(s *supervisor) {
+		s.withKafka = true
+		// A replica lag time of half a second: the stopped follower
+		// leaves the ISRs soon.
+		s.args = append(s.args, "-min-isr", "3", "-tick", "10ms", "-lag", "50")
+	})
+	const topic, groupID = "orders", "billing"
+	// OffsetCommit and OffsetFetch up to v9, which name their topics
+	// (v10 gives their ids).
+	versions := kversion.Stable()
+	versions.SetMaxKeyVersion(kmsg.OffsetCommit.Int16(), 9)
+	versions.SetMaxKeyVersion(kmsg.OffsetFetch.Int16(), 9)
+	admin := newKgo(t, s, kgo.MaxVersions(versions))
+	createKafkaTopic(t, admin, topic, 1, 3)
+	for _, name := range []string{topic, group.OffsetsTopic, log.TransactionStateTopic} {
+		waitISR(t, s, cl, name, 3)
+	}
+	coord := waitGroupCoordinator(t, s, cl, groupID)
+	md, err := metadataFrom(s, cl)
+	require.NoError(t, err)
+	txnID := ""
+	for i := 0; txnID == ""; i++ {
+		require.Less(t, i, 100, "a transactional id coordinated by node %d", coord)
+		if id := fmt.Sprintf("txn-%d", i); md.partition(log.TransactionStateTopic, txnPartitionFor(id)).Leader == coord {
+			txnID = id
+		}
+	}
+	victim := replica.NoNode
+	for _, id := range s.ids() {
+		if id != coord && id != md.RaftLeader {
+			victim = id
+		}
+	}
+	t.Logf("node %d coordinates group %s and transactional id %s, node %d is the controller, node %d stops", coord, groupID, txnID, md.RaftLeader, victim)
+
+	m := &classicMember{t: t, broker: admin.Broker(int(coord)), group: groupID}
+	m.join(topic)
+	require.Zero(t, m.commit(topic, 1))
+	init := kmsg.NewPtrInitProducerIDRequest()
+	init.TransactionalID, init.TransactionTimeoutMillis = &txnID, 60_000
+	var ir *kmsg.InitProducerIDResponse
+	waitFor(t, 10*time.Second, "the coordinator loads the transactional id's partition", func() (bool, string) {
+		ir = txnRequest[*kmsg.InitProducerIDResponse](t, admin, coord, init)
+		return ir.ErrorCode != kerr.NotCoordinator.Code && ir.ErrorCode != kerr.CoordinatorLoadInProgress.Code, fmt.Sprint(kerr.ErrorForCode(ir.ErrorCode))
+	})
+	require.NoError(t, kerr.ErrorForCode(ir.ErrorCode))
+	add := kmsg.NewPtrAddPartitionsToTxnRequest()
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch = txnID, ir.ProducerID, ir.ProducerEpoch
+	add.Topics = []kmsg.AddPartitionsToTxnRequestTopic{{Topic: topic, Partitions: []int32{0}}}
+	ar := txnRequest[*kmsg.AddPartitionsToTxnResponse](t, admin, coord, add)
+	require.NoError(t, kerr.ErrorForCode(ar.Topics[0].Partitions[0].ErrorCode))
+	end := kmsg.NewPtrEndTxnRequest()
+	end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = txnID, ir.ProducerID, ir.ProducerEpoch, true
+
+	pause(t, s, victim, syscall.SIGSTOP)
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			pause(t, s, victim, syscall.SIGCONT)
+		}
+	}
+	defer resume()
+	offsetsPartition := group.PartitionFor(groupID, offsetsPartitions)
+	others := maps.Clone(cl.peers)
+	delete(others, victim)
+	waitFor(t, 30*time.Second, fmt.Sprintf("node %d out of the coordinators' ISRs", victim), func() (bool, string) {
+		md, err := (&client{http: cl.http, peers: others}).metadata(context.Background(), replica.NoNode)
+		if err != nil {
+			return false, err.Error()
+		}
+		o, x := md.partition(group.OffsetsTopic, offsetsPartition), md.partition(log.TransactionStateTopic, txnPartitionFor(txnID))
+		return len(o.ISR) == 2 && len(x.ISR) == 2, fmt.Sprintf("%+v %+v", o, x)
+	})
+
+	require.Equal(t, kerr.CoordinatorNotAvailable.Code, m.commit(topic, 2), "a commit the ISR is too small for")
+	require.Zero(t, m.heartbeat(), "the member is still in its generation")
+	state, members := m.members()
+	require.Equal(t, "Stable", state)
+	require.Equal(t, []string{m.id}, members)
+	require.EqualValues(t, 1, m.committed(topic), "the last commit acknowledged")
+	er := txnRequest[*kmsg.EndTxnResponse](t, admin, coord, end)
+	require.Equal(t, kerr.CoordinatorNotAvailable.Code, er.ErrorCode, "an EndTxn the ISR is too small for")
+	st := describeTxn(t, admin, coord, txnID)
+	require.Equal(t, "Ongoing", st.State, "the PrepareCommit that failed is reverted")
+	require.Equal(t, []any{ir.ProducerID, ir.ProducerEpoch}, []any{st.ProducerID, st.ProducerEpoch})
+	require.Equal(t, []kmsg.DescribeTransactionsResponseTransactionStateTopic{{Topic: topic, Partitions: []int32{0}}}, st.Topics)
+
+	resume()
+	for _, name := range []string{topic, group.OffsetsTopic, log.TransactionStateTopic} {
+		waitISR(t, s, cl, name, 3)
+	}
+	require.Equal(t, coord, waitGroupCoordinator(t, s, cl, groupID), "the coordinator kept its partitions")
+	// The leaders learn their ISR from the controller a little after the
+	// metadata shows it: COORDINATOR_NOT_AVAILABLE meanwhile, and nothing
+	// that would make the member rejoin or the producer start again.
+	retry := func(what string, code func() int16) {
+		t.Helper()
+		var last int16
+		waitFor(t, 10*time.Second, what, func() (bool, string) {
+			last = code()
+			return last != kerr.CoordinatorNotAvailable.Code, fmt.Sprint(kerr.ErrorForCode(last))
+		})
+		require.Zero(t, last, "%s: %v", what, kerr.ErrorForCode(last))
+	}
+	retry("the same member's commit in the same generation", func() int16 { return m.commit(topic, 2) })
+	require.EqualValues(t, 2, m.committed(topic))
+	require.Zero(t, m.heartbeat())
+	retry("the same producer's EndTxn", func() int16 { return txnRequest[*kmsg.EndTxnResponse](t, admin, coord, end).ErrorCode })
+	waitFor(t, 10*time.Second, "the transaction committed", func() (bool, string) {
+		st := describeTxn(t, admin, coord, txnID)
+		return st.State == "CompleteCommit" && st.ProducerID == ir.ProducerID, fmt.Sprintf("%+v", st)
+	})
+}
+
+// The transaction coordinator answers its log's append errors as Kafka's
+// TransactionStateManager.appendTransactionToLog does, and the others as
+// they are.
+func TestTxnLogErrorsMapAsKafkas(t *testing.T) {
+	for _, c := range []struct {
+		append error
+		want   *kerr.Error
+	}{
+		{replica.ErrNotEnoughReplicas, kerr.CoordinatorNotAvailable},
+		{replica.ErrNotEnoughReplicasAfterAppend, kerr.CoordinatorNotAvailable},
+		{replica.ErrTimeout, kerr.CoordinatorNotAvailable},
+		{context.DeadlineExceeded, kerr.CoordinatorNotAvailable},
+		{replica.ErrUnknownPartition, kerr.CoordinatorNotAvailable},
+		{replica.ErrNotLeader, kerr.NotCoordinator},
+		{replica.ErrStopped, kerr.NotCoordinator},
+		{replica.ErrStorage, kerr.NotCoordinator},
+		{replica.ErrMessageTooLarge, kerr.UnknownServerError},
+		{replica.ErrInvalidRequest, nil},
+	} {
+		// As produceCommitted returns them.
+		err := kafkaError(fmt.Errorf("the replica's append: %w", c.append))
+		require.Equal(t, c.want, txnLogError(err), "%v", c.append)
+	}
 }
