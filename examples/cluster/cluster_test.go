@@ -6,7 +6,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -503,15 +502,6 @@ func TestReassignWhileProducing(t *testing.T) {
 	checkAcked(t, cl, after.Leader, topic, 0, acked)
 	t.Logf("replicas %v -> %v (leader %d -> %d), verify said %v; %d records acknowledged, all there",
 		before.Replicas, after.Replicas, before.Leader, after.Leader, statuses, len(acked))
-}
-
-func errorsIsAny(err error, targets ...error) bool {
-	for _, t := range targets {
-		if errors.Is(err, t) {
-			return true
-		}
-	}
-	return false
 }
 
 // SIGTERM makes a node shut down under control (Kafka's controlled

@@ -30,9 +30,12 @@ type nodeConfig struct {
 	id    replica.NodeID
 	dir   string                    // the node's own data directory
 	peers map[replica.NodeID]string // host:port of every node, this one included
-	// tick is the replicas' tick; lag is ReplicaLagTime in those ticks.
-	tick time.Duration
-	lag  int
+	// tick is the replicas' tick; lag is ReplicaLagTime in those ticks,
+	// requestTimeout their RequestTimeout and ProduceTimeout (0: the
+	// replica package's defaults).
+	tick           time.Duration
+	lag            int
+	requestTimeout int
 	// controlTick is raft's and the controller's tick (raft's election
 	// timeout is 10 to 20 of them); session is the controller's broker
 	// session timeout in them, heartbeat how often brokers beat.
@@ -48,6 +51,8 @@ type nodeConfig struct {
 	// kafka, if set, is every node's Kafka address, this one's included:
 	// the node serves Kafka clients there.
 	kafka map[replica.NodeID]string
+	// logLevel is the least level the node logs.
+	logLevel slog.Level
 }
 
 // The files of a node's data directory.
@@ -66,7 +71,7 @@ type node struct {
 	dir *log.Dir
 	d   *replica.Driver
 	ctl *control
-	out *poster
+	out *replicaTransport
 
 	mu    sync.Mutex
 	parts map[controller.TopicPartition]*log.Partition // replicas added to the driver
@@ -89,6 +94,9 @@ type node struct {
 	// Kafka: the transaction requests between nodes go to it.
 	kafka atomic.Pointer[kafkaCluster]
 
+	// failures limits how often a failed replica's refusals are logged.
+	failures rateLimit
+
 	brokerEpoch int64 // owned by the heartbeat loop
 	// incarnation is this start of the node (Kafka's incarnation ID): the
 	// controller tells a retried registration from a restart by it.
@@ -98,7 +106,7 @@ type node struct {
 // runNode runs a node until SIGTERM or SIGINT, or until the process that
 // started it is gone.
 func runNode(cfg nodeConfig) error {
-	logger := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("node", cfg.id)
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.logLevel})).With("node", cfg.id)
 	if err := os.MkdirAll(cfg.dir, 0o755); err != nil {
 		return err
 	}
@@ -111,9 +119,7 @@ func runNode(cfg nodeConfig) error {
 		return err
 	}
 	n := newNode(cfg, logger, dir, time.Now().UnixNano())
-	n.out = newPoster(cfg.peers)
 	err = n.run(clean)
-	n.out.close()
 	if cerr := dir.Close(); err == nil && cerr == nil {
 		// Everything the node acknowledged is on disk and its logs are
 		// closed: the next incarnation registers clean (KIP-966).
@@ -170,13 +176,15 @@ func (n *node) run(clean bool) error {
 	if err != nil {
 		return err
 	}
-	tr := &replicaTransport{peers: cfg.peers, out: n.out, lead: n.ctl.leader}
-	n.ctl.dataTr = tr
+	// The transport outlives the loops that send through it.
+	n.out = newReplicaTransport(cfg.id, cfg.peers, n.ctl.leader, n.log)
+	defer n.out.close()
+	n.ctl.dataTr = n.out
 	n.ctl.publish = n.update
 	n.ctl.snap.every = uint64(max(cfg.snapshotEntries, 0))
 	n.d, err = replica.NewDriver(replica.DriverConfig{
-		Node: replica.NewNode(cfg.id), Transport: tr, TickInterval: cfg.tick,
-		OnError: func(err error) { n.log.Debug("replica", "err", err) },
+		Node: replica.NewNode(cfg.id), Transport: n.out, TickInterval: cfg.tick,
+		OnError: n.stepErrors,
 	})
 	if err != nil {
 		return err
@@ -342,11 +350,11 @@ func (n *node) deliver(ctx context.Context, tp controller.TopicPartition, m *rep
 			return err
 		}
 		err = n.d.AddPartition(ctx, replica.Config{
-			Topic: tp.Topic, Partition: tp.Partition, Log: plog,
+			Topic: tp.Topic, Partition: tp.Partition, Log: &loggedLog{Log: plog, tp: tp, log: n.log},
 			MinInsyncReplicas: n.minISR(tp.Topic),
 			ReplicaLagTime:    n.cfg.lag,
-			RequestTimeout:    n.cfg.lag,
-			ProduceTimeout:    10 * n.cfg.lag,
+			RequestTimeout:    n.cfg.requestTimeout,
+			ProduceTimeout:    n.cfg.requestTimeout,
 		})
 		if err != nil {
 			return err

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/strandlog/strand/log"
+	"github.com/strandlog/strand/replica"
+	"github.com/strandlog/strand/replica/controller"
+	"github.com/strandlog/strand/segment"
+)
+
+// loggedLog is a replica's log that logs, at ERROR, the errors it gives
+// the replica state machine: each one makes the partition Fail (a write
+// the writer applied, or a read the partition needed to fetch or lead),
+// and the partition then refuses everything, which the replica package
+// reports to nobody.
+type loggedLog struct {
+	replica.Log
+	tp  controller.TopicPartition
+	log *slog.Logger
+}
+
+func (l *loggedLog) check(op string, err error) error {
+	if err != nil {
+		l.log.Error("replica log failed: the partition stops", "partition", l.tp, "op", op, "err", err)
+	}
+	return err
+}
+
+func (l *loggedLog) SyncedEndOffset() (int64, error) {
+	off, err := l.Log.SyncedEndOffset()
+	return off, l.check("synced end offset", err)
+}
+
+func (l *loggedLog) LatestEpoch() (int32, error) {
+	e, err := l.Log.LatestEpoch()
+	return e, l.check("latest epoch", err)
+}
+
+func (l *loggedLog) AppendReplicated(b segment.Batch) (log.AppendResult, error) {
+	res, err := l.Log.AppendReplicated(b)
+	return res, l.check("append", err)
+}
+
+func (l *loggedLog) TruncateTo(offset int64) error {
+	return l.check("truncate", l.Log.TruncateTo(offset))
+}
+
+func (l *loggedLog) TruncateFullyAndStartAt(offset int64) error {
+	return l.check("restart", l.Log.TruncateFullyAndStartAt(offset))
+}
+
+func (l *loggedLog) SetHighWatermark(offset int64) (int64, error) {
+	hw, err := l.Log.SetHighWatermark(offset)
+	return hw, l.check("high watermark", err)
+}
+
+func (l *loggedLog) AdvanceHighWatermark(offset int64) (int64, error) {
+	hw, err := l.Log.AdvanceHighWatermark(offset)
+	return hw, l.check("high watermark", err)
+}
+
+func (l *loggedLog) SetLeaderEpoch(epoch int32) error {
+	return l.check("leader epoch", l.Log.SetLeaderEpoch(epoch))
+}
+
+func (l *loggedLog) DeleteRecordsBefore(offset int64) error {
+	return l.check("log start", l.Log.DeleteRecordsBefore(offset))
+}
+
+func (l *loggedLog) Sync() error {
+	return l.check("sync", l.Log.Sync())
+}
+
+// expectedStepErrors are what stepping a received message answers in the
+// protocol's normal course: a message that no longer matters, for a
+// partition the node does not have (yet, or any longer), or of another
+// epoch than the partition's or the node's (KIP-320, KIP-380, KIP-903).
+var expectedStepErrors = []error{
+	replica.ErrStale, replica.ErrUnknownPartition, replica.ErrNotLeader,
+	replica.ErrFencedLeaderEpoch, replica.ErrUnknownLeaderEpoch, replica.ErrStaleBrokerEpoch,
+}
+
+// stepErrors logs what stepping received messages answered (the Driver's
+// OnError): the expected errors at DEBUG, the others at WARN; a failed
+// partition, which answers ErrFailed to every message, at ERROR once per
+// failure and then at most every failedEvery.
+func (n *node) stepErrors(err error) {
+	for _, err := range leaves(err) {
+		switch {
+		case errors.Is(err, replica.ErrFailed):
+			if n.failures.due(err.Error()) {
+				n.log.Error("replica failed: it refuses every message until the node restarts", "err", err)
+			}
+		case errorsIsAny(err, expectedStepErrors...):
+			n.log.Debug("replica", "err", err)
+		default:
+			n.log.Warn("replica refused a message", "err", err)
+		}
+	}
+}
+
+// leaves returns the errors a joined error (a Batch's) holds.
+func leaves(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, leaves(e)...)
+		}
+		return out
+	}
+	if err == nil {
+		return nil
+	}
+	return []error{err}
+}
+
+// errorsIsAny says whether err is any of targets.
+func errorsIsAny(err error, targets ...error) bool {
+	for _, t := range targets {
+		if errors.Is(err, t) {
+			return true
+		}
+	}
+	return false
+}
+
+// failedEvery is how often a failed partition's refusals are logged again.
+const failedEvery = time.Minute
+
+// rateLimit says when a message is due to be logged again.
+type rateLimit struct {
+	mu   sync.Mutex
+	last map[string]time.Time
+}
+
+func (r *rateLimit) due(msg string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.last == nil {
+		r.last = map[string]time.Time{}
+	}
+	if t, ok := r.last[msg]; ok && time.Since(t) < failedEvery {
+		return false
+	}
+	r.last[msg] = time.Now()
+	return true
+}
