@@ -531,7 +531,7 @@ func (n *node) controlledShutdown(ctx context.Context) {
 // controllerClient calls the active controller, found as this node's raft
 // view of the leader.
 func (n *node) controllerClient() *client {
-	return &client{http: &http.Client{Timeout: 5 * time.Second}, peers: n.cfg.peers,
+	return &client{http: &http.Client{Timeout: 5 * time.Second}, peers: n.cfg.peers, lead: n.ctl.leader,
 		controller: func(context.Context) (replica.NodeID, error) {
 			if l := n.ctl.leader(); l != replica.NoNode && l != 0 {
 				return l, nil
