@@ -75,6 +75,8 @@ type node struct {
 
 	mu    sync.Mutex
 	parts map[controller.TopicPartition]*log.Partition // replicas added to the driver
+	// replicaLogs are the same logs as their replicas see them.
+	replicaLogs map[controller.TopicPartition]*loggedLog
 	// Metadata the control loop published and the broker loop has not
 	// applied yet: the latest state of each changed partition.
 	pendingTopics map[string]topicState
@@ -134,7 +136,7 @@ func runNode(cfg nodeConfig) error {
 // before it has a driver or a control loop.
 func newNode(cfg nodeConfig, logger *slog.Logger, dir *log.Dir, incarnation int64) *node {
 	return &node{cfg: cfg, log: logger, dir: dir,
-		parts: map[controller.TopicPartition]*log.Partition{}, pendingTopics: map[string]topicState{}, minISRs: map[string]int{},
+		parts: map[controller.TopicPartition]*log.Partition{}, replicaLogs: map[controller.TopicPartition]*loggedLog{}, pendingTopics: map[string]topicState{}, minISRs: map[string]int{},
 		pendingParts: map[controller.TopicPartition]*replica.LeaderAndISR{}, wake: make(chan struct{}, 1),
 		incarnation: incarnation}
 }
@@ -349,8 +351,9 @@ func (n *node) deliver(ctx context.Context, tp controller.TopicPartition, m *rep
 		if err != nil {
 			return err
 		}
+		rlog := newLoggedLog(plog, tp, n.log)
 		err = n.d.AddPartition(ctx, replica.Config{
-			Topic: tp.Topic, Partition: tp.Partition, Log: &loggedLog{Log: plog, tp: tp, log: n.log},
+			Topic: tp.Topic, Partition: tp.Partition, Log: rlog,
 			MinInsyncReplicas: n.minISR(tp.Topic),
 			ReplicaLagTime:    n.cfg.lag,
 			RequestTimeout:    n.cfg.requestTimeout,
@@ -360,7 +363,7 @@ func (n *node) deliver(ctx context.Context, tp controller.TopicPartition, m *rep
 			return err
 		}
 		n.mu.Lock()
-		n.parts[tp] = plog
+		n.parts[tp], n.replicaLogs[tp] = plog, rlog
 		n.mu.Unlock()
 	}
 	return n.d.Receive(ctx, m)
@@ -410,6 +413,7 @@ func (n *node) removeTopic(ctx context.Context, name string) error {
 		if tp.Topic == name {
 			gone = append(gone, tp)
 			delete(n.parts, tp)
+			delete(n.replicaLogs, tp)
 		}
 	}
 	n.mu.Unlock()

@@ -17,10 +17,29 @@ import (
 // the writer applied, or a read the partition needed to fetch or lead),
 // and the partition then refuses everything, which the replica package
 // reports to nobody.
+//
+// It also keeps where the replica's leadership in its latest leader epoch
+// began in this life of the node, for ListOffsets (kafka_offsets.go).
 type loggedLog struct {
 	replica.Log
 	tp  controller.TopicPartition
 	log *slog.Logger
+
+	mu          sync.Mutex
+	leaderEpoch int32 // the latest epoch the replica took up as leader, -1 if none
+	epochStart  int64 // the log end when it did
+}
+
+func newLoggedLog(l replica.Log, tp controller.TopicPartition, logger *slog.Logger) *loggedLog {
+	return &loggedLog{Log: l, tp: tp, log: logger, leaderEpoch: -1}
+}
+
+// leaderEpochStart returns where the replica's leadership in epoch began,
+// if it took epoch up as leader in this life of the node and none later.
+func (l *loggedLog) leaderEpochStart(epoch int32) (int64, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.epochStart, l.leaderEpoch == epoch
 }
 
 func (l *loggedLog) check(op string, err error) error {
@@ -63,8 +82,22 @@ func (l *loggedLog) AdvanceHighWatermark(offset int64) (int64, error) {
 	return hw, l.check("high watermark", err)
 }
 
+// SetLeaderEpoch is the write of a replica taking up a leader epoch
+// (replica.WriteLeaderEpoch), at its log end: there its leader epoch
+// starts (Partition.leaderReady's leso), and the writes that follow are
+// its own appends.
 func (l *loggedLog) SetLeaderEpoch(epoch int32) error {
-	return l.check("leader epoch", l.Log.SetLeaderEpoch(epoch))
+	if err := l.check("leader epoch", l.Log.SetLeaderEpoch(epoch)); err != nil {
+		return err
+	}
+	_, _, end, err := l.Log.Offsets()
+	if err != nil {
+		return l.check("offsets", err)
+	}
+	l.mu.Lock()
+	l.leaderEpoch, l.epochStart = epoch, end
+	l.mu.Unlock()
+	return nil
 }
 
 func (l *loggedLog) DeleteRecordsBefore(offset int64) error {
