@@ -39,6 +39,9 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
+	if os.Getenv("STRAND_CLUSTER_SPIN") == "1" {
+		spin()
+	}
 	os.Exit(m.Run())
 }
 
