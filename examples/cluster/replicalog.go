@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"log/slog"
+	"reflect"
 	"sync"
 	"time"
 
@@ -111,10 +112,14 @@ func (l *loggedLog) Sync() error {
 // expectedStepErrors are what stepping a received message answers in the
 // protocol's normal course: a message that no longer matters, for a
 // partition the node does not have (yet, or any longer), or of another
-// epoch than the partition's or the node's (KIP-320, KIP-380, KIP-903).
+// epoch than the partition's or the node's (KIP-320, KIP-380, KIP-903);
+// or, after a restart, a committed state that names the node leader in an
+// epoch its log holds, until the controller moves the epoch on
+// (KAFKA-10527).
 var expectedStepErrors = []error{
 	replica.ErrStale, replica.ErrUnknownPartition, replica.ErrNotLeader,
 	replica.ErrFencedLeaderEpoch, replica.ErrUnknownLeaderEpoch, replica.ErrStaleBrokerEpoch,
+	replica.ErrStaleControllerEpoch, replica.ErrLeaderEpochReused,
 }
 
 // stepErrors logs what stepping received messages answered (the Driver's
@@ -136,9 +141,14 @@ func (n *node) stepErrors(err error) {
 	}
 }
 
+// joinedType is the type of errors.Join's errors, as Node.Step returns
+// them for a Batch. (An error of fmt.Errorf with several %w unwraps to
+// several errors too, but is one.)
+var joinedType = reflect.TypeOf(errors.Join(errors.New("a"), errors.New("b")))
+
 // leaves returns the errors a joined error (a Batch's) holds.
 func leaves(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
+	if j, ok := err.(interface{ Unwrap() []error }); ok && reflect.TypeOf(err) == joinedType {
 		var out []error
 		for _, e := range j.Unwrap() {
 			out = append(out, leaves(e)...)
