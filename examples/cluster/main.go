@@ -120,6 +120,13 @@ func (f *nodeFlags) args() []string {
 		"-log-level", f.logLevel.String()}
 }
 
+// retryBackoff is how long a follower waits to fetch again after an
+// error: one answered NOT_LEADER_OR_FOLLOWER or UNKNOWN_TOPIC_OR_PARTITION
+// by a leader that has not applied the new metadata yet fetches again
+// soon, where Kafka's replica.fetch.backoff.ms (1 s) would add a second to
+// every failover and to every topic's first produce.
+const retryBackoff = 100 * time.Millisecond
+
 // ticks is d in ticks of tick, at least one.
 func ticks(d, tick time.Duration) int {
 	return max(int((d+tick-1)/tick), 1)
@@ -153,10 +160,13 @@ func nodeCmd(args []string) error {
 	if nf.tick <= 0 {
 		return fmt.Errorf("-tick %v, must be positive", nf.tick)
 	}
-	return runNode(nodeConfig{id: replica.NodeID(*id), dir: *dir, peers: pm, kafka: km, tick: nf.tick,
-		lag: max(ticks(nf.replicaLag, nf.tick), 2), requestTimeout: ticks(nf.requestTimeout, nf.tick),
-		controlTick: nf.controlTick, session: nf.session, heartbeat: nf.heartbeat, minISR: nf.minISR, rebalance: nf.rebalance,
-		snapshotEntries: nf.snapshotEntries, logLevel: nf.logLevel})
+	return runNode(nodeConfig{
+		id: replica.NodeID(*id), dir: *dir, peers: pm, kafka: km,
+		tick: nf.tick, lag: max(ticks(nf.replicaLag, nf.tick), 2),
+		requestTimeout: ticks(nf.requestTimeout, nf.tick), retryBackoff: ticks(retryBackoff, nf.tick),
+		controlTick: nf.controlTick, session: nf.session, heartbeat: nf.heartbeat,
+		minISR: nf.minISR, rebalance: nf.rebalance, snapshotEntries: nf.snapshotEntries, logLevel: nf.logLevel,
+	})
 }
 
 func up(args []string) error {

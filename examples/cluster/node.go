@@ -31,11 +31,12 @@ type nodeConfig struct {
 	dir   string                    // the node's own data directory
 	peers map[replica.NodeID]string // host:port of every node, this one included
 	// tick is the replicas' tick; lag is ReplicaLagTime in those ticks,
-	// requestTimeout their RequestTimeout and ProduceTimeout (0: the
-	// replica package's defaults).
+	// requestTimeout their RequestTimeout and ProduceTimeout, retryBackoff
+	// their RetryBackoff (0: the replica package's defaults).
 	tick           time.Duration
 	lag            int
 	requestTimeout int
+	retryBackoff   int
 	// controlTick is raft's and the controller's tick (raft's election
 	// timeout is 10 to 20 of them); session is the controller's broker
 	// session timeout in them, heartbeat how often brokers beat.
@@ -358,6 +359,7 @@ func (n *node) deliver(ctx context.Context, tp controller.TopicPartition, m *rep
 			ReplicaLagTime:    n.cfg.lag,
 			RequestTimeout:    n.cfg.requestTimeout,
 			ProduceTimeout:    n.cfg.requestTimeout,
+			RetryBackoff:      n.cfg.retryBackoff,
 		})
 		if err != nil {
 			return err
