@@ -72,7 +72,7 @@ type node struct {
 	dir *log.Dir
 	d   *replica.Driver
 	ctl *control
-	out *replicaTransport
+	out replica.Transport // the replicas' and the controller's messages to the nodes
 
 	mu    sync.Mutex
 	parts map[controller.TopicPartition]*log.Partition // replicas added to the driver
@@ -180,13 +180,14 @@ func (n *node) run(clean bool) error {
 		return err
 	}
 	// The transport outlives the loops that send through it.
-	n.out = newReplicaTransport(cfg.id, cfg.peers, n.ctl.leader, n.log)
-	defer n.out.close()
-	n.ctl.dataTr = n.out
+	tr := newReplicaTransport(cfg.id, cfg.peers, n.ctl.leader, n.log)
+	defer tr.close()
+	n.out = tr
+	n.ctl.dataTr = tr
 	n.ctl.publish = n.update
 	n.ctl.snap.every = uint64(max(cfg.snapshotEntries, 0))
 	n.d, err = replica.NewDriver(replica.DriverConfig{
-		Node: replica.NewNode(cfg.id), Transport: n.out, TickInterval: cfg.tick,
+		Node: replica.NewNode(cfg.id), Transport: tr, TickInterval: cfg.tick,
 		OnError: n.stepErrors,
 	})
 	if err != nil {

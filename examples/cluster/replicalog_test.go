@@ -1,13 +1,21 @@
+// The tests use cluster_test.go's helpers: Unix only.
+
+//go:build unix
+
 package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -81,4 +89,32 @@ func TestLogLevelFlag(t *testing.T) {
 	again.register(fs)
 	require.NoError(t, fs.Parse(nf.args()))
 	require.Equal(t, nf, again, "up passes every flag on")
+}
+
+// A fetch for a partition the node has no replica of (it has not applied
+// the topic's metadata yet) is answered UNKNOWN_TOPIC_OR_PARTITION, as a
+// Kafka broker answers it, in a response the follower takes (its fetch's
+// id, offset and leader epoch): it backs off and fetches again, rather
+// than waiting its RequestTimeout (30 s) for an answer that never comes.
+// The other messages of the Batch go to the driver.
+func TestFetchForAnUnknownPartitionIsAnswered(t *testing.T) {
+	tn := startTestNode(t, filepath.Join(t.TempDir(), logDir), 1)
+	tn.out = tn
+	h := replica.Header{From: 2, To: 1, Topic: "t", Partition: 4}
+	f := &replica.Fetch{Header: h, ID: 9, CurrentLeaderEpoch: 3, FetchOffset: 17}
+	stale := &replica.FetchResponse{Header: h, ID: 1}
+	b := &replica.Batch{Header: replica.Header{From: 2, To: 1}, Messages: []replica.Message{f, stale}}
+	require.NoError(t, tn.receive(context.Background(), b, b.Messages))
+	tn.mu.Lock()
+	sent := slices.Clone(tn.sent)
+	tn.mu.Unlock()
+	require.Len(t, sent, 1)
+	fr, ok := sent[0].(*replica.FetchResponse)
+	require.True(t, ok, "%T", sent[0])
+	require.Equal(t, replica.Header{From: 1, To: 2, Topic: "t", Partition: 4}, fr.Header)
+	require.Equal(t, []any{uint64(9), replica.CodeUnknownTopicOrPartition, int32(3), int64(17)},
+		[]any{fr.ID, fr.Err, fr.LeaderEpoch, fr.FetchOffset})
+	waitFor(t, 5*time.Second, "the driver to refuse the response for an unknown partition", func() (bool, string) {
+		return tn.refusedAny(replica.ErrUnknownPartition), "not stepped"
+	})
 }

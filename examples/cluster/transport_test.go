@@ -1,3 +1,7 @@
+// The tests use cluster_test.go's helpers: Unix only.
+
+//go:build unix
+
 package main
 
 import (
