@@ -100,6 +100,10 @@ type client struct {
 	// controller finds the active controller; nil asks the nodes'
 	// metadata for the raft leader.
 	controller func(context.Context) (replica.NodeID, error)
+	// lead, if set, is the raft leader as the caller knows it from
+	// moment to moment: a call to the controller gives up as soon as it
+	// names another node, and is made again there.
+	lead func() replica.NodeID
 }
 
 func newClient(peers map[replica.NodeID]string) *client {
@@ -188,19 +192,35 @@ func (c *client) findController(ctx context.Context) (replica.NodeID, error) {
 	return md.RaftLeader, nil
 }
 
-// call posts to the active controller once.
+// call posts to the active controller once, or, with lead, once to each
+// node raft names leader while the call is in flight: a controller that
+// is paused or cut off is given up as soon as another is elected, not
+// after the call's timeout, which would outlast the brokers' sessions at
+// the new one.
 func (c *client) call(ctx context.Context, path string, body any, out *reply) error {
-	id, err := c.findController(ctx)
-	if err != nil {
-		return err
-	}
 	var b []byte
 	if body != nil {
+		var err error
 		if b, err = json.Marshal(body); err != nil {
 			return err
 		}
 	}
-	return c.do(ctx, http.MethodPost, id, path, b, out)
+	for {
+		id, err := c.findController(ctx)
+		if err != nil {
+			return err
+		}
+		if c.lead == nil {
+			return c.do(ctx, http.MethodPost, id, path, b, out)
+		}
+		cctx, cancel := whileLeader(ctx, id, c.lead)
+		err = c.do(cctx, http.MethodPost, id, path, b, out)
+		moved := errors.Is(context.Cause(cctx), errControllerMoved)
+		cancel()
+		if err == nil || !moved || ctx.Err() != nil {
+			return err
+		}
+	}
 }
 
 // retriable says whether a call may succeed if made again: the controller

@@ -6,7 +6,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -39,6 +38,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("STRAND_CLUSTER_NODE") == "1" {
 		main()
 		os.Exit(0)
+	}
+	if os.Getenv("STRAND_CLUSTER_SPIN") == "1" {
+		spin()
 	}
 	os.Exit(m.Run())
 }
@@ -503,15 +505,6 @@ func TestReassignWhileProducing(t *testing.T) {
 	checkAcked(t, cl, after.Leader, topic, 0, acked)
 	t.Logf("replicas %v -> %v (leader %d -> %d), verify said %v; %d records acknowledged, all there",
 		before.Replicas, after.Replicas, before.Leader, after.Leader, statuses, len(acked))
-}
-
-func errorsIsAny(err error, targets ...error) bool {
-	for _, t := range targets {
-		if errors.Is(err, t) {
-			return true
-		}
-	}
-	return false
 }
 
 // SIGTERM makes a node shut down under control (Kafka's controlled

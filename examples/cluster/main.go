@@ -34,6 +34,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"os/signal"
@@ -82,28 +83,53 @@ func main() {
 	}
 }
 
-// nodeFlags are the tuning flags of a node, which up passes on.
+// nodeFlags are the tuning flags of a node, which up passes on. The
+// replicas' defaults hold on a loaded machine: a fetch or an acks=all
+// produce waits Kafka's request.timeout.ms, and a follower stays in the
+// ISR for 10 s without catching up. Kafka's replica.lag.time.max.ms is
+// 30 s, but Kafka's leader does not wait for a fenced broker to catch up
+// (KIP-841's isReplicaIsrEligible in maybeIncrementLeaderHW), and
+// replica.Partition does: a follower that dies holds the high watermark
+// back, out of the ISR, for the lag time since it last caught up, so
+// that time is also how long acks=all produces stall.
 type nodeFlags struct {
-	tick, controlTick, heartbeat    time.Duration
-	lag, session, minISR, rebalance int
-	snapshotEntries                 int
+	tick, controlTick, heartbeat time.Duration
+	replicaLag, requestTimeout   time.Duration
+	session, minISR, rebalance   int
+	snapshotEntries              int
+	logLevel                     slog.Level
 }
 
 func (f *nodeFlags) register(fs *flag.FlagSet) {
-	fs.DurationVar(&f.tick, "tick", 10*time.Millisecond, "how often replicas tick")
-	fs.IntVar(&f.lag, "lag", 50, "ReplicaLagTime, in replica ticks")
-	fs.DurationVar(&f.controlTick, "control-tick", 50*time.Millisecond, "how often raft and the controller tick (raft's election timeout is 10 to 20 ticks)")
-	fs.IntVar(&f.session, "session", 20, "broker session timeout, in control ticks")
-	fs.DurationVar(&f.heartbeat, "heartbeat", 150*time.Millisecond, "how often brokers heartbeat")
+	fs.DurationVar(&f.tick, "tick", 100*time.Millisecond, "how often replicas tick")
+	fs.DurationVar(&f.replicaLag, "replica-lag", 10*time.Second, "how long a follower may go without catching up before it leaves the ISR (replica.lag.time.max.ms)")
+	fs.DurationVar(&f.requestTimeout, "request-timeout", 30*time.Second, "how long a follower's fetch or a leader's ISR change goes unanswered before it is sent again, and an acks=all produce waits (replica.socket.timeout.ms, request.timeout.ms)")
+	fs.DurationVar(&f.controlTick, "control-tick", 100*time.Millisecond, "how often raft and the controller tick (raft's election timeout is 10 to 20 ticks)")
+	fs.IntVar(&f.session, "session", 30, "broker session timeout, in control ticks")
+	fs.DurationVar(&f.heartbeat, "heartbeat", 500*time.Millisecond, "how often brokers heartbeat")
 	fs.IntVar(&f.minISR, "min-isr", 2, "min.insync.replicas of every partition")
 	fs.IntVar(&f.rebalance, "rebalance", 0, "automatic preferred-leader rebalance every this many control ticks (0: never)")
 	fs.IntVar(&f.snapshotEntries, "snapshot-entries", defaultSnapshotEntries, "snapshot the controller's state and compact the raft log every this many applied entries (0: never)")
+	fs.TextVar(&f.logLevel, "log-level", slog.LevelInfo, "the least level a node logs: DEBUG, INFO, WARN or ERROR")
 }
 
 func (f *nodeFlags) args() []string {
-	return []string{"-tick", f.tick.String(), "-lag", fmt.Sprint(f.lag), "-control-tick", f.controlTick.String(),
-		"-session", fmt.Sprint(f.session), "-heartbeat", f.heartbeat.String(), "-min-isr", fmt.Sprint(f.minISR),
-		"-rebalance", fmt.Sprint(f.rebalance), "-snapshot-entries", fmt.Sprint(f.snapshotEntries)}
+	return []string{"-tick", f.tick.String(), "-replica-lag", f.replicaLag.String(), "-request-timeout", f.requestTimeout.String(),
+		"-control-tick", f.controlTick.String(), "-session", fmt.Sprint(f.session), "-heartbeat", f.heartbeat.String(),
+		"-min-isr", fmt.Sprint(f.minISR), "-rebalance", fmt.Sprint(f.rebalance), "-snapshot-entries", fmt.Sprint(f.snapshotEntries),
+		"-log-level", f.logLevel.String()}
+}
+
+// retryBackoff is how long a follower waits to fetch again after an
+// error: one answered NOT_LEADER_OR_FOLLOWER or UNKNOWN_TOPIC_OR_PARTITION
+// by a leader that has not applied the new metadata yet fetches again
+// soon, where Kafka's replica.fetch.backoff.ms (1 s) would add a second to
+// every failover and to every topic's first produce.
+const retryBackoff = 100 * time.Millisecond
+
+// ticks is d in ticks of tick, at least one.
+func ticks(d, tick time.Duration) int {
+	return max(int((d+tick-1)/tick), 1)
 }
 
 func nodeCmd(args []string) error {
@@ -131,9 +157,16 @@ func nodeCmd(args []string) error {
 			return fmt.Errorf("-kafka names %d addresses for %d peers", len(km), len(pm))
 		}
 	}
-	return runNode(nodeConfig{id: replica.NodeID(*id), dir: *dir, peers: pm, kafka: km, tick: nf.tick, lag: nf.lag,
-		controlTick: nf.controlTick, session: nf.session, heartbeat: nf.heartbeat, minISR: nf.minISR, rebalance: nf.rebalance,
-		snapshotEntries: nf.snapshotEntries})
+	if nf.tick <= 0 {
+		return fmt.Errorf("-tick %v, must be positive", nf.tick)
+	}
+	return runNode(nodeConfig{
+		id: replica.NodeID(*id), dir: *dir, peers: pm, kafka: km,
+		tick: nf.tick, lag: max(ticks(nf.replicaLag, nf.tick), 2),
+		requestTimeout: ticks(nf.requestTimeout, nf.tick), retryBackoff: ticks(retryBackoff, nf.tick),
+		controlTick: nf.controlTick, session: nf.session, heartbeat: nf.heartbeat,
+		minISR: nf.minISR, rebalance: nf.rebalance, snapshotEntries: nf.snapshotEntries, logLevel: nf.logLevel,
+	})
 }
 
 func up(args []string) error {

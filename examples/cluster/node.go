@@ -30,9 +30,13 @@ type nodeConfig struct {
 	id    replica.NodeID
 	dir   string                    // the node's own data directory
 	peers map[replica.NodeID]string // host:port of every node, this one included
-	// tick is the replicas' tick; lag is ReplicaLagTime in those ticks.
-	tick time.Duration
-	lag  int
+	// tick is the replicas' tick; lag is ReplicaLagTime in those ticks,
+	// requestTimeout their RequestTimeout and ProduceTimeout, retryBackoff
+	// their RetryBackoff (0: the replica package's defaults).
+	tick           time.Duration
+	lag            int
+	requestTimeout int
+	retryBackoff   int
 	// controlTick is raft's and the controller's tick (raft's election
 	// timeout is 10 to 20 of them); session is the controller's broker
 	// session timeout in them, heartbeat how often brokers beat.
@@ -48,6 +52,8 @@ type nodeConfig struct {
 	// kafka, if set, is every node's Kafka address, this one's included:
 	// the node serves Kafka clients there.
 	kafka map[replica.NodeID]string
+	// logLevel is the least level the node logs.
+	logLevel slog.Level
 }
 
 // The files of a node's data directory.
@@ -66,10 +72,12 @@ type node struct {
 	dir *log.Dir
 	d   *replica.Driver
 	ctl *control
-	out *poster
+	out replica.Transport // the replicas' and the controller's messages to the nodes
 
 	mu    sync.Mutex
 	parts map[controller.TopicPartition]*log.Partition // replicas added to the driver
+	// replicaLogs are the same logs as their replicas see them.
+	replicaLogs map[controller.TopicPartition]*loggedLog
 	// Metadata the control loop published and the broker loop has not
 	// applied yet: the latest state of each changed partition.
 	pendingTopics map[string]topicState
@@ -89,6 +97,9 @@ type node struct {
 	// Kafka: the transaction requests between nodes go to it.
 	kafka atomic.Pointer[kafkaCluster]
 
+	// failures limits how often a failed replica's refusals are logged.
+	failures rateLimit
+
 	brokerEpoch int64 // owned by the heartbeat loop
 	// incarnation is this start of the node (Kafka's incarnation ID): the
 	// controller tells a retried registration from a restart by it.
@@ -98,7 +109,7 @@ type node struct {
 // runNode runs a node until SIGTERM or SIGINT, or until the process that
 // started it is gone.
 func runNode(cfg nodeConfig) error {
-	logger := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("node", cfg.id)
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.logLevel})).With("node", cfg.id)
 	if err := os.MkdirAll(cfg.dir, 0o755); err != nil {
 		return err
 	}
@@ -111,9 +122,7 @@ func runNode(cfg nodeConfig) error {
 		return err
 	}
 	n := newNode(cfg, logger, dir, time.Now().UnixNano())
-	n.out = newPoster(cfg.peers)
 	err = n.run(clean)
-	n.out.close()
 	if cerr := dir.Close(); err == nil && cerr == nil {
 		// Everything the node acknowledged is on disk and its logs are
 		// closed: the next incarnation registers clean (KIP-966).
@@ -128,7 +137,7 @@ func runNode(cfg nodeConfig) error {
 // before it has a driver or a control loop.
 func newNode(cfg nodeConfig, logger *slog.Logger, dir *log.Dir, incarnation int64) *node {
 	return &node{cfg: cfg, log: logger, dir: dir,
-		parts: map[controller.TopicPartition]*log.Partition{}, pendingTopics: map[string]topicState{}, minISRs: map[string]int{},
+		parts: map[controller.TopicPartition]*log.Partition{}, replicaLogs: map[controller.TopicPartition]*loggedLog{}, pendingTopics: map[string]topicState{}, minISRs: map[string]int{},
 		pendingParts: map[controller.TopicPartition]*replica.LeaderAndISR{}, wake: make(chan struct{}, 1),
 		incarnation: incarnation}
 }
@@ -170,13 +179,16 @@ func (n *node) run(clean bool) error {
 	if err != nil {
 		return err
 	}
-	tr := &replicaTransport{peers: cfg.peers, out: n.out, lead: n.ctl.leader}
+	// The transport outlives the loops that send through it.
+	tr := newReplicaTransport(cfg.id, cfg.peers, n.ctl.leader, n.log)
+	defer tr.close()
+	n.out = tr
 	n.ctl.dataTr = tr
 	n.ctl.publish = n.update
 	n.ctl.snap.every = uint64(max(cfg.snapshotEntries, 0))
 	n.d, err = replica.NewDriver(replica.DriverConfig{
 		Node: replica.NewNode(cfg.id), Transport: tr, TickInterval: cfg.tick,
-		OnError: func(err error) { n.log.Debug("replica", "err", err) },
+		OnError: n.stepErrors,
 	})
 	if err != nil {
 		return err
@@ -341,18 +353,20 @@ func (n *node) deliver(ctx context.Context, tp controller.TopicPartition, m *rep
 		if err != nil {
 			return err
 		}
+		rlog := newLoggedLog(plog, tp, n.log)
 		err = n.d.AddPartition(ctx, replica.Config{
-			Topic: tp.Topic, Partition: tp.Partition, Log: plog,
+			Topic: tp.Topic, Partition: tp.Partition, Log: rlog,
 			MinInsyncReplicas: n.minISR(tp.Topic),
 			ReplicaLagTime:    n.cfg.lag,
-			RequestTimeout:    n.cfg.lag,
-			ProduceTimeout:    10 * n.cfg.lag,
+			RequestTimeout:    n.cfg.requestTimeout,
+			ProduceTimeout:    n.cfg.requestTimeout,
+			RetryBackoff:      n.cfg.retryBackoff,
 		})
 		if err != nil {
 			return err
 		}
 		n.mu.Lock()
-		n.parts[tp] = plog
+		n.parts[tp], n.replicaLogs[tp] = plog, rlog
 		n.mu.Unlock()
 	}
 	return n.d.Receive(ctx, m)
@@ -402,6 +416,7 @@ func (n *node) removeTopic(ctx context.Context, name string) error {
 		if tp.Topic == name {
 			gone = append(gone, tp)
 			delete(n.parts, tp)
+			delete(n.replicaLogs, tp)
 		}
 	}
 	n.mu.Unlock()
@@ -523,7 +538,7 @@ func (n *node) controlledShutdown(ctx context.Context) {
 // controllerClient calls the active controller, found as this node's raft
 // view of the leader.
 func (n *node) controllerClient() *client {
-	return &client{http: &http.Client{Timeout: 5 * time.Second}, peers: n.cfg.peers,
+	return &client{http: &http.Client{Timeout: 5 * time.Second}, peers: n.cfg.peers, lead: n.ctl.leader,
 		controller: func(context.Context) (replica.NodeID, error) {
 			if l := n.ctl.leader(); l != replica.NoNode && l != 0 {
 				return l, nil

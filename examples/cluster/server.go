@@ -33,15 +33,26 @@ func (n *node) routes() *http.ServeMux {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		if _, ok := m.(*replica.LeaderAndISR); ok {
-			// A node takes partition states from the controller's
-			// committed records only (applyMetadata), stamped with its
-			// broker epoch; one from a peer would get round KIP-380.
-			http.Error(w, "partition states come from the controller's committed records, not from peers", http.StatusBadRequest)
+		msgs := []replica.Message{m}
+		if b, ok := m.(*replica.Batch); ok {
+			msgs = b.Messages
+		}
+		for _, m := range msgs {
+			if _, ok := m.(*replica.LeaderAndISR); ok {
+				// A node takes partition states from the controller's
+				// committed records only (applyMetadata), stamped with its
+				// broker epoch; one from a peer would get round KIP-380.
+				http.Error(w, "partition states come from the controller's committed records, not from peers", http.StatusBadRequest)
+				return
+			}
+		}
+		// A stale or refused message is the protocol's business, not the
+		// sender's; a message the driver did not take is, and the sender
+		// posts it again.
+		if err := n.receive(r.Context(), m, msgs); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
-		// A stale or refused message is the protocol's business, not the sender's.
-		_ = n.d.Receive(r.Context(), m)
 		w.WriteHeader(http.StatusNoContent)
 	})
 	mux.HandleFunc("POST /raft", func(w http.ResponseWriter, r *http.Request) {
@@ -105,6 +116,38 @@ func (n *node) routes() *http.ServeMux {
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, n.status(r.Context())) })
 	mux.HandleFunc("GET /{$}", n.statusHTML)
 	return mux
+}
+
+// receive hands the driver the messages of m, a peer's. A fetch for a
+// partition the node has no replica of (it has not applied the topic's
+// metadata yet, or deleted it) is answered UNKNOWN_TOPIC_OR_PARTITION, as
+// a Kafka broker answers it, rather than left for the follower to send
+// again after its RequestTimeout: the follower backs off and fetches
+// again.
+func (n *node) receive(ctx context.Context, m replica.Message, msgs []replica.Message) error {
+	var known []replica.Message
+	for _, m := range msgs {
+		f, ok := m.(*replica.Fetch)
+		if !ok || n.partition(controller.TopicPartition{Topic: f.Topic, Partition: f.Partition}) != nil {
+			known = append(known, m)
+			continue
+		}
+		n.out.Send(&replica.FetchResponse{
+			Header: replica.Header{From: f.To, To: f.From, Topic: f.Topic, Partition: f.Partition},
+			ID:     f.ID, Err: replica.CodeUnknownTopicOrPartition, Leader: replica.NoNode, LeaderEpoch: f.CurrentLeaderEpoch,
+			FetchOffset: f.FetchOffset, DivergingEpoch: -1, DivergingEndOffset: -1,
+		})
+	}
+	switch {
+	case len(known) == 0:
+		return nil
+	case len(known) < len(msgs):
+		b := m.(*replica.Batch)
+		m = &replica.Batch{Header: b.Header, Messages: known}
+	}
+	// Receive fails only when the driver did not take m: it stopped, or
+	// the sender gave up.
+	return n.d.Receive(ctx, m)
 }
 
 func readMessage(r io.Reader) (replica.Message, error) {

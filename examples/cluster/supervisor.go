@@ -154,6 +154,21 @@ func (s *supervisor) signal(id replica.NodeID, sig syscall.Signal) error {
 	return err
 }
 
+// pause stops a node's process (SIGSTOP), as a long GC pause or a
+// stalled VM would, and resume lets it go on (SIGCONT).
+func (s *supervisor) pause(id replica.NodeID) error  { return s.signalRunning(id, syscall.SIGSTOP) }
+func (s *supervisor) resume(id replica.NodeID) error { return s.signalRunning(id, syscall.SIGCONT) }
+
+func (s *supervisor) signalRunning(id replica.NodeID, sig syscall.Signal) error {
+	s.mu.Lock()
+	cmd := s.procs[id]
+	s.mu.Unlock()
+	if cmd == nil {
+		return fmt.Errorf("node %d does not run", id)
+	}
+	return cmd.Process.Signal(sig)
+}
+
 // stop ends every node cleanly (SIGTERM: a controlled shutdown).
 func (s *supervisor) stop() error {
 	var errs []error

@@ -187,6 +187,24 @@ type ReplicatedTransactions interface {
 	AddToTransaction(ctx context.Context, txnID string, producer idempotence.ProducerIDAndEpoch, tp idempotence.TopicPartition, verifyOnly bool) error
 }
 
+// LeaderEpochStarts is a Cluster whose leaders learn their high
+// watermark from their followers, as a replicated one's do: a leader just
+// elected, or restarted, knows it only once its followers have fetched in
+// its epoch, and until then it may be below what was acknowledged. Given
+// one, the broker answers ListOffsets OFFSET_NOT_AVAILABLE for the latest
+// offset, and for a timestamp it finds no record for below the high
+// watermark, while that is below the offset where the leader's epoch
+// began (KIP-207; Kafka's Partition.fetchOffsetForTimestamp), rather than
+// an offset that goes back. A Cluster without it (the standalone broker,
+// whose high watermark is its log end) answers by the high watermark.
+type LeaderEpochStarts interface {
+	Cluster
+	// LeaderEpochStartOffset returns the offset at which this broker's
+	// leadership of a partition in leaderEpoch began: its log end when it
+	// took the epoch up. ok is false while it has not taken it up.
+	LeaderEpochStartOffset(topic string, partition, leaderEpoch int32) (offset int64, ok bool)
+}
+
 // BrokerAddr is a broker and where Kafka clients reach it.
 type BrokerAddr struct {
 	ID   int32

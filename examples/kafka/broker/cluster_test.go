@@ -115,6 +115,13 @@ func (f *fakeCluster) GroupCoordinator() int32 {
 // of the ISR) and partition 1 led by broker 2 in epoch 3.
 func startClusterBroker(t *testing.T) (*fakeCluster, *kgo.Client) {
 	t.Helper()
+	return startClusterBrokerWith(t, func(f *fakeCluster) broker.Cluster { return f })
+}
+
+// startClusterBrokerWith is startClusterBroker with the broker serving the
+// Cluster wrap makes of the fakeCluster.
+func startClusterBrokerWith(t *testing.T, wrap func(*fakeCluster) broker.Cluster) (*fakeCluster, *kgo.Client) {
+	t.Helper()
 	d, err := log.OpenDir(t.TempDir(), log.DirOptions{Log: log.Options{ExternalHighWatermark: true}, MaintenanceInterval: -1})
 	require.NoError(t, err)
 	t.Cleanup(func() { d.Close() })
@@ -129,7 +136,7 @@ func startClusterBroker(t *testing.T) (*fakeCluster, *kgo.Client) {
 			{Leader: 1, LeaderEpoch: 5, Replicas: []int32{1, 2}, ISR: []int32{1}, Offline: []int32{2}},
 			{Leader: 2, LeaderEpoch: 3, Replicas: []int32{2, 1}, ISR: []int32{2, 1}, Offline: []int32{}},
 		}}}
-	b, err := broker.Open(broker.Config{DataDir: t.TempDir(), NodeID: 1, Cluster: f,
+	b, err := broker.Open(broker.Config{DataDir: t.TempDir(), NodeID: 1, Cluster: wrap(f),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	require.NoError(t, err)
 	done := make(chan error, 1)

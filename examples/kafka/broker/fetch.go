@@ -213,11 +213,15 @@ func (b *Broker) listOffset(topic string, tp *kmsg.ListOffsetsRequestTopicPartit
 		}
 	}
 	rp.LeaderEpoch = epoch
+	lagging := b.hwLagging(topic, tp.Partition, epoch, hw)
 	switch tp.Timestamp {
 	case log.EarliestTimestamp:
 		rp.Offset = start
 		return nil
 	case log.LatestTimestamp:
+		if lagging != nil {
+			return lagging
+		}
 		rp.Offset = end
 		return nil
 	}
@@ -225,8 +229,11 @@ func (b *Broker) listOffset(topic string, tp *kmsg.ListOffsetsRequestTopicPartit
 		return fmt.Errorf("%w: timestamp %d", kerr.UnsupportedVersion, tp.Timestamp)
 	}
 	offset, ok, err := p.OffsetForTimestamp(tp.Timestamp)
-	if err != nil || !ok || offset >= end {
-		return err // not found: offset and timestamp -1, as Kafka answers
+	if err != nil {
+		return err
+	}
+	if !ok || offset >= end {
+		return lagging // nil: not found, offset and timestamp -1, as Kafka answers
 	}
 	// Kafka answers with the found record's own timestamp.
 	for rec, err := range p.Records(offset, log.ReadUncommitted) {
@@ -237,6 +244,26 @@ func (b *Broker) listOffset(topic string, tp *kmsg.ListOffsetsRequestTopicPartit
 			rp.Offset, rp.Timestamp = rec.Offset, rec.Timestamp
 			break
 		}
+	}
+	return nil
+}
+
+// hwLagging returns OFFSET_NOT_AVAILABLE if the cluster's leader of a
+// partition does not know its high watermark yet in its leader epoch: hw
+// is below where the epoch began (Kafka's Partition.fetchOffsetForTimestamp
+// with leaderEpochStartOffsetOpt), or the leader has not taken the epoch
+// up.
+func (b *Broker) hwLagging(topic string, partition, epoch int32, hw int64) error {
+	c, ok := b.cluster.(LeaderEpochStarts)
+	if !ok {
+		return nil
+	}
+	start, ok := c.LeaderEpochStartOffset(topic, partition, epoch)
+	switch {
+	case !ok:
+		return fmt.Errorf("%w: %s-%d: this broker has not taken up leader epoch %d yet", kerr.OffsetNotAvailable, topic, partition, epoch)
+	case hw < start:
+		return fmt.Errorf("%w: %s-%d: the high watermark %d is below %d, where leader epoch %d began", kerr.OffsetNotAvailable, topic, partition, hw, start, epoch)
 	}
 	return nil
 }
