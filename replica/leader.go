@@ -81,7 +81,7 @@ type waitingProduce struct {
 	duplicate bool
 }
 
-func (p *Partition) becomeLeader(newEpoch bool) {
+func (p *Partition) becomeLeader(newEpoch bool, oldISR []NodeID) {
 	wasLeader := p.role == RoleLeader
 	p.role = RoleLeader
 	p.fl = followerState{fetchID: p.fl.fetchID}
@@ -90,6 +90,7 @@ func (p *Partition) becomeLeader(newEpoch bool) {
 		// controller's now, whatever was proposed.
 		p.ld.pending = nil
 		p.syncFollowers(false)
+		p.forgetRemovedFromISR(oldISR)
 		p.leaderProgress()
 		return
 	}
@@ -133,6 +134,30 @@ func (p *Partition) syncFollowers(reset bool) {
 		fs = append(fs, f)
 	}
 	p.ld.followers = fs
+}
+
+// forgetRemovedFromISR starts over the state of each follower the
+// controller took out of the ISR (fenced, shut down, its log offline), so
+// that neither the high watermark waits for it, though it caught up
+// within ReplicaLagTime, nor a fetch it sent before proposes it for the
+// ISR again: Kafka's leader does either only for a follower eligible to
+// join (Partition.maybeIncrementLeaderHW and maybeExpandIsr,
+// isReplicaIsrEligible), and the controller removes only ineligible ones,
+// or laggards this leader proposed to remove. A parked fetch is answered
+// empty, so that a live follower fetches again at once; once it is back
+// at the log end it is waited for, and rejoins.
+func (p *Partition) forgetRemovedFromISR(oldISR []NodeID) {
+	for i, f := range p.ld.followers {
+		if !slices.Contains(oldISR, f.id) || slices.Contains(p.isr, f.id) {
+			continue
+		}
+		if f.parked != nil {
+			p.answerFetch(f.parked.req, CodeNone)
+		}
+		nf := newFollower(f.id)
+		nf.brokerEpoch = f.brokerEpoch
+		p.ld.followers[i] = nf
+	}
 }
 
 // leaderReady runs once the leader epoch is in the log.

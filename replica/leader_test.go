@@ -159,3 +159,30 @@ func TestSyncedAcksStaleFetchFromBeforeACrashDoesNotJoinTheISR(t *testing.T) {
 	require.NoError(t, c.node(1).p.Step(stale))
 	require.Nil(t, c.status(1).PendingISR, "node 2 proposed for the ISR on a fetch from before its crash")
 }
+
+// A follower the controller takes out of the ISR (its broker fenced) no
+// longer holds the high watermark back, though it caught up within
+// ReplicaLagTime: Kafka's leader waits for a caught-up follower outside the
+// ISR only while it may join (Partition.maybeIncrementLeaderHW,
+// isReplicaIsrEligible). Once it fetches to the log end again it is waited
+// for, and rejoins.
+func TestFollowerRemovedByTheControllerNoLongerHoldsTheHighWatermark(t *testing.T) {
+	c := newCluster(t, 1, 2, 3).start(func(cfg *Config) { cfg.MinInsyncReplicas = 2; cfg.ReplicaLagTime = 100 })
+	c.elect(1)
+	c.stabilize()
+	c.crash(3)
+	c.ctl.isr = []NodeID{1, 2} // the controller fenced node 3
+	c.ctl.partitionEpoch++
+	c.announce(3)
+	c.stabilize()
+	id, err := c.produce(1, AcksAll, "x")
+	require.NoError(t, err)
+	c.tick(2) // far less than ReplicaLagTime
+	require.NoError(t, c.result(id).Err, "committed by the ISR [1 2] at once")
+
+	c.restart(3)
+	c.queue = append(c.queue, c.leaderAndISR(3))
+	c.tick(10)
+	require.Equal(t, []NodeID{1, 2, 3}, c.ctl.isr, "node 3 caught up and rejoined")
+	c.requireLogsMatch(1, 2, 3)
+}

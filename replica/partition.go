@@ -458,11 +458,12 @@ func (p *Partition) stepLeaderAndISR(m *LeaderAndISR) error {
 	}
 	p.controllerEpoch = m.ControllerEpoch
 	wasLeader := p.role == RoleLeader
+	oldISR := p.isr
 	p.leader, p.leaderEpoch, p.partitionEpoch = m.Leader, m.LeaderEpoch, m.PartitionEpoch
 	p.replicas, p.isr = slices.Clone(m.Replicas), slices.Clone(m.ISR)
 	switch {
 	case m.Leader == p.cfg.ID:
-		p.becomeLeader(newEpoch)
+		p.becomeLeader(newEpoch, oldISR)
 	case slices.Contains(m.Replicas, p.cfg.ID):
 		if wasLeader {
 			p.resignLeadership()
