@@ -84,14 +84,13 @@ func main() {
 }
 
 // nodeFlags are the tuning flags of a node, which up passes on. The
-// replicas' defaults hold on a loaded machine: a fetch or an acks=all
-// produce waits Kafka's request.timeout.ms, and a follower stays in the
-// ISR for 10 s without catching up. Kafka's replica.lag.time.max.ms is
-// 30 s, but Kafka's leader does not wait for a fenced broker to catch up
-// (KIP-841's isReplicaIsrEligible in maybeIncrementLeaderHW), and
-// replica.Partition does: a follower that dies holds the high watermark
-// back, out of the ISR, for the lag time since it last caught up, so
-// that time is also how long acks=all produces stall.
+// replicas' defaults are Kafka's, which hold on a loaded machine: a fetch
+// or an acks=all produce waits request.timeout.ms, and a follower stays
+// in the ISR for replica.lag.time.max.ms, 30 s, without catching up. A
+// follower that dies does not stall acks=all that long: the controller
+// fences it after a session and takes it out of the ISR, and the leader
+// then stops waiting for it (replica.Partition, as Kafka's
+// isReplicaIsrEligible).
 type nodeFlags struct {
 	tick, controlTick, heartbeat time.Duration
 	replicaLag, requestTimeout   time.Duration
@@ -102,7 +101,7 @@ type nodeFlags struct {
 
 func (f *nodeFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.tick, "tick", 100*time.Millisecond, "how often replicas tick")
-	fs.DurationVar(&f.replicaLag, "replica-lag", 10*time.Second, "how long a follower may go without catching up before it leaves the ISR (replica.lag.time.max.ms)")
+	fs.DurationVar(&f.replicaLag, "replica-lag", 30*time.Second, "how long a follower may go without catching up before it leaves the ISR (replica.lag.time.max.ms)")
 	fs.DurationVar(&f.requestTimeout, "request-timeout", 30*time.Second, "how long a follower's fetch or a leader's ISR change goes unanswered before it is sent again, and an acks=all produce waits (replica.socket.timeout.ms, request.timeout.ms)")
 	fs.DurationVar(&f.controlTick, "control-tick", 100*time.Millisecond, "how often raft and the controller tick (raft's election timeout is 10 to 20 ticks)")
 	fs.IntVar(&f.session, "session", 30, "broker session timeout, in control ticks")
