@@ -61,6 +61,23 @@ type DirOptions struct {
 	// background (Kafka's log.retention.check.interval.ms); default 5
 	// minutes; negative: never, only when Maintain is called.
 	MaintenanceInterval time.Duration
+
+	// Replicated says that the Dir holds replicas that a replication
+	// layer writes (package replica, as a cluster node composes it), and
+	// that it must coordinate nothing itself: nothing but its caller may
+	// write a replicated partition's log, or the replicas diverge. A
+	// replica of TransactionStateTopic belongs to the cluster's transaction
+	// coordinator (the leader of that partition, as in Kafka), not to the
+	// Dir: OpenDir loads no coordinator from it and writes no markers,
+	// Maintain aborts no transaction, and Transactions and
+	// NewTransactionalProducer refuse with ErrReplicated. The Dir then
+	// writes a partition's log only when its caller appends or truncates
+	// (AppendReplicated, TruncateTo and the rest), and when retention and
+	// compaction remove records, each replica on its own as Kafka's do:
+	// both stay below the high watermark the replication layer sets, so
+	// they remove only records every in-sync replica holds. Set
+	// Log.ExternalHighWatermark with it, for that high watermark.
+	Replicated bool
 }
 
 const (
@@ -176,8 +193,10 @@ func OpenDir(path string, opts DirOptions) (*Dir, error) {
 		d.done.Add(1)
 		go d.maintainEvery(opts.MaintenanceInterval)
 	}
-	if err := d.recoverTransactions(); err != nil {
-		return nil, errors.Join(err, d.Close())
+	if !opts.Replicated {
+		if err := d.recoverTransactions(); err != nil {
+			return nil, errors.Join(err, d.Close())
+		}
 	}
 	return d, nil
 }
