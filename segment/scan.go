@@ -23,6 +23,8 @@ type scanner struct {
 	buf    []byte // file bytes from bufPos
 	bufPos int64
 	large  bool // the last batch was large: read headers alone
+
+	walk headerWalk // the checks of nextHeader
 }
 
 // newScanner returns a scanner that reads chunk bytes at a time: scanChunk
@@ -77,6 +79,16 @@ func (s *scanner) next(whole bool) (Batch, error) {
 	s.pos += size
 	s.large = size > s.chunk/4
 	return h, nil
+}
+
+// nextHeader returns the next batch header, as next(false) does, once it
+// passed the walk's checks (headerWalk).
+func (s *scanner) nextHeader() (Batch, error) {
+	b, err := s.next(false)
+	if err == nil {
+		err = s.walk.step(b)
+	}
+	return b, err
 }
 
 // bytes returns n bytes of the file at the scanner's position.
