@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/strandlog/strand/internal/checkpoint"
+	"github.com/strandlog/strand/segment"
 	"github.com/strandlog/strand/vfs"
 )
 
@@ -69,6 +70,10 @@ type EpochCache struct {
 	// mu guards entries, which is replaced, never modified in place.
 	mu      sync.RWMutex
 	entries []EpochEntry
+
+	// rebuild makes checkBatch assign the epochs of the batches it sees,
+	// while a log loads with its checkpoint file lost to damage.
+	rebuild bool
 }
 
 // OpenEpochCache loads the leader epoch cache of the partition directory
@@ -274,6 +279,57 @@ func (c *EpochCache) EpochForOffset(offset int64) int32 {
 		return UndefinedEpoch
 	}
 	return c.entries[i-1].Epoch
+}
+
+// checkBatch checks the partition leader epoch of batch header b, which
+// the batch's CRC does not cover, against the cache, for the segments'
+// walks (segment.Options.CheckBatch): from the cache's first entry on, a
+// batch must carry the epoch of the entry it starts in, which Assign made
+// durable before the batch was written. Before the first entry (the log
+// start offset moved into a batch, or the batch was written before
+// epochs) its epoch may not be later than the first entry's, and a cache
+// with no entries allows only batches without an epoch.
+func (c *EpochCache) checkBatch(b segment.Batch) error {
+	epoch, base := b.PartitionLeaderEpoch(), b.BaseOffset()
+	if c.rebuild {
+		if epoch == UndefinedEpoch {
+			return nil
+		}
+		return c.Assign(epoch, base)
+	}
+	c.mu.RLock()
+	entries := c.entries
+	c.mu.RUnlock()
+	i := sort.Search(len(entries), func(i int) bool { return entries[i].StartOffset > base })
+	switch {
+	case i > 0 && entries[i-1].Epoch != epoch:
+		return fmt.Errorf("leader epoch %d, but the leader epoch cache has epoch %d from offset %d", epoch, entries[i-1].Epoch, entries[i-1].StartOffset)
+	case i == 0 && len(entries) > 0 && epoch > entries[0].Epoch:
+		return fmt.Errorf("leader epoch %d, later than epoch %d, the first in the leader epoch cache, which starts at offset %d", epoch, entries[0].Epoch, entries[0].StartOffset)
+	case len(entries) == 0 && epoch != UndefinedEpoch:
+		return fmt.Errorf("leader epoch %d, but the leader epoch cache has no epoch", epoch)
+	}
+	return nil
+}
+
+// rebuildEpochs handles err, the leader epoch checkpoint failing to load:
+// with TruncateCorruption, damage is recorded and the cache starts empty,
+// to be rebuilt from the batches as Open reads them all (Kafka's
+// LogSegment.recover assigns the epochs of the batches it reads).
+func (l *Log) rebuildEpochs(err error) (*EpochCache, error) {
+	file := filepath.Join(l.dir, epochCheckpointName)
+	if err := l.foundDamage(err, file); err != nil {
+		return nil, err
+	}
+	if err := l.fs.Remove(file); err != nil {
+		return nil, err
+	}
+	c, err := OpenEpochCache(l.fs, l.dir)
+	if err != nil {
+		return nil, err
+	}
+	c.rebuild = true
+	return c, nil
 }
 
 // Latest returns the latest entry; ok is false when the cache is empty. On

@@ -120,5 +120,22 @@ func (s *scanner) bytes(n int64) ([]byte, error) {
 
 // wrap names the file and position of an error met at pos.
 func (s *scanner) wrap(pos int64, err error) error {
-	return fmt.Errorf("segment %s: position %d: %w", s.name, pos, err)
+	return &PositionError{File: s.name, Position: pos, Err: err}
 }
+
+// PositionError is an error met at a position of a segment's log file:
+// a bad batch (wrapping ErrCorrupt or ErrShortBatch) or a failed read. A
+// log that repairs damage (log.Options.TruncateCorruption) finds with
+// errors.As where it was.
+type PositionError struct {
+	File     string // the log file
+	Position int64  // the byte position of the batch
+	Err      error
+}
+
+func (e *PositionError) Error() string {
+	return fmt.Sprintf("segment %s: position %d: %v", e.File, e.Position, e.Err)
+}
+
+// Unwrap returns the error met there.
+func (e *PositionError) Unwrap() error { return e.Err }

@@ -364,13 +364,15 @@ func (s *Segment) rebuild(validate bool, durable int64) error {
 			err = w.step(b)
 		}
 		if err != nil {
+			// Without validate the log is trusted whole: a short batch in
+			// it is corruption too, as below the durable offset.
+			if !errors.Is(err, ErrCorrupt) && (!validate || s.nextOffset.Load() < durable) {
+				err = fmt.Errorf("%w: %w", ErrCorrupt, err)
+			}
 			if !validate {
 				return sc.wrap(pos, err)
 			}
 			if next := s.nextOffset.Load(); next < durable {
-				if !errors.Is(err, ErrCorrupt) {
-					err = fmt.Errorf("%w: %w", ErrCorrupt, err)
-				}
 				if durable == math.MaxInt64 {
 					return sc.wrap(pos, fmt.Errorf("the segment was synced whole, so it has no torn tail: %w", err))
 				}
@@ -420,7 +422,7 @@ func (s *Segment) loadTail() error {
 	if s.size.Load() > 0 {
 		first, err := s.lookup(0, s.size.Load()).next(false)
 		if err != nil {
-			return fmt.Errorf("segment %s: position 0: %w", s.logName(), err)
+			return &PositionError{File: s.logName(), Position: 0, Err: err}
 		}
 		s.firstBatchMaxTime.Store(first.MaxTimestamp())
 	}
@@ -858,11 +860,11 @@ func (s *Segment) FindTimestamp(ts int64) (offset int64, ok bool, err error) {
 			err = whole.Validate()
 		}
 		if err != nil {
-			return 0, false, fmt.Errorf("segment %s: position %d: %w", s.logName(), pos, err)
+			return 0, false, &PositionError{File: s.logName(), Position: pos, Err: err}
 		}
 		for r, err := range whole.Records() {
 			if err != nil {
-				return 0, false, fmt.Errorf("segment %s: position %d: %w", s.logName(), pos, err)
+				return 0, false, &PositionError{File: s.logName(), Position: pos, Err: err}
 			}
 			if r.Timestamp >= ts {
 				return r.Offset, true, nil
