@@ -1,9 +1,11 @@
 package log
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"path/filepath"
 	"testing"
@@ -284,4 +286,52 @@ func TestDamagedIndexEntry(t *testing.T) {
 	require.Nil(t, l.Damage(), "the index is rebuilt from the log, which is whole")
 	requireRecords(t, l, 0, damageRecords, damageValue)
 	require.NoError(t, l.Close())
+}
+
+// A Dir of replicas (DirOptions.Log with VerifyOnOpen and
+// TruncateCorruption) repairs a partition's damaged log when it opens it,
+// logs the damage at level Error with the partition, and reports it on
+// the partition until ClearDamage; the partition goes on where the repair
+// cut it.
+func TestDirRepairsADamagedReplica(t *testing.T) {
+	fs := newMemFS(t)
+	opts := dirOptions(fs)
+	opts.Replicated = true
+	opts.Log.ExternalHighWatermark, opts.Log.VerifyOnOpen, opts.Log.TruncateCorruption = true, true, true
+	var out bytes.Buffer
+	opts.Logger = slog.New(slog.NewTextHandler(&out, nil))
+	d, err := OpenDir("/data", opts)
+	require.NoError(t, err)
+	require.NoError(t, d.CreateTopic("t", TopicConfig{Partitions: 1}))
+	p, err := d.Partition("t", 0)
+	require.NoError(t, err)
+	for i := 0; i < 100; i += 5 {
+		_, err := p.Append(recordsFrom(i, 5, damageValue))
+		require.NoError(t, err)
+	}
+	dmg, err := p.Damage()
+	require.NoError(t, err)
+	require.Nil(t, dmg)
+	require.NoError(t, d.Close())
+
+	cutSynced(t, fs, 0, batchPos(t, fs, 0, 50)+39) // in the first segment, sealed
+	d, err = OpenDir("/data", opts)
+	require.NoError(t, err)
+	defer d.Close()
+	p, err = d.Partition("t", 0)
+	require.NoError(t, err)
+	dmg, err = p.Damage()
+	require.NoError(t, err)
+	require.NotNil(t, dmg)
+	require.EqualValues(t, 45, dmg.LogEndOffset)
+	_, _, end, err := p.Offsets()
+	require.NoError(t, err)
+	require.EqualValues(t, 45, end)
+	require.Contains(t, out.String(), "level=ERROR")
+	require.Contains(t, out.String(), "partition=0")
+	require.Contains(t, out.String(), "logEndOffset=45")
+	require.NoError(t, p.ClearDamage())
+	dmg, err = p.Damage()
+	require.NoError(t, err)
+	require.Nil(t, dmg)
 }
