@@ -34,8 +34,9 @@ type Damage struct {
 	// Dir is the log's directory, the partition's folder.
 	Dir string `json:"dir"`
 	// File is the first damaged file found, and Position the byte
-	// position of its first bad batch, or -1 if it holds no batches (a
-	// checkpoint).
+	// position of its first bad batch, or -1 if the damage is not at a
+	// batch of File: a checkpoint, or a segment that does not follow the
+	// one before.
 	File     string `json:"file"`
 	Position int64  `json:"position"`
 	// LogEndOffset is the log end offset after the repair: the records

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"math/bits"
 	"path/filepath"
 	"testing"
 
@@ -114,6 +115,25 @@ func TestDamagedLog(t *testing.T) {
 		// of the whole log does.
 		foundOnOpen bool
 	}{{
+		// A bit flipped up in the base offset of the first segment's last
+		// batch makes it end past the second segment's base, and its
+		// offsets those of the next epoch: after a crash, the second
+		// segment would be taken for a compaction's leftover (see
+		// TestUncleanOpenRemovesOnlyCoveredSegments), but the epoch cache
+		// tells first.
+		name: "sealed segment, last batch's base offset bit, unclean",
+		damage: func(t *testing.T, fs *vfs.MemFS, bases []int64) (string, int64, int64) {
+			name := segment.FileName(damageDir, bases[0], segment.LogSuffix)
+			last := bases[1] - 5
+			victim := batchPos(t, fs, bases[0], last)
+			bit := bits.TrailingZeros64(^uint64(last)) // a flip that raises it
+			xorByte(t, fs, name, victim+7-int64(bit/8), 1<<(bit%8))
+			unclean(t, fs, damageDir)
+			require.NoError(t, vfs.SyncDir(fs, damageDir))
+			return name, victim, last - 5
+		},
+		foundOnOpen: true,
+	}, {
 		// The record at 27 would be served as offset 29: bit 1 of batch
 		// 25's base offset, outside the CRC, found when batch 30 does not
 		// follow. Which of the two is damaged cannot be told: both go.
@@ -334,4 +354,33 @@ func TestDirRepairsADamagedReplica(t *testing.T) {
 	dmg, err = p.Damage()
 	require.NoError(t, err)
 	require.Nil(t, dmg)
+}
+
+// After a crash, Open takes a segment that the one before ends past for a
+// compaction's leftover and removes it (the merged segment covers it;
+// Kafka's LogLoader finishes such swaps too). A segment that goes on past
+// the one before is no leftover: the one before has a damaged last batch
+// (here a base offset bit flipped up, in a log without epochs), and
+// removing the next segment would lose its records silently.
+func TestUncleanOpenRemovesOnlyCoveredSegments(t *testing.T) {
+	fs := newMemFS(t)
+	bases := fiveSegments(t, fs, damageDir)
+	name := segment.FileName(damageDir, bases[0], segment.LogSuffix)
+	ends := batchEnds(t, fs, damageDir, bases[0])
+	last := bases[1] - 10 // batches of 10
+	bit := bits.TrailingZeros64(^uint64(last))
+	xorByte(t, fs, name, ends[len(ends)-2]+7-int64(bit/8), 1<<(bit%8))
+	unclean(t, fs, damageDir)
+	require.NoError(t, vfs.SyncDir(fs, damageDir))
+
+	_, err := Open(damageDir, memOptions(fs.Crash(vfs.CrashConfig{})))
+	require.ErrorIs(t, err, ErrCorrupt)
+	require.ErrorContains(t, err, "not a compaction's leftover")
+
+	l, err := Open(damageDir, repairOptions(fs))
+	require.NoError(t, err)
+	defer l.Close()
+	require.NotNil(t, l.Damage())
+	require.Equal(t, last, l.LogEndOffset(), "the damaged batch is cut, and with it the segments after")
+	requireRecords(t, l, 0, int(last), 100)
 }

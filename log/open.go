@@ -404,7 +404,15 @@ func (l *Log) checkFollows(base, logStart int64, clean bool) (follows bool, err 
 	}
 	switch {
 	case base < end && !clean:
-		return false, nil
+		// A compaction's leftover ends where the segment that merged it
+		// does at the latest; one that ends past it is not covered, and the
+		// segment before holds a damaged last batch.
+		covered, err := l.endsBy(base, end)
+		if err != nil || covered {
+			return false, err
+		}
+		return false, fmt.Errorf("log %s: %w: %s ends at offset %d, past the base offset of %s, which goes on past it: not a compaction's leftover",
+			l.dir, ErrCorrupt, prevName, end, name)
 	case base < end:
 		return false, fmt.Errorf("log %s: %w: %s ends at offset %d, past the base offset of %s", l.dir, ErrCorrupt, prevName, end, name)
 	case base > end && !(recorded && gap.end == end):
@@ -412,6 +420,22 @@ func (l *Log) checkFollows(base, logStart int64, clean bool) (follows bool, err 
 			l.dir, ErrCorrupt, prevName, end, name, base, end, base-1)
 	}
 	return true, nil
+}
+
+// endsBy reports whether the segment at base ends at offset end or
+// before, reading only its tail.
+func (l *Log) endsBy(base, end int64) (bool, error) {
+	opts := l.segmentOptions()
+	opts.Lazy = true
+	seg, err := segment.Open(l.dir, base, opts)
+	if err != nil {
+		return false, fmt.Errorf("log %s: %w", l.dir, err)
+	}
+	next, err := seg.ReadNextOffset()
+	if err = errors.Join(err, seg.Close()); err != nil {
+		return false, fmt.Errorf("log %s: %w", l.dir, err)
+	}
+	return next <= end, nil
 }
 
 // cleanDir finishes what a crash interrupted, as Kafka's LogLoader does:
