@@ -384,3 +384,46 @@ func TestUncleanOpenRemovesOnlyCoveredSegments(t *testing.T) {
 	require.Equal(t, last, l.LogEndOffset(), "the damaged batch is cut, and with it the segments after")
 	requireRecords(t, l, 0, int(last), 100)
 }
+
+// A Dir verifies a partition's log (VerifyOnOpen) when it first opens it,
+// not each time it reopens it after the open-file bound closed it: damage
+// done while it was closed is then found when it is read.
+func TestDirVerifiesAPartitionAtItsFirstOpenOnly(t *testing.T) {
+	fs := newMemFS(t)
+	opts := dirOptions(fs)
+	opts.MaxOpenFiles = 4 // one single-segment partition: its log, two indexes and its lock
+	opts.Log.VerifyOnOpen = true
+	d, err := OpenDir("/data", opts)
+	require.NoError(t, err)
+	require.NoError(t, d.CreateTopic("t", TopicConfig{Partitions: 2}))
+	p0, err := d.Partition("t", 0)
+	require.NoError(t, err)
+	p1, err := d.Partition("t", 1)
+	require.NoError(t, err)
+	for i := 0; i < 50; i += 5 {
+		_, err := p0.Append(recordsFrom(i, 5, damageValue))
+		require.NoError(t, err)
+	}
+	_, err = p1.Append(recordsFrom(0, 5, damageValue))
+	require.NoError(t, err, "p1 opens, and p0 is closed")
+	d.mu.Lock()
+	require.Equal(t, partClosed, int(p0.state))
+	d.mu.Unlock()
+
+	name := segment.FileName(damageDir, 0, segment.LogSuffix)
+	xorByte(t, fs, name, batchPos(t, fs, 0, 10)+7, 1) // base offset 10 reads 11
+	_, _, end, err := p0.Offsets()
+	require.NoError(t, err, "reopened without a verification")
+	require.EqualValues(t, 50, end)
+	_, err = p0.Read(0, 1<<20, ReadLogEnd)
+	require.ErrorIs(t, err, ErrCorrupt, "the read finds it")
+	require.NoError(t, d.Close())
+
+	d, err = OpenDir("/data", opts)
+	require.NoError(t, err)
+	defer d.Close()
+	p0, err = d.Partition("t", 0)
+	require.NoError(t, err)
+	_, _, _, err = p0.Offsets()
+	require.ErrorIs(t, err, ErrCorrupt, "the first open verifies")
+}
