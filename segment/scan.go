@@ -17,6 +17,7 @@ const scanChunk = 64 << 10
 type scanner struct {
 	f        vfs.File
 	name     string
+	from     int64 // where the scan began
 	pos, end int64
 	chunk    int64 // bytes read at a time while batches are small
 
@@ -32,7 +33,7 @@ type scanner struct {
 // entry to the batch it wants, so that it reads no more than it needs.
 func newScanner(f vfs.File, name string, pos, end, chunk int64) *scanner {
 	sc := scanners.Get().(*scanner)
-	*sc = scanner{f: f, name: name, pos: pos, end: end, chunk: chunk, buf: sc.buf[:0]}
+	*sc = scanner{f: f, name: name, from: pos, pos: pos, end: end, chunk: chunk, buf: sc.buf[:0]}
 	return sc
 }
 

@@ -122,6 +122,7 @@ type Segment struct {
 	times   *index.TimeIndex
 
 	size       atomic.Int64 // bytes of whole batches in the log file
+	checked    atomic.Int64 // bytes from the start whose headers passed a walk, or were appended here
 	nextOffset atomic.Int64 // offset after the last batch; base if empty
 
 	maxTimestamp      atomic.Int64 // largest batch max timestamp so far, -1 if none
@@ -345,6 +346,7 @@ func (s *Segment) rebuild(validate bool, durable int64) error {
 	}
 	end := s.size.Load()
 	s.size.Store(0)
+	s.checked.Store(0)
 	s.nextOffset.Store(s.base)
 	s.resetTimestamps()
 	s.sinceIndexEntry = 0
@@ -388,7 +390,19 @@ func (s *Segment) rebuild(validate bool, durable int64) error {
 		}
 		s.size.Store(pos + int64(b.Size()))
 	}
+	s.checked.Store(s.size.Load())
 	return nil
+}
+
+// walked records that the headers from position from to to passed a walk:
+// if the checked prefix reaches from, it reaches to now.
+func (s *Segment) walked(from, to int64) {
+	for {
+		c := s.checked.Load()
+		if from > c || to <= c || s.checked.CompareAndSwap(c, to) {
+			return
+		}
+	}
 }
 
 // errStaleIndex means an index entry points past the log or at a batch
@@ -663,11 +677,13 @@ func (s *Segment) AppendBatches(bs []Batch, buf []byte) (int, error) {
 			// not in the segment: cut them, or a clean reopen would find
 			// them.
 			s.size.Store(end)
+			s.walked(pos, end)
 			return i, errors.Join(err, s.log.Truncate(end))
 		}
 		end += int64(len(b))
 	}
 	s.size.Store(end)
+	s.walked(pos, end) // checkFollows checked them
 	return n, orderErr
 }
 
@@ -793,7 +809,9 @@ func (s *Segment) lookup(pos, end int64) *scanner {
 // entry ends at the entry's offset, and leader epochs do not go backwards
 // (then Options.CheckBatch). A header that fails is an error wrapping
 // ErrCorrupt naming the file and position: a damaged batch is never
-// served.
+// served. Only headers that passed such a walk before (in Recover, or in
+// an earlier read from the start of the segment's checked part) or that
+// this segment appended are skipped, through the offset index.
 func (s *Segment) Read(offset, maxOffset int64, maxBytes int) (Slice, error) {
 	if err := s.load(); err != nil {
 		return Slice{}, err
@@ -810,10 +828,24 @@ func (s *Segment) Read(offset, maxOffset int64, maxBytes int) (Slice, error) {
 	}
 	sl.n, sl.next = int64(first.Size()), first.LastOffset()+1
 	limit := pos + int64(max(maxBytes, 0))
-	// Every header of what the read returns is walked and checked, so that
-	// no batch whose base offset or leader epoch was damaged is served
-	// (headerWalk); after the lookup, in chunks of a whole scan's size.
-	sc.chunk = scanChunk
+	// Every batch before an indexed one that starts by limit and ends
+	// before maxOffset qualifies: skip to it rather than read each header,
+	// if their headers passed a walk before (Options.CheckBatch), or were
+	// appended here. An entry at or past end belongs to a batch being
+	// appended.
+	skipTo := s.offsets.LookupPosition(limit)
+	if e := s.offsets.Lookup(maxOffset - 1); e.Position < skipTo.Position {
+		skipTo = e
+	}
+	skipped := false
+	if skip := int64(skipTo.Position); skip > sc.pos && skip < end && skip <= s.checked.Load() {
+		// The scanner goes on from there with its buffer, reading headers
+		// alone if the batches it saw were large.
+		sc.pos, sc.walk.entry = skip, skipTo.Offset
+		sl.n, skipped = skip-pos, true
+	} else {
+		sc.chunk = scanChunk // a walk over what the read returns
+	}
 	for {
 		at := sc.pos
 		b, err := sc.nextHeader()
@@ -823,11 +855,18 @@ func (s *Segment) Read(offset, maxOffset int64, maxBytes int) (Slice, error) {
 		if err != nil {
 			return Slice{}, sc.wrap(at, err)
 		}
+		if skipped {
+			// The batches skipped end before this one begins: at most a
+			// compaction gap above the true next offset, which bounds
+			// what a read-committed reader looks up, never below it.
+			sl.next, skipped = b.BaseOffset(), false
+		}
 		if b.LastOffset() >= maxOffset || at+int64(b.Size()) > limit {
 			break
 		}
 		sl.n, sl.next = at+int64(b.Size())-pos, b.LastOffset()+1
 	}
+	s.walked(sc.from, sc.pos)
 	return sl, nil
 }
 
@@ -903,6 +942,8 @@ func (s *Segment) TruncateTo(offset int64) (int64, error) {
 		return 0, fmt.Errorf("segment: truncate %s to %d: %w", s.logName(), pos, err)
 	}
 	s.size.Store(pos)
+	for c := s.checked.Load(); c > pos && !s.checked.CompareAndSwap(c, pos); c = s.checked.Load() {
+	}
 	if err := s.Unseal(); err != nil {
 		return 0, err
 	}
