@@ -215,16 +215,6 @@ func (l *Log) load() error {
 		}
 		l.segs = append(l.segs, l.newRef(seg))
 	}
-	if len(l.segs) == 0 {
-		// Every segment was dropped, the first not following the log
-		// start.
-		seg, err := segment.Create(l.dir, logStart, l.segmentOptions())
-		if err != nil {
-			return fmt.Errorf("log %s: %w", l.dir, err)
-		}
-		l.segs = append(l.segs, l.newRef(seg))
-		removed = true
-	}
 	l.epochs.rebuild = false
 	if l.found != nil {
 		// Gaps recorded before the segments dropped are no longer the

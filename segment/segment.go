@@ -76,7 +76,7 @@ type Options struct {
 	// CheckBatch, if set, is called with the header of every batch that
 	// the segment walks (Open's tail, Recover, Read, FindOffset,
 	// FindTimestamp) once the segment's own checks of the fields outside
-	// the CRC passed (see checkHeader): a log checks the partition leader
+	// the CRC passed (see Read): a log checks the partition leader
 	// epoch against its epoch cache there. An error it returns is
 	// corruption, reported wrapping ErrCorrupt with the file and position.
 	CheckBatch func(header Batch) error
@@ -227,8 +227,8 @@ func (s *Segment) load() error {
 // shutdown: it validates every batch, truncates the log at the first batch
 // that is short, corrupt, out of order or whose leader epoch goes
 // backwards (or that Options.CheckBatch refuses), and rebuilds both
-// indexes. It
-// returns the number of bytes truncated. The segment is opened active.
+// indexes. It returns the number of bytes truncated. The segment is opened
+// active.
 //
 // Offsets below durable were synced before the crash, so a bad batch
 // holding them is corruption, not a torn write: Recover then truncates
@@ -521,9 +521,8 @@ func (s *Segment) ReadNextOffset() (int64, error) {
 // Options.CheckBatch has its say. A wrong length makes the next header
 // wrong, or the last batch end off the file's end, which the scanner
 // reports. Open checks the headers it reads (the tail from the last
-// offset index entry), Recover every batch, and a read the headers it
-// walks: from the index entry before the offset to one batch past what it
-// returns.
+// offset index entry), Recover every batch, and a read those it returns
+// and the next one, but for those already checked (see Read).
 type headerWalk struct {
 	s     *Segment
 	next  int64 // the lowest base offset the next batch may have
