@@ -82,7 +82,11 @@ func (l *Log) foundDamage(err error, file string) error {
 }
 
 func (l *Log) writeDamage(d *Damage) error {
-	data, err := json.Marshal(storedDamage{Damage: *d, Err: d.Err.Error()})
+	text := d.Err.Error()
+	if e, ok := d.Err.(*earlierDamage); ok {
+		text = e.text
+	}
+	data, err := json.Marshal(storedDamage{Damage: *d, Err: text})
 	if err != nil {
 		return err
 	}
@@ -115,8 +119,37 @@ func (l *Log) readDamage() (*Damage, error) {
 	}
 	d := sd.Damage
 	d.Dir = l.dir
-	d.Err = fmt.Errorf("%w: repaired by an earlier Open: %s", ErrCorrupt, sd.Err)
+	d.Err = &earlierDamage{text: sd.Err}
 	return &d, nil
+}
+
+// earlierDamage is the error of a Damage read back from its record: the
+// text of what an earlier Open found.
+type earlierDamage struct{ text string }
+
+func (e *earlierDamage) Error() string { return "repaired by an earlier Open: " + e.text }
+
+// Is makes errors.Is(err, ErrCorrupt) true.
+func (e *earlierDamage) Is(target error) bool { return target == ErrCorrupt }
+
+// recordDamage makes what this Open found and repaired, and what earlier
+// ones did, the log's Damage, durably, once the log ends at leo; an
+// earlier record left by an Open that crashed while it repaired gets its
+// log end offset.
+func (l *Log) recordDamage(leo int64) error {
+	switch {
+	case l.found != nil:
+		if l.damage != nil {
+			l.found.Err = errors.Join(l.found.Err, l.damage.Err)
+		}
+		l.found.LogEndOffset = leo
+		l.damage = l.found
+	case l.damage != nil && l.damage.LogEndOffset < 0:
+		l.damage.LogEndOffset = leo
+	default:
+		return nil
+	}
+	return l.writeDamage(l.damage)
 }
 
 // Damage returns the damage that Open repaired, in this Open or an

@@ -29,6 +29,12 @@ const (
 // the segments' base offsets and the epoch cache.
 func damagedLog(t *testing.T) (*vfs.MemFS, []int64, []EpochEntry) {
 	fs := newMemFS(t)
+	bases, epochs := writeEpochLog(t, fs)
+	return fs, bases, epochs
+}
+
+// writeEpochLog writes damagedLog's log on fs.
+func writeEpochLog(t *testing.T, fs vfs.FS) ([]int64, []EpochEntry) {
 	l, err := Open(damageDir, memOptions(fs))
 	require.NoError(t, err)
 	for i := 0; i < damageRecords; i += 5 {
@@ -41,7 +47,7 @@ func damagedLog(t *testing.T) (*vfs.MemFS, []int64, []EpochEntry) {
 	require.GreaterOrEqual(t, len(bases), 3)
 	require.Len(t, epochs, 10)
 	require.NoError(t, l.Close())
-	return fs, bases, epochs
+	return bases, epochs
 }
 
 // batchPos returns the position of the batch at offset in the segment at
@@ -104,108 +110,112 @@ func repairOptions(fs vfs.FS) Options {
 // the log is cut before the first bad batch and the batch before it,
 // later segments dropped, and the damage reported as a *Damage until
 // ClearDamage.
+// damages are the kinds of damage a stopped replica's files can take, on
+// damagedLog's log.
+var damages = []struct {
+	name string
+	// damage damages the files and returns the file and position it
+	// is reported at (-1: not at a batch) and the log end offset the
+	// repair leaves.
+	damage func(t *testing.T, fs *vfs.MemFS, bases []int64) (file string, pos, end int64)
+	// foundOnOpen: a default Open refuses the log; otherwise a read
+	// of the whole log does.
+	foundOnOpen bool
+}{{
+	// A bit flipped up in the base offset of the first segment's last
+	// batch makes it end past the second segment's base, and its
+	// offsets those of the next epoch: after a crash, the second
+	// segment would be taken for a compaction's leftover (see
+	// TestUncleanOpenRemovesOnlyCoveredSegments), but the epoch cache
+	// tells first.
+	name: "sealed segment, last batch's base offset bit, unclean",
+	damage: func(t *testing.T, fs *vfs.MemFS, bases []int64) (string, int64, int64) {
+		name := segment.FileName(damageDir, bases[0], segment.LogSuffix)
+		last := bases[1] - 5
+		victim := batchPos(t, fs, bases[0], last)
+		bit := bits.TrailingZeros64(^uint64(last)) // a flip that raises it
+		xorByte(t, fs, name, victim+7-int64(bit/8), 1<<(bit%8))
+		unclean(t, fs, damageDir)
+		require.NoError(t, vfs.SyncDir(fs, damageDir))
+		return name, victim, last - 5
+	},
+	foundOnOpen: true,
+}, {
+	// The record at 27 would be served as offset 29: bit 1 of batch
+	// 25's base offset, outside the CRC, found when batch 30 does not
+	// follow. Which of the two is damaged cannot be told: both go.
+	name: "sealed segment, base offset bit",
+	damage: func(t *testing.T, fs *vfs.MemFS, bases []int64) (string, int64, int64) {
+		name := segment.FileName(damageDir, bases[0], segment.LogSuffix)
+		victim, next := batchPos(t, fs, bases[0], 25), batchPos(t, fs, bases[0], 30)
+		xorByte(t, fs, name, victim+7, 1<<1)
+		return name, next, 25
+	},
+}, {
+	// The issue's 0x100000000000013d: the batch leaves the segment's
+	// offset range, found at itself.
+	name: "sealed segment, high base offset bit",
+	damage: func(t *testing.T, fs *vfs.MemFS, bases []int64) (string, int64, int64) {
+		name := segment.FileName(damageDir, bases[0], segment.LogSuffix)
+		victim := batchPos(t, fs, bases[0], 25)
+		xorByte(t, fs, name, victim, 1<<4)
+		return name, victim, 20
+	},
+}, {
+	// Batch 20, the first of epoch 1, says epoch 0: it still follows
+	// epoch 0 and precedes epoch 1; only the epoch cache tells.
+	name: "middle batch, leader epoch bit",
+	damage: func(t *testing.T, fs *vfs.MemFS, bases []int64) (string, int64, int64) {
+		name := segment.FileName(damageDir, bases[0], segment.LogSuffix)
+		victim := batchPos(t, fs, bases[0], 20)
+		xorByte(t, fs, name, victim+15, 1)
+		return name, victim, 15
+	},
+}, {
+	name: "sealed segment cut to half",
+	damage: func(t *testing.T, fs *vfs.MemFS, bases []int64) (string, int64, int64) {
+		ends := batchEnds(t, fs, damageDir, bases[0])
+		half := ends[len(ends)-1] / 2
+		cutSynced(t, fs, bases[0], half)
+		whole := 0 // batches left whole
+		for ends[whole] <= half {
+			whole++
+		}
+		return segment.FileName(damageDir, bases[0], segment.LogSuffix), ends[whole-1], bases[0] + 5*int64(whole-1)
+	},
+	foundOnOpen: true,
+}, {
+	// The issue's "short batch at base offset 928: header needs 61
+	// bytes, have 39", after a clean shutdown.
+	name: "active segment cut mid-batch",
+	damage: func(t *testing.T, fs *vfs.MemFS, bases []int64) (string, int64, int64) {
+		last := bases[len(bases)-1]
+		ends := batchEnds(t, fs, damageDir, last)
+		n := len(ends)
+		cutSynced(t, fs, last, ends[n-2]+39)
+		return segment.FileName(damageDir, last, segment.LogSuffix), ends[n-2], last + 5*int64(n-2)
+	},
+	foundOnOpen: true,
+}, {
+	name: "recovery point checkpoint",
+	damage: func(t *testing.T, fs *vfs.MemFS, bases []int64) (string, int64, int64) {
+		name := filepath.Join(damageDir, recoveryPointFile)
+		writeFile(t, fs, name, []byte("0\n1\nbanana\n"))
+		return name, -1, damageRecords
+	},
+	foundOnOpen: true,
+}, {
+	name: "leader epoch checkpoint",
+	damage: func(t *testing.T, fs *vfs.MemFS, bases []int64) (string, int64, int64) {
+		name := filepath.Join(damageDir, epochCheckpointName)
+		xorByte(t, fs, name, 0, 0x7f)
+		return name, -1, damageRecords
+	},
+	foundOnOpen: true,
+}}
+
 func TestDamagedLog(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		// damage damages the files and returns the file and position it
-		// is reported at (-1: not at a batch) and the log end offset the
-		// repair leaves.
-		damage func(t *testing.T, fs *vfs.MemFS, bases []int64) (file string, pos, end int64)
-		// foundOnOpen: a default Open refuses the log; otherwise a read
-		// of the whole log does.
-		foundOnOpen bool
-	}{{
-		// A bit flipped up in the base offset of the first segment's last
-		// batch makes it end past the second segment's base, and its
-		// offsets those of the next epoch: after a crash, the second
-		// segment would be taken for a compaction's leftover (see
-		// TestUncleanOpenRemovesOnlyCoveredSegments), but the epoch cache
-		// tells first.
-		name: "sealed segment, last batch's base offset bit, unclean",
-		damage: func(t *testing.T, fs *vfs.MemFS, bases []int64) (string, int64, int64) {
-			name := segment.FileName(damageDir, bases[0], segment.LogSuffix)
-			last := bases[1] - 5
-			victim := batchPos(t, fs, bases[0], last)
-			bit := bits.TrailingZeros64(^uint64(last)) // a flip that raises it
-			xorByte(t, fs, name, victim+7-int64(bit/8), 1<<(bit%8))
-			unclean(t, fs, damageDir)
-			require.NoError(t, vfs.SyncDir(fs, damageDir))
-			return name, victim, last - 5
-		},
-		foundOnOpen: true,
-	}, {
-		// The record at 27 would be served as offset 29: bit 1 of batch
-		// 25's base offset, outside the CRC, found when batch 30 does not
-		// follow. Which of the two is damaged cannot be told: both go.
-		name: "sealed segment, base offset bit",
-		damage: func(t *testing.T, fs *vfs.MemFS, bases []int64) (string, int64, int64) {
-			name := segment.FileName(damageDir, bases[0], segment.LogSuffix)
-			victim, next := batchPos(t, fs, bases[0], 25), batchPos(t, fs, bases[0], 30)
-			xorByte(t, fs, name, victim+7, 1<<1)
-			return name, next, 25
-		},
-	}, {
-		// The issue's 0x100000000000013d: the batch leaves the segment's
-		// offset range, found at itself.
-		name: "sealed segment, high base offset bit",
-		damage: func(t *testing.T, fs *vfs.MemFS, bases []int64) (string, int64, int64) {
-			name := segment.FileName(damageDir, bases[0], segment.LogSuffix)
-			victim := batchPos(t, fs, bases[0], 25)
-			xorByte(t, fs, name, victim, 1<<4)
-			return name, victim, 20
-		},
-	}, {
-		// Batch 20, the first of epoch 1, says epoch 0: it still follows
-		// epoch 0 and precedes epoch 1; only the epoch cache tells.
-		name: "middle batch, leader epoch bit",
-		damage: func(t *testing.T, fs *vfs.MemFS, bases []int64) (string, int64, int64) {
-			name := segment.FileName(damageDir, bases[0], segment.LogSuffix)
-			victim := batchPos(t, fs, bases[0], 20)
-			xorByte(t, fs, name, victim+15, 1)
-			return name, victim, 15
-		},
-	}, {
-		name: "sealed segment cut to half",
-		damage: func(t *testing.T, fs *vfs.MemFS, bases []int64) (string, int64, int64) {
-			ends := batchEnds(t, fs, damageDir, bases[0])
-			half := ends[len(ends)-1] / 2
-			cutSynced(t, fs, bases[0], half)
-			whole := 0 // batches left whole
-			for ends[whole] <= half {
-				whole++
-			}
-			return segment.FileName(damageDir, bases[0], segment.LogSuffix), ends[whole-1], bases[0] + 5*int64(whole-1)
-		},
-		foundOnOpen: true,
-	}, {
-		// The issue's "short batch at base offset 928: header needs 61
-		// bytes, have 39", after a clean shutdown.
-		name: "active segment cut mid-batch",
-		damage: func(t *testing.T, fs *vfs.MemFS, bases []int64) (string, int64, int64) {
-			last := bases[len(bases)-1]
-			ends := batchEnds(t, fs, damageDir, last)
-			n := len(ends)
-			cutSynced(t, fs, last, ends[n-2]+39)
-			return segment.FileName(damageDir, last, segment.LogSuffix), ends[n-2], last + 5*int64(n-2)
-		},
-		foundOnOpen: true,
-	}, {
-		name: "recovery point checkpoint",
-		damage: func(t *testing.T, fs *vfs.MemFS, bases []int64) (string, int64, int64) {
-			name := filepath.Join(damageDir, recoveryPointFile)
-			writeFile(t, fs, name, []byte("0\n1\nbanana\n"))
-			return name, -1, damageRecords
-		},
-		foundOnOpen: true,
-	}, {
-		name: "leader epoch checkpoint",
-		damage: func(t *testing.T, fs *vfs.MemFS, bases []int64) (string, int64, int64) {
-			name := filepath.Join(damageDir, epochCheckpointName)
-			xorByte(t, fs, name, 0, 0x7f)
-			return name, -1, damageRecords
-		},
-		foundOnOpen: true,
-	}} {
+	for _, tc := range damages {
 		t.Run(tc.name, func(t *testing.T) {
 			fs, bases, epochs := damagedLog(t)
 			file, pos, end := tc.damage(t, fs, bases)
@@ -426,4 +436,40 @@ func TestDirVerifiesAPartitionAtItsFirstOpenOnly(t *testing.T) {
 	require.NoError(t, err)
 	_, _, _, err = p0.Offsets()
 	require.ErrorIs(t, err, ErrCorrupt, "the first open verifies")
+}
+
+// A power cut at any point of a repair leaves a log that the next Open
+// repairs, or has repaired, the same way, and reports: the damage is
+// recorded before the repair changes anything (vfs.MemFS's crash keeps a
+// random part of what was not synced).
+func TestCrashDuringRepair(t *testing.T) {
+	for _, tc := range damages {
+		t.Run(tc.name, func(t *testing.T) {
+			var end int64
+			build := func(fs *vfs.MemFS) {
+				bases, _ := writeEpochLog(t, fs)
+				_, _, end = tc.damage(t, fs, bases)
+			}
+			repair := func(fs *vfs.MemFS) {
+				build(fs)
+				if l, err := Open(damageDir, repairOptions(fs)); err == nil {
+					l.Close()
+				}
+			}
+			from, to := countOps(t, build), countOps(t, repair)
+			for stop := from; stop <= to; stop++ {
+				fs := crashedAt(t, stop, 1, repair)
+				msg := fmt.Sprintf("power cut at operation %d of %d", stop-from, to-from)
+				l, err := Open(damageDir, repairOptions(fs))
+				require.NoError(t, err, msg)
+				dmg := l.Damage()
+				require.NotNil(t, dmg, msg)
+				require.ErrorIs(t, dmg, ErrCorrupt, msg)
+				require.Equal(t, end, dmg.LogEndOffset, msg)
+				require.Equal(t, end, l.LogEndOffset(), msg)
+				requireRecords(t, l, 0, int(end), damageValue)
+				require.NoError(t, l.Close())
+			}
+		})
+	}
 }

@@ -72,7 +72,8 @@ type EpochCache struct {
 	entries []EpochEntry
 
 	// rebuild makes checkBatch assign the epochs of the batches it sees,
-	// while a log loads with its checkpoint file lost to damage.
+	// in memory, while a log loads with its checkpoint file damaged;
+	// finishRebuild writes them.
 	rebuild bool
 }
 
@@ -217,16 +218,24 @@ func (c *EpochCache) update(fn func([]EpochEntry) []EpochEntry) error {
 	if slices.Equal(next, c.entries) {
 		return nil
 	}
-	lines := make([]string, len(next))
-	for i, e := range next {
+	if err := c.write(next); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.entries = next
+	c.mu.Unlock()
+	return nil
+}
+
+// write replaces the checkpoint file with entries, atomically.
+func (c *EpochCache) write(entries []EpochEntry) error {
+	lines := make([]string, len(entries))
+	for i, e := range entries {
 		lines[i] = strconv.FormatInt(int64(e.Epoch), 10) + " " + strconv.FormatInt(e.StartOffset, 10)
 	}
 	if err := checkpoint.Write(c.fs, c.file, epochCheckpointVersion, lines); err != nil {
 		return fmt.Errorf("log: writing leader epoch cache: %w", err)
 	}
-	c.mu.Lock()
-	c.entries = next
-	c.mu.Unlock()
 	return nil
 }
 
@@ -292,10 +301,11 @@ func (c *EpochCache) EpochForOffset(offset int64) int32 {
 func (c *EpochCache) checkBatch(b segment.Batch) error {
 	epoch, base := b.PartitionLeaderEpoch(), b.BaseOffset()
 	if c.rebuild {
-		if epoch == UndefinedEpoch {
-			return nil
+		// Only the loading log uses the cache yet.
+		if epoch != UndefinedEpoch {
+			c.entries = assign(c.entries, EpochEntry{Epoch: epoch, StartOffset: base})
 		}
-		return c.Assign(epoch, base)
+		return nil
 	}
 	c.mu.RLock()
 	entries := c.entries
@@ -315,21 +325,24 @@ func (c *EpochCache) checkBatch(b segment.Batch) error {
 // rebuildEpochs handles err, the leader epoch checkpoint failing to load:
 // with TruncateCorruption, damage is recorded and the cache starts empty,
 // to be rebuilt from the batches as Open reads them all (Kafka's
-// LogSegment.recover assigns the epochs of the batches it reads).
+// LogSegment.recover assigns the epochs of the batches it reads). The
+// damaged file stays until finishRebuild replaces it: a power cut before
+// leaves the damage to be found again, never a cache that lacks epochs.
 func (l *Log) rebuildEpochs(err error) (*EpochCache, error) {
 	file := filepath.Join(l.dir, epochCheckpointName)
 	if err := l.foundDamage(err, file); err != nil {
 		return nil, err
 	}
-	if err := l.fs.Remove(file); err != nil {
-		return nil, err
+	return &EpochCache{fs: l.fs, file: file, rebuild: true}, nil
+}
+
+// finishRebuild writes the entries rebuildEpochs started, if it did.
+func (c *EpochCache) finishRebuild() error {
+	if !c.rebuild {
+		return nil
 	}
-	c, err := OpenEpochCache(l.fs, l.dir)
-	if err != nil {
-		return nil, err
-	}
-	c.rebuild = true
-	return c, nil
+	c.rebuild = false
+	return c.write(c.entries)
 }
 
 // Latest returns the latest entry; ok is false when the cache is empty. On

@@ -203,7 +203,7 @@ func (l *Log) load() error {
 			}
 			// Cut before the first bad batch, as a torn tail is, and drop
 			// the segments after it.
-			if seg, err = cutDamaged(l.dir, base, opts); err != nil {
+			if seg, err = l.cutDamaged(base, opts); err != nil {
 				return fmt.Errorf("log %s: %w", l.dir, err)
 			}
 			l.segs = append(l.segs, l.newRef(seg))
@@ -215,7 +215,9 @@ func (l *Log) load() error {
 		}
 		l.segs = append(l.segs, l.newRef(seg))
 	}
-	l.epochs.rebuild = false
+	if err := l.epochs.finishRebuild(); err != nil {
+		return fmt.Errorf("log %s: %w", l.dir, err)
+	}
 	if l.found != nil {
 		// Gaps recorded before the segments dropped are no longer the
 		// log's; damaged gap records are written again.
@@ -286,12 +288,8 @@ func (l *Log) load() error {
 	if err := l.writeCheckpointsLocked(l.opts.Now()); err != nil {
 		return err
 	}
-	if l.found != nil {
-		l.found.LogEndOffset = leo
-		if err := l.writeDamage(l.found); err != nil {
-			return err
-		}
-		l.damage = l.found
+	if err := l.recordDamage(leo); err != nil {
+		return err
 	}
 	// From here on a crash is an unclean shutdown.
 	if clean {
@@ -305,23 +303,33 @@ func (l *Log) load() error {
 	return nil
 }
 
-// cutDamaged recovers the damaged segment at base, cutting it before its
-// first bad batch, and before the batch before that too: a base offset or
-// leader epoch (outside the CRC) that breaks the order with the next batch
-// may be the earlier batch's, not the later one's.
-func cutDamaged(dir string, base int64, opts segment.Options) (*segment.Segment, error) {
-	seg, cut, err := segment.Recover(dir, base, opts, base)
-	if err != nil || cut == 0 || seg.NextOffset() == base {
+// cutDamaged recovers the damaged segment at base, cut before its first
+// bad batch and before the batch before that too: a base offset or leader
+// epoch (outside the CRC) that breaks the order with the next batch may be
+// the earlier batch's, not the later one's. The log file is cut once, and
+// synced, before anything else: a power cut leaves the damage whole, to
+// be found again, or the cut made, never a cut that removed the evidence
+// of a damaged batch it kept.
+func (l *Log) cutDamaged(base int64, opts segment.Options) (*segment.Segment, error) {
+	seg, _, err := segment.Recover(l.dir, base, opts, math.MaxInt64)
+	var pe *segment.PositionError
+	if err == nil || !errors.As(err, &pe) {
 		return seg, err
 	}
-	_, last, err := seg.FindOffset(seg.NextOffset() - 1)
-	if err == nil {
-		_, err = seg.TruncateTo(last.BaseOffset())
+	cut := pe.Position
+	if pe.Before >= 0 {
+		cut = pe.Before
 	}
+	name := segment.FileName(l.dir, base, segment.LogSuffix)
+	f, err := l.fs.OpenReadWrite(name)
 	if err != nil {
-		return nil, errors.Join(err, seg.Close())
+		return nil, err
 	}
-	return seg, nil
+	if err := errors.Join(f.Truncate(cut), f.Sync(), f.Close()); err != nil {
+		return nil, fmt.Errorf("cut %s to %d: %w", name, cut, err)
+	}
+	seg, _, err = segment.Recover(l.dir, base, opts, base)
+	return seg, err
 }
 
 // cutBefore repairs the last segment loaded when checkFollows found that
@@ -335,15 +343,16 @@ func (l *Log) cutBefore(base, logStart int64, clean bool) (bool, error) {
 	if err := prev.release(); err != nil && !errors.Is(err, segment.ErrClosed) {
 		return false, err
 	}
-	seg, err := cutDamaged(l.dir, prev.BaseOffset(), l.segmentOptions())
+	seg, err := l.cutDamaged(prev.BaseOffset(), l.segmentOptions())
 	if err != nil {
 		return false, err
 	}
 	l.segs = append(l.segs, l.newRef(seg))
+	// Durable before the segments after it may be dropped.
 	if _, err := seg.TruncateTo(base); err != nil {
 		return false, err
 	}
-	if err := seg.Seal(); err != nil {
+	if err := errors.Join(seg.Seal(), seg.Sync()); err != nil {
 		return false, err
 	}
 	follows, err := l.checkFollows(base, logStart, clean)

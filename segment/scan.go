@@ -121,7 +121,11 @@ func (s *scanner) bytes(n int64) ([]byte, error) {
 
 // wrap names the file and position of an error met at pos.
 func (s *scanner) wrap(pos int64, err error) error {
-	return &PositionError{File: s.name, Position: pos, Err: err}
+	return positionError(s.name, pos, -1, err)
+}
+
+func positionError(file string, pos, before int64, err error) *PositionError {
+	return &PositionError{File: file, Position: pos, Before: before, Err: err}
 }
 
 // PositionError is an error met at a position of a segment's log file:
@@ -131,7 +135,10 @@ func (s *scanner) wrap(pos int64, err error) error {
 type PositionError struct {
 	File     string // the log file
 	Position int64  // the byte position of the batch
-	Err      error
+	// Before is the position of the batch before it, when Recover found
+	// the error (it walks from the start of the file), or -1.
+	Before int64
+	Err    error
 }
 
 func (e *PositionError) Error() string {

@@ -353,6 +353,7 @@ func (s *Segment) rebuild(validate bool, durable int64) error {
 
 	sc := newScanner(s.log, s.logName(), 0, end, scanChunk)
 	w := s.walk(index.OffsetPosition{Offset: s.base})
+	before := int64(-1) // the position of the last good batch
 	for {
 		pos := sc.pos
 		b, err := sc.next(validate)
@@ -372,13 +373,13 @@ func (s *Segment) rebuild(validate bool, durable int64) error {
 				err = fmt.Errorf("%w: %w", ErrCorrupt, err)
 			}
 			if !validate {
-				return sc.wrap(pos, err)
+				return positionError(sc.name, pos, before, err)
 			}
 			if next := s.nextOffset.Load(); next < durable {
 				if durable == math.MaxInt64 {
-					return sc.wrap(pos, fmt.Errorf("the segment was synced whole, so it has no torn tail: %w", err))
+					return positionError(sc.name, pos, before, fmt.Errorf("the segment was synced whole, so it has no torn tail: %w", err))
 				}
-				return sc.wrap(pos, fmt.Errorf("offset %d is below the durable offset %d: %w", next, durable, err))
+				return positionError(sc.name, pos, before, fmt.Errorf("offset %d is below the durable offset %d: %w", next, durable, err))
 			}
 			if err := s.log.Truncate(pos); err != nil {
 				return fmt.Errorf("segment: truncate %s to %d: %w", s.logName(), pos, err)
@@ -389,6 +390,7 @@ func (s *Segment) rebuild(validate bool, durable int64) error {
 			return err
 		}
 		s.size.Store(pos + int64(b.Size()))
+		before = pos
 	}
 	s.checked.Store(s.size.Load())
 	return nil
@@ -436,7 +438,7 @@ func (s *Segment) loadTail() error {
 	if s.size.Load() > 0 {
 		first, err := s.lookup(0, s.size.Load()).next(false)
 		if err != nil {
-			return &PositionError{File: s.logName(), Position: 0, Err: err}
+			return positionError(s.logName(), 0, -1, err)
 		}
 		s.firstBatchMaxTime.Store(first.MaxTimestamp())
 	}
@@ -898,11 +900,11 @@ func (s *Segment) FindTimestamp(ts int64) (offset int64, ok bool, err error) {
 			err = whole.Validate()
 		}
 		if err != nil {
-			return 0, false, &PositionError{File: s.logName(), Position: pos, Err: err}
+			return 0, false, positionError(s.logName(), pos, -1, err)
 		}
 		for r, err := range whole.Records() {
 			if err != nil {
-				return 0, false, &PositionError{File: s.logName(), Position: pos, Err: err}
+				return 0, false, positionError(s.logName(), pos, -1, err)
 			}
 			if r.Timestamp >= ts {
 				return r.Offset, true, nil
