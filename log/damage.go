@@ -19,9 +19,11 @@ const damagedFile = "damaged"
 
 // Damage is what Open found damaged in a log opened with
 // Options.TruncateCorruption, and how it repaired it: the log was cut
-// before the first bad batch, and the segments after it were removed
-// (a damaged checkpoint file is read as holding offset 0, a damaged leader
-// epoch checkpoint is rebuilt from the batches). The log is shorter than
+// before its first bad batch and the batch before that (a base offset or
+// leader epoch that breaks the order with the next batch may be the
+// earlier one's), and the segments after it were removed; a damaged
+// checkpoint file is read as holding offset 0, a damaged leader epoch
+// checkpoint is rebuilt from the batches. The log is shorter than
 // it was, and may be shorter than what its replica acknowledged: the
 // caller logs it at level Error, keeps the replica out of the ISR and out
 // of leader elections until it has fetched the rest from the leader, and
@@ -40,8 +42,9 @@ type Damage struct {
 	File     string `json:"file"`
 	Position int64  `json:"position"`
 	// LogEndOffset is the log end offset after the repair: the records
-	// from there on were cut. It is -1 in a record left by an Open that
-	// crashed while it repaired.
+	// from there on were cut (if only a checkpoint was damaged, none
+	// were). An Open that crashed while it repaired leaves it for the
+	// next Open to set.
 	LogEndOffset int64 `json:"logEndOffset"`
 	// Err is what was found, every damage joined; in a Damage read back
 	// from the record, its text.

@@ -176,12 +176,16 @@ type Options struct {
 
 	// TruncateCorruption makes Open repair a damaged log instead of
 	// refusing it with ErrCorrupt: it cuts the log before its first bad
-	// batch, removes the segments after it, and reports what it found
-	// and cut as a *Damage (Log.Damage, Partition.Damage), kept until
-	// ClearDamage. Only a replica may set it: it has another copy, on its
-	// leader, and must stay out of the ISR and of elections until it has
-	// fetched what was cut. A log without another copy keeps the default,
-	// which never cuts synced records.
+	// batch and the one before it, removes the segments after them, reads
+	// a damaged checkpoint as 0 and rebuilds a damaged leader epoch
+	// checkpoint from the batches (which Open then all reads), and
+	// reports what it found and cut as a *Damage (Log.Damage,
+	// Partition.Damage), kept until ClearDamage. Only a replica may set
+	// it: it has another copy, on its leader, and must stay out of the
+	// ISR and of elections until it has fetched what was cut. A log
+	// without another copy keeps the default, which never cuts synced
+	// records. Damage in a segment Open does not read whole (see
+	// VerifyOnOpen) is found by a read, as ErrCorrupt, and not repaired.
 	TruncateCorruption bool
 
 	// Now is the clock, for append times and segment age; default
