@@ -507,7 +507,7 @@ func (c *cleaner) cleanGroup(group []*segRef) (groupResult, error) {
 		return groupSkipped, nil
 	}
 
-	opts := l.opts.segmentOptions()
+	opts := l.segmentOptions()
 	opts.Suffix = cleanedSuffix
 	// The indexes need room for the group's bytes at most, not for a
 	// whole segment's: preallocating less makes them cheaper to map and

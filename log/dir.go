@@ -61,6 +61,23 @@ type DirOptions struct {
 	// background (Kafka's log.retention.check.interval.ms); default 5
 	// minutes; negative: never, only when Maintain is called.
 	MaintenanceInterval time.Duration
+
+	// Replicated says that the Dir holds replicas that a replication
+	// layer writes (package replica, as a cluster node composes it), and
+	// that it must coordinate nothing itself: nothing but its caller may
+	// write a replicated partition's log, or the replicas diverge. A
+	// replica of TransactionStateTopic belongs to the cluster's transaction
+	// coordinator (the leader of that partition, as in Kafka), not to the
+	// Dir: OpenDir loads no coordinator from it and writes no markers,
+	// Maintain aborts no transaction, and Transactions and
+	// NewTransactionalProducer refuse with ErrReplicated. The Dir then
+	// writes a partition's log only when its caller appends or truncates
+	// (AppendReplicated, TruncateTo and the rest), and when retention and
+	// compaction remove records, each replica on its own as Kafka's do:
+	// both stay below the high watermark the replication layer sets, so
+	// they remove only records every in-sync replica holds. Set
+	// Log.ExternalHighWatermark with it, for that high watermark.
+	Replicated bool
 }
 
 const (
@@ -176,8 +193,10 @@ func OpenDir(path string, opts DirOptions) (*Dir, error) {
 		d.done.Add(1)
 		go d.maintainEvery(opts.MaintenanceInterval)
 	}
-	if err := d.recoverTransactions(); err != nil {
-		return nil, errors.Join(err, d.Close())
+	if !opts.Replicated {
+		if err := d.recoverTransactions(); err != nil {
+			return nil, errors.Join(err, d.Close())
+		}
 	}
 	return d, nil
 }
@@ -933,13 +952,14 @@ type Partition struct {
 	id    int32
 
 	// Guarded by d.mu.
-	state   int8
-	deleted bool
-	failed  error // a failed sync (ErrFailed): the partition is never reopened
-	log     *Log
-	pins    int           // operations using log
-	elem    *list.Element // in d.open while open
-	files   int           // open files of log, as last counted
+	state    int8
+	deleted  bool
+	verified bool  // opened once: Options.VerifyOnOpen is done
+	failed   error // a failed sync (ErrFailed): the partition is never reopened
+	log      *Log
+	pins     int           // operations using log
+	elem     *list.Element // in d.open while open
+	files    int           // open files of log, as last counted
 }
 
 // Topic returns the partition's topic.
@@ -981,9 +1001,17 @@ func (p *Partition) acquire(write bool) (*Log, error) {
 			p.state = partOpening
 			p.pins++
 			opts, gen := p.topic.cfg.logOptions(d.opts.Log), p.topic.gen
+			opts.VerifyOnOpen = opts.VerifyOnOpen && !p.verified
 			d.mu.Unlock()
 			l, err := Open(p.dir(), opts)
+			if err == nil {
+				if dmg := l.Damage(); dmg != nil {
+					d.opts.Logger.Error("strand: partition log damaged; repaired by cutting it, it must fetch the rest from its leader",
+						"topic", p.topic.name, "partition", p.id, "file", dmg.File, "position", dmg.Position, "logEndOffset", dmg.LogEndOffset, "err", dmg.Err)
+				}
+			}
 			d.mu.Lock()
+			p.verified = p.verified || err == nil
 			if err == nil && gen != p.topic.gen {
 				// AlterTopicConfig ran while it opened, and found it closed.
 				if err = l.reconfigure(p.topic.cfg.logOptions(d.opts.Log)); err != nil {
@@ -1268,6 +1296,19 @@ func (p *Partition) DeleteRecordsBefore(offset int64) error {
 // Log.Sync.
 func (p *Partition) Sync() error {
 	return do(p, true, func(l *Log) error { return l.Sync() })
+}
+
+// Damage returns the damage that opening the partition's log repaired,
+// kept until ClearDamage; nil if none. See Options.TruncateCorruption,
+// which DirOptions.Log sets for every partition.
+func (p *Partition) Damage() (*Damage, error) {
+	return with(p, false, func(l *Log) (*Damage, error) { return l.Damage(), nil })
+}
+
+// ClearDamage forgets the damage opening the partition's log repaired;
+// see Log.ClearDamage.
+func (p *Partition) ClearDamage() error {
+	return do(p, true, func(l *Log) error { return l.ClearDamage() })
 }
 
 // Stats returns the partition's log statistics; see Log.Stats.

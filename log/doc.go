@@ -62,14 +62,21 @@
 // point and cuts a torn tail there; corruption below it is an error, never
 // a silent cut. Open also checks that the segments it finds follow each
 // other and reach the recovery point, so that a segment deleted or cut by
-// hand is an error too. A Log locks its directory, so that one writer at a
-// time appends.
+// hand is an error too. The fields of a batch header that Kafka's CRC does
+// not cover (base offset, length, leader epoch) are checked wherever
+// headers are read, reads included: each batch follows the one before and
+// carries the epoch the epoch cache gives its offsets. A Log locks its
+// directory, so that one writer at a time appends.
 //
 // Replication uses the rest of Log's methods: leader epochs
 // (SetLeaderEpoch, EndOffsetForEpoch, the EpochCache), follower appends
 // (AppendReplicated), truncation (TruncateTo) and a high watermark set
-// from outside (Options.ExternalHighWatermark, SetHighWatermark). A queue
-// user needs none of them.
+// from outside (Options.ExternalHighWatermark, SetHighWatermark). A
+// replica, which has another copy on its leader, may also open its log
+// with Options.VerifyOnOpen and Options.TruncateCorruption, which cut a
+// damaged log before its first bad batch and report it (Damage), and its
+// Dir with DirOptions.Replicated, which coordinates no transactions of its
+// own. A queue user needs none of them.
 //
 // # Offsets
 //

@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/strandlog/strand/internal/checkpoint"
+	"github.com/strandlog/strand/segment"
 	"github.com/strandlog/strand/vfs"
 )
 
@@ -69,6 +70,11 @@ type EpochCache struct {
 	// mu guards entries, which is replaced, never modified in place.
 	mu      sync.RWMutex
 	entries []EpochEntry
+
+	// rebuild makes checkBatch assign the epochs of the batches it sees,
+	// in memory, while a log loads with its checkpoint file damaged;
+	// finishRebuild writes them.
+	rebuild bool
 }
 
 // OpenEpochCache loads the leader epoch cache of the partition directory
@@ -212,16 +218,24 @@ func (c *EpochCache) update(fn func([]EpochEntry) []EpochEntry) error {
 	if slices.Equal(next, c.entries) {
 		return nil
 	}
-	lines := make([]string, len(next))
-	for i, e := range next {
+	if err := c.write(next); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.entries = next
+	c.mu.Unlock()
+	return nil
+}
+
+// write replaces the checkpoint file with entries, atomically.
+func (c *EpochCache) write(entries []EpochEntry) error {
+	lines := make([]string, len(entries))
+	for i, e := range entries {
 		lines[i] = strconv.FormatInt(int64(e.Epoch), 10) + " " + strconv.FormatInt(e.StartOffset, 10)
 	}
 	if err := checkpoint.Write(c.fs, c.file, epochCheckpointVersion, lines); err != nil {
 		return fmt.Errorf("log: writing leader epoch cache: %w", err)
 	}
-	c.mu.Lock()
-	c.entries = next
-	c.mu.Unlock()
 	return nil
 }
 
@@ -274,6 +288,61 @@ func (c *EpochCache) EpochForOffset(offset int64) int32 {
 		return UndefinedEpoch
 	}
 	return c.entries[i-1].Epoch
+}
+
+// checkBatch checks the partition leader epoch of batch header b, which
+// the batch's CRC does not cover, against the cache, for the segments'
+// walks (segment.Options.CheckBatch): from the cache's first entry on, a
+// batch must carry the epoch of the entry it starts in, which Assign made
+// durable before the batch was written. Before the first entry (the log
+// start offset moved into a batch, or the batch was written before
+// epochs) its epoch may not be later than the first entry's, and a cache
+// with no entries allows only batches without an epoch.
+func (c *EpochCache) checkBatch(b segment.Batch) error {
+	epoch, base := b.PartitionLeaderEpoch(), b.BaseOffset()
+	if c.rebuild {
+		// Only the loading log uses the cache yet.
+		if epoch != UndefinedEpoch {
+			c.entries = assign(c.entries, EpochEntry{Epoch: epoch, StartOffset: base})
+		}
+		return nil
+	}
+	c.mu.RLock()
+	entries := c.entries
+	c.mu.RUnlock()
+	i := sort.Search(len(entries), func(i int) bool { return entries[i].StartOffset > base })
+	switch {
+	case i > 0 && entries[i-1].Epoch != epoch:
+		return fmt.Errorf("leader epoch %d, but the leader epoch cache has epoch %d from offset %d", epoch, entries[i-1].Epoch, entries[i-1].StartOffset)
+	case i == 0 && len(entries) > 0 && epoch > entries[0].Epoch:
+		return fmt.Errorf("leader epoch %d, later than epoch %d, the first in the leader epoch cache, which starts at offset %d", epoch, entries[0].Epoch, entries[0].StartOffset)
+	case len(entries) == 0 && epoch != UndefinedEpoch:
+		return fmt.Errorf("leader epoch %d, but the leader epoch cache has no epoch", epoch)
+	}
+	return nil
+}
+
+// rebuildEpochs handles err, the leader epoch checkpoint failing to load:
+// with TruncateCorruption, damage is recorded and the cache starts empty,
+// to be rebuilt from the batches as Open reads them all (Kafka's
+// LogSegment.recover assigns the epochs of the batches it reads). The
+// damaged file stays until finishRebuild replaces it: a power cut before
+// leaves the damage to be found again, never a cache that lacks epochs.
+func (l *Log) rebuildEpochs(err error) (*EpochCache, error) {
+	file := filepath.Join(l.dir, epochCheckpointName)
+	if err := l.foundDamage(err, file); err != nil {
+		return nil, err
+	}
+	return &EpochCache{fs: l.fs, file: file, rebuild: true}, nil
+}
+
+// finishRebuild writes the entries rebuildEpochs started, if it did.
+func (c *EpochCache) finishRebuild() error {
+	if !c.rebuild {
+		return nil
+	}
+	c.rebuild = false
+	return c.write(c.entries)
 }
 
 // Latest returns the latest entry; ok is false when the cache is empty. On

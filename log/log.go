@@ -86,6 +86,8 @@ type Log struct {
 	segs   []*segRef // ascending base offsets, the last active; replaced, never changed in place
 	closed bool
 	lock   io.Closer // the directory's lock file, held while open
+	damage *Damage   // see Damage
+	found  *Damage   // the damage load is repairing
 
 	logStart, hw, leo atomic.Int64
 	unstable          atomic.Int64 // the producer state's first unstable offset, MaxInt64 if none
@@ -834,7 +836,7 @@ func (l *Log) rollLocked(base int64, replaceEmpty bool) (*segRef, error) {
 	if err := l.snapshotLocked(base); errors.Is(err, ErrFailed) {
 		return nil, err
 	}
-	seg, err := segment.Create(l.dir, base, l.opts.segmentOptions())
+	seg, err := segment.Create(l.dir, base, l.segmentOptions())
 	if err != nil {
 		return nil, fmt.Errorf("log %s: roll: %w", l.dir, err)
 	}

@@ -89,29 +89,49 @@ func (l *Log) load() error {
 	if err != nil {
 		return err
 	}
-	logStart, err := l.readOffset(logStartFile)
-	if err != nil {
+	if l.damage, err = l.readDamage(); err != nil {
 		return err
 	}
-	recoveryPoint, err := l.readOffset(recoveryPointFile)
-	if err != nil {
-		return err
+	// A damaged checkpoint, with TruncateCorruption, reads as 0 and is
+	// written again once the log is loaded.
+	var offs [3]int64 // as l.checkpointed: recovery point, high watermark, log start
+	for i, name := range [...]string{recoveryPointFile, highWatermarkFile, logStartFile} {
+		off, err := l.readOffset(name)
+		l.checkpointed[i] = off
+		if err != nil {
+			if err := l.foundDamage(err, filepath.Join(l.dir, name)); err != nil {
+				return err
+			}
+			off, l.checkpointed[i] = 0, -1
+		}
+		offs[i] = off
 	}
-	hw, err := l.readOffset(highWatermarkFile)
-	if err != nil {
-		return err
-	}
+	recoveryPoint, hw, logStart := offs[0], offs[1], offs[2]
 	if err := l.readGaps(); err != nil {
-		return err
+		if err := l.foundDamage(err, filepath.Join(l.dir, segmentGapsFile)); err != nil {
+			return err
+		}
+		l.gaps = nil
 	}
-	l.checkpointed = [3]int64{recoveryPoint, hw, logStart}
+	verify := l.opts.VerifyOnOpen
+	// The segments' batches are checked against the epoch cache as they
+	// load (see EpochCache.checkBatch); it is cut to the log end after.
+	if l.epochs, err = OpenEpochCache(l.fs, l.dir); err != nil {
+		if l.epochs, err = l.rebuildEpochs(err); err != nil {
+			return fmt.Errorf("log %s: %w", l.dir, err)
+		}
+		verify = true
+	}
 
 	if len(bases) == 0 {
 		if recoveryPoint > logStart {
-			return fmt.Errorf("log %s: %w: no segments, but the recovery point is %d: the segments holding offsets %d to %d are missing",
+			err := fmt.Errorf("log %s: %w: no segments, but the recovery point is %d: the segments holding offsets %d to %d are missing",
 				l.dir, ErrCorrupt, recoveryPoint, logStart, recoveryPoint-1)
+			if err := l.foundDamage(err, segment.FileName(l.dir, logStart, segment.LogSuffix)); err != nil {
+				return err
+			}
 		}
-		seg, err := segment.Create(l.dir, logStart, l.opts.segmentOptions())
+		seg, err := segment.Create(l.dir, logStart, l.segmentOptions())
 		if err != nil {
 			return fmt.Errorf("log %s: %w", l.dir, err)
 		}
@@ -122,9 +142,27 @@ func (l *Log) load() error {
 	}
 	removed := false // segments removed below, to be made durable before the log moves on
 	for i, base := range bases {
+		name := segment.FileName(l.dir, base, segment.LogSuffix)
 		follows, err := l.checkFollows(base, logStart, clean)
 		if err != nil {
-			return err
+			if err := l.foundDamage(err, name); err != nil {
+				return err
+			}
+			if len(l.segs) == 0 {
+				// The first segment starts past the log start offset: the
+				// log starts there now.
+				follows = true
+			} else if follows, err = l.cutBefore(base, logStart, clean); err != nil {
+				return fmt.Errorf("log %s: %w", l.dir, err)
+			} else if !follows {
+				// Offsets are missing before this segment: the log ends
+				// there.
+				if err := l.dropSegments(bases[i:]); err != nil {
+					return err
+				}
+				removed = true
+				break
+			}
 		}
 		if !follows {
 			// The segment before holds this one's offsets: compaction
@@ -141,27 +179,53 @@ func (l *Log) load() error {
 			continue
 		}
 		last := i == len(bases)-1
-		opts := l.opts.segmentOptions()
+		opts := l.segmentOptions()
 		var seg *segment.Segment
 		switch {
-		case clean || (!last && bases[i+1] <= recoveryPoint):
+		case !verify && (clean || (!last && bases[i+1] <= recoveryPoint)):
 			opts.Lazy = !last // the last one becomes active at once
 			seg, err = segment.Open(l.dir, base, opts)
-		case !last:
+		case !last || clean:
 			// The log synced this segment whole before it rolled the next
-			// one: only the last segment can have a torn tail, so any bad
-			// batch here is corruption, never a place to cut the log.
+			// one (or closed): only the last segment of an unclean
+			// shutdown can have a torn tail, so any bad batch here is
+			// corruption, never a place to cut the log.
 			seg, _, err = segment.Recover(l.dir, base, opts, math.MaxInt64)
-			if err == nil {
+			if err == nil && !last {
 				err = seg.Seal()
 			}
 		default:
 			seg, _, err = segment.Recover(l.dir, base, opts, max(recoveryPoint, base))
 		}
 		if err != nil {
-			return fmt.Errorf("log %s: %w", l.dir, err)
+			if err := l.foundDamage(err, name); err != nil {
+				return fmt.Errorf("log %s: %w", l.dir, err)
+			}
+			// Cut before the first bad batch, as a torn tail is, and drop
+			// the segments after it.
+			if seg, err = l.cutDamaged(base, opts); err != nil {
+				return fmt.Errorf("log %s: %w", l.dir, err)
+			}
+			l.segs = append(l.segs, l.newRef(seg))
+			if err := l.dropSegments(bases[i+1:]); err != nil {
+				return err
+			}
+			removed = true
+			break
 		}
 		l.segs = append(l.segs, l.newRef(seg))
+	}
+	if err := l.epochs.finishRebuild(); err != nil {
+		return fmt.Errorf("log %s: %w", l.dir, err)
+	}
+	if l.found != nil {
+		// Gaps recorded before the segments dropped are no longer the
+		// log's; damaged gap records are written again.
+		last := l.segs[len(l.segs)-1].BaseOffset()
+		l.gaps = slices.DeleteFunc(l.gaps, func(g segmentGap) bool { return g.base > last })
+		if err := l.writeGapsLocked(l.gaps); err != nil {
+			return err
+		}
 	}
 	if removed {
 		// Removed segments must stay removed: a crash that brought back
@@ -175,10 +239,14 @@ func (l *Log) load() error {
 		return fmt.Errorf("log %s: %w", l.dir, err)
 	}
 	leo := active.NextOffset()
-	if leo < recoveryPoint {
+	if leo < recoveryPoint && l.found == nil {
 		// Everything below the recovery point was synced: the log was cut.
-		return fmt.Errorf("log %s: %w: %s ends at offset %d, below the recovery point %d: synced records are missing",
+		err := fmt.Errorf("log %s: %w: %s ends at offset %d, below the recovery point %d: synced records are missing",
 			l.dir, ErrCorrupt, segment.FileName(l.dir, active.BaseOffset(), segment.LogSuffix), leo, recoveryPoint)
+		if err := l.foundDamage(err, segment.FileName(l.dir, active.BaseOffset(), segment.LogSuffix)); err != nil {
+			return err
+		}
+		l.found.Position = active.Size()
 	}
 	l.leo.Store(leo)
 	l.logStart.Store(min(max(logStart, l.segs[0].BaseOffset()), leo))
@@ -188,9 +256,6 @@ func (l *Log) load() error {
 		l.hw.Store(leo)
 	}
 
-	if l.epochs, err = OpenEpochCache(l.fs, l.dir); err != nil {
-		return fmt.Errorf("log %s: %w", l.dir, err)
-	}
 	if err := errors.Join(l.epochs.TruncateFromEnd(leo), l.epochs.TruncateFromStart(l.logStart.Load())); err != nil {
 		return fmt.Errorf("log %s: %w", l.dir, err)
 	}
@@ -209,10 +274,10 @@ func (l *Log) load() error {
 	}
 
 	// Whatever recovery kept is made durable before the log moves on, so
-	// that the recovery point can start at the log end.
-	if !clean {
+	// that the recovery point can start at the log end; so is a repair.
+	if !clean || l.found != nil {
 		for _, s := range l.segs {
-			if s.NextOffset() > recoveryPoint {
+			if s.NextOffset() > recoveryPoint || l.found != nil {
 				if err := s.Sync(); err != nil {
 					return fmt.Errorf("log %s: %w", l.dir, err)
 				}
@@ -223,10 +288,87 @@ func (l *Log) load() error {
 	if err := l.writeCheckpointsLocked(l.opts.Now()); err != nil {
 		return err
 	}
+	if err := l.recordDamage(leo); err != nil {
+		return err
+	}
 	// From here on a crash is an unclean shutdown.
 	if clean {
 		if err := l.fs.Remove(filepath.Join(l.dir, cleanShutdownFile)); err != nil {
 			return fmt.Errorf("log %s: %w", l.dir, err)
+		}
+		if err := vfs.SyncDir(l.fs, l.dir); err != nil {
+			return fmt.Errorf("log %s: %w", l.dir, err)
+		}
+	}
+	return nil
+}
+
+// cutDamaged recovers the damaged segment at base, cut before its first
+// bad batch and before the batch before that too: a base offset or leader
+// epoch (outside the CRC) that breaks the order with the next batch may be
+// the earlier batch's, not the later one's. The log file is cut once, and
+// synced, before anything else: a power cut leaves the damage whole, to
+// be found again, or the cut made, never a cut that removed the evidence
+// of a damaged batch it kept.
+func (l *Log) cutDamaged(base int64, opts segment.Options) (*segment.Segment, error) {
+	seg, _, err := segment.Recover(l.dir, base, opts, math.MaxInt64)
+	var pe *segment.PositionError
+	if err == nil || !errors.As(err, &pe) {
+		return seg, err
+	}
+	cut := pe.Position
+	if pe.Before >= 0 {
+		cut = pe.Before
+	}
+	name := segment.FileName(l.dir, base, segment.LogSuffix)
+	f, err := l.fs.OpenReadWrite(name)
+	if err != nil {
+		return nil, err
+	}
+	if err := errors.Join(f.Truncate(cut), f.Sync(), f.Close()); err != nil {
+		return nil, fmt.Errorf("cut %s to %d: %w", name, cut, err)
+	}
+	seg, _, err = segment.Recover(l.dir, base, opts, base)
+	return seg, err
+}
+
+// cutBefore repairs the last segment loaded when checkFollows found that
+// the segment at base does not follow it: it is recovered, cut before its
+// first bad batch (cutDamaged), and before the first batch that ends at or
+// past base (its last batch's base offset may be damaged). It reports
+// whether the segment at base follows it then.
+func (l *Log) cutBefore(base, logStart int64, clean bool) (bool, error) {
+	prev := l.segs[len(l.segs)-1]
+	l.segs = l.segs[:len(l.segs)-1]
+	if err := prev.release(); err != nil && !errors.Is(err, segment.ErrClosed) {
+		return false, err
+	}
+	seg, err := l.cutDamaged(prev.BaseOffset(), l.segmentOptions())
+	if err != nil {
+		return false, err
+	}
+	l.segs = append(l.segs, l.newRef(seg))
+	// Durable before the segments after it may be dropped.
+	if _, err := seg.TruncateTo(base); err != nil {
+		return false, err
+	}
+	if err := errors.Join(seg.Seal(), seg.Sync()); err != nil {
+		return false, err
+	}
+	follows, err := l.checkFollows(base, logStart, clean)
+	if err != nil && !errors.Is(err, ErrCorrupt) {
+		return false, err
+	}
+	return follows && err == nil, nil
+}
+
+// dropSegments removes the segments at bases, a tail of the log that
+// damage before them cut off, the last first, so that a crash leaves a
+// prefix of them.
+func (l *Log) dropSegments(bases []int64) error {
+	for _, base := range slices.Backward(bases) {
+		if err := l.removeSegmentFiles(base); err != nil {
+			return err
 		}
 		if err := vfs.SyncDir(l.fs, l.dir); err != nil {
 			return fmt.Errorf("log %s: %w", l.dir, err)
@@ -261,7 +403,15 @@ func (l *Log) checkFollows(base, logStart int64, clean bool) (follows bool, err 
 	}
 	switch {
 	case base < end && !clean:
-		return false, nil
+		// A compaction's leftover ends where the segment that merged it
+		// does at the latest; one that ends past it is not covered, and the
+		// segment before holds a damaged last batch.
+		covered, err := l.endsBy(base, end)
+		if err != nil || covered {
+			return false, err
+		}
+		return false, fmt.Errorf("log %s: %w: %s ends at offset %d, past the base offset of %s, which goes on past it: not a compaction's leftover",
+			l.dir, ErrCorrupt, prevName, end, name)
 	case base < end:
 		return false, fmt.Errorf("log %s: %w: %s ends at offset %d, past the base offset of %s", l.dir, ErrCorrupt, prevName, end, name)
 	case base > end && !(recorded && gap.end == end):
@@ -269,6 +419,22 @@ func (l *Log) checkFollows(base, logStart int64, clean bool) (follows bool, err 
 			l.dir, ErrCorrupt, prevName, end, name, base, end, base-1)
 	}
 	return true, nil
+}
+
+// endsBy reports whether the segment at base ends at offset end or
+// before, reading only its tail.
+func (l *Log) endsBy(base, end int64) (bool, error) {
+	opts := l.segmentOptions()
+	opts.Lazy = true
+	seg, err := segment.Open(l.dir, base, opts)
+	if err != nil {
+		return false, fmt.Errorf("log %s: %w", l.dir, err)
+	}
+	next, err := seg.ReadNextOffset()
+	if err = errors.Join(err, seg.Close()); err != nil {
+		return false, fmt.Errorf("log %s: %w", l.dir, err)
+	}
+	return next <= end, nil
 }
 
 // cleanDir finishes what a crash interrupted, as Kafka's LogLoader does:

@@ -165,6 +165,29 @@ type Options struct {
 	// the whole broker; here, for each Log (a Dir's, from DirOptions.Log).
 	ProducerIDExpiration time.Duration
 
+	// VerifyOnOpen makes Open read and check every batch of every
+	// segment, CRC and headers, as it does for the segments after the
+	// recovery point after a crash, and rebuild the indexes from them, so
+	// that damage anywhere in the log is found when it opens rather than
+	// when it is read. It costs a read of the whole log. A Dir verifies a
+	// partition's log when it first opens it, not when it reopens it after
+	// MaxOpenFiles closed it.
+	VerifyOnOpen bool
+
+	// TruncateCorruption makes Open repair a damaged log instead of
+	// refusing it with ErrCorrupt: it cuts the log before its first bad
+	// batch and the one before it, removes the segments after them, reads
+	// a damaged checkpoint as 0 and rebuilds a damaged leader epoch
+	// checkpoint from the batches (which Open then all reads), and
+	// reports what it found and cut as a *Damage (Log.Damage,
+	// Partition.Damage), kept until ClearDamage. Only a replica may set
+	// it: it has another copy, on its leader, and must stay out of the
+	// ISR and of elections until it has fetched what was cut. A log
+	// without another copy keeps the default, which never cuts synced
+	// records. Damage in a segment Open does not read whole (see
+	// VerifyOnOpen) is found by a read, as ErrCorrupt, and not repaired.
+	TruncateCorruption bool
+
 	// Now is the clock, for append times and segment age; default
 	// time.Now.
 	Now func() time.Time
@@ -273,8 +296,11 @@ func (o *Options) checkRecordsSize(recs []segment.Record) error {
 	return nil
 }
 
-func (o *Options) segmentOptions() segment.Options {
-	return segment.Options{FS: o.FS, IndexIntervalBytes: o.IndexIntervalBytes, MaxIndexBytes: o.MaxIndexBytes}
+// segmentOptions returns the options of the log's segments, whose batches
+// are checked against the log's epoch cache.
+func (l *Log) segmentOptions() segment.Options {
+	o := &l.opts
+	return segment.Options{FS: o.FS, IndexIntervalBytes: o.IndexIntervalBytes, MaxIndexBytes: o.MaxIndexBytes, CheckBatch: l.epochs.checkBatch}
 }
 
 // liveOptions returns the log's options for a reader outside the writer

@@ -36,6 +36,10 @@ var (
 	// compacted topic, which Kafka refuses too (InvalidRecordException):
 	// compaction keeps the latest record per key, and would delete it.
 	ErrKeyRequired = errors.New("log: compacted topic cannot accept a record without a key")
+	// ErrReplicated means a Dir opened with DirOptions.Replicated was asked
+	// to coordinate something itself (Dir.Transactions and what uses it):
+	// under replication, the node's replicated coordinators do that.
+	ErrReplicated = errors.New("log: the data directory is replicated: it coordinates nothing itself")
 )
 
 // MaxPartitions bounds a topic's partitions. Kafka has no such bound, but

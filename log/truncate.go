@@ -83,7 +83,7 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	if err := l.renameDeleted(old); err != nil {
 		return l.fail(err)
 	}
-	seg, err := segment.Create(l.dir, offset, l.opts.segmentOptions())
+	seg, err := segment.Create(l.dir, offset, l.segmentOptions())
 	if err != nil {
 		return l.fail(err)
 	}

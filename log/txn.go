@@ -65,8 +65,12 @@ type Transactions struct {
 }
 
 // Transactions returns the Dir's transaction coordinator, creating
-// TransactionStateTopic on first use.
+// TransactionStateTopic on first use. A Dir opened with
+// DirOptions.Replicated has none: ErrReplicated.
 func (d *Dir) Transactions() (*Transactions, error) {
+	if d.opts.Replicated {
+		return nil, fmt.Errorf("%w: Dir.Transactions: %s's transactions belong to the cluster's coordinator", ErrReplicated, TransactionStateTopic)
+	}
 	return d.transactions(true)
 }
 

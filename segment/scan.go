@@ -17,12 +17,15 @@ const scanChunk = 64 << 10
 type scanner struct {
 	f        vfs.File
 	name     string
+	from     int64 // where the scan began
 	pos, end int64
 	chunk    int64 // bytes read at a time while batches are small
 
 	buf    []byte // file bytes from bufPos
 	bufPos int64
 	large  bool // the last batch was large: read headers alone
+
+	walk headerWalk // the checks of nextHeader
 }
 
 // newScanner returns a scanner that reads chunk bytes at a time: scanChunk
@@ -30,7 +33,7 @@ type scanner struct {
 // entry to the batch it wants, so that it reads no more than it needs.
 func newScanner(f vfs.File, name string, pos, end, chunk int64) *scanner {
 	sc := scanners.Get().(*scanner)
-	*sc = scanner{f: f, name: name, pos: pos, end: end, chunk: chunk, buf: sc.buf[:0]}
+	*sc = scanner{f: f, name: name, from: pos, pos: pos, end: end, chunk: chunk, buf: sc.buf[:0]}
 	return sc
 }
 
@@ -79,6 +82,16 @@ func (s *scanner) next(whole bool) (Batch, error) {
 	return h, nil
 }
 
+// nextHeader returns the next batch header, as next(false) does, once it
+// passed the walk's checks (headerWalk).
+func (s *scanner) nextHeader() (Batch, error) {
+	b, err := s.next(false)
+	if err == nil {
+		err = s.walk.step(b)
+	}
+	return b, err
+}
+
 // bytes returns n bytes of the file at the scanner's position.
 func (s *scanner) bytes(n int64) ([]byte, error) {
 	if off := s.pos - s.bufPos; off >= 0 && off+n <= int64(len(s.buf)) {
@@ -108,5 +121,29 @@ func (s *scanner) bytes(n int64) ([]byte, error) {
 
 // wrap names the file and position of an error met at pos.
 func (s *scanner) wrap(pos int64, err error) error {
-	return fmt.Errorf("segment %s: position %d: %w", s.name, pos, err)
+	return positionError(s.name, pos, -1, err)
 }
+
+func positionError(file string, pos, before int64, err error) *PositionError {
+	return &PositionError{File: file, Position: pos, Before: before, Err: err}
+}
+
+// PositionError is an error met at a position of a segment's log file:
+// a bad batch (wrapping ErrCorrupt or ErrShortBatch) or a failed read. A
+// log that repairs damage (log.Options.TruncateCorruption) finds with
+// errors.As where it was.
+type PositionError struct {
+	File     string // the log file
+	Position int64  // the byte position of the batch
+	// Before is the position of the batch before it, when Recover found
+	// the error (it walks from the start of the file), or -1.
+	Before int64
+	Err    error
+}
+
+func (e *PositionError) Error() string {
+	return fmt.Sprintf("segment %s: position %d: %v", e.File, e.Position, e.Err)
+}
+
+// Unwrap returns the error met there.
+func (e *PositionError) Unwrap() error { return e.Err }

@@ -72,6 +72,14 @@ type Options struct {
 	// writes "<base>.log.cleaned" (Kafka's temporary suffixes). Rename
 	// changes it. Default none.
 	Suffix string
+
+	// CheckBatch, if set, is called with the header of every batch that
+	// the segment walks (Open's tail, Recover, Read, FindOffset,
+	// FindTimestamp) once the segment's own checks of the fields outside
+	// the CRC passed (see Read): a log checks the partition leader
+	// epoch against its epoch cache there. An error it returns is
+	// corruption, reported wrapping ErrCorrupt with the file and position.
+	CheckBatch func(header Batch) error
 }
 
 func (o Options) withDefaults() Options {
@@ -114,6 +122,7 @@ type Segment struct {
 	times   *index.TimeIndex
 
 	size       atomic.Int64 // bytes of whole batches in the log file
+	checked    atomic.Int64 // bytes from the start whose headers passed a walk, or were appended here
 	nextOffset atomic.Int64 // offset after the last batch; base if empty
 
 	maxTimestamp      atomic.Int64 // largest batch max timestamp so far, -1 if none
@@ -160,8 +169,9 @@ func Create(dir string, base int64, opts Options) (*Segment, error) {
 // opened sealed; Unseal makes it the active one.
 //
 // Open reads the log only from its last index entry to find the next
-// offset; a framing error there is returned, wrapping ErrCorrupt, with the
-// file and position.
+// offset; a framing error there, or a header that fails the checks of the
+// fields outside the CRC (see Read), is returned, wrapping ErrCorrupt,
+// with the file and position.
 //
 // With Options.Lazy, Open opens only the log file and leaves the rest to
 // the first call that needs it.
@@ -215,8 +225,10 @@ func (s *Segment) load() error {
 
 // Recover opens a segment whose log cannot be trusted, after an unclean
 // shutdown: it validates every batch, truncates the log at the first batch
-// that is short, corrupt or out of order, and rebuilds both indexes. It
-// returns the number of bytes truncated. The segment is opened active.
+// that is short, corrupt, out of order or whose leader epoch goes
+// backwards (or that Options.CheckBatch refuses), and rebuilds both
+// indexes. It returns the number of bytes truncated. The segment is opened
+// active.
 //
 // Offsets below durable were synced before the crash, so a bad batch
 // holding them is corruption, not a torn write: Recover then truncates
@@ -334,11 +346,14 @@ func (s *Segment) rebuild(validate bool, durable int64) error {
 	}
 	end := s.size.Load()
 	s.size.Store(0)
+	s.checked.Store(0)
 	s.nextOffset.Store(s.base)
 	s.resetTimestamps()
 	s.sinceIndexEntry = 0
 
 	sc := newScanner(s.log, s.logName(), 0, end, scanChunk)
+	w := s.walk(index.OffsetPosition{Offset: s.base})
+	before := int64(-1) // the position of the last good batch
 	for {
 		pos := sc.pos
 		b, err := sc.next(validate)
@@ -349,20 +364,22 @@ func (s *Segment) rebuild(validate bool, durable int64) error {
 			err = b.Validate()
 		}
 		if err == nil {
-			err = s.checkOrder(b)
+			err = w.step(b)
 		}
 		if err != nil {
+			// Without validate the log is trusted whole: a short batch in
+			// it is corruption too, as below the durable offset.
+			if !errors.Is(err, ErrCorrupt) && (!validate || s.nextOffset.Load() < durable) {
+				err = fmt.Errorf("%w: %w", ErrCorrupt, err)
+			}
 			if !validate {
-				return sc.wrap(pos, err)
+				return positionError(sc.name, pos, before, err)
 			}
 			if next := s.nextOffset.Load(); next < durable {
-				if !errors.Is(err, ErrCorrupt) {
-					err = fmt.Errorf("%w: %w", ErrCorrupt, err)
-				}
 				if durable == math.MaxInt64 {
-					return sc.wrap(pos, fmt.Errorf("the segment was synced whole, so it has no torn tail: %w", err))
+					return positionError(sc.name, pos, before, fmt.Errorf("the segment was synced whole, so it has no torn tail: %w", err))
 				}
-				return sc.wrap(pos, fmt.Errorf("offset %d is below the durable offset %d: %w", next, durable, err))
+				return positionError(sc.name, pos, before, fmt.Errorf("offset %d is below the durable offset %d: %w", next, durable, err))
 			}
 			if err := s.log.Truncate(pos); err != nil {
 				return fmt.Errorf("segment: truncate %s to %d: %w", s.logName(), pos, err)
@@ -373,8 +390,21 @@ func (s *Segment) rebuild(validate bool, durable int64) error {
 			return err
 		}
 		s.size.Store(pos + int64(b.Size()))
+		before = pos
 	}
+	s.checked.Store(s.size.Load())
 	return nil
+}
+
+// walked records that the headers from position from to to passed a walk:
+// if the checked prefix reaches from, it reaches to now.
+func (s *Segment) walked(from, to int64) {
+	for {
+		c := s.checked.Load()
+		if from > c || to <= c || s.checked.CompareAndSwap(c, to) {
+			return
+		}
+	}
 }
 
 // errStaleIndex means an index entry points past the log or at a batch
@@ -408,7 +438,7 @@ func (s *Segment) loadTail() error {
 	if s.size.Load() > 0 {
 		first, err := s.lookup(0, s.size.Load()).next(false)
 		if err != nil {
-			return fmt.Errorf("segment %s: position 0: %w", s.logName(), err)
+			return positionError(s.logName(), 0, -1, err)
 		}
 		s.firstBatchMaxTime.Store(first.MaxTimestamp())
 	}
@@ -423,6 +453,7 @@ func (s *Segment) loadTail() error {
 func (s *Segment) scanTail(last index.OffsetPosition, each func(Batch)) (int64, error) {
 	next := s.base
 	sc := s.lookup(int64(last.Position), s.size.Load())
+	w := s.walk(index.OffsetPosition{Offset: s.base}) // the entry is checked here, as a hint
 	for first := last.Position > 0; ; first = false {
 		pos := sc.pos
 		b, err := sc.next(false)
@@ -433,8 +464,8 @@ func (s *Segment) scanTail(last index.OffsetPosition, each func(Batch)) (int64, 
 		if err == io.EOF {
 			return next, nil
 		}
-		if err == nil && b.BaseOffset() < next {
-			err = fmt.Errorf("%w: base offset %d follows offset %d", ErrCorrupt, b.BaseOffset(), next-1)
+		if err == nil {
+			err = w.step(b)
 		}
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) {
@@ -481,7 +512,68 @@ func (s *Segment) ReadNextOffset() (int64, error) {
 	return next, err
 }
 
-func (s *Segment) checkOrder(b Batch) error { return checkFollows(b, s.nextOffset.Load(), s.base) }
+// headerWalk checks, batch after batch, the header fields of a scan that
+// a batch's CRC does not cover: Kafka's CRC-32C covers the attributes to
+// the end (DefaultRecordBatch), not the base offset, the length or the
+// partition leader epoch, so a bit flipped in one of them passes
+// Validate. Each base offset must follow the batch before (and a batch
+// found through an offset index entry must end at the entry's offset),
+// each batch must fit the segment's offset range, and the leader epochs
+// must not go backwards (Kafka's leader epoch rules, KIP-101); then
+// Options.CheckBatch has its say. A wrong length makes the next header
+// wrong, or the last batch end off the file's end, which the scanner
+// reports. Open checks the headers it reads (the tail from the last
+// offset index entry), Recover every batch, and a read those it returns
+// and the next one, but for those already checked (see Read).
+type headerWalk struct {
+	s     *Segment
+	next  int64 // the lowest base offset the next batch may have
+	entry int64 // the last offset the next batch must have, or -1
+	epoch int32 // the largest leader epoch so far
+}
+
+// noEpoch is the partition leader epoch of a batch written without one
+// (Kafka's RecordBatch.NO_PARTITION_LEADER_EPOCH).
+const noEpoch = -1
+
+// walk returns a headerWalk that starts at the batch that index entry e
+// points at: one that ends at e.Offset, unless e is the start of the
+// segment.
+func (s *Segment) walk(e index.OffsetPosition) headerWalk {
+	w := headerWalk{s: s, next: s.base, entry: -1, epoch: noEpoch}
+	if e.Position > 0 {
+		w.entry = e.Offset
+	}
+	return w
+}
+
+// step checks batch header b, the next one of the walk; an error wraps
+// ErrCorrupt.
+func (w *headerWalk) step(b Batch) error {
+	base, last, epoch := b.BaseOffset(), b.LastOffset(), b.PartitionLeaderEpoch()
+	var err error
+	switch {
+	case base < w.next:
+		err = fmt.Errorf("%w: base offset %d does not follow the batch before, which ends at offset %d", ErrCorrupt, base, w.next-1)
+	case b.LastOffsetDelta() < 0 || last-w.s.base > math.MaxInt32:
+		err = fmt.Errorf("%w: batch at base offset %d ends at offset %d, outside the segment based at %d", ErrCorrupt, base, last, w.s.base)
+	case w.entry >= 0 && last != w.entry:
+		err = fmt.Errorf("%w: batch at base offset %d ends at offset %d, the offset index says %d", ErrCorrupt, base, last, w.entry)
+	case epoch < noEpoch:
+		err = fmt.Errorf("%w: batch at base offset %d has leader epoch %d", ErrCorrupt, base, epoch)
+	case epoch < w.epoch:
+		err = fmt.Errorf("%w: batch at base offset %d has leader epoch %d, after a batch of epoch %d", ErrCorrupt, base, epoch, w.epoch)
+	case w.s.opts.CheckBatch != nil:
+		if cerr := w.s.opts.CheckBatch(b); cerr != nil {
+			err = fmt.Errorf("%w: batch at base offset %d: %w", ErrCorrupt, base, cerr)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	w.next, w.entry, w.epoch = last+1, -1, max(w.epoch, epoch)
+	return nil
+}
 
 // checkFollows checks that b can follow, in a segment based at base, a
 // batch that ended before offset next.
@@ -586,11 +678,13 @@ func (s *Segment) AppendBatches(bs []Batch, buf []byte) (int, error) {
 			// not in the segment: cut them, or a clean reopen would find
 			// them.
 			s.size.Store(end)
+			s.walked(pos, end)
 			return i, errors.Join(err, s.log.Truncate(end))
 		}
 		end += int64(len(b))
 	}
 	s.size.Store(end)
+	s.walked(pos, end) // checkFollows checked them
 	return n, orderErr
 }
 
@@ -673,11 +767,10 @@ func (s *Segment) findOffset(offset, end int64) (int64, Batch, error) {
 // seek finds the batch holding offset as FindOffset does, and returns the
 // scanner that found it, past that batch.
 func (s *Segment) seek(offset, end int64) (int64, Batch, *scanner, error) {
-	start := s.offsets.Lookup(offset)
-	sc := s.lookup(int64(start.Position), end)
+	sc := s.walkFrom(s.offsets.Lookup(offset), end)
 	for {
 		pos := sc.pos
-		b, err := sc.next(false)
+		b, err := sc.nextHeader()
 		if err == io.EOF {
 			return 0, nil, nil, fmt.Errorf("%w: offset %d in %s (next offset %d)", ErrOffsetNotFound, offset, s.logName(), s.nextOffset.Load())
 		}
@@ -688,6 +781,14 @@ func (s *Segment) seek(offset, end int64) (int64, Batch, *scanner, error) {
 			return pos, b, sc, nil
 		}
 	}
+}
+
+// walkFrom returns a scanner for a lookup from index entry e to end that
+// checks the headers it reads (see nextHeader).
+func (s *Segment) walkFrom(e index.OffsetPosition, end int64) *scanner {
+	sc := s.lookup(int64(e.Position), end)
+	sc.walk = s.walk(e)
+	return sc
 }
 
 // lookup returns a scanner from pos for a lookup that starts at an index
@@ -702,6 +803,16 @@ func (s *Segment) lookup(pos, end int64) *scanner {
 // returned if the first one ends before maxOffset, even if it is larger
 // than maxBytes, so that a reader always makes progress (Kafka's
 // minOneMessage). An empty Slice means no batch qualifies.
+//
+// Read walks the header of every batch it returns, and of the one after,
+// checking what the CRC does not cover: each base offset follows the batch
+// before, within the segment's offsets, the batch found through an index
+// entry ends at the entry's offset, and leader epochs do not go backwards
+// (then Options.CheckBatch). A header that fails is an error wrapping
+// ErrCorrupt naming the file and position: a damaged batch is never
+// served. Only headers that passed such a walk before (in Recover, or in
+// an earlier read from the start of the segment's checked part) or that
+// this segment appended are skipped, through the offset index.
 func (s *Segment) Read(offset, maxOffset int64, maxBytes int) (Slice, error) {
 	if err := s.load(); err != nil {
 		return Slice{}, err
@@ -719,18 +830,26 @@ func (s *Segment) Read(offset, maxOffset int64, maxBytes int) (Slice, error) {
 	sl.n, sl.next = int64(first.Size()), first.LastOffset()+1
 	limit := pos + int64(max(maxBytes, 0))
 	// Every batch before an indexed one that starts by limit and ends
-	// before maxOffset qualifies: skip to it rather than read each header.
-	// An entry at or past end belongs to a batch being appended.
-	byPos, byOffset := s.offsets.LookupPosition(limit), s.offsets.Lookup(maxOffset-1)
+	// before maxOffset qualifies: skip to it rather than read each header,
+	// if their headers passed a walk before (Options.CheckBatch), or were
+	// appended here. An entry at or past end belongs to a batch being
+	// appended.
+	skipTo := s.offsets.LookupPosition(limit)
+	if e := s.offsets.Lookup(maxOffset - 1); e.Position < skipTo.Position {
+		skipTo = e
+	}
 	skipped := false
-	if skip := int64(min(byPos.Position, byOffset.Position)); skip > sc.pos && skip < end {
+	if skip := int64(skipTo.Position); skip > sc.pos && skip < end && skip <= s.checked.Load() {
 		// The scanner goes on from there with its buffer, reading headers
 		// alone if the batches it saw were large.
-		sc.pos, sl.n, skipped = skip, skip-pos, true
+		sc.pos, sc.walk.entry = skip, skipTo.Offset
+		sl.n, skipped = skip-pos, true
+	} else {
+		sc.chunk = scanChunk // a walk over what the read returns
 	}
 	for {
 		at := sc.pos
-		b, err := sc.next(false)
+		b, err := sc.nextHeader()
 		if err == io.EOF {
 			break
 		}
@@ -748,6 +867,7 @@ func (s *Segment) Read(offset, maxOffset int64, maxBytes int) (Slice, error) {
 		}
 		sl.n, sl.next = at+int64(b.Size())-pos, b.LastOffset()+1
 	}
+	s.walked(sc.from, sc.pos)
 	return sl, nil
 }
 
@@ -762,11 +882,10 @@ func (s *Segment) FindTimestamp(ts int64) (offset int64, ok bool, err error) {
 	}
 	end := s.size.Load()
 	from := s.times.Lookup(ts)
-	start := s.offsets.Lookup(from.Offset)
-	sc := s.lookup(int64(start.Position), end)
+	sc := s.walkFrom(s.offsets.Lookup(from.Offset), end)
 	for {
 		pos := sc.pos
-		h, err := sc.next(false)
+		h, err := sc.nextHeader()
 		if err == io.EOF {
 			return 0, false, nil
 		}
@@ -781,11 +900,11 @@ func (s *Segment) FindTimestamp(ts int64) (offset int64, ok bool, err error) {
 			err = whole.Validate()
 		}
 		if err != nil {
-			return 0, false, fmt.Errorf("segment %s: position %d: %w", s.logName(), pos, err)
+			return 0, false, positionError(s.logName(), pos, -1, err)
 		}
 		for r, err := range whole.Records() {
 			if err != nil {
-				return 0, false, fmt.Errorf("segment %s: position %d: %w", s.logName(), pos, err)
+				return 0, false, positionError(s.logName(), pos, -1, err)
 			}
 			if r.Timestamp >= ts {
 				return r.Offset, true, nil
@@ -824,6 +943,8 @@ func (s *Segment) TruncateTo(offset int64) (int64, error) {
 		return 0, fmt.Errorf("segment: truncate %s to %d: %w", s.logName(), pos, err)
 	}
 	s.size.Store(pos)
+	for c := s.checked.Load(); c > pos && !s.checked.CompareAndSwap(c, pos); c = s.checked.Load() {
+	}
 	if err := s.Unseal(); err != nil {
 		return 0, err
 	}

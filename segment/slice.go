@@ -112,7 +112,7 @@ func (s Slice) AllInto(buf *[]byte) iter.Seq2[Batch, error] {
 				err = b.Validate()
 			}
 			if err != nil {
-				yield(nil, fmt.Errorf("segment %s: position %d: %w", s.name, pos, err))
+				yield(nil, positionError(s.name, pos, -1, err))
 				return
 			}
 			if !yield(b, nil) {
