@@ -7,11 +7,13 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -99,6 +101,16 @@ type node struct {
 
 	// failures limits how often a failed replica's refusals are logged.
 	failures rateLimit
+	// offline are the replicas whose logs failed (offline.go).
+	offline *offlineReplicas
+	// states are the latest partition states delivered to the replicas,
+	// for a replica recreated after its log failed.
+	states map[controller.TopicPartition]*replica.LeaderAndISR
+	// damaged are the replicas whose logs were repaired at this start
+	// (offline.go's startupDamage), until they rejoin the ISR; synced are
+	// the topics whose replicas the registration claims lost nothing.
+	damaged map[controller.TopicPartition]*log.Damage
+	synced  []string
 
 	brokerEpoch int64 // owned by the heartbeat loop
 	// incarnation is this start of the node (Kafka's incarnation ID): the
@@ -117,11 +129,30 @@ func runNode(cfg nodeConfig) error {
 	if err != nil {
 		return err
 	}
-	dir, err := log.OpenDir(filepath.Join(cfg.dir, logDir), log.DirOptions{Log: log.Options{ExternalHighWatermark: true}})
+	// The Dir holds replicas: it coordinates nothing itself (the
+	// cluster's coordinators write through replication), checks every
+	// batch of a partition at its first open, and repairs damage by
+	// truncation, since the leader has the records to fetch again.
+	dir, err := log.OpenDir(filepath.Join(cfg.dir, logDir), log.DirOptions{Replicated: true,
+		Log: log.Options{ExternalHighWatermark: true, VerifyOnOpen: true, TruncateCorruption: true}})
 	if err != nil {
 		return err
 	}
 	n := newNode(cfg, logger, dir, time.Now().UnixNano())
+	if n.damaged, err = startupDamage(dir); err != nil {
+		dir.Close()
+		return err
+	}
+	if n.synced, err = syncedTopics(dir, n.damaged); err != nil {
+		dir.Close()
+		return err
+	}
+	if len(n.damaged) > 0 {
+		// A repaired log lacks what it may have acknowledged: the
+		// node registers as after a crash, so that those replicas leave
+		// every ISR and ELR until they have fetched it again.
+		clean = false
+	}
 	err = n.run(clean)
 	if cerr := dir.Close(); err == nil && cerr == nil {
 		// Everything the node acknowledged is on disk and its logs are
@@ -139,7 +170,7 @@ func newNode(cfg nodeConfig, logger *slog.Logger, dir *log.Dir, incarnation int6
 	return &node{cfg: cfg, log: logger, dir: dir,
 		parts: map[controller.TopicPartition]*log.Partition{}, replicaLogs: map[controller.TopicPartition]*loggedLog{}, pendingTopics: map[string]topicState{}, minISRs: map[string]int{},
 		pendingParts: map[controller.TopicPartition]*replica.LeaderAndISR{}, wake: make(chan struct{}, 1),
-		incarnation: incarnation}
+		incarnation: incarnation, offline: newOfflineReplicas(), states: map[controller.TopicPartition]*replica.LeaderAndISR{}}
 }
 
 // takeCleanMarker reports whether the previous incarnation stopped
@@ -215,6 +246,7 @@ func (n *node) run(clean bool) error {
 		}
 	})
 	wg.Go(func() { n.applyMetadata(loops) })
+	wg.Go(func() { n.recoverReplicas(loops) })
 	// Kafka is served before the broker registers: a live broker in the
 	// metadata answers Kafka clients.
 	stopKafka := func() {}
@@ -344,6 +376,7 @@ func (n *node) applyMetadata(ctx context.Context) {
 func (n *node) deliver(ctx context.Context, tp controller.TopicPartition, m *replica.LeaderAndISR) error {
 	n.mu.Lock()
 	_, have := n.parts[tp]
+	n.states[tp] = m
 	n.mu.Unlock()
 	if !have {
 		if !slices.Contains(m.Replicas, n.cfg.id) {
@@ -353,15 +386,7 @@ func (n *node) deliver(ctx context.Context, tp controller.TopicPartition, m *rep
 		if err != nil {
 			return err
 		}
-		rlog := newLoggedLog(plog, tp, n.log)
-		err = n.d.AddPartition(ctx, replica.Config{
-			Topic: tp.Topic, Partition: tp.Partition, Log: rlog,
-			MinInsyncReplicas: n.minISR(tp.Topic),
-			ReplicaLagTime:    n.cfg.lag,
-			RequestTimeout:    n.cfg.requestTimeout,
-			ProduceTimeout:    n.cfg.requestTimeout,
-			RetryBackoff:      n.cfg.retryBackoff,
-		})
+		rlog, err := n.addReplica(ctx, tp, plog)
 		if err != nil {
 			return err
 		}
@@ -369,7 +394,40 @@ func (n *node) deliver(ctx context.Context, tp controller.TopicPartition, m *rep
 		n.parts[tp], n.replicaLogs[tp] = plog, rlog
 		n.mu.Unlock()
 	}
+	if d := n.damaged[tp]; d != nil && slices.Contains(m.ISR, n.cfg.id) {
+		n.clearDamage(tp)
+	}
 	return n.d.Receive(ctx, m)
+}
+
+// addReplica adds the replica of tp over plog to the driver.
+func (n *node) addReplica(ctx context.Context, tp controller.TopicPartition, plog *log.Partition) (*loggedLog, error) {
+	rlog := newLoggedLog(plog, tp, n.log)
+	rlog.onFail = n.replicaFailed
+	err := n.d.AddPartition(ctx, replica.Config{
+		Topic: tp.Topic, Partition: tp.Partition, Log: rlog,
+		MinInsyncReplicas: n.minISR(tp.Topic),
+		ReplicaLagTime:    n.cfg.lag,
+		RequestTimeout:    n.cfg.requestTimeout,
+		ProduceTimeout:    n.cfg.requestTimeout,
+		RetryBackoff:      n.cfg.retryBackoff,
+	})
+	return rlog, err
+}
+
+// clearDamage forgets a repaired replica's damage once the controller has
+// it in the ISR again: it fetched what the repair cut.
+func (n *node) clearDamage(tp controller.TopicPartition) {
+	plog := n.partition(tp)
+	if plog == nil {
+		return
+	}
+	if err := plog.ClearDamage(); err != nil {
+		n.log.Error("clearing a repaired replica's damage", "partition", tp, "err", err)
+		return
+	}
+	delete(n.damaged, tp)
+	n.log.Warn("repaired replica rejoined the ISR", "partition", tp)
 }
 
 // applyTopic makes the node's log.Dir hold a topic as the committed
@@ -484,17 +542,20 @@ func (n *node) heartbeats(ctx context.Context, clean bool) {
 	t := time.NewTicker(n.cfg.heartbeat)
 	defer t.Stop()
 	for {
+		offline, _ := n.offline.list()
 		if n.brokerEpoch < 0 {
 			var rep reply
-			q := fmt.Sprintf("/controller/register?node=%d&incarnation=%d&clean=%t", n.cfg.id, n.incarnation, clean)
+			q := fmt.Sprintf("/controller/register?node=%d&incarnation=%d&clean=%t&synced=%s&offline=%s", n.cfg.id, n.incarnation, clean,
+				url.QueryEscape(strings.Join(n.synced, ",")), url.QueryEscape(formatTPs(offline)))
 			if err := cl.call(ctx, q, nil, &rep); err == nil {
 				n.brokerEpoch = rep.BrokerEpoch
 				// The replicas take the epoch once this node has applied
 				// the registration's record (applyMetadata).
-				n.log.Info("registered", "epoch", rep.BrokerEpoch, "clean", clean)
+				n.log.Info("registered", "epoch", rep.BrokerEpoch, "clean", clean, "synced", len(n.synced), "offline", len(offline))
 			}
 		} else {
-			err := cl.call(ctx, fmt.Sprintf("/controller/heartbeat?node=%d&epoch=%d", n.cfg.id, n.brokerEpoch), nil, nil)
+			q := fmt.Sprintf("/controller/heartbeat?node=%d&epoch=%d&offline=%s", n.cfg.id, n.brokerEpoch, url.QueryEscape(formatTPs(offline)))
+			err := cl.call(ctx, q, nil, nil)
 			if errors.Is(err, replica.ErrStaleBrokerEpoch) || errors.Is(err, replica.ErrBrokerNotRegistered) {
 				n.brokerEpoch = -1
 			}
@@ -503,6 +564,7 @@ func (n *node) heartbeats(ctx context.Context, clean bool) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-n.offline.changed:
 		}
 	}
 }

@@ -25,6 +25,8 @@ type loggedLog struct {
 	replica.Log
 	tp  controller.TopicPartition
 	log *slog.Logger
+	// onFail, if set, hears that the replica stopped.
+	onFail func(controller.TopicPartition)
 
 	mu          sync.Mutex
 	leaderEpoch int32 // the latest epoch the replica took up as leader, -1 if none
@@ -46,6 +48,9 @@ func (l *loggedLog) leaderEpochStart(epoch int32) (int64, bool) {
 func (l *loggedLog) check(op string, err error) error {
 	if err != nil {
 		l.log.Error("replica log failed: the partition stops", "partition", l.tp, "op", op, "err", err)
+		if l.onFail != nil {
+			l.onFail(l.tp)
+		}
 	}
 	return err
 }

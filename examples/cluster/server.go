@@ -199,10 +199,15 @@ func (n *node) controllerRoutes(mux *http.ServeMux) {
 		if incarnation <= 0 {
 			return fmt.Errorf("%w: incarnation %d, must be positive", replica.ErrInvalidRequest, incarnation)
 		}
-		rep.BrokerEpoch, err = c.Register(replica.NodeID(id), uint64(incarnation), r.URL.Query().Get("clean") == "true")
+		q := r.URL.Query()
+		reg := controller.Registration{Clean: q.Get("clean") == "true", Synced: parseTopics(q.Get("synced"))}
+		if reg.Offline, err = parseTPs(q.Get("offline")); err != nil {
+			return err
+		}
+		rep.BrokerEpoch, err = c.RegisterWith(replica.NodeID(id), uint64(incarnation), reg)
 		return err
 	})
-	brokerOp := func(pattern string, fn func(c *controller.Controller, id replica.NodeID, epoch int64, rep *reply) error) {
+	brokerOp := func(pattern string, fn func(r *http.Request, c *controller.Controller, id replica.NodeID, epoch int64, rep *reply) error) {
 		op(pattern, func(r *http.Request, c *controller.Controller, rep *reply) error {
 			id, err := queryInt(r, "node")
 			if err != nil {
@@ -212,14 +217,26 @@ func (n *node) controllerRoutes(mux *http.ServeMux) {
 			if err != nil {
 				return err
 			}
-			return fn(c, replica.NodeID(id), epoch, rep)
+			return fn(r, c, replica.NodeID(id), epoch, rep)
 		})
 	}
-	brokerOp("POST /controller/heartbeat", func(c *controller.Controller, id replica.NodeID, epoch int64, rep *reply) (err error) {
+	brokerOp("POST /controller/heartbeat", func(r *http.Request, c *controller.Controller, id replica.NodeID, epoch int64, rep *reply) error {
+		// The broker's offline replicas, when it names them, first, so
+		// that the heartbeat's unfencing elects none of them.
+		if q := r.URL.Query(); q.Has("offline") {
+			offline, err := parseTPs(q.Get("offline"))
+			if err != nil {
+				return err
+			}
+			if err := c.ReportOffline(id, epoch, offline); err != nil {
+				return err
+			}
+		}
+		var err error
 		rep.CanStop, err = c.Heartbeat(id, epoch)
 		return err
 	})
-	brokerOp("POST /controller/shutdown", func(c *controller.Controller, id replica.NodeID, epoch int64, rep *reply) error {
+	brokerOp("POST /controller/shutdown", func(r *http.Request, c *controller.Controller, id replica.NodeID, epoch int64, rep *reply) error {
 		return c.Shutdown(id, epoch)
 	})
 	op("POST /controller/topics", func(r *http.Request, c *controller.Controller, rep *reply) error {
