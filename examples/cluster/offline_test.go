@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/strandlog/strand/group"
+	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/replica"
 	"github.com/strandlog/strand/replica/controller"
 )
@@ -130,5 +133,98 @@ func TestOfflineReplicasRoundTripTheirQuery(t *testing.T) {
 		_, err := parseTPs(bad)
 		require.True(t, errors.Is(err, replica.ErrInvalidRequest), "%q: %v", bad, err)
 		require.True(t, strings.Contains(err.Error(), "topic:partition"), "%q: %v", bad, err)
+	}
+}
+
+// When every node is SIGKILLed and started again, every partition, the
+// offsets topic's included, gets a leader again by itself, with unclean
+// election disabled: the nodes' replicas acknowledged only what they had
+// synced (FsyncAlways), so each registration claims its topics as synced
+// and the controller keeps them in the ELR, where KIP-966 drops a broker
+// that stopped uncleanly because Kafka acknowledges from the page cache.
+// Before, no partition got a leader again (issue 21). Every acknowledged
+// record is there.
+func TestEveryNodeKilledComesBackWithoutUncleanElection(t *testing.T) {
+	s, cl := startKafkaCluster(t)
+	const topic, partitions = "whole", 3
+	createTopicT(t, cl, topicRequest{Topic: topic, Partitions: partitions, ReplicationFactor: 3})
+	waitISR(t, s, cl, topic, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	acked := map[int32][]ack{}
+	for p := range int32(partitions) {
+		for i := range 20 {
+			v := fmt.Sprintf("%d-%d", p, i)
+			res, err := cl.produceTo(ctx, topic, p, "all", []byte(v))
+			for errors.Is(err, replica.ErrUnknownPartition) && ctx.Err() == nil {
+				time.Sleep(50 * time.Millisecond) // the metadata names the leader before it added its replica
+				res, err = cl.produceTo(ctx, topic, p, "all", []byte(v))
+			}
+			require.NoError(t, err)
+			acked[p] = append(acked[p], ack{offset: res.BaseOffset, value: v})
+		}
+	}
+	// The coordinators' topics too: a replica the node had not created
+	// yet when it died is claimed by nothing (the node cannot tell a
+	// replica it never had from one a wiped disk lost).
+	waitISR(t, s, cl, group.OffsetsTopic, 3)
+	waitISR(t, s, cl, log.TransactionStateTopic, 3)
+	before, err := metadataFrom(s, cl)
+	require.NoError(t, err)
+	epochs := map[replica.NodeID]int64{}
+	for _, b := range before.Brokers {
+		epochs[b.ID] = b.Epoch
+	}
+	for _, id := range s.ids() {
+		require.NoError(t, s.signal(id, syscall.SIGKILL))
+	}
+	killed := time.Now()
+	for _, id := range s.ids() {
+		require.NoError(t, s.startNode(id))
+	}
+	waitFor(t, 60*time.Second, "a leader for every partition of every topic", func() (bool, string) {
+		md, err := metadataFrom(s, cl)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, b := range md.Brokers {
+			if b.Epoch == epochs[b.ID] || b.Fenced {
+				return false, fmt.Sprintf("node %d not registered and live again: %+v", b.ID, b)
+			}
+		}
+		var leaderless []string
+		for _, pv := range md.Partitions {
+			if pv.Leader == replica.NoNode {
+				leaderless = append(leaderless, fmt.Sprintf("%s-%d (ISR %v, ELR %v)", pv.Topic, pv.Partition, pv.ISR, pv.ELR))
+			}
+		}
+		return len(md.Partitions) > partitions && len(leaderless) == 0, fmt.Sprintf("%d partitions, leaderless %v", len(md.Partitions), leaderless)
+	})
+	t.Logf("every partition led again %v after every node was killed", time.Since(killed).Round(time.Millisecond))
+	md, err := metadataFrom(s, cl)
+	require.NoError(t, err)
+	for _, b := range md.Brokers {
+		require.False(t, b.Clean, "node %d registered unclean: a SIGKILL is no clean stop", b.ID)
+	}
+	// A leader knows its high watermark once its followers fetched in its
+	// epoch; consumers read up to it.
+	waitFor(t, 30*time.Second, "every leader's high watermark past what was acknowledged", func() (bool, string) {
+		var st metadata
+		if err := cl.getJSON(ctx, 1, "/status", &st); err != nil {
+			return false, err.Error()
+		}
+		for p := range int32(partitions) {
+			pv := st.partition(topic, p)
+			i := slices.IndexFunc(pv.Logs, func(l replicaLog) bool { return l.Node == pv.Leader })
+			if want := acked[p][len(acked[p])-1].offset + 1; i < 0 || pv.Logs[i].HighWatermark < want {
+				return false, fmt.Sprintf("partition %d: %+v, want %d", p, pv, want)
+			}
+		}
+		return true, ""
+	})
+	md, err = metadataFrom(s, cl)
+	require.NoError(t, err)
+	for p := range int32(partitions) {
+		checkAcked(t, cl, md.partition(topic, p).Leader, topic, p, acked[p])
 	}
 }
