@@ -133,7 +133,7 @@ func runNode(cfg nodeConfig) error {
 	// cluster's coordinators write through replication), checks every
 	// batch of a partition at its first open, and repairs damage by
 	// truncation, since the leader has the records to fetch again.
-	dir, err := log.OpenDir(filepath.Join(cfg.dir, logDir), log.DirOptions{Replicated: true,
+	dir, err := log.OpenDir(filepath.Join(cfg.dir, logDir), log.DirOptions{Replicated: true, Logger: logger,
 		Log: log.Options{ExternalHighWatermark: true, VerifyOnOpen: true, TruncateCorruption: true}})
 	if err != nil {
 		return err

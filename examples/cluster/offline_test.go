@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -136,6 +137,19 @@ func TestOfflineReplicasRoundTripTheirQuery(t *testing.T) {
 	}
 }
 
+// produceAck produces v with acks=all to the partition's leader and
+// returns its acknowledgement.
+func produceAck(ctx context.Context, t *testing.T, cl *client, topic string, partition int32, v string) ack {
+	t.Helper()
+	res, err := cl.produceTo(ctx, topic, partition, "all", []byte(v))
+	for errors.Is(err, replica.ErrUnknownPartition) && ctx.Err() == nil {
+		time.Sleep(50 * time.Millisecond) // the metadata names the leader before it added its replica
+		res, err = cl.produceTo(ctx, topic, partition, "all", []byte(v))
+	}
+	require.NoError(t, err)
+	return ack{offset: res.BaseOffset, value: v}
+}
+
 // When every node is SIGKILLed and started again, every partition, the
 // offsets topic's included, gets a leader again by itself, with unclean
 // election disabled: the nodes' replicas acknowledged only what they had
@@ -154,14 +168,7 @@ func TestEveryNodeKilledComesBackWithoutUncleanElection(t *testing.T) {
 	acked := map[int32][]ack{}
 	for p := range int32(partitions) {
 		for i := range 20 {
-			v := fmt.Sprintf("%d-%d", p, i)
-			res, err := cl.produceTo(ctx, topic, p, "all", []byte(v))
-			for errors.Is(err, replica.ErrUnknownPartition) && ctx.Err() == nil {
-				time.Sleep(50 * time.Millisecond) // the metadata names the leader before it added its replica
-				res, err = cl.produceTo(ctx, topic, p, "all", []byte(v))
-			}
-			require.NoError(t, err)
-			acked[p] = append(acked[p], ack{offset: res.BaseOffset, value: v})
+			acked[p] = append(acked[p], produceAck(ctx, t, cl, topic, p, fmt.Sprintf("%d-%d", p, i)))
 		}
 	}
 	// The coordinators' topics too: a replica the node had not created
@@ -226,5 +233,85 @@ func TestEveryNodeKilledComesBackWithoutUncleanElection(t *testing.T) {
 	require.NoError(t, err)
 	for p := range int32(partitions) {
 		checkAcked(t, cl, md.partition(topic, p).Leader, topic, p, acked[p])
+	}
+}
+
+// A follower whose sealed segment was damaged while it was down (a bit
+// flipped in a batch's base offset, which Kafka's CRC-32C does not cover;
+// or the segment cut short) finds the damage when it opens the partition,
+// cuts its log before it, says so at ERROR, registers as after a crash so
+// that it is out of the ISR and the ELR, fetches the rest from the leader
+// and rejoins the ISR with the leader's log. Before, the flipped bit went
+// unnoticed and the replica stayed in the ISR with a wrong offset, and a
+// cut segment left it unopenable for good (issue 21).
+func TestDamagedFollowerRefetchesFromItsLeader(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func(t *testing.T, file string)
+	}{
+		{"a bit flipped in a batch's base offset", func(t *testing.T, file string) {
+			b, err := os.ReadFile(file)
+			require.NoError(t, err)
+			pos := 0
+			for range 3 { // the fourth batch
+				pos += 12 + int(binary.BigEndian.Uint32(b[pos+8:]))
+			}
+			b[pos+4] ^= 0x10 // bit 28 of the base offset
+			require.NoError(t, os.WriteFile(file, b, 0o644))
+		}},
+		{"the segment cut to half", func(t *testing.T, file string) {
+			st, err := os.Stat(file)
+			require.NoError(t, err)
+			require.NoError(t, os.Truncate(file, st.Size()/2))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, cl := startCluster(t)
+			const topic = "damaged"
+			createTopicT(t, cl, topicRequest{Topic: topic, Assignment: [][]replica.NodeID{{1, 2, 3}},
+				Configs: map[string]string{"segment.bytes": "4096"}})
+			waitISR(t, s, cl, topic, 3)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			var acked []ack
+			for i := range 300 {
+				acked = append(acked, produceAck(ctx, t, cl, topic, 0, fmt.Sprintf("r%04d", i)))
+			}
+			waitISR(t, s, cl, topic, 3)
+			require.NoError(t, s.signal(3, syscall.SIGTERM))
+			waitFor(t, 20*time.Second, "node 3 stopped", func() (bool, string) { return !s.running(3), "" })
+			segs, err := filepath.Glob(filepath.Join(s.nodeDir(3), logDir, topic+"-0", "*.log"))
+			require.NoError(t, err)
+			slices.Sort(segs)
+			require.Greater(t, len(segs), 2, "sealed segments to damage")
+			tc.damage(t, segs[1])
+			require.NoError(t, s.startNode(3))
+
+			waitFor(t, 60*time.Second, "node 3 back in the ISR with the leader's log", func() (bool, string) {
+				var st metadata
+				if err := cl.getJSON(ctx, 1, "/status", &st); err != nil {
+					return false, err.Error()
+				}
+				pv := st.partition(topic, 0)
+				if pv == nil || !slices.Contains(pv.ISR, 3) || len(pv.Logs) != 3 {
+					return false, fmt.Sprintf("%+v", pv)
+				}
+				for _, l := range pv.Logs {
+					if l.LogEnd != pv.Logs[0].LogEnd {
+						return false, fmt.Sprintf("%+v", pv.Logs)
+					}
+				}
+				return true, ""
+			})
+			checkAcked(t, cl, 3, topic, 0, acked[:0]) // the repaired replica reads whole
+			out, err := os.ReadFile(filepath.Join(s.dir, "node-3.out"))
+			require.NoError(t, err)
+			require.Contains(t, string(out), "level=ERROR", "the damage is logged at ERROR")
+			require.Contains(t, string(out), "repaired replica rejoined the ISR")
+			md, err := metadataFrom(s, cl)
+			require.NoError(t, err)
+			require.NotEqual(t, replica.NodeID(3), md.partition(topic, 0).Leader, "the damaged replica did not take the lead")
+			checkAcked(t, cl, md.partition(topic, 0).Leader, topic, 0, acked)
+		})
 	}
 }
