@@ -429,25 +429,41 @@ func (p *Partition) maybeIncrementHW() {
 		}
 		end = min(end, synced)
 	}
-	hw := highWatermark(end, p.written, p.ld.followers, p.maximalISR(), p.now, p.cfg.ReplicaLagTime, p.cfg.SyncedAcks)
+	hw := highWatermark(end, p.written, p.ld.followers, p.maximalISR(), p.now, p.cfg.ReplicaLagTime, p.joinWindow(), p.cfg.SyncedAcks)
 	if hw > p.hw {
 		p.hw = hw
 		p.write(Write{Kind: WriteAdvanceHighWatermark, Offset: hw})
 	}
 }
 
+// joinWindow is how recently a follower outside the ISR must have
+// fetched for the high watermark to wait for it: a follower that fetches
+// sends its next fetch at once, held at most FetchMaxWait, or after
+// RetryBackoff. Kafka waits only for a follower eligible to join
+// (Partition.maybeIncrementLeaderHW, isReplicaIsrEligible: its broker
+// neither fenced nor shutting down), which its metadata cache tells; a
+// partition here knows only the fetches, and one that stopped (a broker
+// that shut down, or died, once caught up) would otherwise hold the high
+// watermark back for ReplicaLagTime. Only liveness is at stake: a
+// follower joins the ISR only once it holds the high watermark.
+func (p *Partition) joinWindow() int64 {
+	return int64(2*p.cfg.FetchMaxWait + p.cfg.RetryBackoff)
+}
+
 // highWatermark is the lowest log end among the leader (end) and the
 // followers that hold it back: those in the maximal ISR, and those caught
-// up to the leader's log end (leaderEnd) though not yet in it, so that
-// they can ever join. With synced, a follower's end is what it synced.
-func highWatermark(end, leaderEnd int64, fs []*follower, maximalISR []NodeID, now int64, lag int, synced bool) int64 {
+// up to the leader's log end (leaderEnd) though not yet in it, and
+// fetching within the last window ticks, so that they can ever join. With
+// synced, a follower's end is what it synced.
+func highWatermark(end, leaderEnd int64, fs []*follower, maximalISR []NodeID, now int64, lag int, window int64, synced bool) int64 {
 	hw := end
 	for _, f := range fs {
 		fEnd := f.leo
 		if synced {
 			fEnd = f.synced
 		}
-		if fEnd < hw && (slices.Contains(maximalISR, f.id) || f.caughtUp(leaderEnd, now, lag)) {
+		joining := f.caughtUp(leaderEnd, now, lag) && now-f.lastFetchTime <= window
+		if fEnd < hw && (slices.Contains(maximalISR, f.id) || joining) {
 			hw = fEnd
 		}
 	}

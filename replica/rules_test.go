@@ -8,11 +8,17 @@ import (
 
 // The high watermark is the lowest log end of the leader and of every
 // follower that holds it back: maximal ISR members, and caught-up
-// followers outside it (Partition.maybeIncrementLeaderHW).
+// followers outside it that still fetch (Partition.maybeIncrementLeaderHW,
+// where Kafka asks isReplicaIsrEligible).
 func TestHighWatermarkRule(t *testing.T) {
-	const now, lag = 100, 30
+	const now, lag, window = 100, 30, 5
 	f := func(id NodeID, leo, lastCaughtUp int64) *follower {
-		return &follower{id: id, leo: leo, lastCaughtUp: lastCaughtUp}
+		return &follower{id: id, leo: leo, lastCaughtUp: lastCaughtUp, lastFetchTime: now}
+	}
+	stopped := func(id NodeID, leo, lastCaughtUp int64) *follower {
+		s := f(id, leo, lastCaughtUp)
+		s.lastFetchTime = now - window - 1
+		return s
 	}
 	for _, tc := range []struct {
 		name      string
@@ -29,14 +35,16 @@ func TestHighWatermarkRule(t *testing.T) {
 		{"just past the lag it no longer counts", []*follower{f(3, 20, now-lag-1)}, []NodeID{1}, 50},
 		{"a pending member of the maximal ISR counts", []*follower{f(3, 20, never)}, []NodeID{1, 3}, 20},
 		{"followers ahead of the leader do not raise it", []*follower{f(2, 70, now)}, []NodeID{1, 2}, 50},
+		{"a caught-up non-ISR follower that stopped fetching does not", []*follower{f(2, 48, now), stopped(3, 44, now)}, []NodeID{1, 2}, 48},
+		{"an ISR member that stopped fetching still does", []*follower{stopped(2, 40, now)}, []NodeID{1, 2}, 40},
 	} {
-		require.Equal(t, tc.want, highWatermark(50, 50, tc.followers, tc.maximal, now, lag, false), tc.name)
+		require.Equal(t, tc.want, highWatermark(50, 50, tc.followers, tc.maximal, now, lag, window, false), tc.name)
 	}
 	// With SyncedAcks what the leader and its followers synced counts.
 	fs := []*follower{{id: 2, leo: 48, synced: 30, lastCaughtUp: now}}
-	require.EqualValues(t, 48, highWatermark(50, 50, fs, []NodeID{1, 2}, now, lag, false))
-	require.EqualValues(t, 30, highWatermark(50, 50, fs, []NodeID{1, 2}, now, lag, true))
-	require.EqualValues(t, 25, highWatermark(25, 50, fs, []NodeID{1, 2}, now, lag, true), "the leader synced only 25")
+	require.EqualValues(t, 48, highWatermark(50, 50, fs, []NodeID{1, 2}, now, lag, window, false))
+	require.EqualValues(t, 30, highWatermark(50, 50, fs, []NodeID{1, 2}, now, lag, window, true))
+	require.EqualValues(t, 25, highWatermark(25, 50, fs, []NodeID{1, 2}, now, lag, window, true), "the leader synced only 25")
 }
 
 // A follower's caught-up time follows Replica.updateFetchStateOrThrow: now

@@ -545,12 +545,21 @@ func TestControlledShutdown(t *testing.T) {
 	t.Logf("node %d stopped; node %d leads, node %d is the controller; first produce acknowledged %v after the stop",
 		victim, pv.Leader, md.RaftLeader, at.Sub(stopped).Round(time.Millisecond))
 
-	require.NoError(t, s.startNode(victim))
-	waitISR(t, s, cl, topic, 3)
-	md, err = metadataFrom(s, cl)
-	require.NoError(t, err)
 	i := slices.IndexFunc(md.Brokers, func(b brokerView) bool { return b.ID == victim })
-	require.True(t, md.Brokers[i].Clean, "node %d registered clean after a controlled shutdown", victim)
+	before := md.Brokers[i].Epoch
+	require.NoError(t, s.startNode(victim))
+	// The ISR alone does not say the node is back: it may be the one its
+	// last fetches before it stopped left.
+	waitFor(t, 30*time.Second, fmt.Sprintf("node %d registered again", victim), func() (bool, string) {
+		if md, err = metadataFrom(s, cl); err != nil {
+			return false, err.Error()
+		}
+		b := md.Brokers[slices.IndexFunc(md.Brokers, func(b brokerView) bool { return b.ID == victim })]
+		return b.Epoch > before && !b.Fenced, fmt.Sprintf("%+v", b)
+	})
+	b := md.Brokers[slices.IndexFunc(md.Brokers, func(b brokerView) bool { return b.ID == victim })]
+	require.True(t, b.Clean, "node %d registered clean after a controlled shutdown", victim)
+	waitISR(t, s, cl, topic, 3)
 }
 
 // cli runs the command as a user would (the test binary is the command),

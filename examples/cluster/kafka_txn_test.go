@@ -856,7 +856,7 @@ func TestKafkaCoordinatorsKeepTheirStateWithoutEnoughReplicas(t *testing.T) {
 		s.withKafka = true
 		// A replica lag time of half a second: the stopped follower
 		// leaves the ISRs soon.
-		s.args = append(s.args, "-min-isr", "3", "-tick", "10ms", "-lag", "50")
+		s.args = append(s.args, "-min-isr", "3", "-tick", "10ms", "-replica-lag", "500ms")
 	})
 	const topic, groupID = "orders", "billing"
 	// OffsetCommit and OffsetFetch up to v9, which name their topics
