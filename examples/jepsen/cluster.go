@@ -172,7 +172,7 @@ func (n *Node) End(sig syscall.Signal) error {
 	if cmd == nil {
 		return nil
 	}
-	if err := cmd.Process.Signal(sig); err != nil {
+	if err := cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return fmt.Errorf("node %d: %w", n.ID, err)
 	}
 	if sig == syscall.SIGTERM {

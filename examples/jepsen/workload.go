@@ -272,63 +272,94 @@ func (w *Workload) FirstAcksAfter(t time.Time) map[int32]time.Duration {
 }
 
 // ReadBack reads every partition of topic from its log start to its high
-// watermark with a plain consumer.
-func ReadBack(ctx context.Context, c *Cluster, topic string) (reads []checker.Read, start, end map[int32]int64, err error) {
+// watermark with a plain consumer. A partition whose offsets cannot be
+// listed within timeout, or whose records do not all come, is unreadable,
+// with why.
+func ReadBack(c *Cluster, topic string, partitions int32, timeout time.Duration) (reads []checker.Read, start, end map[int32]int64, unreadable map[int32]string, err error) {
 	cl, err := c.Client()
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	starts, err := adm.ListStartOffsets(ctx, topic)
-	if err == nil {
-		err = starts.Error()
+	deadline := time.Now().Add(timeout)
+	start, end, unreadable = map[int32]int64{}, map[int32]int64{}, map[int32]string{}
+	for p := range partitions {
+		unreadable[p] = "its offsets were never listed"
 	}
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("log start offsets: %w", err)
-	}
-	ends, err := adm.ListEndOffsets(ctx, topic)
-	if err == nil {
-		err = ends.Error()
-	}
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("log end offsets: %w", err)
-	}
-	start, end = map[int32]int64{}, map[int32]int64{}
-	from := map[int32]kgo.Offset{}
-	starts.Each(func(o kadm.ListedOffset) { start[o.Partition] = o.Offset })
-	ends.Each(func(o kadm.ListedOffset) {
-		end[o.Partition] = o.Offset
-		if o.Offset > start[o.Partition] {
-			from[o.Partition] = kgo.NewOffset().At(start[o.Partition])
+	for len(start) < int(partitions) || len(end) < int(partitions) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		list(ctx, adm.ListStartOffsets, topic, start, unreadable)
+		list(ctx, adm.ListEndOffsets, topic, end, unreadable)
+		cancel()
+		if time.Now().After(deadline) {
+			break
 		}
-	})
+		time.Sleep(200 * time.Millisecond)
+	}
+	from := map[int32]kgo.Offset{}
+	for p := range partitions {
+		s, okStart := start[p]
+		e, okEnd := end[p]
+		if okStart && okEnd {
+			delete(unreadable, p)
+			if e > s {
+				from[p] = kgo.NewOffset().At(s)
+			}
+		} else {
+			delete(start, p)
+			delete(end, p)
+		}
+	}
 	if len(from) == 0 {
-		return nil, start, end, nil
+		return nil, start, end, unreadable, nil
 	}
 	rc, err := c.Client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}))
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	defer rc.Close()
+	ctx, cancel := context.WithDeadline(context.Background(), deadline.Add(timeout))
+	defer cancel()
 	next := map[int32]int64{}
-	for {
+	for ctx.Err() == nil {
 		done := true
 		for p := range from {
 			done = done && next[p] >= end[p]
 		}
 		if done {
-			return reads, start, end, nil
+			break
 		}
-		fs := rc.PollFetches(ctx)
-		if ctx.Err() != nil {
-			return reads, start, end, fmt.Errorf("reading back: at %v of %v: %w", next, end, ctx.Err())
-		}
-		fs.EachRecord(func(r *kgo.Record) {
+		rc.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
 			if r.Offset < end[r.Partition] {
 				reads = append(reads, checker.Read{Partition: r.Partition, Offset: r.Offset, Value: string(r.Value)})
 			}
 			next[r.Partition] = max(next[r.Partition], r.Offset+1)
 		})
 	}
+	for p := range from {
+		if next[p] < end[p] {
+			unreadable[p] = fmt.Sprintf("read up to offset %d of %d before the time ran out", next[p], end[p])
+		}
+	}
+	return reads, start, end, unreadable, nil
+}
+
+// list records the offsets a ListOffsets answers for the partitions it
+// answers, and why for the others.
+func list(ctx context.Context, fn func(context.Context, ...string) (kadm.ListedOffsets, error), topic string, into map[int32]int64, why map[int32]string) {
+	listed, err := fn(ctx, topic)
+	if err != nil {
+		for p := range why {
+			why[p] = "listing its offsets: " + err.Error()
+		}
+		return
+	}
+	listed.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			why[o.Partition] = "listing its offsets: " + o.Err.Error()
+		} else {
+			into[o.Partition] = o.Offset
+		}
+	})
 }

@@ -73,6 +73,10 @@ type History struct {
 	// back (LogEnd: its high watermark, the next offset).
 	LogStart, LogEnd map[int32]int64
 	Commits          []CommitObservation
+	// Unreadable names the partitions that could not be read back (no
+	// leader, a read that never reached the end), with why: what was
+	// acknowledged there is unverified, neither found nor lost.
+	Unreadable map[int32]string
 }
 
 // Kind is a kind of anomaly.
@@ -87,10 +91,11 @@ const (
 	Gap             Kind = "gap"              // offsets missing inside a partition
 	CommitBackwards Kind = "commit-backwards" // a committed offset lower than one acknowledged before
 	CommitPastEnd   Kind = "commit-past-end"  // a committed offset beyond the log end
+	Unreadable      Kind = "unreadable"       // a partition that could not be read back
 )
 
 // Kinds lists every Kind, in the order reports print them.
-var Kinds = []Kind{Lost, Duplicated, Reordered, Phantom, Gap, CommitBackwards, CommitPastEnd}
+var Kinds = []Kind{Lost, Duplicated, Reordered, Phantom, Gap, CommitBackwards, CommitPastEnd, Unreadable}
 
 // Anomaly is one thing the history shows that the rules forbid.
 type Anomaly struct {
@@ -111,7 +116,10 @@ type Result struct {
 	// Unknown is how many sends failed; UnknownFound how many of those
 	// are in the log all the same.
 	Unknown, UnknownFound int
-	Anomalies             []Anomaly
+	// Unverified is how many acknowledged sends are in unreadable
+	// partitions.
+	Unverified int
+	Anomalies  []Anomaly
 }
 
 // Count returns how many anomalies of kind k the result holds.
@@ -131,7 +139,7 @@ func (r Result) OK() bool { return len(r.Anomalies) == 0 }
 // Summary is one line of figures.
 func (r Result) Summary() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "sent %d, acknowledged %d, unknown %d (%d of them in the log)", r.Sent, r.Acknowledged, r.Unknown, r.UnknownFound)
+	fmt.Fprintf(&b, "sent %d, acknowledged %d (%d unverified), unknown %d (%d of them in the log)", r.Sent, r.Acknowledged, r.Unverified, r.Unknown, r.UnknownFound)
 	for _, k := range Kinds {
 		fmt.Fprintf(&b, ", %s %d", k, r.Count(k))
 	}
@@ -164,8 +172,15 @@ func Check(h History) Result {
 		where[rd.Value] = append(where[rd.Value], rd)
 	}
 
+	for _, p := range slices.Sorted(maps.Keys(h.Unreadable)) {
+		r.Anomalies = append(r.Anomalies, Anomaly{Kind: Unreadable, Partition: p, Offset: -1, Detail: h.Unreadable[p]})
+	}
 	for _, s := range h.Sends {
 		found := where[s.Value]
+		if _, ok := h.Unreadable[s.Partition]; ok && s.Acked && len(found) == 0 {
+			r.Unverified++
+			continue
+		}
 		if !s.Acked {
 			if len(found) > 0 {
 				r.UnknownFound++
@@ -285,6 +300,9 @@ func gaps(h History) []Anomaly {
 	slices.Sort(partitions)
 	var out []Anomaly
 	for _, p := range slices.Compact(partitions) {
+		if _, ok := h.Unreadable[p]; ok {
+			continue
+		}
 		os := offsets[p]
 		slices.Sort(os)
 		os = slices.Compact(os)

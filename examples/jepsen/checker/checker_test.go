@@ -159,6 +159,17 @@ func TestCheck(t *testing.T) {
 			nil,
 		},
 		{
+			// What could not be read back is neither found nor lost, and
+			// the run fails all the same.
+			"a partition that could not be read back",
+			func(h *History) {
+				h.Reads = h.Reads[:3]
+				delete(h.LogEnd, 1)
+				h.Unreadable = map[int32]string{1: "no leader"}
+			},
+			map[Kind]int{Unreadable: 1},
+		},
+		{
 			// A committed offset is the next offset to read: at most the
 			// log end (OffsetCommit of offset HW is "everything read").
 			"a committed offset past the log end",
@@ -187,12 +198,24 @@ func TestCheck(t *testing.T) {
 // the counts say how many failed and how many of those are in the log.
 func TestUnknownOutcomesAreNotLost(t *testing.T) {
 	r := Check(clean())
-	got := fmt.Sprintf("%d %d %d %d", r.Sent, r.Acknowledged, r.Unknown, r.UnknownFound)
-	if got != "7 5 2 1" {
-		t.Fatalf("sent, acknowledged, unknown, unknown found = %s, want 7 5 2 1", got)
+	got := fmt.Sprintf("%d %d %d %d %d", r.Sent, r.Acknowledged, r.Unknown, r.UnknownFound, r.Unverified)
+	if got != "7 5 2 1 0" {
+		t.Fatalf("sent, acknowledged, unknown, unknown found, unverified = %s, want 7 5 2 1 0", got)
 	}
 	if !r.OK() {
 		t.Fatalf("anomalies in the clean history: %v", r.Anomalies)
+	}
+}
+
+// The acknowledged sends of a partition that could not be read are
+// counted unverified, not lost.
+func TestUnreadablePartitionsAreUnverified(t *testing.T) {
+	h := clean()
+	h.Reads = h.Reads[:3]
+	h.Unreadable = map[int32]string{1: "no leader"}
+	r := Check(h)
+	if r.Unverified != 2 || r.Count(Lost) != 0 || r.Count(Unreadable) != 1 || r.OK() {
+		t.Fatalf("unverified %d, anomalies %v; want 2 unverified and one unreadable partition", r.Unverified, r.Anomalies)
 	}
 }
 
