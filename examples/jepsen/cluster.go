@@ -215,16 +215,21 @@ func (c *Cluster) Seeds() []string {
 	return out
 }
 
-// Client returns a franz-go client of the cluster. Metadata may be
-// refreshed every 100 ms: the default, 5 s, would be most of a failover.
+// Client returns a franz-go client of the cluster for the test's own
+// requests (topic creation, metadata, reading back). Metadata may be
+// refreshed every 100 ms: the default, 5 s, would be most of a wait.
 func (c *Cluster) Client(opts ...kgo.Opt) (*kgo.Client, error) {
-	return kgo.NewClient(append([]kgo.Opt{
-		kgo.SeedBrokers(c.Seeds()...),
+	return c.UserClient(append([]kgo.Opt{
 		kgo.MetadataMinAge(100 * time.Millisecond),
 		kgo.MetadataMaxAge(2 * time.Second),
 		kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }),
-		kgo.RequestTimeoutOverhead(5 * time.Second),
 	}, opts...)...)
+}
+
+// UserClient returns a franz-go client of the cluster with franz-go's
+// defaults, as a user starts one, but for opts.
+func (c *Cluster) UserClient(opts ...kgo.Opt) (*kgo.Client, error) {
+	return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.Seeds()...)}, opts...)...)
 }
 
 // Leaders returns each partition's leader and the controller, as the

@@ -26,6 +26,9 @@ var (
 	long      = flag.Bool("jepsen.long", false, "run every scenario, with longer fault windows and more faults (default: the short set, as with -short)")
 	runs      = flag.Int("jepsen.runs", 1, "run each scenario this many times")
 	scenarios = flag.String("jepsen.scenario", "", "comma-separated scenario names to run (default: the short set, or every one with -jepsen.long)")
+	window    = flag.Duration("jepsen.window", 0, "how long each fault lasts (default 4s, 15s with -jepsen.long)")
+	faults    = flag.Int("jepsen.faults", 0, "how many faults a scenario injects (default 2, 4 with -jepsen.long; kill-all and power-failure half as many)")
+	fastMeta  = flag.Bool("jepsen.fast-metadata", false, "the workload's clients refresh metadata as often as every 100 ms (franz-go's default: 5 s), as examples/cluster's own tests do")
 	keep      = flag.Bool("jepsen.keep", false, "keep each run's data directories and node logs (printed) instead of removing them")
 )
 
@@ -142,6 +145,12 @@ func runScenario(t *testing.T, sc scenario) {
 	if *long {
 		e.window, e.repeats = 15*time.Second, 4
 	}
+	if *window > 0 {
+		e.window = *window
+	}
+	if *faults > 0 {
+		e.repeats = *faults
+	}
 	if *keep {
 		dir, err := os.MkdirTemp("", "jepsen-"+sc.name)
 		if err != nil {
@@ -187,7 +196,7 @@ func runScenario(t *testing.T, sc scenario) {
 	createTopic(t, e.adm, sc.configs)
 	e.waitISR(60 * time.Second)
 
-	w, err := StartWorkload(e.c, topic, partitions, producers, rate)
+	w, err := StartWorkload(e.c, topic, partitions, producers, rate, *fastMeta)
 	if err != nil {
 		t.Fatal(err)
 	}

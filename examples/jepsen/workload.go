@@ -47,11 +47,18 @@ type ackTime struct {
 }
 
 // StartWorkload starts producers producers of rate records a second each
-// and the group member.
-func StartWorkload(c *Cluster, topic string, partitions int32, producers int, rate float64) (*Workload, error) {
+// and the group member. Their clients have franz-go's defaults but for
+// what the workload needs (acks=all, idempotence, the group's manual
+// commits), unless fastMetadata: then they refresh metadata as often as
+// every 100 ms, and follow a leader change faster than a user's client.
+func StartWorkload(c *Cluster, topic string, partitions int32, producers int, rate float64, fastMetadata bool) (*Workload, error) {
 	w := &Workload{topic: topic, partitions: partitions, stop: make(chan struct{}), errs: map[string]int{}}
+	client := c.UserClient
+	if fastMetadata {
+		client = c.Client
+	}
 	for p := range producers {
-		cl, err := c.Client(
+		cl, err := client(
 			kgo.RecordPartitioner(kgo.ManualPartitioner()),
 			kgo.RequiredAcks(kgo.AllISRAcks()),
 			kgo.MaxBufferedRecords(1<<20),
@@ -64,7 +71,7 @@ func StartWorkload(c *Cluster, topic string, partitions int32, producers int, ra
 		w.clients = append(w.clients, cl)
 		w.wg.Go(func() { w.produce(cl, p+1, rate) })
 	}
-	member, err := c.Client(
+	member, err := client(
 		kgo.ConsumerGroup(Group),
 		kgo.ConsumeTopics(topic),
 		kgo.DisableAutoCommit(),
