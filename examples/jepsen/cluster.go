@@ -64,14 +64,13 @@ type Cluster struct {
 	Nodes []*Node
 	bin   string
 	dir   string
-	args  []string
-	logf  func(format string, args ...any)
+	args  []string // flags every node gets beyond its addresses
 }
 
 // NewCluster lays out three nodes under dir: on loopback, or, with a
 // network, each in its namespace at its address there.
-func NewCluster(bin, dir string, network *Network, logf func(string, ...any), args ...string) (*Cluster, error) {
-	c := &Cluster{bin: bin, dir: dir, args: args, logf: logf}
+func NewCluster(bin, dir string, network *Network, args ...string) (*Cluster, error) {
+	c := &Cluster{bin: bin, dir: dir, args: args}
 	var addrs []string
 	if network == nil {
 		var err error

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -169,7 +170,7 @@ func runScenario(t *testing.T, sc scenario) {
 		}
 	}
 	var err error
-	e.c, err = NewCluster(nodeBin, e.dir, e.net, t.Logf)
+	e.c, err = NewCluster(nodeBin, e.dir, e.net)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,13 +266,7 @@ func report(t *testing.T, name string, e *env, w *Workload, res checker.Result) 
 		res.Count(checker.Reordered), res.Count(checker.Phantom), res.Count(checker.Gap), len(w.Commits()), res.Count(checker.CommitBackwards), res.Count(checker.CommitPastEnd),
 		len(e.faults), quantile(failovers, 0.5), quantile(failovers, 0.99), quantile(firsts, 0.5), quantile(firsts, 0.99), never)
 	errs := w.Errors()
-	keys := slices.SortedFunc(func(yield func(string) bool) {
-		for k := range errs {
-			if !yield(k) {
-				return
-			}
-		}
-	}, func(a, b string) int { return errs[b] - errs[a] })
+	keys := slices.SortedFunc(maps.Keys(errs), func(a, b string) int { return errs[b] - errs[a] })
 	for _, k := range keys[:min(5, len(keys))] {
 		t.Logf("  produce error x%d: %s", errs[k], k)
 	}
@@ -644,22 +639,25 @@ func damageFollower(e *env) {
 		damages = []Damage{FlipBaseOffset, FlipRecordBit, TruncateSealed, TruncateIndex, GarbleCheckpoint}
 	}
 	for i, d := range damages {
-		leaders, controller := e.leaders()
-		// A follower that is not the controller, of a partition whose
-		// leader is not the controller either when there is one.
+		// A follower of a partition whose leader is not the controller
+		// (when there is one), and not the controller either if the
+		// controller does not lead the partition.
+		_, controller := e.leaders()
 		p, leader := e.leaderNotController(i)
 		var f *Node
 		for _, n := range e.c.Nodes {
-			if n.ID != leader.ID && (f == nil || n.ID != controller) {
+			if n.ID != leader.ID && n.ID != controller {
 				f = n
 			}
+		}
+		if f == nil {
+			f = e.c.Nodes[slices.IndexFunc(e.c.Nodes, func(n *Node) bool { return n.ID != leader.ID })]
 		}
 		partDir := filepath.Join(f.LogDir(), fmt.Sprintf("%s-%d", topic, p))
 		waitFor(e.t, 60*time.Second, "a sealed segment in "+partDir, func() (bool, string) {
 			_, err := sealedSegment(partDir)
 			return err == nil, fmt.Sprint(err)
 		})
-		_ = leaders
 		e.inject("SIGKILL node %d, follower of partition %d, and damage it: %s", f.ID, p, d)
 		e.end(f, syscall.SIGKILL)
 		what, err := d.Apply(partDir)

@@ -5,6 +5,7 @@ package jepsen
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -253,11 +254,7 @@ func (w *Workload) Commits() []checker.CommitObservation {
 func (w *Workload) Errors() map[string]int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	out := map[string]int{}
-	for k, v := range w.errs {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(w.errs)
 }
 
 // FirstAcksAfter returns, for each partition, how long after t the first
