@@ -211,6 +211,7 @@ func runScenario(t *testing.T, sc scenario) {
 	t.Logf("scenario %s: %s", sc.name, sc.about)
 	sc.run(e)
 	time.Sleep(3 * time.Second) // produce on the healed cluster
+	stopped := time.Now()
 	w.StopWithin(35 * time.Second)
 	t.Logf("faults and healing took %v", time.Since(start).Round(time.Millisecond))
 
@@ -220,7 +221,10 @@ func runScenario(t *testing.T, sc scenario) {
 	}
 	reads, logStart, logEnd, unreadable, readErr := ReadBack(e.c, topic, partitions, 30*time.Second)
 	res := checker.Check(checker.History{Sends: w.Sends(), Reads: reads, LogStart: logStart, LogEnd: logEnd, Commits: w.Commits(), Unreadable: unreadable})
-	report(t, sc.name, e, w, res)
+	report(t, sc.name, e, w, res, stopped)
+	if len(unreadable) > 0 {
+		onDisk(t, e, w.Sends(), unreadable)
+	}
 	if agreeErr != nil {
 		t.Errorf("after healing: %v", agreeErr)
 	}
@@ -241,7 +245,7 @@ func runScenario(t *testing.T, sc scenario) {
 // failover (from the fault to the moment every partition had acknowledged
 // a record sent after it) and the first produce after the fault per
 // partition (the same, for each partition), as median and p99.
-func report(t *testing.T, name string, e *env, w *Workload, res checker.Result) {
+func report(t *testing.T, name string, e *env, w *Workload, res checker.Result, stopped time.Time) {
 	var failovers, firsts []time.Duration
 	never := 0
 	for _, f := range e.faults {
@@ -260,15 +264,59 @@ func report(t *testing.T, name string, e *env, w *Workload, res checker.Result) 
 			failovers = append(failovers, worst)
 		}
 	}
+	silences := w.LongestSilences(stopped)
+	longest, longestAt := time.Duration(0), int32(-1)
+	for p, d := range silences {
+		if d > longest {
+			longest, longestAt = d, p
+		}
+	}
 	t.Logf("RESULT %s: acknowledged %d, lost %d, unverified %d (unreadable partitions %d), duplicated %d, unknown %d (%d in the log), reordered %d, phantom %d, gaps %d; group offsets seen %d, backwards %d, past end %d; "+
-		"faults %d: failover median %v p99 %v; first produce after a fault median %v p99 %v (partitions never acknowledging again: %d)",
+		"faults %d: failover median %v p99 %v; first produce after a fault median %v p99 %v (partitions never acknowledging again: %d); "+
+		"longest time without an acknowledgement %v (partition %d)",
 		name, res.Acknowledged, res.Count(checker.Lost), res.Unverified, res.Count(checker.Unreadable), res.Count(checker.Duplicated), res.Unknown, res.UnknownFound,
 		res.Count(checker.Reordered), res.Count(checker.Phantom), res.Count(checker.Gap), len(w.Commits()), res.Count(checker.CommitBackwards), res.Count(checker.CommitPastEnd),
-		len(e.faults), quantile(failovers, 0.5), quantile(failovers, 0.99), quantile(firsts, 0.5), quantile(firsts, 0.99), never)
+		len(e.faults), quantile(failovers, 0.5), quantile(failovers, 0.99), quantile(firsts, 0.5), quantile(firsts, 0.99), never, longest.Round(time.Millisecond), longestAt)
 	errs := w.Errors()
 	keys := slices.SortedFunc(maps.Keys(errs), func(a, b string) int { return errs[b] - errs[a] })
 	for _, k := range keys[:min(5, len(keys))] {
 		t.Logf("  produce error x%d: %s", errs[k], k)
+	}
+}
+
+// onDisk stops the nodes and looks for the acknowledged records of the
+// partitions no leader served in the replicas' files: each is at its
+// offset in how many of the three replicas. What is in none was
+// acknowledged and is on no disk.
+func onDisk(t *testing.T, e *env, sends []checker.Send, unreadable map[int32]string) {
+	e.c.Close()
+	for _, p := range slices.Sorted(maps.Keys(unreadable)) {
+		var replicas []map[int64]string
+		for _, n := range e.c.Nodes {
+			r, err := ReadReplica(filepath.Join(n.LogDir(), fmt.Sprintf("%s-%d", topic, p)), topic, p)
+			if err != nil {
+				t.Logf("partition %d on node %d: %v", p, n.ID, err)
+			}
+			replicas = append(replicas, r)
+		}
+		var copies [4]int
+		for _, s := range sends {
+			if !s.Acked || s.Partition != p {
+				continue
+			}
+			n := 0
+			for _, r := range replicas {
+				if r[s.Offset] == s.Value {
+					n++
+				}
+			}
+			copies[n]++
+		}
+		t.Logf("partition %d, unreadable (%s): on disk, of its acknowledged records %d are at their offset in 3 replicas, %d in 2, %d in 1, %d in none",
+			p, unreadable[p], copies[3], copies[2], copies[1], copies[0])
+		if copies[0] > 0 {
+			t.Errorf("partition %d: %d acknowledged records are on no replica's disk at their offset", p, copies[0])
+		}
 	}
 }
 

@@ -275,6 +275,27 @@ func (w *Workload) FirstAcksAfter(t time.Time) map[int32]time.Duration {
 	return out
 }
 
+// LongestSilences returns, for each partition, the longest time between
+// two acknowledgements of its records, or between the last one and until
+// (a partition that never acknowledged again after a fault).
+func (w *Workload) LongestSilences(until time.Time) map[int32]time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	byPartition := map[int32][]time.Time{}
+	for _, a := range w.acks {
+		byPartition[a.partition] = append(byPartition[a.partition], a.acked)
+	}
+	out := map[int32]time.Duration{}
+	for p, ts := range byPartition {
+		slices.SortFunc(ts, time.Time.Compare)
+		ts = append(ts, until)
+		for i := 1; i < len(ts); i++ {
+			out[p] = max(out[p], ts[i].Sub(ts[i-1]))
+		}
+	}
+	return out
+}
+
 // ReadBack reads every partition of topic from its log start to its high
 // watermark with a plain consumer. A partition whose offsets cannot be
 // listed within timeout, or whose records do not all come, is unreadable,
