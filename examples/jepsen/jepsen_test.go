@@ -320,14 +320,15 @@ func onDisk(t *testing.T, e *env, sends []checker.Send, unreadable map[int32]str
 	}
 }
 
-// quantile returns the q-quantile of ds (nearest rank), or 0 for none.
-func quantile(ds []time.Duration, q float64) time.Duration {
+// quantile returns the q-quantile of ds (nearest rank), or "never" for
+// none (no partition, or not all of them, acknowledged again).
+func quantile(ds []time.Duration, q float64) string {
 	if len(ds) == 0 {
-		return 0
+		return "never"
 	}
 	s := slices.Sorted(slices.Values(ds))
 	i := int(float64(len(s))*q+0.999999) - 1
-	return s[max(0, min(i, len(s)-1))].Round(time.Millisecond)
+	return s[max(0, min(i, len(s)-1))].Round(time.Millisecond).String()
 }
 
 // reportNodeLogs prints how many WARN and ERROR lines each node logged,
