@@ -210,6 +210,7 @@ func runScenario(t *testing.T, sc scenario) {
 	start := time.Now()
 	t.Logf("scenario %s: %s", sc.name, sc.about)
 	sc.run(e)
+	e.waitWrites(w, 60*time.Second)
 	time.Sleep(3 * time.Second) // produce on the healed cluster
 	stopped := time.Now()
 	w.StopWithin(35 * time.Second)
@@ -425,6 +426,25 @@ func (e *env) tryWaitISR(timeout time.Duration) error {
 		time.Sleep(200 * time.Millisecond)
 	}
 	return fmt.Errorf("no full ISR in every partition within %v: %s", timeout, last)
+}
+
+// waitWrites waits until every partition has acknowledged a record sent
+// after the last fault: a cluster whose metadata looks whole may still
+// refuse every write (no leader after SIGKILL of every node).
+func (e *env) waitWrites(w *Workload, timeout time.Duration) {
+	if len(e.faults) == 0 {
+		return
+	}
+	last := e.faults[len(e.faults)-1].at
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if len(w.FirstAcksAfter(last)) == partitions {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	e.t.Errorf("within %v of healing, only partitions %v acknowledged a record sent after the last fault", timeout,
+		slices.Sorted(maps.Keys(w.FirstAcksAfter(last))))
 }
 
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
