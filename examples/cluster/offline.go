@@ -174,9 +174,7 @@ func (n *node) probeWritable() error {
 // recreateReplica replaces a failed replica by a new one over its log,
 // which tells it the partition's latest state.
 func (n *node) recreateReplica(ctx context.Context, tp controller.TopicPartition) error {
-	n.mu.Lock()
-	plog, state := n.parts[tp], n.states[tp]
-	n.mu.Unlock()
+	plog := n.partition(tp)
 	if plog == nil {
 		return nil // the topic was deleted meanwhile
 	}
@@ -187,8 +185,11 @@ func (n *node) recreateReplica(ctx context.Context, tp controller.TopicPartition
 	if err != nil {
 		return err
 	}
+	// The latest state, read once the new replica is in the driver: a
+	// state delivered while the driver had none reached no replica.
 	n.mu.Lock()
 	n.replicaLogs[tp] = rlog
+	state := n.states[tp]
 	n.mu.Unlock()
 	if state == nil {
 		return nil

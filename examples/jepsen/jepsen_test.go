@@ -549,7 +549,7 @@ func killController(e *env) {
 func pauseLeader(e *env) {
 	for i := range e.repeats {
 		p, n := e.leaderNotController(i)
-		e.inject("SIGSTOP node %d, leader of partition %d, for %v (the broker session is 1 s)", n.ID, p, e.window)
+		e.inject("SIGSTOP node %d, leader of partition %d, for %v (the broker session is 3 s)", n.ID, p, e.window)
 		e.signal(n, syscall.SIGSTOP)
 		time.Sleep(e.window)
 		e.signal(n, syscall.SIGCONT)
