@@ -240,14 +240,17 @@ func syncedTopics(dir *log.Dir, damaged map[controller.TopicPartition]*log.Damag
 	if err != nil {
 		return nil, err
 	}
+	hurt := map[string]bool{}
+	for tp := range damaged {
+		hurt[tp.Topic] = true
+	}
 	var out []string
 	for _, name := range topics {
 		cfg, err := dir.TopicConfig(name)
 		if err != nil {
 			return nil, err
 		}
-		hurt := slices.ContainsFunc(slices.Collect(maps.Keys(damaged)), func(tp controller.TopicPartition) bool { return tp.Topic == name })
-		if !hurt && (cfg.Fsync == log.FsyncAlways() || cfg.Fsync == log.FsyncPolicy{}) {
+		if !hurt[name] && (cfg.Fsync == log.FsyncAlways() || cfg.Fsync == log.FsyncPolicy{}) {
 			out = append(out, name)
 		}
 	}
