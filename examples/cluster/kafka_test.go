@@ -391,8 +391,8 @@ func TestKafkaKillLeader(t *testing.T) {
 	var failed []error
 	produced := 0
 	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
+	var wg, producing sync.WaitGroup
+	producing.Go(func() {
 		sem := make(chan struct{}, 64) // records in flight
 		for i := 0; ; i++ {
 			select {
@@ -499,6 +499,9 @@ func TestKafkaKillLeader(t *testing.T) {
 	}
 	time.Sleep(300 * time.Millisecond)
 	close(stop)
+	// Flush waits only for records already handed to Produce: the producer
+	// must have stopped first.
+	producing.Wait()
 	flushCtx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	require.NoError(t, prod.Flush(flushCtx))
