@@ -103,6 +103,10 @@ type servicePartition struct {
 	closed  bool
 	err     error // why the partition is not coordinating: not loaded, or its reload failed
 	c       *Coordinator
+	// loadedTo is where the log ended that a replicated partition's
+	// coordinator was loaded from, while its high watermark had not
+	// reached it (uncommitted); zero once it has.
+	loadedTo int64
 	// inflight are the Readys being appended, in log order, each
 	// answered once its records and those before it are durable
 	// (pipeline.go).
@@ -261,7 +265,10 @@ func (s *Service) load(sp *servicePartition) error {
 	if err := load(c, sp.p, sp.seen); err != nil {
 		return err
 	}
-	sp.c = c
+	sp.c, sp.loadedTo = c, 0
+	if s.repl != nil {
+		sp.loadedTo = c.nextOffset
+	}
 	return nil
 }
 
@@ -402,6 +409,9 @@ func (s *Service) enter(sp *servicePartition, fn func(), own chan serviceRespons
 		return ErrServiceClosed
 	case sp.err != nil:
 		return s.refusal(sp)
+	}
+	if err := s.uncommitted(sp); err != nil {
+		return err
 	}
 	sp.c.Tick(s.now())
 	fn()

@@ -42,7 +42,10 @@ type AppendBatchFunc func(partition int32, batch segment.Batch) (log.AppendResul
 // partition not loaded are answered NOT_COORDINATOR, for one being loaded
 // COORDINATOR_LOAD_IN_PROGRESS. Transactional offset commits and their
 // markers are written through ServiceOptions.AppendBatch, and refused
-// without it.
+// without it. The partitions' logs hold the high watermark the cluster
+// sets (log.Options.ExternalHighWatermark): a coordinator loaded from
+// records above it answers COORDINATOR_LOAD_IN_PROGRESS until it passes
+// them, so that nothing it serves is undone by a change of leader.
 
 // startUnloaded opens a partition without its groups: an empty,
 // unloaded coordinator stands in, so that the clock and Close find one.
@@ -101,7 +104,7 @@ func (s *Service) LoadPartition(partition int32) error {
 	sp.pmu.Lock()
 	sp.producers = loaded.producers
 	sp.pmu.Unlock()
-	sp.c, sp.err = loaded.c, nil
+	sp.c, sp.loadedTo, sp.err = loaded.c, loaded.loadedTo, nil
 	select {
 	case s.wake <- struct{}{}: // its timers
 	default:
@@ -149,6 +152,33 @@ func (s *Service) refusal(sp *servicePartition) error {
 		return sp.err
 	}
 	return fmt.Errorf("%w: offsets log %s-%d: %w", ErrNotCoordinator, s.topic, sp.p.ID(), sp.err)
+}
+
+// uncommitted refuses the requests of a replicated partition whose
+// coordinator holds records its high watermark has not passed: loaded
+// from a replica that was leader before, or again after an append that
+// reached the log but failed to commit. A new leader may not have them,
+// or a power failure take them back with every copy but this one, so
+// that what the coordinator served from them would be undone. Kafka's
+// coordinator reads at its last committed offset (CoordinatorRuntime's
+// lastCommittedOffset, which the high watermark moves); a coordinator
+// that keeps one state answers COORDINATOR_LOAD_IN_PROGRESS until they
+// are committed, as while it loads, and its clients retry. Called with
+// mu held.
+func (s *Service) uncommitted(sp *servicePartition) error {
+	if sp.loadedTo == 0 {
+		return nil
+	}
+	_, hw, _, err := sp.p.Offsets()
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: offsets log %s-%d: %w", ErrNotCoordinator, s.topic, sp.p.ID(), err)
+	case hw < sp.loadedTo:
+		return errorf(ErrCoordinatorLoadInProgress, "offsets log %s-%d: loaded up to offset %d, committed up to %d",
+			s.topic, sp.p.ID(), sp.loadedTo, hw)
+	}
+	sp.loadedTo = 0
+	return nil
 }
 
 // notLoaded reports a request refused because a replicated partition is

@@ -361,3 +361,97 @@ func TestServiceReplicatedAppendErrorsMapAsKafkas(t *testing.T) {
 		require.NoError(t, hb.Err, "%v: still a member", c.cause)
 	}
 }
+
+// A coordinator loaded from a replica holding records above its high
+// watermark (an old leader's appends that no follower copied) serves
+// nothing until they are committed: a power failure or a new leader may
+// take them back, and a commit a client saw would then go backwards.
+// Kafka's coordinator reads at its last committed offset
+// (CoordinatorRuntime: lastCommittedOffset, updated as the high watermark
+// moves); this one answers COORDINATOR_LOAD_IN_PROGRESS meanwhile. The
+// same holds after an append that reached the leader's log but failed to
+// commit (NOT_ENOUGH_REPLICAS_AFTER_APPEND): the coordinator, loaded
+// again, holds it, and serves it only once committed.
+func TestServiceReplicatedServesOnlyCommittedOffsets(t *testing.T) {
+	ctx := context.Background()
+	d, err := log.OpenDir("/data", log.DirOptions{Log: log.Options{FS: newMemDataFS(t), ExternalHighWatermark: true}, MaintenanceInterval: -1})
+	require.NoError(t, err)
+	defer d.Close()
+	var p *log.Partition // the offsets partition, once the Service made it
+	var mu sync.Mutex
+	commitAppends := true // the high watermark follows each append, as after acks=all
+	s, err := OpenService(d, ServiceOptions{
+		Partitions: 1,
+		Unloaded:   true,
+		Now:        func() time.Time { return epoch },
+		Config:     Config{Partitions: func(string) int32 { return 1 }},
+		Append: func(_ int32, recs []segment.Record) (log.AppendResult, error) {
+			res, err := p.Append(recs)
+			if err != nil {
+				return res, err
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if !commitAppends {
+				return log.AppendResult{}, fmt.Errorf("offsets log: %w", ErrNotEnoughReplicasAfterAppend)
+			}
+			_, err = p.AdvanceHighWatermark(res.LastOffset + 1)
+			return res, err
+		},
+	})
+	require.NoError(t, err)
+	defer s.Close()
+	p, err = d.Partition(OffsetsTopic, 0)
+	require.NoError(t, err)
+	commit := func(offset int64) error { return serviceCommit(ctx, s, "g", "", -1, "t", 0, offset) }
+	fetch := func() (int64, error) {
+		r, err := s.OffsetFetch(ctx, OffsetFetchRequest{GroupID: "g", Topics: []OffsetFetchTopic{{Name: "t", Partitions: []int32{0}}}})
+		if err != nil {
+			return 0, err
+		}
+		return r.Topics[0].Partitions[0].Offset, nil
+	}
+
+	require.NoError(t, s.LoadPartition(0))
+	require.NoError(t, commit(7))
+	require.NoError(t, s.UnloadPartition(0))
+
+	// The old leader's commit of 8, appended and never copied.
+	k := OffsetCommitKey{Group: "g", Topic: "t", Partition: 0}
+	r := EncodeOffsetCommit(k, OffsetCommitValue{Offset: 8, LeaderEpoch: -1, CommitTimestamp: epoch.UnixMilli(), ExpireTimestamp: -1})
+	_, err = p.Append([]segment.Record{{Timestamp: epoch.UnixMilli(), Key: r.Key, Value: r.Value}})
+	require.NoError(t, err)
+	_, hw, end, err := p.Offsets()
+	require.NoError(t, err)
+	require.Less(t, hw, end)
+
+	require.NoError(t, s.LoadPartition(0))
+	_, err = fetch()
+	require.ErrorIs(t, err, ErrCoordinatorLoadInProgress, "offset 8 is not committed: the coordinator waits")
+	require.Equal(t, ErrCoordinatorLoadInProgress.Code, Code(err))
+	require.ErrorIs(t, commit(9), ErrCoordinatorLoadInProgress, "no commit either")
+
+	// The new leader never had it: this replica follows and truncates.
+	require.NoError(t, s.UnloadPartition(0))
+	require.NoError(t, p.TruncateTo(hw))
+	require.NoError(t, s.LoadPartition(0))
+	got, err := fetch()
+	require.NoError(t, err)
+	require.Equal(t, int64(7), got, "only the committed commit was ever served")
+
+	// A commit appended but not committed is refused, and not served
+	// until the high watermark passes it.
+	mu.Lock()
+	commitAppends = false
+	mu.Unlock()
+	require.ErrorIs(t, commit(10), ErrCoordinatorNotAvailable)
+	_, err = fetch()
+	require.ErrorIs(t, err, ErrCoordinatorLoadInProgress, "offset 10 is in the log, not committed")
+	_, _, end, err = p.Offsets()
+	require.NoError(t, err)
+	_, err = p.AdvanceHighWatermark(end)
+	require.NoError(t, err)
+	got, err = fetch()
+	require.NoError(t, err)
+	require.Equal(t, int64(10), got, "committed after all: Kafka's outcome of a timed-out commit is unknown")
+}

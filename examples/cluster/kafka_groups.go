@@ -150,8 +150,7 @@ func (kc *kafkaCluster) followOffsetsLeaders(ctx context.Context, s *group.Servi
 		v := kc.current()
 		for id := range int32(offsetsPartitions) {
 			tp := controller.TopicPartition{Topic: group.OffsetsTopic, Partition: id}
-			p := v.partitions[tp]
-			leads := p != nil && p.Leader == kc.n.cfg.id && kc.n.partition(tp) != nil
+			p, leads := kc.leadsNow(v, tp)
 			epoch, was := loaded[id]
 			if was && (!leads || epoch != p.LeaderEpoch) {
 				kc.logGroups(s.UnloadPartition(id), "unloaded", id, epoch)

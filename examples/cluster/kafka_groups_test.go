@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/strandlog/strand/group"
 	"github.com/strandlog/strand/replica"
@@ -335,4 +336,71 @@ func (m *classicMember) members() (string, []string) {
 		ids = append(ids, gm.MemberID)
 	}
 	return g.State, ids
+}
+
+// A group's coordinator is the leader of its offsets partition in this
+// life of the node, never one its metadata remembers: every node is
+// killed and the coordinator's node alone restarts. Its raft log still
+// names it the partition's leader, but with no quorum it cannot register,
+// so its replica takes up no leadership (KIP-380) and it must coordinate
+// nothing: a coordinator loaded from its log would serve a commit the
+// cluster may have moved past (Kafka's coordinator loads on its replica's
+// election, GroupCoordinator.onElection). Once the others are back, the
+// commit is served again.
+func TestKafkaRestartedNodeCoordinatesOnlyWhatItsReplicaLeads(t *testing.T) {
+	s, cl := startKafkaCluster(t)
+	const topic, groupID = "orders", "billing"
+	versions := kversion.Stable() // OffsetCommit and OffsetFetch that name their topics
+	versions.SetMaxKeyVersion(kmsg.OffsetCommit.Int16(), 9)
+	versions.SetMaxKeyVersion(kmsg.OffsetFetch.Int16(), 9)
+	admin := newKgo(t, s, kgo.MaxVersions(versions))
+	createKafkaTopic(t, admin, topic, 1, 3)
+	waitISR(t, s, cl, topic, 3)
+	waitISR(t, s, cl, group.OffsetsTopic, 3)
+	coord := waitGroupCoordinator(t, s, cl, groupID)
+	m := &classicMember{t: t, broker: admin.Broker(int(coord)), group: groupID}
+	m.join(topic)
+	require.Zero(t, m.commit(topic, 1))
+
+	for _, id := range s.ids() {
+		require.NoError(t, s.signal(id, syscall.SIGKILL))
+	}
+	require.NoError(t, s.startNode(coord))
+	fetch := kmsg.NewPtrOffsetFetchRequest()
+	fetch.Groups = []kmsg.OffsetFetchRequestGroup{{Group: groupID, Topics: []kmsg.OffsetFetchRequestGroupTopic{{Topic: topic, Partitions: []int32{0}}}}}
+	answered := 0
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		resp, err := m.broker.Request(ctx, fetch)
+		cancel()
+		if err != nil {
+			continue // not listening yet
+		}
+		answered++
+		g := resp.(*kmsg.OffsetFetchResponse).Groups[0]
+		require.NotZero(t, g.ErrorCode, "node %d, restarted alone, served group %s: %+v", coord, groupID, g)
+		require.Contains(t, []int16{kerr.NotCoordinator.Code, kerr.CoordinatorNotAvailable.Code, kerr.CoordinatorLoadInProgress.Code}, g.ErrorCode,
+			"%v", kerr.ErrorForCode(g.ErrorCode))
+	}
+	require.NotZero(t, answered, "node %d answered OffsetFetch while alone", coord)
+
+	for _, id := range s.ids() {
+		if id != coord {
+			require.NoError(t, s.startNode(id))
+		}
+	}
+	waitISR(t, s, cl, group.OffsetsTopic, 3)
+	var g kmsg.OffsetFetchResponseGroup
+	waitFor(t, 30*time.Second, "the group's coordinator once the cluster is back", func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		// The partition's leader may move as the nodes register.
+		resp, err := admin.Broker(int(waitGroupCoordinator(t, s, cl, groupID))).Request(ctx, fetch)
+		if err != nil {
+			return false, err.Error()
+		}
+		g = resp.(*kmsg.OffsetFetchResponse).Groups[0]
+		return g.ErrorCode == 0, fmt.Sprint(kerr.ErrorForCode(g.ErrorCode))
+	})
+	require.EqualValues(t, 1, g.Topics[0].Partitions[0].Offset, "the acknowledged commit")
 }

@@ -25,3 +25,22 @@ func (kc *kafkaCluster) LeaderEpochStartOffset(topic string, partition, leaderEp
 	}
 	return l.leaderEpochStart(leaderEpoch)
 }
+
+// leadsNow returns the partition's state in v if this node leads it
+// there and its replica has taken that leadership up in this life. The
+// group and transaction coordinators load a partition only then, as
+// Kafka's follow their replica's becoming leader (ReplicaManager's
+// makeLeaders calls onElection), and never on metadata alone: a
+// restarted node replays records that name it leader in an epoch long
+// gone, which its replicas refuse (KIP-380) until it has registered, and
+// a coordinator loaded then would serve what its log held when it went
+// down, older than what the cluster acknowledged since, or newer and
+// about to be truncated.
+func (kc *kafkaCluster) leadsNow(v *kafkaView, tp controller.TopicPartition) (*partitionView, bool) {
+	p := v.partitions[tp]
+	if p == nil || p.Leader != kc.n.cfg.id {
+		return nil, false
+	}
+	_, ok := kc.LeaderEpochStartOffset(tp.Topic, tp.Partition, p.LeaderEpoch)
+	return p, ok
+}

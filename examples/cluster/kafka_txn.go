@@ -139,8 +139,7 @@ func (t *txnCoordinator) follow() {
 		v := t.kc.current()
 		for _, p := range t.parts {
 			tp := controller.TopicPartition{Topic: log.TransactionStateTopic, Partition: p.id}
-			pv := v.partitions[tp]
-			leads := pv != nil && pv.Leader == t.kc.n.cfg.id && t.kc.n.partition(tp) != nil
+			pv, leads := t.kc.leadsNow(v, tp)
 			epoch := int32(-1)
 			if leads {
 				epoch = pv.LeaderEpoch
