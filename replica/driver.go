@@ -255,6 +255,25 @@ func (d *Driver) RemovePartition(ctx context.Context, topic string, partition in
 	return had, err
 }
 
+// Status returns a partition's state as the loop has it now
+// (Partition.Status), or ErrUnknownPartition if the node has none. An
+// application asks it before it acts as the partition's leader, as when
+// it loads a coordinator from the partition: Kafka's coordinators follow
+// their replica's election, not the metadata alone, which a restarted
+// node may replay before its replicas take any of it up.
+func (d *Driver) Status(ctx context.Context, topic string, partition int32) (Status, error) {
+	var st Status
+	err := d.call(ctx, func() error {
+		p := d.node.Partition(topic, partition)
+		if p == nil {
+			return fmt.Errorf("%w: %s-%d", ErrUnknownPartition, topic, partition)
+		}
+		st = p.Status()
+		return nil
+	})
+	return st, err
+}
+
 // SetBrokerEpoch tells the node the broker epoch the controller
 // registered it in; see Node.SetBrokerEpoch.
 func (d *Driver) SetBrokerEpoch(ctx context.Context, epoch int64) error {

@@ -92,6 +92,17 @@ func TestDriversReplicate(t *testing.T) {
 	for _, id := range []NodeID{2, 3} {
 		require.GreaterOrEqual(t, logs[id].LogEndOffset(), int64(10), "node %d has what the HW passed", id)
 	}
+	st, err := tr.drivers[1].Status(ctx, "orders", 0)
+	require.NoError(t, err)
+	require.Equal(t, RoleLeader, st.Role)
+	require.EqualValues(t, 1, st.LeaderEpoch)
+	require.EqualValues(t, 10, st.HighWatermark, "the high watermark of what was acknowledged")
+	st, err = tr.drivers[2].Status(ctx, "orders", 0)
+	require.NoError(t, err)
+	require.Equal(t, RoleFollower, st.Role)
+	require.Equal(t, NodeID(1), st.Leader)
+	_, err = tr.drivers[2].Status(ctx, "payments", 0)
+	require.ErrorIs(t, err, ErrUnknownPartition)
 
 	for _, d := range tr.drivers {
 		d.Stop()
