@@ -1,0 +1,142 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/strandlog/strand/log"
+	"github.com/strandlog/strand/replica"
+	"github.com/strandlog/strand/replica/controller"
+)
+
+// TopicSpec is what a topic is created with.
+type TopicSpec struct {
+	// Assignment, if set, gives each partition's replicas, its preferred
+	// leader first; otherwise the controller places Partitions partitions
+	// of ReplicationFactor replicas each over the live brokers, as
+	// Kafka's AdminUtils does.
+	Assignment                    [][]replica.NodeID
+	Partitions, ReplicationFactor int32
+	// Unclean enables unclean leader election for the topic
+	// (unclean.leader.election.enable).
+	Unclean bool
+	// Configs are the topic's configs by Kafka's names.
+	Configs map[string]string
+}
+
+// CreateTopic has the active controller create a topic and returns once
+// this node's metadata holds it. A topic that exists is an error matching
+// replica.ErrTopicAlreadyExists.
+func (n *Node) CreateTopic(ctx context.Context, name string, spec TopicSpec) error {
+	if _, err := n.callController(ctx, &createTopicRequest{Name: name, TopicSpec: spec}); err != nil {
+		return fmt.Errorf("creating topic %q: %w", name, err)
+	}
+	return n.waitMetadata(ctx, func(md *Metadata) bool { return md.Topic(name) != nil })
+}
+
+// DeleteTopic has the active controller delete a topic and returns once
+// this node's metadata no longer holds it; every replica deletes its log
+// when its node applies the deletion.
+func (n *Node) DeleteTopic(ctx context.Context, name string) error {
+	if _, err := n.callController(ctx, &deleteTopicRequest{Name: name}); err != nil {
+		return fmt.Errorf("deleting topic %q: %w", name, err)
+	}
+	return n.waitMetadata(ctx, func(md *Metadata) bool { return md.Topic(name) == nil })
+}
+
+// AlterTopicConfigs changes a topic's configs as Kafka's
+// IncrementalAlterConfigs does (controller.Controller.AlterTopicConfigs),
+// or, with replace, sets exactly the configs ops name, as AlterConfigs
+// does; it returns the topic's configs after.
+func (n *Node) AlterTopicConfigs(ctx context.Context, topic string, ops []controller.ConfigOp, replace, validateOnly bool) (map[string]string, error) {
+	a, err := n.callController(ctx, &alterConfigsRequest{Topic: topic, Ops: ops, Replace: replace, ValidateOnly: validateOnly})
+	if err != nil {
+		return nil, fmt.Errorf("altering the configs of topic %q: %w", topic, err)
+	}
+	return a.Configs, nil
+}
+
+// ElectLeader has the active controller elect a partition's preferred
+// leader, or, with unclean, a replica outside the ISR if no member of it
+// is live: acknowledged records may be lost then.
+func (n *Node) ElectLeader(ctx context.Context, topic string, partition int32, unclean bool) error {
+	_, err := n.callController(ctx, &electRequest{TopicPartition: controller.TopicPartition{Topic: topic, Partition: partition}, Unclean: unclean})
+	return err
+}
+
+// Metadata returns the cluster as this node's committed metadata has it.
+// The value is shared: do not change it.
+func (n *Node) Metadata() *Metadata { return n.ctl.view.Load() }
+
+// waitMetadata waits until ok holds of this node's metadata.
+func (n *Node) waitMetadata(ctx context.Context, ok func(*Metadata) bool) error {
+	for !ok(n.Metadata()) {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(n.cfg.ControlTick / 4):
+		}
+	}
+	return nil
+}
+
+// Produce appends batch (a RecordBatch v2) to a partition this node leads
+// and waits as acks asks: for replica.AcksAll until the high watermark
+// passes it with at least min.insync.replicas in the ISR. An idempotent
+// producer's retry of a batch the partition has answers the offsets it
+// got, with Duplicate set, and appends nothing. Produces of one producer
+// may be in flight together, as Kafka's max.in.flight.requests does.
+// A node that does not lead the partition answers a
+// *replica.NotLeaderError naming the leader it knows.
+func (n *Node) Produce(ctx context.Context, topic string, partition int32, acks replica.Acks, batch []byte) (replica.ProduceResult, error) {
+	r, err := n.d.Produce(ctx, topic, partition, acks, batch)
+	if err == nil {
+		err = r.Err
+	}
+	return r, err
+}
+
+// Read reads the batches of a partition this node leads from offset, up
+// to maxBytes (at least one whole batch) and below the bound iso names:
+// the high watermark (log.ReadUncommitted) or the last stable offset
+// (log.ReadCommitted). The caller closes what it returns.
+func (n *Node) Read(ctx context.Context, topic string, partition int32, offset int64, maxBytes int, iso log.Isolation) (*log.Batches, error) {
+	if iso == log.ReadLogEnd {
+		return nil, fmt.Errorf("%w: consumers read below the high watermark, not to the log end", replica.ErrInvalidRequest)
+	}
+	p, err := n.leaderLog(ctx, topic, partition)
+	if err != nil {
+		return nil, err
+	}
+	return p.Read(offset, maxBytes, iso)
+}
+
+// Log returns this node's replica of a partition, for reads and offsets:
+// its high watermark is the cluster's, moved by replication. Writing to
+// it other than through Produce would make the replicas diverge.
+func (n *Node) Log(topic string, partition int32) (*log.Partition, error) {
+	p := n.partition(controller.TopicPartition{Topic: topic, Partition: partition})
+	if p == nil {
+		return nil, fmt.Errorf("%w: node %d has no replica of %s-%d", replica.ErrUnknownPartition, n.cfg.ID, topic, partition)
+	}
+	return p, nil
+}
+
+// leaderLog returns the log of a partition this node's replica leads.
+func (n *Node) leaderLog(ctx context.Context, topic string, partition int32) (*log.Partition, error) {
+	st, err := n.d.Status(ctx, topic, partition)
+	if err != nil {
+		return nil, err
+	}
+	if st.Role != replica.RoleLeader {
+		return nil, &replica.NotLeaderError{Leader: st.Leader, LeaderEpoch: st.LeaderEpoch}
+	}
+	return n.Log(topic, partition)
+}
+
+// Status returns the state of this node's replica of a partition, or an
+// error matching replica.ErrUnknownPartition.
+func (n *Node) Status(ctx context.Context, topic string, partition int32) (replica.Status, error) {
+	return n.d.Status(ctx, topic, partition)
+}
