@@ -157,7 +157,7 @@ func (r *createTopicRequest) decide(c *controller.Controller, rng *rand.Rand, _ 
 // deleteTopicRequest deletes a topic.
 type deleteTopicRequest struct{ Name string }
 
-func (*deleteTopicRequest) kind() requestKind    { return kindDeleteTopic }
+func (*deleteTopicRequest) kind() requestKind   { return kindDeleteTopic }
 func (r *deleteTopicRequest) encode(e *encoder) { e.string(r.Name) }
 func (r *deleteTopicRequest) decode(d *decoder) { r.Name = d.string() }
 func (r *deleteTopicRequest) decide(c *controller.Controller, _ *rand.Rand, _ *answer) error {
