@@ -138,6 +138,9 @@ func (g *MemoryMetadata) lastIndexLocked() uint64 {
 	return 0
 }
 
+// Voters implements MetadataVoters.
+func (l *MemoryMetadataLog) Voters() []replica.NodeID { return slices.Clone(l.group.voters) }
+
 // Updates implements MetadataLog.
 func (l *MemoryMetadataLog) Updates() <-chan MetadataUpdate { return l.feed.out }
 

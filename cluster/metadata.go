@@ -46,6 +46,12 @@ type MetadataLeaderTransferer interface {
 	TransferLeadership()
 }
 
+// MetadataVoters is a MetadataLog that tells its voters: a Node sizes
+// its internal topics' replication factor by them.
+type MetadataVoters interface {
+	Voters() []replica.NodeID
+}
+
 // MetadataUpdate is one step of a MetadataLog's feed.
 type MetadataUpdate struct {
 	// Snapshot, if not nil, replaces the state: the entries up to its

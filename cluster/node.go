@@ -86,6 +86,22 @@ type Config struct {
 	// snapshots handed to the metadata log; default 1000; negative: never.
 	SnapshotEntries int
 
+	// Groups configures the node's group coordinator (session and
+	// rebalance timeouts, offset retention, ...); its Topic, Partitions,
+	// Unloaded, Append and AppendBatch are the node's own.
+	Groups group.ServiceOptions
+	// OffsetsPartitions is the partition count of the offsets topic
+	// (offsets.topic.num.partitions), the same on every node; default 6,
+	// where Kafka's is 50: each partition costs its replicas' fetches even
+	// when idle.
+	OffsetsPartitions int32
+	// InternalReplicationFactor is the replication factor of the offsets
+	// and transaction state topics (offsets.topic.replication.factor);
+	// default 3, or the number of voters a MetadataLog with fewer names
+	// (MetadataVoters). The controller creates them once that many brokers
+	// are live.
+	InternalReplicationFactor int32
+
 	// TopicConfig maps a topic's configs by Kafka name onto its replicas'
 	// log.TopicConfig, from base (the node's defaults for the topic);
 	// default: base, with only min.insync.replicas read (by the node).
@@ -151,6 +167,19 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.SnapshotEntries == 0 {
 		cfg.SnapshotEntries = 1000
 	}
+	if cfg.OffsetsPartitions < 0 || cfg.InternalReplicationFactor < 0 {
+		return cfg, fmt.Errorf("%w: OffsetsPartitions %d and InternalReplicationFactor %d must not be negative",
+			ErrInvalidConfig, cfg.OffsetsPartitions, cfg.InternalReplicationFactor)
+	}
+	if cfg.OffsetsPartitions == 0 {
+		cfg.OffsetsPartitions = 6
+	}
+	if cfg.InternalReplicationFactor == 0 {
+		cfg.InternalReplicationFactor = 3
+		if v, ok := cfg.Metadata.(MetadataVoters); ok {
+			cfg.InternalReplicationFactor = int32(min(3, max(len(v.Voters()), 1)))
+		}
+	}
 	if cfg.TopicConfig == nil {
 		cfg.TopicConfig = func(base log.TopicConfig, _ map[string]string) (log.TopicConfig, error) { return base, nil }
 	}
@@ -176,7 +205,12 @@ type Node struct {
 	dir  *log.Dir
 	d    *replica.Driver
 	ctl  *control
-	stop context.CancelFunc
+	// groups is the group coordinator; stopCoordinators stops its
+	// following of the offsets partitions' leaders.
+	groups           *group.Service
+	stopCoordinators context.CancelFunc
+	coordinators     sync.WaitGroup
+	stop             context.CancelFunc
 	wg   sync.WaitGroup
 	// beats stops the heartbeat loop before the controlled shutdown.
 	beats     context.CancelFunc
@@ -279,6 +313,10 @@ func New(cfg Config) (*Node, error) {
 		dir.Close()
 		return nil, err
 	}
+	if n.groups, err = n.openGroups(); err != nil {
+		dir.Close()
+		return nil, err
+	}
 	ctx, stop := context.WithCancel(context.Background())
 	n.stop = stop
 	n.wg.Go(func() {
@@ -293,6 +331,9 @@ func New(cfg Config) (*Node, error) {
 	})
 	n.wg.Go(func() { n.applyMetadata(ctx) })
 	n.wg.Go(func() { n.recoverReplicas(ctx) })
+	coordinators, stopCoordinators := context.WithCancel(ctx)
+	n.stopCoordinators = stopCoordinators
+	n.coordinators.Go(func() { n.followOffsetsLeaders(coordinators) })
 	beats, stopBeats := context.WithCancel(ctx)
 	n.beats, n.beatsDone = stopBeats, make(chan struct{})
 	go func() { defer close(n.beatsDone); n.heartbeats(beats) }()
@@ -739,9 +780,10 @@ func (n *Node) Close() error {
 		n.beats()
 		<-n.beatsDone
 		n.controlledShutdown()
+		err := n.closeCoordinators()
 		n.stop()
 		n.wg.Wait()
-		err := n.dir.Close()
+		err = errors.Join(err, n.dir.Close())
 		if err == nil {
 			// Everything the node acknowledged is on disk and its logs are
 			// closed: the next incarnation registers clean (KIP-966).
@@ -750,6 +792,14 @@ func (n *Node) Close() error {
 		n.closeErr = err
 	})
 	return n.closeErr
+}
+
+// closeCoordinators stops the coordinators while the replicas they write
+// through still run.
+func (n *Node) closeCoordinators() error {
+	n.stopCoordinators()
+	n.coordinators.Wait()
+	return n.groups.Close()
 }
 
 // controlledShutdown asks the controller to move leadership away from the

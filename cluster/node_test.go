@@ -107,6 +107,7 @@ func (c *testCluster) kill(id replica.NodeID) {
 	c.net.Detach(id)
 	n.beats()
 	<-n.beatsDone
+	n.closeCoordinators()
 	n.stop()
 	n.wg.Wait()
 	n.dir.Close()
