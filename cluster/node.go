@@ -200,18 +200,18 @@ const (
 // when its metadata log leads; and its registration with the controller,
 // renewed by heartbeats. Its goroutines run from New until Close.
 type Node struct {
-	cfg  Config
-	log  *slog.Logger
-	dir  *log.Dir
-	d    *replica.Driver
-	ctl  *control
+	cfg Config
+	log *slog.Logger
+	dir *log.Dir
+	d   *replica.Driver
+	ctl *control
 	// groups is the group coordinator; stopCoordinators stops its
 	// following of the offsets partitions' leaders.
 	groups           *group.Service
 	stopCoordinators context.CancelFunc
 	coordinators     sync.WaitGroup
 	stop             context.CancelFunc
-	wg   sync.WaitGroup
+	wg               sync.WaitGroup
 	// beats stops the heartbeat loop before the controlled shutdown.
 	beats     context.CancelFunc
 	beatsDone chan struct{}
