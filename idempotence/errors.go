@@ -66,6 +66,12 @@ var (
 	// ErrInvalidRequest: a malformed request, such as an empty
 	// transactional id.
 	ErrInvalidRequest = &Error{42, "INVALID_REQUEST"}
+	// ErrNotCoordinator: a transactional id's state partition is not
+	// loaded on this node (TxnRuntime).
+	ErrNotCoordinator = &Error{16, "NOT_COORDINATOR"}
+	// ErrCoordinatorLoadInProgress: a transactional id's state partition
+	// is being loaded (TxnRuntime.Follow).
+	ErrCoordinatorLoadInProgress = &Error{14, "COORDINATOR_LOAD_IN_PROGRESS"}
 )
 
 // ErrCorruptSnapshot means a producer-state snapshot file cannot be read:

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"time"
 
@@ -54,11 +53,11 @@ type dirTxns struct {
 // wrap the idempotence error Kafka answers with, and a refused request
 // appends nothing. Transactions is safe for concurrent use.
 type Transactions struct {
-	d *Dir
-	p *Partition // partition 0 of TransactionStateTopic
+	d  *Dir
+	p  *Partition // partition 0 of TransactionStateTopic
+	rt *idempotence.TxnRuntime
 
 	mu sync.Mutex
-	c  *idempotence.Coordinator
 	// committers write the markers of their topics' partitions (see
 	// TxnOffsetCommitter).
 	committers map[string]TxnOffsetCommitter
@@ -115,18 +114,25 @@ func (d *Dir) transactions(create bool) (*Transactions, error) {
 	case err != nil:
 		return nil, fmt.Errorf("log: transaction coordinator: %w", err)
 	}
-	c, err := idempotence.NewCoordinator(idempotence.CoordinatorOptions{AllocateProducerID: d.newProducerID})
+	t := &Transactions{d: d, p: p, committers: map[string]TxnOffsetCommitter{}}
+	now := time.Now
+	if d.opts.Log.Now != nil {
+		now = d.opts.Log.Now
+	}
+	t.rt, err = idempotence.NewTxnRuntime(idempotence.TxnRuntimeOptions{
+		Host: t, Coordinator: idempotence.CoordinatorOptions{AllocateProducerID: d.newProducerID}, Now: now,
+		OnError: func(err error) {
+			d.opts.Logger.Error("strand: writing transaction markers failed", "dir", d.path, "err", err)
+		},
+	})
 	if err != nil {
 		return nil, err
 	}
-	t := &Transactions{d: d, p: p, c: c, committers: map[string]TxnOffsetCommitter{}}
-	if err := t.replay(); err != nil {
-		return nil, err
+	// The Dir's one state partition is always its own to coordinate.
+	if err := t.rt.Follow(0, 0); err != nil {
+		return nil, fmt.Errorf("log: transaction coordinator: %w", err)
 	}
-	t.mu.Lock()
-	err = t.resendLocked()
-	t.mu.Unlock()
-	if err != nil {
+	if err := t.rt.Flush(); err != nil {
 		// The decision is durable; the markers are written again at the
 		// next tick.
 		d.opts.Logger.Error("strand: writing transaction markers failed", "dir", d.path, "err", err)
@@ -145,26 +151,65 @@ func (d *Dir) transactions(create bool) (*Transactions, error) {
 	return t, nil
 }
 
-// replay rebuilds the coordinator from TransactionStateTopic. Compaction
-// keeps at least the newest record of each transactional id, which is its
-// state: replaying what it kept gives the state replaying everything
-// would.
-func (t *Transactions) replay() error {
-	start, _, _, err := t.p.Offsets()
+// ReadTxns replays TransactionStateTopic (idempotence.TxnHost).
+// Compaction keeps at least the newest record of each transactional id,
+// which is its state: replaying what it kept gives the state replaying
+// everything would.
+func (t *Transactions) ReadTxns(_ int32, fn func(idempotence.TxnRecord)) error {
+	return ReadTxnRecords(t.p, fn)
+}
+
+// ReadTxnRecords calls fn with every transaction state record of p, a
+// partition of TransactionStateTopic, from its log start to its end.
+func ReadTxnRecords(p *Partition, fn func(idempotence.TxnRecord)) error {
+	start, _, _, err := p.Offsets()
 	if err != nil {
-		return fmt.Errorf("log: transaction coordinator: %w", err)
+		return err
 	}
-	for r, err := range t.p.Records(start, ReadLogEnd) {
+	for r, err := range p.Records(start, ReadLogEnd) {
 		if err != nil {
-			return fmt.Errorf("log: transaction coordinator: replaying %s: %w", TransactionStateTopic, err)
+			return fmt.Errorf("replaying %s-%d: %w", p.Topic(), p.ID(), err)
 		}
 		rec, err := idempotence.UnmarshalTxnRecord(r.Key, r.Value)
 		if err != nil {
-			return fmt.Errorf("log: transaction coordinator: %s offset %d: %w", TransactionStateTopic, r.Offset, err)
+			return fmt.Errorf("%s-%d offset %d: %w", p.Topic(), p.ID(), r.Offset, err)
 		}
-		t.c.Replay(rec)
+		fn(rec)
 	}
 	return nil
+}
+
+// PersistTxn appends rec to TransactionStateTopic, durably
+// (idempotence.TxnHost).
+func (t *Transactions) PersistTxn(_ context.Context, _ int32, rec idempotence.TxnRecord) error {
+	key, value := idempotence.MarshalTxnRecord(rec)
+	_, err := t.p.Append([]Record{{Key: key, Value: value}})
+	return err
+}
+
+// WriteMarker appends a transaction's marker to its partition, or has
+// the committer of its topic write it (idempotence.TxnHost).
+func (t *Transactions) WriteMarker(ctx context.Context, m idempotence.MarkerRequest) error {
+	b, err := idempotence.AppendMarkerBatch(nil, m.ProducerID, m.ProducerEpoch,
+		idempotence.Marker{Type: m.Type, CoordinatorEpoch: m.CoordinatorEpoch}, t.nowMs())
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	c := t.committers[m.Partition.Topic]
+	t.mu.Unlock()
+	if c != nil {
+		return c.WriteTxnMarker(ctx, m.Partition.Topic, m.Partition.Partition, segment.Batch(b))
+	}
+	p, err := t.d.Partition(m.Partition.Topic, m.Partition.Partition)
+	if errors.Is(err, ErrUnknownTopic) || errors.Is(err, ErrUnknownPartition) {
+		return nil // deleted since: nothing left to mark
+	}
+	if err != nil {
+		return err
+	}
+	_, err = p.AppendMarker(segment.Batch(b))
+	return err
 }
 
 func (t *Transactions) tickEvery() {
@@ -193,144 +238,10 @@ func (t *Transactions) nowMs() int64 {
 // tick carries out the transitions the clock makes due, then writes the
 // markers that could not be written before.
 func (t *Transactions) tick() error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	recs, err := t.c.Tick(t.nowMs())
-	errs := []error{err}
-	for i, rec := range recs {
-		if _, err := t.completeLocked(rec); err != nil {
-			errs = append(errs, err)
-			for _, r := range recs[i+1:] {
-				errs = append(errs, t.c.Abandon(r.TransactionalID))
-			}
-			break
-		}
-	}
-	return errors.Join(append(errs, t.resendLocked())...)
-}
-
-// persistLocked appends rec to TransactionStateTopic, durably.
-func (t *Transactions) persistLocked(rec *idempotence.TxnRecord) error {
-	key, value := idempotence.MarshalTxnRecord(*rec)
-	_, err := t.p.Append([]Record{{Key: key, Value: value}})
-	return err
-}
-
-// completeLocked persists rec, the pending transition of its transactional
-// id, makes it take effect and carries out what follows: after a
-// PrepareCommit or PrepareAbort, the markers and then the record that
-// completes the transaction. durable reports whether rec took effect; if
-// not, it is abandoned and the state is as before. An error after rec is
-// durable is a marker that could not be written: the transaction stays
-// completing and tick writes its markers again.
-func (t *Transactions) completeLocked(rec *idempotence.TxnRecord) (durable bool, err error) {
-	if err := t.persistLocked(rec); err != nil {
-		return false, errors.Join(fmt.Errorf("log: transaction coordinator: persisting %q %v: %w", rec.TransactionalID, rec.State, err),
-			t.c.Abandon(rec.TransactionalID))
-	}
-	f, err := t.c.Complete(*rec)
-	for err == nil {
-		next := f.Next
-		if len(f.Markers) > 0 {
-			next, err = t.writeMarkersLocked(f.Markers)
-		}
-		if err != nil || next == nil {
-			break
-		}
-		if err = t.persistLocked(next); err != nil {
-			err = errors.Join(fmt.Errorf("log: transaction coordinator: persisting %q %v: %w", next.TransactionalID, next.State, err),
-				t.c.Abandon(next.TransactionalID))
-			break
-		}
-		f, err = t.c.Complete(*next)
-	}
-	return true, err
-}
-
-// writeMarkersLocked writes the markers of one transaction and returns the
-// record that completes it once the last is written.
-func (t *Transactions) writeMarkersLocked(ms []idempotence.MarkerRequest) (*idempotence.TxnRecord, error) {
-	now := t.nowMs()
-	for _, m := range ms {
-		if err := t.writeMarker(m, now); err != nil {
-			return nil, fmt.Errorf("log: transaction coordinator: %v marker of %q on %s-%d: %w",
-				m.Type, m.TransactionalID, m.Partition.Topic, m.Partition.Partition, err)
-		}
-		next, err := t.c.MarkerWritten(m.TransactionalID, m.Partition, now)
-		if err != nil || next != nil {
-			return next, err
-		}
-	}
-	return nil, nil
-}
-
-func (t *Transactions) writeMarker(m idempotence.MarkerRequest, nowMs int64) error {
-	b, err := idempotence.AppendMarkerBatch(nil, m.ProducerID, m.ProducerEpoch,
-		idempotence.Marker{Type: m.Type, CoordinatorEpoch: m.CoordinatorEpoch}, nowMs)
-	if err != nil {
-		return err
-	}
-	if c := t.committers[m.Partition.Topic]; c != nil {
-		return c.WriteTxnMarker(context.Background(), m.Partition.Topic, m.Partition.Partition, segment.Batch(b))
-	}
-	p, err := t.d.Partition(m.Partition.Topic, m.Partition.Partition)
-	if errors.Is(err, ErrUnknownTopic) || errors.Is(err, ErrUnknownPartition) {
-		return nil // deleted since: nothing left to mark
-	}
-	if err != nil {
-		return err
-	}
-	_, err = p.AppendMarker(segment.Batch(b))
-	return err
-}
-
-// resendLocked writes the markers of every completing transaction, one
-// transaction after another.
-func (t *Transactions) resendLocked() error {
-	var errs []error
-	ms := t.c.Markers() // sorted by transactional id
-	for len(ms) > 0 {
-		n := 1
-		for n < len(ms) && ms[n].TransactionalID == ms[0].TransactionalID {
-			n++
-		}
-		next, err := t.writeMarkersLocked(ms[:n])
-		if err == nil && next != nil {
-			_, err = t.completeLocked(next)
-		}
-		errs = append(errs, err)
-		ms = ms[n:]
-	}
-	return errors.Join(errs...)
-}
-
-// runLocked carries out a request's step: its record, if any, is persisted
-// and takes effect. A failure of the markers that follow is logged, not
-// returned: the transition is made and its markers are written again.
-func (t *Transactions) runLocked(s idempotence.Step) error {
-	if s.Record == nil {
-		return nil
-	}
-	durable, err := t.completeLocked(s.Record)
-	if !durable {
-		return err
-	}
-	if err != nil {
-		t.d.opts.Logger.Error("strand: writing transaction markers failed", "dir", t.d.path, "err", err)
+	if err := t.rt.Tick(); err != nil {
+		return fmt.Errorf("log: transaction coordinator: %w", err)
 	}
 	return nil
-}
-
-// retryLocked makes request, and makes it again after writing the markers
-// still to write if it found its transactional id completing
-// (CONCURRENT_TRANSACTIONS): markers whose write failed are written again
-// as soon as they are waited for, not at the next tick only.
-func (t *Transactions) retryLocked(request func() (idempotence.Step, error)) (idempotence.Step, error) {
-	s, err := request()
-	if errors.Is(err, idempotence.ErrConcurrentTransactions) && t.resendLocked() == nil {
-		s, err = request()
-	}
-	return s, err
 }
 
 // InitProducerID gives transactional id txnID a producer id and epoch
@@ -340,7 +251,11 @@ func (t *Transactions) retryLocked(request func() (idempotence.Step, error)) (id
 // transactions may stay open (Kafka's transaction.timeout.ms), at most
 // idempotence.DefaultMaxTransactionTimeout.
 func (t *Transactions) InitProducerID(txnID string, timeout time.Duration) (idempotence.ProducerIDAndEpoch, error) {
-	return t.initProducerID(txnID, timeout, nil)
+	pe, err := t.rt.InitProducerID(txnID, timeout)
+	if err != nil {
+		return pe, fmt.Errorf("log: InitProducerId: %w", err)
+	}
+	return pe, nil
 }
 
 // ReinitProducerID is InitProducerID for a producer that has a producer id
@@ -349,35 +264,11 @@ func (t *Transactions) InitProducerID(txnID string, timeout time.Duration) (idem
 // its epoch, or at the epoch before if this repeats a call whose answer
 // was lost, so that a producer fenced since cannot take txnID back.
 func (t *Transactions) ReinitProducerID(txnID string, timeout time.Duration, current idempotence.ProducerIDAndEpoch) (idempotence.ProducerIDAndEpoch, error) {
-	return t.initProducerID(txnID, timeout, &current)
-}
-
-func (t *Transactions) initProducerID(txnID string, timeout time.Duration, expected *idempotence.ProducerIDAndEpoch) (idempotence.ProducerIDAndEpoch, error) {
-	ms := timeout.Milliseconds()
-	if ms > math.MaxInt32 {
-		ms = -1 // refused by the coordinator as out of range
+	pe, err := t.rt.ReinitProducerID(txnID, timeout, current)
+	if err != nil {
+		return pe, fmt.Errorf("log: InitProducerId: %w", err)
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	// The abort of an open transaction completes here, markers included,
-	// so the request repeated after CONCURRENT_TRANSACTIONS succeeds
-	// unless its markers could not be written.
-	for range 2 {
-		s, err := t.retryLocked(func() (idempotence.Step, error) {
-			return t.c.InitProducerID(txnID, int32(ms), expected, t.nowMs())
-		})
-		if err != nil {
-			return idempotence.ProducerIDAndEpoch{}, fmt.Errorf("log: InitProducerId: %w", err)
-		}
-		if err := t.runLocked(s); err != nil {
-			return idempotence.ProducerIDAndEpoch{}, err
-		}
-		if s.Err == nil {
-			return idempotence.ProducerIDAndEpoch{ProducerID: s.ProducerID, Epoch: s.ProducerEpoch}, nil
-		}
-	}
-	return idempotence.ProducerIDAndEpoch{}, fmt.Errorf("log: InitProducerId: %w: the open transaction of %q is still being aborted",
-		idempotence.ErrConcurrentTransactions, txnID)
+	return pe, nil
 }
 
 // AddPartitions adds partitions to the transaction of producer, which has
@@ -391,15 +282,10 @@ func (t *Transactions) AddPartitions(txnID string, producer idempotence.Producer
 			return fmt.Errorf("log: AddPartitionsToTxn: %w", err)
 		}
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	s, err := t.retryLocked(func() (idempotence.Step, error) {
-		return t.c.AddPartitions(txnID, producer.ProducerID, producer.Epoch, partitions, t.nowMs())
-	})
-	if err != nil {
+	if err := t.rt.AddPartitions(txnID, producer, partitions...); err != nil {
 		return fmt.Errorf("log: AddPartitionsToTxn: %w", err)
 	}
-	return t.runLocked(s)
+	return nil
 }
 
 // EndTxn commits or aborts the transaction of producer, which has
@@ -413,18 +299,11 @@ func (t *Transactions) AddPartitions(txnID string, producer idempotence.Producer
 // unknown transactional id or a producer id that is not its own,
 // ErrInvalidProducerIDMapping.
 func (t *Transactions) EndTxn(txnID string, producer idempotence.ProducerIDAndEpoch, commit bool) (idempotence.ProducerIDAndEpoch, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	s, err := t.retryLocked(func() (idempotence.Step, error) {
-		return t.c.EndTxn(txnID, producer.ProducerID, producer.Epoch, commit, t.nowMs())
-	})
-	if err == nil {
-		err = t.runLocked(s)
-	}
+	pe, err := t.rt.EndTxn(txnID, producer, commit)
 	if err != nil {
-		return idempotence.ProducerIDAndEpoch{}, fmt.Errorf("log: EndTxn: %w", err)
+		return pe, fmt.Errorf("log: EndTxn: %w", err)
 	}
-	return idempotence.ProducerIDAndEpoch{ProducerID: s.ProducerID, Epoch: s.ProducerEpoch}, nil
+	return pe, nil
 }
 
 // AppendBatch appends a producer's batch to p as a partition leader of
@@ -448,17 +327,13 @@ func (t *Transactions) AppendBatch(txnID string, p *Partition, b segment.Batch) 
 // Describe returns the durable state of transactional id txnID (Kafka's
 // DescribeTransactions).
 func (t *Transactions) Describe(txnID string) (idempotence.TxnRecord, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.c.Transaction(txnID)
+	return t.rt.Describe(txnID)
 }
 
 // List returns the durable state of every transactional id, by id (Kafka's
 // ListTransactions).
 func (t *Transactions) List() []idempotence.TxnRecord {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.c.Transactions()
+	return t.rt.List()
 }
 
 // RouteMarkers sends the markers of topic's partitions through c from now

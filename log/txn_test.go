@@ -394,9 +394,7 @@ func TestTxnReopenReplaysCoordinator(t *testing.T) {
 	produceTxn(t, open, "o", a1)
 
 	tx, _ := d.Transactions()
-	tx.mu.Lock()
-	live := tx.c.Transactions()
-	tx.mu.Unlock()
+	live := tx.List()
 	require.Len(t, live, 5)
 
 	crashed := fs.Crash(vfs.CrashConfig{})
@@ -405,8 +403,11 @@ func TestTxnReopenReplaysCoordinator(t *testing.T) {
 	defer d2.Close()
 	tx2, err := d2.Transactions()
 	require.NoError(t, err)
-	require.Equal(t, live, tx2.c.Transactions())
-	require.Empty(t, tx2.c.Markers())
+	require.Equal(t, live, tx2.List())
+	for _, rec := range tx2.List() {
+		require.NotContains(t, []idempotence.TxnState{idempotence.TxnPrepareCommit, idempotence.TxnPrepareAbort}, rec.State,
+			"%q has markers to write after the restart", rec.TransactionalID)
+	}
 
 	// The open transaction is still open after the restart, and times out.
 	require.Empty(t, values(t, d2, "a", 1, ReadCommitted))
