@@ -55,10 +55,7 @@ func (n *Node) openGroups() (*group.Service, error) {
 func (n *Node) appendCoordinator(topic string, partition int32, batch []byte) (log.AppendResult, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.RequestTimeout)
 	defer cancel()
-	r, err := n.d.ProduceAsCoordinator(ctx, topic, partition, replica.AcksAll, batch)
-	if err == nil {
-		err = r.Err
-	}
+	r, err := n.produceCoordinator(ctx, topic, partition, batch)
 	if err != nil {
 		code := replica.CodeOf(err)
 		switch {
@@ -70,6 +67,16 @@ func (n *Node) appendCoordinator(topic string, partition int32, batch []byte) (l
 		return log.AppendResult{}, fmt.Errorf("%w: %w", &group.Error{Code: int16(code), Name: err.Error()}, err)
 	}
 	return log.AppendResult{BaseOffset: r.BaseOffset, LastOffset: r.LastOffset}, nil
+}
+
+// produceCoordinator appends a coordinator's batch to a partition this
+// node leads, acks=all, and returns once it is committed.
+func (n *Node) produceCoordinator(ctx context.Context, topic string, partition int32, batch []byte) (replica.ProduceResult, error) {
+	r, err := n.d.ProduceAsCoordinator(ctx, topic, partition, replica.AcksAll, batch)
+	if err == nil {
+		err = r.Err
+	}
+	return r, err
 }
 
 // Groups returns the node's group coordinator. It answers the groups

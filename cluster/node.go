@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/group"
+	"github.com/strandlog/strand/idempotence"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/replica"
 	"github.com/strandlog/strand/replica/controller"
@@ -102,6 +103,15 @@ type Config struct {
 	// are live.
 	InternalReplicationFactor int32
 
+	// Transactions configures the transaction coordinator's transactional
+	// ids (their timeouts and expiry); its AllocateProducerID and
+	// CoordinatorEpoch are the node's own.
+	Transactions idempotence.CoordinatorOptions
+	// TransactionPartitions is the partition count of the transaction
+	// state topic (transaction.state.log.num.partitions), the same on
+	// every node; default 3, where Kafka's is 50.
+	TransactionPartitions int32
+
 	// TopicConfig maps a topic's configs by Kafka name onto its replicas'
 	// log.TopicConfig, from base (the node's defaults for the topic);
 	// default: base, with only min.insync.replicas read (by the node).
@@ -167,9 +177,12 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.SnapshotEntries == 0 {
 		cfg.SnapshotEntries = 1000
 	}
-	if cfg.OffsetsPartitions < 0 || cfg.InternalReplicationFactor < 0 {
-		return cfg, fmt.Errorf("%w: OffsetsPartitions %d and InternalReplicationFactor %d must not be negative",
-			ErrInvalidConfig, cfg.OffsetsPartitions, cfg.InternalReplicationFactor)
+	if cfg.OffsetsPartitions < 0 || cfg.TransactionPartitions < 0 || cfg.InternalReplicationFactor < 0 {
+		return cfg, fmt.Errorf("%w: OffsetsPartitions %d, TransactionPartitions %d and InternalReplicationFactor %d must not be negative",
+			ErrInvalidConfig, cfg.OffsetsPartitions, cfg.TransactionPartitions, cfg.InternalReplicationFactor)
+	}
+	if cfg.TransactionPartitions == 0 {
+		cfg.TransactionPartitions = 3
 	}
 	if cfg.OffsetsPartitions == 0 {
 		cfg.OffsetsPartitions = 6
@@ -205,9 +218,10 @@ type Node struct {
 	dir *log.Dir
 	d   *replica.Driver
 	ctl *control
-	// groups is the group coordinator; stopCoordinators stops its
-	// following of the offsets partitions' leaders.
+	// groups and txns are the group and transaction coordinators;
+	// stopCoordinators stops their following of their partitions' leaders.
 	groups           *group.Service
+	txns             *idempotence.TxnRuntime
 	stopCoordinators context.CancelFunc
 	coordinators     sync.WaitGroup
 	stop             context.CancelFunc
@@ -317,6 +331,11 @@ func New(cfg Config) (*Node, error) {
 		dir.Close()
 		return nil, err
 	}
+	if n.txns, err = n.openTxns(); err != nil {
+		n.groups.Close()
+		dir.Close()
+		return nil, err
+	}
 	ctx, stop := context.WithCancel(context.Background())
 	n.stop = stop
 	n.wg.Go(func() {
@@ -334,6 +353,8 @@ func New(cfg Config) (*Node, error) {
 	coordinators, stopCoordinators := context.WithCancel(ctx)
 	n.stopCoordinators = stopCoordinators
 	n.coordinators.Go(func() { n.followOffsetsLeaders(coordinators) })
+	n.coordinators.Go(func() { n.followTxnLeaders(coordinators) })
+	n.coordinators.Go(func() { n.tickTxns(coordinators) })
 	beats, stopBeats := context.WithCancel(ctx)
 	n.beats, n.beatsDone = stopBeats, make(chan struct{})
 	go func() { defer close(n.beatsDone); n.heartbeats(beats) }()
@@ -426,13 +447,21 @@ func (n *Node) alterPartition(ctx context.Context, m *replica.AlterPartition) er
 	})
 }
 
-// Serve answers a request another node's Transport.Call carried.
+// Serve answers a request another node's Transport.Call carried; its
+// answer is bytes for the Transport to carry back. Only bytes that do not
+// decode are an error: a request refused is an answer too.
 func (n *Node) Serve(ctx context.Context, req []byte) ([]byte, error) {
 	r, err := decodeRequest(req)
 	if err != nil {
 		return nil, err
 	}
-	a, err := n.decide(ctx, r)
+	a := &answer{}
+	switch r := r.(type) {
+	case controllerRequest:
+		a, err = n.decide(ctx, r)
+	case nodeRequest:
+		err = r.serve(ctx, n)
+	}
 	return encodeAnswer(a, err), nil
 }
 
@@ -487,10 +516,19 @@ func (n *Node) callControllerOnce(ctx context.Context, r controllerRequest) (*an
 	case n.cfg.ID:
 		return n.decide(ctx, r)
 	}
+	a, err := n.call(ctx, to, r)
+	if errors.Is(err, ErrUnreachable) {
+		// The controller's node is down or cut off: another takes over.
+		return nil, fmt.Errorf("%w: %w", replica.ErrNotController, err)
+	}
+	return a, err
+}
+
+// call sends r to another node and returns its answer.
+func (n *Node) call(ctx context.Context, to replica.NodeID, r request) (*answer, error) {
 	b, err := n.cfg.Transport.Call(ctx, to, encodeRequest(r))
 	if err != nil {
-		// The controller's node is down or cut off: another takes over.
-		return nil, fmt.Errorf("%w: calling node %d: %w", replica.ErrNotController, to, err)
+		return nil, fmt.Errorf("%w: calling node %d: %w", ErrUnreachable, to, err)
 	}
 	return decodeAnswer(b)
 }
@@ -798,6 +836,7 @@ func (n *Node) Close() error {
 // through still run.
 func (n *Node) closeCoordinators() error {
 	n.stopCoordinators()
+	n.txns.Close()
 	n.coordinators.Wait()
 	return n.groups.Close()
 }

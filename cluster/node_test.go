@@ -138,6 +138,16 @@ func (c *testCluster) any() *Node {
 	return nil
 }
 
+// leaderOf returns the live node the metadata names the partition's
+// leader, or nil.
+func (c *testCluster) leaderOf(topic string, partition int32) *Node {
+	p := c.any().Metadata().Partition(topic, partition)
+	if p == nil {
+		return nil
+	}
+	return c.nodes[p.Leader]
+}
+
 // waitFor waits until cond holds, at most d.
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
@@ -195,11 +205,24 @@ func retriable(err error) bool {
 
 func batchOf(t *testing.T, values ...string) []byte {
 	t.Helper()
+	return idempotentBatch(t, nil, values...)
+}
+
+// idempotentBatch is a batch of values, of producer p if not nil: the
+// producer's next sequence, so that a retry the partition has is
+// answered as a duplicate.
+func idempotentBatch(t *testing.T, p *segment.Producer, values ...string) []byte {
+	t.Helper()
 	var recs []segment.Record
 	for _, v := range values {
 		recs = append(recs, segment.Record{Value: []byte(v)})
 	}
-	b, err := segment.AppendBatch(nil, recs, segment.BuildOptions{})
+	var opts segment.BuildOptions
+	if p != nil {
+		opts.Producer = &segment.Producer{ID: p.ID, Epoch: p.Epoch, BaseSequence: p.BaseSequence}
+		p.BaseSequence += int32(len(values))
+	}
+	b, err := segment.AppendBatch(nil, recs, opts)
 	require.NoError(t, err)
 	return b
 }
@@ -274,10 +297,13 @@ func TestNodeAcksAllSurvivesLeaderKill(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	require.NoError(t, c.any().CreateTopic(ctx, "t", TopicSpec{Partitions: 1, ReplicationFactor: 3}))
+	// Idempotent: a retry of a batch the leader appended but could not
+	// acknowledge is answered as a duplicate, not appended again.
+	producer := &segment.Producer{ID: 7}
 	var acked []string
 	for i := range 20 {
 		v := fmt.Sprint("a", i)
-		_, err := c.produce(ctx, "t", 0, replica.AcksAll, batchOf(t, v))
+		_, err := c.produce(ctx, "t", 0, replica.AcksAll, idempotentBatch(t, producer, v))
 		require.NoError(t, err)
 		acked = append(acked, v)
 	}
@@ -289,7 +315,7 @@ func TestNodeAcksAllSurvivesLeaderKill(t *testing.T) {
 	})
 	for i := range 20 {
 		v := fmt.Sprint("b", i)
-		_, err := c.produce(ctx, "t", 0, replica.AcksAll, batchOf(t, v))
+		_, err := c.produce(ctx, "t", 0, replica.AcksAll, idempotentBatch(t, producer, v))
 		require.NoError(t, err)
 		acked = append(acked, v)
 	}

@@ -1,10 +1,14 @@
 package cluster
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
 
+	"github.com/strandlog/strand/group"
+	"github.com/strandlog/strand/idempotence"
 	"github.com/strandlog/strand/replica"
 	"github.com/strandlog/strand/replica/controller"
 )
@@ -21,16 +25,30 @@ const (
 	kindDeleteTopic
 	kindAlterConfigs
 	kindElect
+	kindTxnAdd
+	kindTxnMarker
 )
+
+// request is any request a node serves.
+type request interface {
+	kind() requestKind
+	encode(e *encoder)
+	decode(d *decoder)
+}
 
 // controllerRequest is a request the active controller decides: the node
 // that has it runs decide on its Controller and answers once the records
 // decide wrote are committed.
 type controllerRequest interface {
-	kind() requestKind
-	encode(e *encoder)
-	decode(d *decoder)
+	request
 	decide(c *controller.Controller, rng *rand.Rand, a *answer) error
+}
+
+// nodeRequest is a request a node serves itself: one a transaction
+// coordinator or a partition's leader answers.
+type nodeRequest interface {
+	request
+	serve(ctx context.Context, n *Node) error
 }
 
 // answer is what a request's answer carries besides its error: each
@@ -232,7 +250,7 @@ func (r *electRequest) decide(c *controller.Controller, _ *rand.Rand, _ *answer)
 }
 
 // newRequest returns an empty request of kind k, or nil.
-func newRequest(k requestKind) controllerRequest {
+func newRequest(k requestKind) request {
 	switch k {
 	case kindRegister:
 		return &registerRequest{}
@@ -248,17 +266,21 @@ func newRequest(k requestKind) controllerRequest {
 		return &alterConfigsRequest{}
 	case kindElect:
 		return &electRequest{}
+	case kindTxnAdd:
+		return &txnAddRequest{}
+	case kindTxnMarker:
+		return &markerRequest{}
 	}
 	return nil
 }
 
-func encodeRequest(r controllerRequest) []byte {
+func encodeRequest(r request) []byte {
 	e := &encoder{b: []byte{byte(r.kind())}}
 	r.encode(e)
 	return e.b
 }
 
-func decodeRequest(b []byte) (controllerRequest, error) {
+func decodeRequest(b []byte) (request, error) {
 	if len(b) == 0 {
 		return nil, fmt.Errorf("%w: empty", ErrBadRequest)
 	}
@@ -312,3 +334,20 @@ type RemoteError struct {
 
 func (e *RemoteError) Error() string { return e.Message }
 func (e *RemoteError) Unwrap() error { return e.Code.Err() }
+
+// Is matches the errors of this code of the packages whose errors carry
+// Kafka's codes: idempotence's (a transaction coordinator's answers) and
+// group's, besides replica's, which Unwrap gives.
+func (e *RemoteError) Is(target error) bool {
+	switch t := target.(type) {
+	case *idempotence.Error:
+		return int16(e.Code) == t.Code
+	case *group.Error:
+		return int16(e.Code) == t.Code
+	}
+	return false
+}
+
+// ErrUnreachable means a call that got no answer: the node is down, cut
+// off, or slower than the caller's deadline.
+var ErrUnreachable = errors.New("cluster: node unreachable")

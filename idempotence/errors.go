@@ -72,6 +72,9 @@ var (
 	// ErrCoordinatorLoadInProgress: a transactional id's state partition
 	// is being loaded (TxnRuntime.Follow).
 	ErrCoordinatorLoadInProgress = &Error{14, "COORDINATOR_LOAD_IN_PROGRESS"}
+	// ErrCoordinatorNotAvailable: a transactional id's coordinator could
+	// not be reached, or could not write its state partition.
+	ErrCoordinatorNotAvailable = &Error{15, "COORDINATOR_NOT_AVAILABLE"}
 )
 
 // ErrCorruptSnapshot means a producer-state snapshot file cannot be read:

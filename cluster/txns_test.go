@@ -1,0 +1,147 @@
+package cluster
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/strandlog/strand/idempotence"
+	"github.com/strandlog/strand/log"
+	"github.com/strandlog/strand/replica"
+	"github.com/strandlog/strand/segment"
+)
+
+// atTxnCoordinator runs fn at txnID's coordinator, following it, until it
+// answers other than a coordinator error a producer retries.
+func (c *testCluster) atTxnCoordinator(ctx context.Context, txnID string, fn func(*Node) error) error {
+	for {
+		var err error
+		if n := c.nodes[c.any().TransactionCoordinator(txnID)]; n != nil {
+			err = fn(n)
+			if !errorsIsAny(err, idempotence.ErrNotCoordinator, idempotence.ErrCoordinatorLoadInProgress,
+				idempotence.ErrCoordinatorNotAvailable, idempotence.ErrConcurrentTransactions) {
+				return err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// produceTxn produces a transactional batch to the partition's leader,
+// retrying what a producer retries.
+func (c *testCluster) produceTxn(ctx context.Context, txnID string, pe idempotence.ProducerIDAndEpoch, seq int32, topic string, partition int32, values ...string) error {
+	var recs []segment.Record
+	for _, v := range values {
+		recs = append(recs, segment.Record{Value: []byte(v)})
+	}
+	b, err := segment.AppendBatch(nil, recs, segment.BuildOptions{Transactional: true,
+		Producer: &segment.Producer{ID: pe.ProducerID, Epoch: pe.Epoch, BaseSequence: seq}})
+	require.NoError(c.t, err)
+	for {
+		md := c.any().Metadata()
+		if p := md.Partition(topic, partition); p != nil && c.nodes[p.Leader] != nil {
+			_, err = c.nodes[p.Leader].ProduceTransactional(ctx, txnID, true, topic, partition, replica.AcksAll, b)
+			if err == nil || !retriable(err) {
+				return err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// readCommitted returns the values of a partition below its last stable
+// offset, without those of aborted transactions.
+func (c *testCluster) readCommitted(ctx context.Context, topic string, partition int32) []string {
+	c.t.Helper()
+	var values []string
+	waitFor(c.t, 10*time.Second, "a leader to read from", func() bool {
+		p := c.any().Metadata().Partition(topic, partition)
+		if p == nil || c.nodes[p.Leader] == nil {
+			return false
+		}
+		l, err := c.nodes[p.Leader].leaderLog(ctx, topic, partition)
+		if err != nil {
+			return false
+		}
+		values = nil
+		for rec, err := range l.Records(0, log.ReadCommitted) {
+			if err != nil {
+				return false
+			}
+			values = append(values, string(rec.Value))
+		}
+		return true
+	})
+	return values
+}
+
+func TestNodeTransactionsCommitAndAbortAcrossCoordinatorKill(t *testing.T) {
+	c := newTestCluster(t, 3)
+	c.startAll()
+	c.waitRegistered()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	require.NoError(t, c.any().CreateTopic(ctx, "t", TopicSpec{Partitions: 2, ReplicationFactor: 3}))
+
+	var pe idempotence.ProducerIDAndEpoch
+	require.NoError(t, c.atTxnCoordinator(ctx, "tx", func(n *Node) (err error) {
+		pe, err = n.Transactions().InitProducerID("tx", time.Minute)
+		return err
+	}))
+	require.NoError(t, c.produceTxn(ctx, "tx", pe, 0, "t", 0, "c1"))
+	require.NoError(t, c.produceTxn(ctx, "tx", pe, 0, "t", 1, "c2"))
+	require.Empty(t, c.readCommitted(ctx, "t", 0), "an open transaction is not read committed")
+
+	// The coordinator dies with the transaction open; its successor loads
+	// it from the replicated state and commits it.
+	coordinator := c.any().TransactionCoordinator("tx")
+	c.kill(coordinator)
+	var next idempotence.ProducerIDAndEpoch
+	require.NoError(t, c.atTxnCoordinator(ctx, "tx", func(n *Node) (err error) {
+		next, err = n.Transactions().EndTxn("tx", pe, true)
+		return err
+	}))
+	require.NotEqual(t, coordinator, c.any().TransactionCoordinator("tx"))
+	waitFor(t, 20*time.Second, "the committed transaction read committed", func() bool {
+		return len(c.readCommitted(ctx, "t", 0)) == 1 && len(c.readCommitted(ctx, "t", 1)) == 1
+	})
+
+	// The next transaction aborts: nothing of it is read committed.
+	require.NoError(t, c.produceTxn(ctx, "tx", next, 0, "t", 0, "a1"))
+	require.NoError(t, c.atTxnCoordinator(ctx, "tx", func(n *Node) error {
+		_, err := n.Transactions().EndTxn("tx", next, false)
+		return err
+	}))
+	c.start(coordinator)
+	waitFor(t, 20*time.Second, "the abort marker", func() bool {
+		n := c.leaderOf("t", 0)
+		if n == nil {
+			return false
+		}
+		st, err := n.Status(ctx, "t", 0)
+		if err != nil {
+			return false
+		}
+		l, err := n.Log("t", 0)
+		if err != nil {
+			return false
+		}
+		lso, err := l.LastStableOffset()
+		return err == nil && lso == st.HighWatermark
+	})
+	require.Equal(t, []string{"c1"}, c.readCommitted(ctx, "t", 0))
+	require.Equal(t, []string{"c2"}, c.readCommitted(ctx, "t", 1))
+	rec, ok := c.nodes[c.any().TransactionCoordinator("tx")].Transactions().Describe("tx")
+	require.True(t, ok)
+	require.Equal(t, idempotence.TxnCompleteAbort, rec.State)
+}
