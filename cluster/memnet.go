@@ -115,10 +115,13 @@ type memoryTransport struct {
 	from replica.NodeID
 }
 
-func (t memoryTransport) Send(to replica.NodeID, msg []byte) {
-	if p := t.net.peer(t.from, to); p != nil {
-		p.inbox.push(msg)
+func (t memoryTransport) Send(_ context.Context, to replica.NodeID, msg []byte) error {
+	p := t.net.peer(t.from, to)
+	if p == nil {
+		return fmt.Errorf("cluster: node %d cannot reach node %d", t.from, to)
 	}
+	p.inbox.push(msg)
+	return nil
 }
 
 func (t memoryTransport) Call(ctx context.Context, to replica.NodeID, req []byte) ([]byte, error) {

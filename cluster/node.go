@@ -218,6 +218,7 @@ type Node struct {
 	dir *log.Dir
 	d   *replica.Driver
 	ctl *control
+	out *outboxes
 	// groups and txns are the group and transaction coordinators;
 	// stopCoordinators stops their following of their partitions' leaders.
 	groups           *group.Service
@@ -315,6 +316,7 @@ func New(cfg Config) (*Node, error) {
 		Node: cfg.ID, SessionTimeout: ticks(cfg.SessionTimeout, cfg.ControlTick), MinInsyncReplicas: cfg.MinInsyncReplicas,
 		RebalanceInterval: rebalanceTicks(cfg.RebalanceInterval, cfg.ControlTick), ImbalanceRatio: 0.1,
 	}, cfg.ControlTick, cfg.Rand, logger)
+	n.out = newOutboxes(n)
 	n.ctl.send = n.send
 	n.ctl.publish = n.update
 	if cfg.SnapshotEntries > 0 {
@@ -374,49 +376,18 @@ type transportFunc func(replica.Message)
 
 func (f transportFunc) Send(m replica.Message) { f(m) }
 
-// send carries a replica or controller message: one addressed to the
-// controller (To NoNode) goes to the metadata log's leader, and one to
-// this node is stepped here. A Batch goes whole, but for what it carries
-// to the controller.
+// send queues a replica or controller message in its destination's
+// outbox; a Batch goes message by message, so that what it carries
+// coalesces with what waits already. One addressed to the controller (To
+// NoNode) goes to the metadata log's leader.
 func (n *Node) send(m replica.Message) {
-	b, ok := m.(*replica.Batch)
-	if !ok {
-		n.sendTo(m)
-		return
-	}
-	rest := b.Messages[:0:0]
-	for _, m := range b.Messages {
-		if m.Head().To == replica.NoNode {
-			n.sendTo(m)
-		} else {
-			rest = append(rest, m)
+	if b, ok := m.(*replica.Batch); ok {
+		for _, m := range b.Messages {
+			n.out.put(m)
 		}
-	}
-	if len(rest) > 0 {
-		b.Messages = rest
-		n.sendTo(b)
-	}
-}
-
-func (n *Node) sendTo(m replica.Message) {
-	to := m.Head().To
-	if to == replica.NoNode {
-		if to = n.ctl.leader(); to == replica.NoNode {
-			return // no controller known: the sender's retry finds one
-		}
-		m.Head().To = to
-	}
-	if to == n.cfg.ID {
-		// Not on the sender's goroutine: the loops wait on each other.
-		go n.receive(context.Background(), m)
 		return
 	}
-	b, err := m.MarshalBinary()
-	if err != nil {
-		n.log.Error("encoding a message", "to", to, "err", err)
-		return
-	}
-	n.cfg.Transport.Send(to, b)
+	n.out.put(m)
 }
 
 // Receive hands the node a message another node's Transport.Send
@@ -429,11 +400,31 @@ func (n *Node) Receive(ctx context.Context, msg []byte) error {
 	return n.receive(ctx, m)
 }
 
+// receive steps a message: ISR changes to the controller, the rest to
+// the replicas (a Batch split so).
 func (n *Node) receive(ctx context.Context, m replica.Message) error {
-	if ap, ok := m.(*replica.AlterPartition); ok {
-		return n.alterPartition(ctx, ap)
+	b, ok := m.(*replica.Batch)
+	if !ok {
+		if ap, ok := m.(*replica.AlterPartition); ok {
+			return n.alterPartition(ctx, ap)
+		}
+		return n.d.Receive(ctx, m)
 	}
-	return n.d.Receive(ctx, m)
+	rest := b.Messages[:0:0]
+	for _, m := range b.Messages {
+		if ap, ok := m.(*replica.AlterPartition); ok {
+			if err := n.alterPartition(ctx, ap); err != nil {
+				return err
+			}
+		} else {
+			rest = append(rest, m)
+		}
+	}
+	if len(rest) == 0 {
+		return nil
+	}
+	b.Messages = rest
+	return n.d.Receive(ctx, b)
 }
 
 // alterPartition hands a leader's ISR change to the active controller.
@@ -821,6 +812,7 @@ func (n *Node) Close() error {
 		err := n.closeCoordinators()
 		n.stop()
 		n.wg.Wait()
+		n.out.close()
 		err = errors.Join(err, n.dir.Close())
 		if err == nil {
 			// Everything the node acknowledged is on disk and its logs are

@@ -110,6 +110,7 @@ func (c *testCluster) kill(id replica.NodeID) {
 	n.closeCoordinators()
 	n.stop()
 	n.wg.Wait()
+	n.out.close()
 	n.dir.Close()
 	c.mds[id].Close()
 	c.fs[id] = c.fs[id].Crash(vfs.CrashConfig{})
