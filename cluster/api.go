@@ -97,6 +97,16 @@ func (n *Node) Produce(ctx context.Context, topic string, partition int32, acks 
 	return r, err
 }
 
+// ProduceAsync is Produce without the wait: it returns once the
+// partition's replica has the batch, so that the batches of successive
+// calls from one goroutine are appended in that order (an idempotent
+// producer's pipeline: Kafka's max.in.flight.requests.per.connection, up
+// to five with idempotence), with a channel that receives its result
+// once.
+func (n *Node) ProduceAsync(ctx context.Context, topic string, partition int32, acks replica.Acks, batch []byte) (<-chan replica.ProduceResult, error) {
+	return n.d.ProduceAsync(ctx, topic, partition, acks, batch)
+}
+
 // Read reads the batches of a partition this node leads from offset, up
 // to maxBytes (at least one whole batch) and below the bound iso names:
 // the high watermark (log.ReadUncommitted) or the last stable offset

@@ -347,3 +347,56 @@ func TestNodeRequestsDecode(t *testing.T) {
 	var re *RemoteError
 	require.True(t, errors.As(err, &re))
 }
+
+func TestNodePipelinesAnIdempotentProducer(t *testing.T) {
+	c := newTestCluster(t, 3)
+	c.startAll()
+	c.waitRegistered()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, c.any().CreateTopic(ctx, "t", TopicSpec{Partitions: 1, ReplicationFactor: 3}))
+	var leader *Node
+	waitFor(t, 10*time.Second, "a leader with the whole ISR", func() bool {
+		leader = c.leaderOf("t", 0)
+		if leader == nil {
+			return false
+		}
+		st, err := leader.Status(ctx, "t", 0)
+		return err == nil && st.Role == replica.RoleLeader && len(st.ISR) == 3
+	})
+
+	// Five batches in flight at once, as Kafka's idempotent producer
+	// sends them (max.in.flight.requests.per.connection=5): appended in
+	// the order sent, each acknowledged at its own offsets.
+	producer := &segment.Producer{ID: 11}
+	var batches [][]byte
+	var results []<-chan replica.ProduceResult
+	for i := range 5 {
+		b := idempotentBatch(t, producer, fmt.Sprint("p", i), fmt.Sprint("q", i))
+		batches = append(batches, b)
+		ch, err := leader.ProduceAsync(ctx, "t", 0, replica.AcksAll, b)
+		require.NoError(t, err)
+		results = append(results, ch)
+	}
+	for i, ch := range results {
+		r := <-ch
+		require.NoError(t, r.Err)
+		require.Equal(t, int64(2*i), r.BaseOffset)
+		require.False(t, r.Duplicate)
+	}
+	// Retried, all five at once again: each is a duplicate answered with
+	// the offsets it got, and nothing is appended.
+	results = results[:0]
+	for _, b := range batches {
+		ch, err := leader.ProduceAsync(ctx, "t", 0, replica.AcksAll, b)
+		require.NoError(t, err)
+		results = append(results, ch)
+	}
+	for i, ch := range results {
+		r := <-ch
+		require.NoError(t, r.Err)
+		require.True(t, r.Duplicate, "batch %d retried", i)
+		require.Equal(t, int64(2*i), r.BaseOffset)
+	}
+	require.Len(t, c.readAll(ctx, "t", 0), 10)
+}

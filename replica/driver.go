@@ -308,9 +308,34 @@ func (d *Driver) ProduceAsCoordinator(ctx context.Context, topic string, partiti
 	return d.produce(ctx, Produce{Header: Header{Topic: topic, Partition: partition}, Acks: acks, Batch: batch, Coordinator: true})
 }
 
-// produce steps m, from and to this node under an id of the driver's, and
-// waits for its result.
+// ProduceAsync is Produce without the wait: it returns once the
+// partition has stepped the batch, so that the batches of successive
+// calls from one goroutine reach the partition in that order (an
+// idempotent producer's pipeline, up to Kafka's five in flight), with a
+// channel that receives the result once (Err ErrStopped if the driver
+// stops first).
+func (d *Driver) ProduceAsync(ctx context.Context, topic string, partition int32, acks Acks, batch []byte) (<-chan ProduceResult, error) {
+	return d.submit(ctx, Produce{Header: Header{Topic: topic, Partition: partition}, Acks: acks, Batch: batch})
+}
+
+// produce steps m and waits for its result.
 func (d *Driver) produce(ctx context.Context, m Produce) (ProduceResult, error) {
+	ch, err := d.submit(ctx, m)
+	if err != nil {
+		return ProduceResult{}, err
+	}
+	select {
+	case r := <-ch:
+		return r, nil
+	case <-ctx.Done():
+		// The result still comes, to a channel nobody reads.
+		return ProduceResult{}, ctx.Err()
+	}
+}
+
+// submit steps m, from and to this node under an id of the driver's, and
+// returns the channel its result comes to.
+func (d *Driver) submit(ctx context.Context, m Produce) (<-chan ProduceResult, error) {
 	ch := make(chan ProduceResult, 1)
 	errc := make(chan error, 1)
 	topic, partition := m.Topic, m.Partition
@@ -325,18 +350,12 @@ func (d *Driver) produce(ctx context.Context, m Produce) (ProduceResult, error) 
 		errc <- err
 	})
 	if err != nil {
-		return ProduceResult{}, err
+		return nil, err
 	}
 	if err := <-errc; err != nil {
-		return ProduceResult{}, err
+		return nil, err
 	}
-	select {
-	case r := <-ch:
-		return r, nil
-	case <-ctx.Done():
-		// The result still comes, to a channel nobody reads.
-		return ProduceResult{}, ctx.Err()
-	}
+	return ch, nil
 }
 
 // Stop stops the loop and waits for Run to return; call it only once Run
