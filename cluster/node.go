@@ -116,6 +116,9 @@ type Config struct {
 	// log.TopicConfig, from base (the node's defaults for the topic);
 	// default: base, with only min.insync.replicas read (by the node).
 	TopicConfig func(base log.TopicConfig, configs map[string]string) (log.TopicConfig, error)
+
+	// stepErrors, if set, hears what the replicas refused too (tests).
+	stepErrors func(error)
 }
 
 // ErrInvalidConfig means a Config field is out of range; the message
@@ -391,13 +394,54 @@ func (n *Node) send(m replica.Message) {
 }
 
 // Receive hands the node a message another node's Transport.Send
-// carried. It waits only while the loop the message is for is busy.
+// carried. It waits only while the loop the message is for is busy, and
+// fails if that loop did not take it (the node is closing): the sender
+// sends it again. Bytes that do not decode, and a partition state, are
+// refused with ErrBadRequest: a node takes partition states from the
+// controller's committed records only, stamped with its broker epoch,
+// and one from a peer would get round KIP-380.
 func (n *Node) Receive(ctx context.Context, msg []byte) error {
 	m, err := replica.Decode(msg)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
+	msgs := []replica.Message{m}
+	if b, ok := m.(*replica.Batch); ok {
+		msgs = b.Messages
+	}
+	known := msgs[:0:0]
+	for _, m := range msgs {
+		switch m := m.(type) {
+		case *replica.LeaderAndISR:
+			return fmt.Errorf("%w: partition states come from the controller's committed records, not from peers", ErrBadRequest)
+		case *replica.Fetch:
+			if n.partition(controller.TopicPartition{Topic: m.Topic, Partition: m.Partition}) == nil {
+				n.unknownPartition(m)
+				continue
+			}
+		}
+		known = append(known, m)
+	}
+	switch {
+	case len(known) == 0:
+		return nil
+	case len(known) < len(msgs):
+		m = &replica.Batch{Header: *m.Head(), Messages: known}
+	}
 	return n.receive(ctx, m)
+}
+
+// unknownPartition answers a fetch for a partition the node has no
+// replica of (it has not applied the topic's metadata yet, or deleted it)
+// UNKNOWN_TOPIC_OR_PARTITION, as a Kafka broker answers it, rather than
+// leave the follower to send it again after its RequestTimeout: the
+// follower backs off and fetches again.
+func (n *Node) unknownPartition(f *replica.Fetch) {
+	n.send(&replica.FetchResponse{
+		Header: replica.Header{From: f.To, To: f.From, Topic: f.Topic, Partition: f.Partition},
+		ID:     f.ID, Err: replica.CodeUnknownTopicOrPartition, Leader: replica.NoNode, LeaderEpoch: f.CurrentLeaderEpoch,
+		FetchOffset: f.FetchOffset, DivergingEpoch: -1, DivergingEndOffset: -1,
+	})
 }
 
 // receive steps a message: ISR changes to the controller, the rest to

@@ -129,6 +129,9 @@ var expectedStepErrors = []error{
 // partition, which answers ErrFailed to every message, at ERROR once per
 // failure and then at most every failedEvery.
 func (n *Node) stepErrors(err error) {
+	if n.cfg.stepErrors != nil {
+		n.cfg.stepErrors(err)
+	}
 	for _, err := range leaves(err) {
 		switch {
 		case errors.Is(err, replica.ErrFailed):
