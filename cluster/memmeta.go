@@ -14,7 +14,10 @@ import (
 // entries commit the moment the leader proposes them. Its leader is the
 // voter a test elects, or the lowest open voter when the leader closes.
 // A voter that is closed and opened again replays the log from its
-// latest snapshot, as a restarted node replays its own disk.
+// latest snapshot, as a restarted node replays its own disk; one cut off
+// (Cut) hears nothing until Heal, and then catches up, from the latest
+// snapshot if the log dropped entries it lacks, as a raft follower gets
+// the leader's snapshot.
 type MemoryMetadata struct {
 	mu       sync.Mutex
 	voters   []replica.NodeID
@@ -44,12 +47,7 @@ func (g *MemoryMetadata) Open(id replica.NodeID) (*MemoryMetadataLog, error) {
 	}
 	l := &MemoryMetadataLog{group: g, id: id, feed: newFeed[MetadataUpdate]()}
 	g.open[id] = l
-	u := MetadataUpdate{Entries: slices.Clone(g.entries), Leader: g.leader, Term: g.term, Replayed: true}
-	if g.snapshot != nil {
-		s := *g.snapshot
-		u.Snapshot = &s
-	}
-	l.feed.push(u)
+	l.catchUpLocked(true)
 	if g.leader == replica.NoNode {
 		g.electLocked(id)
 	}
@@ -83,7 +81,29 @@ func (g *MemoryMetadata) electLocked(id replica.NodeID) {
 
 func (g *MemoryMetadata) broadcastLocked(u MetadataUpdate) {
 	for _, id := range slices.Sorted(maps.Keys(g.open)) {
-		g.open[id].feed.push(u)
+		if l := g.open[id]; !l.cut {
+			l.push(u)
+		}
+	}
+}
+
+// Cut makes voter id hear nothing of the log until Heal.
+func (g *MemoryMetadata) Cut(id replica.NodeID) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if l := g.open[id]; l != nil {
+		l.cut = true
+	}
+}
+
+// Heal lets voter id hear the log again: it gets what it missed, from the
+// latest snapshot if the log no longer holds it all.
+func (g *MemoryMetadata) Heal(id replica.NodeID) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if l := g.open[id]; l != nil && l.cut {
+		l.cut = false
+		l.catchUpLocked(false)
 	}
 }
 
@@ -111,6 +131,37 @@ type MemoryMetadataLog struct {
 	group *MemoryMetadata
 	id    replica.NodeID
 	feed  *feed[MetadataUpdate]
+	// Guarded by the group's lock.
+	delivered uint64 // the index of the last entry pushed to the feed
+	cut       bool
+}
+
+// push hands u to the feed.
+func (l *MemoryMetadataLog) push(u MetadataUpdate) {
+	if n := len(u.Entries); n > 0 {
+		l.delivered = u.Entries[n-1].Index
+	} else if u.Snapshot != nil {
+		l.delivered = u.Snapshot.Index
+	}
+	l.feed.push(u)
+}
+
+// catchUpLocked pushes what the voter has not had: the snapshot if the
+// entries it lacks were dropped, then the entries.
+func (l *MemoryMetadataLog) catchUpLocked(opening bool) {
+	g := l.group
+	u := MetadataUpdate{Leader: g.leader, Term: g.term, Replayed: opening}
+	if g.snapshot != nil && g.snapshot.Index > l.delivered {
+		s := *g.snapshot
+		s.Data = slices.Clone(s.Data)
+		u.Snapshot = &s
+	}
+	for _, e := range g.entries {
+		if e.Index > l.delivered {
+			u.Entries = append(u.Entries, e)
+		}
+	}
+	l.push(u)
 }
 
 // Propose implements MetadataLog: the entry commits at once if this
