@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/strandlog/strand/assign"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/replica"
 	"github.com/strandlog/strand/replica/controller"
@@ -63,6 +64,47 @@ func (n *Node) AlterTopicConfigs(ctx context.Context, topic string, ops []contro
 func (n *Node) ElectLeader(ctx context.Context, topic string, partition int32, unclean bool) error {
 	_, err := n.callController(ctx, &electRequest{TopicPartition: controller.TopicPartition{Topic: topic, Partition: partition}, Unclean: unclean})
 	return err
+}
+
+// Reassign moves the replicas of the partitions ra names to the replicas
+// it gives, as kafka-reassign-partitions --execute does: each new replica
+// catches up from the leader and joins the ISR, then the removed ones are
+// dropped (controller.Controller.Execute).
+func (n *Node) Reassign(ctx context.Context, ra assign.Reassignment) error {
+	_, err := n.callController(ctx, &reassignRequest{ra})
+	return err
+}
+
+// VerifyReassignment reports where each partition of ra stands against
+// its target (--verify).
+func (n *Node) VerifyReassignment(ctx context.Context, ra assign.Reassignment) ([]controller.PartitionStatus, error) {
+	a, err := n.callController(ctx, &verifyReassignmentRequest{ra})
+	if a == nil {
+		return nil, err
+	}
+	lines, derr := decodePartitionStatuses(a.Payload)
+	if err == nil {
+		err = derr
+	}
+	return lines, err
+}
+
+// CancelReassignment cancels the reassignments of partitions in progress.
+func (n *Node) CancelReassignment(ctx context.Context, partitions ...controller.TopicPartition) error {
+	_, err := n.callController(ctx, &cancelReassignmentRequest{partitions})
+	return err
+}
+
+// Assignment returns the replicas of topics (every topic if none is
+// named) as a reassignment file, to edit into a target (--generate).
+func (n *Node) Assignment(ctx context.Context, topics ...string) (assign.Reassignment, error) {
+	a, err := n.callController(ctx, &assignmentRequest{topics})
+	if err != nil {
+		return assign.Reassignment{}, err
+	}
+	d := &decoder{b: a.Payload}
+	ra := decodeReassignment(d)
+	return ra, d.finish()
 }
 
 // Metadata returns the cluster as this node's committed metadata has it.

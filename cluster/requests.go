@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math/rand/v2"
 
+	"github.com/strandlog/strand/assign"
 	"github.com/strandlog/strand/group"
 	"github.com/strandlog/strand/idempotence"
 	"github.com/strandlog/strand/replica"
@@ -27,6 +28,10 @@ const (
 	kindElect
 	kindTxnAdd
 	kindTxnMarker
+	kindReassign
+	kindVerifyReassignment
+	kindCancelReassignment
+	kindAssignment
 )
 
 // request is any request a node serves.
@@ -57,6 +62,9 @@ type answer struct {
 	BrokerEpoch int64             // register
 	CanStop     bool              // heartbeat
 	Configs     map[string]string // alter configs: the topic's configs after
+	// Payload is what a request answers that the fields above do not hold,
+	// in the request's own encoding.
+	Payload []byte
 }
 
 // registerRequest registers a broker incarnation (Kafka's
@@ -249,6 +257,103 @@ func (r *electRequest) decide(c *controller.Controller, _ *rand.Rand, _ *answer)
 	return c.ElectPreferred(r.TopicPartition)
 }
 
+// reassignRequest moves partitions' replicas (kafka-reassign-partitions
+// --execute).
+type reassignRequest struct{ assign.Reassignment }
+
+func (*reassignRequest) kind() requestKind    { return kindReassign }
+func (r *reassignRequest) encode(e *encoder) { encodeReassignment(e, r.Reassignment) }
+func (r *reassignRequest) decode(d *decoder) { r.Reassignment = decodeReassignment(d) }
+func (r *reassignRequest) decide(c *controller.Controller, _ *rand.Rand, _ *answer) error {
+	return c.Execute(r.Reassignment)
+}
+
+// verifyReassignmentRequest reports where each partition of a
+// reassignment stands (--verify).
+type verifyReassignmentRequest struct{ assign.Reassignment }
+
+func (*verifyReassignmentRequest) kind() requestKind    { return kindVerifyReassignment }
+func (r *verifyReassignmentRequest) encode(e *encoder) { encodeReassignment(e, r.Reassignment) }
+func (r *verifyReassignmentRequest) decode(d *decoder) { r.Reassignment = decodeReassignment(d) }
+func (r *verifyReassignmentRequest) decide(c *controller.Controller, _ *rand.Rand, a *answer) error {
+	lines, err := c.VerifyAll(r.Reassignment)
+	e := &encoder{}
+	e.uint(uint64(len(lines)))
+	for _, l := range lines {
+		e.string(l.Topic)
+		e.int(int64(l.Partition))
+		e.int(int64(l.Status))
+	}
+	a.Payload = e.b
+	return err
+}
+
+func decodePartitionStatuses(b []byte) ([]controller.PartitionStatus, error) {
+	d := &decoder{b: b}
+	var out []controller.PartitionStatus
+	for range d.count(3) {
+		out = append(out, controller.PartitionStatus{TopicPartition: controller.TopicPartition{Topic: d.string(), Partition: d.int32()},
+			Status: controller.ReassignmentStatus(d.int32())})
+	}
+	return out, d.finish()
+}
+
+// cancelReassignmentRequest cancels the reassignments of partitions.
+type cancelReassignmentRequest struct{ Partitions []controller.TopicPartition }
+
+func (*cancelReassignmentRequest) kind() requestKind    { return kindCancelReassignment }
+func (r *cancelReassignmentRequest) encode(e *encoder) { e.partitions(r.Partitions) }
+func (r *cancelReassignmentRequest) decode(d *decoder) { r.Partitions = d.partitions() }
+func (r *cancelReassignmentRequest) decide(c *controller.Controller, _ *rand.Rand, _ *answer) error {
+	for _, tp := range r.Partitions {
+		if err := c.CancelReassignment(tp); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// assignmentRequest returns the current replicas of topics, as a
+// reassignment file (--generate's current assignment).
+type assignmentRequest struct{ Topics []string }
+
+func (*assignmentRequest) kind() requestKind    { return kindAssignment }
+func (r *assignmentRequest) encode(e *encoder) { e.strings(r.Topics) }
+func (r *assignmentRequest) decode(d *decoder) { r.Topics = d.strings() }
+func (r *assignmentRequest) decide(c *controller.Controller, _ *rand.Rand, a *answer) error {
+	e := &encoder{}
+	encodeReassignment(e, c.Assignment(r.Topics...))
+	a.Payload = e.b
+	return nil
+}
+
+func encodeReassignment(e *encoder, ra assign.Reassignment) {
+	e.int(int64(ra.Version))
+	e.uint(uint64(len(ra.Partitions)))
+	for _, p := range ra.Partitions {
+		e.string(p.Topic)
+		e.int(int64(p.Partition))
+		e.uint(uint64(len(p.Replicas)))
+		for _, r := range p.Replicas {
+			e.int(int64(r))
+		}
+		e.strings(p.LogDirs)
+	}
+}
+
+func decodeReassignment(d *decoder) assign.Reassignment {
+	ra := assign.Reassignment{Version: int(d.int32())}
+	for range d.count(3) {
+		p := assign.PartitionReplicas{Topic: d.string(), Partition: d.int32()}
+		for range d.count(1) {
+			p.Replicas = append(p.Replicas, d.int32())
+		}
+		p.LogDirs = d.strings()
+		ra.Partitions = append(ra.Partitions, p)
+	}
+	return ra
+}
+
 // newRequest returns an empty request of kind k, or nil.
 func newRequest(k requestKind) request {
 	switch k {
@@ -270,6 +375,14 @@ func newRequest(k requestKind) request {
 		return &txnAddRequest{}
 	case kindTxnMarker:
 		return &markerRequest{}
+	case kindReassign:
+		return &reassignRequest{}
+	case kindVerifyReassignment:
+		return &verifyReassignmentRequest{}
+	case kindCancelReassignment:
+		return &cancelReassignmentRequest{}
+	case kindAssignment:
+		return &assignmentRequest{}
 	}
 	return nil
 }
@@ -306,6 +419,7 @@ func encodeAnswer(a *answer, err error) []byte {
 	e.int(a.BrokerEpoch)
 	e.bool(a.CanStop)
 	e.stringMap(a.Configs)
+	e.bytes(a.Payload)
 	return e.b
 }
 
@@ -314,7 +428,7 @@ func encodeAnswer(a *answer, err error) []byte {
 func decodeAnswer(b []byte) (*answer, error) {
 	d := &decoder{b: b}
 	code, msg := replica.Code(d.int()), d.string()
-	a := &answer{BrokerEpoch: d.int(), CanStop: d.bool(), Configs: d.stringMap()}
+	a := &answer{BrokerEpoch: d.int(), CanStop: d.bool(), Configs: d.stringMap(), Payload: d.bytes()}
 	if err := d.finish(); err != nil {
 		return nil, fmt.Errorf("%w (an answer)", err)
 	}
