@@ -261,7 +261,7 @@ func (r *electRequest) decide(c *controller.Controller, _ *rand.Rand, _ *answer)
 // --execute).
 type reassignRequest struct{ assign.Reassignment }
 
-func (*reassignRequest) kind() requestKind    { return kindReassign }
+func (*reassignRequest) kind() requestKind   { return kindReassign }
 func (r *reassignRequest) encode(e *encoder) { encodeReassignment(e, r.Reassignment) }
 func (r *reassignRequest) decode(d *decoder) { r.Reassignment = decodeReassignment(d) }
 func (r *reassignRequest) decide(c *controller.Controller, _ *rand.Rand, _ *answer) error {
@@ -272,7 +272,7 @@ func (r *reassignRequest) decide(c *controller.Controller, _ *rand.Rand, _ *answ
 // reassignment stands (--verify).
 type verifyReassignmentRequest struct{ assign.Reassignment }
 
-func (*verifyReassignmentRequest) kind() requestKind    { return kindVerifyReassignment }
+func (*verifyReassignmentRequest) kind() requestKind   { return kindVerifyReassignment }
 func (r *verifyReassignmentRequest) encode(e *encoder) { encodeReassignment(e, r.Reassignment) }
 func (r *verifyReassignmentRequest) decode(d *decoder) { r.Reassignment = decodeReassignment(d) }
 func (r *verifyReassignmentRequest) decide(c *controller.Controller, _ *rand.Rand, a *answer) error {
@@ -301,7 +301,7 @@ func decodePartitionStatuses(b []byte) ([]controller.PartitionStatus, error) {
 // cancelReassignmentRequest cancels the reassignments of partitions.
 type cancelReassignmentRequest struct{ Partitions []controller.TopicPartition }
 
-func (*cancelReassignmentRequest) kind() requestKind    { return kindCancelReassignment }
+func (*cancelReassignmentRequest) kind() requestKind   { return kindCancelReassignment }
 func (r *cancelReassignmentRequest) encode(e *encoder) { e.partitions(r.Partitions) }
 func (r *cancelReassignmentRequest) decode(d *decoder) { r.Partitions = d.partitions() }
 func (r *cancelReassignmentRequest) decide(c *controller.Controller, _ *rand.Rand, _ *answer) error {
@@ -317,7 +317,7 @@ func (r *cancelReassignmentRequest) decide(c *controller.Controller, _ *rand.Ran
 // reassignment file (--generate's current assignment).
 type assignmentRequest struct{ Topics []string }
 
-func (*assignmentRequest) kind() requestKind    { return kindAssignment }
+func (*assignmentRequest) kind() requestKind   { return kindAssignment }
 func (r *assignmentRequest) encode(e *encoder) { e.strings(r.Topics) }
 func (r *assignmentRequest) decode(d *decoder) { r.Topics = d.strings() }
 func (r *assignmentRequest) decide(c *controller.Controller, _ *rand.Rand, a *answer) error {
