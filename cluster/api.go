@@ -3,6 +3,8 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/strandlog/strand/assign"
@@ -173,6 +175,59 @@ func (n *Node) Log(topic string, partition int32) (*log.Partition, error) {
 		return nil, fmt.Errorf("%w: node %d has no replica of %s-%d", replica.ErrUnknownPartition, n.cfg.ID, topic, partition)
 	}
 	return p, nil
+}
+
+// LocalReplica is one of the node's replicas and its log's offsets.
+type LocalReplica struct {
+	Topic                           string
+	Partition                       int32
+	LogStart, HighWatermark, LogEnd int64
+	Err                             error // why the offsets could not be read
+}
+
+// Replicas returns the node's replicas, by topic and partition.
+func (n *Node) Replicas() []LocalReplica {
+	n.mu.Lock()
+	parts := maps.Clone(n.parts)
+	n.mu.Unlock()
+	var out []LocalReplica
+	for _, tp := range slices.SortedFunc(maps.Keys(parts), compareTP) {
+		r := LocalReplica{Topic: tp.Topic, Partition: tp.Partition}
+		r.LogStart, r.HighWatermark, r.LogEnd, r.Err = parts[tp].Offsets()
+		out = append(out, r)
+	}
+	return out
+}
+
+// LocalTopics returns the topics of the node's data directory, each with
+// its replicas' log configuration, as the node applied the metadata.
+func (n *Node) LocalTopics() (map[string]log.TopicConfig, error) {
+	names, err := n.dir.Topics()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]log.TopicConfig{}
+	for _, name := range names {
+		if cfg, err := n.dir.TopicConfig(name); err == nil { // else deleted since
+			out[name] = cfg
+		}
+	}
+	return out, nil
+}
+
+// LeaderEpochStartOffset returns where this node's replica took up its
+// leadership of a partition in leaderEpoch, in this life of the node (its
+// log end then); ok is false if it has not. A broker answers ListOffsets
+// OFFSET_NOT_AVAILABLE until the high watermark reaches it (KIP-207): a
+// restarted leader's high watermark is the one it last checkpointed.
+func (n *Node) LeaderEpochStartOffset(topic string, partition, leaderEpoch int32) (offset int64, ok bool) {
+	n.mu.Lock()
+	l := n.replicaLogs[controller.TopicPartition{Topic: topic, Partition: partition}]
+	n.mu.Unlock()
+	if l == nil {
+		return 0, false
+	}
+	return l.leaderEpochStart(leaderEpoch)
 }
 
 // leaderLog returns the log of a partition this node's replica leads.

@@ -18,7 +18,9 @@ type Metadata struct {
 	// is about to be) the active controller; NoNode if none is known.
 	Controller      replica.NodeID
 	ControllerEpoch int32
-	// Applied is the index of the latest metadata entry applied.
+	// Term is the metadata log's term, and Applied the index of the
+	// latest entry applied.
+	Term       uint64
 	Applied    uint64
 	Brokers    []BrokerInfo
 	Topics     []TopicInfo
@@ -91,7 +93,7 @@ func (md *Metadata) Broker(id replica.NodeID) *BrokerInfo {
 
 // metadata snapshots the committed state; run on the control loop.
 func (c *control) metadata() *Metadata {
-	md := &Metadata{Node: c.id, Controller: c.leader(), ControllerEpoch: c.state.Epoch, Applied: c.applied}
+	md := &Metadata{Node: c.id, Controller: c.leader(), ControllerEpoch: c.state.Epoch, Term: c.term, Applied: c.applied}
 	for _, name := range slices.Sorted(maps.Keys(c.state.Topics)) {
 		t := c.topicState(name)
 		md.Topics = append(md.Topics, TopicInfo{Name: name, ID: t.id, Partitions: t.partitions, Configs: t.configs})
