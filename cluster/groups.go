@@ -31,6 +31,19 @@ func (n *Node) openGroups() (*group.Service, error) {
 	opts := n.cfg.Groups
 	opts.Topic, opts.Partitions = group.OffsetsTopic, n.cfg.OffsetsPartitions
 	opts.Unloaded = true
+	if opts.Config.Topics == nil {
+		// Subscriptions by regular expression match the cluster's topics;
+		// internal ones are no subscription's.
+		opts.Config.Topics = func() []string {
+			var names []string
+			for _, t := range n.Metadata().Topics {
+				if !internalTopic(t.Name) {
+					names = append(names, t.Name)
+				}
+			}
+			return names
+		}
+	}
 	opts.Append = func(partition int32, recs []segment.Record) (log.AppendResult, error) {
 		batch, err := segment.AppendBatch(nil, recs, segment.BuildOptions{})
 		if err != nil {

@@ -230,11 +230,8 @@ func Open(cfg Config) (*Broker, error) {
 	}
 	var g *group.Service
 	if rg, ok := cfg.Cluster.(ReplicatedGroups); ok {
-		g, err = rg.OpenGroups(cfg.Groups)
-	} else {
-		g, err = group.OpenService(d, cfg.Groups)
-	}
-	if err != nil {
+		g = rg.Groups()
+	} else if g, err = group.OpenService(d, cfg.Groups); err != nil {
 		return nil, errors.Join(err, d.Close())
 	}
 	b := &Broker{cfg: cfg, dir: d, groups: g, logger: cfg.Logger,
@@ -346,7 +343,10 @@ func (b *Broker) Close() error {
 	}
 	b.mu.Unlock()
 	b.cancel()
-	gerr := b.groups.Close()
+	var gerr error
+	if _, replicated := b.cluster.(ReplicatedGroups); !replicated {
+		gerr = b.groups.Close()
+	}
 	b.wg.Wait()
 	return errors.Join(gerr, b.dir.Close())
 }

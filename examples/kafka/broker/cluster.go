@@ -81,15 +81,15 @@ type Cluster interface {
 // group's coordinator is the leader of the offsets partition its id hashes
 // to (group.PartitionFor), which loads the partition's groups when it
 // becomes leader and gives them up when it stops. A broker given one
-// serves groups from the Service OpenGroups opens instead of its own data
+// serves groups from the cluster's Service instead of its own data
 // directory's; that Service answers NOT_COORDINATOR for the partitions
-// this broker does not lead.
+// this broker does not lead. The broker's Config.Groups does not apply:
+// the cluster configures its Service.
 type ReplicatedGroups interface {
 	Cluster
-	// OpenGroups opens the group coordinator over the cluster's offsets
-	// topic, with opts as the broker's Config.Groups gives them. The
-	// broker closes it.
-	OpenGroups(opts group.ServiceOptions) (*group.Service, error)
+	// Groups returns the group coordinator over the cluster's offsets
+	// topic. The cluster owns it: the broker does not close it.
+	Groups() *group.Service
 	// GroupCoordinatorFor returns the broker that coordinates a group,
 	// or -1 if none is live.
 	GroupCoordinatorFor(groupID string) int32
