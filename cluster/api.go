@@ -215,6 +215,13 @@ func (n *Node) LocalTopics() (map[string]log.TopicConfig, error) {
 	return out, nil
 }
 
+// LocalTopicConfig returns the log configuration of this node's replicas
+// of a topic, or an error matching log.ErrUnknownTopic if the node has
+// none (yet).
+func (n *Node) LocalTopicConfig(topic string) (log.TopicConfig, error) {
+	return n.dir.TopicConfig(topic)
+}
+
 // LeaderEpochStartOffset returns where this node's replica took up its
 // leadership of a partition in leaderEpoch, in this life of the node (its
 // log end then); ok is false if it has not. A broker answers ListOffsets

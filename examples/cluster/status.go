@@ -90,23 +90,20 @@ func (md *metadata) partition(topic string, partition int32) *partitionView {
 	return nil
 }
 
-// metadata snapshots the committed state; run on the control loop.
-func (c *control) metadata() *metadata {
-	st := c.rn.BasicStatus()
-	md := &metadata{Node: c.id, RaftLeader: c.leader(), RaftTerm: st.GetTerm(), RaftApplied: c.applied.index,
-		ControllerEpoch: c.state.Epoch, Brokers: []brokerView{}, Topics: []topicView{}, Partitions: []partitionView{}}
-	for _, name := range slices.Sorted(maps.Keys(c.state.Topics)) {
-		t := c.topicState(name)
-		md.Topics = append(md.Topics, topicView{Name: name, ID: t.id, Partitions: t.partitions, Configs: t.configs})
+// metadata is this node's committed metadata as JSON shows it.
+func (nd *node) metadata() *metadata {
+	cm := nd.n.Metadata()
+	md := &metadata{Node: cm.Node, RaftLeader: cm.Controller, RaftTerm: cm.Term, RaftApplied: cm.Applied,
+		ControllerEpoch: cm.ControllerEpoch, Brokers: []brokerView{}, Topics: []topicView{}, Partitions: []partitionView{}}
+	for _, t := range cm.Topics {
+		md.Topics = append(md.Topics, topicView{Name: t.Name, ID: t.ID, Partitions: t.Partitions, Configs: t.Configs})
 	}
-	for _, id := range slices.Sorted(maps.Keys(c.state.Brokers)) {
-		b := c.state.Brokers[id]
-		md.Brokers = append(md.Brokers, brokerView{ID: id, Epoch: b.Epoch, Fenced: b.Fenced, ShuttingDown: b.ShuttingDown, Clean: b.Clean})
+	for _, b := range cm.Brokers {
+		md.Brokers = append(md.Brokers, brokerView{ID: b.ID, Epoch: b.Epoch, Fenced: b.Fenced, ShuttingDown: b.ShuttingDown, Clean: b.Clean})
 	}
-	for _, tp := range slices.SortedFunc(maps.Keys(c.state.Partitions), compareTP) {
-		p := c.state.Partitions[tp]
+	for _, p := range cm.Partitions {
 		md.Partitions = append(md.Partitions, partitionView{
-			Topic: tp.Topic, Partition: tp.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
+			Topic: p.Topic, Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
 			PartitionEpoch: p.PartitionEpoch, Replicas: p.Replicas, ISR: p.ISR, ELR: p.ELR,
 			Adding: p.Adding, Removing: p.Removing, Recovering: p.Recovering,
 		})
@@ -115,18 +112,14 @@ func (c *control) metadata() *metadata {
 }
 
 // localLogs answers GET /local: this node's replicas' offsets.
-func (n *node) localLogs() []partitionLogs {
-	n.mu.Lock()
-	parts := maps.Clone(n.parts)
-	n.mu.Unlock()
+func (nd *node) localLogs() []partitionLogs {
 	var out []partitionLogs
-	for _, tp := range slices.SortedFunc(maps.Keys(parts), compareTP) {
-		rl := replicaLog{Node: n.cfg.id}
-		var err error
-		if rl.LogStart, rl.HighWatermark, rl.LogEnd, err = parts[tp].Offsets(); err != nil {
-			rl.Error = err.Error()
+	for _, r := range nd.n.Replicas() {
+		rl := replicaLog{Node: nd.cfg.id, LogStart: r.LogStart, HighWatermark: r.HighWatermark, LogEnd: r.LogEnd}
+		if r.Err != nil {
+			rl.Error = r.Err.Error()
 		}
-		out = append(out, partitionLogs{Topic: tp.Topic, Partition: tp.Partition, Log: rl})
+		out = append(out, partitionLogs{Topic: r.Topic, Partition: r.Partition, Log: rl})
 	}
 	return out
 }
@@ -134,13 +127,11 @@ func (n *node) localLogs() []partitionLogs {
 // localTopics answers GET /local/topics: the topics of this node's
 // log.Dir, each with its configuration by Kafka name, as its replicas
 // apply it.
-func (n *node) localTopics() map[string]map[string]string {
+func (nd *node) localTopics() map[string]map[string]string {
 	out := map[string]map[string]string{}
-	names, _ := n.dir.Topics()
-	for _, name := range names {
-		if cfg, err := n.dir.TopicConfig(name); err == nil { // else deleted since
-			out[name] = broker.TopicConfigValues(cfg)
-		}
+	topics, _ := nd.n.LocalTopics()
+	for name, cfg := range topics {
+		out[name] = broker.TopicConfigValues(cfg)
 	}
 	return out
 }
@@ -153,20 +144,18 @@ type partitionLogs struct {
 
 // status is this node's metadata with every replica's log offsets, asked
 // of each node (a node that does not answer in time is reported so).
-func (n *node) status(ctx context.Context) *metadata {
-	md := *n.ctl.view.Load()
-	md.Partitions = slices.Clone(md.Partitions)
-	md.Brokers = slices.Clone(md.Brokers)
+func (nd *node) status(ctx context.Context) *metadata {
+	md := nd.metadata()
 	for i := range md.Brokers {
-		md.Brokers[i].Kafka = n.cfg.kafka[md.Brokers[i].ID]
+		md.Brokers[i].Kafka = nd.cfg.kafka[md.Brokers[i].ID]
 	}
-	cl := newClient(n.cfg.peers)
+	cl := newClient(nd.cfg.peers)
 	cl.http.Timeout = 500 * time.Millisecond
 	var mu sync.Mutex
 	logs := map[replica.NodeID][]partitionLogs{}
 	errs := map[replica.NodeID]string{}
 	var wg sync.WaitGroup
-	for id := range n.cfg.peers {
+	for id := range nd.cfg.peers {
 		wg.Go(func() {
 			var pl []partitionLogs
 			err := cl.getJSON(ctx, id, "/local", &pl)
@@ -194,7 +183,7 @@ func (n *node) status(ctx context.Context) *metadata {
 			p.Logs = append(p.Logs, rl)
 		}
 	}
-	return &md
+	return md
 }
 
 var statusPage = template.Must(template.New("status").Parse(`<!doctype html>
@@ -224,7 +213,7 @@ The same as JSON: <a href="/status">/status</a>.</p>
 </body></html>
 `))
 
-func (n *node) statusHTML(w http.ResponseWriter, r *http.Request) {
+func (nd *node) statusHTML(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	statusPage.Execute(w, n.status(r.Context()))
+	statusPage.Execute(w, nd.status(r.Context()))
 }
