@@ -51,13 +51,20 @@ func (n *Node) DeleteTopic(ctx context.Context, name string) error {
 // AlterTopicConfigs changes a topic's configs as Kafka's
 // IncrementalAlterConfigs does (controller.Controller.AlterTopicConfigs),
 // or, with replace, sets exactly the configs ops name, as AlterConfigs
-// does; it returns the topic's configs after.
+// does; it returns the topic's configs after, once this node's metadata
+// has them.
 func (n *Node) AlterTopicConfigs(ctx context.Context, topic string, ops []controller.ConfigOp, replace, validateOnly bool) (map[string]string, error) {
 	a, err := n.callController(ctx, &alterConfigsRequest{Topic: topic, Ops: ops, Replace: replace, ValidateOnly: validateOnly})
 	if err != nil {
 		return nil, fmt.Errorf("altering the configs of topic %q: %w", topic, err)
 	}
-	return a.Configs, nil
+	if validateOnly {
+		return a.Configs, nil
+	}
+	return a.Configs, n.waitMetadata(ctx, func(md *Metadata) bool {
+		t := md.Topic(topic)
+		return t == nil || maps.Equal(t.Configs, a.Configs)
+	})
 }
 
 // ElectLeader has the active controller elect a partition's preferred
