@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -144,4 +145,40 @@ func TestNodeTransactionsCommitAndAbortAcrossCoordinatorKill(t *testing.T) {
 	rec, ok := c.nodes[c.any().TransactionCoordinator("tx")].Transactions().Describe("tx")
 	require.True(t, ok)
 	require.Equal(t, idempotence.TxnCompleteAbort, rec.State)
+}
+
+// A marker is appended only by the partition's leader in the epoch the
+// coordinator saw, and only from the producer's epoch or a later one
+// (Kafka's ProducerAppendInfo.appendEndTxnMarker): a marker of an older
+// producer epoch is refused.
+func TestNodeMarkersOnlyAtTheLeaderInItsEpoch(t *testing.T) {
+	c := newTestCluster(t, 3)
+	c.startAll()
+	c.waitRegistered()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	require.NoError(t, c.any().CreateTopic(ctx, "t", TopicSpec{Partitions: 1, ReplicationFactor: 3}))
+	var pe idempotence.ProducerIDAndEpoch
+	require.NoError(t, c.atTxnCoordinator(ctx, "m", func(n *Node) (err error) {
+		pe, err = n.Transactions().InitProducerID("m", time.Minute)
+		return err
+	}))
+	require.NoError(t, c.produceTxn(ctx, "m", pe, 0, "t", 0, "x"))
+	require.NoError(t, c.atTxnCoordinator(ctx, "m", func(n *Node) error {
+		_, err := n.Transactions().EndTxn("m", pe, true)
+		return err
+	}))
+	// The commit bumped the producer's epoch: a marker of the epoch it
+	// had is stale.
+	stale, err := idempotence.AppendMarkerBatch(nil, pe.ProducerID, pe.Epoch, idempotence.Marker{Type: idempotence.MarkerAbort}, time.Now().UnixMilli())
+	require.NoError(t, err)
+	p := c.any().Metadata().Partition("t", 0)
+	leader := c.nodes[p.Leader]
+	follower := c.nodes[p.Replicas[slices.IndexFunc(p.Replicas, func(r replica.NodeID) bool { return r != p.Leader })]]
+	marker := func(n *Node, leaderEpoch int32) error {
+		return (&markerRequest{Topic: "t", Partition: 0, LeaderEpoch: leaderEpoch, Batch: stale}).serve(ctx, n)
+	}
+	require.ErrorIs(t, marker(follower, p.LeaderEpoch), replica.ErrNotLeader, "at a follower")
+	require.ErrorIs(t, marker(leader, p.LeaderEpoch+1), replica.ErrNotLeader, "in another leader epoch")
+	require.ErrorIs(t, marker(leader, p.LeaderEpoch), idempotence.ErrInvalidProducerEpoch, "of an epoch older than the producer's")
 }
