@@ -116,6 +116,17 @@ func (n *Node) Assignment(ctx context.Context, topics ...string) (assign.Reassig
 	return ra, d.finish()
 }
 
+// WaitRegistered returns once the committed metadata registers this node
+// as a live broker in this life (after its registration and its first
+// heartbeat), or when ctx ends: from then on the controller places
+// replicas on it and elects it.
+func (n *Node) WaitRegistered(ctx context.Context) error {
+	return n.waitMetadata(ctx, func(md *Metadata) bool {
+		b := md.Broker(n.cfg.ID)
+		return b != nil && !b.Fenced && b.Epoch == n.registeredEpoch()
+	})
+}
+
 // Metadata returns the cluster as this node's committed metadata has it.
 // The value is shared: do not change it.
 func (n *Node) Metadata() *Metadata { return n.ctl.view.Load() }

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/strandlog/strand/group"
@@ -265,6 +266,9 @@ type Node struct {
 	clean   bool
 
 	brokerEpoch int64 // owned by the heartbeat loop until Close
+	// registered is the broker epoch of this life's registration once the
+	// controller answered it, NoBrokerEpoch before.
+	registered atomic.Int64
 	failures    rateLimit
 }
 
@@ -302,6 +306,7 @@ func New(cfg Config) (*Node, error) {
 		pendingEpoch: replica.NoBrokerEpoch, wake: make(chan struct{}, 1), minISRs: map[string]int{},
 		states: map[controller.TopicPartition]*replica.LeaderAndISR{}, offline: newOfflineReplicas(),
 	}
+	n.registered.Store(replica.NoBrokerEpoch)
 	if n.damaged, err = startupDamage(dir); err == nil {
 		n.synced, err = syncedTopics(dir, n.damaged)
 	}
@@ -825,6 +830,7 @@ func (n *Node) heartbeats(ctx context.Context) {
 				// The replicas take the epoch once this node has applied the
 				// registration's record (applyMetadata).
 				n.brokerEpoch = a.BrokerEpoch
+				n.registered.Store(a.BrokerEpoch)
 				n.log.Info("registered", "epoch", a.BrokerEpoch, "clean", n.clean, "synced", len(n.synced), "offline", len(offline))
 			}
 		} else {
@@ -867,6 +873,8 @@ func (n *Node) Close() error {
 	})
 	return n.closeErr
 }
+
+func (n *Node) registeredEpoch() int64 { return n.registered.Load() }
 
 // closeCoordinators stops the coordinators while the replicas they write
 // through still run.
