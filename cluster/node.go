@@ -269,7 +269,7 @@ type Node struct {
 	// registered is the broker epoch of this life's registration once the
 	// controller answered it, NoBrokerEpoch before.
 	registered atomic.Int64
-	failures    rateLimit
+	failures   rateLimit
 }
 
 // New opens the node's data directory and starts the node: it applies its

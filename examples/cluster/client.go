@@ -92,18 +92,10 @@ type consumedRecord struct {
 	Value  []byte `json:"value"`
 }
 
-// client calls the nodes over HTTP: the CLI's, the tests' and a node's own
-// calls to the controller.
+// client calls the nodes over HTTP: the CLI's and the tests'.
 type client struct {
 	http  *http.Client
 	peers map[replica.NodeID]string
-	// controller finds the active controller; nil asks the nodes'
-	// metadata for the raft leader.
-	controller func(context.Context) (replica.NodeID, error)
-	// lead, if set, is the raft leader as the caller knows it from
-	// moment to moment: a call to the controller gives up as soon as it
-	// names another node, and is made again there.
-	lead func() replica.NodeID
 }
 
 func newClient(peers map[replica.NodeID]string) *client {
@@ -178,10 +170,14 @@ func (c *client) getJSON(ctx context.Context, node replica.NodeID, path string, 
 	return json.NewDecoder(resp.Body).Decode(out)
 }
 
+// errNotController answers a call when no node knows the active
+// controller.
+var errNotController = fmt.Errorf("%w: no node knows the active controller", replica.ErrNotController)
+
+// findController returns the node the metadata names the active
+// controller: any node takes the controller's calls and forwards them,
+// but the controller's own node answers soonest.
 func (c *client) findController(ctx context.Context) (replica.NodeID, error) {
-	if c.controller != nil {
-		return c.controller(ctx)
-	}
 	md, err := c.metadata(ctx, replica.NoNode)
 	if err != nil {
 		return 0, err
@@ -192,11 +188,7 @@ func (c *client) findController(ctx context.Context) (replica.NodeID, error) {
 	return md.RaftLeader, nil
 }
 
-// call posts to the active controller once, or, with lead, once to each
-// node raft names leader while the call is in flight: a controller that
-// is paused or cut off is given up as soon as another is elected, not
-// after the call's timeout, which would outlast the brokers' sessions at
-// the new one.
+// call posts to the active controller once.
 func (c *client) call(ctx context.Context, path string, body any, out *reply) error {
 	var b []byte
 	if body != nil {
@@ -205,22 +197,11 @@ func (c *client) call(ctx context.Context, path string, body any, out *reply) er
 			return err
 		}
 	}
-	for {
-		id, err := c.findController(ctx)
-		if err != nil {
-			return err
-		}
-		if c.lead == nil {
-			return c.do(ctx, http.MethodPost, id, path, b, out)
-		}
-		cctx, cancel := whileLeader(ctx, id, c.lead)
-		err = c.do(cctx, http.MethodPost, id, path, b, out)
-		moved := errors.Is(context.Cause(cctx), errControllerMoved)
-		cancel()
-		if err == nil || !moved || ctx.Err() != nil {
-			return err
-		}
+	id, err := c.findController(ctx)
+	if err != nil {
+		return err
 	}
+	return c.do(ctx, http.MethodPost, id, path, b, out)
 }
 
 // retriable says whether a call may succeed if made again: the controller

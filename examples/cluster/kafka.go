@@ -4,56 +4,67 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"net"
-	"net/url"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/strandlog/strand/cluster"
 	"github.com/strandlog/strand/examples/kafka/broker"
 	"github.com/strandlog/strand/group"
+	"github.com/strandlog/strand/idempotence"
 	"github.com/strandlog/strand/internal/loopback"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/replica"
-	"github.com/strandlog/strand/replica/controller"
 	"github.com/strandlog/strand/segment"
 )
 
 // kafkaDir is where a node's Kafka broker keeps its own state, beside the
-// replicated partitions (consumer groups are in the replicated offsets
-// topic: kafka_groups.go).
+// replicated partitions (consumer groups and transactions are in the
+// replicated internal topics, which the cluster.Node coordinates).
 const kafkaDir = "kafka"
 
-// kafkaCluster is the node as the Kafka broker sees it (broker.Cluster):
-// brokers, topics and leaders are the committed controller state this node
-// applied, a partition's log is this node's replica, and a produce goes to
-// the replica's leader through the node's replica.Driver.
+// The internal topics' partition counts (offsets.topic.num.partitions and
+// transaction.state.log.num.partitions, 50 each in Kafka): every node of
+// the cluster names the same.
+const (
+	offsetsPartitions  = 6
+	txnStatePartitions = 3
+)
+
+// kafkaCluster is the node as the Kafka broker sees it (broker.Cluster
+// and the broker's interfaces of a replicated cluster), translated onto
+// its cluster.Node: brokers, topics and leaders are the committed
+// metadata this node applied, a partition's log is this node's replica, a
+// produce goes through the replica's leader, and the groups and
+// transactions are the node's coordinators.
 type kafkaCluster struct {
-	n     *node
+	n      *cluster.Node
+	minISR int // the cluster's min.insync.replicas
 	addrs map[replica.NodeID]broker.BrokerAddr // every node's Kafka address
 	view  atomic.Pointer[kafkaView]
-
-	groups       *groupLoader    // started by OpenGroups
-	groupService *group.Service  // opened by OpenGroups
-	txn          *txnCoordinator // started by openTxns
 }
+
+var (
+	_ broker.ReplicatedGroups       = (*kafkaCluster)(nil)
+	_ broker.ReplicatedTransactions = (*kafkaCluster)(nil)
+	_ broker.TopicConfigs           = (*kafkaCluster)(nil)
+	_ broker.LeaderEpochStarts      = (*kafkaCluster)(nil)
+)
 
 // kafkaView indexes one committed metadata snapshot for the broker's
 // lookups.
 type kafkaView struct {
-	md         *metadata
-	live       map[replica.NodeID]bool
-	partitions map[controller.TopicPartition]*partitionView
-	topics     map[string]int32 // partition counts
+	md     *cluster.Metadata
+	live   map[replica.NodeID]bool
+	topics map[string]int32 // partition counts
 }
 
-func newKafkaCluster(n *node, addrs map[replica.NodeID]string) (*kafkaCluster, error) {
-	kc := &kafkaCluster{n: n, addrs: map[replica.NodeID]broker.BrokerAddr{}}
+func newKafkaCluster(n *cluster.Node, minISR int, addrs map[replica.NodeID]string) (*kafkaCluster, error) {
+	kc := &kafkaCluster{n: n, minISR: minISR, addrs: map[replica.NodeID]broker.BrokerAddr{}}
 	for id, addr := range addrs {
 		host, port, err := net.SplitHostPort(addr)
 		if err != nil {
@@ -70,18 +81,16 @@ func newKafkaCluster(n *node, addrs map[replica.NodeID]string) (*kafkaCluster, e
 
 // current returns the index of the node's latest committed metadata.
 func (kc *kafkaCluster) current() *kafkaView {
-	md := kc.n.ctl.view.Load()
+	md := kc.n.Metadata()
 	if v := kc.view.Load(); v != nil && v.md == md {
 		return v
 	}
-	v := &kafkaView{md: md, live: map[replica.NodeID]bool{}, partitions: map[controller.TopicPartition]*partitionView{}, topics: map[string]int32{}}
+	v := &kafkaView{md: md, live: map[replica.NodeID]bool{}, topics: map[string]int32{}}
 	for _, b := range md.Brokers {
 		v.live[b.ID] = !b.Fenced
 	}
-	for i := range md.Partitions {
-		p := &md.Partitions[i]
-		v.partitions[controller.TopicPartition{Topic: p.Topic, Partition: p.Partition}] = p
-		v.topics[p.Topic] = max(v.topics[p.Topic], p.Partition+1)
+	for _, t := range md.Topics {
+		v.topics[t.Name] = t.Partitions
 	}
 	kc.view.Store(v)
 	return v
@@ -90,24 +99,27 @@ func (kc *kafkaCluster) current() *kafkaView {
 func (kc *kafkaCluster) Brokers() ([]broker.BrokerAddr, int32) {
 	v := kc.current()
 	var out []broker.BrokerAddr
-	for _, id := range slices.Sorted(maps.Keys(v.live)) {
-		if a, ok := kc.addrs[id]; ok && v.live[id] {
+	for _, b := range v.md.Brokers {
+		if a, ok := kc.addrs[b.ID]; ok && v.live[b.ID] {
 			out = append(out, a)
 		}
 	}
-	return out, int32(v.md.RaftLeader)
+	return out, int32(v.md.Controller)
 }
 
 func (kc *kafkaCluster) Topics() ([]string, error) {
-	return slices.Sorted(maps.Keys(kc.current().topics)), nil
+	var names []string
+	for _, t := range kc.current().md.Topics {
+		names = append(names, t.Name)
+	}
+	return names, nil
 }
 
 // TopicID is the id the controller gave the topic, drawn at random when it
-// was created (every node creates its replicas with it,
-// log.Dir.CreateTopicWithID), so that a topic deleted and created again
-// under its name has another, as in Kafka.
+// was created (every node creates its replicas with it), so that a topic
+// deleted and created again under its name has another, as in Kafka.
 func (kc *kafkaCluster) TopicID(topic string) ([16]byte, error) {
-	t := kc.current().md.topic(topic)
+	t := kc.current().md.Topic(topic)
 	if t == nil {
 		return [16]byte{}, fmt.Errorf("%w: %s", log.ErrUnknownTopic, topic)
 	}
@@ -117,19 +129,19 @@ func (kc *kafkaCluster) TopicID(topic string) ([16]byte, error) {
 // TopicConfig is this node's replicas' configuration of the topic, or, if
 // it has not created them yet, the one the topic's configs give.
 func (kc *kafkaCluster) TopicConfig(topic string) (log.TopicConfig, error) {
-	t := kc.current().md.topic(topic)
+	t := kc.current().md.Topic(topic)
 	if t == nil {
 		return log.TopicConfig{}, fmt.Errorf("%w: %s", log.ErrUnknownTopic, topic)
 	}
-	if cfg, err := kc.n.dir.TopicConfig(topic); err == nil {
+	if cfg, err := kc.n.LocalTopicConfig(topic); err == nil {
 		return cfg, nil
 	}
-	return broker.LogTopicConfig(replicaTopicConfig(topic, t.Partitions), t.Configs)
+	return broker.LogTopicConfig(log.TopicConfig{Partitions: t.Partitions, Fsync: log.FsyncAlways()}, t.Configs)
 }
 
 func (kc *kafkaCluster) Partition(topic string, id int32) (broker.PartitionState, error) {
 	v := kc.current()
-	p := v.partitions[controller.TopicPartition{Topic: topic, Partition: id}]
+	p := v.md.Partition(topic, id)
 	if p == nil {
 		if _, ok := v.topics[topic]; !ok {
 			return broker.PartitionState{}, fmt.Errorf("%w: %s", log.ErrUnknownTopic, topic)
@@ -154,69 +166,56 @@ func ids(nodes []replica.NodeID) []int32 {
 }
 
 func (kc *kafkaCluster) Log(topic string, id int32) (*log.Partition, error) {
-	if p := kc.n.partition(controller.TopicPartition{Topic: topic, Partition: id}); p != nil {
-		return p, nil
+	p, err := kc.n.Log(topic, id)
+	if err != nil {
+		// The metadata names this node, whose replica is not started yet:
+		// the client asks again.
+		return nil, fmt.Errorf("%w: %w", kerr.NotLeaderForPartition, err)
 	}
-	// The metadata names this node, whose replica is not started yet:
-	// the client asks again.
-	return nil, fmt.Errorf("%w: node %d has no replica of %s-%d yet", kerr.NotLeaderForPartition, kc.n.cfg.id, topic, id)
+	return p, nil
 }
 
 // Append produces through the partition's replica, which appends as the
-// leader and delivers the result when acks is met. The replica checks an
-// idempotent producer's batch against its producer state as the leader in
-// its current epoch, and answers a retry of a batch it has with the
-// original's offsets under the same acks (package replica): nothing here
-// looks at the local log's producers, which on a node that no longer
-// leads, or leads again after a restart, may hold a batch never
-// replicated.
+// leader and answers when acks is met. The replica checks an idempotent
+// producer's batch against its producer state as the leader in its
+// current epoch, and answers a retry of a batch it has with the
+// original's offsets (package replica).
 func (kc *kafkaCluster) Append(ctx context.Context, topic string, id int32, acks int16, batch segment.Batch) (log.AppendResult, error) {
-	if _, err := kc.Log(topic, id); err != nil {
-		return log.AppendResult{}, err
-	}
 	if batch.Transactional() {
 		return log.AppendResult{}, fmt.Errorf("%w: a transactional batch is appended with AppendTransactional", kerr.InvalidRequest)
 	}
-	return kc.appendAsLeader(ctx, controller.TopicPartition{Topic: topic, Partition: id}, acks, batch)
+	return appendResult(kc.n.Produce(ctx, topic, id, replica.Acks(acks), batch))
 }
 
-// appendAsLeader produces a batch through the replica of tp; see Append.
-func (kc *kafkaCluster) appendAsLeader(ctx context.Context, tp controller.TopicPartition, acks int16, batch segment.Batch) (log.AppendResult, error) {
-	res, err := kc.n.d.Produce(ctx, tp.Topic, tp.Partition, replica.Acks(acks), batch)
-	if err == nil {
-		err = res.Err
-	}
+func appendResult(r replica.ProduceResult, err error) (log.AppendResult, error) {
 	if err != nil {
 		return log.AppendResult{}, kafkaError(err)
 	}
-	if res.Duplicate {
-		kc.n.log.Info("kafka: the leader answered a producer's retry with the original's offsets", "partition", tp, "producer", batch.ProducerID(), "offset", res.BaseOffset)
-	}
-	return log.AppendResult{BaseOffset: res.BaseOffset, LastOffset: res.LastOffset, Duplicate: res.Duplicate}, nil
+	return log.AppendResult{BaseOffset: r.BaseOffset, LastOffset: r.LastOffset, Duplicate: r.Duplicate}, nil
 }
 
-// kafkaError returns err, from the replica package or a node's reply, as
-// the Kafka error of its code, which the replica package's codes are.
+// kafkaError returns err, from the cluster, replica or idempotence
+// packages, as the Kafka error of its code, which their codes are.
 func kafkaError(err error) error {
 	switch {
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
 		return fmt.Errorf("%w: %w", kerr.RequestTimedOut, err)
-	case errors.Is(err, replica.ErrStopped):
+	case errors.Is(err, replica.ErrStopped), errors.Is(err, cluster.ErrClosed):
 		// The node is stopping: the client finds the next leader.
 		return fmt.Errorf("%w: %w", kerr.NotLeaderForPartition, err)
 	}
-	var re *remoteError
-	c := replica.CodeOf(err)
-	if errors.As(err, &re) {
-		c = re.Code
+	var ie *idempotence.Error
+	if errors.As(err, &ie) {
+		return err // the broker answers its code
 	}
-	switch c {
+	switch c := replica.CodeOf(err); c {
 	case replica.CodeTopicAlreadyExists:
 		return fmt.Errorf("%w: %w", log.ErrTopicExists, err)
 	case replica.CodeStorageError:
 		return fmt.Errorf("%w: %w", kerr.KafkaStorageError, err)
+	default:
+		return fmt.Errorf("%w: %w", kerr.ErrorForCode(int16(c)), err)
 	}
-	return fmt.Errorf("%w: %w", kerr.ErrorForCode(int16(c)), err)
 }
 
 // defaultReplicationFactor is a topic's replica count when CreateTopics
@@ -235,117 +234,111 @@ func (kc *kafkaCluster) CreateTopic(ctx context.Context, name string, partitions
 	return kc.createTopic(ctx, name, partitions, rf, assignment, nil)
 }
 
-// createTopic asks the active controller to create the topic with its
-// configs, then waits until this node has applied it.
+// createTopic has the active controller create the topic with its
+// configs, and returns once this node has applied it.
 func (kc *kafkaCluster) createTopic(ctx context.Context, name string, partitions, rf int32, assignment [][]int32, configs map[string]string) error {
-	req := topicRequest{Topic: name, Partitions: int(partitions), ReplicationFactor: int(rf), Configs: configs}
+	spec := cluster.TopicSpec{Partitions: partitions, ReplicationFactor: rf, Configs: configs}
 	if partitions == -1 {
-		req.Partitions = 1
+		spec.Partitions = 1
 	}
 	if rf == -1 {
-		req.ReplicationFactor = min(defaultReplicationFactor, len(kc.addrs))
+		spec.ReplicationFactor = int32(min(defaultReplicationFactor, len(kc.addrs)))
 	}
 	for _, replicas := range assignment {
 		nodes := make([]replica.NodeID, len(replicas))
 		for i, r := range replicas {
 			nodes[i] = replica.NodeID(r)
 		}
-		req.Assignment = append(req.Assignment, nodes)
+		spec.Assignment = append(spec.Assignment, nodes)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := kc.n.controllerClient().callRetry(ctx, "/controller/topics", req, nil); err != nil {
+	if err := kc.n.CreateTopic(ctx, name, spec); err != nil {
 		return kafkaError(err)
 	}
-	return kc.waitApplied(ctx, "topic "+name+" created", func(v *kafkaView) bool { return v.md.topic(name) != nil })
+	return nil
 }
 
-// waitApplied waits until this node's committed metadata is as applied
-// says, what the controller committed.
-func (kc *kafkaCluster) waitApplied(ctx context.Context, what string, applied func(*kafkaView) bool) error {
-	for {
-		if applied(kc.current()) {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w: %s, not yet known here", kerr.RequestTimedOut, what)
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-}
-
-// DeleteTopic asks the active controller to delete the topic (one
-// RemoveTopicRecord), then waits until this node has applied it. Every
-// node deletes its replicas as it applies the record (node.applyTopic).
+// DeleteTopic has the active controller delete the topic, and returns
+// once this node has applied it; every node deletes its replicas as it
+// applies the deletion.
 func (kc *kafkaCluster) DeleteTopic(ctx context.Context, name string) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := kc.n.controllerClient().callRetry(ctx, "/controller/delete-topic?topic="+url.QueryEscape(name), nil, nil); err != nil {
+	if err := kc.n.DeleteTopic(ctx, name); err != nil {
 		return kafkaError(err)
 	}
-	return kc.waitApplied(ctx, "topic "+name+" deleted", func(v *kafkaView) bool { return v.md.topic(name) == nil })
+	return nil
 }
 
-// producerIDBits leaves room, below a node's id, for the producer ids
-// that node hands out: each node draws from its own data directory, and
-// the node id in the high bits keeps two nodes' ids apart (Kafka
-// allocates blocks of ids through the controller instead, KIP-730).
-const producerIDBits = 40
-
 func (kc *kafkaCluster) NewProducerID() (int64, error) {
-	id, err := kc.n.dir.NewProducerID()
+	id, err := kc.n.NewProducerID()
 	if err != nil {
-		return 0, err
+		return 0, kafkaError(err)
 	}
-	if id >= 1<<producerIDBits {
-		return 0, fmt.Errorf("%w: node %d has handed out all its producer ids", kerr.KafkaStorageError, kc.n.cfg.id)
-	}
-	return int64(kc.n.cfg.id)<<producerIDBits | id, nil
+	return id, nil
 }
 
 // GroupCoordinator is not asked of a cluster that replicates its groups
 // (GroupCoordinatorFor is); it answers none.
 func (kc *kafkaCluster) GroupCoordinator() int32 { return -1 }
 
+func (kc *kafkaCluster) Groups() *group.Service { return kc.n.Groups() }
+
+func (kc *kafkaCluster) GroupCoordinatorFor(groupID string) int32 {
+	return int32(kc.n.GroupCoordinator(groupID))
+}
+
+func (kc *kafkaCluster) Transactions() broker.TxnCoordinator { return kc.n.Transactions() }
+
+func (kc *kafkaCluster) TransactionCoordinatorFor(txnID string) int32 {
+	return int32(kc.n.TransactionCoordinator(txnID))
+}
+
+func (kc *kafkaCluster) AppendTransactional(ctx context.Context, txnID string, addPartition bool, topic string, partition int32, acks int16, batch segment.Batch) (log.AppendResult, error) {
+	return appendResult(kc.n.ProduceTransactional(ctx, txnID, addPartition, topic, partition, replica.Acks(acks), batch))
+}
+
+func (kc *kafkaCluster) AddToTransaction(ctx context.Context, txnID string, producer idempotence.ProducerIDAndEpoch, tp idempotence.TopicPartition, verifyOnly bool) error {
+	return kc.n.AddToTransaction(ctx, txnID, producer, tp, verifyOnly)
+}
+
+func (kc *kafkaCluster) LeaderEpochStartOffset(topic string, partition, leaderEpoch int32) (int64, bool) {
+	return kc.n.LeaderEpochStartOffset(topic, partition, leaderEpoch)
+}
+
 // serveKafka opens the node's Kafka broker and serves it on its address
 // until the returned stop is called.
-func (n *node) serveKafka() (stop func(), err error) {
-	kc, err := newKafkaCluster(n, n.cfg.kafka)
+func (nd *node) serveKafka() (stop func(), err error) {
+	kc, err := newKafkaCluster(nd.n, nd.cfg.minISR, nd.cfg.kafka)
 	if err != nil {
 		return nil, err
 	}
-	addr := n.cfg.kafka[n.cfg.id]
+	addr := nd.cfg.kafka[nd.cfg.id]
 	b, err := broker.Open(broker.Config{
-		DataDir: filepath.Join(n.cfg.dir, kafkaDir),
-		NodeID:  int32(n.cfg.id), Advertise: addr, ClusterID: "strand-cluster",
-		Logger: n.log, Cluster: kc,
+		DataDir: filepath.Join(nd.cfg.dir, kafkaDir),
+		NodeID:  int32(nd.cfg.id), Advertise: addr, ClusterID: "strand-cluster",
+		Logger: nd.log, Cluster: kc,
 	})
 	if err != nil {
-		kc.closeCoordinators()
 		return nil, err
 	}
-	// Once the group coordinator is open: markers on the offsets topic go
-	// through it.
-	kc.openTxns()
-	n.kafka.Store(kc)
+	nd.kafka.Store(kc)
 	ln, err := loopback.Listen(addr)
 	if err != nil {
-		kc.closeCoordinators()
 		return nil, errors.Join(err, b.Close())
 	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		if err := b.Serve(ln); !errors.Is(err, broker.ErrClosed) {
-			n.log.Error("kafka broker", "err", err)
+			nd.log.Error("kafka broker", "err", err)
 		}
 	}()
-	n.log.Info("serving Kafka", "addr", addr)
+	nd.log.Info("serving Kafka", "addr", addr)
 	return func() {
-		kc.closeCoordinators()
 		if err := b.Close(); err != nil {
-			n.log.Warn("closing the kafka broker", "err", err)
+			nd.log.Warn("closing the kafka broker", "err", err)
 		}
 		<-done
 	}, nil

@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/strandlog/strand/cluster"
+	"github.com/strandlog/strand/idempotence"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/replica"
 )
@@ -29,8 +31,9 @@ func TestKafkaErrorOfAReplicaOutcome(t *testing.T) {
 		{replica.ErrStopped, kerr.NotLeaderForPartition},
 		{context.DeadlineExceeded, kerr.RequestTimedOut},
 		{fmt.Errorf("replica: append: %w", log.ErrFailed), kerr.KafkaStorageError},
-		{&remoteError{Code: replica.CodeTopicAlreadyExists, Msg: "topic t exists"}, log.ErrTopicExists},
-		{&remoteError{Code: replica.CodeInvalidReplicaAssignment, Msg: "broker 9 is not registered"}, kerr.InvalidReplicaAssignment},
+		{&cluster.RemoteError{Code: replica.CodeTopicAlreadyExists, Message: "topic t exists"}, log.ErrTopicExists},
+		{&cluster.RemoteError{Code: replica.CodeInvalidReplicaAssignment, Message: "broker 9 is not registered"}, kerr.InvalidReplicaAssignment},
+		{fmt.Errorf("%w: the open transaction of %q", idempotence.ErrConcurrentTransactions, "t"), idempotence.ErrConcurrentTransactions},
 	} {
 		require.ErrorIs(t, kafkaError(c.err), c.want, "%v", c.err)
 	}

@@ -173,22 +173,8 @@ func TestKafkaTransactionsAcrossLeaders(t *testing.T) {
 		return st.State == "CompleteCommit", st.State
 	})
 
-	// A marker is appended only by the partition's leader in the epoch
-	// the coordinator saw, and only from the producer's epoch or a later
-	// one: a marker of the producer's first epoch is refused.
-	md, err = metadataFrom(s, cl)
-	require.NoError(t, err)
-	p0 := md.partition(topic, 0)
-	stale, err := idempotence.AppendMarkerBatch(nil, st.ProducerID, 0, idempotence.Marker{Type: idempotence.MarkerAbort}, time.Now().UnixMilli())
-	require.NoError(t, err)
-	postMarker := func(node replica.NodeID, leaderEpoch int32) error {
-		path := fmt.Sprintf("/txn/marker?topic=%s&partition=0&leader_epoch=%d", topic, leaderEpoch)
-		return kafkaError(cl.do(ctx, http.MethodPost, node, path, stale, nil))
-	}
-	follower := p0.Replicas[slices.IndexFunc(p0.Replicas, func(r replica.NodeID) bool { return r != p0.Leader })]
-	require.ErrorIs(t, postMarker(follower, p0.LeaderEpoch), kerr.NotLeaderForPartition, "to a follower")
-	require.ErrorIs(t, postMarker(p0.Leader, p0.LeaderEpoch+1), kerr.NotLeaderForPartition, "in another leader epoch")
-	require.ErrorIs(t, postMarker(p0.Leader, p0.LeaderEpoch), kerr.InvalidProducerEpoch, "of an epoch older than the producer's")
+	// (Which node appends a marker, in which epochs, is cluster's
+	// TestNodeMarkersOnlyAtTheLeaderInItsEpoch.)
 	for _, id := range s.ids() {
 		if id != coordinator {
 			req := kmsg.NewPtrDescribeTransactionsRequest()

@@ -108,7 +108,7 @@ func (f *nodeFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.heartbeat, "heartbeat", 500*time.Millisecond, "how often brokers heartbeat")
 	fs.IntVar(&f.minISR, "min-isr", 2, "min.insync.replicas of every partition")
 	fs.IntVar(&f.rebalance, "rebalance", 0, "automatic preferred-leader rebalance every this many control ticks (0: never)")
-	fs.IntVar(&f.snapshotEntries, "snapshot-entries", defaultSnapshotEntries, "snapshot the controller's state and compact the raft log every this many applied entries (0: never)")
+	fs.IntVar(&f.snapshotEntries, "snapshot-entries", 1000, "snapshot the controller's state and compact the raft log every this many applied entries (0: never)")
 	fs.TextVar(&f.logLevel, "log-level", slog.LevelInfo, "the least level a node logs: DEBUG, INFO, WARN or ERROR")
 }
 
@@ -117,18 +117,6 @@ func (f *nodeFlags) args() []string {
 		"-control-tick", f.controlTick.String(), "-session", fmt.Sprint(f.session), "-heartbeat", f.heartbeat.String(),
 		"-min-isr", fmt.Sprint(f.minISR), "-rebalance", fmt.Sprint(f.rebalance), "-snapshot-entries", fmt.Sprint(f.snapshotEntries),
 		"-log-level", f.logLevel.String()}
-}
-
-// retryBackoff is how long a follower waits to fetch again after an
-// error: one answered NOT_LEADER_OR_FOLLOWER or UNKNOWN_TOPIC_OR_PARTITION
-// by a leader that has not applied the new metadata yet fetches again
-// soon, where Kafka's replica.fetch.backoff.ms (1 s) would add a second to
-// every failover and to every topic's first produce.
-const retryBackoff = 100 * time.Millisecond
-
-// ticks is d in ticks of tick, at least one.
-func ticks(d, tick time.Duration) int {
-	return max(int((d+tick-1)/tick), 1)
 }
 
 func nodeCmd(args []string) error {
@@ -161,8 +149,7 @@ func nodeCmd(args []string) error {
 	}
 	return runNode(nodeConfig{
 		id: replica.NodeID(*id), dir: *dir, peers: pm, kafka: km,
-		tick: nf.tick, lag: max(ticks(nf.replicaLag, nf.tick), 2),
-		requestTimeout: ticks(nf.requestTimeout, nf.tick), retryBackoff: ticks(retryBackoff, nf.tick),
+		tick: nf.tick, lag: nf.replicaLag, requestTimeout: nf.requestTimeout,
 		controlTick: nf.controlTick, session: nf.session, heartbeat: nf.heartbeat,
 		minISR: nf.minISR, rebalance: nf.rebalance, snapshotEntries: nf.snapshotEntries, logLevel: nf.logLevel,
 	})

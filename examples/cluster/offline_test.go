@@ -122,21 +122,6 @@ func TestFullDiskMovesTheLeadAndTheReplicaRecovers(t *testing.T) {
 	require.Contains(t, string(out), "offline replica recovered")
 }
 
-func TestOfflineReplicasRoundTripTheirQuery(t *testing.T) {
-	tps := []controller.TopicPartition{{Topic: "a.b-c_d", Partition: 0}, {Topic: "x", Partition: 12}}
-	got, err := parseTPs(formatTPs(tps))
-	require.NoError(t, err)
-	require.Equal(t, tps, got)
-	got, err = parseTPs("")
-	require.NoError(t, err)
-	require.Empty(t, got)
-	for _, bad := range []string{"x", "x:", ":1", "x:-1", "x:1,", "x:y"} {
-		_, err := parseTPs(bad)
-		require.True(t, errors.Is(err, replica.ErrInvalidRequest), "%q: %v", bad, err)
-		require.True(t, strings.Contains(err.Error(), "topic:partition"), "%q: %v", bad, err)
-	}
-}
-
 // produceAck produces v with acks=all to the partition's leader and
 // returns its acknowledgement.
 func produceAck(ctx context.Context, t *testing.T, cl *client, topic string, partition int32, v string) ack {
