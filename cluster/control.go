@@ -437,7 +437,9 @@ func (c *control) publishChanges() {
 	if c.publish != nil && changed {
 		c.publish(u)
 	}
-	c.view.Store(c.metadata())
+	if v := c.view.Load(); v == nil || v.Applied != c.applied || v.Term != c.term || v.Controller != c.leader() {
+		c.view.Store(c.metadata())
+	}
 	clear(c.dirty)
 	clear(c.topics)
 	c.complete = false
