@@ -120,6 +120,9 @@ type Config struct {
 
 	// stepErrors, if set, hears what the replicas refused too (tests).
 	stepErrors func(error)
+	// How often failed replicas are looked at, and how long one waits to
+	// be recovered (tests shorten them).
+	recoverEvery, retryFailedAfter time.Duration
 }
 
 // ErrInvalidConfig means a Config field is out of range; the message
@@ -196,6 +199,9 @@ func (cfg Config) withDefaults() (Config, error) {
 		if v, ok := cfg.Metadata.(MetadataVoters); ok {
 			cfg.InternalReplicationFactor = int32(min(3, max(len(v.Voters()), 1)))
 		}
+	}
+	if cfg.recoverEvery == 0 {
+		cfg.recoverEvery, cfg.retryFailedAfter = recoverEvery, retryFailedAfter
 	}
 	if cfg.TopicConfig == nil {
 		cfg.TopicConfig = func(base log.TopicConfig, _ map[string]string) (log.TopicConfig, error) { return base, nil }

@@ -201,7 +201,7 @@ func (c *testCluster) produce(ctx context.Context, topic string, partition int32
 
 func retriable(err error) bool {
 	return errorsIsAny(err, replica.ErrNotLeader, replica.ErrUnknownPartition, replica.ErrNotEnoughReplicas,
-		replica.ErrNotEnoughReplicasAfterAppend, replica.ErrTimeout, replica.ErrStopped)
+		replica.ErrNotEnoughReplicasAfterAppend, replica.ErrTimeout, replica.ErrStopped, replica.ErrStorage)
 }
 
 func batchOf(t *testing.T, values ...string) []byte {

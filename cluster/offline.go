@@ -80,8 +80,8 @@ func (n *Node) replicaFailed(tp controller.TopicPartition) {
 }
 
 // recoverEvery is how often the node looks for offline replicas it can
-// recover; retryFailedAfter is how long a recovered replica that failed
-// again waits before the next try.
+// recover; retryFailedAfter is how long a failed replica waits before a
+// try (Config's recoverEvery and retryFailedAfter, for tests).
 const (
 	recoverEvery     = 2 * time.Second
 	retryFailedAfter = 10 * time.Second
@@ -90,7 +90,7 @@ const (
 // recoverReplicas recreates the offline replicas once the data directory
 // takes writes, until ctx ends.
 func (n *Node) recoverReplicas(ctx context.Context) {
-	t := time.NewTicker(recoverEvery)
+	t := time.NewTicker(n.cfg.recoverEvery)
 	defer t.Stop()
 	for {
 		select {
@@ -107,7 +107,7 @@ func (n *Node) recoverReplicas(ctx context.Context) {
 			continue
 		}
 		for _, tp := range tps {
-			if time.Since(since[tp]) < retryFailedAfter {
+			if time.Since(since[tp]) < n.cfg.retryFailedAfter {
 				continue
 			}
 			if err := n.recreateReplica(ctx, tp); err != nil {

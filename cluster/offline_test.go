@@ -1,0 +1,74 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/strandlog/strand/replica"
+	"github.com/strandlog/strand/segment"
+	"github.com/strandlog/strand/vfs"
+)
+
+// A leader whose disk fills up stops writing its replica: the node
+// reports the replica offline, the controller moves the lead to an
+// in-sync follower (KIP-858's offline directory, per replica here), and
+// producers go on there with nothing acknowledged lost. Once the disk
+// takes writes again the node recreates the replica over its log, and it
+// catches up and rejoins the ISR.
+func TestNodeFullDiskMovesTheLeadAndTheReplicaRecovers(t *testing.T) {
+	c := newTestCluster(t, 3)
+	disk := vfs.NewErrorFS(vfs.NewMem())
+	disk.SetEnabled(false)
+	disk.Inject(vfs.Fault{Ops: []vfs.OpKind{vfs.OpWrite}, Path: "*.log", Err: syscall.ENOSPC})
+	c.tweak = func(cfg *Config) {
+		cfg.recoverEvery, cfg.retryFailedAfter = 50*time.Millisecond, 200*time.Millisecond
+		if cfg.ID == 1 {
+			cfg.FS = disk
+		}
+	}
+	c.startAll()
+	c.waitRegistered()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	require.NoError(t, c.any().CreateTopic(ctx, "t", TopicSpec{Assignment: [][]replica.NodeID{{1, 2, 3}}}))
+	producer := &segment.Producer{ID: 3}
+	var acked []string
+	produce := func(v string) {
+		_, err := c.produce(ctx, "t", 0, replica.AcksAll, idempotentBatch(t, producer, v))
+		require.NoError(t, err)
+		acked = append(acked, v)
+	}
+	for i := range 5 {
+		produce(fmt.Sprint("before", i))
+	}
+	require.Equal(t, replica.NodeID(1), c.any().Metadata().Partition("t", 0).Leader)
+
+	disk.SetEnabled(true)
+	for i := range 5 {
+		produce(fmt.Sprint("full", i))
+	}
+	p := c.any().Metadata().Partition("t", 0)
+	require.NotEqual(t, replica.NodeID(1), p.Leader, "the lead moved off the full disk")
+	require.False(t, slices.Contains(p.ISR, 1), "the offline replica left the ISR")
+	require.Positive(t, disk.Injected())
+
+	disk.SetEnabled(false)
+	waitFor(t, 20*time.Second, "the recovered replica back in the ISR", func() bool {
+		p := c.any().Metadata().Partition("t", 0)
+		return p != nil && slices.Contains(p.ISR, 1)
+	})
+	produce("after")
+	require.Equal(t, acked, c.readAll(ctx, "t", 0))
+	l, err := c.nodes[1].Log("t", 0)
+	require.NoError(t, err)
+	waitFor(t, 10*time.Second, "node 1's replica caught up", func() bool {
+		_, _, end, err := l.Offsets()
+		return err == nil && end == int64(len(acked))
+	})
+}
