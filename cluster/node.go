@@ -257,7 +257,7 @@ type Node struct {
 	pendingEpoch int64
 	wake         chan struct{}
 	// minISRs are the min.insync.replicas set on topics, as applyMetadata
-	// last applied them (owned by it).
+	// last applied them.
 	minISRs map[string]int
 	// states are the latest partition states delivered to the replicas,
 	// for a replica recreated after its log failed.
@@ -714,12 +714,14 @@ const minISRConfig = "min.insync.replicas"
 // the Dir holds under another id was deleted and created again under its
 // name: its replicas go first.
 func (n *Node) applyTopic(ctx context.Context, name string, t topicState) error {
+	n.mu.Lock()
 	delete(n.minISRs, name)
+	if m, err := strconv.Atoi(t.configs[minISRConfig]); err == nil && !t.removed {
+		n.minISRs[name] = m
+	}
+	n.mu.Unlock()
 	if t.removed {
 		return n.removeTopic(ctx, name)
-	}
-	if m, err := strconv.Atoi(t.configs[minISRConfig]); err == nil {
-		n.minISRs[name] = m
 	}
 	cfg, err := n.cfg.TopicConfig(replicaTopicConfig(name, t.partitions), t.configs)
 	if err != nil {
@@ -806,6 +808,8 @@ func (n *Node) removeStrays(ctx context.Context, topics map[string]topicState) {
 
 // minISR is the topic's min.insync.replicas, or the cluster's.
 func (n *Node) minISR(topic string) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
 	if m, ok := n.minISRs[topic]; ok {
 		return m
 	}
