@@ -67,7 +67,7 @@ type FileMetadata struct {
 	failed error            // the write or sync that failed the log
 	closed bool
 
-	feed feed
+	feed *feed[MetadataUpdate]
 }
 
 // entryPos is where an entry of the log file is, and its term, which a
@@ -116,7 +116,8 @@ func OpenFileMetadata(fs vfs.FS, dir string, self replica.NodeID) (*FileMetadata
 	if err != nil {
 		return nil, errors.Join(err, m.closeFiles())
 	}
-	m.feed.start(first)
+	m.feed = newMetadataFeed()
+	m.feed.push(first)
 	return m, nil
 }
 
@@ -400,76 +401,6 @@ func (m *FileMetadata) closeFiles() error {
 		err = m.log.Close()
 	}
 	return errors.Join(err, m.lock.Close())
-}
-
-// feed is the unbounded queue of a log's updates, which one goroutine pumps
-// into the Updates channel, so that a Node that proposes from the
-// goroutine that reads the channel never waits for itself.
-type feed struct {
-	out  chan MetadataUpdate
-	wake chan struct{} // holds a token once the queue may have grown
-	stop chan struct{}
-	done chan struct{} // closed once the pump has returned
-
-	mu    sync.Mutex
-	queue []MetadataUpdate
-}
-
-func (f *feed) start(first MetadataUpdate) {
-	f.out = make(chan MetadataUpdate)
-	f.wake = make(chan struct{}, 1)
-	f.stop = make(chan struct{})
-	f.done = make(chan struct{})
-	f.queue = []MetadataUpdate{first}
-	go f.pump()
-}
-
-// push queues u. Entries of the leader and term of the last update still
-// queued join it, so that a reader that lags takes them in one update.
-func (f *feed) push(u MetadataUpdate) {
-	f.mu.Lock()
-	if n := len(f.queue); n > 0 && f.queue[n-1].Leader == u.Leader && f.queue[n-1].Term == u.Term {
-		f.queue[n-1].Entries = append(f.queue[n-1].Entries, u.Entries...)
-	} else {
-		f.queue = append(f.queue, u)
-	}
-	f.mu.Unlock()
-	select {
-	case f.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (f *feed) pump() {
-	defer close(f.done)
-	defer close(f.out)
-	for {
-		f.mu.Lock()
-		if len(f.queue) == 0 {
-			f.mu.Unlock()
-			select {
-			case <-f.wake:
-				continue
-			case <-f.stop:
-				return
-			}
-		}
-		u := f.queue[0]
-		f.queue[0] = MetadataUpdate{} // let the entries go once delivered
-		f.queue = f.queue[1:]
-		f.mu.Unlock()
-		select {
-		case f.out <- u:
-		case <-f.stop:
-			return
-		}
-	}
-}
-
-// close stops the pump and waits for it to close the channel.
-func (f *feed) close() {
-	close(f.stop)
-	<-f.done
 }
 
 // frame is a decoded frame; body and sum are for intact.

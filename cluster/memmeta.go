@@ -45,7 +45,7 @@ func (g *MemoryMetadata) Open(id replica.NodeID) (*MemoryMetadataLog, error) {
 	if old := g.open[id]; old != nil {
 		g.closeLocked(old)
 	}
-	l := &MemoryMetadataLog{group: g, id: id, feed: newFeed[MetadataUpdate]()}
+	l := &MemoryMetadataLog{group: g, id: id, feed: newMetadataFeed()}
 	g.open[id] = l
 	l.catchUpLocked(true)
 	if g.leader == replica.NoNode {
@@ -227,6 +227,10 @@ func (l *MemoryMetadataLog) Close() error {
 // that pushing never waits for the reader (a Node reads its metadata
 // log's updates on the goroutine that proposes).
 type feed[T any] struct {
+	// merge, if set, folds v into the last value still queued and
+	// reports whether it did, so that a reader that lags takes fewer,
+	// larger values.
+	merge  func(last *T, v T) bool
 	mu     sync.Mutex
 	queue  []T
 	closed bool
@@ -242,9 +246,23 @@ func newFeed[T any]() *feed[T] {
 	return f
 }
 
+// newMetadataFeed is the feed of a metadata log: entries of the leader
+// and term of the last update still queued join it.
+func newMetadataFeed() *feed[MetadataUpdate] {
+	f := newFeed[MetadataUpdate]()
+	f.merge = func(last *MetadataUpdate, u MetadataUpdate) bool {
+		if u.Snapshot != nil || u.Replayed || last.Leader != u.Leader || last.Term != u.Term {
+			return false
+		}
+		last.Entries = append(last.Entries, u.Entries...)
+		return true
+	}
+	return f
+}
+
 func (f *feed[T]) push(v T) {
 	f.mu.Lock()
-	if !f.closed {
+	if n := len(f.queue); !f.closed && (n == 0 || f.merge == nil || !f.merge(&f.queue[n-1], v)) {
 		f.queue = append(f.queue, v)
 	}
 	f.mu.Unlock()

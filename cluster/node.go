@@ -289,7 +289,9 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	logger := cfg.Logger
-	if err := cfg.FS.MkdirAll(cfg.Dir, 0o755); err != nil {
+	// Each directory made durable in its parent: a data directory whose
+	// name a power cut takes away loses the node's logs whole.
+	if err := vfs.MkdirAll(cfg.FS, cfg.Dir, 0o755); err != nil {
 		return nil, err
 	}
 	clean, err := takeCleanMarker(cfg.FS, cfg.Dir)
@@ -932,7 +934,7 @@ func takeCleanMarker(fs vfs.FS, dir string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return true, syncDir(fs, dir)
+	return true, vfs.SyncDir(fs, dir)
 }
 
 func writeCleanMarker(fs vfs.FS, dir string) error {
@@ -943,13 +945,5 @@ func writeCleanMarker(fs vfs.FS, dir string) error {
 	if err := errors.Join(f.Sync(), f.Close()); err != nil {
 		return err
 	}
-	return syncDir(fs, dir)
-}
-
-func syncDir(fs vfs.FS, dir string) error {
-	d, err := fs.OpenDir(dir)
-	if err != nil {
-		return err
-	}
-	return errors.Join(d.Sync(), d.Close())
+	return vfs.SyncDir(fs, dir)
 }

@@ -69,6 +69,17 @@ func (h txnHost) PersistTxn(ctx context.Context, partition int32, rec idempotenc
 		return err
 	}
 	_, err = h.n.produceCoordinator(ctx, log.TransactionStateTopic, partition, b)
+	return txnLogError(err)
+}
+
+// txnLogError is the error a request is answered with whose record failed
+// to append to the transaction state log with err, as Kafka's
+// TransactionStateManager.appendTransactionToLog answers it: the
+// partition short of replicas or slow to commit, COORDINATOR_NOT_AVAILABLE,
+// which the producer retries; led elsewhere or its log failed,
+// NOT_COORDINATOR; the record too large, UNKNOWN_SERVER_ERROR; anything
+// else as it is.
+func txnLogError(err error) error {
 	switch {
 	case err == nil:
 		return nil
@@ -77,6 +88,8 @@ func (h txnHost) PersistTxn(ctx context.Context, partition int32, rec idempotenc
 		return fmt.Errorf("%w: %w", idempotence.ErrCoordinatorNotAvailable, err)
 	case errorsIsAny(err, replica.ErrNotLeader, replica.ErrStorage, replica.ErrStopped, replica.ErrFailed):
 		return fmt.Errorf("%w: %w", idempotence.ErrNotCoordinator, err)
+	case errors.Is(err, replica.ErrMessageTooLarge):
+		return fmt.Errorf("%w: %w", idempotence.ErrUnknownServerError, err)
 	}
 	return err
 }

@@ -72,6 +72,9 @@ var (
 	// ErrCoordinatorLoadInProgress: a transactional id's state partition
 	// is being loaded (TxnRuntime.Follow).
 	ErrCoordinatorLoadInProgress = &Error{14, "COORDINATOR_LOAD_IN_PROGRESS"}
+	// ErrUnknownServerError: what has no code of its own, as Kafka
+	// answers a coordinator's record too large for its log.
+	ErrUnknownServerError = &Error{-1, "UNKNOWN_SERVER_ERROR"}
 	// ErrCoordinatorNotAvailable: a transactional id's coordinator could
 	// not be reached, or could not write its state partition.
 	ErrCoordinatorNotAvailable = &Error{15, "COORDINATOR_NOT_AVAILABLE"}

@@ -283,27 +283,49 @@ func (l *Log) Snapshot(index uint64, data []byte) error {
 // most caught-up recently active peer, and returns once another voter
 // leads or this one no longer does, or after an election timeout, when
 // raft gives the transfer up.
-func (l *Log) TransferLeadership() {
+func (l *Log) TransferLeadership() { l.transfer(raft.None) }
+
+// TransferLeadershipTo hands the lead to voter to, if this node leads
+// (etcd's move-leader), and returns once another node leads, or with an
+// error if to is not a voter or the lead did not move before an election
+// timeout.
+func (l *Log) TransferLeadershipTo(to replica.NodeID) error {
+	if !l.voters[raftID(to)] {
+		return fmt.Errorf("%w: node %d is not a voter", ErrInvalid, to)
+	}
+	if l.transfer(raftID(to)) && l.lead.Load() == l.id {
+		return fmt.Errorf("raftlog: the lead did not move to node %d within an election timeout", to)
+	}
+	return nil
+}
+
+// transfer starts a transfer of the lead to raft id to, or to the
+// recently active peer furthest along if to is raft.None, and waits until
+// this node no longer leads or an election timeout passed; it reports
+// whether a transfer started.
+func (l *Log) transfer(to uint64) bool {
 	started := false
 	err := l.do(func() error {
 		st := l.rn.Status()
 		if st.RaftState != raft.StateLeader {
 			return nil
 		}
-		var to, match uint64
-		for _, id := range slices.Sorted(maps.Keys(st.Progress)) {
-			if pr := st.Progress[id]; id != l.id && pr.RecentActive && (to == raft.None || pr.Match > match) {
-				to, match = id, pr.Match
+		if to == raft.None {
+			var match uint64
+			for _, id := range slices.Sorted(maps.Keys(st.Progress)) {
+				if pr := st.Progress[id]; id != l.id && pr.RecentActive && (to == raft.None || pr.Match > match) {
+					to, match = id, pr.Match
+				}
 			}
 		}
-		if to != raft.None {
+		if to != raft.None && to != l.id {
 			l.rn.TransferLeader(to)
 			started = true
 		}
 		return nil
 	})
 	if err != nil || !started {
-		return
+		return false
 	}
 	deadline := time.NewTimer(electionTicks * l.tick)
 	defer deadline.Stop()
@@ -313,11 +335,12 @@ func (l *Log) TransferLeadership() {
 		select {
 		case <-poll.C:
 		case <-deadline.C:
-			return
+			return true
 		case <-l.stopped:
-			return
+			return true
 		}
 	}
+	return true
 }
 
 // Close stops the Log, closes Updates and the raft log file. It returns

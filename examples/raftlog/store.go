@@ -302,3 +302,31 @@ func appendFrame(buf []byte, kind byte, m proto.Message) ([]byte, error) {
 }
 
 func (s *store) close() error { return s.f.Close() }
+
+// Stored is what a raft log directory holds: the index of its latest
+// snapshot (0 if none), and the first and last index of its entries.
+type Stored struct {
+	SnapshotIndex, FirstIndex, LastIndex uint64
+}
+
+// Inspect reports what the raft log in dir holds, up to its last whole
+// frame; it only reads the file, which a running Log may be appending to.
+func Inspect(dir string) (Stored, error) {
+	data, err := os.ReadFile(filepath.Join(dir, storeFile))
+	if err != nil {
+		return Stored{}, err
+	}
+	ms := raft.NewMemoryStorage()
+	if _, err := replayFrames(data, ms); err != nil {
+		return Stored{}, err
+	}
+	snap, err := ms.Snapshot()
+	if err != nil {
+		return Stored{}, err
+	}
+	st := Stored{SnapshotIndex: snap.GetMetadata().GetIndex()}
+	if st.FirstIndex, err = ms.FirstIndex(); err == nil {
+		st.LastIndex, err = ms.LastIndex()
+	}
+	return st, err
+}
