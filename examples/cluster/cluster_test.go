@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -475,7 +476,7 @@ func TestReassignWhileProducing(t *testing.T) {
 	} {
 		err := cl.callRetry(ctx, "/controller/reassign", bad, nil)
 		require.Error(t, err, name)
-		require.True(t, errorsIsAny(err, replica.ErrInvalidReplicaAssignment, replica.ErrInvalidRequest), "%s: %v", name, err)
+		require.True(t, errors.Is(err, replica.ErrInvalidReplicaAssignment) || errors.Is(err, replica.ErrInvalidRequest), "%s: %v", name, err)
 	}
 	md, err = metadataFrom(s, cl)
 	require.NoError(t, err)

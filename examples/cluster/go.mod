@@ -11,17 +11,23 @@ require (
 	github.com/strandlog/strand/examples/kafka v0.0.0-00010101000000-000000000000
 	github.com/stretchr/testify v1.12.1
 	github.com/twmb/franz-go v1.22.3
-	go.etcd.io/raft/v3 v3.7.0
-	google.golang.org/protobuf v1.36.11
+)
+
+require (
+	go.etcd.io/raft/v3 v3.7.0 // indirect
+	google.golang.org/protobuf v1.36.11 // indirect
 )
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/pierrec/lz4/v4 v4.1.33 // indirect
-	github.com/twmb/franz-go/pkg/kadm v1.18.0 // indirect
-	github.com/twmb/franz-go/pkg/kmsg v1.15.1 // indirect
+	github.com/strandlog/strand/examples/raftlog v0.0.0-00010101000000-000000000000
+	github.com/twmb/franz-go/pkg/kadm v1.18.0
+	github.com/twmb/franz-go/pkg/kmsg v1.15.1
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/crypto v0.50.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
 )
+
+replace github.com/strandlog/strand/examples/raftlog => ../raftlog

@@ -43,9 +43,9 @@ const (
 // transactions are the node's coordinators.
 type kafkaCluster struct {
 	n      *cluster.Node
-	minISR int // the cluster's min.insync.replicas
-	addrs map[replica.NodeID]broker.BrokerAddr // every node's Kafka address
-	view  atomic.Pointer[kafkaView]
+	minISR int                                  // the cluster's min.insync.replicas
+	addrs  map[replica.NodeID]broker.BrokerAddr // every node's Kafka address
+	view   atomic.Pointer[kafkaView]
 }
 
 var (
@@ -343,3 +343,7 @@ func (nd *node) serveKafka() (stop func(), err error) {
 		<-done
 	}, nil
 }
+
+// txnPartitionFor is the transaction state partition of a transactional
+// id, as every node maps it.
+func txnPartitionFor(txnID string) int32 { return group.PartitionFor(txnID, txnStatePartitions) }

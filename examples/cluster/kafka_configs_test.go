@@ -58,7 +58,7 @@ func localTopics(t *testing.T, cl *client, node replica.NodeID) map[string]map[s
 // directory, those renamed for deletion included.
 func partitionFolders(t *testing.T, s *supervisor, node replica.NodeID, topic string) []string {
 	t.Helper()
-	entries, err := os.ReadDir(filepath.Join(s.nodeDir(node), logDir))
+	entries, err := os.ReadDir(filepath.Join(s.nodeDir(node), "log"))
 	require.NoError(t, err)
 	var out []string
 	for _, e := range entries {

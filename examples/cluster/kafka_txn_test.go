@@ -7,8 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"maps"
-	"net/http"
-	"slices"
 	"sync"
 	"syscall"
 	"testing"
@@ -21,7 +19,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/strandlog/strand/group"
-	"github.com/strandlog/strand/idempotence"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/replica"
 )
@@ -951,29 +948,4 @@ func TestKafkaCoordinatorsKeepTheirStateWithoutEnoughReplicas(t *testing.T) {
 		st := describeTxn(t, admin, coord, txnID)
 		return st.State == "CompleteCommit" && st.ProducerID == ir.ProducerID, fmt.Sprintf("%+v", st)
 	})
-}
-
-// The transaction coordinator answers its log's append errors as Kafka's
-// TransactionStateManager.appendTransactionToLog does, and the others as
-// they are.
-func TestTxnLogErrorsMapAsKafkas(t *testing.T) {
-	for _, c := range []struct {
-		append error
-		want   *kerr.Error
-	}{
-		{replica.ErrNotEnoughReplicas, kerr.CoordinatorNotAvailable},
-		{replica.ErrNotEnoughReplicasAfterAppend, kerr.CoordinatorNotAvailable},
-		{replica.ErrTimeout, kerr.CoordinatorNotAvailable},
-		{context.DeadlineExceeded, kerr.CoordinatorNotAvailable},
-		{replica.ErrUnknownPartition, kerr.CoordinatorNotAvailable},
-		{replica.ErrNotLeader, kerr.NotCoordinator},
-		{replica.ErrStopped, kerr.NotCoordinator},
-		{replica.ErrStorage, kerr.NotCoordinator},
-		{replica.ErrMessageTooLarge, kerr.UnknownServerError},
-		{replica.ErrInvalidRequest, nil},
-	} {
-		// As produceCommitted returns them.
-		err := kafkaError(fmt.Errorf("the replica's append: %w", c.append))
-		require.Equal(t, c.want, txnLogError(err), "%v", c.append)
-	}
 }

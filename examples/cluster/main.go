@@ -258,7 +258,10 @@ func (c *client) produceTo(ctx context.Context, topic string, partition int32, a
 		leader, err := c.leaderOf(ctx, topic, partition)
 		if err == nil {
 			var p produced
-			if p, err = c.produce(ctx, leader, topic, partition, acks, values...); err == nil || !retriable(err) {
+			// A leader named before it added its replica answers
+			// UNKNOWN_TOPIC_OR_PARTITION, which Kafka's clients retry too.
+			p, err = c.produce(ctx, leader, topic, partition, acks, values...)
+			if err == nil || !retriable(err) && !errors.Is(err, replica.ErrUnknownPartition) {
 				return p, err
 			}
 		}

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -19,7 +18,6 @@ import (
 	"github.com/strandlog/strand/group"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/replica"
-	"github.com/strandlog/strand/replica/controller"
 )
 
 // mountTmpfs mounts a tmpfs of size bytes at dir, or skips t where the
@@ -64,7 +62,7 @@ func fill(t *testing.T, dir string) string {
 func TestFullDiskMovesTheLeadAndTheReplicaRecovers(t *testing.T) {
 	var logs string
 	s, cl := startCluster(t, func(s *supervisor) {
-		logs = filepath.Join(s.nodeDir(3), logDir)
+		logs = filepath.Join(s.nodeDir(3), "log")
 		mountTmpfs(t, logs, 8<<20)
 	})
 	const topic = "full"
@@ -265,7 +263,7 @@ func TestDamagedFollowerRefetchesFromItsLeader(t *testing.T) {
 			waitISR(t, s, cl, topic, 3)
 			require.NoError(t, s.signal(3, syscall.SIGTERM))
 			waitFor(t, 20*time.Second, "node 3 stopped", func() (bool, string) { return !s.running(3), "" })
-			segs, err := filepath.Glob(filepath.Join(s.nodeDir(3), logDir, topic+"-0", "*.log"))
+			segs, err := filepath.Glob(filepath.Join(s.nodeDir(3), "log", topic+"-0", "*.log"))
 			require.NoError(t, err)
 			slices.Sort(segs)
 			require.Greater(t, len(segs), 2, "sealed segments to damage")

@@ -67,9 +67,7 @@ func (nd *node) routes() *http.ServeMux {
 		rep := &reply{}
 		to, err := queryInt(r, "to")
 		if err == nil {
-			ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
-			defer cancel()
-			err = nd.raft.TransferLeadershipTo(ctx, replica.NodeID(to))
+			err = nd.raft.TransferLeadershipTo(replica.NodeID(to))
 		}
 		rep.setErr(err)
 		rep.Leader = nd.n.Metadata().Controller

@@ -14,6 +14,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/strandlog/strand/examples/raftlog"
+	"github.com/strandlog/strand/group"
+	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/replica"
 )
 
@@ -32,7 +35,7 @@ func TestRestartedNodeCatchesUpFromSnapshot(t *testing.T) {
 		victim++
 	}
 	require.NoError(t, s.signal(victim, syscall.SIGKILL))
-	_, _, victimLast := storedLog(t, filepath.Join(s.nodeDir(victim), raftFile))
+	victimLast := storedLog(t, s, victim).LastIndex
 	waitFor(t, 20*time.Second, fmt.Sprintf("node %d fenced", victim), func() (bool, string) {
 		md, err := metadataFrom(s, cl)
 		if err != nil {
@@ -48,12 +51,14 @@ func TestRestartedNodeCatchesUpFromSnapshot(t *testing.T) {
 	for {
 		md, err := metadataFrom(s, cl)
 		require.NoError(t, err)
-		snap, first, _ := storedLog(t, filepath.Join(s.nodeDir(md.RaftLeader), raftFile))
-		if snap.GetMetadata().GetIndex() > victimLast+every {
-			require.Greater(t, first, victimLast+1, "the leader's log file starts after the victim's last entry")
+		// Read while the leader runs: its file's frames up to the last
+		// whole one.
+		led := storedLog(t, s, md.RaftLeader)
+		if led.SnapshotIndex > victimLast+raftlog.KeptEntries+every {
+			require.Greater(t, led.FirstIndex, victimLast+1, "the leader's log file starts after the victim's last entry")
 			break
 		}
-		require.Less(t, topics, 200, "the leader's log was never compacted past %d (snapshot at %d)", victimLast, snap.GetMetadata().GetIndex())
+		require.Less(t, topics, 200, "the leader's log was never compacted past %d (snapshot at %d)", victimLast, led.SnapshotIndex)
 		createTopicT(t, cl, topicRequest{Topic: fmt.Sprint("t", topics), Partitions: 1, ReplicationFactor: 2})
 		topics++
 	}
@@ -81,13 +86,24 @@ func TestRestartedNodeCatchesUpFromSnapshot(t *testing.T) {
 			fmt.Sprintf("node %d: applied %d, %+v; leader %d: applied %d, %+v", victim, caughtUp.RaftApplied, caughtUp.Brokers,
 				leader.Node, leader.RaftApplied, leader.Brokers)
 	})
-	require.Len(t, caughtUp.Partitions, topics)
-	snap, first, _ := storedLog(t, filepath.Join(s.nodeDir(victim), raftFile))
-	require.Greater(t, snap.GetMetadata().GetIndex(), victimLast+every, "node %d's log starts at a snapshot it was sent", victim)
-	require.Equal(t, snap.GetMetadata().GetIndex()+1, first)
+	created := slices.DeleteFunc(slices.Clone(caughtUp.Partitions), func(p partitionView) bool {
+		return p.Topic == group.OffsetsTopic || p.Topic == log.TransactionStateTopic
+	})
+	require.Len(t, created, topics, "the topics created, besides the coordinators'")
+	got := storedLog(t, s, victim)
+	require.Greater(t, got.SnapshotIndex, victimLast+every, "node %d's log starts at a snapshot it was sent", victim)
+	require.Equal(t, got.SnapshotIndex+1, got.FirstIndex)
 	after, err := os.ReadFile(out)
 	require.NoError(t, err)
 	require.Contains(t, string(after[len(before):]), "restored snapshot", "node %d's raft restored the snapshot its leader sent", victim)
 	t.Logf("node %d: last raft entry %d when killed; %d topics created; caught up from a snapshot at %d, applied %d",
-		victim, victimLast, topics, snap.GetMetadata().GetIndex(), caughtUp.RaftApplied)
+		victim, victimLast, topics, got.SnapshotIndex, caughtUp.RaftApplied)
+}
+
+// storedLog is what a node's raft log directory holds.
+func storedLog(t *testing.T, s *supervisor, node replica.NodeID) raftlog.Stored {
+	t.Helper()
+	st, err := raftlog.Inspect(filepath.Join(s.nodeDir(node), raftDir))
+	require.NoError(t, err)
+	return st
 }

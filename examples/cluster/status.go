@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"html/template"
-	"maps"
 	"net/http"
 	"slices"
 	"strings"

@@ -108,11 +108,12 @@ const (
 	// electionTicks is raft's ElectionTick: a follower waits 10 to 20
 	// ticks for a heartbeat before it calls an election.
 	electionTicks = 10
-	// keepEntries is how many entries before a snapshot the leader keeps
-	// in memory, so that a follower a little behind gets entries rather
-	// than the snapshot.
-	keepEntries = 64
 )
+
+// KeptEntries is how many entries before a snapshot a voter keeps in
+// memory, so that a follower a little behind gets entries rather than the
+// snapshot.
+const KeptEntries = 64
 
 // Open opens the voter's raft log in cfg.Dir and starts it. Its first
 // update carries what the directory holds: its latest snapshot, if any,
@@ -271,7 +272,7 @@ func (l *Log) Snapshot(index uint64, data []byte) error {
 		if index > l.applied.index {
 			return fmt.Errorf("%w: a snapshot at index %d, beyond the applied index %d", ErrInvalid, index, l.applied.index)
 		}
-		err := l.store.compact(index, data, keepEntries)
+		err := l.store.compact(index, data, KeptEntries)
 		if errors.Is(err, raft.ErrSnapOutOfDate) {
 			return nil
 		}

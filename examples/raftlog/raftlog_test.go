@@ -495,7 +495,7 @@ func TestLaggingFollowerGetsTheSnapshot(t *testing.T) {
 	c.net.isolate(lagging.id)
 	// The lagging follower's PreVote fails while it is cut off, so the
 	// leader keeps its place.
-	before := names("s", 2*keepEntries+10)
+	before := names("s", 2*KeptEntries+10)
 	c.propose(leader, term, before...)
 	c.waitState(before, leader.id, c.others(lagging.id)[1])
 	state, index := leader.applied()
