@@ -32,6 +32,10 @@ const (
 	kindVerifyReassignment
 	kindCancelReassignment
 	kindAssignment
+	kindConsumerGroupHeartbeat
+	kindOffsetCommit
+	kindOffsetFetch
+	kindFetch
 )
 
 // request is any request a node serves.
@@ -383,6 +387,14 @@ func newRequest(k requestKind) request {
 		return &cancelReassignmentRequest{}
 	case kindAssignment:
 		return &assignmentRequest{}
+	case kindConsumerGroupHeartbeat:
+		return &consumerHeartbeatRequest{}
+	case kindOffsetCommit:
+		return &offsetCommitRequest{}
+	case kindOffsetFetch:
+		return &offsetFetchRequest{}
+	case kindFetch:
+		return &fetchRequest{}
 	}
 	return nil
 }
@@ -407,8 +419,11 @@ func decodeRequest(b []byte) (request, error) {
 }
 
 // encodeAnswer is an answer's bytes: err's code and message, then a's
-// fields.
+// fields; an err that is a payloadAnswer is the Payload, with no error.
 func encodeAnswer(a *answer, err error) []byte {
+	if p, ok := err.(payloadAnswer); ok {
+		a, err = &answer{Payload: p}, nil
+	}
 	e := &encoder{}
 	e.int(int64(replica.CodeOf(err)))
 	if err != nil {
