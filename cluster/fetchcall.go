@@ -153,9 +153,9 @@ func (r *fetchRequest) decode(d *decoder) {
 
 // serve answers the read, its error included (an offset out of range
 // comes with the partition's offsets).
-func (r *fetchRequest) serve(ctx context.Context, n *Node) error {
+func (r *fetchRequest) answer(ctx context.Context, n *Node) []byte {
 	res, err := n.fetchHere(ctx, r)
-	return payloadAnswer(encodeFetchAnswer(res, err))
+	return encodeFetchAnswer(res, err)
 }
 
 func encodeFetchAnswer(res FetchResult, err error) []byte {

@@ -117,11 +117,11 @@ func runGroup[R any](ctx context.Context, n *Node, r groupRequest[R]) (R, error)
 	return resp, err
 }
 
-// serveGroup answers r for another node: the Service's error, then the
+// answerGroup answers r for another node: the Service's error, then the
 // response if there was no error.
-func serveGroup[R any](ctx context.Context, n *Node, r groupRequest[R]) error {
+func answerGroup[R any](ctx context.Context, n *Node, r groupRequest[R]) []byte {
 	resp, err := runGroup(ctx, n, r)
-	return payloadAnswer(encodeGroupAnswer(r, resp, err))
+	return encodeGroupAnswer(r, resp, err)
 }
 
 func encodeGroupAnswer[R any](r groupRequest[R], resp R, err error) []byte {
@@ -146,14 +146,6 @@ func decodeGroupAnswer[R any](payload []byte, r groupRequest[R]) (R, error) {
 	}
 	return resp, err
 }
-
-// payloadAnswer is the answer of a nodeRequest that answers data. Node.Serve
-// hands a nodeRequest's serve no answer to fill, only its error to encode:
-// such a request returns its payload as this error, which encodeAnswer
-// makes an answer's Payload, with no error.
-type payloadAnswer []byte
-
-func (payloadAnswer) Error() string { return "cluster: an answer's payload" }
 
 // groupError is an error in a group response from another node: its
 // message there, matching (errors.Is, errors.As) the group.Error of its
@@ -312,8 +304,8 @@ func (r *consumerHeartbeatRequest) decode(d *decoder) {
 	r.SubscribedTopicNames, r.SubscribedTopicRegex = d.optionalStrings(), d.optionalString()
 	r.ServerAssignor, r.Owned = d.string(), d.assignment()
 }
-func (r *consumerHeartbeatRequest) serve(ctx context.Context, n *Node) error {
-	return serveGroup(ctx, n, r)
+func (r *consumerHeartbeatRequest) answer(ctx context.Context, n *Node) []byte {
+	return answerGroup(ctx, n, r)
 }
 func (r *consumerHeartbeatRequest) groupID() string { return r.GroupID }
 func (r *consumerHeartbeatRequest) run(ctx context.Context, s *group.Service) (*group.ConsumerGroupHeartbeatResponse, error) {
@@ -372,8 +364,8 @@ func (r *offsetCommitRequest) decode(d *decoder) {
 		r.Topics = append(r.Topics, t)
 	}
 }
-func (r *offsetCommitRequest) serve(ctx context.Context, n *Node) error {
-	return serveGroup(ctx, n, r)
+func (r *offsetCommitRequest) answer(ctx context.Context, n *Node) []byte {
+	return answerGroup(ctx, n, r)
 }
 func (r *offsetCommitRequest) groupID() string { return r.GroupID }
 func (r *offsetCommitRequest) run(ctx context.Context, s *group.Service) (*group.OffsetCommitResponse, error) {
@@ -434,8 +426,8 @@ func (r *offsetFetchRequest) decode(d *decoder) {
 	}
 	r.RequireStable, r.MemberID, r.MemberEpoch = d.bool(), d.string(), d.int32()
 }
-func (r *offsetFetchRequest) serve(ctx context.Context, n *Node) error {
-	return serveGroup(ctx, n, r)
+func (r *offsetFetchRequest) answer(ctx context.Context, n *Node) []byte {
+	return answerGroup(ctx, n, r)
 }
 func (r *offsetFetchRequest) groupID() string { return r.GroupID }
 func (r *offsetFetchRequest) run(ctx context.Context, s *group.Service) (*group.OffsetFetchResponse, error) {

@@ -70,7 +70,7 @@ func TestGroupCallRequestsRoundTrip(t *testing.T) {
 }
 
 // answerOf is the bytes Node.Serve answers a request's payload with.
-func answerOf(payload []byte) []byte { return encodeAnswer(&answer{}, payloadAnswer(payload)) }
+func answerOf(payload []byte) []byte { return encodeAnswer(&answer{Payload: payload}, nil) }
 
 // payloadOf is what a caller makes of an answer: its payload.
 func payloadOf(t *testing.T, b []byte) []byte {

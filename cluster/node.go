@@ -509,6 +509,8 @@ func (n *Node) Serve(ctx context.Context, req []byte) ([]byte, error) {
 		a, err = n.decide(ctx, r)
 	case nodeRequest:
 		err = r.serve(ctx, n)
+	case dataRequest:
+		a.Payload = r.answer(ctx, n)
 	}
 	return encodeAnswer(a, err), nil
 }

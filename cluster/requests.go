@@ -60,6 +60,14 @@ type nodeRequest interface {
 	serve(ctx context.Context, n *Node) error
 }
 
+// dataRequest is a request a node serves itself whose answer is data with
+// its own errors in it (a group coordinator's responses, a read), carried
+// as the answer's Payload.
+type dataRequest interface {
+	request
+	answer(ctx context.Context, n *Node) []byte
+}
+
 // answer is what a request's answer carries besides its error: each
 // request fills the fields it has.
 type answer struct {
@@ -419,11 +427,8 @@ func decodeRequest(b []byte) (request, error) {
 }
 
 // encodeAnswer is an answer's bytes: err's code and message, then a's
-// fields; an err that is a payloadAnswer is the Payload, with no error.
+// fields.
 func encodeAnswer(a *answer, err error) []byte {
-	if p, ok := err.(payloadAnswer); ok {
-		a, err = &answer{Payload: p}, nil
-	}
 	e := &encoder{}
 	e.int(int64(replica.CodeOf(err)))
 	if err != nil {
