@@ -42,14 +42,14 @@ func (c *testCluster) produceValues(ctx context.Context, p *segment.Producer, to
 	require.NoError(c.t, err)
 }
 
-// deliveries counts what the consumers of a test got.
-type deliveries struct {
+// consumed counts what the consumers of a test got.
+type consumed struct {
 	mu     sync.Mutex
 	counts map[string]int
 	errs   []error
 }
 
-func (d *deliveries) add(ms []group.Message) {
+func (d *consumed) add(ms []group.Message) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, m := range ms {
@@ -57,14 +57,14 @@ func (d *deliveries) add(ms []group.Message) {
 	}
 }
 
-func (d *deliveries) fail(err error) {
+func (d *consumed) fail(err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.errs = append(d.errs, err)
 }
 
 // has reports whether every value was delivered.
-func (d *deliveries) has(values []string) bool {
+func (d *consumed) has(values []string) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, v := range values {
@@ -77,7 +77,7 @@ func (d *deliveries) has(values []string) bool {
 
 // run polls cons and commits what each Poll returned, until stop is
 // called, which returns once the loop has.
-func (d *deliveries) run(cons *Consumer) (stop func()) {
+func (d *consumed) run(cons *Consumer) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -146,7 +146,7 @@ func TestConsumersShareAGroupAcrossCoordinatorKill(t *testing.T) {
 		produced = append(produced, values...)
 		return values
 	}
-	got := &deliveries{counts: map[string]int{}}
+	got := &consumed{counts: map[string]int{}}
 	delivered := func(what string, values []string) {
 		t.Helper()
 		waitFor(t, 30*time.Second, what, func() bool { return got.has(values) })
@@ -191,7 +191,7 @@ func TestConsumersShareAGroupAcrossCoordinatorKill(t *testing.T) {
 	require.Empty(t, got.errs)
 	require.ElementsMatch(t, produced, slices.Collect(maps.Keys(got.counts)))
 	for v, n := range got.counts {
-		require.Equal(t, 1, n, "deliveries of %s", v)
+		require.Equal(t, 1, n, "consumed of %s", v)
 	}
 }
 

@@ -159,10 +159,7 @@ func (o *outboxes) send(to replica.NodeID, msgs []replica.Message) error {
 	for len(msgs) > 0 {
 		k := min(len(msgs), maxPerSend)
 		batch := func() ([]byte, error) {
-			for _, m := range msgs[:k] {
-				m.Head().To = dest
-			}
-			return (&replica.Batch{Header: replica.Header{From: n.cfg.ID, To: dest}, Messages: msgs[:k]}).MarshalBinary()
+			return (&replica.Batch{Header: replica.Header{From: n.cfg.ID, To: dest}, Messages: addressed(msgs[:k], dest)}).MarshalBinary()
 		}
 		b, err := batch()
 		for errors.Is(err, replica.ErrMessageTooLarge) && k > 1 {
@@ -186,6 +183,22 @@ func (o *outboxes) send(to replica.NodeID, msgs []replica.Message) error {
 		msgs = msgs[k:]
 	}
 	return nil
+}
+
+// addressed returns msgs addressed to dest: a message for the controller
+// (To NoNode) as a copy, since its sender keeps it to send again, maybe to
+// another controller.
+func addressed(msgs []replica.Message, dest replica.NodeID) []replica.Message {
+	out := make([]replica.Message, len(msgs))
+	for i, m := range msgs {
+		if ap, ok := m.(*replica.AlterPartition); ok && ap.To != dest {
+			c := *ap
+			c.To = dest
+			m = &c
+		}
+		out[i] = m
+	}
+	return out
 }
 
 // whileLeader returns a context that ends with ctx, or as soon as lead no
