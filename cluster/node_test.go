@@ -231,6 +231,12 @@ func idempotentBatch(t *testing.T, p *segment.Producer, values ...string) []byte
 // readAll reads a partition from its leader below the high watermark.
 func (c *testCluster) readAll(ctx context.Context, topic string, partition int32) []string {
 	c.t.Helper()
+	return c.read(ctx, topic, partition, log.ReadUncommitted)
+}
+
+// read reads a partition from its leader below the bound iso sets.
+func (c *testCluster) read(ctx context.Context, topic string, partition int32, iso log.Isolation) []string {
+	c.t.Helper()
 	var values []string
 	waitFor(c.t, 10*time.Second, "a leader to read from", func() bool {
 		p := c.any().Metadata().Partition(topic, partition)
@@ -242,7 +248,7 @@ func (c *testCluster) readAll(ctx context.Context, topic string, partition int32
 			return false
 		}
 		values = nil
-		for rec, err := range l.Records(0, log.ReadUncommitted) {
+		for rec, err := range l.Records(0, iso) {
 			if err != nil {
 				return false
 			}

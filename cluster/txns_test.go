@@ -65,26 +65,7 @@ func (c *testCluster) produceTxn(ctx context.Context, txnID string, pe idempoten
 // offset, without those of aborted transactions.
 func (c *testCluster) readCommitted(ctx context.Context, topic string, partition int32) []string {
 	c.t.Helper()
-	var values []string
-	waitFor(c.t, 10*time.Second, "a leader to read from", func() bool {
-		p := c.any().Metadata().Partition(topic, partition)
-		if p == nil || c.nodes[p.Leader] == nil {
-			return false
-		}
-		l, err := c.nodes[p.Leader].leaderLog(ctx, topic, partition)
-		if err != nil {
-			return false
-		}
-		values = nil
-		for rec, err := range l.Records(0, log.ReadCommitted) {
-			if err != nil {
-				return false
-			}
-			values = append(values, string(rec.Value))
-		}
-		return true
-	})
-	return values
+	return c.read(ctx, topic, partition, log.ReadCommitted)
 }
 
 func TestNodeTransactionsCommitAndAbortAcrossCoordinatorKill(t *testing.T) {
