@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -297,6 +298,8 @@ func (d *Driver) Receive(ctx context.Context, m Message) error {
 
 // Produce appends batch to a partition this node leads and waits for its
 // result: a ProduceResult whose Err says how it ended, or the refusal.
+// The partition takes a copy of batch: the caller may send the same bytes
+// again, as an idempotent producer retries.
 func (d *Driver) Produce(ctx context.Context, topic string, partition int32, acks Acks, batch []byte) (ProduceResult, error) {
 	return d.produce(ctx, Produce{Header: Header{Topic: topic, Partition: partition}, Acks: acks, Batch: batch})
 }
@@ -335,7 +338,14 @@ func (d *Driver) produce(ctx context.Context, m Produce) (ProduceResult, error) 
 
 // submit steps m, from and to this node under an id of the driver's, and
 // returns the channel its result comes to.
+//
+// The partition stamps its offsets and epoch into the batch it takes
+// (Produce), and its writer reads the batch while the caller may already
+// send the same bytes again: an idempotent producer's retry, to this
+// driver or another after a timeout. So the partition gets a copy, and
+// the caller keeps its batch as it was.
 func (d *Driver) submit(ctx context.Context, m Produce) (<-chan ProduceResult, error) {
+	m.Batch = slices.Clone(m.Batch)
 	ch := make(chan ProduceResult, 1)
 	errc := make(chan error, 1)
 	topic, partition := m.Topic, m.Partition

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -239,4 +240,36 @@ func TestDriverRemovePartition(t *testing.T) {
 	}
 	runs.Wait()
 	tr.wg.Wait()
+}
+
+// A driver leaves the caller's batch as it was: the partition stamps
+// offsets into a copy. Found by TestSimulateNodes under -race: a producer
+// retried its batch at the partition's next leader while the old
+// leader's writer still read the same bytes, which the new leader's
+// partition stamped; and a retry to the same leader would stamp another
+// base offset into a batch its writer had yet to append.
+func TestDriverProduceLeavesTheBatchAsItWas(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tr, _, runs := startDrivers(t, ctx, DriverConfig{}, log.Options{}, Config{})
+	defer func() {
+		for _, d := range tr.drivers {
+			d.Stop()
+		}
+		runs.Wait()
+		tr.wg.Wait()
+	}()
+	_, err := tr.drivers[1].Produce(ctx, "orders", 0, AcksAll, batchOf(t, "a", "b"))
+	require.NoError(t, err)
+	b := batchOf(t, "c")
+	sent := slices.Clone(b)
+	r, err := tr.drivers[1].Produce(ctx, "orders", 0, AcksAll, b)
+	require.NoError(t, err)
+	require.NoError(t, r.Err)
+	require.EqualValues(t, 2, r.BaseOffset)
+	require.Equal(t, sent, b, "the caller's batch was changed")
+	ch, err := tr.drivers[1].ProduceAsync(ctx, "orders", 0, AcksAll, b)
+	require.NoError(t, err)
+	require.Equal(t, sent, b, "the caller's batch was changed")
+	require.NoError(t, (<-ch).Err)
 }
