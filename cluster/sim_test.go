@@ -70,7 +70,11 @@ func TestSimulateNodes(t *testing.T) {
 	totals := map[string]int{}
 	for _, seed := range seeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-			s := newSim(t, seed, &recordsWorkload{topic: "records", partitions: 3, producers: 4})
+			s := newSim(t, seed, simWorkloads{
+				&recordsWorkload{topic: "records", partitions: 3, producers: 4},
+				&groupWorkload{group: "readers", topic: "records", partitions: 3, consumers: 2},
+				&txnWorkload{topic: "txns", partitions: 2, producers: 2},
+			})
 			s.run(duration)
 			for k, v := range s.counts {
 				totals[k] += v
@@ -82,17 +86,43 @@ func TestSimulateNodes(t *testing.T) {
 
 // simWorkload is one kind of client traffic: it runs while the faults
 // happen and checks, once the cluster healed, what the cluster holds
-// against what its clients were told. Records are the first; groups and
-// transactions are to come.
+// against what its clients were told: idempotent producers
+// (recordsWorkload), a consumer group (groupWorkload), transactions
+// (txnWorkload).
 type simWorkload interface {
 	// setup creates what the workload needs, before any fault, and
-	// returns the partitions it uses.
+	// returns the partitions it creates.
 	setup(ctx context.Context, s *sim) []simPartition
 	// run runs clients until stop ends, then lets them finish what they
 	// have in flight until drain ends, and returns once they all have.
 	run(stop, drain context.Context, s *sim)
 	// check runs on the test goroutine once every replica caught up.
 	check(s *sim)
+}
+
+// simWorkloads run together, set up in order.
+type simWorkloads []simWorkload
+
+func (ws simWorkloads) setup(ctx context.Context, s *sim) []simPartition {
+	var parts []simPartition
+	for _, w := range ws {
+		parts = append(parts, w.setup(ctx, s)...)
+	}
+	return parts
+}
+
+func (ws simWorkloads) run(stop, drain context.Context, s *sim) {
+	var wg sync.WaitGroup
+	for _, w := range ws {
+		wg.Go(func() { w.run(stop, drain, s) })
+	}
+	wg.Wait()
+}
+
+func (ws simWorkloads) check(s *sim) {
+	for _, w := range ws {
+		w.check(s)
+	}
 }
 
 type simPartition struct {

@@ -76,9 +76,9 @@ func (h txnHost) PersistTxn(ctx context.Context, partition int32, rec idempotenc
 // to append to the transaction state log with err, as Kafka's
 // TransactionStateManager.appendTransactionToLog answers it: the
 // partition short of replicas or slow to commit, COORDINATOR_NOT_AVAILABLE,
-// which the producer retries; led elsewhere or its log failed,
-// NOT_COORDINATOR; the record too large, UNKNOWN_SERVER_ERROR; anything
-// else as it is.
+// which the producer retries; led elsewhere, its log failed or the
+// coordinator closing (the append's context canceled), NOT_COORDINATOR;
+// the record too large, UNKNOWN_SERVER_ERROR; anything else as it is.
 func txnLogError(err error) error {
 	switch {
 	case err == nil:
@@ -86,7 +86,8 @@ func txnLogError(err error) error {
 	case errorsIsAny(err, replica.ErrNotEnoughReplicas, replica.ErrNotEnoughReplicasAfterAppend, replica.ErrTimeout,
 		replica.ErrUnknownPartition, context.DeadlineExceeded):
 		return fmt.Errorf("%w: %w", idempotence.ErrCoordinatorNotAvailable, err)
-	case errorsIsAny(err, replica.ErrNotLeader, replica.ErrStorage, replica.ErrStopped, replica.ErrFailed):
+	case errorsIsAny(err, replica.ErrNotLeader, replica.ErrStorage, replica.ErrStopped, replica.ErrFailed,
+		context.Canceled, ErrClosed):
 		return fmt.Errorf("%w: %w", idempotence.ErrNotCoordinator, err)
 	case errors.Is(err, replica.ErrMessageTooLarge):
 		return fmt.Errorf("%w: %w", idempotence.ErrUnknownServerError, err)

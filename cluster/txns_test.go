@@ -181,6 +181,8 @@ func TestTxnLogErrorsMapAsKafkas(t *testing.T) {
 		{&replica.NotLeaderError{Leader: 2}, idempotence.ErrNotCoordinator},
 		{replica.ErrStopped, idempotence.ErrNotCoordinator},
 		{replica.ErrStorage, idempotence.ErrNotCoordinator},
+		{context.Canceled, idempotence.ErrNotCoordinator}, // the coordinator closing
+		{ErrClosed, idempotence.ErrNotCoordinator},
 		{replica.ErrMessageTooLarge, idempotence.ErrUnknownServerError},
 		{replica.ErrInvalidRequest, replica.ErrInvalidRequest},
 	} {
