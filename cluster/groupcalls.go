@@ -55,7 +55,7 @@ type groupRequest[R any] interface {
 }
 
 // askGroup makes r at its group's coordinator, following the coordinator
-// as it moves, until ctx ends.
+// as it moves, until ctx ends or n closes (ErrClosed).
 func askGroup[R any](ctx context.Context, n *Node, r groupRequest[R]) (R, error) {
 	for {
 		resp, err := askGroupOnce(ctx, n, r)
@@ -76,6 +76,8 @@ func askGroup[R any](ctx context.Context, n *Node, r groupRequest[R]) (R, error)
 				err = fmt.Errorf("%w (%w)", err, ctx.Err())
 			}
 			return resp, err
+		case <-n.closing:
+			return resp, fmt.Errorf("%w: group %q: %w", ErrClosed, r.groupID(), failure)
 		case <-time.After(n.cfg.RetryBackoff):
 		}
 	}

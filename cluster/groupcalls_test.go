@@ -262,3 +262,27 @@ func TestNodeGroupCallsRetryUntilCtxEnds(t *testing.T) {
 	_, err = n.Fetch(ctx, "t", 0, 0, 1, log.ReadCommitted)
 	require.ErrorIs(t, err, replica.ErrUnknownPartition, "a topic the metadata does not have is not waited for")
 }
+
+// A group call still retrying when its node closes ends with ErrClosed,
+// not at the caller's deadline: a Consumer's heartbeat goroutine commits
+// the partitions it gives up under a context that ends only with the
+// Consumer, and its Close would wait for it forever.
+func TestNodeGroupCallsEndWhenTheNodeCloses(t *testing.T) {
+	c := newTestCluster(t, 3)
+	n := c.start(1)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := n.OffsetFetch(context.Background(), group.OffsetFetchRequest{GroupID: "g"})
+		errc <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	require.NoError(t, n.Close())
+	delete(c.nodes, 1)
+	select {
+	case err := <-errc:
+		require.ErrorIs(t, err, ErrClosed)
+		require.ErrorIs(t, err, group.ErrCoordinatorNotAvailable, "the last coordinator error")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call still retries 10 s after its node closed")
+	}
+}

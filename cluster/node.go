@@ -113,6 +113,13 @@ type Config struct {
 	// every node; default 3, where Kafka's is 50.
 	TransactionPartitions int32
 
+	// MaxIndexBytes is the size a segment's offset and time indexes are
+	// preallocated to, and the segment rolls once one is full
+	// (log.index.size.max.bytes, log.Options.MaxIndexBytes); default
+	// 10 MiB, Kafka's. A node with many small partitions, or a test on
+	// an in-memory disk, takes a smaller one.
+	MaxIndexBytes int
+
 	// TopicConfig maps a topic's configs by Kafka name onto its replicas'
 	// log.TopicConfig, from base (the node's defaults for the topic);
 	// default: base, with only min.insync.replicas read (by the node).
@@ -242,6 +249,9 @@ type Node struct {
 	beatsDone chan struct{}
 	closeOnce sync.Once
 	closeErr  error
+	// closing is closed when Close begins: a request still retrying
+	// towards a coordinator ends with ErrClosed.
+	closing chan struct{}
 
 	mu    sync.Mutex
 	parts map[controller.TopicPartition]*log.Partition // replicas added to the driver
@@ -303,12 +313,12 @@ func New(cfg Config) (*Node, error) {
 	// batch of a partition at its first open, and repairs damage by
 	// truncation, since the leader has the records to fetch again.
 	dir, err := log.OpenDir(filepath.Join(cfg.Dir, logDir), log.DirOptions{Replicated: true, Logger: logger,
-		Log: log.Options{FS: cfg.FS, ExternalHighWatermark: true, VerifyOnOpen: true, TruncateCorruption: true}})
+		Log: log.Options{FS: cfg.FS, MaxIndexBytes: cfg.MaxIndexBytes, ExternalHighWatermark: true, VerifyOnOpen: true, TruncateCorruption: true}})
 	if err != nil {
 		return nil, err
 	}
 	n := &Node{
-		cfg: cfg, log: logger, dir: dir, clean: clean,
+		cfg: cfg, log: logger, dir: dir, clean: clean, closing: make(chan struct{}),
 		parts: map[controller.TopicPartition]*log.Partition{}, replicaLogs: map[controller.TopicPartition]*replicaLog{},
 		pendingTopics: map[string]topicState{}, pendingParts: map[controller.TopicPartition]*replica.LeaderAndISR{},
 		pendingEpoch: replica.NoBrokerEpoch, wake: make(chan struct{}, 1), minISRs: map[string]int{},
@@ -870,6 +880,7 @@ func (n *Node) heartbeats(ctx context.Context) {
 // registers clean at its next start (KIP-966).
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
+		close(n.closing)
 		n.beats()
 		<-n.beatsDone
 		n.controlledShutdown()

@@ -86,6 +86,9 @@ func (c *testCluster) start(id replica.NodeID) *Node {
 		Heartbeat: 20 * time.Millisecond, SessionTimeout: 300 * time.Millisecond,
 		ReplicaLagTime: time.Second, RequestTimeout: time.Second, RetryBackoff: 10 * time.Millisecond,
 		MinInsyncReplicas: min(2, len(c.ids)),
+		// Every index preallocated at 10 MiB on a MemFS costs a restart
+		// half a second under -race.
+		MaxIndexBytes: 64 << 10,
 	}
 	if c.tweak != nil {
 		c.tweak(&cfg)
@@ -105,6 +108,7 @@ func (c *testCluster) kill(id replica.NodeID) {
 		return
 	}
 	c.net.Detach(id)
+	close(n.closing) // the node's process ends, and its callers with it
 	n.beats()
 	<-n.beatsDone
 	n.closeCoordinators()

@@ -127,7 +127,7 @@ func (p *simTxnProducer) atCoordinator(ctx context.Context, s *sim, what string,
 	var err error
 	for attempt := 0; ctx.Err() == nil; attempt++ {
 		if attempt > 0 {
-			s.count(what+" retries", 1)
+			s.count(what+" retried after "+errorName(err), 1)
 			select {
 			case <-ctx.Done():
 			case <-time.After(10 * time.Millisecond):
