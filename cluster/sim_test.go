@@ -40,11 +40,14 @@ import (
 // not the same run. A failure names its seed; replay it with
 // -sim.seed, and run it many times (-count) if it does not fail at once.
 var (
-	simSeeds = flag.Int("sim.seeds", 0, "TestSimulateNodes: how many seeds to run, 1 to n (default 3 with -short, 5 without)")
+	simSeeds = flag.Int("sim.seeds", 0, "TestSimulateNodes: how many seeds to run, from -sim.first on (default 3 with -short, 5 without)")
+	simFirst = flag.Uint64("sim.first", 1, "TestSimulateNodes: the first seed to run")
 	simSeed  = flag.Uint64("sim.seed", 0, "TestSimulateNodes: run only this seed")
 	simTime  = flag.Duration("sim.time", 0, "TestSimulateNodes: how long each seed's workloads run under faults (default 1.5s with -short, 3s without)")
 )
 
+// TestSimulateNodes runs its seeds -parallel at a time: a seed's cluster
+// is its own, and its nodes spend most of their time waiting.
 func TestSimulateNodes(t *testing.T) {
 	seeds := []uint64{*simSeed}
 	if *simSeed == 0 {
@@ -56,8 +59,8 @@ func TestSimulateNodes(t *testing.T) {
 			}
 		}
 		seeds = seeds[:0]
-		for i := range n {
-			seeds = append(seeds, uint64(i+1))
+		for i := range uint64(n) {
+			seeds = append(seeds, *simFirst+i)
 		}
 	}
 	duration := *simTime
@@ -67,20 +70,26 @@ func TestSimulateNodes(t *testing.T) {
 			duration = 1500 * time.Millisecond
 		}
 	}
+	var mu sync.Mutex
 	totals := map[string]int{}
-	for _, seed := range seeds {
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-			s := newSim(t, seed, simWorkloads{
-				&recordsWorkload{topic: "records", partitions: 3, producers: 4},
-				&groupWorkload{group: "readers", topic: "records", partitions: 3, consumers: 2},
-				&txnWorkload{topic: "txns", partitions: 2, producers: 2},
+	t.Run("seeds", func(t *testing.T) {
+		for _, seed := range seeds {
+			t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+				t.Parallel()
+				s := newSim(t, seed, simWorkloads{
+					&recordsWorkload{topic: "records", partitions: 3, producers: 4},
+					&groupWorkload{group: "readers", topic: "records", partitions: 3, consumers: 2},
+					&txnWorkload{topic: "txns", partitions: 2, producers: 2},
+				})
+				s.run(duration)
+				mu.Lock()
+				defer mu.Unlock()
+				for k, v := range s.counts {
+					totals[k] += v
+				}
 			})
-			s.run(duration)
-			for k, v := range s.counts {
-				totals[k] += v
-			}
-		})
-	}
+		}
+	})
 	t.Logf("%d seeds: %s", len(seeds), formatCounts(totals))
 }
 
