@@ -280,6 +280,10 @@ type Node struct {
 	damaged map[controller.TopicPartition]*log.Damage
 	synced  []string
 	clean   bool
+	// held are the topics the data directory had at this start, by id,
+	// if it is the directory the node ran on before (nil for a new one);
+	// see registerClaims.
+	held map[string][16]byte
 
 	brokerEpoch int64 // owned by the heartbeat loop until Close
 	// registered is the broker epoch of this life's registration once the
@@ -312,6 +316,8 @@ func New(cfg Config) (*Node, error) {
 	// cluster's coordinators write through replication), checks every
 	// batch of a partition at its first open, and repairs damage by
 	// truncation, since the leader has the records to fetch again.
+	_, statErr := cfg.FS.Stat(filepath.Join(cfg.Dir, logDir))
+	ranBefore := statErr == nil
 	dir, err := log.OpenDir(filepath.Join(cfg.Dir, logDir), log.DirOptions{Replicated: true, Logger: logger,
 		Log: log.Options{FS: cfg.FS, MaxIndexBytes: cfg.MaxIndexBytes, ExternalHighWatermark: true, VerifyOnOpen: true, TruncateCorruption: true}})
 	if err != nil {
@@ -327,6 +333,9 @@ func New(cfg Config) (*Node, error) {
 	n.registered.Store(replica.NoBrokerEpoch)
 	if n.damaged, err = startupDamage(dir); err == nil {
 		n.synced, err = syncedTopics(dir, n.damaged)
+	}
+	if err == nil && ranBefore {
+		n.held, err = heldTopics(dir)
 	}
 	if err != nil {
 		dir.Close()
@@ -849,7 +858,7 @@ func (n *Node) heartbeats(ctx context.Context) {
 		call, cancel := context.WithTimeout(ctx, n.cfg.Heartbeat*4)
 		if n.brokerEpoch == replica.NoBrokerEpoch {
 			a, err := n.callControllerOnce(call, &registerRequest{Node: n.cfg.ID, Incarnation: n.cfg.Incarnation,
-				Registration: controller.Registration{Clean: n.clean, Synced: n.synced, Offline: offline}})
+				Registration: controller.Registration{Clean: n.clean, Synced: n.registerClaims(), Offline: offline}})
 			if err == nil {
 				// The replicas take the epoch once this node has applied the
 				// registration's record (applyMetadata).

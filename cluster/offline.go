@@ -218,3 +218,42 @@ func syncedTopics(dir *log.Dir, damaged map[controller.TopicPartition]*log.Damag
 	}
 	return out, nil
 }
+
+// heldTopics returns the topics dir holds, by id.
+func heldTopics(dir *log.Dir) (map[string][16]byte, error) {
+	topics, err := dir.Topics()
+	if err != nil {
+		return nil, err
+	}
+	held := map[string][16]byte{}
+	for _, name := range topics {
+		if held[name], err = dir.TopicID(name); err != nil {
+			return nil, err
+		}
+	}
+	return held, nil
+}
+
+// registerClaims returns the topics whose replicas on this node lost
+// nothing acknowledged, for the registration (controller.Registration.
+// Synced): the synced topics, and, if the node runs on the data directory
+// it ran on before, the topics of the metadata it applied whose replicas
+// the directory did not hold at the start. A replica acknowledges nothing
+// before its log exists, and the Dir makes a log's directory durable as
+// it creates it, so one that never existed here lost nothing. Without
+// them a power cut of every node just after a topic's creation, before
+// any node created its replica, left the partition with no replica
+// eligible to lead, for good (found by TestSimulateNodes: the transaction
+// state topic, created as the nodes died).
+func (n *Node) registerClaims() []string {
+	if n.held == nil {
+		return n.synced
+	}
+	claims := slices.Clone(n.synced)
+	for _, t := range n.Metadata().Topics {
+		if id, ok := n.held[t.Name]; !ok || id != t.ID {
+			claims = append(claims, t.Name)
+		}
+	}
+	return claims
+}

@@ -99,9 +99,8 @@ func TestNodeEveryNodeKilledComesBackWithoutUncleanElection(t *testing.T) {
 		acked[p] = append(acked[p], v)
 	}
 	// Every partition, the internal topics' included, with all its
-	// replicas in sync: a replica a topic's creation named on a node that
-	// died before it made it has nothing to claim synced (a known limit:
-	// such a partition waits for an unclean election).
+	// replicas in sync (TestNodeKilledBeforeItMadeAReplicaClaimsItSynced
+	// has the replicas that were never made).
 	waitFor(t, 30*time.Second, "every partition fully in sync", func() bool {
 		md := c.any().Metadata()
 		for _, p := range md.Partitions {
@@ -127,4 +126,53 @@ func TestNodeEveryNodeKilledComesBackWithoutUncleanElection(t *testing.T) {
 	for p, values := range acked {
 		require.Equal(t, values, c.readAll(ctx, "t", p), "partition %d", p)
 	}
+}
+
+// A replica that a topic's creation named on a node, and that the node
+// never made because every node lost power first, acknowledged nothing:
+// the node claims it synced when it registers again, on the data
+// directory it ran on before, and the partition is led again without an
+// unclean election. Found by TestSimulateNodes (the transaction state
+// topic, created as every node died, stayed leaderless with an empty ISR
+// and ELR). Here the replicas are made and then taken off every disk, as
+// if they had never been.
+func TestNodeKilledBeforeItMadeAReplicaClaimsItSynced(t *testing.T) {
+	c := newTestCluster(t, 3)
+	c.startAll()
+	c.waitRegistered()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	require.NoError(t, c.any().CreateTopic(ctx, "t", TopicSpec{Partitions: 1, ReplicationFactor: 3}))
+	waitFor(t, 10*time.Second, "every replica made", func() bool {
+		for _, n := range c.nodes {
+			if _, err := n.Log("t", 0); err != nil {
+				return false
+			}
+		}
+		return true
+	})
+	for _, id := range c.ids {
+		c.kill(id)
+	}
+	for _, id := range c.ids {
+		require.NoError(t, c.fs[id].Remove("/node/log/.topics/t.json"))
+		require.NoError(t, c.fs[id].RemoveAll("/node/log/t-0"))
+	}
+	c.startAll()
+	waitFor(t, 20*time.Second, "the partition led again", func() bool {
+		p := c.any().Metadata().Partition("t", 0)
+		return p != nil && p.Leader != replica.NoNode && !p.Recovering && c.nodes[p.Leader] != nil
+	})
+	_, err := c.produce(ctx, "t", 0, replica.AcksAll, batchOf(t, "after"))
+	require.NoError(t, err)
+	require.Equal(t, []string{"after"}, c.readAll(ctx, "t", 0))
+
+	// A node on a new disk claims nothing it did not find: it may have
+	// lost what its old disk acknowledged.
+	require.Contains(t, c.nodes[2].registerClaims(), "t")
+	c.kill(2)
+	c.fs[2] = nil
+	c.start(2)
+	waitFor(t, 10*time.Second, "the metadata applied", func() bool { return c.nodes[2].Metadata().Topic("t") != nil })
+	require.NotContains(t, c.nodes[2].registerClaims(), "t")
 }
