@@ -19,6 +19,12 @@ import (
 // which commits an entry once it is synced), is its own active
 // controller, and the only replica of every partition, so that what the
 // broker serves alone and what it serves in a cluster go one way.
+//
+// Its topics allow unclean leader election: a node that starts after a
+// crash leaves the ISR of its replicas of topics not synced on every
+// append (KIP-966: they may have lost acknowledged records), and the only
+// replica of a partition, whatever it kept, is the only copy there is to
+// lead it again, as a Kafka broker alone does.
 
 // metadataDir is where the broker alone keeps its metadata log, in its
 // data directory beside the node's own files.
@@ -62,7 +68,8 @@ func openAlone(cfg Config, addr func() (BrokerAddr, bool)) (*alone, Cluster, err
 	if err := a.waitReady(ctx); err != nil {
 		return nil, nil, errors.Join(fmt.Errorf("broker: the node did not take up its partitions: %w", err), a.close())
 	}
-	nc, err := newNodeCluster(n, NodeOptions{MinInsyncReplicas: nodeCfg.MinInsyncReplicas, Partitions: cfg.Partitions, TopicConfig: nodeCfg.TopicConfig})
+	nc, err := newNodeCluster(n, NodeOptions{MinInsyncReplicas: nodeCfg.MinInsyncReplicas, Partitions: cfg.Partitions, Unclean: true,
+		TopicConfig: nodeCfg.TopicConfig})
 	if err != nil {
 		return nil, nil, errors.Join(err, a.close())
 	}
@@ -70,10 +77,12 @@ func openAlone(cfg Config, addr func() (BrokerAddr, bool)) (*alone, Cluster, err
 	return a, nc, nil
 }
 
-// waitReady waits until the node is registered with its own controller
-// and leads every partition, the coordinators' topics included (which the
-// controller creates once the node is registered): then the broker
-// serves at once what it served before a restart.
+// waitReady waits until the node is registered with its own controller,
+// its replicas lead the partitions the metadata gives them, and its
+// coordinators have loaded theirs (the controller creates their topics
+// once the node is registered): then the broker serves at once what it
+// served before a restart. A partition without a leader (its replica
+// offline) is no reason to wait.
 func (a *alone) waitReady(ctx context.Context) error {
 	if err := a.n.WaitRegistered(ctx); err != nil {
 		return err
@@ -99,6 +108,9 @@ func (a *alone) ready(ctx context.Context) bool {
 		return false
 	}
 	for _, p := range md.Partitions {
+		if p.Leader != md.Node {
+			continue
+		}
 		st, err := a.n.Status(ctx, p.Topic, p.Partition)
 		if err != nil || st.Role != replica.RoleLeader || st.LeaderEpoch != p.LeaderEpoch {
 			return false

@@ -39,6 +39,10 @@ type NodeOptions struct {
 	// one (default.replication.factor); default the nodes of Kafka, up to
 	// 3.
 	ReplicationFactor int32
+	// Unclean makes a topic created without
+	// unclean.leader.election.enable allow unclean leader election
+	// (cluster.TopicSpec.Unclean), as DescribeConfigs then shows it.
+	Unclean bool
 	// TopicConfig is the node's cluster.Config.TopicConfig; default
 	// LogTopicConfig. The broker describes a topic's default configs by
 	// it, and checks a config by it before the controller is asked: a
@@ -292,7 +296,7 @@ func (nc *nodeCluster) CreateTopic(ctx context.Context, name string, partitions,
 		}
 		return nil
 	}
-	spec := cluster.TopicSpec{Partitions: partitions, ReplicationFactor: rf, Configs: configs}
+	spec := cluster.TopicSpec{Partitions: partitions, ReplicationFactor: rf, Configs: configs, Unclean: nc.opts.Unclean}
 	if partitions == -1 {
 		spec.Partitions = nc.opts.Partitions
 	}
@@ -374,7 +378,7 @@ func (nc *nodeCluster) DescribeTopicConfigs(topic string) ([]ConfigEntry, error)
 	}
 	values := TopicConfigValues(cfg)
 	values[minISRConfig] = strconv.Itoa(nc.opts.MinInsyncReplicas)
-	values[uncleanConfig] = "false"
+	values[uncleanConfig] = strconv.FormatBool(nc.opts.Unclean)
 	var entries []ConfigEntry
 	for _, name := range slices.Sorted(maps.Keys(values)) {
 		e := ConfigEntry{Name: name, Value: values[name]}
