@@ -65,4 +65,3 @@ func TestBrokerStartsAgainAfterKill(t *testing.T) {
 	}
 	require.Subset(t, []string{"a", "b", "c"}, got, "nothing but what was produced")
 }
-
