@@ -11,7 +11,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -57,11 +56,10 @@ const raftDir = "raft"
 // raft metadata log (examples/raftlog), and the Kafka broker that
 // translates Kafka's requests onto it.
 type node struct {
-	cfg   nodeConfig
-	log   *slog.Logger
-	n     *cluster.Node
-	raft  *raftlog.Log
-	kafka atomic.Pointer[kafkaCluster]
+	cfg  nodeConfig
+	log  *slog.Logger
+	n    *cluster.Node
+	raft *raftlog.Log
 }
 
 // runNode runs a node until SIGTERM or SIGINT, or until the process that

@@ -63,39 +63,12 @@ func (b *Broker) legacyAlterConfigs(ctx context.Context, r *request) kmsg.Respon
 	return resp
 }
 
-// alterConfigs alters a topic's configs through a TopicConfigs cluster,
-// or, on the standalone broker, its Dir's by SET.
+// alterConfigs alters a topic's configs through the cluster.
 func (b *Broker) alterConfigs(ctx context.Context, typ kmsg.ConfigResourceType, topic string, ops []ConfigOp, replace, validateOnly bool) error {
 	if typ != kmsg.ConfigResourceTypeTopic {
 		return fmt.Errorf("%w: only topic configs can be altered, not those of resource type %v", kerr.InvalidRequest, typ)
 	}
-	if tc, ok := b.cluster.(TopicConfigs); ok {
-		return tc.AlterTopicConfigs(ctx, topic, ops, replace, validateOnly)
-	}
-	if _, ok := b.cluster.(standalone); !ok {
-		return fmt.Errorf("%w: this cluster does not alter topic configs", kerr.InvalidRequest)
-	}
-	if replace {
-		return fmt.Errorf("%w: the standalone broker alters configs with IncrementalAlterConfigs SET only", kerr.InvalidRequest)
-	}
-	set := map[string]*string{}
-	for _, op := range ops {
-		if op.Op != kmsg.IncrementalAlterConfigOpSet {
-			return fmt.Errorf("%w: %v of %s: the standalone broker alters configs by SET only", kerr.InvalidRequest, op.Op, op.Name)
-		}
-		set[op.Name] = &op.Value
-	}
-	// Checked before the Dir is asked, whose alter function cannot fail:
-	// a value a config takes does not depend on the others.
-	cfg, err := b.dir.TopicConfig(topic)
-	if err != nil {
-		return err
-	}
-	if err := applyConfigs(&cfg, set); err != nil || validateOnly {
-		return err
-	}
-	_, err = b.dir.AlterTopicConfig(topic, func(c *log.TopicConfig) { _ = applyConfigs(c, set) })
-	return err
+	return b.cluster.AlterTopicConfigs(ctx, topic, ops, replace, validateOnly)
 }
 
 // LogTopicConfig returns base with Kafka's topic configs set on it, as the

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -12,15 +13,15 @@ import (
 	"github.com/strandlog/strand/log"
 )
 
-// TestStandaloneAltersTopicConfigsBySet: the standalone broker serves
-// IncrementalAlterConfigs SET on its Dir's topic config (the change takes
-// effect on the open partitions: Dir.AlterTopicConfig), checks every value
-// before changing any, and refuses what it cannot do (DELETE, the legacy
-// AlterConfigs that replaces every config) with INVALID_REQUEST.
-func TestStandaloneAltersTopicConfigsBySet(t *testing.T) {
+// TestBrokerAloneAltersTopicConfigs: the broker alone alters topic
+// configs as a cluster does, through its controller (the change takes
+// effect on the open partitions of its replicas): IncrementalAlterConfigs
+// SET and DELETE, checking every value before changing any, and the
+// legacy AlterConfigs, which replaces every config.
+func TestBrokerAloneAltersTopicConfigs(t *testing.T) {
 	tb := startBroker(t, t.TempDir())
-	require.NoError(t, tb.b.Dir().CreateTopic("t", log.TopicConfig{Partitions: 1}))
 	c := tb.client()
+	createTopic(t, c, "t", 1)
 	alter := func(validateOnly bool, ops ...kmsg.IncrementalAlterConfigsRequestResourceConfig) kmsg.IncrementalAlterConfigsResponseResource {
 		req := kmsg.NewPtrIncrementalAlterConfigsRequest()
 		req.ValidateOnly = validateOnly
@@ -34,27 +35,33 @@ func TestStandaloneAltersTopicConfigsBySet(t *testing.T) {
 	set := func(name, v string) kmsg.IncrementalAlterConfigsRequestResourceConfig {
 		return kmsg.IncrementalAlterConfigsRequestResourceConfig{Name: name, Op: kmsg.IncrementalAlterConfigOpSet, Value: kmsg.StringPtr(v)}
 	}
-	retention := func() time.Duration {
-		cfg, err := tb.b.Dir().TopicConfig("t")
+	// The replicas take a committed change up as the node applies it.
+	local := func() log.TopicConfig {
+		cfg, err := tb.b.Node().LocalTopicConfig("t")
 		require.NoError(t, err)
-		return cfg.Retention.Age
+		return cfg
+	}
+	defaults := local()
+	configured := func(retention time.Duration, maxBatch int, msg string) {
+		t.Helper()
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			cfg := local()
+			assert.Equal(c, [2]any{retention, maxBatch}, [2]any{cfg.Retention.Age, cfg.MaxBatchBytes}, msg)
+		}, 5*time.Second, 10*time.Millisecond)
 	}
 
 	require.Zero(t, alter(false, set("retention.ms", "60000"), set("max.message.bytes", "2048")).ErrorCode)
-	require.Equal(t, time.Minute, retention())
-	cfg, err := tb.b.Dir().TopicConfig("t")
-	require.NoError(t, err)
-	require.Equal(t, 2048, cfg.MaxBatchBytes)
+	configured(time.Minute, 2048, "set")
 
 	bad := alter(false, set("retention.ms", "1000"), set("max.message.bytes", "-5"))
 	require.Equal(t, kerr.InvalidConfig.Code, bad.ErrorCode)
 	require.Contains(t, *bad.ErrorMessage, "max.message.bytes")
-	require.Equal(t, time.Minute, retention(), "nothing changed")
 	require.Zero(t, alter(true, set("retention.ms", "1000")).ErrorCode)
-	require.Equal(t, time.Minute, retention(), "validateOnly changes nothing")
-
+	require.Zero(t, alter(false, set("max.message.bytes", "4096")).ErrorCode)
+	configured(time.Minute, 4096, "neither the bad change nor the validateOnly one changed retention.ms")
 	del := alter(false, kmsg.IncrementalAlterConfigsRequestResourceConfig{Name: "retention.ms", Op: kmsg.IncrementalAlterConfigOpDelete})
-	require.Equal(t, kerr.InvalidRequest.Code, del.ErrorCode)
+	require.Zero(t, del.ErrorCode)
+	configured(defaults.Retention.Age, 4096, "retention.ms deleted: its default again")
 
 	legacy := kmsg.NewPtrAlterConfigsRequest()
 	lres := kmsg.NewAlterConfigsRequestResource()
@@ -63,5 +70,6 @@ func TestStandaloneAltersTopicConfigsBySet(t *testing.T) {
 	legacy.Resources = append(legacy.Resources, lres)
 	lresp, err := legacy.RequestWith(context.Background(), c)
 	require.NoError(t, err)
-	require.Equal(t, kerr.InvalidRequest.Code, lresp.Resources[0].ErrorCode)
+	require.Zero(t, lresp.Resources[0].ErrorCode)
+	configured(time.Second, defaults.MaxBatchBytes, "max.message.bytes, not named, is back at its default")
 }

@@ -7,10 +7,12 @@ import (
 	"math/rand/v2"
 	"net"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/strandlog/strand/cluster"
 	"github.com/strandlog/strand/examples/kafka/broker"
 	"github.com/strandlog/strand/log"
 )
@@ -36,13 +38,18 @@ var benchTargets = []struct {
 const benchTopic = "bench"
 
 func benchStrand(b *testing.B, fsync log.FsyncPolicy) string {
-	br, err := broker.Open(broker.Config{DataDir: b.TempDir(), Dir: log.DirOptions{Defaults: log.TopicConfig{Fsync: fsync}, MaintenanceInterval: -1},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	br, err := broker.Open(broker.Config{DataDir: b.TempDir(), Fsync: fsync, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := br.Dir().CreateTopic(benchTopic, log.TopicConfig{Partitions: 3}); err != nil {
+	n := br.Node()
+	if err := n.CreateTopic(context.Background(), benchTopic, cluster.TopicSpec{Partitions: 3, ReplicationFactor: 1}); err != nil {
 		b.Fatal(err)
+	}
+	for id := range int32(3) { // led before the clock starts
+		for _, err := n.Log(benchTopic, id); err != nil; _, err = n.Log(benchTopic, id) {
+			time.Sleep(time.Millisecond)
+		}
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/cluster"
 	"github.com/strandlog/strand/examples/kafka/broker"
 	"github.com/strandlog/strand/group"
 	"github.com/strandlog/strand/log"
@@ -42,15 +43,15 @@ func startBrokerAt(t *testing.T, dir, addr string, opts ...func(*broker.Config))
 	t.Helper()
 	cfg := broker.Config{
 		DataDir: dir,
-		Dir:     log.DirOptions{Defaults: log.TopicConfig{Fsync: log.FsyncNever()}, MaintenanceInterval: -1},
-		Groups: group.ServiceOptions{
-			Partitions: 4,
+		Fsync:   log.FsyncNever(),
+		Node: cluster.Config{
+			OffsetsPartitions: 4,
 			// KIP-848 members heartbeat as often as startMember's
 			// classic ones: a partition moving between two members
 			// takes two heartbeats (one member releases it, the other
 			// gets it), 10 s at Kafka's 5 s interval.
-			Config: group.Config{InitialRebalanceDelay: -1, MinSessionTimeout: time.Second,
-				ConsumerHeartbeatInterval: 200 * time.Millisecond},
+			Groups: group.ServiceOptions{Config: group.Config{InitialRebalanceDelay: -1, MinSessionTimeout: time.Second,
+				ConsumerHeartbeatInterval: 200 * time.Millisecond}},
 		},
 		AutoCreateTopics: true,
 		Logger:           slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -76,6 +77,15 @@ func (tb *testBroker) stop() {
 	require.NoError(tb.t, tb.b.Close())
 	require.ErrorIs(tb.t, <-tb.done, broker.ErrClosed)
 	tb.b = nil
+}
+
+// topics returns the names of the topics of the broker's metadata.
+func (tb *testBroker) topics() []string {
+	var names []string
+	for _, t := range tb.b.Node().Metadata().Topics {
+		names = append(names, t.Name)
+	}
+	return names
 }
 
 func (tb *testBroker) client(opts ...kgo.Opt) *kgo.Client {
@@ -182,14 +192,11 @@ func TestKgoProducesAndConsumesInAGroupAcrossARestart(t *testing.T) {
 	producer.Close()
 	admin.Close()
 
-	tb.stop()
-	// The batches are on disk as the producer built them: lz4, with its
+	// The batches are in the log as the producer built them: lz4, with its
 	// producer id and sequence numbers.
-	d, err := log.OpenDir(dir, log.DirOptions{MaintenanceInterval: -1})
-	require.NoError(t, err)
 	batches := 0
 	for id := range int32(3) {
-		p, err := d.Partition(topic, id)
+		p, err := tb.b.Node().Log(topic, id)
 		require.NoError(t, err)
 		bs, err := p.Read(0, 1<<20, log.ReadUncommitted)
 		require.NoError(t, err)
@@ -203,8 +210,8 @@ func TestKgoProducesAndConsumesInAGroupAcrossARestart(t *testing.T) {
 		require.NoError(t, bs.Close())
 	}
 	require.Positive(t, batches)
-	require.NoError(t, d.Close())
 
+	tb.stop()
 	tb = startBroker(t, dir)
 	producer = tb.client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)))

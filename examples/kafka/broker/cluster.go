@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -18,13 +17,12 @@ import (
 
 // Cluster is what a Broker needs of the cluster it serves in: the brokers
 // and their Kafka addresses, each partition's leader, leader epoch,
-// replicas and ISR, this node's replica of a partition, and a way to append
-// as a partition's leader. How the cluster agrees on these (a controller,
-// consensus, replication between nodes) is its own business: the broker
-// only answers Kafka's requests by them.
-//
-// A nil Config.Cluster makes the broker a cluster of one, leading every
-// partition of its own data directory (the standalone broker).
+// replicas and ISR, this node's replica of a partition, a way to append as
+// a partition's leader, the topics' configs, and the group coordinator.
+// How the cluster agrees on these (a controller, consensus, replication
+// between nodes) is its own business: the broker only answers Kafka's
+// requests by them. NodeCluster makes one of a cluster.Node; a broker
+// alone (Config.Cluster nil) serves a cluster.Node of one voter through it.
 //
 // Every method may be called by many goroutines at once.
 type Cluster interface {
@@ -38,8 +36,9 @@ type Cluster interface {
 	// an error wrapping log.ErrUnknownTopic if the cluster has no such
 	// topic.
 	TopicID(topic string) ([16]byte, error)
-	// TopicConfig returns a topic's configuration; an error wrapping
-	// log.ErrUnknownTopic if the cluster has no such topic.
+	// TopicConfig returns the log configuration of a topic's replicas on
+	// this node; an error wrapping log.ErrUnknownTopic if the cluster has
+	// no such topic.
 	TopicConfig(topic string) (log.TopicConfig, error)
 	// Partition returns a partition's state as this node knows it; an
 	// error wrapping log.ErrUnknownTopic or log.ErrUnknownPartition if the
@@ -59,66 +58,40 @@ type Cluster interface {
 	// NOT_ENOUGH_REPLICAS_AFTER_APPEND, REQUEST_TIMED_OUT, or the log's
 	// and idempotence's errors.
 	Append(ctx context.Context, topic string, partition int32, acks int16, batch segment.Batch) (log.AppendResult, error)
-	// CreateTopic creates a topic, its replicas given by assignment (one
-	// list of broker ids per partition) or, if assignment is nil, placed
-	// by the cluster from partitions and replicationFactor (-1: the
-	// cluster's defaults). It returns once this node knows the topic's
-	// partitions. An existing topic is an error wrapping
-	// log.ErrTopicExists.
-	CreateTopic(ctx context.Context, name string, partitions, replicationFactor int32, assignment [][]int32, cfg log.TopicConfig) error
+	// CreateTopic creates a topic with its configs by Kafka name, its
+	// replicas given by assignment (one list of broker ids per partition)
+	// or, if assignment is nil, placed by the cluster from partitions and
+	// replicationFactor (-1: the cluster's defaults). It returns once this
+	// node knows the topic's partitions. An existing topic is an error
+	// wrapping log.ErrTopicExists, a config refused one wrapping
+	// kerr.InvalidConfig that names it. validateOnly checks the request
+	// and creates nothing.
+	CreateTopic(ctx context.Context, name string, partitions, replicationFactor int32, assignment [][]int32, configs map[string]string, validateOnly bool) error
+	// DescribeTopicConfigs returns each of a topic's configs by Kafka
+	// name, the set and the defaults; an error wrapping
+	// log.ErrUnknownTopic if the cluster has no such topic.
+	DescribeTopicConfigs(topic string) ([]ConfigEntry, error)
+	// AlterTopicConfigs applies ops to a topic's configs in order, all or
+	// none (KIP-339); replace deletes the configs ops do not name (the
+	// legacy AlterConfigs). It returns once this node's metadata has the
+	// change; its replicas take it up as they apply it, soon after, as a
+	// Kafka broker's do. validateOnly checks and changes nothing.
+	AlterTopicConfigs(ctx context.Context, topic string, ops []ConfigOp, replace, validateOnly bool) error
 	// DeleteTopic deletes a topic.
 	DeleteTopic(ctx context.Context, name string) error
 	// NewProducerID returns a producer id that no broker of the cluster
 	// handed out before.
 	NewProducerID() (int64, error)
-	// GroupCoordinator returns the broker that coordinates consumer
-	// groups, or -1 if none is live.
-	GroupCoordinator() int32
-}
-
-// ReplicatedGroups is a Cluster that keeps consumer groups and their
-// committed offsets in a replicated offsets topic, as Kafka does: a
-// group's coordinator is the leader of the offsets partition its id hashes
-// to (group.PartitionFor), which loads the partition's groups when it
-// becomes leader and gives them up when it stops. A broker given one
-// serves groups from the cluster's Service instead of its own data
-// directory's; that Service answers NOT_COORDINATOR for the partitions
-// this broker does not lead. The broker's Config.Groups does not apply:
-// the cluster configures its Service.
-type ReplicatedGroups interface {
-	Cluster
-	// Groups returns the group coordinator over the cluster's offsets
-	// topic. The cluster owns it: the broker does not close it.
+	// Groups returns the group coordinator. In a replicated cluster it
+	// keeps consumer groups and their committed offsets in the replicated
+	// offsets topic, as Kafka does: a group's coordinator is the leader of
+	// the offsets partition its id hashes to (group.PartitionFor), and
+	// the Service answers NOT_COORDINATOR for the partitions this broker
+	// does not lead. The cluster owns it: the broker does not close it.
 	Groups() *group.Service
-	// GroupCoordinatorFor returns the broker that coordinates a group,
-	// or -1 if none is live.
-	GroupCoordinatorFor(groupID string) int32
-}
-
-// TopicConfigs is a Cluster that keeps topic configs itself, by their
-// Kafka names, as Kafka's controller keeps them (ConfigRecords), rather
-// than as each broker's log.TopicConfig: the broker hands it
-// CreateTopics' configs as the client sent them, describes a topic's
-// configs from it, and serves IncrementalAlterConfigs and AlterConfigs
-// through it. A Cluster without it has its topics' configs mapped onto
-// log.TopicConfig by the broker, and altered only by SET (the standalone
-// broker's Dir).
-type TopicConfigs interface {
-	Cluster
-	// CreateTopicWithConfigs is CreateTopic with the topic's configs by
-	// Kafka name; a config refused is an error wrapping
-	// kerr.InvalidConfig that names it. validateOnly checks the request
-	// and creates nothing.
-	CreateTopicWithConfigs(ctx context.Context, name string, partitions, replicationFactor int32, assignment [][]int32, configs map[string]string, validateOnly bool) error
-	// DescribeTopicConfigs returns each of a topic's configs, the set and
-	// the defaults; an error wrapping log.ErrUnknownTopic if the cluster
-	// has no such topic.
-	DescribeTopicConfigs(topic string) ([]ConfigEntry, error)
-	// AlterTopicConfigs applies ops to a topic's configs in order, all or
-	// none (KIP-339); replace deletes the configs ops do not name (the
-	// legacy AlterConfigs). It returns once this node applied the change;
-	// validateOnly checks and changes nothing.
-	AlterTopicConfigs(ctx context.Context, topic string, ops []ConfigOp, replace, validateOnly bool) error
+	// GroupCoordinator returns the broker that coordinates a group, or
+	// -1 if none is live.
+	GroupCoordinator(groupID string) int32
 }
 
 // ConfigOp is one change of a topic's config (an IncrementalAlterConfigs
@@ -137,9 +110,9 @@ type ConfigEntry struct {
 }
 
 // TxnCoordinator is a transaction coordinator as the broker serves Kafka's
-// transaction requests with it: a standalone broker's is its Dir's
-// log.Transactions, a ReplicatedTransactions cluster's its own. Errors wrap
-// the Kafka error to answer (kerr, or an idempotence error's code).
+// transaction requests with it: a ReplicatedTransactions cluster's (a
+// cluster.Node's idempotence.TxnRuntime). Errors wrap the Kafka error to
+// answer (kerr, or an idempotence error's code).
 type TxnCoordinator interface {
 	InitProducerID(txnID string, timeout time.Duration) (idempotence.ProducerIDAndEpoch, error)
 	ReinitProducerID(txnID string, timeout time.Duration, current idempotence.ProducerIDAndEpoch) (idempotence.ProducerIDAndEpoch, error)
@@ -151,7 +124,7 @@ type TxnCoordinator interface {
 	List() []idempotence.TxnRecord
 }
 
-var _ TxnCoordinator = (*log.Transactions)(nil)
+var _ TxnCoordinator = (*idempotence.TxnRuntime)(nil)
 
 // ReplicatedTransactions is a Cluster that keeps the transaction
 // coordinators' state in a replicated transaction state topic, as Kafka
@@ -162,8 +135,9 @@ var _ TxnCoordinator = (*log.Transactions)(nil)
 // transaction requests with Transactions, which answers NOT_COORDINATOR or
 // COORDINATOR_LOAD_IN_PROGRESS for the ids this broker does not
 // coordinate, and a transactional produce with AppendTransactional. Its
-// groups are replicated too (ReplicatedGroups), and their Service takes
-// offsets committed in a transaction (group.ServiceOptions.AppendBatch).
+// groups are replicated too, and their Service takes offsets committed in
+// a transaction (group.ServiceOptions.AppendBatch). A Cluster without it
+// serves no transactions.
 type ReplicatedTransactions interface {
 	Cluster
 	// Transactions returns this broker's transaction coordinator.
@@ -195,8 +169,8 @@ type ReplicatedTransactions interface {
 // offset, and for a timestamp it finds no record for below the high
 // watermark, while that is below the offset where the leader's epoch
 // began (KIP-207; Kafka's Partition.fetchOffsetForTimestamp), rather than
-// an offset that goes back. A Cluster without it (the standalone broker,
-// whose high watermark is its log end) answers by the high watermark.
+// an offset that goes back. A Cluster without it answers by the high
+// watermark.
 type LeaderEpochStarts interface {
 	Cluster
 	// LeaderEpochStartOffset returns the offset at which this broker's
@@ -257,87 +231,3 @@ func (b *Broker) brokerAddr(id int32) (BrokerAddr, bool) {
 	}
 	return brokers[i], true
 }
-
-// standalone is the Cluster of a broker alone: it leads every partition of
-// its data directory, in the epoch the partition's log last had (0 for a
-// new one), unchanged by restarts.
-type standalone struct{ b *Broker }
-
-func (s standalone) Brokers() ([]BrokerAddr, int32) {
-	host, port := s.b.address()
-	return []BrokerAddr{{ID: s.b.cfg.NodeID, Host: host, Port: port}}, s.b.cfg.NodeID
-}
-
-func (s standalone) Topics() ([]string, error) { return s.b.dir.Topics() }
-
-func (s standalone) TopicID(topic string) ([16]byte, error) { return s.b.dir.TopicID(topic) }
-
-func (s standalone) TopicConfig(topic string) (log.TopicConfig, error) {
-	return s.b.dir.TopicConfig(topic)
-}
-
-func (s standalone) Partition(topic string, id int32) (PartitionState, error) {
-	_, epoch, err := s.b.partition(topic, id)
-	if err != nil {
-		return PartitionState{}, err
-	}
-	self := []int32{s.b.cfg.NodeID}
-	return PartitionState{Leader: s.b.cfg.NodeID, LeaderEpoch: epoch, Replicas: self, ISR: self, Offline: []int32{}}, nil
-}
-
-func (s standalone) Log(topic string, id int32) (*log.Partition, error) {
-	p, _, err := s.b.partition(topic, id)
-	return p, err
-}
-
-// Append appends as the standalone broker always did: the log checks the
-// producer's sequence and stamps the offsets. Every acks is met once the
-// log has the batch: the broker is its only replica.
-func (s standalone) Append(_ context.Context, topic string, id int32, _ int16, batch segment.Batch) (log.AppendResult, error) {
-	p, _, err := s.b.partition(topic, id)
-	if err != nil {
-		return log.AppendResult{}, err
-	}
-	return p.AppendBatch(batch)
-}
-
-// checkReplicas refuses replicas on any broker but this one.
-func (s standalone) checkReplicas(rf int32, assignment [][]int32) error {
-	for i, replicas := range assignment {
-		if len(replicas) != 1 || replicas[0] != s.b.cfg.NodeID {
-			return fmt.Errorf("%w: partition %d: replicas must be [%d]", kerr.InvalidReplicaAssignment, i, s.b.cfg.NodeID)
-		}
-	}
-	if rf != -1 && rf != 1 && assignment == nil {
-		return fmt.Errorf("%w: replication factor %d, but the cluster has 1 broker", kerr.InvalidReplicationFactor, rf)
-	}
-	return nil
-}
-
-func (s standalone) CreateTopic(_ context.Context, name string, partitions, rf int32, assignment [][]int32, cfg log.TopicConfig) error {
-	if err := s.checkReplicas(rf, assignment); err != nil {
-		return err
-	}
-	switch {
-	case assignment != nil:
-		cfg.Partitions = int32(len(assignment))
-	case partitions != -1:
-		cfg.Partitions = partitions
-	}
-	return s.b.dir.CreateTopic(name, cfg)
-}
-
-func (s standalone) DeleteTopic(_ context.Context, name string) error {
-	if err := s.b.dir.DeleteTopic(name); err != nil {
-		return err
-	}
-	s.b.forgetTopic(name)
-	return nil
-}
-
-func (s standalone) NewProducerID() (int64, error) { return s.b.dir.NewProducerID() }
-
-func (s standalone) GroupCoordinator() int32 { return s.b.cfg.NodeID }
-
-// errNotStandalone refuses what only a standalone broker serves.
-var errNotStandalone = errors.New("broker: served by a standalone broker only, not by one in a cluster")

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/examples/kafka/broker"
+	"github.com/strandlog/strand/group"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/segment"
 )
@@ -23,10 +24,12 @@ import (
 // fakeCluster is a broker.Cluster of two brokers, this one (1) and one
 // that is never reached (2), with the partitions' state set by the test and
 // this node's replicas in a Dir whose high watermark the test moves, as a
-// replication layer would.
+// replication layer would, and groups served by a group.Service of this
+// node's own.
 type fakeCluster struct {
-	dir   *log.Dir
-	addrs []broker.BrokerAddr
+	dir    *log.Dir
+	addrs  []broker.BrokerAddr
+	groups *group.Service
 
 	mu           sync.Mutex
 	parts        map[string][]broker.PartitionState
@@ -88,11 +91,19 @@ func (f *fakeCluster) Append(_ context.Context, topic string, id int32, acks int
 	return p.AppendBatch(b)
 }
 
-func (f *fakeCluster) CreateTopic(_ context.Context, name string, partitions, rf int32, assignment [][]int32, _ log.TopicConfig) error {
+func (f *fakeCluster) CreateTopic(_ context.Context, name string, partitions, rf int32, assignment [][]int32, _ map[string]string, _ bool) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.created = append(f.created, fmt.Sprintf("%s partitions=%d rf=%d assignment=%v", name, partitions, rf, assignment))
 	return fmt.Errorf("%w: the fake creates nothing", kerr.PolicyViolation)
+}
+
+func (f *fakeCluster) DescribeTopicConfigs(topic string) ([]broker.ConfigEntry, error) {
+	return nil, fmt.Errorf("%w: the fake keeps no configs", kerr.InvalidRequest)
+}
+
+func (f *fakeCluster) AlterTopicConfigs(context.Context, string, []broker.ConfigOp, bool, bool) error {
+	return fmt.Errorf("%w: the fake alters no configs", kerr.PolicyViolation)
 }
 
 func (f *fakeCluster) DeleteTopic(context.Context, string) error { return kerr.TopicDeletionDisabled }
@@ -104,7 +115,9 @@ func (f *fakeCluster) NewProducerID() (int64, error) {
 	return 1<<40 | f.nextProducer, nil
 }
 
-func (f *fakeCluster) GroupCoordinator() int32 {
+func (f *fakeCluster) Groups() *group.Service { return f.groups }
+
+func (f *fakeCluster) GroupCoordinator(string) int32 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.coordinator
@@ -136,7 +149,24 @@ func startClusterBrokerWith(t *testing.T, wrap func(*fakeCluster) broker.Cluster
 			{Leader: 1, LeaderEpoch: 5, Replicas: []int32{1, 2}, ISR: []int32{1}, Offline: []int32{2}},
 			{Leader: 2, LeaderEpoch: 3, Replicas: []int32{2, 1}, ISR: []int32{2, 1}, Offline: []int32{}},
 		}}}
-	b, err := broker.Open(broker.Config{DataDir: t.TempDir(), NodeID: 1, Cluster: wrap(f),
+	// Offsets are committed for the cluster's topics; subscriptions by
+	// regular expression match them.
+	gd, err := log.OpenDir(t.TempDir(), log.DirOptions{MaintenanceInterval: -1})
+	require.NoError(t, err)
+	t.Cleanup(func() { gd.Close() })
+	f.groups, err = group.OpenService(gd, group.ServiceOptions{Config: group.Config{
+		Partitions: func(topic string) int32 {
+			tc, err := f.TopicConfig(topic)
+			if err != nil {
+				return 0
+			}
+			return tc.Partitions
+		},
+		Topics: func() []string { topics, _ := f.Topics(); return topics },
+	}})
+	require.NoError(t, err)
+	t.Cleanup(func() { f.groups.Close() })
+	b, err := broker.Open(broker.Config{NodeID: 1, Cluster: wrap(f),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	require.NoError(t, err)
 	done := make(chan error, 1)
@@ -159,8 +189,9 @@ func startClusterBrokerWith(t *testing.T, wrap func(*fakeCluster) broker.Cluster
 // checked before leadership as Kafka does; a produce goes to
 // Cluster.Append with its acks; consumers read below the high watermark
 // the cluster sets; FindCoordinator names the cluster's group coordinator,
-// and group requests elsewhere are NOT_COORDINATOR; CreateTopics hands the
-// cluster the replication factor; transactions are refused.
+// and the cluster's group.Service serves the groups; CreateTopics hands
+// the cluster the replication factor; transactions are refused by a
+// cluster that keeps no transaction coordinators.
 func TestBrokerInACluster(t *testing.T) {
 	f, c := startClusterBroker(t)
 	ctx := context.Background()
@@ -268,30 +299,13 @@ func TestBrokerInACluster(t *testing.T) {
 	co := resp.(*kmsg.FindCoordinatorResponse).Coordinators[0]
 	require.Equal(t, []any{int16(0), int32(2), "127.0.0.1", int32(1)}, []any{co.ErrorCode, co.NodeID, co.Host, co.Port})
 
-	// Broker 1 does not coordinate: its group requests are refused.
-	jg := kmsg.NewPtrJoinGroupRequest()
-	jg.Group, jg.SessionTimeoutMillis, jg.RebalanceTimeoutMillis, jg.ProtocolType = "g", 10000, 10000, "consumer"
-	jg.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range"}}
-	resp, err = self.Request(ctx, jg)
-	require.NoError(t, err)
-	require.Equal(t, kerr.NotCoordinator.Code, resp.(*kmsg.JoinGroupResponse).ErrorCode)
-	oc := kmsg.NewPtrOffsetCommitRequest()
-	oc.Group, oc.Generation = "g", -1
-	oc.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 1}}}}
-	resp, err = self.Request(ctx, oc)
-	require.NoError(t, err)
-	require.Equal(t, kerr.NotCoordinator.Code, resp.(*kmsg.OffsetCommitResponse).Topics[0].Partitions[0].ErrorCode)
+	// The cluster's group.Service serves the groups (it answers
+	// NOT_COORDINATOR for those another broker coordinates).
 	of := kmsg.NewPtrOffsetFetchRequest()
 	of.Groups = []kmsg.OffsetFetchRequestGroup{{Group: "g"}}
 	resp, err = self.Request(ctx, of)
 	require.NoError(t, err)
-	require.Equal(t, kerr.NotCoordinator.Code, resp.(*kmsg.OffsetFetchResponse).Groups[0].ErrorCode)
-	f.mu.Lock()
-	f.coordinator = 1
-	f.mu.Unlock()
-	resp, err = self.Request(ctx, of)
-	require.NoError(t, err)
-	require.Equal(t, int16(0), resp.(*kmsg.OffsetFetchResponse).Groups[0].ErrorCode, "served once broker 1 coordinates")
+	require.Equal(t, int16(0), resp.(*kmsg.OffsetFetchResponse).Groups[0].ErrorCode)
 
 	// A KIP-848 subscription by regular expression matches the cluster's
 	// topics, not the broker's own directory's.
@@ -322,5 +336,5 @@ func TestBrokerInACluster(t *testing.T) {
 	ip.TransactionalID = &txn
 	resp, err = self.Request(ctx, ip)
 	require.NoError(t, err)
-	require.Equal(t, kerr.InvalidRequest.Code, resp.(*kmsg.InitProducerIDResponse).ErrorCode, "transactions are a standalone broker's")
+	require.Equal(t, kerr.InvalidRequest.Code, resp.(*kmsg.InitProducerIDResponse).ErrorCode, "a cluster without transaction coordinators serves no transactions")
 }

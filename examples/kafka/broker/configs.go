@@ -163,13 +163,6 @@ var topicConfigs = []topicConfig{
 		}
 		return nil
 	}},
-	{"min.insync.replicas", func(*log.TopicConfig) string { return "1" },
-		func(_ *log.TopicConfig, v string) error {
-			if v != "1" {
-				return fmt.Errorf("min.insync.replicas %q: a single broker has one replica", v)
-			}
-			return nil
-		}},
 }
 
 func durationMs(d time.Duration) string {

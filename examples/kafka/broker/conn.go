@@ -147,9 +147,6 @@ func (b *Broker) handle(frame []byte, host string) (r *request, resp kmsg.Respon
 	if err != nil || resp != nil {
 		return r, resp, err
 	}
-	if resp := b.notCoordinator(r); resp != nil {
-		return r, resp, nil
-	}
 	return r, apis[r.key].serve(b)(b.ctx, r), nil
 }
 

@@ -10,38 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/strandlog/strand/idempotence"
-	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/segment"
 )
-
-// appendTxn appends a transactional batch of producer id with the given
-// keys, as a transactional producer's, straight to the partition.
-func appendTxn(t *testing.T, p *log.Partition, id int64, keys ...string) {
-	t.Helper()
-	var recs []segment.Record
-	for _, k := range keys {
-		recs = append(recs, segment.Record{Key: []byte(k), Value: []byte(k)})
-	}
-	b, err := segment.AppendBatch(nil, recs, segment.BuildOptions{Producer: &segment.Producer{ID: id, Epoch: 0, BaseSequence: 0}, Transactional: true})
-	require.NoError(t, err)
-	_, err = p.AppendBatch(b)
-	require.NoError(t, err)
-}
-
-func appendMarker(t *testing.T, p *log.Partition, id int64, m idempotence.MarkerType) {
-	t.Helper()
-	b, err := idempotence.AppendMarkerBatch(nil, id, 0, idempotence.Marker{Type: m}, time.Now().UnixMilli())
-	require.NoError(t, err)
-	_, err = p.AppendMarker(b)
-	require.NoError(t, err)
-}
-
-func appendPlain(t *testing.T, p *log.Partition, k string) {
-	t.Helper()
-	_, err := p.Append([]segment.Record{{Key: []byte(k), Value: []byte(k)}})
-	require.NoError(t, err)
-}
 
 func keysOf(recs []*kgo.Record) []string {
 	var keys []string
@@ -62,16 +32,27 @@ func TestReadCommittedSkipsAbortedTransactions(t *testing.T) {
 	const topic = "ledger"
 	c := tb.client()
 	createTopic(t, c, topic, 1)
-	p, err := tb.b.Dir().Partition(topic, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	plain := tb.client(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	aborted, committed, open := txnProducer(tb, "aborted"), txnProducer(tb, "committed"), txnProducer(tb, "open")
+	send := func(c *kgo.Client, keys ...string) {
+		for _, k := range keys {
+			require.NoError(t, c.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: []byte(k), Value: []byte(k)}).FirstErr())
+		}
+	}
+	send(plain, "plain-0") // 0
+	require.NoError(t, aborted.BeginTransaction())
+	send(aborted, "aborted-1", "aborted-2") // 1, 2
+	require.NoError(t, committed.BeginTransaction())
+	send(committed, "committed-1")                                   // 3
+	require.NoError(t, aborted.EndTransaction(ctx, kgo.TryAbort))    // 4
+	require.NoError(t, committed.EndTransaction(ctx, kgo.TryCommit)) // 5
+	send(plain, "plain-1")                                           // 6
+	require.NoError(t, open.BeginTransaction())
+	send(open, "open-1") // 7, still open: the last stable offset
+	p, err := tb.b.Node().Log(topic, 0)
 	require.NoError(t, err)
-	const aborted, committed, open = 1 << 40, 1<<40 + 1, 1<<40 + 2
-	appendPlain(t, p, "plain-0")                            // 0
-	appendTxn(t, p, aborted, "aborted-1", "aborted-2")      // 1, 2
-	appendTxn(t, p, committed, "committed-1")               // 3
-	appendMarker(t, p, aborted, idempotence.MarkerAbort)    // 4
-	appendMarker(t, p, committed, idempotence.MarkerCommit) // 5
-	appendPlain(t, p, "plain-1")                            // 6
-	appendTxn(t, p, open, "open-1")                         // 7, still open: the last stable offset
 	lso, err := p.LastStableOffset()
 	require.NoError(t, err)
 	require.EqualValues(t, 7, lso)
@@ -80,9 +61,9 @@ func TestReadCommittedSkipsAbortedTransactions(t *testing.T) {
 	got := consume(t, rc, 3)
 	require.Equal(t, []string{"plain-0", "committed-1", "plain-1"}, keysOf(got))
 	require.Equal(t, []int64{0, 3, 6}, []int64{got[0].Offset, got[1].Offset, got[2].Offset})
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-	defer cancel()
-	require.Empty(t, rc.PollFetches(ctx).Records(), "nothing past the last stable offset")
+	short, cancelShort := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancelShort()
+	require.Empty(t, rc.PollFetches(short).Records(), "nothing past the last stable offset")
 
 	ru := tb.client(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadUncommitted()))
 	require.Equal(t, []string{"plain-0", "aborted-1", "aborted-2", "committed-1", "plain-1", "open-1"}, keysOf(consume(t, ru, 6)))

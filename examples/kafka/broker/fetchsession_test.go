@@ -33,9 +33,9 @@ func (c *rawConn) do(req kmsg.Request, version int16) kmsg.Response {
 // topicID returns a topic's id.
 func topicID(t *testing.T, tb *testBroker, topic string) [16]byte {
 	t.Helper()
-	id, err := tb.b.Dir().TopicID(topic)
-	require.NoError(t, err)
-	return id
+	tp := tb.b.Node().Metadata().Topic(topic)
+	require.NotNil(t, tp, "topic %s", topic)
+	return tp.ID
 }
 
 // sessionFetch is one Fetch v12 of a session: partitions of topic at their

@@ -265,14 +265,10 @@ func TestKafkajsProducesAndConsumesInAGroup(t *testing.T) {
 		require.NoError(t, err)
 		return i < n/2 || n <= i && i < n+5
 	}
-	tb.stop()
-	d, err := log.OpenDir(dir, log.DirOptions{MaintenanceInterval: -1})
-	require.NoError(t, err)
-	defer func() { require.NoError(t, d.Close()) }()
 	onDisk := map[string]placed{}
 	producers := map[int64]bool{}
 	for id := range int32(partitions) {
-		p, err := d.Partition(topic, id)
+		p, err := tb.b.Node().Log(topic, id)
 		require.NoError(t, err)
 		bs, err := p.Read(0, 1<<20, log.ReadUncommitted)
 		require.NoError(t, err)

@@ -15,7 +15,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/examples/kafka/broker"
-	"github.com/strandlog/strand/log"
 )
 
 // rawConn is a connection that writes bytes as given, to send what no
@@ -229,8 +228,10 @@ func TestIdleConnectionsAreClosed(t *testing.T) {
 // and leaves no goroutine of the broker running.
 func TestCloseEndsParkedRequests(t *testing.T) {
 	before := runtime.NumGoroutine()
-	tb := startBroker(t, t.TempDir(), func(c *broker.Config) { c.Groups.Config.InitialRebalanceDelay = time.Hour })
-	require.NoError(t, tb.b.Dir().CreateTopic("quiet", log.TopicConfig{}))
+	tb := startBroker(t, t.TempDir(), func(c *broker.Config) { c.Node.Groups.Config.InitialRebalanceDelay = time.Hour })
+	admin := tb.client()
+	createTopic(t, admin, "quiet", 1)
+	admin.Close() // its goroutines are not the broker's
 
 	join := kmsg.NewPtrJoinGroupRequest()
 	join.Group, join.SessionTimeoutMillis, join.RebalanceTimeoutMillis, join.ProtocolType = "parked", 10000, 10000, "consumer"

@@ -73,11 +73,8 @@ func (b *Broker) produce(ctx context.Context, r *request) kmsg.Response {
 // max.message.bytes, as Kafka's leader does before it appends
 // (UnifiedLog.analyzeAndValidateRecords): MESSAGE_TOO_LARGE. A cluster's
 // replicas append what their leader took without this check, as Kafka's
-// followers do; the standalone broker's log checks it as it appends.
+// followers do.
 func (b *Broker) checkBatchSize(topic string, batch segment.Batch) error {
-	if _, ok := b.cluster.(standalone); ok {
-		return nil
-	}
 	cfg, err := b.cluster.TopicConfig(topic)
 	if err != nil {
 		return err

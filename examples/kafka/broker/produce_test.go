@@ -111,7 +111,7 @@ func TestIdempotentRetriesOverTheWire(t *testing.T) {
 	require.Equal(t, kerr.CorruptMessage.Code, produceRaw(t, c, topic, corrupt).ErrorCode)
 	require.Equal(t, kerr.InvalidRecord.Code, produceRaw(t, c, topic, append(batch(3, "d"), batch(4, "e")...)).ErrorCode)
 
-	p, err := tb.b.Dir().Partition(topic, 0)
+	p, err := tb.b.Node().Log(topic, 0)
 	require.NoError(t, err)
 	_, hw, _, err := p.Offsets()
 	require.NoError(t, err)
@@ -174,8 +174,7 @@ func TestTopicAdministration(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, kerr.ErrorForCode(delr.Topics[0].ErrorCode))
 	require.Equal(t, kerr.UnknownTopicOrPartition.Code, delr.Topics[1].ErrorCode)
-	topics, err := tb.b.Dir().Topics()
-	require.NoError(t, err)
+	topics := tb.topics()
 	require.NotContains(t, topics, "compacted")
 }
 
@@ -203,8 +202,7 @@ func TestOffsetsTopicIsTheCoordinators(t *testing.T) {
 	dtresp, err := dtr.RequestWith(context.Background(), c)
 	require.NoError(t, err)
 	require.Equal(t, kerr.InvalidTopicException.Code, dtresp.Topics[0].ErrorCode)
-	topics, err := tb.b.Dir().Topics()
-	require.NoError(t, err)
+	topics := tb.topics()
 	require.Contains(t, topics, "__consumer_offsets")
 }
 
@@ -219,8 +217,7 @@ func TestAutoCreateTopics(t *testing.T) {
 	require.ErrorIs(t, err, kerr.UnknownTopicOrPartition, "the client did not allow creation")
 	c = tb.client(kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.AllowAutoTopicCreation())
 	produce(t, c, "made-on-demand", 0, 5)
-	topics, err := tb.b.Dir().Topics()
-	require.NoError(t, err)
+	topics := tb.topics()
 	require.Contains(t, topics, "made-on-demand")
 	require.NotContains(t, topics, "not-allowed")
 
@@ -228,7 +225,6 @@ func TestAutoCreateTopics(t *testing.T) {
 	oc := off.client(kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.RecordDeliveryTimeout(time.Second), kgo.AllowAutoTopicCreation())
 	err = oc.ProduceSync(context.Background(), &kgo.Record{Topic: "never-made", Value: []byte("v")}).FirstErr()
 	require.ErrorIs(t, err, kerr.UnknownTopicOrPartition)
-	topics, err = off.b.Dir().Topics()
-	require.NoError(t, err)
+	topics = off.topics()
 	require.NotContains(t, topics, "never-made")
 }

@@ -2,17 +2,16 @@ package broker
 
 import "sync"
 
-// Topic ids (KIP-516) are the Cluster's: for a standalone broker the data
-// directory's (log.Dir.TopicID), random, given when a topic is created and
-// stored with its configuration, so that a topic deleted and created again
-// under its name has a new id, as in Kafka. Requests that name topics by id (Fetch v13+, Metadata v10+,
+// Topic ids (KIP-516) are the Cluster's: a cluster.Node's controller draws
+// one at random when it creates a topic, so that a topic deleted and
+// created again under its name has a new id, as in Kafka. Requests that name topics by id (Fetch v13+, Metadata v10+,
 // OffsetCommit and OffsetFetch v10, DeleteTopics v6, KIP-848 consumer
 // groups) are resolved through topicName or topicNames; an id no topic has
 // is UNKNOWN_TOPIC_ID.
 
 // topicIDCache maps topic ids to names for the requests that name topics by
-// id, which Fetch v13+ makes hot: building the map from the Dir takes a
-// lock per topic. An entry is checked against the Dir before it is used (a
+// id, which Fetch v13+ makes hot: building the map from the Cluster takes a
+// look-up per topic. An entry is checked against the Cluster before it is used (a
 // topic deleted and created again under its name has another id), and the
 // map is built again when an id is not in it.
 type topicIDCache struct {

@@ -68,7 +68,7 @@ func (b *Broker) topicMetadata(name string, autoCreate bool) kmsg.MetadataRespon
 	t.IsInternal = internalTopic(name)
 	cfg, err := b.cluster.TopicConfig(name)
 	if errors.Is(err, log.ErrUnknownTopic) && autoCreate {
-		if err = b.cluster.CreateTopic(b.ctx, name, -1, -1, nil, log.TopicConfig{}); err == nil || errors.Is(err, log.ErrTopicExists) {
+		if err = b.cluster.CreateTopic(b.ctx, name, -1, -1, nil, nil, false); err == nil || errors.Is(err, log.ErrTopicExists) {
 			b.logger.Info("broker: created topic on first use", "topic", name)
 			cfg, err = b.cluster.TopicConfig(name)
 		}
@@ -147,63 +147,30 @@ func (b *Broker) createTopic(t kmsg.CreateTopicsRequestTopic, validateOnly bool)
 	case t.NumPartitions <= 0 || t.NumPartitions > log.MaxPartitions:
 		return cfg, fmt.Errorf("%w: %d partitions, want 1 to %d", kerr.InvalidPartitions, t.NumPartitions, log.MaxPartitions)
 	}
-	configs := map[string]*string{}
+	// A config without a value is refused, as Kafka refuses it
+	// (INVALID_CONFIG).
+	configs := map[string]string{}
 	for _, c := range t.Configs {
-		configs[c.Name] = c.Value
+		if c.Value == nil {
+			return cfg, fmt.Errorf("%w: config %s without a value", kerr.InvalidConfig, c.Name)
+		}
+		configs[c.Name] = *c.Value
 	}
-	if tc, ok := b.cluster.(TopicConfigs); ok {
-		return b.createConfiguredTopic(tc, t, assignment, configs, validateOnly)
-	}
-	if err := applyConfigs(&cfg, configs); err != nil {
+	if err := b.cluster.CreateTopic(b.ctx, t.Topic, t.NumPartitions, int32(t.ReplicationFactor), assignment, configs, validateOnly); err != nil {
 		return cfg, err
-	}
-	if validateOnly {
-		if s, ok := b.cluster.(standalone); ok {
-			if err := s.checkReplicas(int32(t.ReplicationFactor), assignment); err != nil {
-				return cfg, err
-			}
-		}
-		if _, err := b.cluster.TopicConfig(t.Topic); err == nil {
-			return cfg, fmt.Errorf("%w: %s", log.ErrTopicExists, t.Topic)
-		}
-		if cfg.Partitions == 0 {
-			cfg.Partitions = max(t.NumPartitions, int32(len(assignment)))
-		}
-		return cfg, nil
-	}
-	if err := b.cluster.CreateTopic(b.ctx, t.Topic, t.NumPartitions, int32(t.ReplicationFactor), assignment, cfg); err != nil {
-		return cfg, err
-	}
-	return b.cluster.TopicConfig(t.Topic)
-}
-
-// createConfiguredTopic hands a TopicConfigs cluster the topic's configs
-// as the client sent them. A config without a value is refused, as Kafka
-// refuses it (INVALID_CONFIG).
-func (b *Broker) createConfiguredTopic(tc TopicConfigs, t kmsg.CreateTopicsRequestTopic, assignment [][]int32, configs map[string]*string, validateOnly bool) (log.TopicConfig, error) {
-	values := map[string]string{}
-	for name, v := range configs {
-		if v == nil {
-			return log.TopicConfig{}, fmt.Errorf("%w: config %s without a value", kerr.InvalidConfig, name)
-		}
-		values[name] = *v
-	}
-	if err := tc.CreateTopicWithConfigs(b.ctx, t.Topic, t.NumPartitions, int32(t.ReplicationFactor), assignment, values, validateOnly); err != nil {
-		return log.TopicConfig{}, err
 	}
 	if validateOnly {
 		return log.TopicConfig{Partitions: max(t.NumPartitions, int32(len(assignment)))}, nil
 	}
-	return tc.TopicConfig(t.Topic)
+	return b.cluster.TopicConfig(t.Topic)
 }
 
 // configEntries are a topic's configs as CreateTopics and DescribeConfigs
-// show them: a TopicConfigs cluster's, or those cfg holds (all set on the
-// topic: the standalone broker keeps no defaults apart).
+// show them: the cluster's, or, for a topic only validated, those cfg
+// holds.
 func (b *Broker) configEntries(topic string, cfg log.TopicConfig, validateOnly bool) []ConfigEntry {
-	if tc, ok := b.cluster.(TopicConfigs); ok && !validateOnly {
-		entries, err := tc.DescribeTopicConfigs(topic)
-		if err == nil {
+	if !validateOnly {
+		if entries, err := b.cluster.DescribeTopicConfigs(topic); err == nil {
 			return entries
 		}
 	}
@@ -216,12 +183,8 @@ func (b *Broker) configEntries(topic string, cfg log.TopicConfig, validateOnly b
 }
 
 // replicationFactor is the replica count of a created topic's first
-// partition, or what a validated one asked for (a standalone broker's is
-// always 1).
+// partition, or what a validated one asked for.
 func (b *Broker) replicationFactor(t kmsg.CreateTopicsRequestTopic, validateOnly bool) int16 {
-	if _, ok := b.cluster.(standalone); ok {
-		return 1
-	}
 	if validateOnly {
 		if len(t.ReplicaAssignment) > 0 {
 			return int16(len(t.ReplicaAssignment[0].Replicas))

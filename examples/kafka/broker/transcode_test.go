@@ -47,7 +47,7 @@ func TestSnappyAndZstdBatchesAreRecompressed(t *testing.T) {
 				require.Equal(t, at.Add(time.Duration(i)*time.Millisecond).UnixMilli(), r.Timestamp.UnixMilli())
 			}
 
-			p, err := tb.b.Dir().Partition(tc.topic, 0)
+			p, err := tb.b.Node().Log(tc.topic, 0)
 			require.NoError(t, err)
 			bs, err := p.Read(0, 1<<20, log.ReadUncommitted)
 			require.NoError(t, err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -14,8 +13,8 @@ import (
 	"github.com/strandlog/strand/segment"
 )
 
-// The transaction APIs are served by the Dir's transaction coordinator
-// (log.Transactions), which keeps Kafka's rules of transactions version 2
+// The transaction APIs are served by the cluster's transaction
+// coordinators (ReplicatedTransactions), which keep Kafka's rules of transactions version 2
 // (KIP-890 part 2): every EndTxn bumps the producer epoch and answers the
 // new one (EndTxn v5), and a Produce of version 12 or later adds its
 // partition to the producer's transaction itself. The broker advertises the
@@ -27,34 +26,17 @@ import (
 // transactionVersion is the finalized transaction.version feature level.
 const transactionVersion = 2
 
-// txns returns the transaction coordinator: a cluster's that replicates
-// it, or the Dir's, created on first use.
-func (b *Broker) txns() (TxnCoordinator, error) {
-	if rt, ok := b.cluster.(ReplicatedTransactions); ok {
-		return rt.Transactions(), nil
-	}
-	return b.dirTxns()
-}
+// errNoTransactions refuses the transaction requests of a Cluster that
+// keeps no transaction coordinators.
+var errNoTransactions = fmt.Errorf("%w: this cluster serves no transactions", kerr.InvalidRequest)
 
-// dirTxns returns the Dir's transaction coordinator, which a standalone
-// broker only has.
-func (b *Broker) dirTxns() (*log.Transactions, error) {
-	if _, ok := b.cluster.(standalone); !ok {
-		// The coordinator writes its markers into the partitions
-		// itself: they would have to be replicated.
-		return nil, fmt.Errorf("%w: transactions: %w", kerr.InvalidRequest, errNotStandalone)
+// txns returns the cluster's transaction coordinators.
+func (b *Broker) txns() (ReplicatedTransactions, error) {
+	rt, ok := b.cluster.(ReplicatedTransactions)
+	if !ok {
+		return nil, errNoTransactions
 	}
-	t, err := b.dir.Transactions()
-	if err != nil {
-		// The coordinator's topic cannot be made or read: Kafka answers
-		// COORDINATOR_NOT_AVAILABLE while __transaction_state is not
-		// loaded.
-		return nil, fmt.Errorf("%w: %w", kerr.CoordinatorNotAvailable, err)
-	}
-	// The markers of the offsets topic go through the group coordinator,
-	// which applies the offsets they commit (group.Service.TxnCommitter).
-	t.RouteMarkers(b.groups.Topic(), b.groups.TxnCommitter())
-	return t, nil
+	return rt, nil
 }
 
 // addOffsetsToTxn adds the partition of the offsets topic that holds a
@@ -75,26 +57,18 @@ func (b *Broker) addOffsetsToTxn(ctx context.Context, r *request) kmsg.Response 
 
 // offsetsPartitionToTxn adds the offsets partition of groupID to the
 // transaction of producer, which has transactional id txnID, or with
-// verifyOnly checks that it is in it (see inTransaction). In a cluster the
-// id's coordinator may be another broker (a TxnOffsetCommit reaches the
-// group's coordinator).
+// verifyOnly checks that it is in it. The id's coordinator may be another
+// broker (a TxnOffsetCommit reaches the group's coordinator).
 func (b *Broker) offsetsPartitionToTxn(ctx context.Context, txnID string, producer idempotence.ProducerIDAndEpoch, groupID string, verifyOnly bool) error {
 	topic, partition, err := b.groups.TxnCommitter().TxnOffsetsPartition(groupID)
 	if err != nil {
 		return err
 	}
-	tp := idempotence.TopicPartition{Topic: topic, Partition: partition}
-	if rt, ok := b.cluster.(ReplicatedTransactions); ok {
-		return rt.AddToTransaction(ctx, txnID, producer, tp, verifyOnly)
-	}
-	t, err := b.dirTxns()
-	switch {
-	case err != nil:
+	rt, err := b.txns()
+	if err != nil {
 		return err
-	case verifyOnly:
-		return inTransaction(t, txnID, producer, tp)
 	}
-	return t.AddPartitions(txnID, producer, tp)
+	return rt.AddToTransaction(ctx, txnID, producer, idempotence.TopicPartition{Topic: topic, Partition: partition}, verifyOnly)
 }
 
 // initTransactionalProducerID answers an InitProducerId that names a
@@ -113,7 +87,7 @@ func (b *Broker) initTransactionalProducerID(r *request, req *kmsg.InitProducerI
 		current = idempotence.ProducerIDAndEpoch{ProducerID: req.ProducerID, Epoch: req.ProducerEpoch}
 	}
 	var pe idempotence.ProducerIDAndEpoch
-	t, err := b.txns()
+	rt, err := b.txns()
 	switch {
 	case err != nil:
 	case txnID == "":
@@ -121,9 +95,9 @@ func (b *Broker) initTransactionalProducerID(r *request, req *kmsg.InitProducerI
 	case (current.ProducerID < 0) != (current.Epoch < 0):
 		err = fmt.Errorf("%w: producer id %d with epoch %d: both or neither", kerr.InvalidRequest, current.ProducerID, current.Epoch)
 	case current.ProducerID < 0:
-		pe, err = t.InitProducerID(txnID, timeout)
+		pe, err = rt.Transactions().InitProducerID(txnID, timeout)
 	default:
-		pe, err = t.ReinitProducerID(txnID, timeout, current)
+		pe, err = rt.Transactions().ReinitProducerID(txnID, timeout, current)
 	}
 	if err != nil {
 		b.logger.Info("broker: InitProducerId refused", "txn", txnID, "client", r.clientID, "err", err)
@@ -162,9 +136,9 @@ func (b *Broker) addPartitionsToTxn(_ context.Context, r *request) kmsg.Response
 	if len(refused) > 0 {
 		err = kerr.OperationNotAttempted
 	} else {
-		var t TxnCoordinator
-		if t, err = b.txns(); err == nil {
-			err = t.AddPartitions(req.TransactionalID, idempotence.ProducerIDAndEpoch{ProducerID: req.ProducerID, Epoch: req.ProducerEpoch}, tps...)
+		var rt ReplicatedTransactions
+		if rt, err = b.txns(); err == nil {
+			err = rt.Transactions().AddPartitions(req.TransactionalID, idempotence.ProducerIDAndEpoch{ProducerID: req.ProducerID, Epoch: req.ProducerEpoch}, tps...)
 		}
 	}
 	if err != nil {
@@ -192,10 +166,10 @@ func (b *Broker) endTxn(_ context.Context, r *request) kmsg.Response {
 	req := r.body.(*kmsg.EndTxnRequest)
 	resp := req.ResponseKind().(*kmsg.EndTxnResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
-	t, err := b.txns()
+	rt, err := b.txns()
 	var next idempotence.ProducerIDAndEpoch
 	if err == nil {
-		next, err = t.EndTxn(req.TransactionalID, idempotence.ProducerIDAndEpoch{ProducerID: req.ProducerID, Epoch: req.ProducerEpoch}, req.Commit)
+		next, err = rt.Transactions().EndTxn(req.TransactionalID, idempotence.ProducerIDAndEpoch{ProducerID: req.ProducerID, Epoch: req.ProducerEpoch}, req.Commit)
 	}
 	if err != nil {
 		b.logger.Info("broker: EndTxn refused", "txn", req.TransactionalID, "commit", req.Commit, "client", r.clientID, "err", err)
@@ -212,7 +186,7 @@ func (b *Broker) endTxn(_ context.Context, r *request) kmsg.Response {
 func (b *Broker) describeTransactions(_ context.Context, r *request) kmsg.Response {
 	req := r.body.(*kmsg.DescribeTransactionsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeTransactionsResponse)
-	t, err := b.txns()
+	rt, err := b.txns()
 	for _, id := range req.TransactionalIDs {
 		s := kmsg.NewDescribeTransactionsResponseTransactionState()
 		s.TransactionalID, s.ProducerID, s.ProducerEpoch, s.StartTimestamp = id, -1, -1, -1
@@ -221,14 +195,14 @@ func (b *Broker) describeTransactions(_ context.Context, r *request) kmsg.Respon
 			resp.TransactionStates = append(resp.TransactionStates, s)
 			continue
 		}
-		if rt, ok := b.cluster.(ReplicatedTransactions); ok && rt.TransactionCoordinatorFor(id) != b.cfg.NodeID {
+		if rt.TransactionCoordinatorFor(id) != b.cfg.NodeID {
 			// Another broker's coordinator has it (Kafka's
 			// TransactionStateManager answers NOT_COORDINATOR).
 			s.ErrorCode = kerr.NotCoordinator.Code
 			resp.TransactionStates = append(resp.TransactionStates, s)
 			continue
 		}
-		rec, ok := t.Describe(id)
+		rec, ok := rt.Transactions().Describe(id)
 		if !ok || rec.State == idempotence.TxnDead {
 			s.ErrorCode = kerr.TransactionalIDNotFound.Code
 			resp.TransactionStates = append(resp.TransactionStates, s)
@@ -267,22 +241,11 @@ func (b *Broker) appendTransactional(ctx context.Context, req *kmsg.ProduceReque
 		// else, and a null id may not.
 		return log.AppendResult{}, fmt.Errorf("%w: a transactional batch in a produce request without a transactional id", kerr.TransactionalIDAuthorizationFailed)
 	}
-	if rt, ok := b.cluster.(ReplicatedTransactions); ok {
-		res, err := rt.AppendTransactional(ctx, *txnID, version >= 12, p.Topic(), p.ID(), req.Acks, batch)
-		return res, leaderAnswer(err)
-	}
-	t, err := b.dirTxns()
+	rt, err := b.txns()
 	if err != nil {
 		return log.AppendResult{}, err
 	}
-	if version < 12 {
-		pe := idempotence.ProducerIDAndEpoch{ProducerID: batch.ProducerID(), Epoch: batch.ProducerEpoch()}
-		if err := inTransaction(t, *txnID, pe, idempotence.TopicPartition{Topic: p.Topic(), Partition: p.ID()}); err != nil {
-			return log.AppendResult{}, err
-		}
-		return p.AppendBatch(batch)
-	}
-	res, err := t.AppendBatch(*txnID, p, batch)
+	res, err := rt.AppendTransactional(ctx, *txnID, version >= 12, p.Topic(), p.ID(), req.Acks, batch)
 	return res, leaderAnswer(err)
 }
 
@@ -293,24 +256,6 @@ func leaderAnswer(err error) error {
 		return fmt.Errorf("%w: %v", kerr.InvalidProducerEpoch, err)
 	}
 	return err
-}
-
-// inTransaction checks that producer has an open transaction with txnID
-// that includes tp. A commit or abort between the check and the append is
-// no hazard: its marker, written first, carries the bumped epoch, and the
-// partition (or the group coordinator, for offsets) then refuses the
-// older one, so no transaction is left open by it.
-func inTransaction(t TxnCoordinator, txnID string, producer idempotence.ProducerIDAndEpoch, tp idempotence.TopicPartition) error {
-	rec, ok := t.Describe(txnID)
-	switch {
-	case !ok || rec.ProducerID != producer.ProducerID:
-		return fmt.Errorf("%w: producer %d is not transactional id %q's", kerr.InvalidTxnState, producer.ProducerID, txnID)
-	case rec.ProducerEpoch != producer.Epoch:
-		return fmt.Errorf("%w: epoch %d, transactional id %q is at %d", kerr.InvalidProducerEpoch, producer.Epoch, txnID, rec.ProducerEpoch)
-	case rec.State != idempotence.TxnOngoing || !slices.Contains(rec.Partitions, tp):
-		return fmt.Errorf("%w: %s-%d is not in the open transaction of %q (AddPartitionsToTxn or AddOffsetsToTxn first)", kerr.InvalidTxnState, tp.Topic, tp.Partition, txnID)
-	}
-	return nil
 }
 
 // features are the finalized features ApiVersions v3+ announces.

@@ -44,13 +44,13 @@ func (b *Broker) listTransactions(_ context.Context, r *request) kmsg.Response {
 	if req.Version < 1 {
 		duration = -1
 	}
-	t, err := b.txns()
+	rt, err := b.txns()
 	if err != nil {
 		resp.ErrorCode = code(err)
 		return resp
 	}
 	now := time.Now().UnixMilli()
-	for _, rec := range t.List() {
+	for _, rec := range rt.Transactions().List() {
 		switch {
 		case rec.State == idempotence.TxnDead,
 			len(req.ProducerIDFilters) > 0 && !slices.Contains(req.ProducerIDFilters, rec.ProducerID),

@@ -1,5 +1,6 @@
 // Command broker serves a Strand data directory to Kafka clients: one Kafka
-// broker, leading every partition, over Kafka's wire protocol.
+// broker over Kafka's wire protocol, a cluster of one (a cluster.Node that
+// is its own controller and leads every partition).
 //
 //	go run ./cmd/broker -listen 127.0.0.1:9092 -dir /tmp/strand-data
 //
@@ -57,7 +58,8 @@ func run(logger *slog.Logger, listen, dir, advertise string, partitions int32, f
 	}
 	b, err := broker.Open(broker.Config{
 		DataDir:          dir,
-		Dir:              log.DirOptions{Defaults: log.TopicConfig{Partitions: partitions, Fsync: policy}},
+		Partitions:       partitions,
+		Fsync:            policy,
 		Advertise:        advertise,
 		AutoCreateTopics: autoCreate,
 		Logger:           logger,
