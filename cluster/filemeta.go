@@ -91,7 +91,10 @@ const (
 	maxData = math.MaxUint32 - 2*binary.MaxVarintLen64
 )
 
-var _ MetadataLog = (*FileMetadata)(nil)
+var (
+	_ MetadataLog    = (*FileMetadata)(nil)
+	_ MetadataVoters = (*FileMetadata)(nil)
+)
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -308,6 +311,10 @@ func (m *FileMetadata) fail(err error) error {
 
 // Updates implements MetadataLog.
 func (m *FileMetadata) Updates() <-chan MetadataUpdate { return m.feed.out }
+
+// Voters implements MetadataVoters: the one node the log is for, so that
+// its internal topics have one replica.
+func (m *FileMetadata) Voters() []replica.NodeID { return []replica.NodeID{m.self} }
 
 // Snapshot records data as the state once the entries up to index are
 // applied, and drops those entries from the log file. index must lie

@@ -111,6 +111,7 @@ func writeFile(t *testing.T, fs vfs.FS, name string, data []byte) {
 func TestFileMetadataOpenEmpty(t *testing.T) {
 	m, first := openMeta(t, vfs.NewMem())
 	require.Equal(t, MetadataUpdate{Leader: metaSelf, Term: 1, Replayed: true}, first)
+	require.Equal(t, []replica.NodeID{metaSelf}, m.Voters(), "a node on it sizes its internal topics at one replica")
 	propose(t, m, 1, 1, 5)
 	require.ErrorIs(t, m.Propose(2, []byte("x")), ErrNotMetadataLeader, "this open leads term 1 only")
 	propose(t, m, 1, 6, 1)

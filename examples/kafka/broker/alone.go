@@ -53,7 +53,6 @@ func openAlone(cfg Config, addr func() (BrokerAddr, bool)) (*alone, Cluster, err
 	}
 	nodeCfg := cfg.Node
 	nodeCfg.ID, nodeCfg.Dir, nodeCfg.Transport, nodeCfg.Metadata = id, cfg.DataDir, noPeers{}, md
-	nodeCfg.InternalReplicationFactor = 1
 	nodeCfg.TopicConfig = fsyncDefault(cfg.Fsync)
 	if nodeCfg.Logger == nil {
 		nodeCfg.Logger = cfg.Logger

@@ -115,9 +115,8 @@ type Config struct {
 	// cluster.FileMetadata) in DataDir/metadata.
 	DataDir string
 	// Node configures the broker alone's cluster.Node; its ID (NodeID),
-	// Dir (DataDir), Transport, Metadata, TopicConfig and
-	// InternalReplicationFactor are the broker's, and its Logger is
-	// Logger if unset.
+	// Dir (DataDir), Transport, Metadata and TopicConfig are the
+	// broker's, and its Logger is Logger if unset.
 	Node cluster.Config
 	// Partitions is the partition count of a topic the broker alone
 	// creates without one (num.partitions); default 1.
