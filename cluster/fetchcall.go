@@ -179,7 +179,7 @@ func encodeFetchAnswer(res FetchResult, err error) []byte {
 // code's sentinel errors.Is matches.
 func decodeFetchAnswer(b []byte) (FetchResult, error) {
 	d := &decoder{b: b}
-	code, msg := replica.Code(d.int16()), d.string()
+	ferr := d.remoteError()
 	res := FetchResult{Records: d.bytes(), HighWatermark: d.int(), LastStableOffset: d.int(), LogStartOffset: d.int()}
 	for range d.count(4) {
 		res.Aborted = append(res.Aborted, idempotence.AbortedTxn{ProducerID: d.int(), FirstOffset: d.int(),
@@ -188,8 +188,5 @@ func decodeFetchAnswer(b []byte) (FetchResult, error) {
 	if err := d.finish(); err != nil {
 		return FetchResult{}, fmt.Errorf("%w (a fetch's answer)", err)
 	}
-	if code != replica.CodeNone {
-		return res, &RemoteError{Code: code, Message: msg}
-	}
-	return res, nil
+	return res, ferr
 }

@@ -39,6 +39,10 @@ func callRequests() []request {
 			Topics: []group.OffsetFetchTopic{{Name: "a", Partitions: []int32{0, 1}}, {Name: "b"}}}},
 		&fetchRequest{Topic: "t", Partition: 3, Offset: 12345, MaxBytes: 1 << 20, Isolation: log.ReadUncommitted},
 		&fetchRequest{Topic: "t", Isolation: log.ReadCommitted},
+		&produceRequest{Topic: "t", Partition: 2, Acks: replica.AcksAll, TxnID: "tx", Batch: []byte{1, 2, 3}},
+		&produceRequest{Topic: "t", Acks: replica.AcksNone, Batch: []byte{}},
+		&txnEndRequest{TxnID: "tx", Init: true, Timeout: time.Minute},
+		&txnEndRequest{TxnID: "tx", ProducerID: 1 << 40, Epoch: 32767, Commit: true},
 	}
 }
 
@@ -63,6 +67,7 @@ func TestGroupCallRequestsRoundTrip(t *testing.T) {
 		{byte(kindOffsetFetch), 5, 'g'},                     // a string cut short
 		append(encodeRequest(&fetchRequest{Topic: "t"}), 0), // a byte past the end
 		{byte(kindFetch), 0, 0, 0, 0, 0x80, 0x04},           // isolation 256
+		{byte(kindProduce), 0, 0, 0x80, 0x02, 0, 0},         // acks 128
 	} {
 		_, err := decodeRequest(b)
 		require.ErrorIs(t, err, ErrBadRequest, "% x", b)

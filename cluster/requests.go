@@ -36,6 +36,8 @@ const (
 	kindOffsetCommit
 	kindOffsetFetch
 	kindFetch
+	kindProduce
+	kindTxnEnd
 )
 
 // request is any request a node serves.
@@ -403,6 +405,10 @@ func newRequest(k requestKind) request {
 		return &offsetFetchRequest{}
 	case kindFetch:
 		return &fetchRequest{}
+	case kindProduce:
+		return &produceRequest{}
+	case kindTxnEnd:
+		return &txnEndRequest{}
 	}
 	return nil
 }
