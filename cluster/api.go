@@ -127,6 +127,21 @@ func (n *Node) WaitRegistered(ctx context.Context) error {
 	})
 }
 
+// WaitBrokers returns once the committed metadata this node applied has
+// at least count live brokers, or when ctx ends: as an application that
+// places a topic's replicas itself waits for the brokers it names.
+func (n *Node) WaitBrokers(ctx context.Context, count int) error {
+	return n.waitMetadata(ctx, func(md *Metadata) bool {
+		live := 0
+		for _, b := range md.Brokers {
+			if !b.Fenced {
+				live++
+			}
+		}
+		return live >= count
+	})
+}
+
 // Metadata returns the cluster as this node's committed metadata has it.
 // The value is shared: do not change it.
 func (n *Node) Metadata() *Metadata { return n.ctl.view.Load() }

@@ -18,9 +18,12 @@ import (
 func TestNodeForwardsProducesAndTransactions(t *testing.T) {
 	c := newTestCluster(t, 3)
 	c.startAll()
-	c.waitRegistered()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	require.NoError(t, c.nodes[3].WaitBrokers(ctx, 3))
+	short, cancelShort := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancelShort()
+	require.ErrorIs(t, c.nodes[3].WaitBrokers(short, 4), context.DeadlineExceeded, "a cluster of three")
 	require.NoError(t, c.nodes[3].CreateTopic(ctx, "t", TopicSpec{Assignment: [][]replica.NodeID{{1, 2, 3}}}))
 	waitFor(t, 10*time.Second, "node 1 leading", func() bool { return c.nodes[3].liveLeader("t", 0) == 1 })
 	via := c.nodes[3]

@@ -1,8 +1,8 @@
-// Command rpccluster composes a three-node Strand cluster over net/rpc:
-// each node is a process running a cluster.Node, whose Transport is
-// net/rpc and whose MetadataLog is etcd raft (examples/raftlog). `go run .`
-// starts three nodes, writes a topic, commits a consumer group's offsets
-// and runs a transaction across the SIGKILL of a leader, and checks it all.
+// Command rpccluster composes a three-node Strand cluster over net/rpc, each
+// node a cluster.Node with a net/rpc Transport and an etcd raft MetadataLog
+// (examples/raftlog). `go run .` runs node 3 and the application, which
+// starts nodes 1 and 2, writes a topic node 1 leads, reads it in a consumer
+// group, opens a transaction, SIGKILLs node 1, and checks what survived.
 package main
 
 import (
@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -24,20 +25,26 @@ import (
 
 	"github.com/strandlog/strand/cluster"
 	"github.com/strandlog/strand/examples/raftlog"
+	"github.com/strandlog/strand/idempotence"
 	"github.com/strandlog/strand/internal/loopback"
 	"github.com/strandlog/strand/replica"
+	"github.com/strandlog/strand/segment"
 )
 
 func main() {
-	id := flag.Int("id", 0, "run node ID (1 to 3); 0 runs the demo, which starts the three")
+	id := flag.Int("id", 0, "run node ID (1 or 2, as the demo starts them) until SIGTERM; 0 runs the demo")
 	dir := flag.String("dir", filepath.Join(os.TempDir(), "strand-rpccluster"), "data directory")
-	peers := flag.String("peers", "", "the nodes' host:port, comma-separated (set by the demo)")
+	peers := flag.String("peers", "", "the nodes' host:port, comma-separated")
 	flag.Parse()
 	var err error
+	var stop func()
 	if *id == 0 {
 		err = demo(*dir)
-	} else {
-		err = runNode(replica.NodeID(*id), *dir, strings.Split(*peers, ","))
+	} else if _, stop, err = startNode(replica.NodeID(*id), *dir, strings.Split(*peers, ",")); err == nil {
+		ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+		<-ctx.Done()
+		cancel()
+		stop()
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "rpccluster:", err)
@@ -45,8 +52,8 @@ func main() {
 	}
 }
 
-// rpcTransport is a cluster.Transport over net/rpc, one client per peer,
-// dialled again after it fails.
+// rpcTransport is a cluster.Transport over net/rpc: a client per peer,
+// dialled again once it fails.
 type rpcTransport struct {
 	peers   []string // node N at peers[N-1]
 	mu      sync.Mutex
@@ -57,15 +64,17 @@ func (t *rpcTransport) Send(ctx context.Context, to replica.NodeID, msg []byte) 
 	return t.call(ctx, to, "Node.Receive", msg, new(struct{}))
 }
 
-func (t *rpcTransport) Call(ctx context.Context, to replica.NodeID, req []byte) ([]byte, error) {
-	var answer []byte
+func (t *rpcTransport) Call(ctx context.Context, to replica.NodeID, req []byte) (answer []byte, err error) {
 	return answer, t.call(ctx, to, "Node.Serve", req, &answer)
 }
 
 func (t *rpcTransport) call(ctx context.Context, to replica.NodeID, method string, args, reply any) error {
+	if to < 1 || int(to) > len(t.peers) {
+		return fmt.Errorf("no node %d", to)
+	}
 	t.mu.Lock()
 	c := t.clients[to]
-	if c == nil && int(to) >= 1 && int(to) <= len(t.peers) {
+	if c == nil {
 		conn, err := net.DialTimeout("tcp", t.peers[to-1], time.Second)
 		if err != nil {
 			t.mu.Unlock()
@@ -75,9 +84,6 @@ func (t *rpcTransport) call(ctx context.Context, to replica.NodeID, method strin
 		t.clients[to] = c
 	}
 	t.mu.Unlock()
-	if c == nil {
-		return fmt.Errorf("no node %d", to)
-	}
 	select {
 	case done := <-c.Go(method, args, reply, make(chan *rpc.Call, 1)).Done:
 		if errors.Is(done.Error, rpc.ErrShutdown) {
@@ -91,8 +97,8 @@ func (t *rpcTransport) call(ctx context.Context, to replica.NodeID, method strin
 	}
 }
 
-// Node is the net/rpc service of a node: the cluster's messages and
-// requests, raft's messages, and the calls the demo makes (app.go).
+// Node is a node's net/rpc service: the cluster's messages and requests,
+// and raft's messages.
 type Node struct {
 	n    *cluster.Node
 	raft *raftlog.Log
@@ -105,67 +111,126 @@ func (s *Node) Serve(req []byte, answer *[]byte) (err error) {
 	return err
 }
 
-func runNode(id replica.NodeID, dir string, peers []string) error {
+// startNode starts node id and serves it on its address; stop stops it.
+func startNode(id replica.NodeID, dir string, peers []string) (n *cluster.Node, stop func(), err error) {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("node", id)
 	tr := &rpcTransport{peers: peers, clients: map[replica.NodeID]*rpc.Client{}}
 	s := &Node{}
-	var err error
 	s.raft, err = raftlog.Open(raftlog.Config{ID: id, Voters: []replica.NodeID{1, 2, 3}, Dir: filepath.Join(dir, "raft"), Logger: logger,
 		Send: func(to replica.NodeID, msg []byte) {
-			go tr.call(context.Background(), to, "Node.Raft", msg, new(struct{})) // raft sends again what is lost
+			go tr.call(context.Background(), to, "Node.Raft", msg, new(struct{}))
 		}})
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	defer s.raft.Close()
 	if s.n, err = cluster.New(cluster.Config{ID: id, Dir: dir, Transport: tr, Metadata: s.raft, Logger: logger, MinInsyncReplicas: 2}); err != nil {
-		return err
+		return nil, nil, errors.Join(err, s.raft.Close())
 	}
-	defer s.n.Close()
 	srv := rpc.NewServer()
-	if err := srv.Register(s); err != nil {
-		return err
-	}
 	ln, err := loopback.Listen(peers[id-1])
+	if err == nil {
+		err = srv.Register(s)
+	}
+	if err != nil {
+		return nil, nil, errors.Join(err, s.n.Close(), s.raft.Close())
+	}
+	go srv.Accept(ln)
+	return s.n, func() { ln.Close(); s.n.Close(); s.raft.Close() }, nil
+}
+
+const topic, groupID, txnID = "orders", "billing", "payments"
+
+// demo runs nodes 1 and 2 as processes, node 3 and the application here.
+func demo(dir string) error {
+	peers, err := loopback.Addrs(3)
 	if err != nil {
 		return err
 	}
-	go srv.Accept(ln)
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	exe, _ := os.Executable()
+	var procs [2]*exec.Cmd
+	for i, p := range procs {
+		p = exec.Command(exe, "-id", fmt.Sprint(i+1), "-dir", filepath.Join(dir, fmt.Sprint("node-", i+1)), "-peers", strings.Join(peers, ","))
+		p.Stderr, p.Env = os.Stderr, append(os.Environ(), "RPCCLUSTER_NODE=1") // a test binary runs main for it
+		if err := p.Start(); err != nil {
+			return err
+		}
+		defer func() { p.Process.Signal(syscall.SIGTERM); p.Wait() }()
+		procs[i] = p
+	}
+	n, stop, err := startNode(3, filepath.Join(dir, "node-3"), peers)
+	if err != nil {
+		return err
+	}
 	defer stop()
-	<-ctx.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var want []string
+	var pe idempotence.ProducerIDAndEpoch
+	producer := &segment.Producer{}
+	produce := func(p *segment.Producer, txn string, values ...string) error {
+		recs := make([]segment.Record, len(values))
+		for i, v := range values {
+			recs[i].Value = []byte(v)
+		}
+		b, err := segment.AppendBatch(nil, recs, segment.BuildOptions{Producer: p, Transactional: txn != ""})
+		if err == nil {
+			_, err = n.ProduceAtLeader(ctx, topic, 0, replica.AcksAll, b, txn)
+		}
+		p.BaseSequence += int32(len(values))
+		want = append(want, values...)
+		return err
+	}
+	// Node 1 leads the topic; an idempotent producer writes it, the
+	// group's first member reads it and commits, a transaction opens; then
+	// node 1 dies. The transaction commits at its coordinator of the
+	// moment, the producer writes on at the next leader, and the group's
+	// next member reads on from the first one's commit.
+	steps := []func() error{
+		func() error { return n.WaitBrokers(ctx, 3) },
+		func() error {
+			return n.CreateTopic(ctx, topic, cluster.TopicSpec{Assignment: [][]replica.NodeID{{1, 2, 3}}})
+		},
+		func() (err error) { producer.ID, err = n.NewProducerID(); return err },
+		func() error { return produce(producer, "", "order-0", "order-1", "order-2") },
+		func() error { return consume(ctx, n, want[:3]) },
+		func() (err error) { pe, err = n.InitProducerID(ctx, txnID, time.Minute); return err },
+		func() error { return produce(&segment.Producer{ID: pe.ProducerID, Epoch: pe.Epoch}, txnID, "paid") },
+		func() error {
+			fmt.Printf("SIGKILL node 1, the leader of %s-0, with a transaction open\n", topic)
+			procs[0].Process.Kill()
+			procs[0].Wait()
+			_, err := n.EndTxn(ctx, txnID, pe, true)
+			return err
+		},
+		func() error { return produce(producer, "", "order-3", "order-4") },
+		func() error { return consume(ctx, n, want[3:]) },
+	}
+	for i, step := range steps {
+		if err := step(); err != nil {
+			return fmt.Errorf("step %d: %w", i+1, err)
+		}
+	}
+	fmt.Printf("node %d leads now: every acknowledged record read once, from the group's commit on, the transaction's too\n",
+		n.Metadata().Partition(topic, 0).Leader)
 	return nil
 }
 
-// cluster3 is the demo's three node processes.
-type cluster3 struct {
-	dir   string
-	peers []string
-	procs [3]*exec.Cmd
-}
-
-func (c *cluster3) start(id replica.NodeID) error {
-	exe, err := os.Executable()
+// consume runs a member of the group until it has read as many records
+// as want has, read committed, checks them, commits and leaves.
+func consume(ctx context.Context, n *cluster.Node, want []string) error {
+	c, err := cluster.NewConsumer(n, cluster.ConsumerOptions{Group: groupID, Topics: []string{topic}})
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(exe, "-id", fmt.Sprint(id), "-dir", filepath.Join(c.dir, fmt.Sprint("node-", id)), "-peers", strings.Join(c.peers, ","))
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	cmd.Env = append(os.Environ(), "RPCCLUSTER_NODE=1") // a test binary runs main for it
-	c.procs[id-1] = cmd
-	return cmd.Start()
-}
-
-func (c *cluster3) kill(id replica.NodeID) {
-	c.procs[id-1].Process.Signal(syscall.SIGKILL)
-	c.procs[id-1].Wait()
-}
-
-func (c *cluster3) stop() {
-	for _, p := range c.procs {
-		if p != nil && p.ProcessState == nil {
-			p.Process.Signal(syscall.SIGTERM)
-			p.Wait()
+	var got []string
+	for len(got) < len(want) && ctx.Err() == nil {
+		ms, _ := c.Poll(ctx) // a heartbeat's failure, which the consumer retries
+		for _, m := range ms {
+			got = append(got, string(m.Value))
 		}
 	}
+	if !slices.Equal(got, want) {
+		err = fmt.Errorf("the group's member read %q, want %q", got, want)
+	}
+	return errors.Join(err, ctx.Err(), c.Commit(ctx), c.Close(ctx))
 }

@@ -13,9 +13,10 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// The demo's three node processes keep every acknowledged record, the
-// transaction and the group's committed offset across the SIGKILL of the
-// partition's leader; demo fails if any is lost or doubled.
+// The demo's three nodes (two processes, and node 3 in the test's) keep
+// every acknowledged record, the transaction and the group's commit across
+// the SIGKILL of the partition's leader: demo fails if the group's next
+// member reads anything lost, doubled or from before the commit.
 func TestDemoAcrossALeaderKill(t *testing.T) {
 	if err := demo(t.TempDir()); err != nil {
 		t.Fatal(err)
