@@ -13,8 +13,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/strandlog/strand/cluster"
 	"github.com/strandlog/strand/examples/kafka/broker"
 	"github.com/strandlog/strand/log"
+	"github.com/strandlog/strand/replica"
 )
 
 // The broker suite serves franz-go's kgo client from the Strand broker of
@@ -65,11 +67,9 @@ func startStrandBroker(fsync log.FsyncPolicy) brokerStarter {
 		if err != nil {
 			return benchBroker{}, err
 		}
-		b, err := broker.Open(broker.Config{DataDir: dir,
-			Dir:    log.DirOptions{Defaults: log.TopicConfig{Fsync: fsync}, MaintenanceInterval: -1},
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		b, err := broker.Open(broker.Config{DataDir: dir, Fsync: fsync, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		if err == nil {
-			err = b.Dir().CreateTopic(brokerTopic, log.TopicConfig{Partitions: brokerPartitions})
+			err = createBrokerTopic(b.Node())
 		}
 		var l net.Listener
 		if err == nil {
@@ -84,7 +84,7 @@ func startStrandBroker(fsync log.FsyncPolicy) brokerStarter {
 		}
 		served := make(chan error, 1)
 		go func() { served <- b.Serve(l) }()
-		return benchBroker{addr: l.Addr().String(), fsyncs: func() (int64, error) { return topicFsyncs(b.Dir()) }, close: func() (err error) {
+		return benchBroker{addr: l.Addr().String(), fsyncs: func() (int64, error) { return topicFsyncs(b.Node()) }, close: func() (err error) {
 			err = b.Close()
 			if serr := <-served; !errors.Is(serr, broker.ErrClosed) {
 				err = errors.Join(err, serr)
@@ -95,9 +95,33 @@ func startStrandBroker(fsync log.FsyncPolicy) brokerStarter {
 	}
 }
 
-func topicFsyncs(d *log.Dir) (n int64, err error) {
+// createBrokerTopic creates the benchmark's topic on the broker's node and
+// waits until the node leads every partition, before the clock starts.
+func createBrokerTopic(n *cluster.Node) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := n.CreateTopic(ctx, brokerTopic, cluster.TopicSpec{Partitions: brokerPartitions, ReplicationFactor: 1}); err != nil {
+		return err
+	}
 	for i := range int32(brokerPartitions) {
-		p, err := d.Partition(brokerTopic, i)
+		for {
+			st, err := n.Status(ctx, brokerTopic, i)
+			if err == nil && st.Role == replica.RoleLeader {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("%s-%d not led: %v (%w)", brokerTopic, i, err, ctx.Err())
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+func topicFsyncs(n *cluster.Node) (count int64, err error) {
+	for i := range int32(brokerPartitions) {
+		p, err := n.Log(brokerTopic, i)
 		if err != nil {
 			return 0, err
 		}
@@ -105,9 +129,9 @@ func topicFsyncs(d *log.Dir) (n int64, err error) {
 		if err != nil {
 			return 0, err
 		}
-		n += st.Fsyncs
+		count += st.Fsyncs
 	}
-	return n, nil
+	return count, nil
 }
 
 func startKfake() (benchBroker, error) {
