@@ -994,22 +994,36 @@ func (w *recordsWorkload) check(s *sim) {
 	leaders := map[simPartition][]segment.Batch{}
 	for _, part := range s.parts {
 		leader := md.Partition(part.topic, part.partition).Leader
-		logs := map[replica.NodeID][]segment.Batch{}
-		for _, id := range s.c.ids {
-			l, err := s.node(id).Log(part.topic, part.partition)
-			if err == nil {
-				logs[id], err = committedBatches(l)
+		// A coordinator may still append (a transaction's markers, after
+		// a restart) while the logs are read one after another: a log
+		// that is another's prefix is read again until they agree, and
+		// only a difference that stays is a finding.
+		var logs map[replica.NodeID][]segment.Batch
+		var diffs []string
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			logs, diffs = map[replica.NodeID][]segment.Batch{}, nil
+			for _, id := range s.c.ids {
+				l, err := s.node(id).Log(part.topic, part.partition)
+				if err == nil {
+					logs[id], err = committedBatches(l)
+				}
+				if err != nil {
+					s.fatalf("reading %s on node %d: %v", part, id, err)
+				}
 			}
-			if err != nil {
-				s.fatalf("reading %s on node %d: %v", part, id, err)
+			for _, id := range s.c.ids {
+				if diff := diffBatches(logs[leader], logs[id]); diff != "" {
+					diffs = append(diffs, fmt.Sprintf("%s: node %d's log differs from its leader %d's below the high watermark: %s", part, id, leader, diff))
+				}
 			}
+			if len(diffs) == 0 || time.Now().After(deadline) {
+				break
+			}
+		}
+		for _, d := range diffs {
+			s.finding("%s", d)
 		}
 		leaders[part] = logs[leader]
-		for id, batches := range logs {
-			if diff := diffBatches(logs[leader], batches); diff != "" {
-				s.finding("%s: node %d's log differs from its leader %d's below the high watermark: %s", part, id, leader, diff)
-			}
-		}
 	}
 	for _, p := range w.ps {
 		w.checkProducer(s, p, leaders[p.part])
