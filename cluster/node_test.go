@@ -34,6 +34,8 @@ type testCluster struct {
 	incarnation uint64
 	// tweak, if set, adjusts every node's Config.
 	tweak func(*Config)
+	// logs, if set, keeps what the nodes log.
+	logs *flightRecorder
 }
 
 func newTestCluster(t *testing.T, n int) *testCluster {
@@ -77,9 +79,13 @@ func (c *testCluster) start(id replica.NodeID) *Node {
 	mdl, err := c.md.Open(id)
 	require.NoError(c.t, err)
 	c.incarnation++
+	logger := testLogger(c.t)
+	if c.logs != nil {
+		logger = c.logs.logger()
+	}
 	cfg := Config{
 		ID: id, Dir: "/node", FS: c.fs[id], Transport: c.net.Transport(id), Metadata: mdl,
-		Logger:      testLogger(c.t).With("node", id),
+		Logger:      logger.With("node", id),
 		Rand:        rand.New(rand.NewPCG(uint64(id), c.incarnation)),
 		Incarnation: c.incarnation,
 		Tick:        10 * time.Millisecond, ControlTick: 10 * time.Millisecond,

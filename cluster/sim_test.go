@@ -157,6 +157,8 @@ type sim struct {
 	committed map[simPartition][]committedBatch
 
 	began time.Time
+	// netFaults are the message faults the schedule set last.
+	netFaults NetworkFaults
 	// history is what the seed did when, for a failure to show.
 	history []string
 
@@ -169,10 +171,16 @@ type sim struct {
 }
 
 func newSim(t *testing.T, seed uint64, w simWorkload) *sim {
-	return &sim{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5eed)), c: newTestCluster(t, 3), w: w,
+	c := newTestCluster(t, 3)
+	c.logs = newFlightRecorder(simLogLines)
+	return &sim{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5eed)), c: c, w: w,
 		live: map[replica.NodeID]*Node{}, counts: map[string]int{},
 		highest: map[simPartition]int64{}, committed: map[simPartition][]committedBatch{}}
 }
+
+// simLogLines is how many of the nodes' last log lines a failed seed
+// shows.
+const simLogLines = 400
 
 func (s *sim) count(what string, n int) {
 	s.mu.Lock()
@@ -283,6 +291,7 @@ func (s *sim) run(d time.Duration) {
 		}
 		if s.t.Failed() {
 			s.t.Logf("seed %d: %s", s.seed, formatCounts(s.counts))
+			s.t.Logf("seed %d: the nodes' last %d log lines:\n%s", s.seed, simLogLines, strings.Join(s.c.logs.last(), "\n"))
 		}
 	})
 	for _, id := range s.c.ids {
@@ -491,6 +500,7 @@ func (s *sim) faults(steps []simStep) {
 			} else {
 				s.event("message faults on: drop %.3f, duplicate %.3f, delay up to %v", st.faults.Drop, st.faults.Duplicate, st.faults.MaxDelay)
 			}
+			s.netFaults = st.faults
 			s.c.net.SetFaults(st.faults)
 		case eventElect:
 			leader, _ := s.c.md.Leader()
@@ -535,25 +545,52 @@ func (s *sim) elect(not replica.NodeID, pick int) {
 }
 
 // waitHealthy waits until every replica of the workload's partitions is
-// in its ISR as the active controller has it, or fails the seed: the
-// cluster did not recover from the last fault.
+// in its ISR as the active controller has it, lifting the message faults
+// for a second wait if the first runs out, or fails the seed: the cluster
+// did not recover from the last fault.
 func (s *sim) waitHealthy() {
 	s.t.Helper()
-	s.waitUntil(10*time.Second, "the cluster to recover from the last fault", s.unhealthy)
+	why := s.waitFor(healthWait, s.unhealthy)
+	if why != "" && s.netFaults != (NetworkFaults{}) {
+		s.count("recoveries waited for with message faults lifted", 1)
+		s.event("message faults lifted for the cluster to recover: %s", why)
+		s.c.net.SetFaults(NetworkFaults{})
+		why = s.waitFor(healthWait, s.unhealthy)
+		s.event("message faults on again")
+		s.c.net.SetFaults(s.netFaults)
+	}
+	if why != "" {
+		s.fatalf("timed out waiting for the cluster to recover from the last fault: %s; %s", why, s.replicaStates())
+	}
 }
+
+// healthWait is how long waitHealthy gives the cluster to recover, with
+// the message faults on and again with them lifted. Under steady loss the
+// ISRs churn: a follower whose fetch is lost asks again after
+// RequestTimeout, as long as ReplicaLagTime, so one lost message costs the
+// follower its place, and a lost AlterPartition delays its return as
+// long; every replica in its ISR at one moment may take longer than any
+// bound. With the faults lifted, only a fault of the cluster keeps one
+// out.
+const healthWait = 10 * time.Second
 
 // waitUntil waits until not says nothing is wrong, or fails the seed with
 // what it said last.
 func (s *sim) waitUntil(d time.Duration, what string, not func() string) {
 	s.t.Helper()
+	if why := s.waitFor(d, not); why != "" {
+		s.fatalf("timed out after %v waiting for %s: %s", d, what, why)
+	}
+}
+
+// waitFor waits at most d until not says nothing is wrong, and returns
+// what it said last.
+func (s *sim) waitFor(d time.Duration, not func() string) string {
 	deadline := time.Now().Add(d)
 	for {
 		why := not()
-		if why == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			s.fatalf("timed out after %v waiting for %s: %s", d, what, why)
+		if why == "" || time.Now().After(deadline) {
+			return why
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -576,6 +613,33 @@ func (s *sim) unhealthy() string {
 		}
 	}
 	return ""
+}
+
+// replicaStates says how each live node sees its replica of every
+// partition whose ISR is not whole.
+func (s *sim) replicaStates() string {
+	md := s.controllerMetadata()
+	if md == nil {
+		return "no active controller"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	var states []string
+	for _, p := range s.parts {
+		if info := md.Partition(p.topic, p.partition); info != nil && len(info.ISR) == len(s.c.ids) {
+			continue
+		}
+		for id, n := range s.liveNodes() {
+			st, err := n.Status(ctx, p.topic, p.partition)
+			if err != nil {
+				states = append(states, fmt.Sprintf("%s on node %d: %v", p, id, err))
+				continue
+			}
+			states = append(states, fmt.Sprintf("%s on node %d: %+v", p, id, st))
+		}
+	}
+	slices.Sort(states)
+	return strings.Join(states, "; ")
 }
 
 // unconverged says what keeps a replica's log from ending at its
