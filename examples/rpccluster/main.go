@@ -25,10 +25,9 @@ import (
 
 	"github.com/strandlog/strand/cluster"
 	"github.com/strandlog/strand/examples/raftlog"
-	"github.com/strandlog/strand/idempotence"
 	"github.com/strandlog/strand/internal/loopback"
+	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/replica"
-	"github.com/strandlog/strand/segment"
 )
 
 func main() {
@@ -165,19 +164,13 @@ func demo(dir string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var want []string
-	var pe idempotence.ProducerIDAndEpoch
-	producer := &segment.Producer{}
-	produce := func(p *segment.Producer, txn string, values ...string) error {
-		recs := make([]segment.Record, len(values))
-		for i, v := range values {
-			recs[i].Value = []byte(v)
+	var producer, txn *cluster.Producer
+	produce := func(p *cluster.Producer, values ...string) error {
+		var recs []log.Record
+		for _, v := range values {
+			recs, want = append(recs, log.Record{Value: []byte(v)}), append(want, v)
 		}
-		b, err := segment.AppendBatch(nil, recs, segment.BuildOptions{Producer: p, Transactional: txn != ""})
-		if err == nil {
-			_, err = n.ProduceAtLeader(ctx, topic, 0, replica.AcksAll, b, txn)
-		}
-		p.BaseSequence += int32(len(values))
-		want = append(want, values...)
+		_, err := p.Produce(ctx, topic, 0, recs...)
 		return err
 	}
 	// Node 1 leads the topic; an idempotent producer writes it, the
@@ -190,19 +183,21 @@ func demo(dir string) error {
 		func() error {
 			return n.CreateTopic(ctx, topic, cluster.TopicSpec{Assignment: [][]replica.NodeID{{1, 2, 3}}})
 		},
-		func() (err error) { producer.ID, err = n.NewProducerID(); return err },
-		func() error { return produce(producer, "", "order-0", "order-1", "order-2") },
+		func() (err error) { producer, err = cluster.NewProducer(ctx, n, cluster.ProducerOptions{}); return err },
+		func() error { return produce(producer, "order-0", "order-1", "order-2") },
 		func() error { return consume(ctx, n, want[:3]) },
-		func() (err error) { pe, err = n.InitProducerID(ctx, txnID, time.Minute); return err },
-		func() error { return produce(&segment.Producer{ID: pe.ProducerID, Epoch: pe.Epoch}, txnID, "paid") },
+		func() (err error) {
+			txn, err = cluster.NewProducer(ctx, n, cluster.ProducerOptions{TransactionalID: txnID})
+			return err
+		},
+		func() error { return produce(txn, "paid") },
 		func() error {
 			fmt.Printf("SIGKILL node 1, the leader of %s-0, with a transaction open\n", topic)
 			procs[0].Process.Kill()
 			procs[0].Wait()
-			_, err := n.EndTxn(ctx, txnID, pe, true)
-			return err
+			return txn.Commit(ctx)
 		},
-		func() error { return produce(producer, "", "order-3", "order-4") },
+		func() error { return produce(producer, "order-3", "order-4") },
 		func() error { return consume(ctx, n, want[3:]) },
 	}
 	for i, step := range steps {
