@@ -89,6 +89,8 @@ type Service struct {
 	fireAt atomic.Int64
 
 	replBatch AppendBatchFunc // ServiceOptions.AppendBatch
+	// unroute stops the Dir's markers of the offsets topic coming here.
+	unroute func()
 }
 
 // servicePartition is one partition of the offsets topic and its
@@ -247,6 +249,10 @@ func OpenService(d *log.Dir, opts ServiceOptions) (*Service, error) {
 			return nil, err
 		}
 		s.parts[i] = sp
+	}
+	s.unroute = func() {}
+	if s.repl == nil {
+		s.unroute = d.RouteMarkers(s.topic, s.TxnCommitter())
 	}
 	go s.clock()
 	return s, nil
@@ -634,6 +640,7 @@ func (s *Service) Close() error {
 	case <-s.closed:
 	default:
 		close(s.closed)
+		s.unroute()
 	}
 	<-s.ticked
 	var errs []error

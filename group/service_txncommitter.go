@@ -16,10 +16,11 @@ import (
 // (CommitOffsets), and the Dir's transaction coordinator writes the
 // transaction's marker on the group's partition of the offsets topic
 // through the Service, which applies the offsets at a COMMIT marker and
-// drops them at an ABORT one. A server that answers AddOffsetsToTxn itself
-// adds that partition to the transaction with Transactions.AddPartitions
-// and routes the offsets topic's markers here with
-// Transactions.RouteMarkers.
+// drops them at an ABORT one. A Service over a Dir's own offsets topic
+// routes that topic's markers here from OpenService to Close
+// (Dir.RouteMarkers), so that every end of a transaction reaches it. A
+// server that answers AddOffsetsToTxn itself adds that partition to the
+// transaction with Transactions.AddPartitions.
 //
 // A crash after the transaction was decided and before its markers were
 // written is completed when the Dir opens again: the Dir writes the

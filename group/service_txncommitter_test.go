@@ -182,3 +182,38 @@ func TestTxnCommitterTimedOutTransactionDropsItsOffsets(t *testing.T) {
 	require.NoError(t, s.Close())
 	require.NoError(t, d.Close())
 }
+
+// A transaction left open by a crash, with a group's offsets in it, is
+// aborted when its transactional id's next producer starts: the ABORT
+// marker reaches the offsets partition through the Service opened after
+// the restart, which drops the offsets (no longer pending for
+// RequireStable) and writes on after the marker. Before OpenService routed
+// the markers, the marker went straight to the log under the Service: its
+// offsets stayed pending, and its next write failed as NOT_COORDINATOR.
+func TestTxnCommitterAbortAfterARestartReachesTheService(t *testing.T) {
+	fs := newMemDataFS(t)
+	d, s := openTxnService(t, fs)
+	tp, err := d.NewTransactionalProducer("etl", log.TransactionalOptions{})
+	require.NoError(t, err)
+	transform(t, s, tp, "x", 7)
+	crashed := fs.Crash(vfs.CrashConfig{})
+	_ = tp.Close()
+	_ = s.Close()
+	_ = d.Close()
+
+	d, s = openTxnService(t, crashed)
+	assert.ErrorIs(t, fetchOne(t, s, true).Err, ErrUnstableOffsetCommit, "replayed pending")
+	tp, err = d.NewTransactionalProducer("etl", log.TransactionalOptions{})
+	require.NoError(t, err, "aborts its predecessor's transaction")
+	r := fetchOne(t, s, true)
+	require.NoError(t, r.Err, "no longer pending")
+	assert.Equal(t, int64(-1), r.Offset, "dropped by the ABORT marker")
+	cr, err := s.OffsetCommit(context.Background(), commitOne("g", -1, "", 9))
+	require.NoError(t, err)
+	require.NoError(t, cr.Topics[0].Partitions[0].Err, "the Service writes on after the marker")
+	assert.Equal(t, int64(9), fetchOne(t, s, true).Offset)
+	assert.Empty(t, committedOutput(t, d))
+	require.NoError(t, tp.Close())
+	require.NoError(t, s.Close())
+	require.NoError(t, d.Close())
+}

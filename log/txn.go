@@ -27,6 +27,11 @@ const txnAbortInterval = 10 * time.Second
 type dirTxns struct {
 	mu sync.Mutex
 	t  *Transactions
+	// committers write the markers of their topics' partitions (see
+	// RouteMarkers), whether or not the coordinator exists yet; under
+	// their own lock, which the coordinator's load takes under mu.
+	cmu        sync.Mutex
+	committers map[string]TxnOffsetCommitter
 }
 
 // Transactions is a Dir's transaction coordinator: Kafka's, with
@@ -56,11 +61,6 @@ type Transactions struct {
 	d  *Dir
 	p  *Partition // partition 0 of TransactionStateTopic
 	rt *idempotence.TxnRuntime
-
-	mu sync.Mutex
-	// committers write the markers of their topics' partitions (see
-	// TxnOffsetCommitter).
-	committers map[string]TxnOffsetCommitter
 }
 
 // Transactions returns the Dir's transaction coordinator, creating
@@ -114,7 +114,7 @@ func (d *Dir) transactions(create bool) (*Transactions, error) {
 	case err != nil:
 		return nil, fmt.Errorf("log: transaction coordinator: %w", err)
 	}
-	t := &Transactions{d: d, p: p, committers: map[string]TxnOffsetCommitter{}}
+	t := &Transactions{d: d, p: p}
 	now := time.Now
 	if d.opts.Log.Now != nil {
 		now = d.opts.Log.Now
@@ -195,10 +195,7 @@ func (t *Transactions) WriteMarker(ctx context.Context, m idempotence.MarkerRequ
 	if err != nil {
 		return err
 	}
-	t.mu.Lock()
-	c := t.committers[m.Partition.Topic]
-	t.mu.Unlock()
-	if c != nil {
+	if c := t.d.committer(m.Partition.Topic); c != nil {
 		return c.WriteTxnMarker(ctx, m.Partition.Topic, m.Partition.Partition, segment.Batch(b))
 	}
 	p, err := t.d.Partition(m.Partition.Topic, m.Partition.Partition)
@@ -337,17 +334,36 @@ func (t *Transactions) List() []idempotence.TxnRecord {
 }
 
 // RouteMarkers sends the markers of topic's partitions through c from now
-// on, as TransactionalProducer.CommitOffsets does for its committer. A
-// server that takes offsets into transactions through requests of its own
-// (Kafka's AddOffsetsToTxn) calls it once its committer is open, so that
-// markers written again later (a retry after a failed write) reach the
-// committer too, not only the log. The markers of a transaction
-// completing when the Dir opened are written before any committer exists,
-// with Partition.AppendMarker.
-func (t *Transactions) RouteMarkers(topic string, c TxnOffsetCommitter) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.committers[topic] = c
+// on, rather than appending them to the partitions under it, until undo.
+// A group.Service routes its offsets topic's markers to itself when it
+// opens, so that a transaction it holds offsets of is ended in its state
+// too: whether the transaction ends by a commit, by a producer's abort,
+// by its timeout, or by the next producer of its transactional id after
+// a restart. The markers of a transaction completing when the Dir opened
+// are written before any committer exists, with Partition.AppendMarker,
+// and the committer opened after replays them. undo removes the route if
+// it is still c's.
+func (d *Dir) RouteMarkers(topic string, c TxnOffsetCommitter) (undo func()) {
+	d.txns.cmu.Lock()
+	defer d.txns.cmu.Unlock()
+	if d.txns.committers == nil {
+		d.txns.committers = map[string]TxnOffsetCommitter{}
+	}
+	d.txns.committers[topic] = c
+	return func() {
+		d.txns.cmu.Lock()
+		defer d.txns.cmu.Unlock()
+		if d.txns.committers[topic] == c {
+			delete(d.txns.committers, topic)
+		}
+	}
+}
+
+// committer returns the committer topic's markers are routed to, or nil.
+func (d *Dir) committer(topic string) TxnOffsetCommitter {
+	d.txns.cmu.Lock()
+	defer d.txns.cmu.Unlock()
+	return d.txns.committers[topic]
 }
 
 // AppendCoordinatorBatch appends a transactional batch that a coordinator

@@ -348,7 +348,7 @@ func (tp *TransactionalProducer) CommitOffsets(ctx context.Context, c TxnOffsetC
 	if err == nil {
 		var p *Partition
 		if p, err = tp.t.d.Partition(topic, partition); err == nil {
-			tp.t.RouteMarkers(topic, c)
+			tp.t.d.RouteMarkers(topic, c)
 			err = tp.join(p)
 		}
 	}
