@@ -177,10 +177,17 @@ type Consumer struct {
 // NewConsumer returns a consumer of s's group opts.Group over d, the Dir of
 // s. It joins on its first Poll. Bad options are typed errors: an empty or
 // too long group id is ErrInvalidGroupID, a subscription to a missing topic
-// ErrUnknownTopicOrPartition, a session timeout outside the Service's range
-// ErrInvalidSessionTimeout, a client or instance id too long for the
-// protocol ErrInvalidRequest, and anything else ErrInvalidConfig.
+// ErrUnknownTopicOrPartition (and log.ErrUnknownTopic), a session timeout
+// outside the Service's range ErrInvalidSessionTimeout, a client or
+// instance id too long for the protocol ErrInvalidRequest, and anything
+// else ErrInvalidConfig: a nil s or d, or a d other than s's, too.
 func NewConsumer(s *Service, d *log.Dir, opts ConsumerOptions) (*Consumer, error) {
+	switch {
+	case s == nil || d == nil:
+		return nil, fmt.Errorf("%w: NewConsumer of group %q needs a Service and its Dir", ErrInvalidConfig, opts.Group)
+	case d != s.dir:
+		return nil, fmt.Errorf("%w: NewConsumer of group %q: the Dir is not the Service's", ErrInvalidConfig, opts.Group)
+	}
 	opts, err := opts.withDefaults(s, d)
 	if err != nil {
 		return nil, err
@@ -217,7 +224,7 @@ func (o ConsumerOptions) withDefaults(s *Service, d *log.Dir) (ConsumerOptions, 
 	}
 	for _, t := range o.Topics {
 		if _, err := d.TopicConfig(t); err != nil {
-			return o, errorf(ErrUnknownTopicOrPartition, "group %q: ConsumerOptions.Topics: topic %q: %v", o.Group, t, err)
+			return o, fmt.Errorf("group: group %q: ConsumerOptions.Topics: topic %q: %w: %w", o.Group, t, err, ErrUnknownTopicOrPartition)
 		}
 	}
 	def := func(v *time.Duration, name string, d time.Duration) error {

@@ -179,6 +179,26 @@ func TestConsumerRejectsBadOptions(t *testing.T) {
 			}
 		})
 	}
+	_, err := NewConsumer(e.s, e.d, ConsumerOptions{Group: "g", Topics: []string{"nope"}})
+	require.ErrorIs(t, err, log.ErrUnknownTopic, "the Dir's own error, wrapped too")
+
+	opts := ConsumerOptions{Group: "g", Topics: []string{"t"}}
+	other, err := log.OpenDir("/other", log.DirOptions{Log: log.Options{FS: newMemDataFS(t), MaxIndexBytes: 1024}, MaintenanceInterval: -1})
+	require.NoError(t, err)
+	defer other.Close()
+	require.NoError(t, other.CreateTopic("t", log.TopicConfig{Partitions: 1}))
+	for name, c := range map[string]func() (*Consumer, error){
+		"nil Service":           func() (*Consumer, error) { return NewConsumer(nil, e.d, opts) },
+		"nil Dir":               func() (*Consumer, error) { return NewConsumer(e.s, nil, opts) },
+		"the Dir of no Service": func() (*Consumer, error) { return NewConsumer(e.s, other, opts) },
+	} {
+		c, err := c()
+		require.ErrorIs(t, err, ErrInvalidConfig, name)
+		require.Nil(t, c, name)
+	}
+	_, err = OpenService(nil, ServiceOptions{})
+	require.ErrorIs(t, err, ErrInvalidConfig, "OpenService of a nil Dir")
+
 	p, err := e.d.Partition(OffsetsTopic, PartitionFor("g", 3))
 	require.NoError(t, err)
 	_, _, end, err := p.Offsets()
@@ -884,4 +904,27 @@ func TestConsumerLeavesWhenItDoesNotPoll(t *testing.T) {
 			require.Contains(t, members(), idA2)
 		})
 	}
+}
+
+// Close returns when its context ends, whatever the group waits for: here
+// a static member whose rebalance waits for another member's session to
+// expire.
+func TestConsumerCloseHonoursItsContext(t *testing.T) {
+	e := newConsumerEnv(t, map[string]int32{"t": 4})
+	opts := ConsumerOptions{Topics: []string{"t"}, SessionTimeout: 5 * time.Second}
+	optsA, optsB := opts, opts
+	optsA.InstanceID, optsB.InstanceID = "a", "b"
+	a, b := e.consumer(optsA), e.consumer(optsB)
+	pollAll(t, sizes(a, b), a, b)
+	a.crash()
+	e.createTopic("u", 2) // nothing; a new member makes the group rebalance:
+	c := e.consumer(ConsumerOptions{Topics: []string{"t"}})
+	pollFor(t, c, 100*time.Millisecond)
+	pollFor(t, b, 100*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	began := time.Now()
+	_ = b.Close(ctx)
+	require.Less(t, time.Since(began), time.Second, "Close waited past its context")
+	_ = c.Close(context.Background())
 }

@@ -170,6 +170,9 @@ func PartitionFor(groupID string, n int32) int32 {
 // it (compacted, FsyncAlways) if it does not exist, and replays every
 // partition of it. The Dir must outlive the Service.
 func OpenService(d *log.Dir, opts ServiceOptions) (*Service, error) {
+	if d == nil {
+		return nil, fmt.Errorf("%w: OpenService of a nil Dir", ErrInvalidConfig)
+	}
 	s := &Service{
 		dir:    d,
 		repl:   opts.Append,
