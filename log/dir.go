@@ -1003,7 +1003,7 @@ func (p *Partition) acquire(write bool) (*Log, error) {
 			opts, gen := p.topic.cfg.logOptions(d.opts.Log), p.topic.gen
 			opts.VerifyOnOpen = opts.VerifyOnOpen && !p.verified
 			d.mu.Unlock()
-			l, err := Open(p.dir(), opts)
+			l, err := open(p.dir(), opts, true)
 			if err == nil {
 				if dmg := l.Damage(); dmg != nil {
 					d.opts.Logger.Error("strand: partition log damaged; repaired by cutting it, it must fetch the rest from its leader",

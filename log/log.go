@@ -86,8 +86,11 @@ type Log struct {
 	segs   []*segRef // ascending base offsets, the last active; replaced, never changed in place
 	closed bool
 	lock   io.Closer // the directory's lock file, held while open
-	damage *Damage   // see Damage
-	found  *Damage   // the damage load is repairing
+	// dirLock is the lock of the Dir whose partition a Log opened on its
+	// own is, held while open; nil for a Dir's own Log, or outside one.
+	dirLock io.Closer
+	damage  *Damage // see Damage
+	found   *Damage // the damage load is repairing
 
 	logStart, hw, leo atomic.Int64
 	unstable          atomic.Int64 // the producer state's first unstable offset, MaxInt64 if none

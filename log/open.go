@@ -3,6 +3,7 @@ package log
 import (
 	"errors"
 	"fmt"
+	"io"
 	iofs "io/fs"
 	"math"
 	"path/filepath"
@@ -49,12 +50,23 @@ const (
 // past (synced whole then), is not cut: Open fails with an error wrapping
 // ErrCorrupt that names the file and position.
 func Open(dir string, opts Options) (*Log, error) {
+	return open(dir, opts, false)
+}
+
+// open opens the Log in dir; one a Dir opens for its partition (ofDir)
+// works under the Dir's lock, and any other takes it.
+func open(dir string, opts Options, ofDir bool) (*Log, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
 	}
 	l := &Log{dir: dir, opts: opts, fs: opts.FS, lastCheckpoint: opts.Now(), lastExpiry: opts.Now()}
 	l.syncOrder = sync.NewCond(&l.smu)
+	if !ofDir {
+		if l.dirLock, err = lockEnclosingDir(l.fs, dir); err != nil {
+			return nil, err
+		}
+	}
 	if err := l.load(); err != nil {
 		for _, s := range l.segs {
 			s.release()
@@ -62,9 +74,29 @@ func Open(dir string, opts Options) (*Log, error) {
 		if l.lock != nil {
 			l.lock.Close()
 		}
+		if l.dirLock != nil {
+			l.dirLock.Close()
+		}
 		return nil, err
 	}
 	return l, nil
+}
+
+// lockEnclosingDir takes the lock of the Dir that dir is a partition of,
+// if it is one: a Dir holds its partitions' own locks only while they are
+// open, and it closes the least recently used, so a Log opened on its own
+// in one of them would otherwise write under the Dir's feet. It returns
+// nil if dir is in no Dir.
+func lockEnclosingDir(fs vfs.FS, dir string) (io.Closer, error) {
+	parent := filepath.Dir(filepath.Clean(dir))
+	if info, err := fs.Stat(filepath.Join(parent, topicsDir)); err != nil || !info.IsDir() {
+		return nil, nil
+	}
+	lock, err := lockDir(fs, parent, "a Log of one of its partitions", ErrLogLocked)
+	if err != nil {
+		return nil, fmt.Errorf("log: %s is a partition of the Dir %s: %w", dir, parent, err)
+	}
+	return lock, nil
 }
 
 func (l *Log) load() error {
@@ -685,7 +717,11 @@ func (l *Log) Close() error {
 	for _, s := range l.segs {
 		err = errors.Join(err, s.release())
 	}
-	return errors.Join(err, l.lock.Close())
+	err = errors.Join(err, l.lock.Close())
+	if l.dirLock != nil {
+		err = errors.Join(err, l.dirLock.Close())
+	}
+	return err
 }
 
 func (l *Log) writeMarker() error {

@@ -365,6 +365,21 @@ func TestLogIsLockedAgainstASecondOpen(t *testing.T) {
 	}
 }
 
+// A process's Log in a partition folder of another process's Dir is
+// refused, though the Dir never opened that partition.
+func TestLogInADirIsLockedAgainstASecondProcess(t *testing.T) {
+	dir := t.TempDir()
+	d, err := OpenDir(dir, DirOptions{MaintenanceInterval: -1})
+	require.NoError(t, err)
+	require.NoError(t, d.CreateTopic("t", TopicConfig{Partitions: 1}))
+	code, out := lockChild(t, lockChildLog+filepath.Join(dir, "t-0"))
+	require.Equal(t, lockChildRefused, code, "the second process must be refused: %s", out)
+	require.Contains(t, out, "in use by another process")
+	require.NoError(t, d.Close())
+	code, out = lockChild(t, lockChildLog+filepath.Join(dir, "t-0"))
+	require.Zero(t, code, "once the Dir closes, the Log opens: %s", out)
+}
+
 func TestLogIsLockedAgainstASecondProcess(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "p-0")
 	l, err := Open(dir, Options{})
@@ -379,8 +394,10 @@ func TestLogIsLockedAgainstASecondProcess(t *testing.T) {
 }
 
 // TestLogAndDirLockEachOther: a Dir's partitions are Logs, so log.Open of
-// a partition folder that an open Dir holds is refused, and the other way
-// round; so is a Log in the Dir's own folder.
+// a partition folder of an open Dir is refused, whether or not the Dir
+// has the partition open now (it closes the least recently used), and
+// OpenDir is refused while a Log of one of its partitions is open; so is a
+// Log in the Dir's own folder.
 func TestLogAndDirLockEachOther(t *testing.T) {
 	fs := newMemFS(t)
 	d, err := OpenDir("/data", dirOptions(fs))
@@ -395,13 +412,18 @@ func TestLogAndDirLockEachOther(t *testing.T) {
 	require.ErrorIs(t, err, ErrLogLocked)
 	require.ErrorContains(t, err, "already open in this process, by a Dir")
 
-	l, err := Open("/data/t-1", memOptions(fs))
-	require.NoError(t, err)
-	_, err = must(d.Partition("t", 1)).Append(batchOf(0, 1))
-	require.ErrorIs(t, err, ErrLogLocked)
-	require.NoError(t, l.Close())
+	_, err = Open("/data/t-1", memOptions(fs))
+	require.ErrorIs(t, err, ErrLogLocked, "a partition the Dir has not opened yet")
+	require.ErrorContains(t, err, "/data/t-1 is a partition of the Dir /data")
 	appendPartition(t, must(d.Partition("t", 1)), 0, 5)
 	require.NoError(t, d.Close())
+
+	l, err := Open("/data/t-1", memOptions(fs))
+	require.NoError(t, err, "no Dir open")
+	_, err = OpenDir("/data", dirOptions(fs))
+	require.ErrorIs(t, err, ErrDirLocked)
+	require.ErrorContains(t, err, "by a Log of one of its partitions")
+	require.NoError(t, l.Close())
 
 	// The lock file is neither a segment nor a stray file.
 	d, err = OpenDir("/data", dirOptions(fs))
