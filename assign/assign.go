@@ -89,6 +89,9 @@ type group struct {
 func newGroup(members []Member, topics map[string]Topic) (*group, error) {
 	seen := make(map[string]struct{}, len(members))
 	for i := range members {
+		if members[i].ID == "" {
+			return nil, fmt.Errorf("%w: member %d has an empty id", ErrInvalidArgument, i)
+		}
 		if _, dup := seen[members[i].ID]; dup {
 			return nil, fmt.Errorf("%w: %q (member %d)", ErrDuplicateMember, members[i].ID, i)
 		}

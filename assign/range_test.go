@@ -371,6 +371,10 @@ func TestAssignorErrors(t *testing.T) {
 			if !errors.Is(err, ErrDuplicateMember) {
 				t.Errorf("duplicate member: err = %v, want ErrDuplicateMember", err)
 			}
+			_, err = a.Assign([]Member{{ID: "m", Topics: topicsOf("t")}, {ID: "", Topics: topicsOf("t")}}, topics)
+			if !errors.Is(err, ErrInvalidArgument) {
+				t.Errorf("empty member id: err = %v, want ErrInvalidArgument", err)
+			}
 			_, err = a.Assign([]Member{{ID: "m", Topics: topicsOf("t")}}, map[string]Topic{"t": {Partitions: -1}})
 			if !errors.Is(err, ErrInvalidPartitions) {
 				t.Errorf("negative partitions: err = %v, want ErrInvalidPartitions", err)

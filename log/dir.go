@@ -151,6 +151,9 @@ type topic struct {
 // Strays). A topic configuration that cannot be read or used fails it
 // with ErrBadTopicConfig naming the file.
 func OpenDir(path string, opts DirOptions) (*Dir, error) {
+	if path == "" {
+		return nil, fmt.Errorf("%w: OpenDir of an empty path", ErrInvalidOption)
+	}
 	if _, err := opts.Log.withDefaults(); err != nil {
 		return nil, err
 	}

@@ -50,6 +50,9 @@ const (
 // past (synced whole then), is not cut: Open fails with an error wrapping
 // ErrCorrupt that names the file and position.
 func Open(dir string, opts Options) (*Log, error) {
+	if dir == "" {
+		return nil, fmt.Errorf("%w: Open of an empty path", ErrInvalidOption)
+	}
 	return open(dir, opts, false)
 }
 

@@ -517,3 +517,13 @@ func TestOpenRefusesAJunkSegmentName(t *testing.T) {
 	require.NoError(t, f.Close())
 	requireCorrupt(t, fs, "/data/j-0", junk)
 }
+
+// An empty path is refused as the bad option it is, not tried as a
+// directory whose sync fails.
+func TestOpenRefusesAnEmptyPath(t *testing.T) {
+	_, err := OpenDir("", DirOptions{MaintenanceInterval: -1})
+	require.ErrorIs(t, err, ErrInvalidOption)
+	require.ErrorContains(t, err, "empty path")
+	_, err = Open("", Options{})
+	require.ErrorIs(t, err, ErrInvalidOption)
+}
