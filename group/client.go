@@ -718,8 +718,11 @@ func (c *Consumer) Close(ctx context.Context) error {
 	}
 	// A static member stays in the group for its session, so that a restart
 	// takes its place without a rebalance; but a join it has parked must be
-	// answered, which only a leave does.
-	if memberID != "" && (c.opts.InstanceID == "" || joining) {
+	// answered, which only a leave does. Its first join parks before it
+	// learns its member id (static members skip KIP-394's round trip): it
+	// leaves by its instance id alone (KIP-345), or Close would wait for
+	// the rebalance, as long as a dead member's session.
+	if (memberID != "" || c.opts.InstanceID != "") && (c.opts.InstanceID == "" || joining) {
 		r, err := c.s.LeaveGroup(ctx, LeaveGroupRequest{GroupID: c.opts.Group,
 			Members: []LeaveGroupMember{{MemberID: memberID, GroupInstanceID: c.opts.InstanceID}}})
 		if err == nil {
