@@ -124,6 +124,11 @@ func compareTP(a, b TopicPartition) int {
 	return int(a.Partition) - int(b.Partition)
 }
 
+// inProcessHost is the client host of a Consumer's membership, which no
+// Kafka client's address can be: a Service over a Dir ends the sessions of
+// the dynamic members of that host its previous holder left.
+const inProcessHost = "strand:in-process"
+
 // Message is a record Poll returns, with where it came from.
 type Message struct {
 	TopicPartition

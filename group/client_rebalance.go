@@ -209,7 +209,7 @@ func (c *Consumer) join(sub Subscription) (*joinResult, error) {
 		}
 		r, err := c.s.JoinGroup(c.ctx, JoinGroupRequest{
 			Version: JoinVersionLatest, GroupID: c.opts.Group, MemberID: memberID, GroupInstanceID: c.opts.InstanceID,
-			ClientID:       c.opts.ClientID,
+			ClientID: c.opts.ClientID, ClientHost: inProcessHost,
 			SessionTimeout: c.opts.SessionTimeout, RebalanceTimeout: c.opts.RebalanceTimeout, ProtocolType: "consumer",
 			Protocols: protocol,
 		})

@@ -923,3 +923,38 @@ func TestConsumerCloseHonoursItsContext(t *testing.T) {
 	_ = b.Close(ctx)
 	require.Less(t, time.Since(began), time.Second, "Close waited past its context")
 }
+
+// A process that restarts over its Dir resumes its group at once: the
+// dynamic members its previous incarnation registered in-process died with
+// it (the Dir's lock proves it gone), so the Service opened again ends
+// their sessions rather than wait them out. A static member keeps its
+// place for its session, and its next incarnation takes it (KIP-345).
+func TestConsumerGroupResumesAtOnceAfterARestart(t *testing.T) {
+	e := newConsumerEnv(t, map[string]int32{"t": 6})
+	opts := ConsumerOptions{Topics: []string{"t"}, SessionTimeout: 10 * time.Second}
+	static := opts
+	static.InstanceID = "s1"
+	a, b, st := e.consumer(opts), e.consumer(opts), e.consumer(static)
+	pollAll(t, sizes(a, b, st), a, b, st) // one generation of the three
+	a.crash()
+	b.crash()
+	st.crash()
+	require.NoError(t, e.s.Close())
+	s, err := OpenService(e.d, ServiceOptions{Partitions: 3, Config: Config{InitialRebalanceDelay: -1, MinSessionTimeout: 100 * time.Millisecond}})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	e.s = s
+
+	began := time.Now()
+	c, st2 := e.consumer(opts), e.consumer(static)
+	pollAll(t, func() bool { return len(c.Assigned())+len(st2.Assigned()) == 6 && len(st2.Assigned()) > 0 }, c, st2)
+	took := time.Since(began)
+	t.Logf("the restarted group resumed in %v", took)
+	require.Less(t, took, 2*time.Second, "the dead incarnation's members held the rebalance")
+	d, ok, err := s.DescribeGroup(context.Background(), "g")
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Len(t, d.Members, 2, "the dead dynamic members are gone: %+v", d.Members)
+	require.NoError(t, c.Close(context.Background()))
+	require.NoError(t, st2.Close(context.Background()))
+}

@@ -544,6 +544,19 @@ func (c *Coordinator) scheduleHeartbeat(g *classicGroup, m *member, timeoutMs in
 	c.timers.schedule(timerKey{timerHeartbeat, g.id, id}, c.now+timeoutMs, func() { c.expireHeartbeat(g, id) })
 }
 
+// endSessions ends the sessions of the dynamic members whose client
+// host is host at once: the members that a process which held the Dir
+// before registered in-process, and which died with it.
+func (c *Coordinator) endSessions(host string) {
+	for _, g := range c.sortedGroups() {
+		for _, m := range g.members {
+			if m.clientHost == host && m.instanceID == "" {
+				c.scheduleHeartbeat(g, m, 0)
+			}
+		}
+	}
+}
+
 // expireHeartbeat handles a session timeout (expireClassicGroupMemberHeartbeat).
 func (c *Coordinator) expireHeartbeat(g *classicGroup, memberID string) {
 	switch {

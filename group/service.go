@@ -277,6 +277,12 @@ func (s *Service) load(sp *servicePartition) error {
 	sp.c, sp.loadedTo = c, 0
 	if s.repl != nil {
 		sp.loadedTo = c.nextOffset
+	} else {
+		// The Dir's lock proves its previous holder gone, and with it
+		// the Consumers it ran: waiting out their sessions would stall
+		// their groups for as long. A replicated partition's coordinator
+		// moved from another node, whose Consumers live on.
+		c.endSessions(inProcessHost)
 	}
 	return nil
 }
