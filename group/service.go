@@ -448,7 +448,7 @@ func (s *Service) enter(sp *servicePartition, fn func(), own chan serviceRespons
 // without a response of its own (the clock) writes until none is left.
 func (s *Service) lead(sp *servicePartition, own chan serviceResponse) {
 	for s.canLead(sp) {
-		if own != nil && len(own) > 0 && len(sp.waiting) > 0 {
+		if len(own) > 0 && len(sp.waiting) > 0 {
 			return
 		}
 		w := sp.pending()

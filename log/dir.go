@@ -167,7 +167,7 @@ func OpenDir(path string, opts DirOptions) (*Dir, error) {
 		opts.Defaults.Partitions = 1
 	}
 	if err := opts.Defaults.check(); err != nil {
-		return nil, fmt.Errorf("Defaults: %w", err)
+		return nil, fmt.Errorf("log: DirOptions.Defaults: %w", err)
 	}
 	switch {
 	case opts.MaxOpenFiles == 0:

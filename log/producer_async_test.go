@@ -148,8 +148,7 @@ func TestNilContextIsAnError(t *testing.T) {
 	pr, err := d.NewProducer(ProducerOptions{})
 	require.NoError(t, err)
 	defer pr.Close()
-	//lint:ignore SA1012 the nil context is what is tested
-	var nilCtx context.Context
+	var nilCtx context.Context // what is tested
 	_, err = pr.Produce(nilCtx, "t", 0, NewRecord(nil, nil))
 	require.ErrorIs(t, err, ErrNilContext)
 	require.ErrorIs(t, pr.ProduceAsync(nilCtx, "t", 0, NewRecord(nil, nil), nil), ErrNilContext)

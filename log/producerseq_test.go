@@ -21,9 +21,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// appendFunc is the signature of Producer.appendFn.
-type appendFunc = func(p *Partition, recs []segment.Record, prod *segment.Producer, queued func()) (AppendResult, error)
-
 // errLost is the answer of an append the producer never got: a timeout.
 var errLost = fmt.Errorf("append answer lost: %w", os.ErrDeadlineExceeded)
 

@@ -532,13 +532,4 @@ func (c *cluster) electOnly(leader NodeID, isr []NodeID, tell ...NodeID) {
 	}
 }
 
-// values returns the values of entries.
-func valuesOf(es []entry) []string {
-	var vs []string
-	for _, e := range es {
-		vs = append(vs, e.Value)
-	}
-	return vs
-}
-
 func logFsyncNever() log.FsyncPolicy { return log.FsyncNever() }

@@ -11,9 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"slices"
 	"sort"
-	"time"
 )
 
 // suites maps a suite name to its function; each lives in its own file.
@@ -45,16 +43,3 @@ func main() {
 	}
 }
 
-// median runs f n times and returns the median duration.
-func median(n int, f func() error) (time.Duration, error) {
-	ds := make([]time.Duration, 0, n)
-	for range n {
-		start := time.Now()
-		if err := f(); err != nil {
-			return 0, err
-		}
-		ds = append(ds, time.Since(start))
-	}
-	slices.Sort(ds)
-	return ds[len(ds)/2], nil
-}

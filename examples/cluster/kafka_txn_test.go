@@ -414,7 +414,7 @@ func TestKafkaGroupTransactSessionExactlyOnce(t *testing.T) {
 				kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }),
 				kgo.TransactionalID(txnID), kgo.TransactionTimeout(20*time.Second), kgo.RecordPartitioner(kgo.ManualPartitioner()),
 				kgo.ConsumerGroup(groupID), kgo.ConsumeTopics(in), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-				kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.RequireStableFetchOffsets(),
+				kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 				kgo.FetchMaxPartitionBytes(1<<10), kgo.FetchMaxWait(200*time.Millisecond), kgo.SessionTimeout(10*time.Second))
 			require.NoError(t, err)
 			return sess

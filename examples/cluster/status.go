@@ -4,8 +4,6 @@ import (
 	"context"
 	"html/template"
 	"net/http"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -35,14 +33,6 @@ type topicView struct {
 	Configs    map[string]string `json:"configs,omitempty"`
 }
 
-// topic returns a topic's view, or nil.
-func (md *metadata) topic(name string) *topicView {
-	i, ok := slices.BinarySearchFunc(md.Topics, name, func(t topicView, name string) int { return strings.Compare(t.Name, name) })
-	if !ok {
-		return nil
-	}
-	return &md.Topics[i]
-}
 
 type brokerView struct {
 	ID           replica.NodeID `json:"id"`

@@ -65,7 +65,6 @@ type Harness struct {
 	timeout time.Duration
 	cmd     *exec.Cmd
 	in      io.WriteCloser
-	out     *bufio.Reader
 	lines   chan string
 }
 
