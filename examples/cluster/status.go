@@ -33,7 +33,6 @@ type topicView struct {
 	Configs    map[string]string `json:"configs,omitempty"`
 }
 
-
 type brokerView struct {
 	ID           replica.NodeID `json:"id"`
 	Epoch        int64          `json:"epoch"`
