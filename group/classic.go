@@ -57,7 +57,7 @@ const consumerProtocolType = "consumer"
 // classicGroup is one classic group (Kafka's ClassicGroup). Members are kept
 // in the order they joined: Kafka picks a new leader and lists members in
 // java.util.HashMap order, which is arbitrary; join order makes our choices
-// reproducible (research 1.5).
+// reproducible.
 type classicGroup struct {
 	id           string
 	state        State

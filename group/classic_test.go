@@ -9,8 +9,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The rules of research/group-idempotence.md 3.7 (G1-G24), each a subtest
-// named after its rule. Where a rule comes from one of Kafka's tests
+// The rules of Kafka's classic group protocol (ClassicGroup and
+// GroupMetadataManager's JoinGroup, SyncGroup, Heartbeat and LeaveGroup,
+// KIP-394, KIP-345), G1-G24, each a subtest named after its rule. Where a rule comes from one of Kafka's tests
 // (GroupMetadataManagerTest), the comment names it.
 func TestClassicGroupRules(t *testing.T) {
 	rules := []struct {

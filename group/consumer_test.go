@@ -49,7 +49,8 @@ func checkExclusive(t *testing.T, g *consumerGroup) {
 	}
 }
 
-// The KIP-848 rules of research 2 (C1-C6 of 3.7).
+// The KIP-848 rules of ConsumerGroupHeartbeat (GroupMetadataManager
+// .consumerGroupHeartbeat and its tests in GroupMetadataManagerTest).
 func TestConsumerGroupHeartbeat(t *testing.T) {
 	t.Run("C1 a join must give a rebalance timeout, topics and no owned partitions", func(t *testing.T) {
 		h := consumerHarness(t)

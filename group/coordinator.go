@@ -33,7 +33,7 @@ type Config struct {
 	// (offset.metadata.max.bytes; 4096).
 	OffsetMetadataMaxBytes int
 	// OffsetsRetention is how long committed offsets outlive their group's
-	// use of them (offsets.retention.minutes; 7 days): see research 3.5.
+	// use of them (offsets.retention.minutes; 7 days; KIP-211).
 	OffsetsRetention time.Duration
 	// OffsetsRetentionCheckInterval is how often expired offsets are removed
 	// (offsets.retention.check.interval.ms; 10 min).

@@ -7,7 +7,7 @@ import (
 
 // This file is the expiration of committed offsets and of the groups left
 // with none (GroupCoordinatorShard.cleanupGroupMetadata,
-// OffsetMetadataManager.cleanupExpiredOffsets, research 3.5).
+// OffsetMetadataManager.cleanupExpiredOffsets).
 
 // scheduleExpiration arms the periodic cleanup
 // (offsets.retention.check.interval.ms).

@@ -50,8 +50,9 @@ func committedTopics(h *harness) []string {
 	return out
 }
 
-// The rules of research 3.5 (OffsetExpirationConditionImpl,
-// ClassicGroup.offsetExpirationCondition), with G27 and G28.
+// The expiration rules of Kafka's group coordinator
+// (OffsetExpirationConditionImpl, ClassicGroup.offsetExpirationCondition,
+// KIP-211).
 func TestOffsetExpiration(t *testing.T) {
 	t.Run("G27 an Empty group's offsets expire a retention after it became Empty, then the group goes", func(t *testing.T) {
 		h := expiring(t)

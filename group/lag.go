@@ -17,7 +17,8 @@ type PartitionLag struct {
 
 // Offsets returns a partition's log start offset and the offset a consumer
 // reads up to: the high watermark, or for read_committed consumers the last
-// stable offset (research 3.6). ok is false for a partition that does not
+// stable offset (ListOffsets by isolation level, as kadm's
+// CalculateGroupLagWithStartOffsets asks). ok is false for a partition that does not
 // exist.
 type Offsets func(topic string, partition int32) (start, end int64, ok bool)
 

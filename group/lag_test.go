@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Lag follows research 3.6 (kadm CalculateGroupLagWithStartOffsets): end
+// Lag follows kadm's CalculateGroupLagWithStartOffsets: end
 // minus committed; end minus log start when nothing is committed; never
 // negative; an unknown partition is an error.
 func TestLag(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 
 // committed is a committed offset with the log offset of its record, which
 // decides between a plain and a transactional commit of one partition
-// (research 3.4).
+// (OffsetMetadataManager.replayEndTransactionMarker).
 type committed struct {
 	OffsetCommitValue
 	recordOffset int64

@@ -14,8 +14,8 @@ func commitOne(group string, generation int32, memberID string, offset int64) Of
 		Topics: []OffsetCommitTopic{{Name: "t", Partitions: []OffsetCommitPartition{{Partition: 0, Offset: offset, LeaderEpoch: 3, Metadata: "m"}}}}}
 }
 
-// The rules of research 3.1 for who may commit
-// (ClassicGroup.validateOffsetCommit), with G25 and G26. A rejected commit
+// The rules for who may commit (ClassicGroup.validateOffsetCommit and
+// OffsetMetadataManagerTest). A rejected commit
 // writes nothing.
 func TestOffsetCommitValidation(t *testing.T) {
 	cases := []struct {

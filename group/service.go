@@ -767,7 +767,7 @@ func (s *Service) DeleteGroup(ctx context.Context, groupID string) (*DeleteGroup
 // Lag returns a group's lag on each partition (see Coordinator.Lag) against
 // the partitions of the Service's Dir: up to the high watermark for
 // ReadUncommitted consumers, up to the last stable offset for ReadCommitted
-// ones (research 3.6).
+// ones (KAFKA-6607).
 func (s *Service) Lag(ctx context.Context, groupID string, iso log.Isolation) ([]PartitionLag, error) {
 	r, err := do[*lagResponse](ctx, s, groupID, func(c *Coordinator, id RequestID) {
 		c.respond(&lagResponse{id: id, lag: c.Lag(groupID, DirOffsets(s.dir, iso))})

@@ -371,7 +371,7 @@ func crashServiceOnce(t *testing.T, seed uint64) {
 
 // A group's lag against the Dir: a ReadUncommitted consumer lags to the high
 // watermark, a ReadCommitted one to the last stable offset, which an open
-// transaction holds back (research 3.6).
+// transaction holds back (KAFKA-6607).
 func TestServiceLagToHighWatermarkOrLastStableOffset(t *testing.T) {
 	fs := newMemDataFS(t)
 	d, s := openMemService(t, fs, 1, func() time.Time { return epoch })

@@ -14,7 +14,7 @@ import (
 // once to the group's partition of the offsets topic, in a transactional
 // batch of the producer, and count only when the producer's transaction
 // ends with a COMMIT marker written after them; an ABORT marker drops them
-// (Kafka's GroupMetadataManager and OffsetMetadataManager; research 3.4).
+// (Kafka's GroupMetadataManager and OffsetMetadataManager).
 //
 // A transactional producer plugs in through two calls:
 //

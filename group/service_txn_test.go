@@ -29,7 +29,7 @@ func txnCommit(t *testing.T, s *Service, p Producer, offset int64) *TxnOffsetCom
 
 // Offsets committed in a transaction through Service stay pending until
 // the transaction's marker: COMMIT applies them, ABORT drops them
-// (GroupMetadataManager, research 3.4), and a Service opened again over
+// (OffsetMetadataManager.replayEndTransactionMarker), and a Service opened again over
 // the log honours the markers, and a transaction still open, as the live
 // one did.
 func TestServiceTxnOffsetsCountAtTheMarker(t *testing.T) {

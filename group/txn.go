@@ -4,7 +4,7 @@ import "fmt"
 
 // This file is the transactional side of committed offsets (KIP-98, KIP-447;
 // OffsetMetadataManager.commitTransactionalOffset, replay and
-// replayEndTransactionMarker; research 3.4). A transactional commit is
+// replayEndTransactionMarker). A transactional commit is
 // written at once, in a transactional batch of its producer, but counts only
 // when that producer's COMMIT marker follows it in the offsets log; an ABORT
 // marker drops it.
@@ -140,7 +140,7 @@ func (c *Coordinator) ReplayTxnMarker(offset, producerID int64, commit bool) err
 				k := OffsetCommitKey{Group: group, Topic: topic, Partition: p}
 				// Compaction may keep either of a transactional and a plain
 				// commit of one partition; the log order decides, so that a
-				// replay picks the same (research 3.4, Redpanda #31483).
+				// replay picks the same (Redpanda #31483).
 				if cur, ok := c.offsets.get(k); !ok || v.recordOffset > cur.recordOffset {
 					c.offsets.put(k, v)
 				}

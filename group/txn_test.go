@@ -32,7 +32,8 @@ func (h *harness) offset(partition int32) int64 {
 	return f.Topics[0].Partitions[0].Offset
 }
 
-// The transactional rules of research 3.4 and 3.7 (OffsetMetadataManagerTest).
+// The transactional rules of OffsetMetadataManager (replay,
+// replayEndTransactionMarker) and its OffsetMetadataManagerTest.
 func TestTransactionalOffsets(t *testing.T) {
 	t.Run("a transactional commit counts at its producer's COMMIT marker, and an ABORT drops it", func(t *testing.T) {
 		h := newHarness(t, noDelay)

@@ -166,8 +166,8 @@ func (w *world) requireReplayEqual() {
 	require.Equal(w.t, w.c.Markers(), r.Markers())
 }
 
-// TestTransactionCommitAndAbort: research §5.6 T2 and T3 across two
-// partitions: markers carry the bumped epoch, every partition's last stable
+// TestTransactionCommitAndAbort: a commit and an abort across two
+// partitions (TransactionCoordinatorTest, KIP-890): markers carry the bumped epoch, every partition's last stable
 // offset moves past the transaction, and an abort is what the .txnindex
 // records.
 func TestTransactionCommitAndAbort(t *testing.T) {
@@ -218,9 +218,10 @@ func TestTransactionCommitAndAbort(t *testing.T) {
 	}
 }
 
-// TestTransactionScenarios are the coordinator's rows of research §5.6 and
-// the request rules of §5.2, each a script ending in the answers Kafka
-// gives.
+// TestTransactionScenarios are the rules of Kafka's TransactionCoordinator
+// and TransactionMetadata (TransactionCoordinatorTest,
+// TransactionMetadataTest; KIP-98, KIP-360, KIP-890), each a script ending
+// in the answers Kafka gives.
 func TestTransactionScenarios(t *testing.T) {
 	t.Run("T9 a transaction past its timeout is aborted and its producer fenced", func(t *testing.T) {
 		w := newWorld(t)

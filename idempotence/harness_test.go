@@ -136,7 +136,7 @@ func (p *partition) entry(id int64) Entry {
 	return e
 }
 
-// summary writes a producer's state as the research tables do,
+// summary writes a producer's state as TestSequenceRules's table does,
 // "epoch:[lastSeq,...]".
 func summary(e Entry) string {
 	seqs := make([]string, len(e.Batches))

@@ -12,8 +12,9 @@ import (
 
 const maxSeq = math.MaxInt32
 
-// TestSequenceRules is the table of research/group-idempotence.md §4.6
-// (S1-S26): the state before, one incoming append, and what Kafka does with
+// TestSequenceRules is the table of Kafka's sequence rules
+// (ProducerAppendInfo.checkSequence and ProducerStateManagerTest; KIP-98,
+// KIP-360), S1-S26: the state before, one incoming append, and what Kafka does with
 // it. State is written epoch:[last sequences of the retained batches].
 func TestSequenceRules(t *testing.T) {
 	day := DefaultProducerIDExpiration.Milliseconds()

@@ -151,8 +151,8 @@ func TestTxnIndexTruncate(t *testing.T) {
 	require.NoError(t, x.Append(entries[0]))
 }
 
-// TestReadCommittedFilter: the read-committed scenarios of research §5.6
-// (T3, T5, T20) through the index and the reader's filter. A log holds
+// TestReadCommittedFilter: read-committed fetches (Kafka's
+// TransactionIndexTest and UnifiedLogTest's aborted transactions) through the index and the reader's filter. A log holds
 // batches with their offsets; the reader keeps what the filter does not
 // skip.
 func TestReadCommittedFilter(t *testing.T) {
@@ -216,7 +216,8 @@ func TestReadCommittedFilter(t *testing.T) {
 	require.Equal(t, []int64{7}, read(5, aborted))
 }
 
-// TestCollectAcrossSegments: research §5.6 T21. A fetch that spans two
+// TestCollectAcrossSegments (LogSegment.collectAbortedTxns across
+// segments, UnifiedLog.collectAbortedTransactions): a fetch that spans two
 // segments finds the aborted transaction whose marker is in the second: the
 // first segment's index does not reach the fetch's end, so the search goes
 // on.

@@ -13,7 +13,7 @@ import (
 // to an hour (producer.id.expiration.ms), a producer idle for less is
 // still known, and one idle for longer is forgotten at the next check:
 // its next batch, with a sequence that continues nothing the log holds, is
-// taken as a new producer's (KIP-360, research §4.2 and row S19), where
+// taken as a new producer's (KIP-360; ProducerStateManager's checkSequence), where
 // before it was an out-of-order sequence. The snapshot the log takes on
 // Close keeps the shorter expiration too: a reopened log drops the
 // producer at once.

@@ -74,7 +74,8 @@ func requireDuplicate(t testing.TB, l *Log, b segment.Batch, base, last int64) {
 	require.Equal(t, leo, l.LogEndOffset(), "a retry was appended again")
 }
 
-// TestSequenceRulesThroughTheLog runs rows of research §4.6's table through
+// TestSequenceRulesThroughTheLog runs rows of idempotence's TestSequenceRules
+// (ProducerAppendInfo.checkSequence, ProducerStateManagerTest) through
 // Log.AppendBatch: what the producer state decides is what the log does.
 func TestSequenceRulesThroughTheLog(t *testing.T) {
 	l, err := Open("/data/s-0", memOptions(newMemFS(t)))
@@ -255,8 +256,8 @@ func offsets(from, to int64) []int64 {
 	return offs
 }
 
-// TestLastStableOffsetAndAbortedRecords: research §5.6's read-committed
-// scenarios through the log. An open transaction holds the last stable
+// TestLastStableOffsetAndAbortedRecords: read-committed scenarios of Kafka's
+// ProducerStateManagerTest and UnifiedLogTest through the log. An open transaction holds the last stable
 // offset at its first offset; ReadCommitted stops there, ReadUncommitted
 // goes on to the high watermark. After a COMMIT marker its records are
 // read; after an ABORT they are skipped, the .txnindex lists the

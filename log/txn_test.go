@@ -212,7 +212,7 @@ func TestTxnCrashBetweenPrepareCommitAndMarkersCompletesOnReopen(t *testing.T) {
 	}
 }
 
-// T9 of research 5.6: the coordinator aborts a transaction open past its
+// The coordinator aborts a transaction open past its
 // timeout, with the epoch bumped; the producer learns it when it ends the
 // transaction, and may go on after aborting.
 func TestTxnHungTransactionAbortedAfterTimeout(t *testing.T) {
@@ -616,7 +616,7 @@ func TestTxnAppendCoordinatorBatch(t *testing.T) {
 // Kafka client behind a server) writes to a transaction through
 // Transactions.AppendBatch: the partition joins the transaction at the
 // first batch (KIP-890), and a late batch of an ended transaction opens
-// nothing (T16, T17 of research 5.6).
+// nothing (TransactionsTest in Kafka's core, KIP-890 part 2).
 func TestTxnAppendBatchAddsPartitionsImplicitly(t *testing.T) {
 	_, _, d := openTxnDir(t)
 	tx, err := d.Transactions()
@@ -709,7 +709,7 @@ func TestTxnCommitWithEndedContextLeavesTransactionOpen(t *testing.T) {
 	require.Equal(t, []string{"x"}, values(t, d, "a", 0, ReadCommitted))
 }
 
-// T23 of research 5.6: a transactional id idle for
+// A transactional id idle for
 // idempotence.DefaultTransactionalIDExpiration is removed (a tombstone in
 // TransactionStateTopic, so also after a restart), and a producer with it
 // later gets a new producer id.

@@ -416,7 +416,8 @@ type TxnOffset struct {
 // the transaction takes that partition in, and the coordinator's COMMIT or
 // ABORT marker for it goes through the committer, which appends it in its
 // own order and applies it: on COMMIT the staged offsets become the
-// group's committed ones, on ABORT they are dropped (research 3.4).
+// group's committed ones, on ABORT they are dropped
+// (OffsetMetadataManager.replayEndTransactionMarker).
 //
 // After a crash the Dir writes the markers of a transaction that was
 // completing with Partition.AppendMarker, before any committer exists; a

@@ -425,8 +425,8 @@ func (c *cluster) result(id uint64) ProduceResult {
 	return r
 }
 
-// checkInvariants checks what must hold after every event (research
-// section 4): leader in ISR, high watermark within the log, and log
+// checkInvariants checks what must hold after every event (the invariants
+// of hachikuji/kafka-specification's TLA+ model): leader in ISR, high watermark within the log, and log
 // matching below the lower high watermark of any two running nodes.
 func (c *cluster) checkInvariants() {
 	for _, n := range c.nodes {

@@ -6,8 +6,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The failure scenarios of research/replica.md section 2, each as the KIP
-// or issue tells it. Node numbers stand for the letters: A=1, B=2, C=3.
+// The failure scenarios of KIP-101, KIP-279, KIP-320 and the KAFKA issues
+// named, each as the KIP or issue tells it. Node numbers stand for the letters: A=1, B=2, C=3.
 
 // TC-1, KIP-101 scenario 1: "A fetches m2 from the leader B ... has not yet
 // got confirmation ... A restarts. It truncates its log to the high

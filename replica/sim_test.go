@@ -15,7 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The deterministic simulator (research/replica.md sections 4 and 6.4): a
+// The deterministic simulator, in the manner of FoundationDB's and
+// hachikuji/kafka-specification's model checking: a
 // seed drives random message delivery (reordering), loss, duplication and
 // long delays, symmetric and asymmetric network partitions, ticks,
 // produces with every acks level and their retries, syncs, node crashes,
@@ -553,7 +554,8 @@ func (s *sim) failf(format string, args ...any) {
 		s.c.ctl.leader, s.c.ctl.leaderEpoch, s.c.ctl.partitionEpoch, s.c.ctl.isr, s.describeReal(), states.String(), s.c.dumpTrace())
 }
 
-// check verifies the invariants of research section 4 after an event.
+// check verifies the invariants of hachikuji/kafka-specification after an
+// event.
 func (s *sim) check() {
 	c := s.c
 	c.checkInvariants() // 1: leader in its ISR; 4: log start <= HW <= log end
@@ -755,7 +757,7 @@ func (s *sim) settle() {
 	}
 }
 
-// checkHistory is the end-of-run check (research section 4, 14-18): every
+// checkHistory is the end-of-run check: every
 // replica holds the leader's log; every acks=all acknowledged record is in
 // it once, at the offset acknowledged; every read is in it as it was
 // read; every record in it was produced, and at most as many times as a

@@ -17,8 +17,8 @@ import (
 // partitions' execute), cancels a move under way, and the controller's
 // periodic leader-imbalance check runs (auto.leader.rebalance.enable with
 // leader.imbalance.per.broker.percentage). Every partition change the
-// controller's store accepts is checked against research section 1.11's
-// rules for reassignments (KRaft's PartitionReassignmentReplicas and
+// controller's store accepts is checked against KRaft's rules for
+// reassignments (KRaft's PartitionReassignmentReplicas and
 // Vanlightly's section 6.7):
 //
 //   - a reassignment starts by growing the replicas only: the ISR is

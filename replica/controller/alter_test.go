@@ -8,8 +8,8 @@ import (
 	"github.com/strandlog/strand/replica"
 )
 
-// AlterPartition is checked in Kafka's order (research 1.6,
-// ReplicationControlManager.alterPartition): when a request is wrong in
+// AlterPartition is checked in Kafka's order
+// (ReplicationControlManager.alterPartition): when a request is wrong in
 // several ways, the first check decides the code. Each case starts from
 // leader 1 in leader epoch 0 and partition epoch 1 (after one change),
 // replicas {1,2,3}, ISR {1,2}, broker 4 registered but no replica.

@@ -9,8 +9,9 @@ import (
 	"github.com/strandlog/strand/replica"
 )
 
-// The controller halves of the failure scenarios of research/replica.md
-// section 2, and the election rules of section 1.11.
+// The controller halves of the failure scenarios of KIP-101, KIP-279 and
+// KIP-320, and the election rules of KRaft's PartitionChangeBuilder
+// (KIP-966's eligible leaders among them).
 
 // TC-10, last replica standing (KIP-966): RF 3, ISR {0,1,2}, minISR 2,
 // leader 2. 0 leaves, then 1 leaves the ISR: ISR {2} is below minISR, so 1

@@ -232,7 +232,7 @@ func (b *Broker) describeTransactions(_ context.Context, r *request) kmsg.Respon
 // INVALID_TXN_STATE with nothing appended (KIP-890 part 1's verification).
 // The coordinator's answers are given as a partition leader gives them to
 // a producer (AddPartitionsToTxnManager and ReplicaManager): PRODUCER_FENCED
-// is INVALID_PRODUCER_EPOCH (research T9, T17); CONCURRENT_TRANSACTIONS,
+// is INVALID_PRODUCER_EPOCH (KIP-890 part 2); CONCURRENT_TRANSACTIONS,
 // which a producer of transactions version 2 retries, stays as it is.
 func (b *Broker) appendTransactional(ctx context.Context, req *kmsg.ProduceRequest, p *log.Partition, batch segment.Batch) (log.AppendResult, error) {
 	txnID, version := req.TransactionID, req.Version

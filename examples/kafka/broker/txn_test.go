@@ -161,7 +161,7 @@ func isFenced(err error) bool {
 
 // TestTransactionRequestsOverTheWire checks the coordinator's and the
 // partition leader's answers one request at a time, as Kafka gives them
-// (research T14-T17): a transactional Produce v11 to a partition not added
+// (KIP-890): a transactional Produce v11 to a partition not added
 // to the transaction is INVALID_TXN_STATE (KIP-890 part 1) and one v12 adds
 // it (part 2); stale epochs and foreign producer ids are refused; nothing
 // refused is appended.
@@ -587,7 +587,7 @@ func TestOpenTransactionAbortedAfterARestart(t *testing.T) {
 // TestHungTransactionAbortedAtItsTimeout: a producer that opens a
 // transaction and goes quiet holds read_committed readers at the last
 // stable offset until its transaction timeout; then the coordinator's
-// maintenance aborts it with the epoch bumped (research T9): readers go on
+// maintenance aborts it with the epoch bumped (KIP-890): readers go on
 // past it without its records, and the quiet producer, fenced, can neither
 // produce (INVALID_PRODUCER_EPOCH) nor commit.
 func TestHungTransactionAbortedAtItsTimeout(t *testing.T) {
