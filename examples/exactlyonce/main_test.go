@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strandlog/strand/group"
 	"github.com/strandlog/strand/log"
 )
 
@@ -20,7 +21,7 @@ import (
 // few (-short); the long run is
 //
 //	go test -run TestKillLoop -args -kills=100
-var kills = flag.Int("kills", 0, "how many times TestKillLoop kills the transformer (default 4 with -short, 20 without)")
+var kills = flag.Int("kills", 0, "how many times TestKillLoop kills the transformer (default 4 with -short, 50 without)")
 
 // The child is this test binary run again with childDirEnv set.
 const (
@@ -32,7 +33,7 @@ const (
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(childDirEnv); dir != "" {
 		n, _ := strconv.Atoi(os.Getenv(childRecordsEnv))
-		if _, err := run(dir, n, 7, func() { fmt.Println(startedLine) }); err != nil {
+		if err := run(dir, n, func() { fmt.Println(startedLine) }); err != nil {
 			fmt.Fprintln(os.Stderr, "child:", err)
 			os.Exit(2)
 		}
@@ -48,7 +49,7 @@ func TestMain(m *testing.M) {
 func TestKillLoop(t *testing.T) {
 	n, records := *kills, 3000
 	if n == 0 {
-		n = 20
+		n = 50
 		if testing.Short() {
 			n, records = 4, 1000
 		}
@@ -133,7 +134,12 @@ func checkOutput(t *testing.T, dir string, records int) {
 		written++
 	}
 	t.Logf("the output log holds %d records, %d of them of aborted transactions", written, written-records)
-	pos, err := committedPosition(d)
+	s, err := group.OpenService(d, group.ServiceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	pos, err := committedPosition(s)
 	if err != nil {
 		t.Fatal(err)
 	}
