@@ -142,38 +142,49 @@ func (n *Node) leadsNow(md *Metadata, tp controller.TopicPartition) (int32, bool
 	return p.LeaderEpoch, ok
 }
 
-// followOffsetsLeaders creates the offsets topic through the controller
-// if the metadata has none, then, until ctx ends, loads each offsets
-// partition this node leads (again if its leader epoch moved: another
-// leader may have written meanwhile) and unloads each it no longer leads.
-func (n *Node) followOffsetsLeaders(ctx context.Context) {
-	s := n.groups
-	loaded := map[int32]int32{} // partition: the leader epoch it was loaded in
+// coordinatorRuntime is a coordinator of an internal topic's partitions,
+// group.Service for the offsets topic and idempotence.TxnRuntime for the
+// transaction state topic, which loads a partition's state as this node
+// becomes the partition's leader and drops it as it stops (Kafka's
+// onElection and onResignation), one contract for both.
+type coordinatorRuntime interface {
+	// Follow loads the partition's state in leaderEpoch unless it is
+	// loaded in it, or, with -1, unloads it.
+	Follow(partition, leaderEpoch int32) error
+	// Loaded reports the leader epoch the partition is loaded in.
+	Loaded(partition int32) (leaderEpoch int32, ok bool)
+}
+
+// followLeaders creates a coordinator's topic through the controller if
+// the metadata has none, then, until ctx ends, loads each of its
+// partitions this node leads in this life once the high watermark has
+// passed every record its replica holds (a coordinator serves only
+// committed state), again if its leader epoch moved (another leader may
+// have written meanwhile) or its load or reload failed, and unloads each
+// it no longer leads.
+func (n *Node) followLeaders(ctx context.Context, topic string, partitions int32, rt coordinatorRuntime) {
 	tick := time.NewTicker(followEvery)
 	defer tick.Stop()
-	n.createInternalTopic(ctx, group.OffsetsTopic, n.cfg.OffsetsPartitions)
+	n.createInternalTopic(ctx, topic, partitions)
 	for {
 		md := n.Metadata()
-		for id := range n.cfg.OffsetsPartitions {
-			epoch, leads := n.leadsNow(md, controller.TopicPartition{Topic: group.OffsetsTopic, Partition: id})
-			was, had := loaded[id]
-			if had && (!leads || was != epoch) {
-				n.logCoordinator(s.UnloadPartition(id), "unloaded", id, was)
-				delete(loaded, id)
-			}
-			if !leads {
+		for id := range partitions {
+			tp := controller.TopicPartition{Topic: topic, Partition: id}
+			loaded, ok := rt.Loaded(id)
+			epoch, leads := n.leadsNow(md, tp)
+			switch {
+			case !leads:
+				if err := rt.Follow(id, -1); err != nil || ok {
+					n.logCoordinator(err, "unloaded", tp, loaded)
+				}
+				continue
+			case ok && loaded == epoch:
 				continue
 			}
-			// Loads again, too, a partition whose reload after a failed
-			// write failed.
-			if err := s.LoadPartition(id); err != nil {
-				n.logCoordinator(err, "loading", id, epoch)
+			if st, err := n.d.Status(ctx, topic, id); err != nil || st.HighWatermark < st.LogEndOffset {
 				continue
 			}
-			if !had || was != epoch {
-				n.logCoordinator(nil, "loaded", id, epoch)
-			}
-			loaded[id] = epoch
+			n.logCoordinator(rt.Follow(id, epoch), "loaded", tp, epoch)
 		}
 		select {
 		case <-ctx.Done():
@@ -183,12 +194,12 @@ func (n *Node) followOffsetsLeaders(ctx context.Context) {
 	}
 }
 
-func (n *Node) logCoordinator(err error, what string, partition, epoch int32) {
+func (n *Node) logCoordinator(err error, what string, tp controller.TopicPartition, epoch int32) {
 	if err != nil {
-		n.log.Warn("offsets partition", "partition", partition, "epoch", epoch, "step", what, "err", err)
+		n.log.Warn("coordinator partition", "partition", tp, "epoch", epoch, "step", what, "err", err)
 		return
 	}
-	n.log.Info("offsets partition "+what, "partition", partition, "epoch", epoch)
+	n.log.Info("coordinator partition "+what, "partition", tp, "epoch", epoch)
 }
 
 // createInternalTopic asks the active controller for a coordinator's

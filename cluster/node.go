@@ -389,8 +389,10 @@ func New(cfg Config) (*Node, error) {
 	n.wg.Go(func() { n.recoverReplicas(ctx) })
 	coordinators, stopCoordinators := context.WithCancel(ctx)
 	n.stopCoordinators = stopCoordinators
-	n.coordinators.Go(func() { n.followOffsetsLeaders(coordinators) })
-	n.coordinators.Go(func() { n.followTxnLeaders(coordinators) })
+	n.coordinators.Go(func() { n.followLeaders(coordinators, group.OffsetsTopic, n.cfg.OffsetsPartitions, n.groups) })
+	n.coordinators.Go(func() {
+		n.followLeaders(coordinators, log.TransactionStateTopic, n.cfg.TransactionPartitions, n.txns)
+	})
 	n.coordinators.Go(func() { n.tickTxns(coordinators) })
 	beats, stopBeats := context.WithCancel(ctx)
 	n.beats, n.beatsDone = stopBeats, make(chan struct{})

@@ -136,44 +136,6 @@ func (n *Node) openTxns() (*idempotence.TxnRuntime, error) {
 	})
 }
 
-// followTxnLeaders creates the transaction state topic if the metadata
-// has none, then, until ctx ends, loads each state partition this node
-// leads in this life once its high watermark has passed every record its
-// replica holds (a coordinator serves only committed state), and unloads
-// each it no longer leads.
-func (n *Node) followTxnLeaders(ctx context.Context) {
-	tick := time.NewTicker(followEvery)
-	defer tick.Stop()
-	n.createInternalTopic(ctx, log.TransactionStateTopic, n.cfg.TransactionPartitions)
-	for {
-		md := n.Metadata()
-		for id := range n.cfg.TransactionPartitions {
-			tp := controller.TopicPartition{Topic: log.TransactionStateTopic, Partition: id}
-			epoch, leads := n.leadsNow(md, tp)
-			if !leads {
-				n.txns.Follow(id, -1)
-				continue
-			}
-			if loaded, ok := n.txns.Loaded(id); ok && loaded == epoch {
-				continue
-			}
-			if st, err := n.d.Status(ctx, tp.Topic, tp.Partition); err != nil || st.HighWatermark < st.LogEndOffset {
-				continue
-			}
-			if err := n.txns.Follow(id, epoch); err != nil {
-				n.log.Warn("loading a transaction state partition", "partition", id, "epoch", epoch, "err", err)
-			} else {
-				n.log.Info("transaction state partition loaded", "partition", id, "epoch", epoch)
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
-}
-
 // tickTxns aborts the transactions open past their timeout and writes the
 // markers still to write, until ctx ends.
 func (n *Node) tickTxns(ctx context.Context) {

@@ -43,7 +43,7 @@ type ServiceOptions struct {
 	Now func() time.Time
 	// Append, if set, makes the offsets topic one a cluster replicates:
 	// records are written through it, and a partition is coordinated only
-	// between LoadPartition and UnloadPartition, whatever its appends
+	// while Follow says this broker leads it, whatever its appends
 	// fail with (see AppendFunc).
 	Append AppendFunc
 	// AppendBatch, with Append, writes what a transaction leaves on a
@@ -104,7 +104,10 @@ type servicePartition struct {
 	writing bool       // a goroutine is writing a Ready, without mu
 	closed  bool
 	err     error // why the partition is not coordinating: not loaded, or its reload failed
-	c       *Coordinator
+	// epoch is the leader epoch a replicated partition is loaded, or
+	// being loaded, in (Follow); -1 if it is neither.
+	epoch int32
+	c     *Coordinator
 	// loadedTo is where the log ended that a replicated partition's
 	// coordinator was loaded from, while its high watermark had not
 	// reached it (uncommitted); zero once it has.
@@ -241,7 +244,7 @@ func OpenService(d *log.Dir, opts ServiceOptions) (*Service, error) {
 			return nil, fmt.Errorf("group: offsets topic %s: %w", s.topic, err)
 		}
 		sp := &servicePartition{p: p, sync: tc.Fsync != log.FsyncAlways() && tc.Fsync != log.FsyncPolicy{},
-			waiting: map[RequestID]chan serviceResponse{}}
+			waiting: map[RequestID]chan serviceResponse{}, epoch: -1}
 		sp.idle.L = &sp.mu
 		if opts.Unloaded {
 			err = s.startUnloaded(sp)
@@ -542,10 +545,10 @@ func (s *Service) appendFailed(sp *servicePartition, err error) error {
 // Kafka's CoordinatorRuntime reverts a coordinator whose append failed to
 // its last written offset (failCurrentBatch, revertLastWrittenOffset).
 // The partition is still coordinated here, whatever err was: only
-// UnloadPartition gives it up, as only onResignation unloads a Kafka
+// Follow gives it up, as only onResignation unloads a Kafka
 // coordinator. A failure to load again ends the partition, a standalone
 // Service's for good (Close reports it), a replicated one's until
-// LoadPartition.
+// Follow loads it again.
 func (s *Service) rollback(sp *servicePartition, err error) {
 	sp.c.Unload()
 	deliver(sp.waiting, sp.c.Ready().Responses, err)

@@ -35,7 +35,7 @@ type AppendBatchFunc func(partition int32, batch segment.Batch) (log.AppendResul
 // A Service with ServiceOptions.Append set serves an offsets topic whose
 // partitions a cluster replicates and whose leaders move: it writes
 // through Append instead of into the Dir's partition, and coordinates the
-// groups of a partition only between LoadPartition and UnloadPartition
+// groups of a partition only while Follow says this broker leads it
 // (Kafka's onElection and onResignation), which the cluster calls as this
 // broker becomes and stops being the partition's leader. With
 // ServiceOptions.Unloaded it opens with no partition loaded. Requests for a
@@ -64,15 +64,47 @@ func (s *Service) notLed(sp *servicePartition) error {
 	return errorf(ErrNotCoordinator, "offsets log %s-%d is not loaded on this broker", s.topic, sp.p.ID())
 }
 
-// LoadPartition loads a partition's groups from its log (the replica this
-// broker leads now) and coordinates them from then on; requests meanwhile
-// are answered COORDINATOR_LOAD_IN_PROGRESS. A partition loaded already is
-// left as it is.
-func (s *Service) LoadPartition(partition int32) error {
+// Follow tells the Service that this broker leads an offsets partition in
+// leaderEpoch, or, with -1, that it does not, as idempotence.TxnRuntime's
+// Follow does for transactions (Kafka's onElection and onResignation): a
+// partition loaded in another epoch is unloaded, its waiting requests
+// answered NOT_COORDINATOR, and one led now and not loaded (or whose
+// reload after a failed write failed) is loaded from its log, which
+// Follow waits for. Requests meanwhile are answered
+// COORDINATOR_LOAD_IN_PROGRESS.
+func (s *Service) Follow(partition, leaderEpoch int32) error {
 	sp, err := s.partition(partition)
 	if err != nil {
 		return err
 	}
+	sp.mu.Lock()
+	moved := sp.epoch != leaderEpoch
+	sp.mu.Unlock()
+	if moved {
+		if err := s.unload(sp); err != nil {
+			return err
+		}
+	}
+	if leaderEpoch < 0 {
+		return nil
+	}
+	return s.loadIn(sp, leaderEpoch)
+}
+
+// Loaded reports the leader epoch an offsets partition is loaded in.
+func (s *Service) Loaded(partition int32) (int32, bool) {
+	sp, err := s.partition(partition)
+	if err != nil {
+		return -1, false
+	}
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	return sp.epoch, sp.err == nil
+}
+
+// loadIn loads a partition's groups from its log (the replica this broker
+// leads now, in epoch) unless it is loaded or being loaded already.
+func (s *Service) loadIn(sp *servicePartition, epoch int32) error {
 	sp.mu.Lock()
 	if sp.closed {
 		sp.mu.Unlock()
@@ -82,7 +114,8 @@ func (s *Service) LoadPartition(partition int32) error {
 		sp.mu.Unlock()
 		return nil
 	}
-	sp.err = errorf(ErrCoordinatorLoadInProgress, "offsets log %s-%d is being loaded", s.topic, partition)
+	sp.epoch = epoch
+	sp.err = errorf(ErrCoordinatorLoadInProgress, "offsets log %s-%d is being loaded", s.topic, sp.p.ID())
 	sp.mu.Unlock()
 
 	// Loaded aside, so that the clock and requests never see it half made.
@@ -95,7 +128,7 @@ func (s *Service) LoadPartition(partition int32) error {
 	switch {
 	case sp.closed:
 		return ErrServiceClosed
-	case !errors.Is(sp.err, ErrCoordinatorLoadInProgress):
+	case !errors.Is(sp.err, ErrCoordinatorLoadInProgress) || sp.epoch != epoch:
 		return nil // unloaded while it loaded
 	case lerr != nil:
 		sp.err = s.notLed(sp)
@@ -112,14 +145,10 @@ func (s *Service) LoadPartition(partition int32) error {
 	return nil
 }
 
-// UnloadPartition gives up a partition's groups once its write in flight
-// is done: the requests waiting are answered NOT_COORDINATOR, and so are
-// later ones until LoadPartition.
-func (s *Service) UnloadPartition(partition int32) error {
-	sp, err := s.partition(partition)
-	if err != nil {
-		return err
-	}
+// unload gives up a partition's groups once its write in flight is done:
+// the requests waiting are answered NOT_COORDINATOR, and so are later ones
+// until it is loaded again.
+func (s *Service) unload(sp *servicePartition) error {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	defer sp.idle.Broadcast()
@@ -134,7 +163,7 @@ func (s *Service) UnloadPartition(partition int32) error {
 		deliver(sp.waiting, sp.c.Ready().Responses, s.notLed(sp))
 		answerAll(sp.waiting)
 	}
-	sp.err = s.notLed(sp)
+	sp.err, sp.epoch = s.notLed(sp), -1
 	return nil
 }
 

@@ -51,20 +51,35 @@ func TestServiceReplicatedPartitionCoordinatesBetweenLoadAndUnload(t *testing.T)
 	_, err = s.OffsetFetch(ctx, OffsetFetchRequest{GroupID: "g"})
 	require.ErrorIs(t, err, ErrNotCoordinator, "before the load")
 
-	require.NoError(t, s.LoadPartition(0))
+	require.NoError(t, s.Follow(0, 1))
 	member, gen, err := joinAlone(ctx, s, "g", "", "t")
 	require.NoError(t, err)
 	require.NoError(t, serviceCommit(ctx, s, "g", member, gen, "t", 0, 7))
 	require.NotZero(t, appended, "records went through Append")
 
-	require.NoError(t, s.UnloadPartition(0))
+	require.NoError(t, s.Follow(0, -1))
 	err = serviceCommit(ctx, s, "g", member, gen, "t", 0, 8)
 	require.ErrorIs(t, err, ErrNotCoordinator, "after the unload")
+	require.NoError(t, s.Follow(0, -1))
+	_, ok := s.Loaded(0)
+	require.False(t, ok, "not led, not loaded")
 
-	require.NoError(t, s.LoadPartition(0))
+	require.NoError(t, s.Follow(0, 1))
 	r, err := s.OffsetFetch(ctx, OffsetFetchRequest{GroupID: "g", Topics: []OffsetFetchTopic{{Name: "t", Partitions: []int32{0}}}})
 	require.NoError(t, err)
 	require.Equal(t, int64(7), r.Topics[0].Partitions[0].Offset, "the acknowledged commit, loaded from the log")
+	loadedIn, ok := s.Loaded(0)
+	require.True(t, ok)
+	require.EqualValues(t, 1, loadedIn)
+
+	// A new leader epoch here means another leader may have written
+	// meanwhile: the partition is loaded again, and its members, which
+	// the reload replays, are known to it still.
+	require.NoError(t, s.Follow(0, 2))
+	loadedIn, ok = s.Loaded(0)
+	require.True(t, ok)
+	require.EqualValues(t, 2, loadedIn)
+	require.NoError(t, serviceCommit(ctx, s, "g", member, gen, "t", 0, 7))
 
 	// A failed Append of no Kafka code is answered NOT_COORDINATOR; the
 	// partition stays loaded, its commit not served.
@@ -85,7 +100,7 @@ func TestServiceReplicatedPartitionCoordinatesBetweenLoadAndUnload(t *testing.T)
 	groups, err := s.ListGroups(ctx)
 	require.NoError(t, err)
 	require.Len(t, groups, 1)
-	require.NoError(t, s.UnloadPartition(0))
+	require.NoError(t, s.Follow(0, -1))
 	groups, err = s.ListGroups(ctx)
 	require.NoError(t, err, "a partition led elsewhere is left out of ListGroups")
 	require.Empty(t, groups)
@@ -122,7 +137,7 @@ func TestServiceReplicatedPartitionLoadingAnswersLoadInProgress(t *testing.T) {
 	hold = true
 	mu.Unlock()
 	loaded := make(chan error, 1)
-	go func() { loaded <- s.LoadPartition(0) }()
+	go func() { loaded <- s.Follow(0, 1) }()
 	require.Eventually(t, func() bool {
 		_, err := s.OffsetFetch(ctx, OffsetFetchRequest{GroupID: "g"})
 		return errors.Is(err, ErrCoordinatorLoadInProgress) && Code(err) == ErrCoordinatorLoadInProgress.Code
@@ -177,7 +192,7 @@ func TestServiceReplicatedPartitionTakesTransactionalOffsets(t *testing.T) {
 	})
 	require.NoError(t, err)
 	defer s.Close()
-	require.NoError(t, s.LoadPartition(0))
+	require.NoError(t, s.Follow(0, 1))
 	marker := func(p Producer, typ idempotence.MarkerType) {
 		t.Helper()
 		b, err := idempotence.AppendMarkerBatch(nil, p.ID, p.Epoch, idempotence.Marker{Type: typ}, epoch.UnixMilli())
@@ -199,8 +214,8 @@ func TestServiceReplicatedPartitionTakesTransactionalOffsets(t *testing.T) {
 	marker(Producer{ID: 7, Epoch: 2}, idempotence.MarkerAbort)
 	require.Equal(t, int64(10), fetchOne(t, s, true).Offset, "dropped by the ABORT marker")
 
-	require.NoError(t, s.UnloadPartition(0))
-	require.NoError(t, s.LoadPartition(0))
+	require.NoError(t, s.Follow(0, -1))
+	require.NoError(t, s.Follow(0, 1))
 	require.Equal(t, int64(10), fetchOne(t, s, true).Offset, "loaded again, the markers decide as they did")
 }
 
@@ -251,7 +266,7 @@ func openFailingGroup(t *testing.T) (s *Service, f *failingAppends, member strin
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
-	require.NoError(t, s.LoadPartition(0))
+	require.NoError(t, s.Follow(0, 1))
 	ctx := context.Background()
 	member, gen, err = joinAlone(ctx, s, "g", "", "t")
 	require.NoError(t, err)
@@ -329,7 +344,7 @@ func TestServiceReplicatedFailedSyncKeepsTheMembers(t *testing.T) {
 // (CoordinatorOperationExceptionHelper.handleOperationException; for
 // NOT_ENOUGH_REPLICAS_AFTER_APPEND, which an acks=all append can return,
 // the old GroupMetadataManager.storeOffsets's COORDINATOR_NOT_AVAILABLE),
-// whichever it is the partition stays loaded until UnloadPartition, and an
+// whichever it is the partition stays loaded until Follow gives it up, and an
 // error of a code the Service has no variable for is matched by its code.
 func TestServiceReplicatedAppendErrorsMapAsKafkas(t *testing.T) {
 	ctx := context.Background()
@@ -412,9 +427,9 @@ func TestServiceReplicatedServesOnlyCommittedOffsets(t *testing.T) {
 		return r.Topics[0].Partitions[0].Offset, nil
 	}
 
-	require.NoError(t, s.LoadPartition(0))
+	require.NoError(t, s.Follow(0, 1))
 	require.NoError(t, commit(7))
-	require.NoError(t, s.UnloadPartition(0))
+	require.NoError(t, s.Follow(0, -1))
 
 	// The old leader's commit of 8, appended and never copied.
 	k := OffsetCommitKey{Group: "g", Topic: "t", Partition: 0}
@@ -425,16 +440,16 @@ func TestServiceReplicatedServesOnlyCommittedOffsets(t *testing.T) {
 	require.NoError(t, err)
 	require.Less(t, hw, end)
 
-	require.NoError(t, s.LoadPartition(0))
+	require.NoError(t, s.Follow(0, 1))
 	_, err = fetch()
 	require.ErrorIs(t, err, ErrCoordinatorLoadInProgress, "offset 8 is not committed: the coordinator waits")
 	require.Equal(t, ErrCoordinatorLoadInProgress.Code, Code(err))
 	require.ErrorIs(t, commit(9), ErrCoordinatorLoadInProgress, "no commit either")
 
 	// The new leader never had it: this replica follows and truncates.
-	require.NoError(t, s.UnloadPartition(0))
+	require.NoError(t, s.Follow(0, -1))
 	require.NoError(t, p.TruncateTo(hw))
-	require.NoError(t, s.LoadPartition(0))
+	require.NoError(t, s.Follow(0, 1))
 	got, err := fetch()
 	require.NoError(t, err)
 	require.Equal(t, int64(7), got, "only the committed commit was ever served")
