@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/strandlog/strand"
 	"github.com/strandlog/strand/assign"
 	"github.com/strandlog/strand/idempotence"
 	"github.com/strandlog/strand/log"
@@ -107,12 +108,7 @@ type ConsumerOptions struct {
 }
 
 // TopicPartition names a partition of a topic.
-type TopicPartition struct {
-	Topic     string
-	Partition int32
-}
-
-func (tp TopicPartition) String() string { return fmt.Sprintf("%s-%d", tp.Topic, tp.Partition) }
+type TopicPartition = strand.TopicPartition
 
 func compareTP(a, b TopicPartition) int {
 	if a.Topic != b.Topic {
@@ -682,7 +678,7 @@ func (c *Consumer) commit(ctx context.Context, offsets map[TopicPartition]int64)
 	defer c.mu.Unlock()
 	for _, t := range r.Topics {
 		for _, p := range t.Partitions {
-			tp := TopicPartition{t.Name, p.Partition}
+			tp := TopicPartition{Topic: t.Name, Partition: p.Partition}
 			if p.Err != nil {
 				errs = append(errs, fmt.Errorf("commit of %v: %w", tp, p.Err))
 				continue

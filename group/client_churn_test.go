@@ -99,7 +99,7 @@ func (c *memberChurn) done(partitions int32, perPartition int64) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for p := range partitions {
-		if last, ok := c.last[TopicPartition{"t", p}]; !ok || last != perPartition-1 {
+		if last, ok := c.last[TopicPartition{Topic: "t", Partition: p}]; !ok || last != perPartition-1 {
 			return false
 		}
 	}

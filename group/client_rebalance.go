@@ -254,7 +254,7 @@ func (c *Consumer) join(sub Subscription) (*joinResult, error) {
 		res := &joinResult{gen: r.GenerationID}
 		for t, ps := range a.Partitions {
 			for _, p := range ps {
-				res.assigned = append(res.assigned, TopicPartition{t, p})
+				res.assigned = append(res.assigned, TopicPartition{Topic: t, Partition: p})
 			}
 		}
 		slices.SortFunc(res.assigned, compareTP)
@@ -358,7 +358,7 @@ func (c *Consumer) committedOffsets(ctx context.Context, tps []TopicPartition) (
 	defer c.mu.Unlock()
 	for _, t := range r.Topics {
 		for _, p := range t.Partitions {
-			tp := TopicPartition{t.Name, p.Partition}
+			tp := TopicPartition{Topic: t.Name, Partition: p.Partition}
 			if p.Err != nil {
 				return nil, fmt.Errorf("group %q: committed offset of %v: %w", c.opts.Group, tp, p.Err)
 			}

@@ -143,7 +143,7 @@ func offsetsOf(ms []Message) []int64 {
 func tps(topic string, ps ...int32) []TopicPartition {
 	out := make([]TopicPartition, len(ps))
 	for i, p := range ps {
-		out[i] = TopicPartition{topic, p}
+		out[i] = TopicPartition{Topic: topic, Partition: p}
 	}
 	return out
 }
@@ -462,7 +462,7 @@ func TestConsumerPatternPicksUpNewTopics(t *testing.T) {
 	e.produce("orders-us", 1, 3)
 	ms = pollN(t, c, 3)
 	for _, m := range ms {
-		require.Equal(t, TopicPartition{"orders-us", 1}, m.TopicPartition)
+		require.Equal(t, TopicPartition{Topic: "orders-us", Partition: 1}, m.TopicPartition)
 	}
 	require.Equal(t, append(tps("orders-eu", 0), tps("orders-us", 0, 1)...), c.Assigned())
 	require.Equal(t, []string{fmt.Sprint("+", tps("orders-eu", 0)), fmt.Sprint("-", tps("orders-eu", 0)),
@@ -477,7 +477,7 @@ func TestConsumerPatternPicksUpNewTopics(t *testing.T) {
 // machine keeps Polls apart is the machine's (one 200ms poll once ended
 // before the commit), so the test polls until the commit is there.
 func TestConsumerAutoCommit(t *testing.T) {
-	tp := TopicPartition{"t", 0}
+	tp := TopicPartition{Topic: "t", Partition: 0}
 	for _, disable := range []bool{false, true} {
 		t.Run(fmt.Sprint("disabled=", disable), func(t *testing.T) {
 			e := newConsumerEnv(t, map[string]int32{"t": 1})
@@ -508,7 +508,7 @@ func TestConsumerAutoCommit(t *testing.T) {
 func TestConsumerManualCommits(t *testing.T) {
 	e := newConsumerEnv(t, map[string]int32{"t": 2})
 	c := e.consumer(ConsumerOptions{Topics: []string{"t"}, DisableAutoCommit: true})
-	p0, p1 := TopicPartition{"t", 0}, TopicPartition{"t", 1}
+	p0, p1 := TopicPartition{Topic: "t", Partition: 0}, TopicPartition{Topic: "t", Partition: 1}
 	e.produce("t", 0, 5)
 	e.produce("t", 1, 3)
 	pollN(t, c, 8)
@@ -543,7 +543,7 @@ func TestConsumerManualCommits(t *testing.T) {
 // consumer does not own is ErrNotAssigned.
 func TestConsumerSeek(t *testing.T) {
 	e := newConsumerEnv(t, map[string]int32{"t": 1})
-	tp := TopicPartition{"t", 0}
+	tp := TopicPartition{Topic: "t", Partition: 0}
 	part, err := e.d.Partition("t", 0)
 	require.NoError(t, err)
 	recs := make([]segment.Record, 10)
@@ -575,8 +575,8 @@ func TestConsumerSeek(t *testing.T) {
 	e.produce("t", 0, 1)
 	require.Equal(t, []int64{10}, offsetsOf(pollN(t, c, 1)))
 
-	for _, err := range []error{c.Seek(TopicPartition{"t", 1}, 0), c.SeekToTime(TopicPartition{"u", 0}, time.Now()),
-		c.Pause(TopicPartition{"t", 1}), c.Resume(TopicPartition{"t", 1})} {
+	for _, err := range []error{c.Seek(TopicPartition{Topic: "t", Partition: 1}, 0), c.SeekToTime(TopicPartition{Topic: "u", Partition: 0}, time.Now()),
+		c.Pause(TopicPartition{Topic: "t", Partition: 1}), c.Resume(TopicPartition{Topic: "t", Partition: 1})} {
 		require.ErrorIs(t, err, ErrNotAssigned)
 	}
 }
@@ -586,7 +586,7 @@ func TestConsumerPauseResume(t *testing.T) {
 	e := newConsumerEnv(t, map[string]int32{"t": 2})
 	c := e.consumer(ConsumerOptions{Topics: []string{"t"}})
 	pollAll(t, func() bool { return len(c.Assigned()) == 2 }, c)
-	require.NoError(t, c.Pause(TopicPartition{"t", 0}))
+	require.NoError(t, c.Pause(TopicPartition{Topic: "t", Partition: 0}))
 	require.Equal(t, tps("t", 0), c.Paused())
 	e.produce("t", 0, 3)
 	e.produce("t", 1, 3)
@@ -595,7 +595,7 @@ func TestConsumerPauseResume(t *testing.T) {
 	for _, m := range ms {
 		require.Equal(t, int32(1), m.Partition)
 	}
-	require.NoError(t, c.Resume(TopicPartition{"t", 0}))
+	require.NoError(t, c.Resume(TopicPartition{Topic: "t", Partition: 0}))
 	require.Empty(t, c.Paused())
 	for _, m := range pollN(t, c, 3) {
 		require.Equal(t, int32(0), m.Partition)
@@ -628,7 +628,7 @@ func TestConsumerIsolation(t *testing.T) {
 	require.NoError(t, err)
 	e.produce("t", 0, 1) // 5
 	require.Equal(t, []int64{3, 5}, offsetsOf(pollN(t, committed, 2)), "the aborted record and the marker are skipped")
-	pos, err := committed.Position(TopicPartition{"t", 0})
+	pos, err := committed.Position(TopicPartition{Topic: "t", Partition: 0})
 	require.NoError(t, err)
 	require.Equal(t, int64(6), pos)
 }
@@ -672,7 +672,7 @@ func TestConsumerCloseWhileJoining(t *testing.T) {
 	require.NoError(t, b.Close(context.Background()))
 	require.Less(t, time.Since(began), 5*time.Second)
 	e.produce("t", 2, 1)
-	require.Equal(t, TopicPartition{"t", 2}, pollN(t, a, 1)[0].TopicPartition)
+	require.Equal(t, TopicPartition{Topic: "t", Partition: 2}, pollN(t, a, 1)[0].TopicPartition)
 	require.Len(t, a.Assigned(), 4)
 }
 
@@ -695,7 +695,7 @@ func TestConsumerLostMembership(t *testing.T) {
 	require.Equal(t, []string{"+" + all, "!" + all, "+" + all}, ev.get())
 	id2, _ := c.Generation()
 	require.NotEqual(t, id, id2)
-	require.Equal(t, int64(-1), e.committed(TopicPartition{"t", 0}))
+	require.Equal(t, int64(-1), e.committed(TopicPartition{Topic: "t", Partition: 0}))
 }
 
 // A generation reached just before the member was removed is not adopted:
@@ -772,7 +772,7 @@ func TestConsumerCommitsInOnRevokedDuringClose(t *testing.T) {
 	pollN(t, c, 4)
 	require.NoError(t, c.Close(context.Background()))
 	require.Equal(t, []error{nil, nil}, errs)
-	require.Equal(t, int64(4), e.committed(TopicPartition{"t", 0}))
+	require.Equal(t, int64(4), e.committed(TopicPartition{Topic: "t", Partition: 0}))
 	c.CommitAsync(func(err error) { errs = append(errs, err) })
 	require.ErrorIs(t, errs[2], ErrConsumerClosed)
 }

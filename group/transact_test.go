@@ -86,7 +86,7 @@ func TestTransactSessionCommitsOutputWithOffsets(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, committed)
 	require.Empty(t, e.output(), "the abort's output is never read committed")
-	require.Equal(t, int64(-1), e.committed(TopicPartition{"in", 0}))
+	require.Equal(t, int64(-1), e.committed(TopicPartition{Topic: "in", Partition: 0}))
 
 	var again []string
 	for len(again) < 5 {
@@ -99,8 +99,8 @@ func TestTransactSessionCommitsOutputWithOffsets(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, committed)
 	require.Equal(t, transformed(first...), e.output())
-	require.Equal(t, int64(3), e.committed(TopicPartition{"in", 0}))
-	require.Equal(t, int64(2), e.committed(TopicPartition{"in", 1}))
+	require.Equal(t, int64(3), e.committed(TopicPartition{Topic: "in", Partition: 0}))
+	require.Equal(t, int64(2), e.committed(TopicPartition{Topic: "in", Partition: 1}))
 }
 
 // A session killed in the middle of a transaction leaves it open; the
@@ -128,7 +128,7 @@ func TestTransactSessionAfterAKill(t *testing.T) {
 		require.True(t, committed)
 	}
 	require.Equal(t, transformed("in-0-0", "in-0-1", "in-0-2", "in-0-3"), e.output())
-	require.Equal(t, int64(4), e.committed(TopicPartition{"in", 0}))
+	require.Equal(t, int64(4), e.committed(TopicPartition{Topic: "in", Partition: 0}))
 }
 
 // A session whose transactional id another session took is a zombie: its
@@ -143,5 +143,5 @@ func TestTransactSessionZombieCannotCommit(t *testing.T) {
 	require.Error(t, err)
 	require.False(t, committed)
 	require.Empty(t, e.output())
-	require.Equal(t, int64(-1), e.committed(TopicPartition{"in", 0}))
+	require.Equal(t, int64(-1), e.committed(TopicPartition{Topic: "in", Partition: 0}))
 }

@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"slices"
 	"time"
+
+	"github.com/strandlog/strand"
 )
 
 // TxnState is the state of a transactional id at its coordinator, with
@@ -60,10 +62,7 @@ func (s TxnState) expirable() bool {
 }
 
 // TopicPartition names a partition that takes part in a transaction.
-type TopicPartition struct {
-	Topic     string
-	Partition int32
-}
+type TopicPartition = strand.TopicPartition
 
 func compareTopicPartitions(a, b TopicPartition) int {
 	return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))

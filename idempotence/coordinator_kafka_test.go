@@ -37,7 +37,7 @@ const (
 	kMaxEpoch = int16(math.MaxInt16)
 )
 
-var kTopic1 = TopicPartition{"topic1", 0}
+var kTopic1 = TopicPartition{Topic: "topic1", Partition: 0}
 
 // meta is a transactional id's state as Kafka's tests construct a
 // TransactionMetadata: id "known", timeout 1ms, last updated now, no
@@ -312,13 +312,13 @@ func TestKafkaInitProducerID(t *testing.T) {
 		},
 		{
 			kafka:  "shouldWaitForCommitToCompleteOnHandleInitPidAndExistingTransactionInPrepareCommitState",
-			before: []TxnRecord{meta(TxnPrepareCommit, 0, 0, NoProducerEpoch, timeout(0), parts(TopicPartition{"topic", 1}))},
+			before: []TxnRecord{meta(TxnPrepareCommit, 0, 0, NoProducerEpoch, timeout(0), parts(TopicPartition{Topic: "topic", Partition: 1}))},
 			req:    initPIDTimeout(10),
 			err:    ErrConcurrentTransactions,
 		},
 		{
 			kafka:  "shouldWaitForCommitToCompleteOnHandleInitPidAndExistingTransactionInPrepareAbortState",
-			before: []TxnRecord{meta(TxnPrepareAbort, 0, 0, NoProducerEpoch, timeout(0), parts(TopicPartition{"topic", 1}))},
+			before: []TxnRecord{meta(TxnPrepareAbort, 0, 0, NoProducerEpoch, timeout(0), parts(TopicPartition{Topic: "topic", Partition: 1}))},
 			req:    initPIDTimeout(10),
 			err:    ErrConcurrentTransactions,
 		},
@@ -1085,9 +1085,9 @@ func TestKafkaScenarios(t *testing.T) {
 			calls: []call{
 				{req: addPartitions(kPid, 1), at: kNow - 1,
 					state: ptr(meta(TxnOngoing, kPid, 1, NoProducerEpoch, prev(kPid), started(kNow-1), updated(kNow-1)))},
-				{req: addPartitions(kPid, 1, TopicPartition{"topic2", 0}), at: kNow - 2,
+				{req: addPartitions(kPid, 1, TopicPartition{Topic: "topic2", Partition: 0}), at: kNow - 2,
 					state: ptr(meta(TxnOngoing, kPid, 1, NoProducerEpoch, prev(kPid), started(kNow-1), updated(kNow-2),
-						parts(kTopic1, TopicPartition{"topic2", 0})))},
+						parts(kTopic1, TopicPartition{Topic: "topic2", Partition: 0})))},
 			},
 		},
 		{
@@ -1172,7 +1172,7 @@ func TestKafkaUninitializedTransactionalIDIsForgotten(t *testing.T) {
 func TestKafkaMarkersResentAfterLoad(t *testing.T) {
 	for _, st := range []TxnState{TxnPrepareCommit, TxnPrepareAbort} {
 		c := kafkaCoordinator(t)
-		tp1 := TopicPartition{"topic1", 1}
+		tp1 := TopicPartition{Topic: "topic1", Partition: 1}
 		c.Replay(meta(st, kPid, kEpoch, NoProducerEpoch, parts(kTopic1, tp1)))
 		typ := MarkerAbort
 		if st == TxnPrepareCommit {

@@ -28,8 +28,8 @@ type world struct {
 const txnID = "tx"
 
 var (
-	tpA = TopicPartition{"a", 0}
-	tpB = TopicPartition{"b", 1}
+	tpA = TopicPartition{Topic: "a", Partition: 0}
+	tpB = TopicPartition{Topic: "b", Partition: 1}
 )
 
 func newWorld(t *testing.T) *world {

@@ -183,7 +183,7 @@ func (b batch) transactionalIf(txn bool) batch { b.txn = txn; return b }
 // marker the coordinator asked for was accepted by its partition.
 func TestCoordinatorReplayEqualsLive(t *testing.T) {
 	ids := []string{"t1", "t2", "t3"}
-	tps := []TopicPartition{tpA, tpB, {"c", 2}}
+	tps := []TopicPartition{tpA, tpB, {Topic: "c", Partition: 2}}
 	for run := range runs(t) {
 		rng := rand.New(rand.NewPCG(uint64(run), 17))
 		w := newWorld(t)

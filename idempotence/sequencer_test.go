@@ -121,7 +121,7 @@ func TestSequencerFollowsKafkasProducerRules(t *testing.T) {
 			for i, st := range tc.steps {
 				switch st.do {
 				case "next":
-					b, err := s.Next(TopicPartition{"t", st.part}, st.n)
+					b, err := s.Next(TopicPartition{Topic: "t", Partition: st.part}, st.n)
 					if st.wantErr != nil {
 						require.ErrorIs(t, err, st.wantErr, "step %d", i)
 						continue
@@ -194,7 +194,7 @@ func TestSequencerAgainstProducerState(t *testing.T) {
 	}
 	const batches = 3000
 	s := NewSequencer(1, 0)
-	tp := TopicPartition{"t", 0}
+	tp := TopicPartition{Topic: "t", Partition: 0}
 	rng := rand.New(rand.NewPCG(3, 9))
 	var inFlight []SequencedBatch // sent, in order
 	answer := func(b SequencedBatch, err error, retriable bool) {

@@ -13,7 +13,7 @@ func TestTxnRecordBytes(t *testing.T) {
 	r := TxnRecord{
 		TransactionalID: "tx", State: TxnOngoing, ProducerID: 1000, PreviousProducerID: 900, NextProducerID: -1,
 		ProducerEpoch: 4, LastProducerEpoch: 3, TimeoutMs: 60_000,
-		Partitions: []TopicPartition{{"a", 0}, {"a", 2}, {"b", 1}}, StartMs: 5000, LastUpdateMs: 6000,
+		Partitions: []TopicPartition{{Topic: "a", Partition: 0}, {Topic: "a", Partition: 2}, {Topic: "b", Partition: 1}}, StartMs: 5000, LastUpdateMs: 6000,
 	}
 	key, value := MarshalTxnRecord(r)
 	require.Equal(t, []byte{0, 0, 0, 2, 't', 'x'}, key)
@@ -52,7 +52,7 @@ func TestTxnRecordRoundTrip(t *testing.T) {
 		r := TxnRecord{TransactionalID: "some-id", State: st, ProducerID: 7, PreviousProducerID: -1, NextProducerID: 8,
 			ProducerEpoch: 32767, LastProducerEpoch: -1, TimeoutMs: 1, StartMs: -1, LastUpdateMs: 9}
 		if st != TxnEmpty && st != TxnDead {
-			r.Partitions = []TopicPartition{{"x", 1}}
+			r.Partitions = []TopicPartition{{Topic: "x", Partition: 1}}
 		}
 		key, value := MarshalTxnRecord(r)
 		back, err := UnmarshalTxnRecord(key, value)
@@ -88,11 +88,11 @@ func TestTxnRecordKafkaV0(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, TxnRecord{TransactionalID: "k", State: TxnPrepareCommit, ProducerID: 42, PreviousProducerID: -1,
 		NextProducerID: -1, ProducerEpoch: 1, LastProducerEpoch: -1, TimeoutMs: 30_000,
-		Partitions: []TopicPartition{{"topic", 1}, {"topic", 3}}, StartMs: 100, LastUpdateMs: 200}, r)
+		Partitions: []TopicPartition{{Topic: "topic", Partition: 1}, {Topic: "topic", Partition: 3}}, StartMs: 100, LastUpdateMs: 200}, r)
 }
 
 func TestTxnRecordCorrupt(t *testing.T) {
-	key, value := MarshalTxnRecord(TxnRecord{TransactionalID: "tx", State: TxnOngoing, Partitions: []TopicPartition{{"a", 1}},
+	key, value := MarshalTxnRecord(TxnRecord{TransactionalID: "tx", State: TxnOngoing, Partitions: []TopicPartition{{Topic: "a", Partition: 1}},
 		PreviousProducerID: -1, NextProducerID: -1, LastProducerEpoch: -1})
 	for _, tc := range []struct {
 		name       string
@@ -115,7 +115,7 @@ func TestTxnRecordCorrupt(t *testing.T) {
 }
 
 func FuzzUnmarshalTxnRecord(f *testing.F) {
-	key, value := MarshalTxnRecord(TxnRecord{TransactionalID: "tx", State: TxnPrepareAbort, Partitions: []TopicPartition{{"a", 1}, {"b", 2}},
+	key, value := MarshalTxnRecord(TxnRecord{TransactionalID: "tx", State: TxnPrepareAbort, Partitions: []TopicPartition{{Topic: "a", Partition: 1}, {Topic: "b", Partition: 2}},
 		PreviousProducerID: 3, NextProducerID: 4, LastProducerEpoch: 5})
 	f.Add(key, value)
 	f.Add(key, []byte(nil))

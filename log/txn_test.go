@@ -908,12 +908,12 @@ func TestTxnTransitionsAreRecordsOfTheStateTopic(t *testing.T) {
 	}
 	require.Equal(t, []string{
 		"Empty 0 []",
-		"Ongoing 0 [{a 0}]",
-		"Ongoing 0 [{a 0} {b 0}]",
-		"PrepareCommit 1 [{a 0} {b 0}]",
+		"Ongoing 0 [a-0]",
+		"Ongoing 0 [a-0 b-0]",
+		"PrepareCommit 1 [a-0 b-0]",
 		"CompleteCommit 1 []",
-		"Ongoing 1 [{a 1}]",
-		"PrepareAbort 2 [{a 1}]",
+		"Ongoing 1 [a-1]",
+		"PrepareAbort 2 [a-1]",
 		"CompleteAbort 2 []",
 	}, states)
 }

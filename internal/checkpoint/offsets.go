@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/strandlog/strand"
 	"github.com/strandlog/strand/vfs"
 )
 
@@ -17,10 +18,7 @@ import (
 const OffsetsVersion = 0
 
 // TopicPartition names one partition of a topic.
-type TopicPartition struct {
-	Topic     string
-	Partition int32
-}
+type TopicPartition = strand.TopicPartition
 
 // WriteOffsets atomically replaces the offset checkpoint file name with
 // one "topic partition offset" line per entry of offsets (apache/kafka:

@@ -10,10 +10,10 @@ func TestOffsetsRoundTripSorted(t *testing.T) {
 	m, dir := newMemDir(t)
 	name := dir + "/recovery-point-offset-checkpoint"
 	offsets := map[TopicPartition]int64{
-		{"orders", 10}: 7,
-		{"orders", 2}:  1042,
-		{"audit", 0}:   0,
-		{"orders", 0}:  -1,
+		{Topic: "orders", Partition: 10}: 7,
+		{Topic: "orders", Partition: 2}:  1042,
+		{Topic: "audit", Partition: 0}:   0,
+		{Topic: "orders", Partition: 0}:  -1,
 	}
 	require.NoError(t, WriteOffsets(m, name, offsets))
 	require.Equal(t, "0\n4\naudit 0 0\norders 0 -1\norders 2 1042\norders 10 7\n", string(mustRead(t, m, name)),
@@ -31,7 +31,7 @@ func TestReadOffsetsSplitsOnWhiteSpaceLikeKafka(t *testing.T) {
 	putFile(t, m, dir+"/cp", "0\n2\ntp1  1\t5\ntp1 2 2\n")
 	got, err := ReadOffsets(m, dir+"/cp")
 	require.NoError(t, err)
-	require.Equal(t, map[TopicPartition]int64{{"tp1", 1}: 5, {"tp1", 2}: 2}, got)
+	require.Equal(t, map[TopicPartition]int64{{Topic: "tp1", Partition: 1}: 5, {Topic: "tp1", Partition: 2}: 2}, got)
 }
 
 func TestReadOffsetsRejectsBadEntries(t *testing.T) {
@@ -70,7 +70,7 @@ func TestReadOffsetsRejectsBadEntries(t *testing.T) {
 func TestWriteOffsetsRejectsTopicsThatCannotBeReadBack(t *testing.T) {
 	m, dir := newMemDir(t)
 	for _, topic := range []string{"", "my topic", "tab\ttopic"} {
-		err := WriteOffsets(m, dir+"/cp", map[TopicPartition]int64{{topic, 0}: 1})
+		err := WriteOffsets(m, dir+"/cp", map[TopicPartition]int64{{Topic: topic, Partition: 0}: 1})
 		require.ErrorIs(t, err, ErrInvalidEntry, "topic %q", topic)
 	}
 }

@@ -118,7 +118,7 @@ func (c *Controller) emit(r Record) error {
 	var before []replica.NodeID
 	p, isPartition := r.(*PartitionRecord)
 	if isPartition {
-		if old := c.s.Partitions[TopicPartition{p.Topic, p.Partition}]; old != nil {
+		if old := c.s.Partitions[TopicPartition{Topic: p.Topic, Partition: p.Partition}]; old != nil {
 			before = old.Replicas
 		}
 	}
@@ -131,7 +131,7 @@ func (c *Controller) emit(r Record) error {
 	}
 	// The replicas a reassignment removed learn it too, so that they stop.
 	for _, n := range slices.Concat(p.Replicas, minus(before, p.Replicas)) {
-		c.rd.Messages = append(c.rd.Messages, c.s.LeaderAndISR(TopicPartition{p.Topic, p.Partition}, c.cfg.Node, n))
+		c.rd.Messages = append(c.rd.Messages, c.s.LeaderAndISR(TopicPartition{Topic: p.Topic, Partition: p.Partition}, c.cfg.Node, n))
 	}
 	return nil
 }
@@ -448,7 +448,7 @@ func (c *Controller) CreateTopicWith(name string, assignment [][]replica.NodeID,
 					replica.ErrInvalidReplicaAssignment, name, i, n)
 			}
 		}
-		if c.first(TopicPartition{name, int32(i)}, rs, rs) == replica.NoNode {
+		if c.first(TopicPartition{Topic: name, Partition: int32(i)}, rs, rs) == replica.NoNode {
 			return fmt.Errorf("%w: topic %q partition %d: every replica %v is fenced or in controlled shutdown",
 				replica.ErrInvalidReplicaAssignment, name, i, rs)
 		}
@@ -469,7 +469,7 @@ func (c *Controller) CreateTopicWith(name string, assignment [][]replica.NodeID,
 		r := &PartitionRecord{Stamp: c.stamp(), Topic: name, Partition: int32(i),
 			Replicas: slices.Clone(rs), Leader: replica.NoNode, LastLeader: replica.NoNode}
 		for _, n := range rs {
-			if c.eligible(TopicPartition{name, int32(i)}, n) {
+			if c.eligible(TopicPartition{Topic: name, Partition: int32(i)}, n) {
 				r.ISR = append(r.ISR, n)
 			}
 		}
@@ -598,7 +598,7 @@ func (c *Controller) ElectUnclean(tp TopicPartition) error {
 // recovering leader ends its recovery (KIP-704), the first growth of its
 // ISR included.
 func (c *Controller) AlterPartition(m *replica.AlterPartition) error {
-	tp := TopicPartition{m.Topic, m.Partition}
+	tp := TopicPartition{Topic: m.Topic, Partition: m.Partition}
 	err := c.alterPartition(m)
 	p := c.s.Partitions[tp]
 	if err == nil && p.Leader != m.From {
@@ -617,7 +617,7 @@ func (c *Controller) AlterPartition(m *replica.AlterPartition) error {
 }
 
 func (c *Controller) alterPartition(m *replica.AlterPartition) error {
-	tp := TopicPartition{m.Topic, m.Partition}
+	tp := TopicPartition{Topic: m.Topic, Partition: m.Partition}
 	p := c.s.Partitions[tp]
 	isr := m.Nodes()
 	switch {

@@ -128,12 +128,12 @@ func (h *harness) topic(name string, unclean bool, assignment ...[]replica.NodeI
 }
 
 func (h *harness) part(name string, p int32) *Partition {
-	return h.c.State().Partitions[TopicPartition{name, p}]
+	return h.c.State().Partitions[TopicPartition{Topic: name, Partition: p}]
 }
 
 // alter sends an AlterPartition for partition 0 of a topic.
 func (h *harness) alter(name string, isr ...replica.NodeID) error {
-	return h.alterAt(TopicPartition{name, 0}, isr...)
+	return h.alterAt(TopicPartition{Topic: name, Partition: 0}, isr...)
 }
 
 // alterAt sends an AlterPartition from the partition's leader in its

@@ -86,10 +86,10 @@ func TestKIP380LeaderAndISRCarriesTheAddresseesBrokerEpoch(t *testing.T) {
 	require.Equal(t, h.epochs[3], to3[len(to3)-1], "the latest message to 3 names its new epoch")
 	require.Less(t, to3[0], h.epochs[3], "the first named its previous one")
 
-	m := h.c.State().LeaderAndISR(TopicPartition{"t", 0}, 100, 2)
+	m := h.c.State().LeaderAndISR(TopicPartition{Topic: "t", Partition: 0}, 100, 2)
 	require.Equal(t, h.epochs[2], m.BrokerEpoch, "the state a broker catches up on names its epoch too")
 	require.Equal(t, h.part("t", 0).ISR, m.ISR)
-	require.Nil(t, h.c.State().LeaderAndISR(TopicPartition{"t", 9}, 100, 2))
+	require.Nil(t, h.c.State().LeaderAndISR(TopicPartition{Topic: "t", Partition: 9}, 100, 2))
 }
 
 // Registration by incarnation (Kafka's BrokerRegistrationRequest

@@ -36,26 +36,26 @@ func TestHandleDirectoriesOffline(t *testing.T) {
 	h.topic("b", false, nodes(b1, b2), nodes(b1, b2))
 	h.topic("c", false, nodes(b2))
 	n := len(h.store)
-	h.report(b1, TopicPartition{"a", 0}, TopicPartition{"c", 0}, TopicPartition{"b", 0})
+	h.report(b1, TopicPartition{Topic: "a", Partition: 0}, TopicPartition{Topic: "c", Partition: 0}, TopicPartition{Topic: "b", Partition: 0})
 
 	records := h.since(n)
 	require.Len(t, records, 3)
 	require.Equal(t, &OfflineRecord{Stamp: h.c.stamp(), Broker: b1, BrokerEpoch: h.epochs[b1],
-		Offline: []TopicPartition{{"a", 0}, {"b", 0}}}, records[0])
+		Offline: []TopicPartition{{Topic: "a", Partition: 0}, {Topic: "b", Partition: 0}}}, records[0])
 	for i, topic := range []string{"a", "b"} {
 		r := records[1+i].(*PartitionRecord)
-		require.Equal(t, TopicPartition{topic, 0}, TopicPartition{r.Topic, r.Partition})
+		require.Equal(t, TopicPartition{Topic: topic, Partition: 0}, TopicPartition{Topic: r.Topic, Partition: r.Partition})
 		require.Equal(t, replica.NodeID(b2), r.Leader)
 		require.Equal(t, nodes(b2), r.ISR)
 	}
-	require.Equal(t, []TopicPartition{{"a", 0}, {"b", 0}}, h.c.State().Brokers[b1].Offline)
+	require.Equal(t, []TopicPartition{{Topic: "a", Partition: 0}, {Topic: "b", Partition: 0}}, h.c.State().Brokers[b1].Offline)
 	for _, topic := range []string{"a", "b"} {
 		require.Equal(t, replica.NodeID(b1), h.part(topic, 1).Leader, "%s-1 is in 101's other directory", topic)
 		require.Equal(t, nodes(b1, b2), h.part(topic, 1).ISR)
 	}
 
 	n = len(h.store)
-	h.report(b1, TopicPartition{"b", 0}, TopicPartition{"a", 0})
+	h.report(b1, TopicPartition{Topic: "b", Partition: 0}, TopicPartition{Topic: "a", Partition: 0})
 	require.Empty(t, h.since(n), "directories already offline make no record (newOfflineDirs is empty)")
 }
 
@@ -65,20 +65,20 @@ func TestHandleDirectoriesOffline(t *testing.T) {
 func TestOfflineReplicaIsNeverElectedEvenUncleanly(t *testing.T) {
 	h := newHarness(t, 1, 1, 2)
 	h.topic("t", true, nodes(1, 2))
-	h.report(2, TopicPartition{"t", 0})
+	h.report(2, TopicPartition{Topic: "t", Partition: 0})
 	require.Equal(t, nodes(1), h.part("t", 0).ISR)
 
 	h.crash(1)
 	require.Equal(t, replica.NoNode, h.part("t", 0).Leader, "2 is live but its replica offline")
 	require.Empty(t, h.unclean)
-	err := h.c.ElectUnclean(TopicPartition{"t", 0})
+	err := h.c.ElectUnclean(TopicPartition{Topic: "t", Partition: 0})
 	require.ErrorIs(t, err, replica.ErrEligibleLeadersNotAvailable, "not even an operator's unclean election")
 
 	h.report(2) // its log reopened
 	p := h.part("t", 0)
 	require.Equal(t, replica.NodeID(2), p.Leader, "online again, it is elected as the topic allows")
 	require.True(t, p.Recovering)
-	require.Equal(t, []TopicPartition{{"t", 0}}, h.unclean)
+	require.Equal(t, []TopicPartition{{Topic: "t", Partition: 0}}, h.unclean)
 }
 
 // An offline replica leaves the ELR (the brief's rule; Kafka keeps it
@@ -94,7 +94,7 @@ func TestOfflineReplicaLeavesTheELR(t *testing.T) {
 		require.NoError(t, h.alter("t", 1, 2))
 		require.Equal(t, nodes(3), h.part("t", 0).ELR)
 		if fails {
-			h.report(3, TopicPartition{"t", 0})
+			h.report(3, TopicPartition{Topic: "t", Partition: 0})
 			require.Empty(t, h.part("t", 0).ELR, "its log failed")
 		}
 		h.crash(1, 2)
@@ -115,7 +115,7 @@ func TestOfflineReplicaLeavesTheELR(t *testing.T) {
 func TestOfflineReplicaRejoinsTheISRThroughAlterPartition(t *testing.T) {
 	h := newHarness(t, 1, 1, 2, 3)
 	h.topic("t", false, nodes(1, 2, 3))
-	h.report(3, TopicPartition{"t", 0})
+	h.report(3, TopicPartition{Topic: "t", Partition: 0})
 	before := *h.part("t", 0)
 	require.Equal(t, nodes(1, 2), before.ISR)
 
@@ -143,7 +143,7 @@ func TestOfflineReplicaRejoinsTheISRThroughAlterPartition(t *testing.T) {
 func TestFullDiskMovesTheLeadAndTheReplicasRejoin(t *testing.T) {
 	h := newHarness(t, 2, 1, 2, 3)
 	h.topic("t", false, nodes(3, 2, 1), nodes(2, 1, 3), nodes(1, 3, 2))
-	all := []TopicPartition{{"t", 0}, {"t", 1}, {"t", 2}}
+	all := []TopicPartition{{Topic: "t", Partition: 0}, {Topic: "t", Partition: 1}, {Topic: "t", Partition: 2}}
 	epochs := map[int32]int32{}
 	for _, tp := range all {
 		epochs[tp.Partition] = h.part("t", tp.Partition).LeaderEpoch
@@ -182,15 +182,15 @@ func TestRegistrationNamesTheReplicasStillOffline(t *testing.T) {
 	h.topic("t", false, nodes(1, 2, 3), nodes(2, 1, 3))
 	require.NoError(t, h.alter("t", 1, 2))
 	require.Equal(t, nodes(3), h.part("t", 0).ELR)
-	h.report(3, TopicPartition{"t", 1})
+	h.report(3, TopicPartition{Topic: "t", Partition: 1})
 
-	_, err := h.registerWith(3, Registration{Clean: true, Offline: []TopicPartition{{"t", 0}}})
+	_, err := h.registerWith(3, Registration{Clean: true, Offline: []TopicPartition{{Topic: "t", Partition: 0}}})
 	require.NoError(t, err)
 	h.drain()
-	require.Equal(t, []TopicPartition{{"t", 0}}, h.c.State().Brokers[3].Offline, "t-1 reopened, t-0 did not")
+	require.Equal(t, []TopicPartition{{Topic: "t", Partition: 0}}, h.c.State().Brokers[3].Offline, "t-1 reopened, t-0 did not")
 	require.Empty(t, h.part("t", 0).ELR, "a clean shutdown does not keep an offline replica eligible")
 	h.unfence(3)
-	require.NoError(t, h.alterAt(TopicPartition{"t", 1}, 2, 1, 3))
+	require.NoError(t, h.alterAt(TopicPartition{Topic: "t", Partition: 1}, 2, 1, 3))
 
 	h.start(3, true)
 	require.Nil(t, h.c.State().Brokers[3].Offline)
@@ -206,9 +206,9 @@ func TestReportOfflineIsFencedByTheBrokerEpoch(t *testing.T) {
 	old := h.epochs[2]
 	h.start(2, true)
 	n := len(h.store)
-	require.ErrorIs(t, h.c.ReportOffline(2, old, []TopicPartition{{"t", 0}}), replica.ErrStaleBrokerEpoch)
+	require.ErrorIs(t, h.c.ReportOffline(2, old, []TopicPartition{{Topic: "t", Partition: 0}}), replica.ErrStaleBrokerEpoch)
 	require.ErrorIs(t, h.c.ReportOffline(7, 1, nil), replica.ErrBrokerNotRegistered)
-	require.NoError(t, h.c.ReportOffline(2, h.epochs[2], []TopicPartition{{"t", 1}, {"u", 0}, {"", -1}}))
+	require.NoError(t, h.c.ReportOffline(2, h.epochs[2], []TopicPartition{{Topic: "t", Partition: 1}, {Topic: "u", Partition: 0}, {Topic: "", Partition: -1}}))
 	h.drain()
 	require.Len(t, h.store, n, "nothing the controller knows of: no record")
 }
@@ -219,10 +219,10 @@ func TestDeletingATopicForgetsItsOfflineReplicas(t *testing.T) {
 	h := newHarness(t, 1, 1, 2)
 	h.topic("t", false, nodes(1, 2))
 	h.topic("u", false, nodes(1, 2))
-	h.report(2, TopicPartition{"t", 0}, TopicPartition{"u", 0})
+	h.report(2, TopicPartition{Topic: "t", Partition: 0}, TopicPartition{Topic: "u", Partition: 0})
 	require.NoError(t, h.c.DeleteTopic("t"))
 	h.drain()
-	require.Equal(t, []TopicPartition{{"u", 0}}, h.c.State().Brokers[2].Offline)
+	require.Equal(t, []TopicPartition{{Topic: "u", Partition: 0}}, h.c.State().Brokers[2].Offline)
 	h.topic("t", false, nodes(1, 2))
 	require.Equal(t, nodes(1, 2), h.part("t", 0).ISR)
 }

@@ -171,13 +171,13 @@ func TestPartitionChangeKeepsAValidLeaderElseTheFirstLiveISRMember(t *testing.T)
 		{
 			name: "a preferred election makes the first replica leader", kafka: "testElectLeader (FOO, PREFERRED)",
 			minISR: 1, replicas: nodes(2, 1, 3), setup: fooLedBy1,
-			event: func(h *harness) error { return h.c.ElectPreferred(TopicPartition{"t", 0}) },
+			event: func(h *harness) error { return h.c.ElectPreferred(TopicPartition{Topic: "t", Partition: 0}) },
 			want:  outcome{leader: 2, isr: nodes(1, 3, 2), leaderEpochs: 1},
 		},
 		{
 			name: "the preferred replica out of the ISR: the leader stays", kafka: "testElectLeader (BAZ, PREFERRED), testNoChange (BAZ)",
 			minISR: 1, replicas: nodes(2, 1, 3), setup: bazLedBy3,
-			event: func(h *harness) error { return h.c.ElectPreferred(TopicPartition{"t", 0}) },
+			event: func(h *harness) error { return h.c.ElectPreferred(TopicPartition{Topic: "t", Partition: 0}) },
 			want:  outcome{err: replica.ErrPreferredLeaderNotAvailable, leader: 3, isr: nodes(3, 1), noRecord: true},
 		},
 		{
@@ -240,7 +240,7 @@ func TestPartitionChangeElectsFromTheELRThenUncleanlyWhereAllowed(t *testing.T) 
 		{
 			name: "a preferred election of an offline partition is not unclean", kafka: "ReplicationControlManagerTest.testPreferredElectionDoesNotTriggerUncleanElection",
 			minISR: 2, replicas: nodes(2, 1, 3), setup: offlineWithELR,
-			event: func(h *harness) error { return h.c.ElectPreferred(TopicPartition{"t", 0}) },
+			event: func(h *harness) error { return h.c.ElectPreferred(TopicPartition{Topic: "t", Partition: 0}) },
 			want:  outcome{err: replica.ErrPreferredLeaderNotAvailable, leader: replica.NoNode, elr: nodes(2, 3), noRecord: true},
 		},
 		{
@@ -260,7 +260,7 @@ func TestPartitionChangeElectsFromTheELRThenUncleanlyWhereAllowed(t *testing.T) 
 			name: "an ISR member added by a reassignment leads cleanly, the topic unclean or not", kafka: "testElectLeader (FOO, ISR [4], replicas [2,1,3,4], UNCLEAN)",
 			minISR: 1, unclean: true, replicas: nodes(2, 1, 3),
 			setup: func(h *harness) {
-				require.NoError(h.t, h.c.Reassign(TopicPartition{"t", 0}, nodes(2, 1, 3, 4)))
+				require.NoError(h.t, h.c.Reassign(TopicPartition{Topic: "t", Partition: 0}, nodes(2, 1, 3, 4)))
 				h.drain()
 				require.NoError(h.t, h.alter("t", 2, 1, 3, 4))
 			},
@@ -422,7 +422,7 @@ func TestPartitionChangeELRAsBrokersAreFenced(t *testing.T) {
 // the ISR when the leader is removed.
 func TestPartitionChangeReassignmentSteps(t *testing.T) {
 	reassign := func(target ...replica.NodeID) func(h *harness) error {
-		return func(h *harness) error { return h.c.Reassign(TopicPartition{"t", 0}, target) }
+		return func(h *harness) error { return h.c.Reassign(TopicPartition{Topic: "t", Partition: 0}, target) }
 	}
 	runVectors(t, []vector{
 		{
@@ -463,7 +463,7 @@ func TestPartitionChangeReassignmentSteps(t *testing.T) {
 			// replicas: [0,2,1,3] gives [2,1,3], not the original [3,2,1].
 			name: "cancelling drops the added replica in a new leader epoch, the leader staying", kafka: "ReplicationControlManagerTest.testReassignPartitions, testRevertReassignment",
 			minISR: 1, replicas: nodes(3, 2, 1), setup: func(h *harness) { require.NoError(h.t, reassign(0, 2, 1)(h)) },
-			event: func(h *harness) error { return h.c.CancelReassignment(TopicPartition{"t", 0}) },
+			event: func(h *harness) error { return h.c.CancelReassignment(TopicPartition{Topic: "t", Partition: 0}) },
 			want:  outcome{leader: 3, isr: nodes(3, 2, 1), leaderEpochs: 1, replicas: nodes(2, 1, 3)},
 		},
 		{
@@ -487,7 +487,7 @@ func TestPartitionChangeReassignmentSteps(t *testing.T) {
 		{
 			name: "and cancelling it keeps the merged order without them, in a new leader epoch", kafka: "ReplicationControlManagerTest.testCancelReassignPartitions (bar-0)",
 			minISR: 1, replicas: nodes(4, 3, 2), setup: func(h *harness) { h.crash(3); require.NoError(h.t, reassign(1, 2, 3, 4, 0)(h)) },
-			event: func(h *harness) error { return h.c.CancelReassignment(TopicPartition{"t", 0}) },
+			event: func(h *harness) error { return h.c.CancelReassignment(TopicPartition{Topic: "t", Partition: 0}) },
 			want:  outcome{leader: 4, isr: nodes(4, 2), leaderEpochs: 1, replicas: nodes(2, 3, 4)},
 		},
 	})

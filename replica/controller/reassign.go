@@ -185,7 +185,7 @@ func (c *Controller) targets(r assign.Reassignment) (map[TopicPartition][]replic
 	targets := map[TopicPartition][]replica.NodeID{}
 	var order []TopicPartition
 	for i, pr := range r.Partitions {
-		tp := TopicPartition{pr.Topic, pr.Partition}
+		tp := TopicPartition{Topic: pr.Topic, Partition: pr.Partition}
 		where := fmt.Sprintf("partitions[%d] (%v)", i, tp)
 		if c.s.Partitions[tp] == nil {
 			return nil, nil, fmt.Errorf("%w: %s: no such partition", replica.ErrUnknownPartition, where)

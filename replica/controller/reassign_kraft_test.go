@@ -29,7 +29,7 @@ func TestReassignmentLayoutIsKRafts(t *testing.T) {
 			h := newHarness(t, 1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9)
 			h.topic("t", false, tc.current)
 			stored := len(h.store)
-			require.NoError(t, h.c.Reassign(TopicPartition{"t", 0}, tc.target))
+			require.NoError(t, h.c.Reassign(TopicPartition{Topic: "t", Partition: 0}, tc.target))
 			h.drain()
 			if len(h.store) == stored { // nothing to change: no record
 				p := h.part("t", 0)
@@ -71,11 +71,11 @@ func TestReassignmentCompletesAsKRaft(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, 1, 0, 1, 2, 3, 4, 5)
 			h.topic("t", false, tc.current)
-			require.NoError(t, h.c.Reassign(TopicPartition{"t", 0}, tc.target))
+			require.NoError(t, h.c.Reassign(TopicPartition{Topic: "t", Partition: 0}, tc.target))
 			h.drain()
 			require.NotEmpty(t, h.part("t", 0).Adding)
 			leader := h.part("t", 0).Leader
-			h.requireAltered(TopicPartition{"t", 0}, leader, h.alter("t", tc.isr...))
+			h.requireAltered(TopicPartition{Topic: "t", Partition: 0}, leader, h.alter("t", tc.isr...))
 			p := h.part("t", 0)
 			if !tc.completes {
 				require.NotEmpty(t, p.Adding, "still in progress: replicas %v, ISR %v", p.Replicas, p.ISR)

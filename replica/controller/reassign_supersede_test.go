@@ -17,7 +17,7 @@ import (
 func TestReassignmentReplacingOneInProgressWaitsForItsNewReplicas(t *testing.T) {
 	h := newHarness(t, 2, 1, 2, 3)
 	h.topic("t", false, nodes(2, 1))
-	tp := TopicPartition{"t", 0}
+	tp := TopicPartition{Topic: "t", Partition: 0}
 	require.NoError(t, h.c.Reassign(tp, nodes(2, 1, 3)))
 	h.drain()
 	require.Equal(t, nodes(3), h.part("t", 0).Adding)
@@ -46,7 +46,7 @@ func TestReassignmentReplacingOneInProgressWaitsForItsNewReplicas(t *testing.T) 
 func TestCancellingAReplacingReassignmentReturnsToTheOriginalReplicas(t *testing.T) {
 	h := newHarness(t, 2, 1, 2, 3)
 	h.topic("t", false, nodes(2, 1))
-	tp := TopicPartition{"t", 0}
+	tp := TopicPartition{Topic: "t", Partition: 0}
 	require.NoError(t, h.c.Reassign(tp, nodes(2, 1, 3)))
 	require.NoError(t, h.c.Reassign(tp, nodes(1, 3, 2)))
 	require.NoError(t, h.c.CancelReassignment(tp))

@@ -38,7 +38,7 @@ func TestTC15ReassignmentGrowsCatchesUpSwitchesShrinks(t *testing.T) {
 				}
 			}
 			h.topic("t", false, nodes(1, 2, 3))
-			tp := TopicPartition{"t", 0}
+			tp := TopicPartition{Topic: "t", Partition: 0}
 			target := nodes(4, 5, 6)
 			require.NoError(t, h.c.Reassign(tp, target))
 			h.drain()
@@ -93,7 +93,7 @@ func TestTC15ReassignmentGrowsCatchesUpSwitchesShrinks(t *testing.T) {
 func TestTC15CancelReassignment(t *testing.T) {
 	h := newHarness(t, 2, 1, 2, 3, 4)
 	h.topic("t", false, nodes(1, 2, 3))
-	tp := TopicPartition{"t", 0}
+	tp := TopicPartition{Topic: "t", Partition: 0}
 	require.ErrorIs(t, h.c.CancelReassignment(tp), replica.ErrNoReassignmentInProgress)
 	require.NoError(t, h.c.Reassign(tp, nodes(4, 2, 3)))
 	h.drain()
@@ -122,7 +122,7 @@ func TestTC15CancelReassignment(t *testing.T) {
 // refuses the cancel unless the topic allows unclean election; Strand
 // also takes a clean leader from the ELR (KIP-966) where one is live.
 func TestCancellingWhenOnlyAddedReplicasAreInSync(t *testing.T) {
-	tp := TopicPartition{"t", 0}
+	tp := TopicPartition{Topic: "t", Partition: 0}
 	// {1,2,3} -> {4,5,6}: 4 and 5 catch up, then 1, 2 and 3 die, leaving
 	// ISR {4,5}; 1 comes back, out of the ISR.
 	setup := func(t *testing.T, unclean bool) *harness {
@@ -194,7 +194,7 @@ func TestCancellingWhenOnlyAddedReplicasAreInSync(t *testing.T) {
 func TestReassignmentMovesLeadershipOffARemovedLeader(t *testing.T) {
 	h := newHarness(t, 2, 1, 2, 3, 4)
 	h.topic("t", false, nodes(1, 2, 3))
-	require.NoError(t, h.c.Reassign(TopicPartition{"t", 0}, nodes(4, 2, 3)))
+	require.NoError(t, h.c.Reassign(TopicPartition{Topic: "t", Partition: 0}, nodes(4, 2, 3)))
 	h.drain()
 	require.ErrorIs(t, h.alter("t", 1, 2, 3, 4), replica.ErrNewLeaderElected)
 	p := h.part("t", 0)
@@ -208,7 +208,7 @@ func TestReassignmentMovesLeadershipOffARemovedLeader(t *testing.T) {
 func TestReassignmentNeverShrinksTheISRBelowMinISR(t *testing.T) {
 	h := newHarness(t, 2, 1, 2, 3)
 	h.topic("t", false, nodes(1, 2, 3))
-	tp := TopicPartition{"t", 0}
+	tp := TopicPartition{Topic: "t", Partition: 0}
 	require.NoError(t, h.c.Reassign(tp, nodes(3)))
 	h.drain()
 	p := h.part("t", 0)
@@ -220,13 +220,13 @@ func TestReassignmentNeverShrinksTheISRBelowMinISR(t *testing.T) {
 func TestReassignRefusesBadTargets(t *testing.T) {
 	h := newHarness(t, 1, 1, 2, 3)
 	h.topic("t", false, nodes(1, 2, 3))
-	tp := TopicPartition{"t", 0}
+	tp := TopicPartition{Topic: "t", Partition: 0}
 	for name, target := range map[string][]replica.NodeID{
 		"empty": nil, "duplicate": nodes(1, 1, 2), "unknown broker": nodes(1, 2, 9),
 	} {
 		require.ErrorIs(t, h.c.Reassign(tp, target), replica.ErrInvalidReplicaAssignment, name)
 	}
-	require.ErrorIs(t, h.c.Reassign(TopicPartition{"u", 0}, nodes(1)), replica.ErrUnknownPartition)
+	require.ErrorIs(t, h.c.Reassign(TopicPartition{Topic: "u", Partition: 0}, nodes(1)), replica.ErrUnknownPartition)
 	require.False(t, h.c.HasReady(), "refusals change nothing")
 }
 
@@ -256,7 +256,7 @@ func TestReassignmentFileGenerateExecuteVerify(t *testing.T) {
 			LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, ISR: isrOf(append([]replica.NodeID{p.Leader}, minus(p.Replicas, nodes(p.Leader))...)...),
 		})
 		h.drain()
-		h.requireAltered(TopicPartition{"t", int32(i)}, p.Leader, err)
+		h.requireAltered(TopicPartition{Topic: "t", Partition: int32(i)}, p.Leader, err)
 	}
 	statuses, err = h.c.VerifyAll(plan)
 	require.NoError(t, err)
@@ -306,7 +306,7 @@ func TestReassignmentFileRefusesBadInput(t *testing.T) {
 func TestTC15RemovedThenReaddedReplicaDoesNotReenterTheISR(t *testing.T) {
 	h := newHarness(t, 2, 1, 2, 3)
 	h.topic("t", false, nodes(1, 2, 3))
-	tp := TopicPartition{"t", 0}
+	tp := TopicPartition{Topic: "t", Partition: 0}
 	require.NoError(t, h.c.Reassign(tp, nodes(1, 2)))
 	require.NoError(t, h.c.Reassign(tp, nodes(1, 2, 3)))
 	h.drain()

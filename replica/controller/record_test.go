@@ -13,8 +13,8 @@ import (
 func sampleRecords() []Record {
 	return []Record{
 		&ControllerRecord{Stamp{3}, 7},
-		&RegisterRecord{Stamp{3}, 1, 12, 1<<63 + 5, true, []string{"orders", "__consumer_offsets"}, []TopicPartition{{"orders", 0}, {"o", 7}}},
-		&OfflineRecord{Stamp{3}, 2, 13, []TopicPartition{{"orders", 5}}},
+		&RegisterRecord{Stamp{3}, 1, 12, 1<<63 + 5, true, []string{"orders", "__consumer_offsets"}, []TopicPartition{{Topic: "orders", Partition: 0}, {Topic: "o", Partition: 7}}},
+		&OfflineRecord{Stamp{3}, 2, 13, []TopicPartition{{Topic: "orders", Partition: 5}}},
 		&OfflineRecord{Stamp{3}, 2, 14, nil},
 		&FenceRecord{Stamp{3}, 1, 12},
 		&UnfenceRecord{Stamp{3}, 2, 13},

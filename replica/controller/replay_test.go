@@ -125,7 +125,7 @@ func replayRandom(t *testing.T, seed uint64, steps int) {
 			}
 		case 7:
 			if topics > 0 {
-				err = c.ElectPreferred(TopicPartition{fmt.Sprint("t", rng.IntN(topics)), 0})
+				err = c.ElectPreferred(TopicPartition{Topic: fmt.Sprint("t", rng.IntN(topics)), Partition: 0})
 				if errors.Is(err, replica.ErrElectionNotNeeded) || errors.Is(err, replica.ErrPreferredLeaderNotAvailable) {
 					err = nil
 				}
@@ -136,7 +136,7 @@ func replayRandom(t *testing.T, seed uint64, steps int) {
 			}
 		case 10:
 			if topics > 0 {
-				tp := TopicPartition{fmt.Sprint("t", rng.IntN(topics)), 0}
+				tp := TopicPartition{Topic: fmt.Sprint("t", rng.IntN(topics)), Partition: 0}
 				var target []replica.NodeID
 				for _, i := range rng.Perm(brokers)[:1+rng.IntN(3)] {
 					target = append(target, replica.NodeID(i))
@@ -148,7 +148,7 @@ func replayRandom(t *testing.T, seed uint64, steps int) {
 			}
 		case 11:
 			if topics > 0 {
-				err = c.CancelReassignment(TopicPartition{fmt.Sprint("t", rng.IntN(topics)), 0})
+				err = c.CancelReassignment(TopicPartition{Topic: fmt.Sprint("t", rng.IntN(topics)), Partition: 0})
 				if errors.Is(err, replica.ErrNoReassignmentInProgress) || errors.Is(err, replica.ErrInvalidReplicaAssignment) {
 					err = nil
 				}
@@ -209,7 +209,7 @@ func randomTopics(rng *rand.Rand, topics int) []string {
 func randomReplicas(rng *rand.Rand, topics int) []TopicPartition {
 	var tps []TopicPartition
 	for range max(0, rng.IntN(5)-2) {
-		tps = append(tps, TopicPartition{fmt.Sprint("t", rng.IntN(topics)), int32(rng.IntN(4))})
+		tps = append(tps, TopicPartition{Topic: fmt.Sprint("t", rng.IntN(topics)), Partition: int32(rng.IntN(4))})
 	}
 	return tps
 }

@@ -47,23 +47,27 @@ func TestPreferredElectionOfEachPartition(t *testing.T) {
 	createFoo(h, false)
 	requireLeaders(t, h, nodes(2, 2, 2), nodes(2, 3), nodes(2, 3, 4), nodes(2))
 
-	elect := func(p int32) error { err := h.c.ElectPreferred(TopicPartition{"foo", p}); h.drain(); return err }
+	elect := func(p int32) error {
+		err := h.c.ElectPreferred(TopicPartition{Topic: "foo", Partition: p})
+		h.drain()
+		return err
+	}
 	stored := len(h.store)
 	require.ErrorIs(t, elect(0), replica.ErrPreferredLeaderNotAvailable)
 	require.ErrorIs(t, elect(1), replica.ErrElectionNotNeeded)
 	require.ErrorIs(t, elect(2), replica.ErrPreferredLeaderNotAvailable)
-	require.ErrorIs(t, h.c.ElectPreferred(TopicPartition{"bar", 0}), replica.ErrUnknownPartition)
+	require.ErrorIs(t, h.c.ElectPreferred(TopicPartition{Topic: "bar", Partition: 0}), replica.ErrUnknownPartition)
 	require.Len(t, h.store, stored, "no election, no record")
 
 	h.start(1, true) // a new incarnation ends the controlled shutdown
 	h.unfence(0)
-	require.NoError(t, h.alterAt(TopicPartition{"foo", 0}, 1, 2, 3))
+	require.NoError(t, h.alterAt(TopicPartition{Topic: "foo", Partition: 0}, 1, 2, 3))
 	resp := h.sent[len(h.sent)-1].(*replica.AlterPartitionResponse)
 	require.Equal(t, replica.NodeID(2), resp.Leader)
 	require.EqualValues(t, 0, resp.LeaderEpoch)
 	require.EqualValues(t, 1, resp.PartitionEpoch)
 	require.Equal(t, nodes(1, 2, 3), resp.ISR)
-	require.NoError(t, h.alterAt(TopicPartition{"foo", 2}, 0, 2, 1))
+	require.NoError(t, h.alterAt(TopicPartition{Topic: "foo", Partition: 2}, 0, 2, 1))
 
 	require.NoError(t, elect(0))
 	require.ErrorIs(t, elect(1), replica.ErrElectionNotNeeded)
@@ -85,13 +89,13 @@ func TestRebalanceMovesEachPartitionWhosePreferredReplicaIsInSync(t *testing.T) 
 	}
 	createFoo(h, false)
 	h.unfence(1)
-	require.NoError(t, h.alterAt(TopicPartition{"foo", 0}, 1, 2, 3))
+	require.NoError(t, h.alterAt(TopicPartition{Topic: "foo", Partition: 0}, 1, 2, 3))
 	require.NoError(t, h.c.Rebalance())
 	h.drain()
 	requireLeaders(t, h, nodes(1, 2, 2), nodes(1, 2, 3), nodes(2, 3, 4), nodes(2))
 
 	h.unfence(0)
-	require.NoError(t, h.alterAt(TopicPartition{"foo", 2}, 0, 2, 1))
+	require.NoError(t, h.alterAt(TopicPartition{Topic: "foo", Partition: 2}, 0, 2, 1))
 	require.NoError(t, h.c.Rebalance())
 	h.drain()
 	requireLeaders(t, h, nodes(1, 2, 0), nodes(1, 2, 3), nodes(2, 3, 4), nodes(0, 2, 1))
@@ -133,7 +137,7 @@ func TestUncleanElectionOfLeaderlessPartitionsOnlyWhereTheTopicAllowsIt(t *testi
 				return
 			}
 			requireLeaders(t, h, nodes(2, replica.NoNode, 2), nodes(2), nil, nodes(2))
-			require.Equal(t, []TopicPartition{{"foo", 0}, {"foo", 2}}, h.unclean)
+			require.Equal(t, []TopicPartition{{Topic: "foo", Partition: 0}, {Topic: "foo", Partition: 2}}, h.unclean)
 			for _, p := range []int32{0, 2} {
 				require.True(t, h.part("foo", p).Recovering)
 				require.Empty(t, h.part("foo", p).ELR, "an unclean election drops the ELR")
@@ -189,7 +193,7 @@ func TestAlterPartitionRefusesAnIneligibleReplicaUntilItIsBack(t *testing.T) {
 func TestReassignmentCountsMinISRAboveTheReplicationFactorAsIt(t *testing.T) {
 	h := newHarness(t, 5, 0, 1, 2, 3, 4)
 	h.topic("t", false, nodes(0, 1, 2))
-	require.NoError(t, h.c.Reassign(TopicPartition{"t", 0}, nodes(2, 3, 4)))
+	require.NoError(t, h.c.Reassign(TopicPartition{Topic: "t", Partition: 0}, nodes(2, 3, 4)))
 	h.drain()
 	require.ErrorIs(t, h.alter("t", 0, 1, 2, 3, 4), replica.ErrNewLeaderElected)
 	p := h.part("t", 0)
@@ -240,7 +244,7 @@ func TestLastKnownLeaderElectedOnlyUncleanly(t *testing.T) {
 		require.Equal(t, replica.NodeID(4), p.Leader, "not 1, the first live replica")
 		require.Equal(t, nodes(4), p.ISR)
 		require.True(t, p.Recovering)
-		require.Equal(t, []TopicPartition{{"t", 0}}, h.unclean)
+		require.Equal(t, []TopicPartition{{Topic: "t", Partition: 0}}, h.unclean)
 		require.Equal(t, replica.NoNode, p.LastLeader, "forgotten once a leader is elected")
 	})
 	t.Run("enabled, the last leader fenced: the first live replica", func(t *testing.T) {
@@ -266,7 +270,7 @@ func TestLastKnownLeaderElectedOnlyUncleanly(t *testing.T) {
 func TestAlterPartitionCompletingAMoveOffItsLeaderAnswersNewLeaderElected(t *testing.T) {
 	h := newHarness(t, 1, 0, 1, 2, 3)
 	h.topic("foo", false, nodes(3, 2, 1))
-	require.NoError(t, h.c.Reassign(TopicPartition{"foo", 0}, nodes(0, 2, 1)))
+	require.NoError(t, h.c.Reassign(TopicPartition{Topic: "foo", Partition: 0}, nodes(0, 2, 1)))
 	h.drain()
 	err := h.alter("foo", 3, 0, 2, 1)
 	require.ErrorIs(t, err, replica.ErrNewLeaderElected)
@@ -325,21 +329,25 @@ func TestElectUncleanOfOnePartition(t *testing.T) {
 	requireLeaders(t, h, nodes(replica.NoNode, 4, 0), nil, nodes(4), nodes(0))
 	require.Equal(t, nodes(1), h.part("foo", 0).ELR)
 
-	elect := func(p int32) error { err := h.c.ElectUnclean(TopicPartition{"foo", p}); h.drain(); return err }
+	elect := func(p int32) error {
+		err := h.c.ElectUnclean(TopicPartition{Topic: "foo", Partition: p})
+		h.drain()
+		return err
+	}
 	stored := len(h.store)
 	require.ErrorIs(t, elect(0), replica.ErrEligibleLeadersNotAvailable)
 	require.ErrorIs(t, elect(1), replica.ErrElectionNotNeeded)
 	require.ErrorIs(t, elect(2), replica.ErrElectionNotNeeded)
-	require.ErrorIs(t, h.c.ElectUnclean(TopicPartition{"bar", 0}), replica.ErrUnknownPartition)
+	require.ErrorIs(t, h.c.ElectUnclean(TopicPartition{Topic: "bar", Partition: 0}), replica.ErrUnknownPartition)
 	require.Len(t, h.store, stored, "no election, no record")
 
 	h.unfence(2)
-	require.NoError(t, h.alterAt(TopicPartition{"foo", 1}, 4, 2))
+	require.NoError(t, h.alterAt(TopicPartition{Topic: "foo", Partition: 1}, 4, 2))
 	require.NoError(t, elect(0))
 	requireLeaders(t, h, nodes(2, 4, 0), nodes(2), nodes(4, 2), nodes(0))
 	p := h.part("foo", 0)
 	require.True(t, p.Recovering)
 	require.Empty(t, p.ELR)
-	require.Equal(t, []TopicPartition{{"foo", 0}}, h.unclean)
+	require.Equal(t, []TopicPartition{{Topic: "foo", Partition: 0}}, h.unclean)
 	require.False(t, h.c.State().Topics["foo"].Unclean, "the topic's configuration is not changed")
 }

@@ -75,7 +75,7 @@ func TestTC11IsolatedLeaderDies(t *testing.T) {
 		require.Equal(t, replica.NodeID(b), p.Leader)
 		require.Equal(t, nodes(b), p.ISR)
 		require.True(t, p.Recovering, "KIP-704: an unclean leader recovers before the ISR grows")
-		require.Equal(t, []TopicPartition{{"t", 0}}, h.unclean)
+		require.Equal(t, []TopicPartition{{Topic: "t", Partition: 0}}, h.unclean)
 		require.NoError(t, h.alter("t", b))
 		require.False(t, h.part("t", 0).Recovering)
 		require.NoError(t, h.alter("t", b, c))
@@ -195,7 +195,7 @@ func TestControlledShutdownMovesLeadershipFirst(t *testing.T) {
 func TestPreferredLeaderElection(t *testing.T) {
 	h := newHarness(t, 1, 1, 2, 3)
 	h.topic("t", false, nodes(1, 2, 3))
-	tp := TopicPartition{"t", 0}
+	tp := TopicPartition{Topic: "t", Partition: 0}
 	require.ErrorIs(t, h.c.ElectPreferred(tp), replica.ErrElectionNotNeeded)
 	h.crash(1)
 	require.Equal(t, replica.NodeID(2), h.part("t", 0).Leader)
@@ -208,7 +208,7 @@ func TestPreferredLeaderElection(t *testing.T) {
 	h.drain()
 	require.Equal(t, replica.NodeID(1), h.part("t", 0).Leader)
 	require.Equal(t, epoch+1, h.part("t", 0).LeaderEpoch)
-	require.ErrorIs(t, h.c.ElectPreferred(TopicPartition{"t", 9}), replica.ErrUnknownPartition)
+	require.ErrorIs(t, h.c.ElectPreferred(TopicPartition{Topic: "t", Partition: 9}), replica.ErrUnknownPartition)
 }
 
 func TestEnablingUncleanElectionElectsAnOfflinePartition(t *testing.T) {
@@ -220,7 +220,7 @@ func TestEnablingUncleanElectionElectsAnOfflinePartition(t *testing.T) {
 	require.NoError(t, h.c.SetUnclean("t", true))
 	h.drain()
 	require.Equal(t, replica.NodeID(2), h.part("t", 0).Leader)
-	require.Equal(t, []TopicPartition{{"t", 0}}, h.unclean)
+	require.Equal(t, []TopicPartition{{Topic: "t", Partition: 0}}, h.unclean)
 }
 
 func TestRestartWithoutFenceReplacesTheIncarnation(t *testing.T) {
@@ -261,7 +261,7 @@ func TestAutomaticLeaderRebalance(t *testing.T) {
 		}
 		// Only partition 0 is back in 1's hands by hand: 1 of 2 preferred
 		// partitions (50%) is still led by another.
-		require.NoError(t, h.c.ElectPreferred(TopicPartition{"t", 0}))
+		require.NoError(t, h.c.ElectPreferred(TopicPartition{Topic: "t", Partition: 0}))
 		h.drain()
 		for range 2 {
 			for b, e := range h.epochs {

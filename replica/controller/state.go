@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/strandlog/strand"
 	"github.com/strandlog/strand/replica"
 )
 
@@ -58,12 +59,7 @@ type Topic struct {
 }
 
 // TopicPartition names a partition.
-type TopicPartition struct {
-	Topic     string
-	Partition int32
-}
-
-func (tp TopicPartition) String() string { return fmt.Sprintf("%s-%d", tp.Topic, tp.Partition) }
+type TopicPartition = strand.TopicPartition
 
 // LeaderAndISR is a partition's state as a message from the controller on
 // node from to one of its replicas, addressed to the broker epoch the
@@ -271,7 +267,7 @@ func (r *RemoveTopicRecord) apply(s *State) error {
 		return fmt.Errorf("%w: no topic %q with id %x", replica.ErrUnknownPartition, r.Topic, r.ID)
 	}
 	for p := range t.Partitions {
-		delete(s.Partitions, TopicPartition{r.Topic, p})
+		delete(s.Partitions, TopicPartition{Topic: r.Topic, Partition: p})
 	}
 	// A topic created again under the name has new replicas, none offline.
 	for _, b := range s.Brokers {
@@ -282,7 +278,7 @@ func (r *RemoveTopicRecord) apply(s *State) error {
 }
 
 func (r *PartitionRecord) apply(s *State) error {
-	tp := TopicPartition{r.Topic, r.Partition}
+	tp := TopicPartition{Topic: r.Topic, Partition: r.Partition}
 	t := s.Topics[r.Topic]
 	if t == nil || r.Partition < 0 || r.Partition >= t.Partitions {
 		return fmt.Errorf("%w: %v", replica.ErrUnknownPartition, tp)
