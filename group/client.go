@@ -125,7 +125,9 @@ func compareTP(a, b TopicPartition) int {
 // the dynamic members of that host its previous holder left.
 const inProcessHost = "strand:in-process"
 
-// Message is a record Poll returns, with where it came from.
+// Message is a record Poll returns, with where it came from. Its key,
+// value and header values are its own, unlike those log.Partition.Records
+// yields: the caller may keep them.
 type Message struct {
 	TopicPartition
 	segment.Record

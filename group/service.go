@@ -30,8 +30,9 @@ var ErrServiceClosed = errors.New("group: service closed")
 
 // ServiceOptions configure a Service.
 type ServiceOptions struct {
-	// Config is the configuration of every partition's Coordinator. A nil
-	// Partitions reads the topics of the Dir.
+	// Config is the configuration of every partition's Coordinator. Left
+	// nil, its Partitions (a subscribed topic's partition count) and
+	// Topics (what a pattern subscription matches) read the Dir's topics.
 	Config Config
 	// Topic is the offsets topic; default OffsetsTopic.
 	Topic string

@@ -14,10 +14,10 @@
 // OffsetForTimestamp) and tailed (Wait). See the package example.
 //
 // Each partition keeps its records in offset order, and every offset is
-// kept until retention removes it: a consumer keeps its own next offset
-// (until consumer groups exist, in its own storage: a file, a database
-// row, a compacted topic keyed by consumer and partition) and resumes
-// there; after retention, from Partition.Offsets' start.
+// kept until retention removes it: a consumer resumes at its next offset,
+// which a group.Consumer commits to its group and a reader of its own keeps
+// in its own storage (a file, a database row, a compacted topic keyed by
+// consumer and partition); after retention, from Partition.Offsets' start.
 //
 // A topic's configuration (TopicConfig) holds its partition count,
 // retention, compaction, segment size and age, fsync policy, compression
