@@ -247,15 +247,20 @@ func OpenService(d *log.Dir, opts ServiceOptions) (*Service, error) {
 		sp := &servicePartition{p: p, sync: tc.Fsync != log.FsyncAlways() && tc.Fsync != log.FsyncPolicy{},
 			waiting: map[RequestID]chan serviceResponse{}, epoch: -1}
 		sp.idle.L = &sp.mu
-		if opts.Unloaded {
-			err = s.startUnloaded(sp)
-		} else {
-			err = s.load(sp)
-		}
-		if err != nil {
+		if err := s.startUnloaded(sp); err != nil {
 			return nil, err
 		}
 		s.parts[i] = sp
+	}
+	if !opts.Unloaded {
+		// A Dir's own offsets partitions are always its to coordinate, in
+		// one epoch, as its transaction state partition is: the lifecycle
+		// a cluster drives by leadership, here at once.
+		for i := range s.parts {
+			if err := s.Follow(int32(i), 0); err != nil {
+				return nil, err
+			}
+		}
 	}
 	s.unroute = func() {}
 	if s.repl == nil {
