@@ -50,7 +50,7 @@ func transform(offset int64, value []byte) []byte {
 // kill left out), then transforms it in the group from its committed
 // offsets, one transaction per Poll, until the group has committed past
 // the last input record. If started is not nil it is called when the
-// first records are read.
+// first records are read, or at the end if there were none to read.
 func run(dir string, records int, started func()) error {
 	d, err := log.OpenDir(dir, log.DirOptions{})
 	if err != nil {
@@ -96,6 +96,9 @@ func run(dir string, records int, started func()) error {
 		if _, err := ts.End(ctx, err == nil); err != nil {
 			return err
 		}
+	}
+	if started != nil {
+		started() // there was nothing left to read
 	}
 	return nil
 }
