@@ -205,7 +205,7 @@ func (n *Node) Read(ctx context.Context, topic string, partition int32, offset i
 func (n *Node) Log(topic string, partition int32) (*log.Partition, error) {
 	p := n.partition(controller.TopicPartition{Topic: topic, Partition: partition})
 	if p == nil {
-		return nil, fmt.Errorf("%w: node %d has no replica of %s-%d", replica.ErrUnknownPartition, n.cfg.ID, topic, partition)
+		return nil, fmt.Errorf("%w: node %d has no replica of %s-%d", replica.ErrUnknownTopicOrPartition, n.cfg.ID, topic, partition)
 	}
 	return p, nil
 }
@@ -283,7 +283,7 @@ func (n *Node) leaderLog(ctx context.Context, topic string, partition int32) (*l
 }
 
 // Status returns the state of this node's replica of a partition, or an
-// error matching replica.ErrUnknownPartition.
+// error matching replica.ErrUnknownTopicOrPartition.
 func (n *Node) Status(ctx context.Context, topic string, partition int32) (replica.Status, error) {
 	return n.d.Status(ctx, topic, partition)
 }

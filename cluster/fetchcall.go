@@ -35,7 +35,7 @@ type FetchResult struct {
 // is looked up again after RetryBackoff until ctx ends. An offset outside
 // the log is an error matching replica.ErrOffsetOutOfRange, with the
 // result's offsets set, so that the reader can reset its position; a
-// partition the cluster does not have, replica.ErrUnknownPartition.
+// partition the cluster does not have, replica.ErrUnknownTopicOrPartition.
 func (n *Node) Fetch(ctx context.Context, topic string, partition int32, offset int64, maxBytes int, iso log.Isolation) (FetchResult, error) {
 	if maxBytes < 0 || maxBytes > 1<<31-1 {
 		return FetchResult{}, fmt.Errorf("%w: fetch of %s-%d: maxBytes %d", replica.ErrInvalidRequest, topic, partition, maxBytes)
@@ -44,7 +44,7 @@ func (n *Node) Fetch(ctx context.Context, topic string, partition int32, offset 
 	for {
 		if n.Metadata().Partition(topic, partition) == nil {
 			return FetchResult{}, fmt.Errorf("%w: fetch of %s-%d: no such partition in the metadata of node %d",
-				replica.ErrUnknownPartition, topic, partition, n.cfg.ID)
+				replica.ErrUnknownTopicOrPartition, topic, partition, n.cfg.ID)
 		}
 		res, err := n.fetchOnce(ctx, r)
 		if err != nil && ctx.Err() != nil {
@@ -53,7 +53,7 @@ func (n *Node) Fetch(ctx context.Context, topic string, partition int32, offset 
 		}
 		// A leader that has not applied the metadata naming it yet has no
 		// replica of the partition.
-		if !errorsIsAny(err, replica.ErrNotLeader, replica.ErrUnknownPartition, replica.ErrStopped, ErrUnreachable) {
+		if !errorsIsAny(err, replica.ErrNotLeaderOrFollower, replica.ErrUnknownTopicOrPartition, replica.ErrStopped, ErrUnreachable) {
 			return res, err
 		}
 		select {
@@ -67,7 +67,7 @@ func (n *Node) Fetch(ctx context.Context, topic string, partition int32, offset 
 func (n *Node) fetchOnce(ctx context.Context, r *fetchRequest) (FetchResult, error) {
 	switch leader := n.liveLeader(r.Topic, r.Partition); leader {
 	case replica.NoNode:
-		return FetchResult{}, fmt.Errorf("%w: %s-%d has no live leader", replica.ErrNotLeader, r.Topic, r.Partition)
+		return FetchResult{}, fmt.Errorf("%w: %s-%d has no live leader", replica.ErrNotLeaderOrFollower, r.Topic, r.Partition)
 	case n.cfg.ID:
 		return n.fetchHere(ctx, r)
 	default:

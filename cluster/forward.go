@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/idempotence"
+	"github.com/strandlog/strand/kafkaerr"
 	"github.com/strandlog/strand/replica"
 	"github.com/strandlog/strand/segment"
 )
@@ -31,13 +32,13 @@ func (n *Node) ProduceAtLeader(ctx context.Context, topic string, partition int3
 	for {
 		if n.Metadata().Partition(topic, partition) == nil {
 			return replica.ProduceResult{}, fmt.Errorf("%w: produce to %s-%d: no such partition in the metadata of node %d",
-				replica.ErrUnknownPartition, topic, partition, n.cfg.ID)
+				replica.ErrUnknownTopicOrPartition, topic, partition, n.cfg.ID)
 		}
 		var res replica.ProduceResult
 		var err error
 		switch leader := n.liveLeader(topic, partition); leader {
 		case replica.NoNode:
-			err = fmt.Errorf("%w: %s-%d has no live leader", replica.ErrNotLeader, topic, partition)
+			err = fmt.Errorf("%w: %s-%d has no live leader", replica.ErrNotLeaderOrFollower, topic, partition)
 		case n.cfg.ID:
 			res, err = r.produceHere(ctx, n)
 		default:
@@ -45,7 +46,7 @@ func (n *Node) ProduceAtLeader(ctx context.Context, topic string, partition int3
 		}
 		// A leader that has not applied the metadata naming it yet has no
 		// replica of the partition.
-		retry := errorsIsAny(err, replica.ErrNotLeader, replica.ErrUnknownPartition, replica.ErrStopped) ||
+		retry := errorsIsAny(err, replica.ErrNotLeaderOrFollower, replica.ErrUnknownTopicOrPartition, replica.ErrStopped) ||
 			retryUnanswered && errors.Is(err, ErrUnreachable)
 		if !retry || !n.backOff(ctx) {
 			return res, err
@@ -226,12 +227,15 @@ func decodeTxnEndAnswer(b []byte) (idempotence.ProducerIDAndEpoch, error) {
 	return pe, err
 }
 
-// remoteError decodes an error codedError encoded with a replica.Code: a
-// *RemoteError, or nil.
+// remoteError decodes an error codedError encoded: nil, the code itself if
+// the message was only its name, or a *RemoteError.
 func (d *decoder) remoteError() error {
-	code, msg := replica.Code(d.int16()), d.string()
-	if code == replica.CodeNone {
+	code, msg := kafkaerr.Code(d.int16()), d.string()
+	switch {
+	case code == kafkaerr.None:
 		return nil
+	case msg == code.Error():
+		return code
 	}
 	return &RemoteError{Code: code, Message: msg}
 }

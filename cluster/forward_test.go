@@ -56,5 +56,5 @@ func TestNodeForwardsProducesAndTransactions(t *testing.T) {
 	require.Equal(t, []string{"a", "paid", "b"}, c.readCommitted(ctx, "t", 0))
 
 	_, err = via.ProduceAtLeader(ctx, "nope", 0, replica.AcksAll, b, "")
-	require.ErrorIs(t, err, replica.ErrUnknownPartition)
+	require.ErrorIs(t, err, replica.ErrUnknownTopicOrPartition)
 }

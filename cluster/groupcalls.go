@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/group"
+	"github.com/strandlog/strand/kafkaerr"
 	"github.com/strandlog/strand/replica"
 )
 
@@ -138,7 +139,7 @@ func encodeGroupAnswer[R any](r groupRequest[R], resp R, err error) []byte {
 func decodeGroupAnswer[R any](payload []byte, r groupRequest[R]) (R, error) {
 	var resp R
 	d := &decoder{b: payload}
-	err := d.groupError()
+	err := d.remoteError()
 	if err == nil {
 		resp = r.decodeResponse(d)
 	}
@@ -149,19 +150,8 @@ func decodeGroupAnswer[R any](payload []byte, r groupRequest[R]) (R, error) {
 	return resp, err
 }
 
-// groupError is an error in a group response from another node: its
-// message there, matching (errors.Is, errors.As) the group.Error of its
-// code.
-type groupError struct {
-	msg  string
-	kind error
-}
-
-func (e *groupError) Error() string { return e.msg }
-func (e *groupError) Unwrap() error { return e.kind }
-
 // groupError encodes err as its Kafka code and message.
-func (e *encoder) groupError(err error) { e.codedError(int64(group.Code(err)), err) }
+func (e *encoder) groupError(err error) { e.codedError(int64(kafkaerr.CodeOf(err)), err) }
 
 // codedError encodes an error as code, which is 0 for nil, and its
 // message.
@@ -172,17 +162,6 @@ func (e *encoder) codedError(code int64, err error) {
 	} else {
 		e.string("")
 	}
-}
-
-// groupError decodes an error groupError encoded: the group.Error of its
-// code itself if the message is only its name.
-func (d *decoder) groupError() error {
-	code, msg := d.int16(), d.string()
-	kind := group.ErrorForCode(code)
-	if kind == nil || msg == kind.Error() {
-		return kind
-	}
-	return &groupError{msg: msg, kind: kind}
 }
 
 func (d *decoder) int16() int16 {
@@ -325,7 +304,7 @@ func (*consumerHeartbeatRequest) encodeResponse(e *encoder, resp *group.Consumer
 	e.assignment(resp.Assignment)
 }
 func (*consumerHeartbeatRequest) decodeResponse(d *decoder) *group.ConsumerGroupHeartbeatResponse {
-	return &group.ConsumerGroupHeartbeatResponse{ID: group.RequestID(d.uint()), Err: d.groupError(),
+	return &group.ConsumerGroupHeartbeatResponse{ID: group.RequestID(d.uint()), Err: d.remoteError(),
 		MemberID: d.string(), MemberEpoch: d.int32(), HeartbeatInterval: d.duration(), Assignment: d.assignment()}
 }
 
@@ -388,11 +367,11 @@ func (*offsetCommitRequest) encodeResponse(e *encoder, resp *group.OffsetCommitR
 	}
 }
 func (*offsetCommitRequest) decodeResponse(d *decoder) *group.OffsetCommitResponse {
-	resp := &group.OffsetCommitResponse{ID: group.RequestID(d.uint()), Err: d.groupError()}
+	resp := &group.OffsetCommitResponse{ID: group.RequestID(d.uint()), Err: d.remoteError()}
 	for range d.count(2) {
 		t := group.TopicResult{Name: d.string()}
 		for range d.count(3) {
-			t.Partitions = append(t.Partitions, group.PartitionResult{Partition: d.int32(), Err: d.groupError()})
+			t.Partitions = append(t.Partitions, group.PartitionResult{Partition: d.int32(), Err: d.remoteError()})
 		}
 		resp.Topics = append(resp.Topics, t)
 	}
@@ -453,12 +432,12 @@ func (*offsetFetchRequest) encodeResponse(e *encoder, resp *group.OffsetFetchRes
 	}
 }
 func (*offsetFetchRequest) decodeResponse(d *decoder) *group.OffsetFetchResponse {
-	resp := &group.OffsetFetchResponse{ID: group.RequestID(d.uint()), Err: d.groupError()}
+	resp := &group.OffsetFetchResponse{ID: group.RequestID(d.uint()), Err: d.remoteError()}
 	for range d.count(2) {
 		t := group.OffsetFetchTopicResult{Name: d.string()}
 		for range d.count(6) {
 			t.Partitions = append(t.Partitions, group.FetchedOffset{Partition: d.int32(), Offset: d.int(),
-				LeaderEpoch: d.int32(), Metadata: d.string(), Err: d.groupError()})
+				LeaderEpoch: d.int32(), Metadata: d.string(), Err: d.remoteError()})
 		}
 		resp.Topics = append(resp.Topics, t)
 	}

@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/strandlog/strand/group"
@@ -62,22 +61,15 @@ func (n *Node) openGroups() (*group.Service, error) {
 // partition this node leads, as a coordinator's batch (the leader checks
 // its producer epoch but not its sequence, as Kafka's
 // AppendOrigin.COORDINATOR), and returns once it is committed (acks=all).
-// Its error carries Kafka's code as a group.Error, by which the Service
-// answers the requests it failed (NOT_ENOUGH_REPLICAS:
-// COORDINATOR_NOT_AVAILABLE) and keeps the partition's groups.
+// Its error carries Kafka's code, by which the Service answers the
+// requests it failed (NOT_ENOUGH_REPLICAS: COORDINATOR_NOT_AVAILABLE) and
+// keeps the partition's groups.
 func (n *Node) appendCoordinator(topic string, partition int32, batch []byte) (log.AppendResult, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.RequestTimeout)
 	defer cancel()
 	r, err := n.produceCoordinator(ctx, topic, partition, batch)
 	if err != nil {
-		code := replica.CodeOf(err)
-		switch {
-		case errors.Is(err, context.DeadlineExceeded):
-			code = replica.CodeRequestTimedOut
-		case errors.Is(err, replica.ErrStopped):
-			code = replica.CodeNotLeaderOrFollower
-		}
-		return log.AppendResult{}, fmt.Errorf("%w: %w", &group.Error{Code: int16(code), Name: err.Error()}, err)
+		return log.AppendResult{}, err
 	}
 	return log.AppendResult{BaseOffset: r.BaseOffset, LastOffset: r.LastOffset}, nil
 }

@@ -473,7 +473,7 @@ func (n *Node) Receive(ctx context.Context, msg []byte) error {
 func (n *Node) unknownPartition(f *replica.Fetch) {
 	n.send(&replica.FetchResponse{
 		Header: replica.Header{From: f.To, To: f.From, Topic: f.Topic, Partition: f.Partition},
-		ID:     f.ID, Err: replica.CodeUnknownTopicOrPartition, Leader: replica.NoNode, LeaderEpoch: f.CurrentLeaderEpoch,
+		ID:     f.ID, Err: replica.ErrUnknownTopicOrPartition, Leader: replica.NoNode, LeaderEpoch: f.CurrentLeaderEpoch,
 		FetchOffset: f.FetchOffset, DivergingEpoch: -1, DivergingEndOffset: -1,
 	})
 }
@@ -557,7 +557,7 @@ func (n *Node) decide(ctx context.Context, r controllerRequest) (*answer, error)
 	case res := <-done:
 		return res.a, res.err
 	case <-ctx.Done():
-		return &answer{}, fmt.Errorf("%w: %w", replica.ErrTimeout, ctx.Err())
+		return &answer{}, fmt.Errorf("%w: %w", replica.ErrRequestTimedOut, ctx.Err())
 	}
 }
 
@@ -870,7 +870,7 @@ func (n *Node) heartbeats(ctx context.Context) {
 			}
 		} else {
 			_, err := n.callControllerOnce(call, &heartbeatRequest{Node: n.cfg.ID, Epoch: n.brokerEpoch, Offline: offline})
-			if errors.Is(err, replica.ErrStaleBrokerEpoch) || errors.Is(err, replica.ErrBrokerNotRegistered) {
+			if errors.Is(err, replica.ErrStaleBrokerEpoch) || errors.Is(err, replica.ErrBrokerIDNotRegistered) {
 				n.brokerEpoch = replica.NoBrokerEpoch
 			}
 		}

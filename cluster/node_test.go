@@ -210,8 +210,8 @@ func (c *testCluster) produce(ctx context.Context, topic string, partition int32
 }
 
 func retriable(err error) bool {
-	return errorsIsAny(err, replica.ErrNotLeader, replica.ErrUnknownPartition, replica.ErrNotEnoughReplicas,
-		replica.ErrNotEnoughReplicasAfterAppend, replica.ErrTimeout, replica.ErrStopped, replica.ErrStorage)
+	return errorsIsAny(err, replica.ErrNotLeaderOrFollower, replica.ErrUnknownTopicOrPartition, replica.ErrNotEnoughReplicas,
+		replica.ErrNotEnoughReplicasAfterAppend, replica.ErrRequestTimedOut, replica.ErrStopped, replica.ErrKafkaStorageError)
 }
 
 func batchOf(t *testing.T, values ...string) []byte {

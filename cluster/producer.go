@@ -125,7 +125,7 @@ func (p *Producer) Produce(ctx context.Context, topic string, partition int32, r
 func (p *Producer) produce(ctx context.Context, topic string, partition int32, b []byte) (replica.ProduceResult, error) {
 	for {
 		res, err := p.n.ProduceAtLeader(ctx, topic, partition, replica.AcksAll, b, p.opts.TransactionalID)
-		retry := errorsIsAny(err, replica.ErrTimeout, replica.ErrNotEnoughReplicas, replica.ErrNotEnoughReplicasAfterAppend)
+		retry := errorsIsAny(err, replica.ErrRequestTimedOut, replica.ErrNotEnoughReplicas, replica.ErrNotEnoughReplicasAfterAppend)
 		if !retry || !p.n.backOff(ctx) {
 			return res, err
 		}

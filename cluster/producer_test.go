@@ -97,7 +97,7 @@ func TestProducerTransactions(t *testing.T) {
 	require.NoError(t, p.Abort(ctx))
 
 	_, err = p.Produce(ctx, "nope", 0, values("c0")...)
-	require.ErrorIs(t, err, replica.ErrUnknownPartition)
+	require.ErrorIs(t, err, replica.ErrUnknownTopicOrPartition)
 	require.ErrorIs(t, err, log.ErrTransactionAbortable)
 	_, err = p.Produce(ctx, "t", 0, values("c0")...)
 	require.ErrorIs(t, err, log.ErrTransactionAbortable, "nothing more in a transaction to abort")

@@ -119,7 +119,7 @@ func (l *replicaLog) Sync() error {
 // epoch its log holds, until the controller moves the epoch on
 // (KAFKA-10527).
 var expectedStepErrors = []error{
-	replica.ErrStale, replica.ErrUnknownPartition, replica.ErrNotLeader,
+	replica.ErrStale, replica.ErrUnknownTopicOrPartition, replica.ErrNotLeaderOrFollower,
 	replica.ErrFencedLeaderEpoch, replica.ErrUnknownLeaderEpoch, replica.ErrStaleBrokerEpoch,
 	replica.ErrStaleControllerEpoch, replica.ErrLeaderEpochReused,
 }

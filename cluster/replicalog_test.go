@@ -98,9 +98,9 @@ func TestFetchForAnUnknownPartitionIsAnswered(t *testing.T) {
 	tr.mu.Unlock()
 	require.True(t, ok)
 	require.Equal(t, replica.Header{From: 1, To: 2, Topic: "t", Partition: 4}, fr.Header)
-	require.Equal(t, []any{uint64(9), replica.CodeUnknownTopicOrPartition, int32(3), int64(17)},
+	require.Equal(t, []any{uint64(9), replica.ErrUnknownTopicOrPartition, int32(3), int64(17)},
 		[]any{fr.ID, fr.Err, fr.LeaderEpoch, fr.FetchOffset})
 	waitFor(t, 5*time.Second, "the replicas to refuse the response for an unknown partition", func() bool {
-		return refused.any(replica.ErrUnknownPartition)
+		return refused.any(replica.ErrUnknownTopicOrPartition)
 	})
 }

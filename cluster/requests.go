@@ -8,8 +8,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/strandlog/strand/assign"
-	"github.com/strandlog/strand/group"
-	"github.com/strandlog/strand/idempotence"
+	"github.com/strandlog/strand/kafkaerr"
 	"github.com/strandlog/strand/replica"
 	"github.com/strandlog/strand/replica/controller"
 )
@@ -453,40 +452,27 @@ func encodeAnswer(a *answer, err error) []byte {
 // code's sentinel errors.Is matches.
 func decodeAnswer(b []byte) (*answer, error) {
 	d := &decoder{b: b}
-	code, msg := replica.Code(d.int()), d.string()
+	code, msg := kafkaerr.Code(d.int()), d.string()
 	a := &answer{BrokerEpoch: d.int(), CanStop: d.bool(), Configs: d.stringMap(), Payload: d.bytes()}
 	if err := d.finish(); err != nil {
 		return nil, fmt.Errorf("%w (an answer)", err)
 	}
-	if code != replica.CodeNone {
+	if code != kafkaerr.None {
 		return a, &RemoteError{Code: code, Message: msg}
 	}
 	return a, nil
 }
 
-// RemoteError is an error another node answered with: its code, whose
-// sentinel error (replica.Code.Err) it matches with errors.Is, and its
+// RemoteError is an error another node answered with: its code, which it
+// matches with errors.Is (every package's sentinel of that code), and its
 // message there.
 type RemoteError struct {
-	Code    replica.Code
+	Code    kafkaerr.Code
 	Message string
 }
 
 func (e *RemoteError) Error() string { return e.Message }
-func (e *RemoteError) Unwrap() error { return e.Code.Err() }
-
-// Is matches the errors of this code of the packages whose errors carry
-// Kafka's codes: idempotence's (a transaction coordinator's answers) and
-// group's, besides replica's, which Unwrap gives.
-func (e *RemoteError) Is(target error) bool {
-	switch t := target.(type) {
-	case *idempotence.Error:
-		return int16(e.Code) == t.Code
-	case *group.Error:
-		return int16(e.Code) == t.Code
-	}
-	return false
-}
+func (e *RemoteError) Unwrap() error { return e.Code }
 
 // ErrUnreachable means a call that got no answer: the node is down, cut
 // off, or slower than the caller's deadline.

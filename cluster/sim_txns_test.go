@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/idempotence"
+	"github.com/strandlog/strand/kafkaerr"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/replica"
 	"github.com/strandlog/strand/segment"
@@ -238,8 +239,8 @@ func (p *simTxnProducer) end(ctx context.Context, s *sim, pe idempotence.Produce
 // errorName is the Kafka name of err's code, or its text up to the
 // first colon.
 func errorName(err error) string {
-	if e, ok := errors.AsType[*idempotence.Error](err); ok {
-		return e.Name
+	if c, ok := errors.AsType[kafkaerr.Code](err); ok {
+		return c.Error()
 	}
 	name, _, _ := strings.Cut(err.Error(), ":")
 	return name

@@ -52,7 +52,7 @@ type txnHost struct{ n *Node }
 func (h txnHost) ReadTxns(partition int32, fn func(idempotence.TxnRecord)) error {
 	p := h.n.partition(controller.TopicPartition{Topic: log.TransactionStateTopic, Partition: partition})
 	if p == nil {
-		return fmt.Errorf("%w: node %d has no replica of %s-%d", replica.ErrUnknownPartition, h.n.cfg.ID, log.TransactionStateTopic, partition)
+		return fmt.Errorf("%w: node %d has no replica of %s-%d", replica.ErrUnknownTopicOrPartition, h.n.cfg.ID, log.TransactionStateTopic, partition)
 	}
 	return log.ReadTxnRecords(p, fn)
 }
@@ -83,10 +83,10 @@ func txnLogError(err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errorsIsAny(err, replica.ErrNotEnoughReplicas, replica.ErrNotEnoughReplicasAfterAppend, replica.ErrTimeout,
-		replica.ErrUnknownPartition, context.DeadlineExceeded):
+	case errorsIsAny(err, replica.ErrNotEnoughReplicas, replica.ErrNotEnoughReplicasAfterAppend, replica.ErrRequestTimedOut,
+		replica.ErrUnknownTopicOrPartition, context.DeadlineExceeded):
 		return fmt.Errorf("%w: %w", idempotence.ErrCoordinatorNotAvailable, err)
-	case errorsIsAny(err, replica.ErrNotLeader, replica.ErrStorage, replica.ErrStopped, replica.ErrFailed,
+	case errorsIsAny(err, replica.ErrNotLeaderOrFollower, replica.ErrKafkaStorageError, replica.ErrStopped, replica.ErrFailed,
 		context.Canceled, ErrClosed):
 		return fmt.Errorf("%w: %w", idempotence.ErrNotCoordinator, err)
 	case errors.Is(err, replica.ErrMessageTooLarge):
@@ -113,7 +113,7 @@ func (h txnHost) WriteMarker(ctx context.Context, m idempotence.MarkerRequest) e
 	req := &markerRequest{Topic: m.Partition.Topic, Partition: m.Partition.Partition, LeaderEpoch: p.LeaderEpoch, Batch: b}
 	switch leader := n.liveLeader(m.Partition.Topic, m.Partition.Partition); leader {
 	case replica.NoNode:
-		return fmt.Errorf("%w: %s-%d has no live leader", replica.ErrNotLeader, m.Partition.Topic, m.Partition.Partition)
+		return fmt.Errorf("%w: %s-%d has no live leader", replica.ErrNotLeaderOrFollower, m.Partition.Topic, m.Partition.Partition)
 	case n.cfg.ID:
 		return req.serve(ctx, n)
 	default:
@@ -174,7 +174,7 @@ func (n *Node) NewProducerID() (int64, error) {
 		return 0, err
 	}
 	if id >= 1<<producerIDBits {
-		return 0, fmt.Errorf("%w: node %d has handed out all its producer ids", replica.ErrStorage, n.cfg.ID)
+		return 0, fmt.Errorf("%w: node %d has handed out all its producer ids", replica.ErrKafkaStorageError, n.cfg.ID)
 	}
 	return int64(n.cfg.ID)<<producerIDBits | id, nil
 }
@@ -272,7 +272,7 @@ func (n *Node) askCoordinatorOnce(ctx context.Context, req *txnAddRequest, unava
 		_, err = n.call(ctx, c, req)
 	}
 	if errorsIsAny(err, idempotence.ErrCoordinatorNotAvailable, idempotence.ErrNotCoordinator,
-		idempotence.ErrCoordinatorLoadInProgress, replica.ErrTimeout, ErrUnreachable) {
+		idempotence.ErrCoordinatorLoadInProgress, replica.ErrRequestTimedOut, ErrUnreachable) {
 		return fmt.Errorf("%w: the coordinator of %q: %w", unavailable, req.TxnID, err)
 	}
 	return err
@@ -309,7 +309,7 @@ func (r *txnAddRequest) serve(_ context.Context, n *Node) error {
 		return n.txns.Verify(r.TxnID, producer, tp)
 	}
 	if n.Metadata().Partition(r.Topic, r.Partition) == nil {
-		return fmt.Errorf("%w: %s-%d", replica.ErrUnknownPartition, r.Topic, r.Partition)
+		return fmt.Errorf("%w: %s-%d", replica.ErrUnknownTopicOrPartition, r.Topic, r.Partition)
 	}
 	return n.txns.AddPartitions(r.TxnID, producer, tp)
 }
@@ -345,7 +345,7 @@ func (r *markerRequest) decode(d *decoder) {
 // NOT_LEADER_OR_FOLLOWER: the coordinator looks the leader up again.
 func (r *markerRequest) serve(ctx context.Context, n *Node) error {
 	if p := n.Metadata().Partition(r.Topic, r.Partition); p == nil || p.Leader != n.cfg.ID || p.LeaderEpoch != r.LeaderEpoch {
-		return fmt.Errorf("%w: node %d does not lead %s-%d in epoch %d", replica.ErrNotLeader, n.cfg.ID, r.Topic, r.Partition, r.LeaderEpoch)
+		return fmt.Errorf("%w: node %d does not lead %s-%d in epoch %d", replica.ErrNotLeaderOrFollower, n.cfg.ID, r.Topic, r.Partition, r.LeaderEpoch)
 	}
 	b := segment.Batch(r.Batch)
 	if !b.Control() {

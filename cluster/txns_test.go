@@ -160,8 +160,8 @@ func TestNodeMarkersOnlyAtTheLeaderInItsEpoch(t *testing.T) {
 	marker := func(n *Node, leaderEpoch int32) error {
 		return (&markerRequest{Topic: "t", Partition: 0, LeaderEpoch: leaderEpoch, Batch: stale}).serve(ctx, n)
 	}
-	require.ErrorIs(t, marker(follower, p.LeaderEpoch), replica.ErrNotLeader, "at a follower")
-	require.ErrorIs(t, marker(leader, p.LeaderEpoch+1), replica.ErrNotLeader, "in another leader epoch")
+	require.ErrorIs(t, marker(follower, p.LeaderEpoch), replica.ErrNotLeaderOrFollower, "at a follower")
+	require.ErrorIs(t, marker(leader, p.LeaderEpoch+1), replica.ErrNotLeaderOrFollower, "in another leader epoch")
 	require.ErrorIs(t, marker(leader, p.LeaderEpoch), idempotence.ErrInvalidProducerEpoch, "of an epoch older than the producer's")
 }
 
@@ -175,12 +175,12 @@ func TestTxnLogErrorsMapAsKafkas(t *testing.T) {
 	}{
 		{replica.ErrNotEnoughReplicas, idempotence.ErrCoordinatorNotAvailable},
 		{replica.ErrNotEnoughReplicasAfterAppend, idempotence.ErrCoordinatorNotAvailable},
-		{replica.ErrTimeout, idempotence.ErrCoordinatorNotAvailable},
+		{replica.ErrRequestTimedOut, idempotence.ErrCoordinatorNotAvailable},
 		{context.DeadlineExceeded, idempotence.ErrCoordinatorNotAvailable},
-		{replica.ErrUnknownPartition, idempotence.ErrCoordinatorNotAvailable},
+		{replica.ErrUnknownTopicOrPartition, idempotence.ErrCoordinatorNotAvailable},
 		{&replica.NotLeaderError{Leader: 2}, idempotence.ErrNotCoordinator},
 		{replica.ErrStopped, idempotence.ErrNotCoordinator},
-		{replica.ErrStorage, idempotence.ErrNotCoordinator},
+		{replica.ErrKafkaStorageError, idempotence.ErrNotCoordinator},
 		{context.Canceled, idempotence.ErrNotCoordinator}, // the coordinator closing
 		{ErrClosed, idempotence.ErrNotCoordinator},
 		{replica.ErrMessageTooLarge, idempotence.ErrUnknownServerError},

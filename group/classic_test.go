@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/strandlog/strand/kafkaerr"
 )
 
 // The rules of Kafka's classic group protocol (ClassicGroup and
@@ -22,7 +24,7 @@ func TestClassicGroupRules(t *testing.T) {
 			h := newHarness(t, Config{})
 			r := h.joined(h.join(joinReq("g", "")))
 			require.ErrorIs(t, r.Err, ErrMemberIDRequired)
-			assert.Equal(t, int16(79), Code(r.Err))
+			assert.Equal(t, kafkaerr.Code(79), kafkaerr.CodeOf(r.Err))
 			assert.True(t, strings.HasPrefix(r.MemberID, "client-"), r.MemberID)
 			g := h.group("g")
 			assert.Equal(t, Empty, g.state)
@@ -390,7 +392,7 @@ func TestClassicGroupRules(t *testing.T) {
 				req.SessionTimeout = d
 				r := h.joined(h.join(req))
 				assert.ErrorIs(t, r.Err, ErrInvalidSessionTimeout, "%v", d)
-				assert.Equal(t, int16(26), Code(r.Err))
+				assert.Equal(t, kafkaerr.Code(26), kafkaerr.CodeOf(r.Err))
 			}
 			assert.Empty(t, h.c.groups)
 			assert.Empty(t, h.log)

@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strandlog/strand/assign"
 	"github.com/stretchr/testify/require"
+
+	"github.com/strandlog/strand/assign"
 )
 
 // memberChurn is what the members of TestConsumerMembersChurn saw, checked as they

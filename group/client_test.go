@@ -12,11 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/strandlog/strand/assign"
 	"github.com/strandlog/strand/idempotence"
+	"github.com/strandlog/strand/kafkaerr"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/segment"
-	"github.com/stretchr/testify/require"
 )
 
 // consumerEnv is a Dir on a MemFS with a Service whose sessions may be short.
@@ -173,9 +175,9 @@ func TestConsumerRejectsBadOptions(t *testing.T) {
 			c, err := NewConsumer(e.s, e.d, tc.opts)
 			require.ErrorIs(t, err, tc.want)
 			require.Nil(t, c)
-			var kafka *Error
+			var kafka kafkaerr.Code
 			if errors.As(tc.want, &kafka) {
-				require.Equal(t, kafka.Code, Code(err))
+				require.Equal(t, kafka, kafkaerr.CodeOf(err))
 			}
 		})
 	}

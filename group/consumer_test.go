@@ -57,7 +57,7 @@ func TestConsumerGroupHeartbeat(t *testing.T) {
 		good := ConsumerGroupHeartbeatRequest{GroupID: "g", RebalanceTimeout: time.Minute, SubscribedTopicNames: []string{"t"}, Owned: &Assignment{}}
 		bad := []struct {
 			change func(*ConsumerGroupHeartbeatRequest)
-			want   *Error
+			want   error
 		}{
 			{func(r *ConsumerGroupHeartbeatRequest) { r.RebalanceTimeout = 0 }, ErrInvalidRequest},
 			{func(r *ConsumerGroupHeartbeatRequest) { r.SubscribedTopicNames = nil }, ErrInvalidRequest},

@@ -8,9 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strandlog/strand/assign"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/strandlog/strand/assign"
+	"github.com/strandlog/strand/kafkaerr"
 )
 
 // classicJoin is a Kafka consumer's JoinGroup speaking the classic
@@ -113,7 +115,9 @@ func (h *harness) beat(group string, c *classicClient) error {
 	return err
 }
 
-func errorsIs(err error, target *Error) bool { return err != nil && Code(err) == target.Code }
+func errorsIs(err error, target kafkaerr.Code) bool {
+	return err != nil && kafkaerr.CodeOf(err) == target
+}
 
 // classicStable builds a Stable classic group of n consumers speaking the
 // classic protocol; its leader splits t's six partitions round robin.

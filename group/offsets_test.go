@@ -22,7 +22,7 @@ func TestOffsetCommitValidation(t *testing.T) {
 		name  string
 		setup func(h *harness) []string // returns member ids, leader first
 		req   func(ids []string) OffsetCommitRequest
-		want  *Error // nil: accepted
+		want  error // nil: accepted
 	}{
 		{"a commit without generation to a missing group creates a simple group",
 			func(h *harness) []string { return nil },

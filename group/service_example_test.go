@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/strandlog/strand/group"
+	"github.com/strandlog/strand/kafkaerr"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/segment"
 )
@@ -66,7 +67,7 @@ func ExampleService_TxnCommitOffsets() {
 		r, _ := s.OffsetFetch(ctx, group.OffsetFetchRequest{GroupID: "billing", RequireStable: true,
 			Topics: []group.OffsetFetchTopic{{Name: "orders", Partitions: []int32{0}}}})
 		if f := r.Topics[0].Partitions[0]; f.Err != nil {
-			fmt.Println("orders-0:", group.Code(f.Err), "(retry later)")
+			fmt.Println("orders-0:", kafkaerr.CodeOf(f.Err), "(retry later)")
 		} else {
 			fmt.Println("orders-0 committed", f.Offset)
 		}
@@ -79,7 +80,7 @@ func ExampleService_TxnCommitOffsets() {
 	_ = s.EndTxn(ctx, producer, false)
 	fetch()
 	// Output:
-	// orders-0: 88 (retry later)
+	// orders-0: UNSTABLE_OFFSET_COMMIT (retry later)
 	// orders-0 committed 7
 	// orders-0 committed 7
 }

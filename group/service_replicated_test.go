@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/strandlog/strand/idempotence"
+	"github.com/strandlog/strand/kafkaerr"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/segment"
 )
@@ -140,7 +141,7 @@ func TestServiceReplicatedPartitionLoadingAnswersLoadInProgress(t *testing.T) {
 	go func() { loaded <- s.Follow(0, 1) }()
 	require.Eventually(t, func() bool {
 		_, err := s.OffsetFetch(ctx, OffsetFetchRequest{GroupID: "g"})
-		return errors.Is(err, ErrCoordinatorLoadInProgress) && Code(err) == ErrCoordinatorLoadInProgress.Code
+		return errors.Is(err, ErrCoordinatorLoadInProgress) && kafkaerr.CodeOf(err) == ErrCoordinatorLoadInProgress
 	}, 5*time.Second, time.Millisecond, "COORDINATOR_LOAD_IN_PROGRESS while the partition loads")
 
 	mu.Lock()
@@ -302,7 +303,7 @@ func TestServiceReplicatedAppendFailureKeepsTheGroups(t *testing.T) {
 	f.fail(fmt.Errorf("replica %s-0: ISR [1] below min.insync.replicas 2: %w", OffsetsTopic, ErrNotEnoughReplicas))
 	err := serviceCommit(ctx, s, "g", member, gen, "t", 0, 8)
 	require.ErrorIs(t, err, ErrCoordinatorNotAvailable)
-	require.Equal(t, ErrCoordinatorNotAvailable.Code, Code(err), "the code the client sees")
+	require.Equal(t, ErrCoordinatorNotAvailable, kafkaerr.CodeOf(err), "the code the client sees")
 	require.ErrorIs(t, err, ErrNotEnoughReplicas, "the cause is kept")
 
 	hb, err := s.Heartbeat(ctx, HeartbeatRequest{GroupID: "g", GenerationID: gen, MemberID: member})
@@ -351,10 +352,10 @@ func TestServiceReplicatedAppendErrorsMapAsKafkas(t *testing.T) {
 	s, f, member, gen := openFailingGroup(t)
 	for i, c := range []struct {
 		cause error
-		want  *Error
+		want  error
 	}{
 		{ErrNotEnoughReplicas, ErrCoordinatorNotAvailable},
-		{&Error{Code: 19, Name: "an application's NOT_ENOUGH_REPLICAS"}, ErrCoordinatorNotAvailable},
+		{fmt.Errorf("an application's NOT_ENOUGH_REPLICAS: %w", kafkaerr.Code(19)), ErrCoordinatorNotAvailable},
 		{ErrNotEnoughReplicasAfterAppend, ErrCoordinatorNotAvailable},
 		{ErrRequestTimedOut, ErrCoordinatorNotAvailable},
 		{context.DeadlineExceeded, ErrCoordinatorNotAvailable},
@@ -368,7 +369,7 @@ func TestServiceReplicatedAppendErrorsMapAsKafkas(t *testing.T) {
 	} {
 		f.fail(fmt.Errorf("append: %w", c.cause))
 		err := serviceCommit(ctx, s, "g", member, gen, "t", 0, int64(i))
-		require.Equal(t, c.want.Code, Code(err), "%v: %v", c.cause, err)
+		require.Equal(t, kafkaerr.CodeOf(c.want), kafkaerr.CodeOf(err), "%v: %v", c.cause, err)
 		require.ErrorIs(t, err, c.cause)
 		f.fail(nil)
 		hb, err := s.Heartbeat(ctx, HeartbeatRequest{GroupID: "g", GenerationID: gen, MemberID: member})
@@ -443,7 +444,7 @@ func TestServiceReplicatedServesOnlyCommittedOffsets(t *testing.T) {
 	require.NoError(t, s.Follow(0, 1))
 	_, err = fetch()
 	require.ErrorIs(t, err, ErrCoordinatorLoadInProgress, "offset 8 is not committed: the coordinator waits")
-	require.Equal(t, ErrCoordinatorLoadInProgress.Code, Code(err))
+	require.Equal(t, ErrCoordinatorLoadInProgress, kafkaerr.CodeOf(err))
 	require.ErrorIs(t, commit(9), ErrCoordinatorLoadInProgress, "no commit either")
 
 	// The new leader never had it: this replica follows and truncates.

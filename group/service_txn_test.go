@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/strandlog/strand/kafkaerr"
 )
 
 // fetchOne reads the committed offset of t-0 for group g.
@@ -89,7 +91,7 @@ func TestServiceTxnCommitFencesAnOldEpoch(t *testing.T) {
 
 	r := txnCommit(t, s, Producer{ID: 3, Epoch: 0}, 2)
 	assert.ErrorIs(t, r.Err, ErrProducerFenced)
-	assert.Equal(t, int16(90), Code(r.Err))
+	assert.Equal(t, kafkaerr.Code(90), kafkaerr.CodeOf(r.Err))
 	require.NoError(t, txnCommit(t, s, Producer{ID: 3, Epoch: 1}, 3).Err, "the current epoch commits")
 	require.NoError(t, s.EndTxn(ctx, Producer{ID: 3, Epoch: 1}, true))
 	assert.Equal(t, int64(3), fetchOne(t, s, true).Offset)

@@ -27,7 +27,7 @@
 //     TRANSACTION_COORDINATOR_FENCED; a control batch from a client is
 //     INVALID_RECORD.
 //
-// Errors wrap *Error values that carry Kafka's code and name. Batches copied
+// Errors wrap kafkaerr codes, Kafka's, named as Kafka names them. Batches copied
 // by a follower or replayed on recovery use OriginReplication and are never
 // refused. Everything is deterministic: time is passed in, in milliseconds.
 //

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/strandlog/strand/idempotence"
+	"github.com/strandlog/strand/kafkaerr"
 )
 
 // A producer's retry of a batch the partition already appended is answered
@@ -21,10 +22,10 @@ func Example() {
 		b := idempotence.BatchInfo{ProducerID: 7, ProducerEpoch: 0, BaseSequence: first,
 			BaseOffset: base, LastOffset: base + int64(last-first), MaxTimestamp: 1000}
 		a, err := state.Validate(idempotence.OriginClient, b)
-		var kerr *idempotence.Error
+		var kerr kafkaerr.Code
 		switch {
 		case errors.As(err, &kerr):
-			fmt.Printf("sequences %d-%d: error %d %s\n", first, last, kerr.Code, kerr.Name)
+			fmt.Printf("sequences %d-%d: error %d %s\n", first, last, kerr, kerr)
 		case a.Duplicate != nil:
 			fmt.Printf("sequences %d-%d: duplicate of offsets %d-%d\n", first, last, a.Duplicate.FirstOffset(), a.Duplicate.LastOffset)
 		default:

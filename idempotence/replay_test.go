@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/strandlog/strand/kafkaerr"
 	"github.com/strandlog/strand/vfs"
 )
 
@@ -238,7 +239,7 @@ func TestCoordinatorReplayEqualsLive(t *testing.T) {
 				}
 			}
 			if err != nil && !errors.Is(err, errPowerCut) {
-				var kerr *Error
+				var kerr kafkaerr.Code
 				require.ErrorAs(t, err, &kerr, "run %d: an error that is not Kafka's", run)
 				refused++
 			} else if err == nil && s.ProducerEpoch >= 0 && s.ProducerID > 0 {

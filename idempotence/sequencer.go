@@ -212,7 +212,7 @@ func (s *Sequencer) bump(p *partitionSequence) {
 }
 
 // Answer takes the answer to sending b: err is nil if the partition
-// appended it, the error it answered with (an *Error, matched with
+// appended it, the error it answered with (a kafkaerr.Code, matched with
 // errors.Is), or a transport error; retriable says whether err may pass
 // if b is sent again (Kafka's RetriableException: a timeout, a leader
 // change). It returns what to do with b.

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/strandlog/strand/kafkaerr"
 )
 
 const maxSeq = math.MaxInt32
@@ -128,7 +130,7 @@ func TestSequenceRules(t *testing.T) {
 				require.Equal(t, tc.dupOffsets, [2]int64{a.Duplicate.FirstOffset(), a.Duplicate.LastOffset})
 			default:
 				require.ErrorIs(t, err, tc.want)
-				var kerr *Error
+				var kerr kafkaerr.Code
 				require.ErrorAs(t, err, &kerr)
 			}
 			if tc.want != nil {

@@ -14,15 +14,20 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/idempotence"
+	"github.com/strandlog/strand/kafkaerr"
 	"github.com/strandlog/strand/segment"
 	"github.com/strandlog/strand/vfs"
 )
 
 // Errors returned by a Log. Errors from the layers below (segment.ErrCorrupt
 // and friends, file-system errors) are wrapped, so errors.Is finds them too.
+// Those a Kafka broker answers with a code carry it (kafkaerr.CodeOf).
 var (
-	// ErrClosed is returned by every method of a closed log.
-	ErrClosed = errors.New("log: closed")
+	// ErrClosed is returned by every method of a closed log. Its code is
+	// NOT_LEADER_OR_FOLLOWER: a log closes under a request only when its
+	// partition is deleted or moved, or its broker stops, and the client
+	// then looks the leader up again.
+	ErrClosed = kafkaerr.New(kafkaerr.ErrNotLeaderOrFollower, "log: closed")
 
 	// ErrInvalidOption means an Options field is out of range; the message
 	// names the field and the allowed range.
@@ -30,15 +35,15 @@ var (
 
 	// ErrOffsetOutOfRange means an offset lies outside the log; the error
 	// is an *OffsetOutOfRangeError carrying the bounds.
-	ErrOffsetOutOfRange = errors.New("log: offset out of range")
+	ErrOffsetOutOfRange = kafkaerr.New(kafkaerr.ErrOffsetOutOfRange, "log: offset out of range")
 
 	// ErrFailed means a sync failed: what was written since the last good
 	// sync may or may not be durable, so the log refuses further appends.
 	// Reopening it recovers what is on disk.
-	ErrFailed = errors.New("log: failed")
+	ErrFailed = kafkaerr.New(kafkaerr.ErrKafkaStorageError, "log: failed")
 
 	// ErrStaleEpoch means a leader epoch lower than the current one.
-	ErrStaleEpoch = errors.New("log: stale leader epoch")
+	ErrStaleEpoch = kafkaerr.New(kafkaerr.ErrFencedLeaderEpoch, "log: stale leader epoch")
 
 	// ErrCorrupt is segment.ErrCorrupt, for convenience: data that was made
 	// durable does not read back as valid batches.

@@ -6,22 +6,24 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/strandlog/strand/kafkaerr"
 	"github.com/strandlog/strand/segment"
 )
 
-// Errors of a data directory (Dir).
+// Errors of a data directory (Dir); those a Kafka broker answers with a
+// code carry it (kafkaerr.CodeOf).
 var (
 	// ErrUnknownTopic means no topic of that name exists.
-	ErrUnknownTopic = errors.New("log: unknown topic")
+	ErrUnknownTopic = kafkaerr.New(kafkaerr.ErrUnknownTopicOrPartition, "log: unknown topic")
 	// ErrTopicExists means a topic of that name already exists.
-	ErrTopicExists = errors.New("log: topic already exists")
+	ErrTopicExists = kafkaerr.New(kafkaerr.ErrTopicAlreadyExists, "log: topic already exists")
 	// ErrInvalidTopic means a topic name breaks Kafka's rules.
-	ErrInvalidTopic = errors.New("log: invalid topic name")
+	ErrInvalidTopic = kafkaerr.New(kafkaerr.ErrInvalidTopicException, "log: invalid topic name")
 	// ErrUnknownPartition means a partition number outside the topic.
-	ErrUnknownPartition = errors.New("log: unknown partition")
+	ErrUnknownPartition = kafkaerr.New(kafkaerr.ErrUnknownTopicOrPartition, "log: unknown partition")
 	// ErrStalePartition means a Partition handle of a deleted topic: even
 	// if a topic of the same name exists now, the handle names the old one.
-	ErrStalePartition = errors.New("log: stale partition handle")
+	ErrStalePartition = kafkaerr.New(kafkaerr.ErrUnknownTopicOrPartition, "log: stale partition handle")
 	// ErrDirLocked means another Dir (or a Log), of this process or
 	// another, has the data directory open; the message says which
 	// process.
@@ -31,11 +33,11 @@ var (
 	ErrStray = errors.New("log: folder in the data directory not owned by the topic")
 	// ErrBadTopicConfig means a topic's configuration file in the data
 	// directory cannot be read or used; the message names the file.
-	ErrBadTopicConfig = errors.New("log: bad topic configuration")
+	ErrBadTopicConfig = kafkaerr.New(kafkaerr.ErrInvalidConfig, "log: bad topic configuration")
 	// ErrKeyRequired means a record without a key was appended to a
 	// compacted topic, which Kafka refuses too (InvalidRecordException):
 	// compaction keeps the latest record per key, and would delete it.
-	ErrKeyRequired = errors.New("log: compacted topic cannot accept a record without a key")
+	ErrKeyRequired = kafkaerr.New(kafkaerr.ErrInvalidRecord, "log: compacted topic cannot accept a record without a key")
 	// ErrReplicated means a Dir opened with DirOptions.Replicated was asked
 	// to coordinate something itself (Dir.Transactions and what uses it):
 	// under replication, the node's replicated coordinators do that.

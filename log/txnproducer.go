@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/idempotence"
+	"github.com/strandlog/strand/kafkaerr"
 	"github.com/strandlog/strand/segment"
 )
 
@@ -26,7 +27,7 @@ var (
 	// so it cannot commit: the transaction must be aborted (Kafka's
 	// TRANSACTION_ABORTABLE, and its producer's abortable error state).
 	// The error also wraps the record's.
-	ErrTransactionAbortable = &idempotence.Error{Code: 120, Name: "TRANSACTION_ABORTABLE"}
+	ErrTransactionAbortable = kafkaerr.ErrTransactionAbortable
 )
 
 // TransactionalOptions configure a TransactionalProducer.

@@ -195,17 +195,17 @@ func (c *cluster) alterPartition(m *AlterPartition) *AlterPartitionResponse {
 	})
 	switch {
 	case m.LeaderEpoch > ctl.leaderEpoch || m.PartitionEpoch > ctl.partitionEpoch:
-		resp.Err = CodeNotController
+		resp.Err = ErrNotController
 	case m.LeaderEpoch < ctl.leaderEpoch:
-		resp.Err = CodeFencedLeaderEpoch
+		resp.Err = ErrFencedLeaderEpoch
 	case m.From != ctl.leader:
-		resp.Err = CodeInvalidRequest
+		resp.Err = ErrInvalidRequest
 	case m.PartitionEpoch < ctl.partitionEpoch:
-		resp.Err = CodeInvalidUpdateVersion
+		resp.Err = ErrInvalidUpdateVersion
 	case !isSubset || !slices.Contains(isr, ctl.leader):
-		resp.Err = CodeInvalidRequest
+		resp.Err = ErrInvalidRequest
 	case slices.ContainsFunc(isr, func(n NodeID) bool { return slices.Contains(ctl.ineligible, n) }) || stale:
-		resp.Err = CodeIneligibleReplica
+		resp.Err = ErrIneligibleReplica
 	default:
 		ctl.isr = isr
 		ctl.partitionEpoch++

@@ -227,7 +227,7 @@ func (d *Driver) AddPartition(ctx context.Context, cfg Config) error {
 // RemovePartition takes a partition off the node while the driver runs
 // (Node.Remove; Kafka's StopReplica with deletion, for a deleted topic)
 // and reports whether the node had it. The produces waiting on it end
-// with ErrUnknownPartition; its writer drops the writes still queued and
+// with ErrUnknownTopicOrPartition; its writer drops the writes still queued and
 // stops after the one it applies, if any. The application deletes the
 // log after: the partition no longer writes to it but for that one.
 func (d *Driver) RemovePartition(ctx context.Context, topic string, partition int32) (bool, error) {
@@ -241,7 +241,7 @@ func (d *Driver) RemovePartition(ctx context.Context, topic string, partition in
 		for key, ch := range d.waiting {
 			if key.topic == topic && key.partition == partition {
 				delete(d.waiting, key)
-				ch <- ProduceResult{ID: key.id, Err: fmt.Errorf("%w: %s-%d was removed", ErrUnknownPartition, topic, partition)}
+				ch <- ProduceResult{ID: key.id, Err: fmt.Errorf("%w: %s-%d was removed", ErrUnknownTopicOrPartition, topic, partition)}
 			}
 		}
 		if w := d.writers[p]; w != nil {
@@ -257,7 +257,7 @@ func (d *Driver) RemovePartition(ctx context.Context, topic string, partition in
 }
 
 // Status returns a partition's state as the loop has it now
-// (Partition.Status), or ErrUnknownPartition if the node has none. An
+// (Partition.Status), or ErrUnknownTopicOrPartition if the node has none. An
 // application asks it before it acts as the partition's leader, as when
 // it loads a coordinator from the partition: Kafka's coordinators follow
 // their replica's election, not the metadata alone, which a restarted
@@ -267,7 +267,7 @@ func (d *Driver) Status(ctx context.Context, topic string, partition int32) (Sta
 	err := d.call(ctx, func() error {
 		p := d.node.Partition(topic, partition)
 		if p == nil {
-			return fmt.Errorf("%w: %s-%d", ErrUnknownPartition, topic, partition)
+			return fmt.Errorf("%w: %s-%d", ErrUnknownTopicOrPartition, topic, partition)
 		}
 		st = p.Status()
 		return nil

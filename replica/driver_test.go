@@ -103,7 +103,7 @@ func TestDriversReplicate(t *testing.T) {
 	require.Equal(t, RoleFollower, st.Role)
 	require.Equal(t, NodeID(1), st.Leader)
 	_, err = tr.drivers[2].Status(ctx, "payments", 0)
-	require.ErrorIs(t, err, ErrUnknownPartition)
+	require.ErrorIs(t, err, ErrUnknownTopicOrPartition)
 
 	for _, d := range tr.drivers {
 		d.Stop()
@@ -222,7 +222,7 @@ func TestDriverRemovePartition(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, had, "removed already")
 	_, err = tr.drivers[1].Produce(ctx, "orders", 0, AcksAll, batchOf(t, "b"))
-	require.ErrorIs(t, err, ErrUnknownPartition)
+	require.ErrorIs(t, err, ErrUnknownTopicOrPartition)
 
 	l, err := log.Open("/orders-0", log.Options{FS: vfs.NewMem(), ExternalHighWatermark: true, MaxIndexBytes: 1024})
 	require.NoError(t, err)

@@ -470,7 +470,7 @@ func (m *ProduceResult) UnmarshalBinary(b []byte) error {
 	code := Code(d.int16())
 	leader, epoch := d.node(), d.int32()
 	v.Err = code.Err()
-	if code == CodeNotLeaderOrFollower {
+	if code == ErrNotLeaderOrFollower {
 		v.Err = &NotLeaderError{Leader: leader, LeaderEpoch: epoch}
 	}
 	v.BaseOffset = d.int()

@@ -1,10 +1,14 @@
 package replica
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/strandlog/strand/idempotence"
+	"github.com/strandlog/strand/kafkaerr"
 )
 
 // sampleMessages has one message of every kind, with values at the edges
@@ -13,15 +17,15 @@ func sampleMessages() []Message {
 	h := func(from, to NodeID) Header { return Header{From: from, To: to, Topic: "orders.v2", Partition: 7} }
 	return []Message{
 		&Fetch{Header: h(2, 1), ID: math.MaxUint64, CurrentLeaderEpoch: 5, FetchOffset: 1 << 40, LastFetchedEpoch: -1, LogStartOffset: 3, SyncedOffset: 1<<40 - 2, MaxBytes: 1 << 20, MaxWait: 5, BrokerEpoch: math.MaxInt64},
-		&FetchResponse{Header: h(1, 2), ID: 9, Err: CodeNone, Leader: 1, LeaderEpoch: 5, FetchOffset: 10, HighWatermark: 8, LogStartOffset: 0, LogEndOffset: 12,
+		&FetchResponse{Header: h(1, 2), ID: 9, Err: kafkaerr.None, Leader: 1, LeaderEpoch: 5, FetchOffset: 10, HighWatermark: 8, LogStartOffset: 0, LogEndOffset: 12,
 			DivergingEpoch: -1, DivergingEndOffset: -1, Records: []byte("batches")},
-		&FetchResponse{Header: h(1, 2), Err: CodeFencedLeaderEpoch, Leader: NoNode, LeaderEpoch: math.MaxInt32, DivergingEpoch: 3, DivergingEndOffset: math.MaxInt64},
+		&FetchResponse{Header: h(1, 2), Err: ErrFencedLeaderEpoch, Leader: NoNode, LeaderEpoch: math.MaxInt32, DivergingEpoch: 3, DivergingEndOffset: math.MaxInt64},
 		&LeaderAndISR{Header: h(NoNode, 3), BrokerEpoch: 12, ControllerEpoch: 4, Leader: 1, LeaderEpoch: 6, PartitionEpoch: 11,
 			Replicas: []NodeID{1, 2, 3}, ISR: []NodeID{1, 3}, Adding: []NodeID{3}, Removing: nil},
 		&AlterPartition{Header: h(1, NoNode), BrokerEpoch: 7, LeaderEpoch: 6, PartitionEpoch: 11, ISR: []ISRMember{{1, 7}, {2, NoBrokerEpoch}}},
 		&AlterPartition{Header: h(1, NoNode), LeaderEpoch: 6},
-		&AlterPartitionResponse{Header: h(NoNode, 1), Err: CodeNone, Leader: 1, LeaderEpoch: 6, PartitionEpoch: 12, ISR: []NodeID{1, 2}},
-		&AlterPartitionResponse{Header: h(NoNode, 1), Err: CodeInvalidUpdateVersion, Leader: NoNode},
+		&AlterPartitionResponse{Header: h(NoNode, 1), Err: kafkaerr.None, Leader: 1, LeaderEpoch: 6, PartitionEpoch: 12, ISR: []NodeID{1, 2}},
+		&AlterPartitionResponse{Header: h(NoNode, 1), Err: ErrInvalidUpdateVersion, Leader: NoNode},
 		&Produce{Header: h(99, 1), ID: 1, Acks: AcksAll, Timeout: 300, Batch: []byte("a batch")},
 		&ProduceResult{Header: h(1, 99), ID: 1, BaseOffset: 100, LastOffset: 109},
 		&ProduceResult{Header: h(1, 99), ID: 2, Err: &NotLeaderError{Leader: 3, LeaderEpoch: 7}},
@@ -104,15 +108,14 @@ func TestDecodingRejectsBadInput(t *testing.T) {
 }
 
 func TestCodesAndErrors(t *testing.T) {
-	require.NoError(t, CodeNone.Err())
-	require.Equal(t, CodeNone, CodeOf(nil))
-	for code, e := range byCode {
-		require.Same(t, e, code.Err())
-		require.Equal(t, code, CodeOf(e))
-	}
-	require.Equal(t, CodeNotLeaderOrFollower, CodeOf(&NotLeaderError{Leader: 2}))
-	require.ErrorIs(t, &NotLeaderError{Leader: 2}, ErrNotLeader)
-	require.Equal(t, CodeStorageError, CodeOf(ErrFailed), "an error without a code is a storage error on the wire")
+	require.NoError(t, kafkaerr.None.Err())
+	require.Equal(t, kafkaerr.None, CodeOf(nil))
+	require.Equal(t, ErrFencedLeaderEpoch, CodeOf(fmt.Errorf("fetch at epoch 3: %w", ErrFencedLeaderEpoch.Err())))
+	require.Equal(t, idempotence.ErrOutOfOrderSequence, CodeOf(fmt.Errorf("produce: %w", idempotence.ErrOutOfOrderSequence)),
+		"a producer-state refusal goes on the wire with its own code")
+	require.Equal(t, ErrNotLeaderOrFollower, CodeOf(&NotLeaderError{Leader: 2}))
+	require.ErrorIs(t, &NotLeaderError{Leader: 2}, ErrNotLeaderOrFollower)
+	require.Equal(t, ErrKafkaStorageError, CodeOf(ErrFailed), "an error without a code is a storage error on the wire")
 	unknown := Code(999).Err()
 	require.Equal(t, Code(999), CodeOf(unknown))
 	require.ErrorContains(t, unknown, "999")

@@ -4,159 +4,64 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/strandlog/strand/idempotence"
+	"github.com/strandlog/strand/kafkaerr"
 )
 
-// Code is an error code on the wire. The values are Kafka's
-// (org.apache.kafka.common.protocol.Errors), so that an application that
-// speaks Kafka's protocol can pass them through.
-type Code int16
+// Code is an error code on the wire: Kafka's (kafkaerr), so that an
+// application that speaks Kafka's protocol passes it through, and an
+// error itself, so that a message's code is matched with errors.Is.
+type Code = kafkaerr.Code
 
-// The codes the replication protocol uses.
+// The protocol errors of replication and of the controller (package
+// replica/controller), by Kafka's names.
 const (
-	CodeNone                         Code = 0
-	CodeOffsetOutOfRange             Code = 1
-	CodeCorruptMessage               Code = 2
-	CodeUnknownTopicOrPartition      Code = 3
-	CodeNotLeaderOrFollower          Code = 6
-	CodeRequestTimedOut              Code = 7
-	CodeMessageTooLarge              Code = 10
-	CodeStaleControllerEpoch         Code = 11
-	CodeNotEnoughReplicas            Code = 19
-	CodeNotEnoughReplicasAfterAppend Code = 20
-	CodeInvalidRequiredAcks          Code = 21
-	CodeTopicAlreadyExists           Code = 36
-	CodeInvalidReplicaAssignment     Code = 39
-	CodeInvalidConfig                Code = 40
-	CodeNotController                Code = 41
-	CodeInvalidRequest               Code = 42
-	CodeOutOfOrderSequence           Code = 45
-	CodeInvalidProducerEpoch         Code = 47
-	CodeInvalidTxnState              Code = 48
-	CodeTransactionCoordinatorFenced Code = 52
-	CodeOperationNotAttempted        Code = 55
-	CodeStorageError                 Code = 56
-	CodeFencedLeaderEpoch            Code = 74
-	CodeUnknownLeaderEpoch           Code = 75
-	CodeStaleBrokerEpoch             Code = 77
-	CodePreferredLeaderNotAvailable  Code = 80
-	CodeEligibleLeadersNotAvailable  Code = 83
-	CodeElectionNotNeeded            Code = 84
-	CodeNoReassignmentInProgress     Code = 85
-	CodeInvalidUpdateVersion         Code = 95
-	CodeBrokerIDNotRegistered        Code = 102
-	CodeInvalidRecord                Code = 87
-	CodeIneligibleReplica            Code = 107
-	CodeNewLeaderElected             Code = 108
-)
+	ErrOffsetOutOfRange             = kafkaerr.ErrOffsetOutOfRange
+	ErrCorruptMessage               = kafkaerr.ErrCorruptMessage
+	ErrUnknownTopicOrPartition      = kafkaerr.ErrUnknownTopicOrPartition
+	ErrNotLeaderOrFollower          = kafkaerr.ErrNotLeaderOrFollower
+	ErrRequestTimedOut              = kafkaerr.ErrRequestTimedOut
+	ErrMessageTooLarge              = kafkaerr.ErrMessageTooLarge
+	ErrStaleControllerEpoch         = kafkaerr.ErrStaleControllerEpoch
+	ErrNotEnoughReplicas            = kafkaerr.ErrNotEnoughReplicas
+	ErrNotEnoughReplicasAfterAppend = kafkaerr.ErrNotEnoughReplicasAfterAppend
+	ErrInvalidRequiredAcks          = kafkaerr.ErrInvalidRequiredAcks
+	ErrNotController                = kafkaerr.ErrNotController
+	ErrInvalidRequest               = kafkaerr.ErrInvalidRequest
+	ErrOperationNotAttempted        = kafkaerr.ErrOperationNotAttempted
+	ErrKafkaStorageError            = kafkaerr.ErrKafkaStorageError
+	ErrFencedLeaderEpoch            = kafkaerr.ErrFencedLeaderEpoch
+	ErrUnknownLeaderEpoch           = kafkaerr.ErrUnknownLeaderEpoch
+	ErrInvalidUpdateVersion         = kafkaerr.ErrInvalidUpdateVersion
+	ErrIneligibleReplica            = kafkaerr.ErrIneligibleReplica
 
-// Error is a protocol error: one with a wire Code. The package's sentinel
-// errors of this type are matched with errors.Is; wrapped ones carry detail.
-type Error struct {
-	Code Code
-	name string
-}
-
-func (e *Error) Error() string { return "replica: " + e.name }
-
-// Protocol errors, one per Code.
-var (
-	ErrOffsetOutOfRange             = &Error{CodeOffsetOutOfRange, "offset out of range"}
-	ErrCorruptMessage               = &Error{CodeCorruptMessage, "corrupt message"}
-	ErrUnknownPartition             = &Error{CodeUnknownTopicOrPartition, "unknown topic or partition"}
-	ErrNotLeader                    = &Error{CodeNotLeaderOrFollower, "not leader or follower"}
-	ErrTimeout                      = &Error{CodeRequestTimedOut, "request timed out"}
-	ErrMessageTooLarge              = &Error{CodeMessageTooLarge, "message too large"}
-	ErrStaleControllerEpoch         = &Error{CodeStaleControllerEpoch, "stale controller epoch"}
-	ErrNotEnoughReplicas            = &Error{CodeNotEnoughReplicas, "not enough in-sync replicas"}
-	ErrNotEnoughReplicasAfterAppend = &Error{CodeNotEnoughReplicasAfterAppend, "not enough in-sync replicas after append"}
-	ErrInvalidAcks                  = &Error{CodeInvalidRequiredAcks, "invalid required acks"}
-	ErrNotController                = &Error{CodeNotController, "not controller"}
-	ErrInvalidRequest               = &Error{CodeInvalidRequest, "invalid request"}
-	ErrOperationNotAttempted        = &Error{CodeOperationNotAttempted, "operation not attempted"}
-	ErrStorage                      = &Error{CodeStorageError, "storage error"}
-	ErrFencedLeaderEpoch            = &Error{CodeFencedLeaderEpoch, "fenced leader epoch"}
-	ErrUnknownLeaderEpoch           = &Error{CodeUnknownLeaderEpoch, "unknown leader epoch"}
-	ErrInvalidUpdateVersion         = &Error{CodeInvalidUpdateVersion, "invalid update version"}
-	ErrIneligibleReplica            = &Error{CodeIneligibleReplica, "ineligible replica"}
-
-	// The controller's (package replica/controller).
-	ErrTopicAlreadyExists          = &Error{CodeTopicAlreadyExists, "topic already exists"}
-	ErrInvalidReplicaAssignment    = &Error{CodeInvalidReplicaAssignment, "invalid replica assignment"}
-	ErrInvalidTopicConfig          = &Error{CodeInvalidConfig, "invalid topic config"}
-	ErrStaleBrokerEpoch            = &Error{CodeStaleBrokerEpoch, "stale broker epoch"}
-	ErrPreferredLeaderNotAvailable = &Error{CodePreferredLeaderNotAvailable, "preferred leader not available"}
-	ErrEligibleLeadersNotAvailable = &Error{CodeEligibleLeadersNotAvailable, "eligible leaders not available"}
-	ErrElectionNotNeeded           = &Error{CodeElectionNotNeeded, "election not needed"}
-	ErrBrokerNotRegistered         = &Error{CodeBrokerIDNotRegistered, "broker id not registered"}
-	ErrNoReassignmentInProgress    = &Error{CodeNoReassignmentInProgress, "no reassignment in progress"}
+	ErrTopicAlreadyExists       = kafkaerr.ErrTopicAlreadyExists
+	ErrInvalidReplicaAssignment = kafkaerr.ErrInvalidReplicaAssignment
+	// ErrInvalidTopicConfig is Kafka's INVALID_CONFIG, of a topic's
+	// config; ErrInvalidConfig is a Config of this package's out of range.
+	ErrInvalidTopicConfig          = kafkaerr.ErrInvalidConfig
+	ErrStaleBrokerEpoch            = kafkaerr.ErrStaleBrokerEpoch
+	ErrPreferredLeaderNotAvailable = kafkaerr.ErrPreferredLeaderNotAvailable
+	ErrEligibleLeadersNotAvailable = kafkaerr.ErrEligibleLeadersNotAvailable
+	ErrElectionNotNeeded           = kafkaerr.ErrElectionNotNeeded
+	ErrBrokerIDNotRegistered       = kafkaerr.ErrBrokerIDNotRegistered
+	ErrNoReassignmentInProgress    = kafkaerr.ErrNoReassignmentInProgress
 	// ErrNewLeaderElected answers an AlterPartition that was applied but
 	// moved the lead off its sender (a reassignment it completed removed
 	// it): the sender must wait for the new state.
-	ErrNewLeaderElected = &Error{CodeNewLeaderElected, "new leader elected"}
+	ErrNewLeaderElected = kafkaerr.ErrNewLeaderElected
 )
 
-var byCode = map[Code]*Error{}
-
-func init() {
-	for _, e := range []*Error{
-		ErrOffsetOutOfRange, ErrCorruptMessage, ErrUnknownPartition, ErrNotLeader, ErrTimeout,
-		ErrMessageTooLarge, ErrStaleControllerEpoch, ErrNotEnoughReplicas,
-		ErrNotEnoughReplicasAfterAppend, ErrInvalidAcks, ErrNotController, ErrInvalidRequest,
-		ErrOperationNotAttempted, ErrStorage, ErrFencedLeaderEpoch, ErrUnknownLeaderEpoch,
-		ErrInvalidUpdateVersion, ErrIneligibleReplica, ErrTopicAlreadyExists,
-		ErrInvalidReplicaAssignment, ErrStaleBrokerEpoch, ErrPreferredLeaderNotAvailable,
-		ErrEligibleLeadersNotAvailable, ErrElectionNotNeeded, ErrBrokerNotRegistered, ErrNoReassignmentInProgress,
-		ErrNewLeaderElected, ErrInvalidTopicConfig,
-	} {
-		byCode[e.Code] = e
-	}
-}
-
-// producerErrors are the refusals of a leader's producer-state check
-// (idempotence.State.Validate): they travel as idempotence's own errors,
-// which a broker already maps to Kafka's codes.
-var producerErrors = map[Code]error{}
-
-func init() {
-	for _, e := range []*idempotence.Error{
-		idempotence.ErrOutOfOrderSequence, idempotence.ErrInvalidProducerEpoch, idempotence.ErrInvalidTxnState,
-		idempotence.ErrTransactionCoordinatorFenced, idempotence.ErrInvalidRecord,
-	} {
-		producerErrors[Code(e.Code)] = e
-	}
-}
-
-// Err returns the error of a code: nil for CodeNone, the sentinel for a
-// known code (idempotence's for the producer-state codes), and an *Error
-// naming the number for any other.
-func (c Code) Err() error {
-	if c == CodeNone {
-		return nil
-	}
-	if e, ok := byCode[c]; ok {
-		return e
-	}
-	if e, ok := producerErrors[c]; ok {
-		return e
-	}
-	return &Error{Code: c, name: fmt.Sprintf("error code %d", c)}
-}
-
-// CodeOf returns the wire code of err: CodeNone for nil, the Code of the
-// *Error or *idempotence.Error it wraps, or CodeStorageError for an error
-// this package does not know (most likely from the log).
+// CodeOf returns the wire code of err: None for nil, the Code it wraps,
+// or ErrKafkaStorageError for an error that wraps none (most likely the
+// log's own).
 func CodeOf(err error) Code {
 	if err == nil {
-		return CodeNone
+		return kafkaerr.None
 	}
-	if e, ok := errors.AsType[*Error](err); ok {
-		return e.Code
+	if c, ok := errors.AsType[Code](err); ok {
+		return c
 	}
-	if e, ok := errors.AsType[*idempotence.Error](err); ok {
-		return Code(e.Code)
-	}
-	return CodeStorageError
+	return ErrKafkaStorageError
 }
 
 // Errors that never go on the wire.
@@ -184,7 +89,7 @@ var (
 	ErrFailed = errors.New("replica: failed")
 )
 
-// NotLeaderError is ErrNotLeader with the leader the partition knows, so
+// NotLeaderError is ErrNotLeaderOrFollower with the leader the partition knows, so
 // that a producer can go there. Leader is NoNode if it knows none.
 type NotLeaderError struct {
 	Leader      NodeID
@@ -198,5 +103,5 @@ func (e *NotLeaderError) Error() string {
 	return fmt.Sprintf("replica: not leader (leader is node %d in epoch %d)", e.Leader, e.LeaderEpoch)
 }
 
-// Unwrap makes errors.Is(err, ErrNotLeader) true.
-func (e *NotLeaderError) Unwrap() error { return ErrNotLeader }
+// Unwrap makes errors.Is(err, ErrNotLeaderOrFollower) true.
+func (e *NotLeaderError) Unwrap() error { return ErrNotLeaderOrFollower }

@@ -3,6 +3,7 @@ package replica
 import (
 	"fmt"
 
+	"github.com/strandlog/strand/kafkaerr"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/segment"
 )
@@ -132,9 +133,9 @@ func (p *Partition) stepFetchResponse(m *FetchResponse) error {
 	// life, and would stop it fetching for good.
 	epochOK := m.LeaderEpoch == p.leaderEpoch
 	switch m.Err {
-	case CodeFencedLeaderEpoch:
+	case ErrFencedLeaderEpoch:
 		epochOK = m.LeaderEpoch > p.leaderEpoch
-	case CodeUnknownLeaderEpoch, CodeNotLeaderOrFollower:
+	case ErrUnknownLeaderEpoch, ErrNotLeaderOrFollower:
 		epochOK = true
 	}
 	if p.role != RoleFollower || !p.fl.outstanding || m.ID != p.fl.fetchID || m.From != p.leader ||
@@ -142,7 +143,7 @@ func (p *Partition) stepFetchResponse(m *FetchResponse) error {
 		return fmt.Errorf("%w: fetch response %d from node %d", ErrStale, m.ID, m.From)
 	}
 	var batches []segment.Batch
-	if m.Err == CodeNone && m.DivergingEpoch < 0 {
+	if m.Err == kafkaerr.None && m.DivergingEpoch < 0 {
 		var err error
 		if batches, err = p.checkRecords(m.Records); err != nil {
 			return err
@@ -150,11 +151,11 @@ func (p *Partition) stepFetchResponse(m *FetchResponse) error {
 	}
 	p.fl.outstanding = false
 	switch m.Err {
-	case CodeNone:
-	case CodeFencedLeaderEpoch:
+	case kafkaerr.None:
+	case ErrFencedLeaderEpoch:
 		p.fl.fenced = true
 		return nil
-	case CodeOffsetOutOfRange:
+	case ErrOffsetOutOfRange:
 		p.outOfRange(m)
 		return nil
 	default:

@@ -4,8 +4,10 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/strandlog/strand/vfs"
 	"github.com/stretchr/testify/require"
+
+	"github.com/strandlog/strand/kafkaerr"
+	"github.com/strandlog/strand/vfs"
 )
 
 // KIP-380: a node takes the controller's LeaderAndISR only for the broker
@@ -126,12 +128,12 @@ func TestKIP903AReplacedDiskDoesNotJoinTheISROnItsPreviousLifesFetches(t *testin
 		c.drop = nil
 		resp := c.alterPartition(held)
 		if pre903 {
-			require.Equal(t, CodeNone, resp.Err)
+			require.Equal(t, kafkaerr.None, resp.Err)
 			require.Contains(t, c.ctl.isr, NodeID(2))
 			require.Less(t, c.node(2).log.LogEndOffset(), c.hw(1), "without KIP-903 an ISR member lacks committed records")
 			continue
 		}
-		require.Equal(t, CodeIneligibleReplica, resp.Err)
+		require.Equal(t, ErrIneligibleReplica, resp.Err)
 		require.Equal(t, []NodeID{1, 3}, c.ctl.isr)
 		c.queue = append(c.queue, resp)
 		c.announce(NoNode)

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/strandlog/strand/idempotence"
+	"github.com/strandlog/strand/kafkaerr"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/segment"
 )
@@ -98,7 +99,7 @@ func (p *Partition) becomeLeader(newEpoch bool, oldISR []NodeID) {
 		// Fetches parked in the old epoch are fenced now.
 		for _, f := range p.ld.followers {
 			if f.parked != nil {
-				p.answerFetch(f.parked.req, CodeFencedLeaderEpoch)
+				p.answerFetch(f.parked.req, ErrFencedLeaderEpoch)
 				f.parked = nil
 			}
 		}
@@ -152,7 +153,7 @@ func (p *Partition) forgetRemovedFromISR(oldISR []NodeID) {
 			continue
 		}
 		if f.parked != nil {
-			p.answerFetch(f.parked.req, CodeNone)
+			p.answerFetch(f.parked.req, kafkaerr.None)
 		}
 		nf := newFollower(f.id)
 		nf.brokerEpoch = f.brokerEpoch
@@ -203,7 +204,7 @@ func (p *Partition) resignLeadership() {
 	p.failProduces(&NotLeaderError{Leader: p.leader, LeaderEpoch: p.leaderEpoch})
 	for _, f := range p.ld.followers {
 		if f.parked != nil {
-			p.answerFetch(f.parked.req, CodeNotLeaderOrFollower)
+			p.answerFetch(f.parked.req, ErrNotLeaderOrFollower)
 		}
 	}
 	p.ld = leaderState{}
@@ -252,7 +253,7 @@ func (p *Partition) stepProduce(m *Produce) error {
 // (Partition.appendRecordsToLeader).
 func (p *Partition) checkProduce(m *Produce) error {
 	if !m.Acks.valid() {
-		return fmt.Errorf("%w: acks %d, allowed 0, 1 or -1", ErrInvalidAcks, m.Acks)
+		return fmt.Errorf("%w: acks %d, allowed 0, 1 or -1", ErrInvalidRequiredAcks, m.Acks)
 	}
 	if len(m.Batch) > p.cfg.MaxBatchBytes {
 		return fmt.Errorf("%w: a batch of %d bytes, MaxBatchBytes is %d", ErrMessageTooLarge, len(m.Batch), p.cfg.MaxBatchBytes)
@@ -474,7 +475,7 @@ func (p *Partition) leaderTick() {
 	n := 0
 	for _, w := range p.ld.waiting {
 		if w.req.Acks == AcksAll && p.now >= w.deadline {
-			p.result(w, fmt.Errorf("%w: [%d, %d] not committed in time; it may still be", ErrTimeout, w.base, w.last))
+			p.result(w, fmt.Errorf("%w: [%d, %d] not committed in time; it may still be", ErrRequestTimedOut, w.base, w.last))
 			continue
 		}
 		p.ld.waiting[n] = w
@@ -570,7 +571,7 @@ func (p *Partition) stepAlterPartitionResponse(m *AlterPartitionResponse) error 
 		return fmt.Errorf("%w: no ISR change is pending", ErrStale)
 	}
 	switch m.Err {
-	case CodeNone:
+	case kafkaerr.None:
 		if m.LeaderEpoch != p.leaderEpoch || m.PartitionEpoch <= p.partitionEpoch {
 			return fmt.Errorf("%w: answer for epochs %d/%d, current %d/%d", ErrStale, m.LeaderEpoch, m.PartitionEpoch, p.leaderEpoch, p.partitionEpoch)
 		}
@@ -579,9 +580,9 @@ func (p *Partition) stepAlterPartitionResponse(m *AlterPartitionResponse) error 
 		}
 		p.isr, p.partitionEpoch, p.ld.pending = slices.Clone(m.ISR), m.PartitionEpoch, nil
 		p.leaderProgress()
-	case CodeIneligibleReplica, CodeOperationNotAttempted:
+	case ErrIneligibleReplica, ErrOperationNotAttempted:
 		p.ld.pending = nil // back to the committed state
-	case CodeNotController, CodeRequestTimedOut, CodeUnknownTopicOrPartition:
+	case ErrNotController, ErrRequestTimedOut, ErrUnknownTopicOrPartition:
 		pd.retryAt = p.now + int64(p.cfg.RetryBackoff)
 	default:
 		// Kafka waits for new metadata here. An answer names no request,
@@ -600,15 +601,15 @@ func (p *Partition) stepFetch(m *Fetch) error {
 	case m.FetchOffset < 0 || m.MaxBytes < 0 || m.MaxWait < 0:
 		return fmt.Errorf("%w: fetch offset %d, max bytes %d, max wait %d", ErrInvalidMessage, m.FetchOffset, m.MaxBytes, m.MaxWait)
 	case p.role != RoleLeader:
-		p.answerFetch(m, CodeNotLeaderOrFollower)
+		p.answerFetch(m, ErrNotLeaderOrFollower)
 	case m.CurrentLeaderEpoch < p.leaderEpoch:
-		p.answerFetch(m, CodeFencedLeaderEpoch)
+		p.answerFetch(m, ErrFencedLeaderEpoch)
 	case m.CurrentLeaderEpoch > p.leaderEpoch:
-		p.answerFetch(m, CodeUnknownLeaderEpoch)
+		p.answerFetch(m, ErrUnknownLeaderEpoch)
 	default:
 		i := slices.IndexFunc(p.ld.followers, func(f *follower) bool { return f.id == m.From })
 		if i < 0 {
-			p.answerFetch(m, CodeUnknownLeaderEpoch)
+			p.answerFetch(m, ErrUnknownLeaderEpoch)
 			return nil
 		}
 		f, err := p.fetchingFollower(i, m)
@@ -671,15 +672,15 @@ func (p *Partition) serveFetch(m *Fetch, f *follower) {
 		epoch, end, err := p.cfg.Log.EndOffsetForEpoch(m.LastFetchedEpoch)
 		switch {
 		case err != nil:
-			resp.Err = CodeStorageError
+			resp.Err = ErrKafkaStorageError
 		case epoch == log.UndefinedEpoch || end == log.UndefinedEpochOffset, m.FetchOffset < p.logStart:
-			resp.Err = CodeOffsetOutOfRange
+			resp.Err = ErrOffsetOutOfRange
 		case epoch < m.LastFetchedEpoch || end < m.FetchOffset:
 			// The follower's log diverged: it truncates, and its state
 			// here stays as it was.
 			resp.DivergingEpoch, resp.DivergingEndOffset = epoch, end
 		}
-		if resp.Err != CodeNone || resp.DivergingEpoch >= 0 {
+		if resp.Err != kafkaerr.None || resp.DivergingEpoch >= 0 {
 			p.send(resp)
 			return
 		}
@@ -690,9 +691,9 @@ func (p *Partition) serveFetch(m *Fetch, f *follower) {
 	}
 	records, err := p.read(m.FetchOffset, maxBytes)
 	if err != nil {
-		resp.Err = CodeStorageError
+		resp.Err = ErrKafkaStorageError
 		if oor, ok := errors.AsType[*log.OffsetOutOfRangeError](err); ok {
-			resp.Err, resp.LogStartOffset, resp.LogEndOffset = CodeOffsetOutOfRange, oor.Start, oor.End
+			resp.Err, resp.LogStartOffset, resp.LogEndOffset = ErrOffsetOutOfRange, oor.Start, oor.End
 		}
 		p.send(resp)
 		return

@@ -89,12 +89,12 @@ type Fetch struct {
 type FetchResponse struct {
 	Header
 	ID uint64
-	// Err is CodeNone or the reason nothing was read:
-	// CodeFencedLeaderEpoch, CodeUnknownLeaderEpoch,
-	// CodeNotLeaderOrFollower, CodeOffsetOutOfRange.
+	// Err is kafkaerr.None or the reason nothing was read:
+	// ErrFencedLeaderEpoch, ErrUnknownLeaderEpoch,
+	// ErrNotLeaderOrFollower, ErrOffsetOutOfRange.
 	Err Code
 	// Leader and LeaderEpoch are the leader's view, for a follower told
-	// CodeNotLeaderOrFollower.
+	// ErrNotLeaderOrFollower.
 	Leader      NodeID
 	LeaderEpoch int32
 	// FetchOffset echoes the request.
@@ -192,7 +192,7 @@ type Produce struct {
 	ID   uint64
 	Acks Acks
 	// Timeout is how many ticks an AcksAll produce may wait for the high
-	// watermark before it fails with ErrTimeout; 0 means the partition's
+	// watermark before it fails with ErrRequestTimedOut; 0 means the partition's
 	// Config.ProduceTimeout.
 	Timeout int32
 	Batch   []byte
@@ -209,9 +209,9 @@ type ProduceResult struct {
 	Header
 	ID uint64
 	// Err is nil on success. It is ErrNotEnoughReplicasAfterAppend (the
-	// batch is in the log, but too few replicas have it), ErrTimeout (the
+	// batch is in the log, but too few replicas have it), ErrRequestTimedOut (the
 	// outcome is unknown), a *NotLeaderError (leadership was lost before
-	// the batch was committed) or ErrStorage.
+	// the batch was committed) or ErrKafkaStorageError.
 	Err                    error
 	BaseOffset, LastOffset int64
 	// Duplicate says the batch repeated one of its producer's last five,

@@ -125,7 +125,7 @@ func (n *Node) stepOne(m Message) error {
 	h := m.Head()
 	p := n.Partition(h.Topic, h.Partition)
 	if p == nil {
-		return fmt.Errorf("%w: node %d has no %s-%d", ErrUnknownPartition, n.id, h.Topic, h.Partition)
+		return fmt.Errorf("%w: node %d has no %s-%d", ErrUnknownTopicOrPartition, n.id, h.Topic, h.Partition)
 	}
 	return p.Step(m)
 }

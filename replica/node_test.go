@@ -119,7 +119,7 @@ func TestNodeRefusesBadInput(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidConfig, "a partition twice")
 	_, err = n.Add(Config{ID: 5, Topic: "other", Log: nc.logs[1]["orders"]})
 	require.ErrorIs(t, err, ErrInvalidConfig, "another node's ID")
-	require.ErrorIs(t, n.Step(&Fetch{Header: Header{From: 2, To: 1, Topic: "nope"}}), ErrUnknownPartition)
+	require.ErrorIs(t, n.Step(&Fetch{Header: Header{From: 2, To: 1, Topic: "nope"}}), ErrUnknownTopicOrPartition)
 	require.ErrorIs(t, n.Step(&Batch{Header: Header{From: 2, To: 3}}), ErrInvalidMessage, "a batch for another node")
 
 	// In a batch, a message that fails does not stop the others.

@@ -15,7 +15,7 @@ type Config struct {
 	// ID is this node.
 	ID NodeID
 	// Topic and Partition name the partition; messages for another are
-	// refused with ErrUnknownPartition.
+	// refused with ErrUnknownTopicOrPartition.
 	Topic     string
 	Partition int32
 	// Log is the partition's log, opened with ExternalHighWatermark.
@@ -338,14 +338,14 @@ func (p *Partition) Synced() {
 
 // Fail tells the partition that a write failed: what the log holds is no
 // longer what the partition handed out, so it stops. Produces waiting for
-// a result fail with ErrStorage; Step and Tick do nothing from then on.
+// a result fail with ErrKafkaStorageError; Step and Tick do nothing from then on.
 // Recreate the partition over the reopened log to go on.
 func (p *Partition) Fail(err error) {
 	if p.failed != nil {
 		return
 	}
 	p.failed = fmt.Errorf("%w: %w", ErrFailed, err)
-	p.failProduces(fmt.Errorf("%w: %w", ErrStorage, err))
+	p.failProduces(fmt.Errorf("%w: %w", ErrKafkaStorageError, err))
 	p.writes = nil
 }
 
@@ -364,11 +364,11 @@ func (p *Partition) Tick() {
 }
 
 // Step hands the partition a message addressed to it. A message it cannot
-// use returns an error and changes nothing: ErrUnknownPartition for
+// use returns an error and changes nothing: ErrUnknownTopicOrPartition for
 // another partition, ErrInvalidMessage for contradictory fields, ErrStale
 // for one that no longer matters, ErrStaleControllerEpoch,
 // ErrStaleBrokerEpoch, ErrLeaderEpochReused; a Produce it refuses returns
-// the refusal (a *NotLeaderError, ErrInvalidAcks, ErrNotEnoughReplicas,
+// the refusal (a *NotLeaderError, ErrInvalidRequiredAcks, ErrNotEnoughReplicas,
 // ...) and has no Result.
 func (p *Partition) Step(m Message) error {
 	if m == nil {
@@ -376,7 +376,7 @@ func (p *Partition) Step(m Message) error {
 	}
 	h := m.Head()
 	if h.Topic != p.cfg.Topic || h.Partition != p.cfg.Partition {
-		return fmt.Errorf("%w: %s-%d, this is %s-%d", ErrUnknownPartition, h.Topic, h.Partition, p.cfg.Topic, p.cfg.Partition)
+		return fmt.Errorf("%w: %s-%d, this is %s-%d", ErrUnknownTopicOrPartition, h.Topic, h.Partition, p.cfg.Topic, p.cfg.Partition)
 	}
 	if h.To != p.cfg.ID {
 		return fmt.Errorf("%w: message for node %d stepped on node %d", ErrInvalidMessage, h.To, p.cfg.ID)

@@ -140,7 +140,7 @@ func TestTC14ControllerEpochFencing(t *testing.T) {
 	proposals := release()
 	require.Len(t, proposals, 1)
 	c.queue = slices.DeleteFunc(c.queue, func(m Message) bool { _, ok := m.(*AlterPartition); return ok })
-	require.NoError(t, c.stepOn(1, &AlterPartitionResponse{Header: Header{From: NoNode, To: 1, Topic: testTopic}, Err: CodeNotController}))
+	require.NoError(t, c.stepOn(1, &AlterPartitionResponse{Header: Header{From: NoNode, To: 1, Topic: testTopic}, Err: ErrNotController}))
 	resent := 0
 	c.drop = func(m Message) bool {
 		_, ap := m.(*AlterPartition)
@@ -158,7 +158,7 @@ func TestTC14ControllerEpochFencing(t *testing.T) {
 	// INVALID_UPDATE_VERSION: the proposal waits for new metadata, or
 	// RequestTimeout, since the answer may be a late one to an earlier
 	// proposal.
-	require.NoError(t, c.stepOn(1, &AlterPartitionResponse{Header: Header{From: NoNode, To: 1, Topic: testTopic}, Err: CodeInvalidUpdateVersion}))
+	require.NoError(t, c.stepOn(1, &AlterPartitionResponse{Header: Header{From: NoNode, To: 1, Topic: testTopic}, Err: ErrInvalidUpdateVersion}))
 	p := c.node(1).p
 	require.Equal(t, p.now+int64(p.cfg.RequestTimeout), p.ld.pending.retryAt)
 	c.ctl.partitionEpoch++
@@ -204,7 +204,7 @@ func TestTC15ReassignmentOnThePartition(t *testing.T) {
 	require.NoError(t, c.stepOn(1, &Fetch{Header: Header{From: 2, To: 1, Topic: testTopic}, ID: 9, CurrentLeaderEpoch: c.ctl.leaderEpoch, FetchOffset: 2, LastFetchedEpoch: 1}))
 	c.flush()
 	rs := queued[*FetchResponse](c)
-	require.Equal(t, CodeUnknownLeaderEpoch, rs[len(rs)-1].Err, "a fetch from a removed replica is not served")
+	require.Equal(t, ErrUnknownLeaderEpoch, rs[len(rs)-1].Err, "a fetch from a removed replica is not served")
 	c.queue = nil
 
 	// Remove and re-add 3 within one epoch change: its state starts over.
@@ -248,7 +248,7 @@ func TestLateErrorAnswerToAReplacedProposalIsRetried(t *testing.T) {
 	c.tick(3)
 	require.Len(t, release(), 1, "proposed again in the new partition epoch")
 	dropProposals()
-	require.NoError(t, c.stepOn(1, &AlterPartitionResponse{Header: Header{From: NoNode, To: 1, Topic: testTopic}, Err: CodeInvalidUpdateVersion}))
+	require.NoError(t, c.stepOn(1, &AlterPartitionResponse{Header: Header{From: NoNode, To: 1, Topic: testTopic}, Err: ErrInvalidUpdateVersion}))
 
 	c.tick(25)
 	require.Equal(t, []NodeID{1, 2, 3}, c.ctl.isr)

@@ -39,7 +39,7 @@ func TestTC7FencedAndUnknownLeaderEpoch(t *testing.T) {
 	for _, tc := range []struct {
 		epoch int32
 		want  Code
-	}{{4, CodeFencedLeaderEpoch}, {6, CodeUnknownLeaderEpoch}} {
+	}{{4, ErrFencedLeaderEpoch}, {6, ErrUnknownLeaderEpoch}} {
 		require.NoError(t, c.stepOn(1, &Fetch{Header: Header{From: 3, To: 1, Topic: testTopic}, ID: 77, CurrentLeaderEpoch: tc.epoch, FetchOffset: 5, LastFetchedEpoch: -1}))
 		c.flush()
 		rs := queued[*FetchResponse](c)
@@ -114,7 +114,7 @@ func TestTC7ZombieLeaderNeverCommits(t *testing.T) {
 	require.NoError(t, err)
 	c.tick(40)
 	require.NoError(t, c.result(one).Err, "acks=1 is acknowledged by the zombie alone")
-	require.ErrorIs(t, c.result(all).Err, ErrTimeout, "acks=all never succeeds on a zombie")
+	require.ErrorIs(t, c.result(all).Err, ErrRequestTimedOut, "acks=all never succeeds on a zombie")
 	require.NotNil(t, c.node(1).p.ld.pending, "its ISR shrink is fenced by the controller, every time it asks")
 	require.Equal(t, []NodeID{2, 3}, c.ctl.isr)
 

@@ -59,11 +59,11 @@ func TestStepRefusesBadInput(t *testing.T) {
 		want error
 	}{
 		{"nil", 1, nil, ErrInvalidMessage},
-		{"another partition", 1, &Fetch{Header: Header{From: 2, To: 1, Topic: "other"}}, ErrUnknownPartition},
+		{"another partition", 1, &Fetch{Header: Header{From: 2, To: 1, Topic: "other"}}, ErrUnknownTopicOrPartition},
 		{"another node", 1, &Fetch{Header: h(2, 3)}, ErrInvalidMessage},
 		{"a kind a partition does not take", 1, &ProduceResult{Header: h(2, 1)}, ErrInvalidMessage},
-		{"produce to a follower", 2, &Produce{Header: h(client, 2), Acks: AcksLeader, Batch: batchOf(t, "x")}, ErrNotLeader},
-		{"invalid acks", 1, &Produce{Header: h(client, 1), Acks: 2, Batch: batchOf(t, "x")}, ErrInvalidAcks},
+		{"produce to a follower", 2, &Produce{Header: h(client, 2), Acks: AcksLeader, Batch: batchOf(t, "x")}, ErrNotLeaderOrFollower},
+		{"invalid acks", 1, &Produce{Header: h(client, 1), Acks: 2, Batch: batchOf(t, "x")}, ErrInvalidRequiredAcks},
 		{"MinInsyncReplicas above the replicas", 1, &Produce{Header: h(client, 1), Acks: AcksAll, Batch: batchOf(t, "x")}, ErrNotEnoughReplicas},
 		{"corrupt batch", 1, &Produce{Header: h(client, 1), Acks: AcksLeader, Batch: corrupt}, ErrCorruptMessage},
 		{"garbage batch", 1, &Produce{Header: h(client, 1), Acks: AcksLeader, Batch: []byte("garbage")}, ErrCorruptMessage},
@@ -242,7 +242,7 @@ func TestFollowerIgnoresAFencedAnswerFromItsOwnEpoch(t *testing.T) {
 	fl := c.node(2).p.fl
 	require.True(t, fl.outstanding)
 	err := c.stepOn(2, &FetchResponse{
-		Header: Header{From: 1, To: 2, Topic: testTopic}, ID: fl.fetchID, Err: CodeFencedLeaderEpoch,
+		Header: Header{From: 1, To: 2, Topic: testTopic}, ID: fl.fetchID, Err: ErrFencedLeaderEpoch,
 		Leader: 1, LeaderEpoch: c.ctl.leaderEpoch, FetchOffset: 0, DivergingEpoch: -1, DivergingEndOffset: -1,
 	})
 	require.ErrorIs(t, err, ErrStale)

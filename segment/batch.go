@@ -2,10 +2,11 @@ package segment
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash/crc32"
 	"math"
+
+	"github.com/strandlog/strand/kafkaerr"
 )
 
 // The layout of a RecordBatch v2 header, all fields big-endian. Source:
@@ -57,24 +58,25 @@ const minRecordSize = 7
 
 // Errors returned for malformed or unusable batches. Every error this package
 // returns wraps one of them (or is a *CodecError) so errors.Is can tell them
-// apart; the message says which batch, record or field was wrong.
+// apart; the message says which batch, record or field was wrong. Each
+// carries the Kafka code a broker answers it with (kafkaerr.CodeOf).
 var (
 	// ErrShortBatch means the bytes end before the batch does: more data
 	// may complete it. A log's recovery treats a short batch at the end of
 	// a file as a torn write.
-	ErrShortBatch = errors.New("segment: short batch")
+	ErrShortBatch = kafkaerr.New(kafkaerr.ErrCorruptMessage, "segment: short batch")
 
 	// ErrCorrupt means the bytes cannot be a valid batch: a bad length,
 	// magic or CRC, or records that do not decode.
-	ErrCorrupt = errors.New("segment: corrupt batch")
+	ErrCorrupt = kafkaerr.New(kafkaerr.ErrCorruptMessage, "segment: corrupt batch")
 
 	// ErrBatchTooLarge means a batch, or its decompressed records, exceed
 	// what the format or this package allows (see MaxDecompressedSize).
-	ErrBatchTooLarge = errors.New("segment: batch too large")
+	ErrBatchTooLarge = kafkaerr.New(kafkaerr.ErrMessageTooLarge, "segment: batch too large")
 
 	// ErrInvalidRecords means AppendBatch was given records or options it
 	// cannot encode, such as no records or offsets that do not increase.
-	ErrInvalidRecords = errors.New("segment: invalid records")
+	ErrInvalidRecords = kafkaerr.New(kafkaerr.ErrInvalidRecord, "segment: invalid records")
 )
 
 // castagnoli is the CRC-32C table; hash/crc32 uses the CPU's CRC32

@@ -3,7 +3,6 @@ package segment
 import (
 	"bytes"
 	"compress/gzip"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -11,6 +10,8 @@ import (
 	"sync"
 
 	"github.com/pierrec/lz4/v4"
+
+	"github.com/strandlog/strand/kafkaerr"
 )
 
 // Codec is the compression codec of a batch's records, stored in attribute
@@ -53,7 +54,7 @@ func (c Codec) String() string {
 const MaxDecompressedSize = 64 << 20
 
 // ErrUnsupportedCodec is matched by errors.Is for every *CodecError.
-var ErrUnsupportedCodec = errors.New("segment: unsupported codec")
+var ErrUnsupportedCodec = kafkaerr.New(kafkaerr.ErrUnsupportedCompressionType, "segment: unsupported codec")
 
 // CodecError reports an attempt to compress or decompress records with a
 // codec this package does not implement (snappy, zstd, or an unknown value).

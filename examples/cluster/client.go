@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/assign"
+	"github.com/strandlog/strand/kafkaerr"
 	"github.com/strandlog/strand/replica"
 	"github.com/strandlog/strand/segment"
 )
@@ -45,7 +46,7 @@ func (r *reply) setErr(err error) {
 // err returns the reply's error, matchable with errors.Is against the
 // replica package's sentinel of its code.
 func (r *reply) err() error {
-	if r.Code == replica.CodeNone && r.Error == "" {
+	if r.Code == kafkaerr.None && r.Error == "" {
 		return nil
 	}
 	return &remoteError{Code: r.Code, Msg: r.Error}
@@ -62,7 +63,7 @@ func (e *remoteError) Error() string { return e.Msg }
 // Is matches the replica package's protocol error of the same code.
 func (e *remoteError) Is(target error) bool {
 	var re *replica.Error
-	return errors.As(target, &re) && re.Code == e.Code && e.Code != replica.CodeNone
+	return errors.As(target, &re) && re.Code == e.Code && e.Code != kafkaerr.None
 }
 
 // verifyLine is one partition of a reassignment verify.
@@ -208,7 +209,7 @@ func (c *client) call(ctx context.Context, path string, body any, out *reply) er
 // moved or is being elected, or a node did not answer.
 func retriable(err error) bool {
 	var re *remoteError
-	return !errors.As(err, &re) || errors.Is(err, replica.ErrNotController) || errors.Is(err, replica.ErrNotLeader)
+	return !errors.As(err, &re) || errors.Is(err, replica.ErrNotController) || errors.Is(err, replica.ErrNotLeaderOrFollower)
 }
 
 // callRetry calls the active controller until it answers or ctx ends.
@@ -256,7 +257,7 @@ func (c *client) leaderOf(ctx context.Context, topic string, partition int32) (r
 	}
 	p := md.partition(topic, partition)
 	if p == nil || p.Leader == replica.NoNode {
-		return 0, fmt.Errorf("%w: %s-%d has no leader", replica.ErrNotLeader, topic, partition)
+		return 0, fmt.Errorf("%w: %s-%d has no leader", replica.ErrNotLeaderOrFollower, topic, partition)
 	}
 	return p.Leader, nil
 }

@@ -39,7 +39,7 @@ func TestListOffsetsAfterEveryNodeRestarts(t *testing.T) {
 	for p := range int32(partitions) {
 		for i := range records {
 			res, err := cl.produceTo(ctx, topic, p, "all", fmt.Appendf(nil, "%d-%d", p, i))
-			for errors.Is(err, replica.ErrUnknownPartition) && ctx.Err() == nil {
+			for errors.Is(err, replica.ErrUnknownTopicOrPartition) && ctx.Err() == nil {
 				// The metadata names the leader before it added its replica.
 				time.Sleep(50 * time.Millisecond)
 				res, err = cl.produceTo(ctx, topic, p, "all", fmt.Appendf(nil, "%d-%d", p, i))

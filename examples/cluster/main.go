@@ -261,7 +261,7 @@ func (c *client) produceTo(ctx context.Context, topic string, partition int32, a
 			// A leader named before it added its replica answers
 			// UNKNOWN_TOPIC_OR_PARTITION, which Kafka's clients retry too.
 			p, err = c.produce(ctx, leader, topic, partition, acks, values...)
-			if err == nil || !retriable(err) && !errors.Is(err, replica.ErrUnknownPartition) {
+			if err == nil || !retriable(err) && !errors.Is(err, replica.ErrUnknownTopicOrPartition) {
 				return p, err
 			}
 		}

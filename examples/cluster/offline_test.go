@@ -125,7 +125,7 @@ func TestFullDiskMovesTheLeadAndTheReplicaRecovers(t *testing.T) {
 func produceAck(ctx context.Context, t *testing.T, cl *client, topic string, partition int32, v string) ack {
 	t.Helper()
 	res, err := cl.produceTo(ctx, topic, partition, "all", []byte(v))
-	for errors.Is(err, replica.ErrUnknownPartition) && ctx.Err() == nil {
+	for errors.Is(err, replica.ErrUnknownTopicOrPartition) && ctx.Err() == nil {
 		time.Sleep(50 * time.Millisecond) // the metadata names the leader before it added its replica
 		res, err = cl.produceTo(ctx, topic, partition, "all", []byte(v))
 	}

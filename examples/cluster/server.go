@@ -208,7 +208,7 @@ func parseAcks(s string) (replica.Acks, error) {
 	case "0":
 		return replica.AcksNone, nil
 	}
-	return 0, fmt.Errorf("%w: acks %q: want all, 1 or 0", replica.ErrInvalidAcks, s)
+	return 0, fmt.Errorf("%w: acks %q: want all, 1 or 0", replica.ErrInvalidRequiredAcks, s)
 }
 
 func topicPartition(r *http.Request) (controller.TopicPartition, error) {

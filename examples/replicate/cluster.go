@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/internal/loopback"
+	"github.com/strandlog/strand/kafkaerr"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/replica"
 	"github.com/strandlog/strand/segment"
@@ -260,7 +261,7 @@ func (c *cluster) latencies(acks string, n int) ([2]time.Duration, map[int64]str
 		if err != nil {
 			return [2]time.Duration{}, nil, err
 		}
-		if p.Code != replica.CodeNone {
+		if p.Code != kafkaerr.None {
 			return [2]time.Duration{}, nil, fmt.Errorf("acks=%s: %s", acks, p.Err)
 		}
 		acked[p.BaseOffset] = v
@@ -322,7 +323,7 @@ func scenario(c *cluster, batches, n int, logf func(string, ...any)) (report, er
 		if err != nil {
 			return rep, err
 		}
-		if p.Code != replica.CodeNone {
+		if p.Code != kafkaerr.None {
 			// Not acknowledged: nothing is promised about it.
 			logf("batch %d: %s", i, p.Err)
 			continue

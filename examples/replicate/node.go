@@ -226,9 +226,9 @@ func (c *controller) alter(m *replica.AlterPartition) *replica.AlterPartitionRes
 	resp := &replica.AlterPartitionResponse{Header: replica.Header{From: replica.NoNode, To: m.From, Topic: topic, Partition: partition}}
 	switch {
 	case m.LeaderEpoch != c.leaderEpoch:
-		resp.Err = replica.CodeFencedLeaderEpoch
+		resp.Err = replica.ErrFencedLeaderEpoch
 	case m.PartitionEpoch != c.partitionEpoch:
-		resp.Err = replica.CodeInvalidUpdateVersion
+		resp.Err = replica.ErrInvalidUpdateVersion
 	default:
 		c.isr = m.Nodes()
 		c.partitionEpoch++

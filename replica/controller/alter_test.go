@@ -31,7 +31,7 @@ func TestAlterPartitionChecksInKafkasOrder(t *testing.T) {
 		{"an ISR with a duplicate", func(m *req) { m.ISR = isrOf(1, 2, 2) }, replica.ErrInvalidRequest},
 		{"a fenced member is ineligible", func(m *req) { m.ISR = isrOf(1, 2, 3) }, replica.ErrIneligibleReplica},
 		{"a member in another broker epoch is ineligible (KIP-903)", func(m *req) { m.ISR[1].BrokerEpoch = 99 }, replica.ErrIneligibleReplica},
-		{"an unknown partition", func(m *req) { m.Partition = 5 }, replica.ErrUnknownPartition},
+		{"an unknown partition", func(m *req) { m.Partition = 5 }, replica.ErrUnknownTopicOrPartition},
 		{"a valid shrink", func(m *req) { m.ISR = isrOf(1) }, nil},
 		{"a valid shrink naming the registered broker epochs", func(m *req) {
 			m.BrokerEpoch, m.ISR = 1, []replica.ISRMember{{ID: 1, BrokerEpoch: 1}}

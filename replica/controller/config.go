@@ -233,7 +233,7 @@ type TopicSpec struct {
 func (c *Controller) AlterTopicConfigs(name string, ops []ConfigOp, validateOnly bool) error {
 	t := c.s.Topics[name]
 	if t == nil {
-		return fmt.Errorf("%w: topic %q", replica.ErrUnknownPartition, name)
+		return fmt.Errorf("%w: topic %q", replica.ErrUnknownTopicOrPartition, name)
 	}
 	next := maps.Clone(t.Configs)
 	if next == nil {
@@ -289,7 +289,7 @@ func (c *Controller) AlterTopicConfigs(name string, ops []ConfigOp, validateOnly
 func (c *Controller) ReplaceTopicConfigs(name string, configs map[string]string, validateOnly bool) error {
 	t := c.s.Topics[name]
 	if t == nil {
-		return fmt.Errorf("%w: topic %q", replica.ErrUnknownPartition, name)
+		return fmt.Errorf("%w: topic %q", replica.ErrUnknownTopicOrPartition, name)
 	}
 	var ops []ConfigOp
 	for _, n := range slices.Sorted(maps.Keys(t.Configs)) {
@@ -373,7 +373,7 @@ func (t *Topic) unclean() bool {
 func (c *Controller) DeleteTopic(name string) error {
 	t := c.s.Topics[name]
 	if t == nil {
-		return fmt.Errorf("%w: topic %q", replica.ErrUnknownPartition, name)
+		return fmt.Errorf("%w: topic %q", replica.ErrUnknownTopicOrPartition, name)
 	}
 	return c.emit(&RemoveTopicRecord{Stamp: c.stamp(), Topic: name, ID: t.ID})
 }

@@ -14,7 +14,7 @@ import (
 func requireConfigError(t *testing.T, err error, name string) {
 	t.Helper()
 	require.ErrorIs(t, err, replica.ErrInvalidTopicConfig)
-	require.Equal(t, replica.CodeInvalidConfig, replica.CodeOf(err))
+	require.Equal(t, replica.ErrInvalidTopicConfig, replica.CodeOf(err))
 	var ce *ConfigError
 	require.True(t, errors.As(err, &ce), "%v is a *ConfigError", err)
 	require.Equal(t, name, ce.Name)
@@ -118,7 +118,7 @@ func TestAlterTopicConfigsAsKIP339(t *testing.T) {
 	_, err = alter(true, ConfigOp{SetConfig, "retention.ms", "x"})
 	requireConfigError(t, err, "retention.ms")
 
-	require.ErrorIs(t, h.c.AlterTopicConfigs("nope", nil, false), replica.ErrUnknownPartition)
+	require.ErrorIs(t, h.c.AlterTopicConfigs("nope", nil, false), replica.ErrUnknownTopicOrPartition)
 	require.Equal(t, map[string]string{"retention.ms": "2000", "cleanup.policy": "compact"}, configs())
 }
 
@@ -197,7 +197,7 @@ func TestDeleteTopic(t *testing.T) {
 		require.NotEqual(t, "t", tp.Topic)
 	}
 	require.NotNil(t, h.part("other", 0), "other topics stay")
-	require.ErrorIs(t, h.c.DeleteTopic("t"), replica.ErrUnknownPartition)
+	require.ErrorIs(t, h.c.DeleteTopic("t"), replica.ErrUnknownTopicOrPartition)
 
 	require.NoError(t, h.c.CreateTopicWith("t", [][]replica.NodeID{{3}}, TopicSpec{ID: fresh}))
 	h.drain()
@@ -208,14 +208,14 @@ func TestDeleteTopic(t *testing.T) {
 	s, err := Replay(h.store)
 	require.NoError(t, err)
 	err = s.Apply(&RemoveTopicRecord{Stamp: h.c.stamp(), Topic: "t", ID: old})
-	require.ErrorIs(t, err, replica.ErrUnknownPartition, "a removal of the old id")
+	require.ErrorIs(t, err, replica.ErrUnknownTopicOrPartition, "a removal of the old id")
 	require.Contains(t, s.Topics, "t")
 }
 
 func TestConfigRecordOfAnUnknownTopicOrBadValueIsRefused(t *testing.T) {
 	s := NewState()
 	require.NoError(t, s.Apply(&ControllerRecord{Stamp: Stamp{0}}))
-	require.ErrorIs(t, s.Apply(&ConfigRecord{Topic: "t", Name: "retention.ms", Value: ptr("1")}), replica.ErrUnknownPartition)
+	require.ErrorIs(t, s.Apply(&ConfigRecord{Topic: "t", Name: "retention.ms", Value: ptr("1")}), replica.ErrUnknownTopicOrPartition)
 	require.NoError(t, s.Apply(&TopicRecord{Name: "t", Partitions: 1}))
 	require.ErrorIs(t, s.Apply(&ConfigRecord{Topic: "t", Name: "min.insync.replicas", Value: ptr("two")}), ErrInvalidRecord)
 	require.ErrorIs(t, s.Apply(&TopicRecord{Name: "t", ID: [16]byte{9}, Partitions: 1}), ErrInvalidRecord, "another id under the name")

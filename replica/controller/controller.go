@@ -520,7 +520,7 @@ func (c *Controller) PlaceTopicWith(name string, partitions, replicationFactor, 
 func (c *Controller) SetUnclean(name string, unclean bool) error {
 	t := c.s.Topics[name]
 	if t == nil {
-		return fmt.Errorf("%w: topic %q", replica.ErrUnknownPartition, name)
+		return fmt.Errorf("%w: topic %q", replica.ErrUnknownTopicOrPartition, name)
 	}
 	if err := c.emit(&TopicRecord{Stamp: c.stamp(), Name: name, ID: t.ID, Partitions: t.Partitions, Unclean: unclean}); err != nil {
 		return err
@@ -538,7 +538,7 @@ func (c *Controller) SetUnclean(name string, unclean bool) error {
 func (c *Controller) ElectPreferred(tp TopicPartition) error {
 	p := c.s.Partitions[tp]
 	if p == nil {
-		return fmt.Errorf("%w: %v", replica.ErrUnknownPartition, tp)
+		return fmt.Errorf("%w: %v", replica.ErrUnknownTopicOrPartition, tp)
 	}
 	pref := p.Replicas[0]
 	if p.Leader == pref {
@@ -562,7 +562,7 @@ func (c *Controller) ElectUnclean(tp TopicPartition) error {
 	p := c.s.Partitions[tp]
 	switch {
 	case p == nil:
-		return fmt.Errorf("%w: %v", replica.ErrUnknownPartition, tp)
+		return fmt.Errorf("%w: %v", replica.ErrUnknownTopicOrPartition, tp)
 	case p.Leader != replica.NoNode:
 		return fmt.Errorf("%w: %v is led by %d", replica.ErrElectionNotNeeded, tp, p.Leader)
 	}
@@ -625,7 +625,7 @@ func (c *Controller) alterPartition(m *replica.AlterPartition) error {
 		return fmt.Errorf("%w: %v: the leader %d asks in broker epoch %d, not its registered one",
 			replica.ErrStaleBrokerEpoch, tp, m.From, m.BrokerEpoch)
 	case p == nil:
-		return fmt.Errorf("%w: %v", replica.ErrUnknownPartition, tp)
+		return fmt.Errorf("%w: %v", replica.ErrUnknownTopicOrPartition, tp)
 	case m.LeaderEpoch > p.LeaderEpoch || m.PartitionEpoch > p.PartitionEpoch:
 		return fmt.Errorf("%w: %v leader epoch %d partition epoch %d, ahead of %d and %d",
 			replica.ErrNotController, tp, m.LeaderEpoch, m.PartitionEpoch, p.LeaderEpoch, p.PartitionEpoch)

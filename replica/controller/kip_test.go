@@ -39,7 +39,7 @@ func TestKIP903AnISRMemberMustBeInTheBrokerEpochTheLeaderNames(t *testing.T) {
 	h.drain()
 	require.ErrorIs(t, err, replica.ErrIneligibleReplica)
 	require.ErrorContains(t, err, "replica 2 in broker epoch")
-	require.Equal(t, replica.CodeIneligibleReplica, h.sent[len(h.sent)-1].(*replica.AlterPartitionResponse).Err)
+	require.Equal(t, replica.ErrIneligibleReplica, h.sent[len(h.sent)-1].(*replica.AlterPartitionResponse).Err)
 	require.Equal(t, before, *h.part("t", 0), "the ISR stays without 2")
 
 	require.NoError(t, h.c.AlterPartition(proposal(h.epochs[2])))

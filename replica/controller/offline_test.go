@@ -122,7 +122,7 @@ func TestOfflineReplicaRejoinsTheISRThroughAlterPartition(t *testing.T) {
 	err := h.alter("t", 1, 2, 3)
 	require.ErrorIs(t, err, replica.ErrIneligibleReplica)
 	require.ErrorContains(t, err, "replica 3 is offline")
-	require.Equal(t, replica.CodeIneligibleReplica, h.sent[len(h.sent)-1].(*replica.AlterPartitionResponse).Err)
+	require.Equal(t, replica.ErrIneligibleReplica, h.sent[len(h.sent)-1].(*replica.AlterPartitionResponse).Err)
 	require.Equal(t, before, *h.part("t", 0))
 
 	n := len(h.store)
@@ -207,7 +207,7 @@ func TestReportOfflineIsFencedByTheBrokerEpoch(t *testing.T) {
 	h.start(2, true)
 	n := len(h.store)
 	require.ErrorIs(t, h.c.ReportOffline(2, old, []TopicPartition{{Topic: "t", Partition: 0}}), replica.ErrStaleBrokerEpoch)
-	require.ErrorIs(t, h.c.ReportOffline(7, 1, nil), replica.ErrBrokerNotRegistered)
+	require.ErrorIs(t, h.c.ReportOffline(7, 1, nil), replica.ErrBrokerIDNotRegistered)
 	require.NoError(t, h.c.ReportOffline(2, h.epochs[2], []TopicPartition{{Topic: "t", Partition: 1}, {Topic: "u", Partition: 0}, {Topic: "", Partition: -1}}))
 	h.drain()
 	require.Len(t, h.store, n, "nothing the controller knows of: no record")

@@ -40,7 +40,7 @@ import (
 func (c *Controller) Reassign(tp TopicPartition, target []replica.NodeID) error {
 	p := c.s.Partitions[tp]
 	if p == nil {
-		return fmt.Errorf("%w: %v", replica.ErrUnknownPartition, tp)
+		return fmt.Errorf("%w: %v", replica.ErrUnknownTopicOrPartition, tp)
 	}
 	if len(target) == 0 || len(target) > maxNodes || hasDuplicate(target) {
 		return fmt.Errorf("%w: %v target replicas %v", replica.ErrInvalidReplicaAssignment, tp, target)
@@ -73,7 +73,7 @@ func (c *Controller) Reassign(tp TopicPartition, target []replica.NodeID) error 
 func (c *Controller) CancelReassignment(tp TopicPartition) error {
 	p := c.s.Partitions[tp]
 	if p == nil {
-		return fmt.Errorf("%w: %v", replica.ErrUnknownPartition, tp)
+		return fmt.Errorf("%w: %v", replica.ErrUnknownTopicOrPartition, tp)
 	}
 	if len(p.Adding)+len(p.Removing) == 0 {
 		return fmt.Errorf("%w: %v", replica.ErrNoReassignmentInProgress, tp)
@@ -142,7 +142,7 @@ func (c *Controller) Verify(tp TopicPartition, target []replica.NodeID) (Reassig
 	p := c.s.Partitions[tp]
 	switch {
 	case p == nil:
-		return 0, fmt.Errorf("%w: %v", replica.ErrUnknownPartition, tp)
+		return 0, fmt.Errorf("%w: %v", replica.ErrUnknownTopicOrPartition, tp)
 	case len(p.Adding)+len(p.Removing) > 0:
 		return ReassignmentInProgress, nil
 	case slices.Equal(p.Replicas, target):
@@ -188,7 +188,7 @@ func (c *Controller) targets(r assign.Reassignment) (map[TopicPartition][]replic
 		tp := TopicPartition{Topic: pr.Topic, Partition: pr.Partition}
 		where := fmt.Sprintf("partitions[%d] (%v)", i, tp)
 		if c.s.Partitions[tp] == nil {
-			return nil, nil, fmt.Errorf("%w: %s: no such partition", replica.ErrUnknownPartition, where)
+			return nil, nil, fmt.Errorf("%w: %s: no such partition", replica.ErrUnknownTopicOrPartition, where)
 		}
 		if _, ok := targets[tp]; ok {
 			return nil, nil, fmt.Errorf("%w: %s named twice", replica.ErrInvalidReplicaAssignment, where)

@@ -226,7 +226,7 @@ func TestReassignRefusesBadTargets(t *testing.T) {
 	} {
 		require.ErrorIs(t, h.c.Reassign(tp, target), replica.ErrInvalidReplicaAssignment, name)
 	}
-	require.ErrorIs(t, h.c.Reassign(TopicPartition{Topic: "u", Partition: 0}, nodes(1)), replica.ErrUnknownPartition)
+	require.ErrorIs(t, h.c.Reassign(TopicPartition{Topic: "u", Partition: 0}, nodes(1)), replica.ErrUnknownTopicOrPartition)
 	require.False(t, h.c.HasReady(), "refusals change nothing")
 }
 
@@ -282,7 +282,7 @@ func TestReassignmentFileRefusesBadInput(t *testing.T) {
 		{"duplicate broker", assign.PartitionReplicas{Topic: "t", Partition: 1, Replicas: []int32{1, 1}}, 1, replica.ErrInvalidReplicaAssignment},
 		{"empty replicas", assign.PartitionReplicas{Topic: "t", Partition: 1}, 1, replica.ErrInvalidReplicaAssignment},
 		{"partition named twice", good, 1, replica.ErrInvalidReplicaAssignment},
-		{"unknown partition", assign.PartitionReplicas{Topic: "t", Partition: 2, Replicas: []int32{1}}, 1, replica.ErrUnknownPartition},
+		{"unknown partition", assign.PartitionReplicas{Topic: "t", Partition: 2, Replicas: []int32{1}}, 1, replica.ErrUnknownTopicOrPartition},
 		{"log dirs do not match", assign.PartitionReplicas{Topic: "t", Partition: 1, Replicas: []int32{1}, LogDirs: []string{"any", "any"}}, 1, replica.ErrInvalidReplicaAssignment},
 		{"wrong version", assign.PartitionReplicas{Topic: "t", Partition: 1, Replicas: []int32{1}}, 2, replica.ErrInvalidRequest},
 	} {

@@ -79,7 +79,7 @@ func replayRandom(t *testing.T, seed uint64, steps int) {
 			down[id] = true // stops heartbeating
 		case 2:
 			_, err = c.Heartbeat(id, epochs[id]+int64(rng.IntN(2))-1)
-			if errors.Is(err, replica.ErrStaleBrokerEpoch) || errors.Is(err, replica.ErrBrokerNotRegistered) {
+			if errors.Is(err, replica.ErrStaleBrokerEpoch) || errors.Is(err, replica.ErrBrokerIDNotRegistered) {
 				err = nil
 			}
 		case 3:
@@ -120,7 +120,7 @@ func replayRandom(t *testing.T, seed uint64, steps int) {
 			err = alterRandom(c, rng)
 		case 13:
 			err = c.ReportOffline(id, epochs[id]+int64(rng.IntN(4)/3), randomReplicas(rng, topics))
-			if errors.Is(err, replica.ErrStaleBrokerEpoch) || errors.Is(err, replica.ErrBrokerNotRegistered) {
+			if errors.Is(err, replica.ErrStaleBrokerEpoch) || errors.Is(err, replica.ErrBrokerIDNotRegistered) {
 				err = nil
 			}
 		case 7:
@@ -172,7 +172,7 @@ func replayRandom(t *testing.T, seed uint64, steps int) {
 				err = c.Tick()
 			}
 		}
-		if errors.Is(err, replica.ErrUnknownPartition) {
+		if errors.Is(err, replica.ErrUnknownTopicOrPartition) {
 			err = nil // a topic never created or deleted: refused, changing nothing, which replay checks
 		}
 		require.NoError(t, err, "step %d", step)
@@ -265,8 +265,7 @@ func alterRandom(c *Controller, rng *rand.Rand) error {
 		Header:      replica.Header{From: p.Leader, Topic: tp.Topic, Partition: tp.Partition},
 		BrokerEpoch: epoch(p.Leader), LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch - int32(rng.IntN(2)), ISR: isr,
 	})
-	var e *replica.Error
-	if errors.As(err, &e) {
+	if _, coded := errors.AsType[replica.Code](err); coded {
 		return nil // refusals are expected; they must change nothing, which replay checks
 	}
 	return err

@@ -56,7 +56,7 @@ func TestPreferredElectionOfEachPartition(t *testing.T) {
 	require.ErrorIs(t, elect(0), replica.ErrPreferredLeaderNotAvailable)
 	require.ErrorIs(t, elect(1), replica.ErrElectionNotNeeded)
 	require.ErrorIs(t, elect(2), replica.ErrPreferredLeaderNotAvailable)
-	require.ErrorIs(t, h.c.ElectPreferred(TopicPartition{Topic: "bar", Partition: 0}), replica.ErrUnknownPartition)
+	require.ErrorIs(t, h.c.ElectPreferred(TopicPartition{Topic: "bar", Partition: 0}), replica.ErrUnknownTopicOrPartition)
 	require.Len(t, h.store, stored, "no election, no record")
 
 	h.start(1, true) // a new incarnation ends the controlled shutdown
@@ -171,7 +171,7 @@ func TestAlterPartitionRefusesAnIneligibleReplicaUntilItIsBack(t *testing.T) {
 			require.EqualValues(t, 0, p.LeaderEpoch)
 			require.EqualValues(t, 1, p.PartitionEpoch)
 			require.ErrorIs(t, h.alter("foo", 1, 2, 3, 4), replica.ErrIneligibleReplica)
-			require.Equal(t, replica.CodeIneligibleReplica, h.sent[len(h.sent)-1].(*replica.AlterPartitionResponse).Err)
+			require.Equal(t, replica.ErrIneligibleReplica, h.sent[len(h.sent)-1].(*replica.AlterPartitionResponse).Err)
 			tc.back(h)
 			require.NoError(t, h.alter("foo", 1, 2, 3, 4))
 			p = h.part("foo", 0)
@@ -275,7 +275,7 @@ func TestAlterPartitionCompletingAMoveOffItsLeaderAnswersNewLeaderElected(t *tes
 	err := h.alter("foo", 3, 0, 2, 1)
 	require.ErrorIs(t, err, replica.ErrNewLeaderElected)
 	resp := h.sent[len(h.sent)-1].(*replica.AlterPartitionResponse)
-	require.Equal(t, replica.CodeNewLeaderElected, resp.Err)
+	require.Equal(t, replica.ErrNewLeaderElected, resp.Err)
 	require.Equal(t, replica.NodeID(3), resp.To)
 	p := h.part("foo", 0)
 	require.Equal(t, nodes(0, 2, 1), p.Replicas, "the change is made")
@@ -338,7 +338,7 @@ func TestElectUncleanOfOnePartition(t *testing.T) {
 	require.ErrorIs(t, elect(0), replica.ErrEligibleLeadersNotAvailable)
 	require.ErrorIs(t, elect(1), replica.ErrElectionNotNeeded)
 	require.ErrorIs(t, elect(2), replica.ErrElectionNotNeeded)
-	require.ErrorIs(t, h.c.ElectUnclean(TopicPartition{Topic: "bar", Partition: 0}), replica.ErrUnknownPartition)
+	require.ErrorIs(t, h.c.ElectUnclean(TopicPartition{Topic: "bar", Partition: 0}), replica.ErrUnknownTopicOrPartition)
 	require.Len(t, h.store, stored, "no election, no record")
 
 	h.unfence(2)

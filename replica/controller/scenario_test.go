@@ -208,7 +208,7 @@ func TestPreferredLeaderElection(t *testing.T) {
 	h.drain()
 	require.Equal(t, replica.NodeID(1), h.part("t", 0).Leader)
 	require.Equal(t, epoch+1, h.part("t", 0).LeaderEpoch)
-	require.ErrorIs(t, h.c.ElectPreferred(TopicPartition{Topic: "t", Partition: 9}), replica.ErrUnknownPartition)
+	require.ErrorIs(t, h.c.ElectPreferred(TopicPartition{Topic: "t", Partition: 9}), replica.ErrUnknownTopicOrPartition)
 }
 
 func TestEnablingUncleanElectionElectsAnOfflinePartition(t *testing.T) {
@@ -235,7 +235,7 @@ func TestRestartWithoutFenceReplacesTheIncarnation(t *testing.T) {
 	_, err := h.c.Heartbeat(1, old)
 	require.ErrorIs(t, err, replica.ErrStaleBrokerEpoch)
 	_, err = h.c.Heartbeat(9, 1)
-	require.ErrorIs(t, err, replica.ErrBrokerNotRegistered)
+	require.ErrorIs(t, err, replica.ErrBrokerIDNotRegistered)
 }
 
 // Automatic leader rebalance: a broker back from a crash leads none of the

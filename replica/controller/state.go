@@ -180,7 +180,7 @@ func (r *OfflineRecord) apply(s *State) error {
 func (s *State) broker(id replica.NodeID, epoch int64) (*Broker, error) {
 	b := s.Brokers[id]
 	if b == nil {
-		return nil, fmt.Errorf("%w: broker %d", replica.ErrBrokerNotRegistered, id)
+		return nil, fmt.Errorf("%w: broker %d", replica.ErrBrokerIDNotRegistered, id)
 	}
 	if b.Epoch != epoch {
 		return nil, fmt.Errorf("%w: broker %d epoch %d, registered %d", replica.ErrStaleBrokerEpoch, id, epoch, b.Epoch)
@@ -239,7 +239,7 @@ func (r *TopicRecord) apply(s *State) error {
 func (r *ConfigRecord) apply(s *State) error {
 	t := s.Topics[r.Topic]
 	if t == nil {
-		return fmt.Errorf("%w: config %s of topic %q", replica.ErrUnknownPartition, r.Name, r.Topic)
+		return fmt.Errorf("%w: config %s of topic %q", replica.ErrUnknownTopicOrPartition, r.Name, r.Topic)
 	}
 	if r.Value == nil {
 		delete(t.Configs, r.Name)
@@ -264,7 +264,7 @@ func (r *ConfigRecord) apply(s *State) error {
 func (r *RemoveTopicRecord) apply(s *State) error {
 	t := s.Topics[r.Topic]
 	if t == nil || t.ID != r.ID {
-		return fmt.Errorf("%w: no topic %q with id %x", replica.ErrUnknownPartition, r.Topic, r.ID)
+		return fmt.Errorf("%w: no topic %q with id %x", replica.ErrUnknownTopicOrPartition, r.Topic, r.ID)
 	}
 	for p := range t.Partitions {
 		delete(s.Partitions, TopicPartition{Topic: r.Topic, Partition: p})
@@ -281,7 +281,7 @@ func (r *PartitionRecord) apply(s *State) error {
 	tp := TopicPartition{Topic: r.Topic, Partition: r.Partition}
 	t := s.Topics[r.Topic]
 	if t == nil || r.Partition < 0 || r.Partition >= t.Partitions {
-		return fmt.Errorf("%w: %v", replica.ErrUnknownPartition, tp)
+		return fmt.Errorf("%w: %v", replica.ErrUnknownTopicOrPartition, tp)
 	}
 	// A partition the state does not know yet starts at the record's
 	// epoch: 0 when a topic is created, any when Records writes an image.

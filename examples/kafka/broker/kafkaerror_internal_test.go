@@ -25,14 +25,14 @@ func TestKafkaErrorOfAReplicaOutcome(t *testing.T) {
 		{&replica.NotLeaderError{Leader: 2, LeaderEpoch: 7}, kerr.NotLeaderForPartition},
 		{fmt.Errorf("%w: ISR [1], MinInsyncReplicas 2", replica.ErrNotEnoughReplicas), kerr.NotEnoughReplicas},
 		{fmt.Errorf("%w: maximal ISR [1]", replica.ErrNotEnoughReplicasAfterAppend), kerr.NotEnoughReplicasAfterAppend},
-		{replica.ErrTimeout, kerr.RequestTimedOut},
+		{replica.ErrRequestTimedOut, kerr.RequestTimedOut},
 		{replica.ErrMessageTooLarge, kerr.MessageTooLarge},
 		{replica.ErrCorruptMessage, kerr.CorruptMessage},
 		{replica.ErrStopped, kerr.NotLeaderForPartition},
 		{context.DeadlineExceeded, kerr.RequestTimedOut},
 		{fmt.Errorf("replica: append: %w", log.ErrFailed), kerr.KafkaStorageError},
-		{&cluster.RemoteError{Code: replica.CodeTopicAlreadyExists, Message: "topic t exists"}, log.ErrTopicExists},
-		{&cluster.RemoteError{Code: replica.CodeInvalidReplicaAssignment, Message: "broker 9 is not registered"}, kerr.InvalidReplicaAssignment},
+		{&cluster.RemoteError{Code: replica.ErrTopicAlreadyExists, Message: "topic t exists"}, log.ErrTopicExists},
+		{&cluster.RemoteError{Code: replica.ErrInvalidReplicaAssignment, Message: "broker 9 is not registered"}, kerr.InvalidReplicaAssignment},
 		{fmt.Errorf("%w: the open transaction of %q", idempotence.ErrConcurrentTransactions, "t"), idempotence.ErrConcurrentTransactions},
 	} {
 		require.ErrorIs(t, kafkaError(c.err), c.want, "%v", c.err)

@@ -266,9 +266,9 @@ func kafkaError(err error) error {
 		return err // the broker answers its code
 	}
 	switch c := replica.CodeOf(err); c {
-	case replica.CodeTopicAlreadyExists:
+	case replica.ErrTopicAlreadyExists:
 		return fmt.Errorf("%w: %w", log.ErrTopicExists, err)
-	case replica.CodeStorageError:
+	case replica.ErrKafkaStorageError:
 		return fmt.Errorf("%w: %w", kerr.KafkaStorageError, err)
 	default:
 		return fmt.Errorf("%w: %w", kerr.ErrorForCode(int16(c)), err)
