@@ -472,7 +472,7 @@ type RemoteError struct {
 }
 
 func (e *RemoteError) Error() string { return e.Message }
-func (e *RemoteError) Unwrap() error { return e.Code }
+func (e *RemoteError) Unwrap() error { return e.Code.Err() }
 
 // ErrUnreachable means a call that got no answer: the node is down, cut
 // off, or slower than the caller's deadline.

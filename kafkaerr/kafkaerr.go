@@ -57,7 +57,7 @@ func CodeOf(err error) Code {
 	if err == nil {
 		return None
 	}
-	if c, ok := errors.AsType[Code](err); ok {
+	if c, ok := errors.AsType[Code](err); ok && c != None {
 		return c
 	}
 	return ErrUnknownServerError

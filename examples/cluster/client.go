@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/assign"
+	"github.com/strandlog/strand/cluster"
 	"github.com/strandlog/strand/kafkaerr"
 	"github.com/strandlog/strand/replica"
 	"github.com/strandlog/strand/segment"
@@ -43,27 +44,13 @@ func (r *reply) setErr(err error) {
 	}
 }
 
-// err returns the reply's error, matchable with errors.Is against the
-// replica package's sentinel of its code.
+// err returns the reply's error, a *cluster.RemoteError that errors.Is
+// matches against every package's sentinel of its code.
 func (r *reply) err() error {
 	if r.Code == kafkaerr.None && r.Error == "" {
 		return nil
 	}
-	return &remoteError{Code: r.Code, Msg: r.Error}
-}
-
-// remoteError is an error a node answered.
-type remoteError struct {
-	Code replica.Code
-	Msg  string
-}
-
-func (e *remoteError) Error() string { return e.Msg }
-
-// Is matches the replica package's protocol error of the same code.
-func (e *remoteError) Is(target error) bool {
-	var re *replica.Error
-	return errors.As(target, &re) && re.Code == e.Code && e.Code != kafkaerr.None
+	return &cluster.RemoteError{Code: r.Code, Message: r.Error}
 }
 
 // verifyLine is one partition of a reassignment verify.
@@ -108,7 +95,7 @@ func (c *client) url(node replica.NodeID, path string) string {
 }
 
 // do sends a request to a node and decodes its JSON reply into out; a
-// reply's error code becomes a *remoteError.
+// reply's error code becomes a *cluster.RemoteError.
 func (c *client) do(ctx context.Context, method string, node replica.NodeID, path string, body []byte, out *reply) error {
 	req, err := http.NewRequestWithContext(ctx, method, c.url(node, path), bytes.NewReader(body))
 	if err != nil {
@@ -208,7 +195,7 @@ func (c *client) call(ctx context.Context, path string, body any, out *reply) er
 // retriable says whether a call may succeed if made again: the controller
 // moved or is being elected, or a node did not answer.
 func retriable(err error) bool {
-	var re *remoteError
+	var re *cluster.RemoteError
 	return !errors.As(err, &re) || errors.Is(err, replica.ErrNotController) || errors.Is(err, replica.ErrNotLeaderOrFollower)
 }
 

@@ -7,9 +7,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/kafkaerr"
 	"github.com/strandlog/strand/log"
 )
 
@@ -49,7 +49,7 @@ func (b *Broker) legacyAlterConfigs(ctx context.Context, r *request) kmsg.Respon
 		var err error
 		for _, c := range res.Configs {
 			if c.Value == nil {
-				err = fmt.Errorf("%w: config %s without a value", kerr.InvalidRequest, c.Name)
+				err = fmt.Errorf("%w: config %s without a value", kafkaerr.ErrInvalidRequest, c.Name)
 				break
 			}
 			ops = append(ops, ConfigOp{Op: kmsg.IncrementalAlterConfigOpSet, Name: c.Name, Value: *c.Value})
@@ -66,7 +66,7 @@ func (b *Broker) legacyAlterConfigs(ctx context.Context, r *request) kmsg.Respon
 // alterConfigs alters a topic's configs through the cluster.
 func (b *Broker) alterConfigs(ctx context.Context, typ kmsg.ConfigResourceType, topic string, ops []ConfigOp, replace, validateOnly bool) error {
 	if typ != kmsg.ConfigResourceTypeTopic {
-		return fmt.Errorf("%w: only topic configs can be altered, not those of resource type %v", kerr.InvalidRequest, typ)
+		return fmt.Errorf("%w: only topic configs can be altered, not those of resource type %v", kafkaerr.ErrInvalidRequest, typ)
 	}
 	return b.cluster.AlterTopicConfigs(ctx, topic, ops, replace, validateOnly)
 }
@@ -76,7 +76,7 @@ func (b *Broker) alterConfigs(ctx context.Context, typ kmsg.ConfigResourceType, 
 // a cluster's controller reads itself (min.insync.replicas,
 // unclean.leader.election.enable) are left to it; a name the broker does
 // not know, or a value it cannot map, is an error wrapping
-// kerr.InvalidConfig that names it.
+// kafkaerr.ErrInvalidConfig that names it.
 func LogTopicConfig(base log.TopicConfig, configs map[string]string) (log.TopicConfig, error) {
 	for _, name := range slices.Sorted(maps.Keys(configs)) {
 		if slices.Contains(controllerConfigs, name) {

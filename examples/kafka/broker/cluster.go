@@ -6,11 +6,11 @@ import (
 	"slices"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/group"
 	"github.com/strandlog/strand/idempotence"
+	"github.com/strandlog/strand/kafkaerr"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/segment"
 )
@@ -63,8 +63,8 @@ type Cluster interface {
 	// or, if assignment is nil, placed by the cluster from partitions and
 	// replicationFactor (-1: the cluster's defaults). It returns once this
 	// node knows the topic's partitions. An existing topic is an error
-	// wrapping log.ErrTopicExists, a config refused one wrapping
-	// kerr.InvalidConfig that names it. validateOnly checks the request
+	// carrying kafkaerr.ErrTopicAlreadyExists, a config refused one
+	// carrying kafkaerr.ErrInvalidConfig that names it. validateOnly checks the request
 	// and creates nothing.
 	CreateTopic(ctx context.Context, name string, partitions, replicationFactor int32, assignment [][]int32, configs map[string]string, validateOnly bool) error
 	// DescribeTopicConfigs returns each of a topic's configs by Kafka
@@ -213,7 +213,7 @@ func (b *Broker) leaderPartition(topic string, id, current int32) (*log.Partitio
 	}
 	if st.Leader != b.cfg.NodeID {
 		return nil, 0, fmt.Errorf("%w: %s-%d is led by broker %d in epoch %d, this is broker %d",
-			kerr.NotLeaderForPartition, topic, id, st.Leader, st.LeaderEpoch, b.cfg.NodeID)
+			kafkaerr.ErrNotLeaderOrFollower, topic, id, st.Leader, st.LeaderEpoch, b.cfg.NodeID)
 	}
 	p, err := b.cluster.Log(topic, id)
 	if err != nil {

@@ -8,8 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
-
+	"github.com/strandlog/strand/kafkaerr"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/segment"
 )
@@ -199,13 +198,13 @@ func applyConfigs(c *log.TopicConfig, configs map[string]*string) error {
 	for name, v := range configs {
 		i := findConfig(name)
 		if i < 0 {
-			return fmt.Errorf("%w: unknown or unsupported topic config %q", kerr.InvalidConfig, name)
+			return fmt.Errorf("%w: unknown or unsupported topic config %q", kafkaerr.ErrInvalidConfig, name)
 		}
 		if v == nil {
 			continue
 		}
 		if err := topicConfigs[i].set(c, *v); err != nil {
-			return fmt.Errorf("%w: %w", kerr.InvalidConfig, err)
+			return fmt.Errorf("%w: %w", kafkaerr.ErrInvalidConfig, err)
 		}
 	}
 	return nil

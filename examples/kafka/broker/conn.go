@@ -12,8 +12,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/kafkaerr"
 )
 
 // request is one decoded request and what its handler needs of the
@@ -213,7 +214,7 @@ func (b *Broker) decode(frame []byte, host string) (*request, kmsg.Response, err
 		b.logger.Warn("broker: API or version not served", "key", h.key, "name", kmsg.NameForKey(h.key), "version", h.version, "client", clientID)
 		resp := body.ResponseKind()
 		resp.SetVersion(h.version)
-		setErrorCodes(body, resp, kerr.UnsupportedVersion.Code)
+		setErrorCodes(body, resp, int16(kafkaerr.ErrUnsupportedVersion))
 		return r, resp, nil
 	}
 	return r, nil, nil
@@ -279,7 +280,7 @@ func appendResponse(dst []byte, h header, resp kmsg.Response) []byte {
 func unsupported(key int16) kmsg.Response {
 	resp := kmsg.NewPtrApiVersionsResponse()
 	resp.SetVersion(0)
-	resp.ErrorCode = kerr.UnsupportedVersion.Code
+	resp.ErrorCode = int16(kafkaerr.ErrUnsupportedVersion)
 	resp.ApiKeys = advertised()
 	if key == 18 {
 		resp.ApiKeys = slices.DeleteFunc(resp.ApiKeys, func(k kmsg.ApiVersionsResponseApiKey) bool { return k.ApiKey != 18 })

@@ -3,7 +3,7 @@ package broker
 import (
 	"fmt"
 
-	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/strandlog/strand/kafkaerr"
 )
 
 // coordinator returns the broker that coordinates a group (type 0) or a
@@ -15,17 +15,17 @@ func (b *Broker) coordinator(r *request, typ int8, key string) (BrokerAddr, erro
 	case 0: // group: the leader of the group's offsets partition
 		var ok bool
 		if coordinator, ok = b.brokerAddr(b.cluster.GroupCoordinator(key)); !ok {
-			err = fmt.Errorf("%w: no live broker coordinates group %q", kerr.CoordinatorNotAvailable, key)
+			err = fmt.Errorf("%w: no live broker coordinates group %q", kafkaerr.ErrCoordinatorNotAvailable, key)
 		}
 	case 1: // transaction: the leader of the id's state partition
 		rt, ok := b.cluster.(ReplicatedTransactions)
 		if !ok {
 			err = errNoTransactions
 		} else if coordinator, ok = b.brokerAddr(rt.TransactionCoordinatorFor(key)); !ok {
-			err = fmt.Errorf("%w: no live broker coordinates transactional id %q", kerr.CoordinatorNotAvailable, key)
+			err = fmt.Errorf("%w: no live broker coordinates transactional id %q", kafkaerr.ErrCoordinatorNotAvailable, key)
 		}
 	default:
-		err = fmt.Errorf("%w: coordinator type %d", kerr.InvalidRequest, typ)
+		err = fmt.Errorf("%w: coordinator type %d", kafkaerr.ErrInvalidRequest, typ)
 	}
 	if err != nil {
 		b.logger.Info("broker: FindCoordinator refused", "type", typ, "key", key, "client", r.clientID, "err", err)

@@ -6,9 +6,9 @@ import (
 	"math"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strandlog/strand/kafkaerr"
 	"github.com/strandlog/strand/log"
 )
 
@@ -29,9 +29,9 @@ func checkEpoch(current, epoch int32) error {
 	case current == -1 || current == epoch:
 		return nil
 	case current < epoch:
-		return fmt.Errorf("%w: client epoch %d, leader epoch %d", kerr.FencedLeaderEpoch, current, epoch)
+		return fmt.Errorf("%w: client epoch %d, leader epoch %d", kafkaerr.ErrFencedLeaderEpoch, current, epoch)
 	default:
-		return fmt.Errorf("%w: client epoch %d, leader epoch %d", kerr.UnknownLeaderEpoch, current, epoch)
+		return fmt.Errorf("%w: client epoch %d, leader epoch %d", kafkaerr.ErrUnknownLeaderEpoch, current, epoch)
 	}
 }
 
@@ -226,7 +226,7 @@ func (b *Broker) listOffset(topic string, tp *kmsg.ListOffsetsRequestTopicPartit
 		return nil
 	}
 	if tp.Timestamp < 0 {
-		return fmt.Errorf("%w: timestamp %d", kerr.UnsupportedVersion, tp.Timestamp)
+		return fmt.Errorf("%w: timestamp %d", kafkaerr.ErrUnsupportedVersion, tp.Timestamp)
 	}
 	offset, ok, err := p.OffsetForTimestamp(tp.Timestamp)
 	if err != nil {
@@ -261,9 +261,9 @@ func (b *Broker) hwLagging(topic string, partition, epoch int32, hw int64) error
 	start, ok := c.LeaderEpochStartOffset(topic, partition, epoch)
 	switch {
 	case !ok:
-		return fmt.Errorf("%w: %s-%d: this broker has not taken up leader epoch %d yet", kerr.OffsetNotAvailable, topic, partition, epoch)
+		return fmt.Errorf("%w: %s-%d: this broker has not taken up leader epoch %d yet", kafkaerr.ErrOffsetNotAvailable, topic, partition, epoch)
 	case hw < start:
-		return fmt.Errorf("%w: %s-%d: the high watermark %d is below %d, where leader epoch %d began", kerr.OffsetNotAvailable, topic, partition, hw, start, epoch)
+		return fmt.Errorf("%w: %s-%d: the high watermark %d is below %d, where leader epoch %d began", kafkaerr.ErrOffsetNotAvailable, topic, partition, hw, start, epoch)
 	}
 	return nil
 }

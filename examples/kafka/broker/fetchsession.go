@@ -8,8 +8,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/kafkaerr"
 )
 
 // Fetch sessions (KIP-227) spare a consumer that reads many partitions from
@@ -161,13 +162,13 @@ func (c *fetchSessions) open(req *kmsg.FetchRequest, topicName func([16]byte) (s
 	var err error
 	switch {
 	case !ok:
-		err = kerr.FetchSessionIDNotFound
+		err = kafkaerr.ErrFetchSessionIDNotFound
 	case s.epoch != req.SessionEpoch:
-		err = kerr.InvalidFetchSessionEpoch
+		err = kafkaerr.ErrInvalidFetchSessionEpoch
 	case s.topicIDs != fc.topicIDs:
 		// A session started with topic ids goes on with them, and one
 		// started with names with names.
-		err = kerr.FetchSessionTopicIDError
+		err = kafkaerr.ErrFetchSessionTopicIDError
 	}
 	if err != nil {
 		c.mu.Unlock()
@@ -274,7 +275,7 @@ func (fc *fetchContext) respond(resp *kmsg.FetchResponse) {
 		rt := kmsg.NewFetchResponseTopic()
 		rt.TopicID = k.id
 		rp := kmsg.NewFetchResponseTopicPartition()
-		rp.Partition, rp.ErrorCode, rp.RecordBatches = k.partition, kerr.UnknownTopicID.Code, []byte{}
+		rp.Partition, rp.ErrorCode, rp.RecordBatches = k.partition, int16(kafkaerr.ErrUnknownTopicID), []byte{}
 		rt.Partitions = append(rt.Partitions, rp)
 		resp.Topics = append(resp.Topics, rt)
 	}

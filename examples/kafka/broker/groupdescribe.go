@@ -6,8 +6,9 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strandlog/strand/kafkaerr"
 )
 
 // consumerGroupDescribe describes KIP-848 consumer groups (Kafka's
@@ -25,7 +26,7 @@ func (b *Broker) consumerGroupDescribe(ctx context.Context, r *request) kmsg.Res
 		rg.Group = id
 		d, ok, err := b.groups.DescribeConsumerGroup(ctx, id)
 		if err == nil && !ok {
-			err = fmt.Errorf("%w: group %s is not a consumer group", kerr.GroupIDNotFound, id)
+			err = fmt.Errorf("%w: group %s is not a consumer group", kafkaerr.ErrGroupIDNotFound, id)
 		}
 		if err != nil {
 			rg.ErrorCode, rg.ErrorMessage = code(err), message(err)

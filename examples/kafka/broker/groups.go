@@ -7,11 +7,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/group"
 	"github.com/strandlog/strand/idempotence"
+	"github.com/strandlog/strand/kafkaerr"
 )
 
 // The group APIs are served by the group.Service: this file only translates
@@ -225,7 +225,7 @@ func topicResults(names []string, err error, results func() []group.TopicResult)
 		case err != nil:
 			return err
 		case names[topic] == "":
-			return kerr.UnknownTopicID
+			return kafkaerr.ErrUnknownTopicID
 		}
 		return byTopic[index[topic]].Partitions[partition].Err
 	}
@@ -327,7 +327,7 @@ func (b *Broker) offsetFetch(ctx context.Context, r *request) kmsg.Response {
 				rt.TopicID = t.TopicID
 				for _, p := range t.Partitions {
 					rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
-					rp.Partition, rp.Offset, rp.LeaderEpoch, rp.ErrorCode = p, -1, -1, kerr.UnknownTopicID.Code
+					rp.Partition, rp.Offset, rp.LeaderEpoch, rp.ErrorCode = p, -1, -1, int16(kafkaerr.ErrUnknownTopicID)
 					rt.Partitions = append(rt.Partitions, rp)
 				}
 				og.Topics = append(og.Topics, rt)
@@ -380,7 +380,7 @@ func (b *Broker) describeGroups(ctx context.Context, r *request) kmsg.Response {
 			// no error before v6 and GROUP_ID_NOT_FOUND from v6.
 			rg.State = "Dead"
 			if req.Version >= 6 {
-				rg.ErrorCode = kerr.GroupIDNotFound.Code
+				rg.ErrorCode = int16(kafkaerr.ErrGroupIDNotFound)
 			}
 		default:
 			rg.State, rg.ProtocolType, rg.Protocol = stateNames[d.State], d.ProtocolType, d.Protocol

@@ -11,12 +11,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/cluster"
 	"github.com/strandlog/strand/group"
 	"github.com/strandlog/strand/idempotence"
+	"github.com/strandlog/strand/kafkaerr"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/replica"
 	"github.com/strandlog/strand/replica/controller"
@@ -227,7 +227,7 @@ func (nc *nodeCluster) Log(topic string, id int32) (*log.Partition, error) {
 	if err != nil {
 		// The metadata names this node, whose replica is not started yet:
 		// the client asks again.
-		return nil, fmt.Errorf("%w: %w", kerr.NotLeaderForPartition, err)
+		return nil, fmt.Errorf("%w: %w", kafkaerr.ErrNotLeaderOrFollower, err)
 	}
 	return p, nil
 }
@@ -239,7 +239,7 @@ func (nc *nodeCluster) Log(topic string, id int32) (*log.Partition, error) {
 // original's offsets (package replica).
 func (nc *nodeCluster) Append(ctx context.Context, topic string, id int32, acks int16, batch segment.Batch) (log.AppendResult, error) {
 	if batch.Transactional() {
-		return log.AppendResult{}, fmt.Errorf("%w: a transactional batch is appended with AppendTransactional", kerr.InvalidRequest)
+		return log.AppendResult{}, fmt.Errorf("%w: a transactional batch is appended with AppendTransactional", kafkaerr.ErrInvalidRequest)
 	}
 	return appendResult(nc.n.Produce(ctx, topic, id, replica.Acks(acks), batch))
 }
@@ -252,27 +252,21 @@ func appendResult(r replica.ProduceResult, err error) (log.AppendResult, error) 
 }
 
 // kafkaError returns err, from the cluster, replica or idempotence
-// packages, as the Kafka error of its code, which their codes are.
+// packages, as the broker answers it: with the Kafka code it carries, and
+// as Kafka answers what carries none.
 func kafkaError(err error) error {
 	switch {
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
-		return fmt.Errorf("%w: %w", kerr.RequestTimedOut, err)
+		return fmt.Errorf("%w: %w", kafkaerr.ErrRequestTimedOut, err)
 	case errors.Is(err, replica.ErrStopped), errors.Is(err, cluster.ErrClosed):
 		// The node is stopping: the client finds the next leader.
-		return fmt.Errorf("%w: %w", kerr.NotLeaderForPartition, err)
+		return fmt.Errorf("%w: %w", kafkaerr.ErrNotLeaderOrFollower, err)
 	}
-	var ie *idempotence.Error
-	if errors.As(err, &ie) {
-		return err // the broker answers its code
+	if _, coded := errors.AsType[kafkaerr.Code](err); !coded {
+		// What the replica layer does not know is its log's failure.
+		return fmt.Errorf("%w: %w", kafkaerr.ErrKafkaStorageError, err)
 	}
-	switch c := replica.CodeOf(err); c {
-	case replica.ErrTopicAlreadyExists:
-		return fmt.Errorf("%w: %w", log.ErrTopicExists, err)
-	case replica.ErrKafkaStorageError:
-		return fmt.Errorf("%w: %w", kerr.KafkaStorageError, err)
-	default:
-		return fmt.Errorf("%w: %w", kerr.ErrorForCode(int16(c)), err)
-	}
+	return err
 }
 
 // controllerTimeout bounds a request to the active controller.
@@ -306,7 +300,7 @@ func (nc *nodeCluster) CreateTopic(ctx context.Context, name string, partitions,
 	if brokers, _ := nc.Brokers(); assignment == nil && int(spec.ReplicationFactor) > len(brokers) {
 		// Kafka's controller answers it so (ReplicationControlManager),
 		// where placement would find the assignment impossible.
-		return fmt.Errorf("%w: replication factor %d, but %d brokers are live", kerr.InvalidReplicationFactor, spec.ReplicationFactor, len(brokers))
+		return fmt.Errorf("%w: replication factor %d, but %d brokers are live", kafkaerr.ErrInvalidReplicationFactor, spec.ReplicationFactor, len(brokers))
 	}
 	for _, replicas := range assignment {
 		nodes := make([]replica.NodeID, len(replicas))

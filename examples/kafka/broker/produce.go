@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/group"
+	"github.com/strandlog/strand/kafkaerr"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/segment"
 )
@@ -26,7 +26,7 @@ func (b *Broker) produce(ctx context.Context, r *request) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	var refused error
 	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
-		refused = fmt.Errorf("%w: acks %d, want -1, 0 or 1", kerr.InvalidRequiredAcks, req.Acks)
+		refused = fmt.Errorf("%w: acks %d, want -1, 0 or 1", kafkaerr.ErrInvalidRequiredAcks, req.Acks)
 	}
 	if req.TimeoutMillis > 0 {
 		// How long acks=all may wait for the ISR (Kafka's produce
@@ -101,9 +101,9 @@ func (b *Broker) appendBatch(ctx context.Context, req *kmsg.ProduceRequest, topi
 	case err != nil:
 		return err
 	case len(rest) > 0:
-		return fmt.Errorf("%w: %d bytes after the first batch: a produce request holds one batch per partition", kerr.InvalidRecord, len(rest))
+		return fmt.Errorf("%w: %d bytes after the first batch: a produce request holds one batch per partition", kafkaerr.ErrInvalidRecord, len(rest))
 	case batch.Control():
-		return fmt.Errorf("%w: a control batch from a client", kerr.InvalidRecord)
+		return fmt.Errorf("%w: a control batch from a client", kafkaerr.ErrInvalidRecord)
 	}
 	if c := batch.Codec(); c == segment.CodecSnappy || c == segment.CodecZstd {
 		if err := batch.Validate(); err != nil {
@@ -162,9 +162,9 @@ func (b *Broker) initProducerID(_ context.Context, r *request) kmsg.Response {
 func writable(topic string) error {
 	switch topic {
 	case group.OffsetsTopic:
-		return fmt.Errorf("%w: %s is written by the group coordinator only", kerr.InvalidTopicException, topic)
+		return fmt.Errorf("%w: %s is written by the group coordinator only", kafkaerr.ErrInvalidTopicException, topic)
 	case log.TransactionStateTopic:
-		return fmt.Errorf("%w: %s is written by the transaction coordinator only", kerr.InvalidTopicException, topic)
+		return fmt.Errorf("%w: %s is written by the transaction coordinator only", kafkaerr.ErrInvalidTopicException, topic)
 	}
 	return nil
 }

@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/group"
+	"github.com/strandlog/strand/kafkaerr"
 	"github.com/strandlog/strand/log"
 )
 
@@ -49,7 +49,7 @@ func (b *Broker) metadata(_ context.Context, r *request) kmsg.Response {
 					names = append(names, name)
 				} else {
 					rt := kmsg.NewMetadataResponseTopic()
-					rt.TopicID, rt.ErrorCode = t.TopicID, kerr.UnknownTopicID.Code
+					rt.TopicID, rt.ErrorCode = t.TopicID, int16(kafkaerr.ErrUnknownTopicID)
 					resp.Topics = append(resp.Topics, rt)
 				}
 			}
@@ -68,7 +68,7 @@ func (b *Broker) topicMetadata(name string, autoCreate bool) kmsg.MetadataRespon
 	t.IsInternal = internalTopic(name)
 	cfg, err := b.cluster.TopicConfig(name)
 	if errors.Is(err, log.ErrUnknownTopic) && autoCreate {
-		if err = b.cluster.CreateTopic(b.ctx, name, -1, -1, nil, nil, false); err == nil || errors.Is(err, log.ErrTopicExists) {
+		if err = b.cluster.CreateTopic(b.ctx, name, -1, -1, nil, nil, false); err == nil || errors.Is(err, kafkaerr.ErrTopicAlreadyExists) {
 			b.logger.Info("broker: created topic on first use", "topic", name)
 			cfg, err = b.cluster.TopicConfig(name)
 		}
@@ -88,7 +88,7 @@ func (b *Broker) topicMetadata(name string, autoCreate bool) kmsg.MetadataRespon
 			p.Leader, p.LeaderEpoch = st.Leader, st.LeaderEpoch
 			p.Replicas, p.ISR, p.OfflineReplicas = st.Replicas, st.ISR, st.Offline
 			if st.Leader < 0 {
-				p.ErrorCode = kerr.LeaderNotAvailable.Code
+				p.ErrorCode = int16(kafkaerr.ErrLeaderNotAvailable)
 			}
 		}
 		t.Partitions = append(t.Partitions, p)
@@ -129,30 +129,30 @@ func (b *Broker) createTopics(_ context.Context, r *request) kmsg.Response {
 func (b *Broker) createTopic(t kmsg.CreateTopicsRequestTopic, validateOnly bool) (log.TopicConfig, error) {
 	var cfg log.TopicConfig
 	if err := log.ValidateTopic(t.Topic); err != nil {
-		return cfg, fmt.Errorf("%w: %w", kerr.InvalidTopicException, err)
+		return cfg, fmt.Errorf("%w: %w", kafkaerr.ErrInvalidTopicException, err)
 	}
 	var assignment [][]int32
 	switch {
 	case len(t.ReplicaAssignment) > 0:
 		if t.NumPartitions != -1 || t.ReplicationFactor != -1 {
-			return cfg, fmt.Errorf("%w: both a replica assignment and a partition count or replication factor", kerr.InvalidRequest)
+			return cfg, fmt.Errorf("%w: both a replica assignment and a partition count or replication factor", kafkaerr.ErrInvalidRequest)
 		}
 		for i, a := range t.ReplicaAssignment {
 			if a.Partition != int32(i) {
-				return cfg, fmt.Errorf("%w: partition %d: partitions must be numbered from 0", kerr.InvalidReplicaAssignment, a.Partition)
+				return cfg, fmt.Errorf("%w: partition %d: partitions must be numbered from 0", kafkaerr.ErrInvalidReplicaAssignment, a.Partition)
 			}
 			assignment = append(assignment, a.Replicas)
 		}
 	case t.NumPartitions == -1: // the broker's num.partitions
 	case t.NumPartitions <= 0 || t.NumPartitions > log.MaxPartitions:
-		return cfg, fmt.Errorf("%w: %d partitions, want 1 to %d", kerr.InvalidPartitions, t.NumPartitions, log.MaxPartitions)
+		return cfg, fmt.Errorf("%w: %d partitions, want 1 to %d", kafkaerr.ErrInvalidPartitions, t.NumPartitions, log.MaxPartitions)
 	}
 	// A config without a value is refused, as Kafka refuses it
 	// (INVALID_CONFIG).
 	configs := map[string]string{}
 	for _, c := range t.Configs {
 		if c.Value == nil {
-			return cfg, fmt.Errorf("%w: config %s without a value", kerr.InvalidConfig, c.Name)
+			return cfg, fmt.Errorf("%w: config %s without a value", kafkaerr.ErrInvalidConfig, c.Name)
 		}
 		configs[c.Name] = *c.Value
 	}
@@ -223,16 +223,16 @@ func (b *Broker) deleteTopic(rt *kmsg.DeleteTopicsResponseTopic) error {
 	zero := rt.TopicID == [16]byte{}
 	switch {
 	case rt.Topic != nil && !zero:
-		return fmt.Errorf("%w: topic %s named both by name and by id", kerr.InvalidRequest, *rt.Topic)
+		return fmt.Errorf("%w: topic %s named both by name and by id", kafkaerr.ErrInvalidRequest, *rt.Topic)
 	case rt.Topic == nil && zero:
-		return fmt.Errorf("%w: a topic named neither by name nor by id", kerr.InvalidRequest)
+		return fmt.Errorf("%w: a topic named neither by name nor by id", kafkaerr.ErrInvalidRequest)
 	case rt.Topic == nil:
 		names, err := b.namesOf(true, 1, func(int) ([16]byte, string) { return rt.TopicID, "" })
 		if err != nil {
 			return err
 		}
 		if names[0] == "" {
-			return kerr.UnknownTopicID
+			return kafkaerr.ErrUnknownTopicID
 		}
 		rt.Topic = &names[0]
 	default:
@@ -286,7 +286,7 @@ func (b *Broker) describeConfigs(_ context.Context, r *request) kmsg.Response {
 				sources[name] = sourceStaticBroker
 			}
 		default:
-			err := fmt.Errorf("%w: resource type %d", kerr.InvalidRequest, res.ResourceType)
+			err := fmt.Errorf("%w: resource type %d", kafkaerr.ErrInvalidRequest, res.ResourceType)
 			rr.ErrorCode, rr.ErrorMessage = code(err), message(err)
 		}
 		want := res.ConfigNames
@@ -351,7 +351,7 @@ func (b *Broker) deleteRecordsOf(topic string, id int32, offset int64, low *int6
 		}
 	}
 	if offset < 0 {
-		return fmt.Errorf("%w: delete records before %d", kerr.OffsetOutOfRange, offset)
+		return fmt.Errorf("%w: delete records before %d", kafkaerr.ErrOffsetOutOfRange, offset)
 	}
 	if err := p.DeleteRecordsBefore(offset); err != nil {
 		return err

@@ -8,8 +8,8 @@ import (
 
 	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
-	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/strandlog/strand/kafkaerr"
 	"github.com/strandlog/strand/segment"
 )
 
@@ -40,7 +40,7 @@ func transcode(b segment.Batch) (segment.Batch, error) {
 		return b, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w: %w", kerr.CorruptMessage, errTranscode, err)
+		return nil, fmt.Errorf("%w: %w: %w", kafkaerr.ErrCorruptMessage, errTranscode, err)
 	}
 	// The same header, uncompressed: attributes' low 3 bits are the codec.
 	plain := append(bytes.Clone(b[:segment.HeaderSize]), raw...)
@@ -49,7 +49,7 @@ func transcode(b segment.Batch) (segment.Batch, error) {
 	var recs []segment.Record
 	for r, err := range segment.Batch(plain).Records() {
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w: %w", kerr.CorruptMessage, errTranscode, err)
+			return nil, fmt.Errorf("%w: %w: %w", kafkaerr.ErrCorruptMessage, errTranscode, err)
 		}
 		recs = append(recs, r)
 	}

@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/idempotence"
+	"github.com/strandlog/strand/kafkaerr"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/segment"
 )
@@ -28,7 +28,7 @@ const transactionVersion = 2
 
 // errNoTransactions refuses the transaction requests of a Cluster that
 // keeps no transaction coordinators.
-var errNoTransactions = fmt.Errorf("%w: this cluster serves no transactions", kerr.InvalidRequest)
+var errNoTransactions = fmt.Errorf("%w: this cluster serves no transactions", kafkaerr.ErrInvalidRequest)
 
 // txns returns the cluster's transaction coordinators.
 func (b *Broker) txns() (ReplicatedTransactions, error) {
@@ -91,9 +91,9 @@ func (b *Broker) initTransactionalProducerID(r *request, req *kmsg.InitProducerI
 	switch {
 	case err != nil:
 	case txnID == "":
-		err = fmt.Errorf("%w: an empty transactional id", kerr.InvalidRequest)
+		err = fmt.Errorf("%w: an empty transactional id", kafkaerr.ErrInvalidRequest)
 	case (current.ProducerID < 0) != (current.Epoch < 0):
-		err = fmt.Errorf("%w: producer id %d with epoch %d: both or neither", kerr.InvalidRequest, current.ProducerID, current.Epoch)
+		err = fmt.Errorf("%w: producer id %d with epoch %d: both or neither", kafkaerr.ErrInvalidRequest, current.ProducerID, current.Epoch)
 	case current.ProducerID < 0:
 		pe, err = rt.Transactions().InitProducerID(txnID, timeout)
 	default:
@@ -134,7 +134,7 @@ func (b *Broker) addPartitionsToTxn(_ context.Context, r *request) kmsg.Response
 	}
 	var err error
 	if len(refused) > 0 {
-		err = kerr.OperationNotAttempted
+		err = kafkaerr.ErrOperationNotAttempted
 	} else {
 		var rt ReplicatedTransactions
 		if rt, err = b.txns(); err == nil {
@@ -198,13 +198,13 @@ func (b *Broker) describeTransactions(_ context.Context, r *request) kmsg.Respon
 		if rt.TransactionCoordinatorFor(id) != b.cfg.NodeID {
 			// Another broker's coordinator has it (Kafka's
 			// TransactionStateManager answers NOT_COORDINATOR).
-			s.ErrorCode = kerr.NotCoordinator.Code
+			s.ErrorCode = int16(kafkaerr.ErrNotCoordinator)
 			resp.TransactionStates = append(resp.TransactionStates, s)
 			continue
 		}
 		rec, ok := rt.Transactions().Describe(id)
 		if !ok || rec.State == idempotence.TxnDead {
-			s.ErrorCode = kerr.TransactionalIDNotFound.Code
+			s.ErrorCode = int16(kafkaerr.ErrTransactionalIDNotFound)
 			resp.TransactionStates = append(resp.TransactionStates, s)
 			continue
 		}
@@ -239,7 +239,7 @@ func (b *Broker) appendTransactional(ctx context.Context, req *kmsg.ProduceReque
 	if txnID == nil {
 		// Kafka checks the producer may write as txnID before anything
 		// else, and a null id may not.
-		return log.AppendResult{}, fmt.Errorf("%w: a transactional batch in a produce request without a transactional id", kerr.TransactionalIDAuthorizationFailed)
+		return log.AppendResult{}, fmt.Errorf("%w: a transactional batch in a produce request without a transactional id", kafkaerr.ErrTransactionalIDAuthorizationFailed)
 	}
 	rt, err := b.txns()
 	if err != nil {
@@ -252,8 +252,8 @@ func (b *Broker) appendTransactional(ctx context.Context, req *kmsg.ProduceReque
 // leaderAnswer is the coordinator's answer err as a partition leader gives
 // it to a producer: PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH.
 func leaderAnswer(err error) error {
-	if errors.Is(err, idempotence.ErrProducerFenced) || errors.Is(err, kerr.ProducerFenced) {
-		return fmt.Errorf("%w: %v", kerr.InvalidProducerEpoch, err)
+	if errors.Is(err, idempotence.ErrProducerFenced) || errors.Is(err, kafkaerr.ErrProducerFenced) {
+		return fmt.Errorf("%w: %v", kafkaerr.ErrInvalidProducerEpoch, err)
 	}
 	return err
 }

@@ -7,10 +7,10 @@ import (
 	"slices"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strandlog/strand/idempotence"
+	"github.com/strandlog/strand/kafkaerr"
 )
 
 // listTransactions lists the transactional ids of the coordinator, as
@@ -35,7 +35,7 @@ func (b *Broker) listTransactions(_ context.Context, r *request) kmsg.Response {
 	if p := req.TransactionalIDPattern; p != nil && *p != "" {
 		var err error
 		if pattern, err = regexp.Compile(`^(?:` + *p + `)$`); err != nil {
-			err = fmt.Errorf("%w: transactional id pattern %q: %w", kerr.InvalidRegularExpression, *p, err)
+			err = fmt.Errorf("%w: transactional id pattern %q: %w", kafkaerr.ErrInvalidRegularExpression, *p, err)
 			resp.ErrorCode = code(err)
 			return resp
 		}
