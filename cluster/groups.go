@@ -43,15 +43,8 @@ func (n *Node) openGroups() (*group.Service, error) {
 			return names
 		}
 	}
-	opts.Append = func(partition int32, recs []segment.Record) (log.AppendResult, error) {
-		batch, err := segment.AppendBatch(nil, recs, segment.BuildOptions{})
-		if err != nil {
-			return log.AppendResult{}, err
-		}
-		return n.appendCoordinator(group.OffsetsTopic, partition, batch)
-	}
-	opts.AppendBatch = func(partition int32, batch segment.Batch) (log.AppendResult, error) {
-		return n.appendCoordinator(group.OffsetsTopic, partition, batch)
+	opts.Append = func(partition int32, batch segment.Batch) (log.AppendResult, error) {
+		return n.appendCoordinator(context.Background(), group.OffsetsTopic, partition, batch)
 	}
 	return group.OpenService(n.dir, opts)
 }
@@ -60,28 +53,21 @@ func (n *Node) openGroups() (*group.Service, error) {
 // transactional producer's offsets, or a transaction marker) to a
 // partition this node leads, as a coordinator's batch (the leader checks
 // its producer epoch but not its sequence, as Kafka's
-// AppendOrigin.COORDINATOR), and returns once it is committed (acks=all).
-// Its error carries Kafka's code, by which the Service answers the
-// requests it failed (NOT_ENOUGH_REPLICAS: COORDINATOR_NOT_AVAILABLE) and
-// keeps the partition's groups.
-func (n *Node) appendCoordinator(topic string, partition int32, batch []byte) (log.AppendResult, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.RequestTimeout)
+// AppendOrigin.COORDINATOR), and returns once it is committed (acks=all),
+// within the node's RequestTimeout. Both coordinators, of groups and of
+// transactions, write through it, and answer its errors, which carry
+// Kafka's codes, by one rule (kafkaerr.CoordinatorWriteError).
+func (n *Node) appendCoordinator(ctx context.Context, topic string, partition int32, batch []byte) (log.AppendResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout)
 	defer cancel()
-	r, err := n.produceCoordinator(ctx, topic, partition, batch)
-	if err != nil {
-		return log.AppendResult{}, err
-	}
-	return log.AppendResult{BaseOffset: r.BaseOffset, LastOffset: r.LastOffset}, nil
-}
-
-// produceCoordinator appends a coordinator's batch to a partition this
-// node leads, acks=all, and returns once it is committed.
-func (n *Node) produceCoordinator(ctx context.Context, topic string, partition int32, batch []byte) (replica.ProduceResult, error) {
 	r, err := n.d.ProduceAsCoordinator(ctx, topic, partition, replica.AcksAll, batch)
 	if err == nil {
 		err = r.Err
 	}
-	return r, err
+	if err != nil {
+		return log.AppendResult{}, err
+	}
+	return log.AppendResult{BaseOffset: r.BaseOffset, LastOffset: r.LastOffset}, nil
 }
 
 // Groups returns the node's group coordinator. It answers the groups

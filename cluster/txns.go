@@ -58,40 +58,14 @@ func (h txnHost) ReadTxns(partition int32, fn func(idempotence.TxnRecord)) error
 }
 
 // PersistTxn appends a record to a state partition as its leader,
-// acks=all; the append's errors are answered as Kafka's
-// appendTransactionToLog answers them: the partition short of replicas or
-// slow to commit, COORDINATOR_NOT_AVAILABLE, which the producer retries;
-// led elsewhere or its log failed, NOT_COORDINATOR.
+// acks=all; the runtime answers its error as Kafka's coordinator does.
 func (h txnHost) PersistTxn(ctx context.Context, partition int32, rec idempotence.TxnRecord) error {
 	key, value := idempotence.MarshalTxnRecord(rec)
 	b, err := segment.AppendBatch(nil, []segment.Record{{Key: key, Value: value}}, segment.BuildOptions{})
 	if err != nil {
 		return err
 	}
-	_, err = h.n.produceCoordinator(ctx, log.TransactionStateTopic, partition, b)
-	return txnLogError(err)
-}
-
-// txnLogError is the error a request is answered with whose record failed
-// to append to the transaction state log with err, as Kafka's
-// TransactionStateManager.appendTransactionToLog answers it: the
-// partition short of replicas or slow to commit, COORDINATOR_NOT_AVAILABLE,
-// which the producer retries; led elsewhere, its log failed or the
-// coordinator closing (the append's context canceled), NOT_COORDINATOR;
-// the record too large, UNKNOWN_SERVER_ERROR; anything else as it is.
-func txnLogError(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errorsIsAny(err, replica.ErrNotEnoughReplicas, replica.ErrNotEnoughReplicasAfterAppend, replica.ErrRequestTimedOut,
-		replica.ErrUnknownTopicOrPartition, context.DeadlineExceeded):
-		return fmt.Errorf("%w: %w", idempotence.ErrCoordinatorNotAvailable, err)
-	case errorsIsAny(err, replica.ErrNotLeaderOrFollower, replica.ErrKafkaStorageError, replica.ErrStopped, replica.ErrFailed,
-		context.Canceled, ErrClosed):
-		return fmt.Errorf("%w: %w", idempotence.ErrNotCoordinator, err)
-	case errors.Is(err, replica.ErrMessageTooLarge):
-		return fmt.Errorf("%w: %w", idempotence.ErrUnknownServerError, err)
-	}
+	_, err = h.n.appendCoordinator(ctx, log.TransactionStateTopic, partition, b)
 	return err
 }
 
@@ -354,6 +328,6 @@ func (r *markerRequest) serve(ctx context.Context, n *Node) error {
 	if r.Topic == group.OffsetsTopic {
 		return n.groups.TxnCommitter().WriteTxnMarker(ctx, r.Topic, r.Partition, b)
 	}
-	_, err := n.produceCoordinator(ctx, r.Topic, r.Partition, b)
+	_, err := n.appendCoordinator(ctx, r.Topic, r.Partition, b)
 	return err
 }

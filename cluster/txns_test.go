@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -163,30 +162,4 @@ func TestNodeMarkersOnlyAtTheLeaderInItsEpoch(t *testing.T) {
 	require.ErrorIs(t, marker(follower, p.LeaderEpoch), replica.ErrNotLeaderOrFollower, "at a follower")
 	require.ErrorIs(t, marker(leader, p.LeaderEpoch+1), replica.ErrNotLeaderOrFollower, "in another leader epoch")
 	require.ErrorIs(t, marker(leader, p.LeaderEpoch), idempotence.ErrInvalidProducerEpoch, "of an epoch older than the producer's")
-}
-
-// The transaction coordinator answers its log's append errors as Kafka's
-// TransactionStateManager.appendTransactionToLog does, and the others as
-// they are.
-func TestTxnLogErrorsMapAsKafkas(t *testing.T) {
-	for _, c := range []struct {
-		append error
-		want   error
-	}{
-		{replica.ErrNotEnoughReplicas, idempotence.ErrCoordinatorNotAvailable},
-		{replica.ErrNotEnoughReplicasAfterAppend, idempotence.ErrCoordinatorNotAvailable},
-		{replica.ErrRequestTimedOut, idempotence.ErrCoordinatorNotAvailable},
-		{context.DeadlineExceeded, idempotence.ErrCoordinatorNotAvailable},
-		{replica.ErrUnknownTopicOrPartition, idempotence.ErrCoordinatorNotAvailable},
-		{&replica.NotLeaderError{Leader: 2}, idempotence.ErrNotCoordinator},
-		{replica.ErrStopped, idempotence.ErrNotCoordinator},
-		{replica.ErrKafkaStorageError, idempotence.ErrNotCoordinator},
-		{context.Canceled, idempotence.ErrNotCoordinator}, // the coordinator closing
-		{ErrClosed, idempotence.ErrNotCoordinator},
-		{replica.ErrMessageTooLarge, idempotence.ErrUnknownServerError},
-		{replica.ErrInvalidRequest, replica.ErrInvalidRequest},
-	} {
-		err := txnLogError(fmt.Errorf("the replica's append: %w", c.append))
-		require.ErrorIs(t, err, c.want, "%v", c.append)
-	}
 }

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/strandlog/strand/kafkaerr"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/segment"
 )
@@ -43,16 +44,12 @@ type ServiceOptions struct {
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// Append, if set, makes the offsets topic one a cluster replicates:
-	// records are written through it, and a partition is coordinated only
-	// while Follow says this broker leads it, whatever its appends
-	// fail with (see AppendFunc).
+	// every batch the Service writes (its records, a transactional
+	// producer's offsets, the markers that end a transaction) is written
+	// through it, and a partition is coordinated only while Follow says
+	// this broker leads it, whatever its appends fail with (see
+	// AppendFunc).
 	Append AppendFunc
-	// AppendBatch, with Append, writes what a transaction leaves on a
-	// replicated offsets topic: a transactional producer's offsets, in a
-	// batch of its own (TxnCommitOffsets), and the markers that end its
-	// transaction (TxnCommitter's WriteTxnMarker). Without it a replicated
-	// topic refuses transactional offsets.
-	AppendBatch AppendBatchFunc
 	// Unloaded opens the Service with no partition loaded.
 	Unloaded bool
 }
@@ -89,7 +86,6 @@ type Service struct {
 	// arms a timer meanwhile wakes it.
 	fireAt atomic.Int64
 
-	replBatch AppendBatchFunc // ServiceOptions.AppendBatch
 	// unroute stops the Dir's markers of the offsets topic coming here.
 	unroute func()
 }
@@ -187,7 +183,6 @@ func OpenService(d *log.Dir, opts ServiceOptions) (*Service, error) {
 		wake:   make(chan struct{}, 1),
 		ticked: make(chan struct{}),
 	}
-	s.replBatch = opts.AppendBatch
 	if s.topic == "" {
 		s.topic = OffsetsTopic
 	}
@@ -538,10 +533,10 @@ func (s *Service) settle(sp *servicePartition, rd Ready, err error) {
 }
 
 // appendFailed is what the requests of a write that failed with err are
-// answered: the coordinator error Kafka answers them with (appendError),
-// and the cause.
+// answered: the coordinator error Kafka answers them with
+// (kafkaerr.CoordinatorWriteError), and the cause.
 func (s *Service) appendFailed(sp *servicePartition, err error) error {
-	return fmt.Errorf("%w: offsets log %s-%d: %w", appendError(err), s.topic, sp.p.ID(), err)
+	return fmt.Errorf("%w: offsets log %s-%d: %w", kafkaerr.CodeOf(kafkaerr.CoordinatorWriteError(err)), s.topic, sp.p.ID(), err)
 }
 
 // rollback follows a failed write, with mu held and no write in flight.

@@ -8,29 +8,23 @@ import (
 	"github.com/strandlog/strand/segment"
 )
 
-// AppendFunc appends records to a partition of an offsets topic that a
-// cluster replicates, as the partition's leader, and returns once they
-// are committed: the high watermark has passed them with enough replicas
-// in the ISR (Kafka's coordinator answers only then: CoordinatorRuntime
-// appends with acks=1 and holds the write's response until the high
-// watermark passes it, which an acks=all append does at once). Its error
-// says why by Kafka's code: an Error, or any error wrapping one (Error.Is
-// matches by code), such as ErrNotEnoughReplicas,
-// ErrNotEnoughReplicasAfterAppend, ErrRequestTimedOut or
-// ErrNotLeaderOrFollower. The requests whose records failed are answered
-// with the coordinator error Kafka maps it to (COORDINATOR_NOT_AVAILABLE
-// for the first three, NOT_COORDINATOR for the last and for an error of
-// no code), and the partition's coordinator goes back to what the
-// partition's log holds, still loaded.
-type AppendFunc func(partition int32, records []segment.Record) (log.AppendResult, error)
-
-// AppendBatchFunc appends a batch the Service built, a transactional
-// producer's offsets or a transaction marker, to a partition of a
-// replicated offsets topic as its leader, as AppendFunc appends records,
-// and returns once it is committed (Kafka's coordinator appends both with
-// acks=all and AppendOrigin.COORDINATOR: the producer's sequence is not
-// checked).
-type AppendBatchFunc func(partition int32, batch segment.Batch) (log.AppendResult, error)
+// AppendFunc appends a batch the Service built (its records, a
+// transactional producer's offsets, or a transaction marker) to a
+// partition of an offsets topic that a cluster replicates, as the
+// partition's leader, and returns once it is committed: the high
+// watermark has passed it with enough replicas in the ISR (Kafka's
+// coordinator answers only then: CoordinatorRuntime appends with acks=1
+// and holds the write's response until the high watermark passes it,
+// which an acks=all append does at once). The batch's producer epoch is
+// checked, its sequence not (Kafka's AppendOrigin.COORDINATOR). Its error
+// carries Kafka's code (kafkaerr), such as ErrNotEnoughReplicas or
+// ErrNotLeaderOrFollower: the requests whose records failed are answered
+// as Kafka's coordinator answers them (kafkaerr.CoordinatorWriteError:
+// COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR), and the partition's
+// coordinator goes back to what the partition's log holds, still loaded.
+// The transaction coordinator's records take the same path
+// (idempotence.TxnHost), so that a node writes both alike.
+type AppendFunc func(partition int32, batch segment.Batch) (log.AppendResult, error)
 
 // A Service with ServiceOptions.Append set serves an offsets topic whose
 // partitions a cluster replicates and whose leaders move: it writes
@@ -40,9 +34,7 @@ type AppendBatchFunc func(partition int32, batch segment.Batch) (log.AppendResul
 // broker becomes and stops being the partition's leader. With
 // ServiceOptions.Unloaded it opens with no partition loaded. Requests for a
 // partition not loaded are answered NOT_COORDINATOR, for one being loaded
-// COORDINATOR_LOAD_IN_PROGRESS. Transactional offset commits and their
-// markers are written through ServiceOptions.AppendBatch, and refused
-// without it. The partitions' logs hold the high watermark the cluster
+// COORDINATOR_LOAD_IN_PROGRESS. The partitions' logs hold the high watermark the cluster
 // sets (log.Options.ExternalHighWatermark): a coordinator loaded from
 // records above it answers COORDINATOR_LOAD_IN_PROGRESS until it passes
 // them, so that nothing it serves is undone by a change of leader.
@@ -225,24 +217,22 @@ func (s *Service) closeErr(sp *servicePartition) error {
 	return sp.err
 }
 
-// appendRun appends one run of records, of one producer if prod is set.
+// appendRun appends one run of records, of one producer if prod is set:
+// into the Dir's partition, or through the cluster (ServiceOptions.Append).
 func (s *Service) appendRun(sp *servicePartition, prod *Producer, recs []segment.Record) (log.AppendResult, error) {
+	appendBatch := sp.p.AppendBatch
+	if s.repl != nil {
+		appendBatch = func(b segment.Batch) (log.AppendResult, error) { return s.repl(sp.p.ID(), b) }
+	}
 	switch {
-	case s.repl == nil && prod != nil:
-		return sp.appendTxn(*prod, recs, sp.p.AppendBatch)
+	case prod != nil:
+		return sp.appendTxn(*prod, recs, appendBatch)
 	case s.repl == nil:
 		return sp.p.Append(recs)
-	case prod != nil && s.replBatch != nil:
-		return sp.appendTxn(*prod, recs, func(b segment.Batch) (log.AppendResult, error) { return s.replBatch(sp.p.ID(), b) })
-	case prod != nil:
-		return log.AppendResult{}, errTxnReplicated(s, sp)
 	}
-	return s.repl(sp.p.ID(), recs)
-}
-
-// errTxnReplicated refuses transactional records and markers on a
-// replicated offsets log whose cluster gave no way to append them as its
-// leader (ServiceOptions.AppendBatch).
-func errTxnReplicated(s *Service, sp *servicePartition) error {
-	return errorf(ErrInvalidRequest, "transactional offsets on the replicated offsets log %s-%d", s.topic, sp.p.ID())
+	b, err := segment.AppendBatch(nil, recs, segment.BuildOptions{})
+	if err != nil {
+		return log.AppendResult{}, err
+	}
+	return appendBatch(b)
 }

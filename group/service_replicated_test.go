@@ -33,17 +33,13 @@ func TestServiceReplicatedPartitionCoordinatesBetweenLoadAndUnload(t *testing.T)
 		Unloaded:   true,
 		Now:        func() time.Time { return epoch },
 		Config:     Config{InitialRebalanceDelay: -1, Partitions: func(string) int32 { return 4 }},
-		Append: func(partition int32, recs []segment.Record) (log.AppendResult, error) {
+		Append: func(partition int32, b segment.Batch) (log.AppendResult, error) {
 			if failNext {
 				failNext = false
 				return log.AppendResult{}, errors.New("lost leadership")
 			}
-			appended += len(recs)
-			p, err := d.Partition(OffsetsTopic, partition)
-			if err != nil {
-				return log.AppendResult{}, err
-			}
-			return p.Append(recs)
+			appended += int(b.NumRecords())
+			return appendAsLeader(d, partition, b)
 		},
 	})
 	require.NoError(t, err)
@@ -91,12 +87,14 @@ func TestServiceReplicatedPartitionCoordinatesBetweenLoadAndUnload(t *testing.T)
 	require.NoError(t, err, "after the failed append")
 	require.Equal(t, int64(7), r.Topics[0].Partitions[0].Offset)
 
-	// Transactional offsets are refused: their markers are not
-	// replicated.
+	// Transactional offsets take the same path, in a batch of their
+	// producer.
+	before := appended
 	tr, err := s.TxnCommitOffsets(ctx, TxnOffsetCommitRequest{GroupID: "g", Producer: Producer{ID: 1}, GenerationID: -1,
 		Topics: []OffsetCommitTopic{{Name: "t", Partitions: []OffsetCommitPartition{{Partition: 0, Offset: 9, LeaderEpoch: -1}}}}})
 	require.NoError(t, err)
-	require.ErrorIs(t, tr.Err, ErrInvalidRequest)
+	require.NoError(t, tr.Err)
+	require.Greater(t, appended, before, "transactional offsets went through Append")
 
 	groups, err := s.ListGroups(ctx)
 	require.NoError(t, err)
@@ -128,7 +126,7 @@ func TestServiceReplicatedPartitionLoadingAnswersLoadInProgress(t *testing.T) {
 		return epoch
 	}
 	s, err := OpenService(d, ServiceOptions{Partitions: 1, Unloaded: true, Now: clock,
-		Append: func(int32, []segment.Record) (log.AppendResult, error) {
+		Append: func(int32, segment.Batch) (log.AppendResult, error) {
 			return log.AppendResult{}, errors.New("not written")
 		}})
 	require.NoError(t, err)
@@ -171,24 +169,14 @@ func TestServiceReplicatedPartitionTakesTransactionalOffsets(t *testing.T) {
 		Unloaded:   true,
 		Now:        func() time.Time { return epoch },
 		Config:     Config{InitialRebalanceDelay: -1, Partitions: func(string) int32 { return 4 }},
-		Append: func(partition int32, recs []segment.Record) (log.AppendResult, error) {
-			p, err := d.Partition(OffsetsTopic, partition)
-			if err != nil {
-				return log.AppendResult{}, err
-			}
-			return p.Append(recs)
-		},
-		AppendBatch: func(partition int32, b segment.Batch) (log.AppendResult, error) {
-			p, err := d.Partition(OffsetsTopic, partition)
-			if err != nil {
-				return log.AppendResult{}, err
-			}
-			if b.Control() {
+		Append: func(partition int32, b segment.Batch) (log.AppendResult, error) {
+			switch {
+			case b.Control():
 				markers++
-				return p.AppendMarker(b)
+			case b.Transactional():
+				batches++
 			}
-			batches++
-			return p.AppendCoordinatorBatch(b)
+			return appendAsLeader(d, partition, b)
 		},
 	})
 	require.NoError(t, err)
@@ -235,18 +223,30 @@ func (f *failingAppends) fail(err error) {
 	f.err = err
 }
 
-func (f *failingAppends) append(partition int32, recs []segment.Record) (log.AppendResult, error) {
+func (f *failingAppends) append(partition int32, b segment.Batch) (log.AppendResult, error) {
 	f.mu.Lock()
 	err := f.err
 	f.mu.Unlock()
 	if err != nil {
 		return log.AppendResult{}, err
 	}
-	p, err := f.d.Partition(OffsetsTopic, partition)
+	return appendAsLeader(f.d, partition, b)
+}
+
+// appendAsLeader appends a batch a Service built to the Dir's offsets
+// partition as a cluster's leader appends a coordinator's batch.
+func appendAsLeader(d *log.Dir, partition int32, b segment.Batch) (log.AppendResult, error) {
+	p, err := d.Partition(OffsetsTopic, partition)
 	if err != nil {
 		return log.AppendResult{}, err
 	}
-	return p.Append(recs)
+	switch {
+	case b.Control():
+		return p.AppendMarker(b)
+	case b.Transactional():
+		return p.AppendCoordinatorBatch(b)
+	}
+	return p.AppendBatch(b)
 }
 
 // openFailingGroup opens a replicated Service of one offsets partition,
@@ -401,8 +401,8 @@ func TestServiceReplicatedServesOnlyCommittedOffsets(t *testing.T) {
 		Unloaded:   true,
 		Now:        func() time.Time { return epoch },
 		Config:     Config{Partitions: func(string) int32 { return 1 }},
-		Append: func(_ int32, recs []segment.Record) (log.AppendResult, error) {
-			res, err := p.Append(recs)
+		Append: func(_ int32, b segment.Batch) (log.AppendResult, error) {
+			res, err := p.AppendBatch(b)
 			if err != nil {
 				return res, err
 			}

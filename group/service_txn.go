@@ -107,9 +107,6 @@ func (s *Service) TxnCommitOffsets(ctx context.Context, req TxnOffsetCommitReque
 	part := s.partitionOf(req.GroupID)
 	return do[*TxnOffsetCommitResponse](ctx, s, req.GroupID, func(c *Coordinator, id RequestID) {
 		err := s.parts[part].checkEpoch(req.Producer)
-		if err == nil && s.repl != nil && s.replBatch == nil {
-			err = errTxnReplicated(s, s.parts[part])
-		}
 		if err != nil {
 			c.respond(&TxnOffsetCommitResponse{ID: id, Err: err})
 			return
@@ -125,7 +122,7 @@ func (s *Service) TxnCommitOffsets(ctx context.Context, req TxnOffsetCommitReque
 // offsets, except where a plain commit written after them already replaced
 // them; aborted, they are dropped. A producer with nothing pending is done
 // at once. The error is nil or wraps PRODUCER_FENCED, the coordinator
-// error a failed append of a marker maps to (appendError; that partition
+// error a failed append of a marker maps to (appendFailed; that partition
 // was rolled back to its log) or ErrServiceClosed.
 func (s *Service) EndTxn(ctx context.Context, producer Producer, commit bool) error {
 	for i, sp := range s.parts {
@@ -200,13 +197,10 @@ func (s *Service) writeMarker(sp *servicePartition, producer Producer, b segment
 func (s *Service) appendMarker(sp *servicePartition, producerID int64, b segment.Batch, commit bool) error {
 	var res log.AppendResult
 	var err error
-	switch {
-	case s.repl == nil:
+	if s.repl == nil {
 		res, err = sp.p.AppendMarker(b)
-	case s.replBatch != nil:
-		res, err = s.replBatch(sp.p.ID(), b)
-	default:
-		return errTxnReplicated(s, sp)
+	} else {
+		res, err = s.repl(sp.p.ID(), b)
 	}
 	if err != nil {
 		return err

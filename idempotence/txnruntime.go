@@ -9,6 +9,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/strandlog/strand/kafkaerr"
 )
 
 // TxnHost is where a TxnRuntime keeps its transaction state partitions
@@ -19,8 +21,12 @@ type TxnHost interface {
 	// log start to its end, in order.
 	ReadTxns(partition int32, fn func(TxnRecord)) error
 	// PersistTxn appends rec to a state partition and returns once it is
-	// durable (in a cluster: committed, acks=all). Its error is what the
-	// request whose transition rec is gets answered.
+	// durable (in a cluster: committed, acks=all). Its error, which
+	// carries Kafka's code, is answered to the request whose transition
+	// rec is as Kafka's coordinator answers it
+	// (kafkaerr.CoordinatorWriteError: a replica that no longer leads is
+	// NOT_COORDINATOR, one short of in-sync replicas
+	// COORDINATOR_NOT_AVAILABLE).
 	PersistTxn(ctx context.Context, partition int32, rec TxnRecord) error
 	// WriteMarker writes a transaction's marker on one of its partitions
 	// (in a cluster: through that partition's leader, Kafka's
@@ -249,7 +255,8 @@ func (r *TxnRuntime) run(p *txnPartition, c *Coordinator, rec *TxnRecord) error 
 			return fmt.Errorf("%w: transaction state partition %d moved while %q was written", ErrNotCoordinator, p.id, rec.TransactionalID)
 		}
 		if err != nil {
-			err = errors.Join(fmt.Errorf("persisting %q %v: %w", rec.TransactionalID, rec.State, err), c.Abandon(rec.TransactionalID))
+			err = errors.Join(fmt.Errorf("persisting %q %v: %w", rec.TransactionalID, rec.State, kafkaerr.CoordinatorWriteError(err)),
+				c.Abandon(rec.TransactionalID))
 			p.mu.Unlock()
 			return err
 		}

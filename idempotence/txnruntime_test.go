@@ -3,11 +3,14 @@ package idempotence
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/strandlog/strand/kafkaerr"
 )
 
 // memHost is a TxnHost in memory: each state partition a slice of
@@ -157,8 +160,12 @@ func TestTxnRuntimeRefusesWhatItCouldNotPersist(t *testing.T) {
 	require.NoError(t, err)
 	stored := len(h.parts[0])
 
-	h.set(func(h *memHost) { h.failTxn = errors.New("not enough replicas") })
-	require.Error(t, r.AddPartitions("t", pe, a0))
+	h.set(func(h *memHost) {
+		h.failTxn = fmt.Errorf("the state partition's replica: %w", kafkaerr.ErrNotEnoughReplicas)
+	})
+	err = r.AddPartitions("t", pe, a0)
+	require.ErrorIs(t, err, ErrCoordinatorNotAvailable, "answered as Kafka's coordinator answers its log's refusal")
+	require.ErrorIs(t, err, kafkaerr.ErrNotEnoughReplicas, "and the cause")
 	rec, _ := r.Describe("t")
 	require.Equal(t, TxnEmpty, rec.State, "a transition not persisted does not take effect")
 	require.Len(t, h.parts[0], stored)

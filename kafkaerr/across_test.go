@@ -2,6 +2,8 @@ package kafkaerr_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -56,4 +58,40 @@ func TestErrorsMatchAcrossPackages(t *testing.T) {
 	require.NoError(t, err)
 	require.ErrorIs(t, hb.Err, kafkaerr.ErrUnknownMemberID)
 	require.False(t, kafkaerr.Retriable(hb.Err))
+}
+
+// Both coordinators answer a failed write of their partition as Kafka's
+// do (CoordinatorOperationExceptionHelper, and
+// TransactionStateManager.appendTransactionToLog): whatever wrote it, a
+// Dir's local log or a cluster's replica.
+func TestCoordinatorWriteErrorsAreKafkas(t *testing.T) {
+	for _, c := range []struct {
+		write error
+		want  kafkaerr.Code
+	}{
+		{replica.ErrNotEnoughReplicas, kafkaerr.ErrCoordinatorNotAvailable},
+		{replica.ErrNotEnoughReplicasAfterAppend, kafkaerr.ErrCoordinatorNotAvailable},
+		{replica.ErrRequestTimedOut, kafkaerr.ErrCoordinatorNotAvailable},
+		{context.DeadlineExceeded, kafkaerr.ErrCoordinatorNotAvailable},
+		{replica.ErrUnknownTopicOrPartition, kafkaerr.ErrCoordinatorNotAvailable},
+		{log.ErrUnknownPartition, kafkaerr.ErrCoordinatorNotAvailable},
+		{&replica.NotLeaderError{Leader: 2}, kafkaerr.ErrNotCoordinator},
+		{replica.ErrStopped, kafkaerr.ErrNotCoordinator},
+		{replica.ErrKafkaStorageError, kafkaerr.ErrNotCoordinator},
+		{log.ErrFailed, kafkaerr.ErrNotCoordinator},
+		{log.ErrClosed, kafkaerr.ErrNotCoordinator},
+		{context.Canceled, kafkaerr.ErrNotCoordinator}, // the coordinator closing
+		{errors.New("a write of no code"), kafkaerr.ErrNotCoordinator},
+		{replica.ErrMessageTooLarge, kafkaerr.ErrUnknownServerError},
+		{segment.ErrBatchTooLarge, kafkaerr.ErrUnknownServerError},
+		{kafkaerr.ErrRecordListTooLarge, kafkaerr.ErrUnknownServerError},
+		{idempotence.ErrInvalidProducerEpoch, kafkaerr.ErrInvalidProducerEpoch},
+		{replica.ErrInvalidRequest, kafkaerr.ErrInvalidRequest},
+	} {
+		write := fmt.Errorf("the partition's append: %w", c.write)
+		err := kafkaerr.CoordinatorWriteError(write)
+		require.Equal(t, c.want, kafkaerr.CodeOf(err), "%v", c.write)
+		require.ErrorIs(t, err, c.write, "the cause is kept")
+	}
+	require.NoError(t, kafkaerr.CoordinatorWriteError(nil))
 }

@@ -18,6 +18,7 @@
 package kafkaerr
 
 import (
+	"context"
 	"errors"
 	"fmt"
 )
@@ -82,3 +83,40 @@ type coded struct {
 
 func (e *coded) Error() string { return e.text }
 func (e *coded) Unwrap() error { return e.code }
+
+// CoordinatorWriteError returns the error a coordinator, of groups or of
+// transactions, answers a request with whose records it failed to write
+// to its partition with err, as Kafka's both answer it
+// (CoordinatorOperationExceptionHelper.handleOperationException,
+// TransactionStateManager.appendTransactionToLog): the partition short of
+// in-sync replicas, unknown, or slow to commit is COORDINATOR_NOT_AVAILABLE,
+// which the client retries at the same coordinator; a replica that no
+// longer leads, whose log failed, or whose coordinator is closing is
+// NOT_COORDINATOR, which sends the client looking for the new one; records
+// too large are UNKNOWN_SERVER_ERROR. An error of another code is answered
+// as it is, one of no code (a local log's own failure) as
+// KAFKA_STORAGE_ERROR is. The error returned wraps err.
+func CoordinatorWriteError(err error) error {
+	if err == nil {
+		return nil
+	}
+	code, coded := errors.AsType[Code](err)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		code = ErrCoordinatorNotAvailable
+	case errors.Is(err, context.Canceled) || !coded:
+		code = ErrNotCoordinator
+	}
+	switch code {
+	case ErrNotEnoughReplicas, ErrNotEnoughReplicasAfterAppend, ErrRequestTimedOut, ErrUnknownTopicOrPartition:
+		code = ErrCoordinatorNotAvailable
+	case ErrNotLeaderOrFollower, ErrKafkaStorageError:
+		code = ErrNotCoordinator
+	case ErrMessageTooLarge, ErrRecordListTooLarge, ErrInvalidFetchSize:
+		code = ErrUnknownServerError
+	}
+	if CodeOf(err) == code {
+		return err
+	}
+	return fmt.Errorf("%w: %w", code, err)
+}

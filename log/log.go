@@ -61,8 +61,9 @@ func (e *OffsetOutOfRangeError) Error() string {
 	return fmt.Sprintf("log: offset %d out of range [%d, %d]", e.Offset, e.Start, e.End)
 }
 
-// Is makes errors.Is(err, ErrOffsetOutOfRange) true.
-func (e *OffsetOutOfRangeError) Is(target error) bool { return target == ErrOffsetOutOfRange }
+// Unwrap makes errors.Is(err, ErrOffsetOutOfRange) true, and gives the
+// error that one's Kafka code.
+func (e *OffsetOutOfRangeError) Unwrap() error { return ErrOffsetOutOfRange }
 
 // AppendResult is where an append went: the offsets assigned to the batch
 // and the time the log appended it.

@@ -66,8 +66,9 @@ type CodecError struct {
 // operation that needed the codec.
 func (e *CodecError) Error() string { return "unsupported codec " + e.Codec.String() }
 
-// Is makes errors.Is(err, ErrUnsupportedCodec) true for a *CodecError.
-func (e *CodecError) Is(target error) bool { return target == ErrUnsupportedCodec }
+// Unwrap makes errors.Is(err, ErrUnsupportedCodec) true for a *CodecError,
+// and gives it that error's Kafka code.
+func (e *CodecError) Unwrap() error { return ErrUnsupportedCodec }
 
 // appendWriter is an io.Writer that appends to a slice, so compressed bytes
 // land directly in the caller's buffer.

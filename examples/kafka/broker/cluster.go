@@ -24,7 +24,9 @@ import (
 // requests by them. NodeCluster makes one of a cluster.Node; a broker
 // alone (Config.Cluster nil) serves a cluster.Node of one voter through it.
 //
-// Every method may be called by many goroutines at once.
+// Its errors carry Kafka's codes (kafkaerr), which the broker answers
+// with; an error of no code is UNKNOWN_SERVER_ERROR. Every method may be
+// called by many goroutines at once.
 type Cluster interface {
 	// Brokers returns the live brokers, this one included, with the
 	// address Kafka clients are to use, and the id of the active
@@ -64,7 +66,8 @@ type Cluster interface {
 	// replicationFactor (-1: the cluster's defaults). It returns once this
 	// node knows the topic's partitions. An existing topic is an error
 	// carrying kafkaerr.ErrTopicAlreadyExists, a config refused one
-	// carrying kafkaerr.ErrInvalidConfig that names it. validateOnly checks the request
+	// carrying kafkaerr.ErrInvalidConfig that names it. validateOnly
+	// checks the request
 	// and creates nothing.
 	CreateTopic(ctx context.Context, name string, partitions, replicationFactor int32, assignment [][]int32, configs map[string]string, validateOnly bool) error
 	// DescribeTopicConfigs returns each of a topic's configs by Kafka

@@ -17,6 +17,7 @@ import (
 
 	"github.com/strandlog/strand/examples/kafka/broker"
 	"github.com/strandlog/strand/group"
+	"github.com/strandlog/strand/kafkaerr"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/segment"
 )
@@ -95,7 +96,7 @@ func (f *fakeCluster) CreateTopic(_ context.Context, name string, partitions, rf
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.created = append(f.created, fmt.Sprintf("%s partitions=%d rf=%d assignment=%v", name, partitions, rf, assignment))
-	return fmt.Errorf("%w: the fake creates nothing", kerr.PolicyViolation)
+	return fmt.Errorf("%w: the fake creates nothing", kafkaerr.ErrPolicyViolation)
 }
 
 func (f *fakeCluster) DescribeTopicConfigs(topic string) ([]broker.ConfigEntry, error) {
@@ -103,7 +104,7 @@ func (f *fakeCluster) DescribeTopicConfigs(topic string) ([]broker.ConfigEntry, 
 }
 
 func (f *fakeCluster) AlterTopicConfigs(context.Context, string, []broker.ConfigOp, bool, bool) error {
-	return fmt.Errorf("%w: the fake alters no configs", kerr.PolicyViolation)
+	return fmt.Errorf("%w: the fake alters no configs", kafkaerr.ErrPolicyViolation)
 }
 
 func (f *fakeCluster) DeleteTopic(context.Context, string) error { return kerr.TopicDeletionDisabled }
