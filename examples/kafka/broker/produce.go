@@ -105,6 +105,13 @@ func (b *Broker) appendBatch(ctx context.Context, req *kmsg.ProduceRequest, topi
 	case batch.Control():
 		return fmt.Errorf("%w: a control batch from a client", kafkaerr.ErrInvalidRecord)
 	}
+	// The batch is checked as it arrived, and again as it is stored if it
+	// is recompressed, as Kafka checks before and after its LogValidator
+	// converts it: what arrives too large is refused whatever it would
+	// shrink to.
+	if err := b.checkBatchSize(topic, batch); err != nil {
+		return err
+	}
 	if c := batch.Codec(); c == segment.CodecSnappy || c == segment.CodecZstd {
 		if err := batch.Validate(); err != nil {
 			return err
@@ -112,9 +119,9 @@ func (b *Broker) appendBatch(ctx context.Context, req *kmsg.ProduceRequest, topi
 		if batch, err = transcode(batch); err != nil {
 			return err
 		}
-	}
-	if err := b.checkBatchSize(topic, batch); err != nil {
-		return err
+		if err := b.checkBatchSize(topic, batch); err != nil {
+			return err
+		}
 	}
 	var res log.AppendResult
 	if batch.Transactional() {

@@ -1,7 +1,9 @@
 package broker_test
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -227,4 +229,34 @@ func TestAutoCreateTopics(t *testing.T) {
 	require.ErrorIs(t, err, kerr.UnknownTopicOrPartition)
 	topics = off.topics()
 	require.NotContains(t, topics, "never-made")
+}
+
+// A batch is checked against max.message.bytes as it arrives, as Kafka's
+// UnifiedLog.analyzeAndValidateRecords checks it before its LogValidator
+// recompresses anything: franz-go's TestClient_ProduceLargeMessages sends
+// a 10 MiB record, snappy-compressed to about half a megabyte, to a topic
+// that takes 50 KiB, and expects MESSAGE_TOO_LARGE, though the broker's
+// lz4 would shrink it below the limit.
+func TestProduceChecksTheBatchAsItArrives(t *testing.T) {
+	tb := startBroker(t, t.TempDir())
+	admin := tb.client()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "small", 1, 1
+	limit := fmt.Sprint(50 * 1024)
+	rt.Configs = []kmsg.CreateTopicsRequestTopicConfig{{Name: "max.message.bytes", Value: &limit}}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(context.Background(), admin)
+	require.NoError(t, err)
+	require.NoError(t, kerr.ErrorForCode(resp.Topics[0].ErrorCode))
+
+	c := tb.client(kgo.ProducerBatchCompression(kgo.SnappyCompression()), kgo.ProducerBatchMaxBytes(11<<20),
+		kgo.UnknownTopicRetries(-1), kgo.RecordRetries(0))
+	large := &kgo.Record{Topic: "small", Value: bytes.Repeat([]byte("x"), 10<<20)}
+	require.ErrorIs(t, c.ProduceSync(context.Background(), large).FirstErr(), kerr.MessageTooLarge)
+
+	small := &kgo.Record{Topic: "small", Value: bytes.Repeat([]byte("x"), 4<<10)}
+	require.NoError(t, c.ProduceSync(context.Background(), small).FirstErr(), "a snappy batch under the limit is taken")
+	got := consume(t, tb.client(kgo.ConsumeTopics("small"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())), 1)
+	require.Equal(t, small.Value, got[0].Value)
 }
