@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/strandlog/strand/group"
@@ -153,38 +154,101 @@ func (n *Node) NewProducerID() (int64, error) {
 	return int64(n.cfg.ID)<<producerIDBits | id, nil
 }
 
+// PartitionBatch is one partition's batch of a produce.
+type PartitionBatch struct {
+	Topic     string
+	Partition int32
+	Batch     []byte
+}
+
 // ProduceTransactional appends a transactional producer's batch to a
-// partition this node leads, as Produce does. Unless the producer's
-// transaction is open on the partition already, txnID's coordinator first
-// adds the partition to it (addPartition, transactions version 2) or
-// checks that it has it (KIP-890 part 1); a marker between that and the
-// append carries a newer epoch, and the append then refuses the batch
-// (INVALID_PRODUCER_EPOCH), so no batch opens a transaction the
-// coordinator does not know. The coordinator's absence is answered
-// NOT_ENOUGH_REPLICAS, which a producer retries, as Kafka's
-// AddPartitionsToTxnManager answers it.
+// partition this node leads, as ProduceTransactionalBatches appends
+// several.
 func (n *Node) ProduceTransactional(ctx context.Context, txnID string, addPartition bool, topic string, partition int32, acks replica.Acks, batch []byte) (replica.ProduceResult, error) {
-	b := segment.Batch(batch)
-	if !b.Transactional() || b.Control() {
-		return replica.ProduceResult{}, fmt.Errorf("%w: a transactional produce of a batch that is not transactional data", replica.ErrInvalidRequest)
-	}
-	plog, err := n.leaderLog(ctx, topic, partition)
-	if err != nil {
-		return replica.ProduceResult{}, err
-	}
-	producer := idempotence.ProducerIDAndEpoch{ProducerID: b.ProducerID(), Epoch: b.ProducerEpoch()}
-	open, err := txnOpen(plog, producer)
-	if err != nil {
-		return replica.ProduceResult{}, err
-	}
-	if !open {
-		req := &txnAddRequest{TxnID: txnID, ProducerID: producer.ProducerID, Epoch: producer.Epoch,
-			Topic: topic, Partition: partition, VerifyOnly: !addPartition}
-		if err := n.askCoordinator(ctx, req, replica.ErrNotEnoughReplicas); err != nil {
-			return replica.ProduceResult{}, err
+	r := n.ProduceTransactionalBatches(ctx, txnID, addPartition, acks, PartitionBatch{Topic: topic, Partition: partition, Batch: batch})[0]
+	return r, r.Err
+}
+
+// ProduceTransactionalBatches appends batches of one transactional
+// producer to partitions this node leads, each as Produce does, once
+// txnID's coordinator has each partition in the producer's transaction:
+// the partitions the transaction is not open on yet are added to it
+// (addPartitions, transactions version 2) or checked to be in it (KIP-890
+// part 1) in one request, as Kafka's ReplicaManager verifies a produce's
+// partitions together through its AddPartitionsToTxnManager, so that the
+// partitions of one produce are one transition at the coordinator and do
+// not refuse each other with CONCURRENT_TRANSACTIONS. A marker between
+// that and an append carries a newer epoch, and the append then refuses
+// the batch (INVALID_PRODUCER_EPOCH), so no batch opens a transaction the
+// coordinator does not know. What keeps the coordinator from answering
+// (its absence, its loading, another transition of the id in flight) is
+// answered NOT_ENOUGH_REPLICAS, which a producer retries, as Kafka's
+// ReplicaManager translates it. It returns each batch's result, in order,
+// a refused one with its Err set.
+func (n *Node) ProduceTransactionalBatches(ctx context.Context, txnID string, addPartitions bool, acks replica.Acks, batches ...PartitionBatch) []replica.ProduceResult {
+	results := make([]replica.ProduceResult, len(batches))
+	var producer *idempotence.ProducerIDAndEpoch
+	var join []int // the batches whose partition joins the transaction first
+	for i, pb := range batches {
+		b := segment.Batch(pb.Batch)
+		if !b.Transactional() || b.Control() {
+			results[i].Err = fmt.Errorf("%w: a transactional produce of a batch that is not transactional data", replica.ErrInvalidRequest)
+			continue
+		}
+		p := idempotence.ProducerIDAndEpoch{ProducerID: b.ProducerID(), Epoch: b.ProducerEpoch()}
+		if producer == nil {
+			producer = &p
+		} else if p != *producer {
+			results[i].Err = fmt.Errorf("%w: a transactional produce of producers %v and %v", idempotence.ErrInvalidProducerIDMapping, *producer, p)
+			continue
+		}
+		plog, err := n.leaderLog(ctx, pb.Topic, pb.Partition)
+		if err != nil {
+			results[i].Err = err
+			continue
+		}
+		switch open, err := txnOpen(plog, p); {
+		case err != nil:
+			results[i].Err = err
+		case !open:
+			join = append(join, i)
 		}
 	}
-	return n.Produce(ctx, topic, partition, acks, batch)
+	if len(join) > 0 {
+		if err := n.joinTransaction(ctx, txnID, *producer, !addPartitions, batches, join); err != nil {
+			for _, i := range join {
+				results[i].Err = err
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	for i, pb := range batches {
+		if results[i].Err != nil {
+			continue
+		}
+		wg.Go(func() {
+			r, err := n.Produce(ctx, pb.Topic, pb.Partition, acks, pb.Batch)
+			r.Err = err
+			results[i] = r
+		})
+	}
+	wg.Wait()
+	return results
+}
+
+// joinTransaction adds the partitions of batches[join] to producer's
+// transaction at txnID's coordinator, or checks that it has them, in one
+// request.
+func (n *Node) joinTransaction(ctx context.Context, txnID string, producer idempotence.ProducerIDAndEpoch, verifyOnly bool, batches []PartitionBatch, join []int) error {
+	req := &txnAddRequest{TxnID: txnID, ProducerID: producer.ProducerID, Epoch: producer.Epoch, VerifyOnly: verifyOnly}
+	for _, i := range join {
+		req.Partitions = append(req.Partitions, idempotence.TopicPartition{Topic: batches[i].Topic, Partition: batches[i].Partition})
+	}
+	err := n.askCoordinator(ctx, req, replica.ErrNotEnoughReplicas)
+	if errors.Is(err, idempotence.ErrConcurrentTransactions) {
+		return fmt.Errorf("%w: %w", replica.ErrNotEnoughReplicas, err)
+	}
+	return err
 }
 
 // txnOpen reports whether producer has a transaction open on the
@@ -208,7 +272,8 @@ func txnOpen(plog *log.Partition, producer idempotence.ProducerIDAndEpoch) (bool
 // COORDINATOR_NOT_AVAILABLE, as Kafka's group coordinator answers a failed
 // append of the offsets.
 func (n *Node) AddToTransaction(ctx context.Context, txnID string, producer idempotence.ProducerIDAndEpoch, tp idempotence.TopicPartition, verifyOnly bool) error {
-	req := &txnAddRequest{TxnID: txnID, ProducerID: producer.ProducerID, Epoch: producer.Epoch, Topic: tp.Topic, Partition: tp.Partition, VerifyOnly: verifyOnly}
+	req := &txnAddRequest{TxnID: txnID, ProducerID: producer.ProducerID, Epoch: producer.Epoch,
+		Partitions: []idempotence.TopicPartition{tp}, VerifyOnly: verifyOnly}
 	return n.askCoordinator(ctx, req, idempotence.ErrCoordinatorNotAvailable)
 }
 
@@ -252,14 +317,13 @@ func (n *Node) askCoordinatorOnce(ctx context.Context, req *txnAddRequest, unava
 	return err
 }
 
-// txnAddRequest asks a transactional id's coordinator to add a partition
-// to a producer's transaction, or to check that it has it.
+// txnAddRequest asks a transactional id's coordinator to add partitions
+// to a producer's transaction, or to check that it has them.
 type txnAddRequest struct {
 	TxnID      string
 	ProducerID int64
 	Epoch      int16
-	Topic      string
-	Partition  int32
+	Partitions []idempotence.TopicPartition
 	VerifyOnly bool
 }
 
@@ -268,24 +332,25 @@ func (r *txnAddRequest) encode(e *encoder) {
 	e.string(r.TxnID)
 	e.int(r.ProducerID)
 	e.int(int64(r.Epoch))
-	e.string(r.Topic)
-	e.int(int64(r.Partition))
+	e.partitions(r.Partitions)
 	e.bool(r.VerifyOnly)
 }
 func (r *txnAddRequest) decode(d *decoder) {
 	r.TxnID, r.ProducerID, r.Epoch = d.string(), d.int(), int16(d.int32())
-	r.Topic, r.Partition, r.VerifyOnly = d.string(), d.int32(), d.bool()
+	r.Partitions, r.VerifyOnly = d.partitions(), d.bool()
 }
 func (r *txnAddRequest) serve(_ context.Context, n *Node) error {
 	producer := idempotence.ProducerIDAndEpoch{ProducerID: r.ProducerID, Epoch: r.Epoch}
-	tp := idempotence.TopicPartition{Topic: r.Topic, Partition: r.Partition}
 	if r.VerifyOnly {
-		return n.txns.Verify(r.TxnID, producer, tp)
+		return n.txns.Verify(r.TxnID, producer, r.Partitions...)
 	}
-	if n.Metadata().Partition(r.Topic, r.Partition) == nil {
-		return fmt.Errorf("%w: %s-%d", replica.ErrUnknownTopicOrPartition, r.Topic, r.Partition)
+	md := n.Metadata()
+	for _, tp := range r.Partitions {
+		if md.Partition(tp.Topic, tp.Partition) == nil {
+			return fmt.Errorf("%w: %s", replica.ErrUnknownTopicOrPartition, tp)
+		}
 	}
-	return n.txns.AddPartitions(r.TxnID, producer, tp)
+	return n.txns.AddPartitions(r.TxnID, producer, r.Partitions...)
 }
 
 // markerRequest asks a partition's leader to append a coordinator's

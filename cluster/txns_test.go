@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/strandlog/strand/group"
 	"github.com/strandlog/strand/idempotence"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/replica"
@@ -162,4 +163,53 @@ func TestNodeMarkersOnlyAtTheLeaderInItsEpoch(t *testing.T) {
 	require.ErrorIs(t, marker(follower, p.LeaderEpoch), replica.ErrNotLeaderOrFollower, "at a follower")
 	require.ErrorIs(t, marker(leader, p.LeaderEpoch+1), replica.ErrNotLeaderOrFollower, "in another leader epoch")
 	require.ErrorIs(t, marker(leader, p.LeaderEpoch), idempotence.ErrInvalidProducerEpoch, "of an epoch older than the producer's")
+}
+
+// The partitions of one transactional produce join the transaction in one
+// transition at the coordinator, as Kafka's ReplicaManager verifies them
+// together through AddPartitionsToTxnManager: one record in the state
+// log, and none of them refused CONCURRENT_TRANSACTIONS by another's.
+func TestNodeTransactionalProduceJoinsItsPartitionsAtOnce(t *testing.T) {
+	c := newTestCluster(t, 1)
+	c.startAll()
+	c.waitRegistered()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const partitions = 6
+	require.NoError(t, c.any().CreateTopic(ctx, "t", TopicSpec{Partitions: partitions, ReplicationFactor: 1}))
+	n := c.any()
+	var pe idempotence.ProducerIDAndEpoch
+	require.NoError(t, c.atTxnCoordinator(ctx, "tx", func(n *Node) (err error) {
+		pe, err = n.Transactions().InitProducerID("tx", time.Minute)
+		return err
+	}))
+	state := group.PartitionFor("tx", n.cfg.TransactionPartitions)
+	before := len(c.readAll(ctx, log.TransactionStateTopic, state))
+
+	var batches []PartitionBatch
+	for p := range int32(partitions) {
+		b, err := segment.AppendBatch(nil, []segment.Record{{Value: []byte{byte('a' + p)}}}, segment.BuildOptions{Transactional: true,
+			Producer: &segment.Producer{ID: pe.ProducerID, Epoch: pe.Epoch}})
+		require.NoError(t, err)
+		batches = append(batches, PartitionBatch{Topic: "t", Partition: p, Batch: b})
+	}
+	for i, r := range n.ProduceTransactionalBatches(ctx, "tx", true, replica.AcksAll, batches...) {
+		require.NoError(t, r.Err, "partition %d", i)
+	}
+	rec, ok := n.Transactions().Describe("tx")
+	require.True(t, ok)
+	require.Len(t, rec.Partitions, partitions)
+	require.Len(t, c.readAll(ctx, log.TransactionStateTopic, state), before+1, "one transition added every partition")
+
+	// A batch of another producer in the same produce is refused alone.
+	other, err := segment.AppendBatch(nil, []segment.Record{{Value: []byte("x")}}, segment.BuildOptions{Transactional: true,
+		Producer: &segment.Producer{ID: pe.ProducerID + 1, Epoch: 0}})
+	require.NoError(t, err)
+	again, err := segment.AppendBatch(nil, []segment.Record{{Value: []byte("b")}}, segment.BuildOptions{Transactional: true,
+		Producer: &segment.Producer{ID: pe.ProducerID, Epoch: pe.Epoch, BaseSequence: 1}})
+	require.NoError(t, err)
+	rs := n.ProduceTransactionalBatches(ctx, "tx", true, replica.AcksAll,
+		PartitionBatch{Topic: "t", Partition: 0, Batch: again}, PartitionBatch{Topic: "t", Partition: 1, Batch: other})
+	require.NoError(t, rs[0].Err)
+	require.ErrorIs(t, rs[1].Err, idempotence.ErrInvalidProducerIDMapping)
 }

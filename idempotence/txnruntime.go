@@ -541,10 +541,10 @@ func (r *TxnRuntime) List() []TxnRecord {
 	return out
 }
 
-// Verify checks that tp is in the open transaction of producer, txnID's
-// current producer (KIP-890 part 1's verification, which a partition's
+// Verify checks that the partitions are in the open transaction of
+// producer, txnID's current producer (KIP-890 part 1's verification, which a partition's
 // leader asks before it appends a transactional batch).
-func (r *TxnRuntime) Verify(txnID string, producer ProducerIDAndEpoch, tp TopicPartition) error {
+func (r *TxnRuntime) Verify(txnID string, producer ProducerIDAndEpoch, partitions ...TopicPartition) error {
 	p, err := r.partition(txnID)
 	if err != nil {
 		return err
@@ -561,8 +561,13 @@ func (r *TxnRuntime) Verify(txnID string, producer ProducerIDAndEpoch, tp TopicP
 		return fmt.Errorf("%w: producer %d is not transactional id %q's", ErrInvalidTxnState, producer.ProducerID, txnID)
 	case rec.ProducerEpoch != producer.Epoch:
 		return fmt.Errorf("%w: epoch %d, transactional id %q is at %d", ErrInvalidProducerEpoch, producer.Epoch, txnID, rec.ProducerEpoch)
-	case rec.State != TxnOngoing || !slices.Contains(rec.Partitions, tp):
-		return fmt.Errorf("%w: %s-%d is not in the open transaction of %q", ErrInvalidTxnState, tp.Topic, tp.Partition, txnID)
+	case rec.State != TxnOngoing:
+		return fmt.Errorf("%w: %q has no open transaction", ErrInvalidTxnState, txnID)
+	}
+	for _, tp := range partitions {
+		if !slices.Contains(rec.Partitions, tp) {
+			return fmt.Errorf("%w: %s is not in the open transaction of %q", ErrInvalidTxnState, tp, txnID)
+		}
 	}
 	return nil
 }

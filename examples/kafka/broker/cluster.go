@@ -139,7 +139,7 @@ var _ TxnCoordinator = (*idempotence.TxnRuntime)(nil)
 // COORDINATOR_LOAD_IN_PROGRESS for the ids this broker does not
 // coordinate, and a transactional produce with AppendTransactional. Its
 // groups are replicated too, and their Service takes offsets committed in
-// a transaction (group.ServiceOptions.AppendBatch). A Cluster without it
+// a transaction (through group.ServiceOptions.Append). A Cluster without it
 // serves no transactions.
 type ReplicatedTransactions interface {
 	Cluster
@@ -148,20 +148,36 @@ type ReplicatedTransactions interface {
 	// TransactionCoordinatorFor returns the broker that coordinates
 	// transactional id txnID, or -1 if none is live.
 	TransactionCoordinatorFor(txnID string) int32
-	// AppendTransactional appends a transactional batch of the producer
-	// with transactional id txnID to a partition this node leads, as
-	// Append does, once txnID's coordinator has the partition in the
-	// producer's open transaction: with addPartition (Produce v12+,
-	// KIP-890 part 2) the partition is added to it first; without, the
-	// coordinator must have it already (KIP-890 part 1's verification),
-	// or the batch is INVALID_TXN_STATE.
-	AppendTransactional(ctx context.Context, txnID string, addPartition bool, topic string, partition int32, acks int16, batch segment.Batch) (log.AppendResult, error)
+	// AppendTransactional appends the transactional batches of one
+	// produce request, of the producer with transactional id txnID, to
+	// partitions this node leads, each as Append does, once txnID's
+	// coordinator has their partitions in the producer's open
+	// transaction: with addPartitions (Produce v12+, KIP-890 part 2)
+	// those not in it are added first, in one request, as Kafka's
+	// AddPartitionsToTxnManager adds a produce's partitions together;
+	// without, the coordinator must have them already (KIP-890 part 1's
+	// verification), or the batch is INVALID_TXN_STATE. It returns each
+	// batch's outcome, in order.
+	AppendTransactional(ctx context.Context, txnID string, addPartitions bool, acks int16, batches []PartitionBatch) []AppendOutcome
 	// AddToTransaction adds tp to the open transaction of producer, whose
 	// transactional id is txnID, at the id's coordinator wherever it is,
 	// or with verifyOnly checks that tp is in it: a group coordinator does
 	// so for a TxnOffsetCommit (KIP-890). The coordinator's absence is
 	// COORDINATOR_NOT_AVAILABLE.
 	AddToTransaction(ctx context.Context, txnID string, producer idempotence.ProducerIDAndEpoch, tp idempotence.TopicPartition, verifyOnly bool) error
+}
+
+// PartitionBatch is one partition's batch of a produce request.
+type PartitionBatch struct {
+	Topic     string
+	Partition int32
+	Batch     segment.Batch
+}
+
+// AppendOutcome is what became of one batch of a produce.
+type AppendOutcome struct {
+	Result log.AppendResult
+	Err    error
 }
 
 // LeaderEpochStarts is a Cluster whose leaders learn their high

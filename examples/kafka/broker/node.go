@@ -436,8 +436,16 @@ func (nc *nodeCluster) TransactionCoordinatorFor(txnID string) int32 {
 	return int32(nc.n.TransactionCoordinator(txnID))
 }
 
-func (nc *nodeCluster) AppendTransactional(ctx context.Context, txnID string, addPartition bool, topic string, partition int32, acks int16, batch segment.Batch) (log.AppendResult, error) {
-	return appendResult(nc.n.ProduceTransactional(ctx, txnID, addPartition, topic, partition, replica.Acks(acks), batch))
+func (nc *nodeCluster) AppendTransactional(ctx context.Context, txnID string, addPartitions bool, acks int16, batches []PartitionBatch) []AppendOutcome {
+	pbs := make([]cluster.PartitionBatch, len(batches))
+	for i, b := range batches {
+		pbs[i] = cluster.PartitionBatch{Topic: b.Topic, Partition: b.Partition, Batch: b.Batch}
+	}
+	out := make([]AppendOutcome, len(batches))
+	for i, r := range nc.n.ProduceTransactionalBatches(ctx, txnID, addPartitions, replica.Acks(acks), pbs...) {
+		out[i].Result, out[i].Err = appendResult(r, r.Err)
+	}
+	return out
 }
 
 func (nc *nodeCluster) AddToTransaction(ctx context.Context, txnID string, producer idempotence.ProducerIDAndEpoch, tp idempotence.TopicPartition, verifyOnly bool) error {

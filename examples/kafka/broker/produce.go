@@ -35,6 +35,14 @@ func (b *Broker) produce(ctx context.Context, r *request) kmsg.Response {
 		ctx, cancel = context.WithTimeout(ctx, ms(req.TimeoutMillis))
 		defer cancel()
 	}
+	var g *txnGather
+	if req.TransactionID != nil && refused == nil {
+		n := 0
+		for _, t := range req.Topics {
+			n += len(t.Partitions)
+		}
+		g = b.newTxnGather(ctx, req, n)
+	}
 	var wg sync.WaitGroup
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
 	for i, t := range req.Topics {
@@ -51,7 +59,7 @@ func (b *Broker) produce(ctx context.Context, r *request) kmsg.Response {
 				continue
 			}
 			wg.Go(func() {
-				err := b.appendBatch(ctx, req, t.Topic, tp.Partition, tp.Records, rp)
+				err := b.appendBatch(ctx, req, g, t.Topic, tp.Partition, tp.Records, rp)
 				if err != nil {
 					rp.ErrorCode, rp.ErrorMessage = code(err), message(err)
 					b.logger.Info("broker: produce refused", "topic", t.Topic, "partition", tp.Partition, "client", r.clientID, "err", err)
@@ -87,8 +95,15 @@ func (b *Broker) checkBatchSize(topic string, batch segment.Batch) error {
 
 // appendBatch appends the one batch of a partition's records (a produce of
 // version 3+ holds exactly one, Kafka's LogValidator rule) and fills in the
-// partition's response.
-func (b *Broker) appendBatch(ctx context.Context, req *kmsg.ProduceRequest, topic string, id int32, records []byte, rp *kmsg.ProduceResponseTopicPartition) error {
+// partition's response. A transactional produce's partitions report to g,
+// which appends their transactional batches together.
+func (b *Broker) appendBatch(ctx context.Context, req *kmsg.ProduceRequest, g *txnGather, topic string, id int32, records []byte, rp *kmsg.ProduceResponseTopicPartition) error {
+	gathered := false
+	defer func() {
+		if g != nil && !gathered {
+			g.skip()
+		}
+	}()
 	if err := writable(topic); err != nil {
 		return err
 	}
@@ -125,8 +140,15 @@ func (b *Broker) appendBatch(ctx context.Context, req *kmsg.ProduceRequest, topi
 	}
 	var res log.AppendResult
 	if batch.Transactional() {
-		res, err = b.appendTransactional(ctx, req, p, batch)
+		gathered = g != nil
+		res, err = b.appendTransactional(req, g, p, batch)
 	} else {
+		if g != nil {
+			// Reported before its own append, so that the transactional
+			// batches beside it need not wait for it.
+			gathered = true
+			g.skip()
+		}
 		res, err = b.cluster.Append(ctx, topic, id, req.Acks, batch)
 	}
 	if err != nil {

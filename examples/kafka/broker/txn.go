@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -225,28 +226,84 @@ func (b *Broker) describeTransactions(_ context.Context, r *request) kmsg.Respon
 }
 
 // appendTransactional appends a transactional batch of a producer with
-// transactional id txnID. A Produce of version 12 or later adds the
-// partition to the producer's transaction first (KIP-890 part 2, through
-// the coordinator); an older one must find the partition in the
+// transactional id txnID, with the request's other transactional batches
+// (g): a Produce of version 12 or later adds their partitions to the
+// producer's transaction first (KIP-890 part 2, through the coordinator,
+// all in one request); an older one must find each partition in the
 // producer's open transaction, added by AddPartitionsToTxn, or it is
 // INVALID_TXN_STATE with nothing appended (KIP-890 part 1's verification).
 // The coordinator's answers are given as a partition leader gives them to
 // a producer (AddPartitionsToTxnManager and ReplicaManager): PRODUCER_FENCED
-// is INVALID_PRODUCER_EPOCH (KIP-890 part 2); CONCURRENT_TRANSACTIONS,
-// which a producer of transactions version 2 retries, stays as it is.
-func (b *Broker) appendTransactional(ctx context.Context, req *kmsg.ProduceRequest, p *log.Partition, batch segment.Batch) (log.AppendResult, error) {
-	txnID, version := req.TransactionID, req.Version
-	if txnID == nil {
+// is INVALID_PRODUCER_EPOCH (KIP-890 part 2); CONCURRENT_TRANSACTIONS and
+// the coordinator's absence NOT_ENOUGH_REPLICAS, which every producer
+// retries.
+func (b *Broker) appendTransactional(req *kmsg.ProduceRequest, g *txnGather, p *log.Partition, batch segment.Batch) (log.AppendResult, error) {
+	if req.TransactionID == nil {
 		// Kafka checks the producer may write as txnID before anything
 		// else, and a null id may not.
 		return log.AppendResult{}, fmt.Errorf("%w: a transactional batch in a produce request without a transactional id", kafkaerr.ErrTransactionalIDAuthorizationFailed)
 	}
-	rt, err := b.txns()
-	if err != nil {
-		return log.AppendResult{}, err
+	o := g.add(PartitionBatch{Topic: p.Topic(), Partition: p.ID(), Batch: batch})
+	return o.Result, leaderAnswer(o.Err)
+}
+
+// txnGather collects the transactional batches of one produce request,
+// which its partitions' goroutines check concurrently, and appends them in
+// one call once every partition has reported, so that their partitions
+// join the transaction together (Kafka's ReplicaManager verifies a
+// produce's partitions in one AddPartitionsToTxnManager request). Each
+// partition reports once: add for a transactional batch, skip for
+// anything else.
+type txnGather struct {
+	mu       sync.Mutex
+	waiting  int // partitions yet to report
+	batches  []PartitionBatch
+	outcomes []AppendOutcome
+	done     chan struct{}
+	append   func([]PartitionBatch) []AppendOutcome
+}
+
+// newTxnGather gathers n partitions' reports for a transactional produce.
+func (b *Broker) newTxnGather(ctx context.Context, req *kmsg.ProduceRequest, n int) *txnGather {
+	return &txnGather{waiting: n, done: make(chan struct{}), append: func(batches []PartitionBatch) []AppendOutcome {
+		rt, err := b.txns()
+		if err != nil {
+			out := make([]AppendOutcome, len(batches))
+			for i := range out {
+				out[i].Err = err
+			}
+			return out
+		}
+		return rt.AppendTransactional(ctx, *req.TransactionID, req.Version >= 12, req.Acks, batches)
+	}}
+}
+
+// add hands in a partition's batch and returns its outcome.
+func (g *txnGather) add(pb PartitionBatch) AppendOutcome {
+	g.mu.Lock()
+	i := len(g.batches)
+	g.batches = append(g.batches, pb)
+	g.mu.Unlock()
+	g.report()
+	<-g.done
+	return g.outcomes[i]
+}
+
+// skip reports a partition that gives no transactional batch.
+func (g *txnGather) skip() { g.report() }
+
+func (g *txnGather) report() {
+	g.mu.Lock()
+	g.waiting--
+	last := g.waiting == 0
+	g.mu.Unlock()
+	if !last {
+		return
 	}
-	res, err := rt.AppendTransactional(ctx, *txnID, version >= 12, p.Topic(), p.ID(), req.Acks, batch)
-	return res, leaderAnswer(err)
+	if len(g.batches) > 0 {
+		g.outcomes = g.append(g.batches)
+	}
+	close(g.done)
 }
 
 // leaderAnswer is the coordinator's answer err as a partition leader gives

@@ -622,3 +622,38 @@ func TestHungTransactionAbortedAtItsTimeout(t *testing.T) {
 	require.Error(t, quiet.EndTransaction(ctx, kgo.TryCommit))
 	require.Equal(t, "CompleteAbort", describeTxn(t, admin, "sleepy").State)
 }
+
+// TestKgoTransactionOverManyPartitionsOfOneBroker: franz-go's transactional
+// producer writes each transaction to eight partitions of one broker, one
+// Produce v12 request naming them all, which adds every partition to the
+// transaction in one transition at the coordinator (Kafka's ReplicaManager
+// verifies a produce's partitions together): the transaction shows all
+// eight, no partition is refused, and read_committed reads every
+// committed record.
+func TestKgoTransactionOverManyPartitionsOfOneBroker(t *testing.T) {
+	tb := startBroker(t, t.TempDir())
+	const topic, partitions, txns = "wide", 8, 10
+	admin := tb.client()
+	createTopic(t, admin, topic, partitions)
+	p := txnProducer(tb, "wide-tx", kgo.ProducerLinger(50*time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for n := range txns {
+		require.NoError(t, p.BeginTransaction())
+		var recs []*kgo.Record
+		for part := range int32(partitions) {
+			recs = append(recs, &kgo.Record{Topic: topic, Partition: part, Value: fmt.Appendf(nil, "t%d-p%d", n, part)})
+		}
+		require.NoError(t, p.ProduceSync(ctx, recs...).FirstErr(), "transaction %d", n)
+		if n == 0 {
+			s := describeTxn(t, admin, "wide-tx")
+			require.Equal(t, "Ongoing", s.State)
+			require.Len(t, s.Topics, 1)
+			require.Len(t, s.Topics[0].Partitions, partitions, "every partition joined the transaction")
+		}
+		require.NoError(t, p.EndTransaction(ctx, kgo.TryCommit), "transaction %d", n)
+	}
+	rc := tb.client(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	require.Len(t, consume(t, rc, txns*partitions), txns*partitions)
+	noMoreRecords(t, rc)
+}
