@@ -11,6 +11,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/strandlog/strand/segment"
@@ -433,24 +434,31 @@ func TestOffsetForTimestamp(t *testing.T) {
 	require.False(t, ok)
 }
 
+// A Wait parked before the append (synctest.Wait: every goroutine of the
+// bubble is blocked) wakes with it, and one parked before Close with
+// ErrClosed.
 func TestWaitWakesOnAppendAndClose(t *testing.T) {
-	fs := newMemFS(t)
-	l, err := Open("/data/w-0", memOptions(fs))
-	require.NoError(t, err)
-	done := make(chan error, 1)
-	go func() { done <- l.Wait(context.Background(), 0, ReadCommitted) }()
-	time.Sleep(10 * time.Millisecond)
-	appendN(t, l, 0, 1, 1, 10)
-	require.NoError(t, <-done)
+	synctest.Test(t, func(t *testing.T) {
+		fs := newMemFS(t)
+		l, err := Open("/data/w-0", memOptions(fs))
+		require.NoError(t, err)
+		done := make(chan error, 1)
+		go func() { done <- l.Wait(context.Background(), 0, ReadCommitted) }()
+		synctest.Wait()
+		require.Empty(t, done, "Wait returned before anything was appended")
+		appendN(t, l, 0, 1, 1, 10)
+		require.NoError(t, <-done)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
-	defer cancel()
-	require.ErrorIs(t, l.Wait(ctx, 1, ReadCommitted), context.DeadlineExceeded)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+		defer cancel()
+		require.ErrorIs(t, l.Wait(ctx, 1, ReadCommitted), context.DeadlineExceeded)
 
-	go func() { done <- l.Wait(context.Background(), 5, ReadCommitted) }()
-	time.Sleep(10 * time.Millisecond)
-	require.NoError(t, l.Close())
-	require.ErrorIs(t, <-done, ErrClosed)
+		go func() { done <- l.Wait(context.Background(), 5, ReadCommitted) }()
+		synctest.Wait()
+		require.Empty(t, done, "Wait returned before the log closed")
+		require.NoError(t, l.Close())
+		require.ErrorIs(t, <-done, ErrClosed)
+	})
 }
 
 // TestCrashAtEveryOperation appends with FsyncAlways on the in-memory file

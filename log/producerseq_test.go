@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/strandlog/strand/idempotence"
@@ -313,6 +314,10 @@ func BenchmarkProducerIdempotence(b *testing.B) {
 // batches per producer the log remembers (Kafka's
 // max.in.flight.requests.per.connection <= 5 for an idempotent producer).
 func TestProducerKeepsAtMostFiveBatchesInFlight(t *testing.T) {
+	synctest.Test(t, testProducerKeepsAtMostFiveBatchesInFlight)
+}
+
+func testProducerKeepsAtMostFiveBatchesInFlight(t *testing.T) {
 	_, d := openMemDir(t)
 	defer d.Close()
 	require.NoError(t, d.CreateTopic("t", TopicConfig{Partitions: 1}))
@@ -345,8 +350,7 @@ func TestProducerKeepsAtMostFiveBatchesInFlight(t *testing.T) {
 			offsets = append(offsets, at.Offset)
 		}))
 	}
-	require.Eventually(t, func() bool { return calls.Load() == maxInFlight }, 5*time.Second, time.Millisecond)
-	time.Sleep(20 * time.Millisecond)
+	synctest.Wait() // every goroutine blocked: the producer holds the rest
 	require.EqualValues(t, maxInFlight, calls.Load(), "batches in the log's hands while the first hangs")
 	close(hang)
 	require.NoError(t, pr.Close())
@@ -363,6 +367,10 @@ func TestProducerKeepsAtMostFiveBatchesInFlight(t *testing.T) {
 // sequence 1 and refuse the retry of 0 for good. The second batch waits
 // until the first is done, then the log takes both, in order.
 func TestFirstBatchGoesAloneToALogThatDoesNotKnowTheProducer(t *testing.T) {
+	synctest.Test(t, testFirstBatchGoesAloneToALogThatDoesNotKnowTheProducer)
+}
+
+func testFirstBatchGoesAloneToALogThatDoesNotKnowTheProducer(t *testing.T) {
 	_, d := openMemDir(t)
 	defer d.Close()
 	require.NoError(t, d.CreateTopic("t", TopicConfig{Partitions: 1}))
@@ -378,8 +386,8 @@ func TestFirstBatchGoesAloneToALogThatDoesNotKnowTheProducer(t *testing.T) {
 		mu.Unlock()
 		if first {
 			queued()
-			time.Sleep(10 * time.Millisecond) // room for the second batch to overtake
-			return AppendResult{}, errLost    // and nothing written
+			synctest.Wait()                // room for the second batch to overtake
+			return AppendResult{}, errLost // and nothing written
 		}
 		return real(p, recs, prod, queued)
 	}
