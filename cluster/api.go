@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -165,8 +166,12 @@ func (n *Node) waitMetadata(ctx context.Context, ok func(*Metadata) bool) error 
 // got, with Duplicate set, and appends nothing. Produces of one producer
 // may be in flight together, as Kafka's max.in.flight.requests does.
 // A node that does not lead the partition answers a
-// *replica.NotLeaderError naming the leader it knows.
+// *replica.NotLeaderError naming the leader it knows; a batch larger than
+// the topic's max.message.bytes, MESSAGE_TOO_LARGE.
 func (n *Node) Produce(ctx context.Context, topic string, partition int32, acks replica.Acks, batch []byte) (replica.ProduceResult, error) {
+	if err := n.checkBatchSize(topic, batch); err != nil {
+		return replica.ProduceResult{}, err
+	}
 	r, err := n.d.Produce(ctx, topic, partition, acks, batch)
 	if err == nil {
 		err = r.Err
@@ -181,7 +186,25 @@ func (n *Node) Produce(ctx context.Context, topic string, partition int32, acks 
 // to five with idempotence), with a channel that receives its result
 // once.
 func (n *Node) ProduceAsync(ctx context.Context, topic string, partition int32, acks replica.Acks, batch []byte) (<-chan replica.ProduceResult, error) {
+	if err := n.checkBatchSize(topic, batch); err != nil {
+		return nil, err
+	}
 	return n.d.ProduceAsync(ctx, topic, partition, acks, batch)
+}
+
+// checkBatchSize refuses a batch larger than its topic's max.message.bytes
+// as it is now, as Kafka's leader checks it before it appends
+// (UnifiedLog.analyzeAndValidateRecords); the replica state machine bounds
+// only what one message can carry, since a topic's limit changes live.
+func (n *Node) checkBatchSize(topic string, batch []byte) error {
+	cfg, err := n.dir.TopicConfig(topic)
+	if err != nil {
+		return nil // the replica answers an unknown partition
+	}
+	if limit := cmp.Or(cfg.MaxBatchBytes, log.DefaultMaxBatchBytes); len(batch) > limit {
+		return fmt.Errorf("%w: a batch of %d bytes, max.message.bytes of %s is %d", replica.ErrMessageTooLarge, len(batch), topic, limit)
+	}
+	return nil
 }
 
 // Read reads the batches of a partition this node leads from offset, up

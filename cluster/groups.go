@@ -31,14 +31,15 @@ func (n *Node) openGroups() (*group.Service, error) {
 	opts.Topic, opts.Partitions = group.OffsetsTopic, n.cfg.OffsetsPartitions
 	opts.Unloaded = true
 	if opts.Config.Topics == nil {
-		// Subscriptions by regular expression match the cluster's topics;
-		// internal ones are no subscription's.
+		// Subscriptions by regular expression match the cluster's topics,
+		// the internal ones too, as Kafka's coordinator matches every
+		// topic of its metadata image (franz-go's
+		// Test848RegexBrokerResolves); a client that wants them skipped
+		// excludes them itself.
 		opts.Config.Topics = func() []string {
 			var names []string
 			for _, t := range n.Metadata().Topics {
-				if !internalTopic(t.Name) {
-					names = append(names, t.Name)
-				}
+				names = append(names, t.Name)
 			}
 			return names
 		}

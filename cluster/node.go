@@ -709,6 +709,9 @@ func (n *Node) addReplica(ctx context.Context, tp controller.TopicPartition, plo
 		RequestTimeout:    ticks(n.cfg.RequestTimeout, n.cfg.Tick),
 		ProduceTimeout:    ticks(n.cfg.RequestTimeout, n.cfg.Tick),
 		RetryBackoff:      ticks(n.cfg.RetryBackoff, n.cfg.Tick),
+		// The topic's max.message.bytes, which changes live, is
+		// Produce's to check (checkBatchSize).
+		MaxBatchBytes: replica.MaxMessageBytes,
 	})
 	return rlog, err
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/strandlog/strand/vfs"
 )
 
-// testTopicConfig maps the two topic configs these tests set onto a log's
+// testTopicConfig maps the topic configs these tests set onto a log's
 // configuration, as an application's Config.TopicConfig does.
 func testTopicConfig(base log.TopicConfig, configs map[string]string) (log.TopicConfig, error) {
 	if v, ok := configs["retention.ms"]; ok {
@@ -27,6 +27,13 @@ func testTopicConfig(base log.TopicConfig, configs map[string]string) (log.Topic
 	}
 	if configs["cleanup.policy"] == "compact" {
 		base.Compact = log.Compacted
+	}
+	if v, ok := configs["max.message.bytes"]; ok {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return base, err
+		}
+		base.MaxBatchBytes = n
 	}
 	return base, nil
 }
@@ -162,4 +169,39 @@ func TestRestartDeletesTheTopicsOfDeletionsACrashCutShort(t *testing.T) {
 		_, late := second.dir.TopicID("late")
 		return doomed != nil && late == nil
 	})
+}
+
+// A produce is checked against its topic's max.message.bytes, whatever it
+// is (Kafka's leader checks LogConfig.maxMessageSize before it appends):
+// a topic that takes 8 MiB takes a batch of 5, and one of the default
+// 1 MiB refuses 2 (franz-go's TestIssueFetchLargerThanBrokerMaxReadBytes).
+func TestNodeProduceTakesWhatItsTopicTakes(t *testing.T) {
+	c := newTestCluster(t, 1)
+	c.tweak = func(cfg *Config) { cfg.TopicConfig = testTopicConfig }
+	c.startAll()
+	c.waitRegistered()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n := c.any()
+	require.NoError(t, n.CreateTopic(ctx, "large", TopicSpec{Partitions: 1, ReplicationFactor: 1,
+		Configs: map[string]string{"max.message.bytes": strconv.Itoa(8 << 20)}}))
+	require.NoError(t, n.CreateTopic(ctx, "small", TopicSpec{Partitions: 1, ReplicationFactor: 1}))
+	batch := func(size int) []byte {
+		b, err := segment.AppendBatch(nil, []segment.Record{{Value: make([]byte, size)}}, segment.BuildOptions{})
+		require.NoError(t, err)
+		return b
+	}
+	produce := func(topic string, b []byte) error {
+		for {
+			_, err := n.Produce(ctx, topic, 0, replica.AcksAll, b)
+			if !errorsIsAny(err, replica.ErrNotLeaderOrFollower, replica.ErrUnknownTopicOrPartition) || ctx.Err() != nil {
+				return err
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	require.NoError(t, produce("large", batch(5<<20)))
+	require.ErrorIs(t, produce("large", batch(9<<20)), replica.ErrMessageTooLarge)
+	require.ErrorIs(t, produce("small", batch(2<<20)), replica.ErrMessageTooLarge)
+	require.NoError(t, produce("small", batch(1<<19)))
 }

@@ -12,6 +12,7 @@ import (
 
 var (
 	kgoSuite   = flag.Bool("kgo-suite", false, "TestKgoSuiteOnTheCluster: run all of franz-go's kgo tests against three node processes, with -kgo-records records each, instead of the short set")
+	kgoRun     = flag.String("kgo-run", "", "TestKgoSuite: run the tests of franz-go's suite this -run pattern names instead of the short set")
 	kgoRecords = flag.Int("kgo-records", 20000, "TestKgoSuiteOnTheCluster with -kgo-suite: KGO_TEST_RECORDS")
 )
 
@@ -22,7 +23,7 @@ const kgoShortSet = "^(TestTxnEtl|TestGroupSimple|TestClient_ProduceLargeMessage
 
 // kgoMayNotRun are the tests that skip against a cluster without share
 // groups, SCRAM and TLS, which other issues bring.
-var kgoMayNotRun = []string{"TestShareGroup", "TestShareGroupETL", "TestShareGroupAckOnClose", "TestShareGroupOffsetsAdmin",
+var kgoMayNotRun = []string{"TestShareGroup", "TestShareGroupETL", "TestShareGroupAckOnClose", "TestShareGroupOffsetsAdmin", "TestConsumeRegexShareSkipsInternal",
 	"TestSCRAMAuth", "TestSCRAMAuthBadCredentials", "TestOAuthAuth"}
 
 // franz-go's own tests against the three-node cluster, every topic
@@ -38,8 +39,11 @@ func TestKgoSuiteOnTheCluster(t *testing.T) {
 		seeds = append(seeds, s.kafka[id])
 	}
 	opts := kafkatest.KgoSuiteOptions{Seeds: seeds, Run: kgoShortSet, ReplicationFactor: 3, Records: 2000, Timeout: 10 * time.Minute}
+	if *kgoRun != "" {
+		opts.Run = *kgoRun
+	}
 	if *kgoSuite {
-		opts.Run, opts.Records, opts.Timeout = "", *kgoRecords, 60*time.Minute
+		opts.Run, opts.Records, opts.Timeout = *kgoRun, *kgoRecords, 60*time.Minute
 	}
 	start := time.Now()
 	suite := kafkatest.RunKgoSuite(t, opts)

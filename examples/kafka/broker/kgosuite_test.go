@@ -12,6 +12,7 @@ import (
 
 var (
 	kgoSuite   = flag.Bool("kgo-suite", false, "TestKgoSuiteOnOneBroker: run all of franz-go's kgo tests, with -kgo-records records each, instead of the short set")
+	kgoRun     = flag.String("kgo-run", "", "TestKgoSuite: run the tests of franz-go's suite this -run pattern names instead of the short set")
 	kgoRecords = flag.Int("kgo-records", 20000, "TestKgoSuiteOnOneBroker with -kgo-suite: KGO_TEST_RECORDS")
 )
 
@@ -23,7 +24,7 @@ const kgoShortSet = "^(TestClient_ProduceLargeMessages|TestTxnEtl|TestGroupSimpl
 
 // kgoMayNotRun are the tests of franz-go's suite that skip against a
 // broker without share groups, SCRAM and TLS, which other issues bring.
-var kgoMayNotRun = []string{"TestShareGroup", "TestShareGroupETL", "TestShareGroupAckOnClose", "TestShareGroupOffsetsAdmin",
+var kgoMayNotRun = []string{"TestShareGroup", "TestShareGroupETL", "TestShareGroupAckOnClose", "TestShareGroupOffsetsAdmin", "TestConsumeRegexShareSkipsInternal",
 	"TestSCRAMAuth", "TestSCRAMAuthBadCredentials", "TestOAuthAuth"}
 
 // franz-go's own tests, run against any broker named by KGO_SEEDS, are
@@ -35,8 +36,11 @@ func TestKgoSuiteOnOneBroker(t *testing.T) {
 	}
 	tb := startBroker(t, t.TempDir())
 	opts := kafkatest.KgoSuiteOptions{Seeds: []string{tb.addr}, Run: kgoShortSet, Records: 2000, Timeout: 10 * time.Minute}
+	if *kgoRun != "" {
+		opts.Run = *kgoRun
+	}
 	if *kgoSuite {
-		opts.Run, opts.Records, opts.Timeout = "", *kgoRecords, 40*time.Minute
+		opts.Run, opts.Records, opts.Timeout = *kgoRun, *kgoRecords, 40*time.Minute
 	}
 	start := time.Now()
 	s := kafkatest.RunKgoSuite(t, opts)
