@@ -166,7 +166,7 @@ func TestPublishStampsTheCommittedBrokerEpoch(t *testing.T) {
 	s.registerLive(2, 1, true)
 	s.registerLive(3, 1, true)
 	apply()
-	s.commit(func() error { return s.ctrl.CreateTopic("a", [][]replica.NodeID{{2, 3}}, false) })
+	s.commit(func() error { return s.ctrl.CreateTopic("a", [][]replica.NodeID{{2, 3}}, controller.TopicSpec{}) })
 	apply()
 	require.Len(t, got, 1)
 	require.Equal(t, map[string]topicState{"a": {id: group.TopicID("a"), partitions: 1}}, got[0].topics, "the topic is created")
@@ -187,7 +187,7 @@ func TestPublishStampsTheCommittedBrokerEpoch(t *testing.T) {
 	require.Equal(t, uint64(100), got[0].incarnation)
 	require.Equal(t, map[string]int64{"a": first}, stamps(got[0]), "the registration brings every partition's state, in its epoch")
 
-	s.commit(func() error { return s.ctrl.CreateTopic("b", [][]replica.NodeID{{1, 2, 3}}, false) })
+	s.commit(func() error { return s.ctrl.CreateTopic("b", [][]replica.NodeID{{1, 2, 3}}, controller.TopicSpec{}) })
 	apply()
 	require.Equal(t, map[string]int64{"b": first}, stamps(got[0]), "a change is published alone, in the node's epoch")
 
@@ -213,7 +213,7 @@ func TestRestartedNodeRefusesItsPreviousLifesStates(t *testing.T) {
 	old := s.registerLive(1, 100, true)
 	s.registerLive(2, 1, true)
 	s.registerLive(3, 1, true)
-	s.commit(func() error { return s.ctrl.CreateTopic("t", [][]replica.NodeID{{1, 2, 3}}, false) })
+	s.commit(func() error { return s.ctrl.CreateTopic("t", [][]replica.NodeID{{1, 2, 3}}, controller.TopicSpec{}) })
 	life := startScriptedNode(t, s, fs, 100, &recorder{}, &refusals{})
 	waitFor(t, 5*time.Second, "the first life leads t-0", func() bool { return produceOne(t, life) == nil })
 	require.NoError(t, life.Close())

@@ -187,10 +187,10 @@ func (r *createTopicRequest) decide(c *controller.Controller, rng *rand.Rand, _ 
 		spec.ID[i] = byte(rng.Uint32())
 	}
 	if r.Assignment != nil {
-		return c.CreateTopicWith(r.Name, r.Assignment, spec)
+		return c.CreateTopic(r.Name, r.Assignment, spec)
 	}
 	start := rng.IntN(max(len(c.State().Brokers), 1))
-	return c.PlaceTopicWith(r.Name, int(r.Partitions), int(r.ReplicationFactor), start, spec)
+	return c.PlaceTopic(r.Name, int(r.Partitions), int(r.ReplicationFactor), start, spec)
 }
 
 // deleteTopicRequest deletes a topic.

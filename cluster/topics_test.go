@@ -77,7 +77,7 @@ func TestCatchUpFromSnapshotDeletesAndReconfigures(t *testing.T) {
 	s.registerLive(3, 1, true)
 	create := func(name string, id byte, configs map[string]string) {
 		s.commit(func() error {
-			return s.ctrl.CreateTopicWith(name, [][]replica.NodeID{{1, 2, 3}}, controller.TopicSpec{ID: [16]byte{id}, Configs: configs})
+			return s.ctrl.CreateTopic(name, [][]replica.NodeID{{1, 2, 3}}, controller.TopicSpec{ID: [16]byte{id}, Configs: configs})
 		})
 	}
 	create("stray", 1, nil)
@@ -95,7 +95,7 @@ func TestCatchUpFromSnapshotDeletesAndReconfigures(t *testing.T) {
 	s.commit(func() error { return s.ctrl.DeleteTopic("stray") })
 	s.commit(func() error { return s.ctrl.DeleteTopic("renewed") })
 	s.commit(func() error {
-		return s.ctrl.CreateTopicWith("renewed", [][]replica.NodeID{{1, 2, 3}}, controller.TopicSpec{ID: [16]byte{4},
+		return s.ctrl.CreateTopic("renewed", [][]replica.NodeID{{1, 2, 3}}, controller.TopicSpec{ID: [16]byte{4},
 			Configs: map[string]string{"cleanup.policy": "compact"}})
 	})
 	s.commit(func() error {
@@ -140,7 +140,7 @@ func TestRestartDeletesTheTopicsOfDeletionsACrashCutShort(t *testing.T) {
 	s.registerLive(2, 1, true)
 	s.registerLive(3, 1, true)
 	s.commit(func() error {
-		return s.ctrl.CreateTopicWith("doomed", [][]replica.NodeID{{1, 2, 3}}, controller.TopicSpec{ID: [16]byte{1}})
+		return s.ctrl.CreateTopic("doomed", [][]replica.NodeID{{1, 2, 3}}, controller.TopicSpec{ID: [16]byte{1}})
 	})
 	fs := vfs.NewMem()
 	first, l := startTopicsNode(t, s, fs, 100)
@@ -160,7 +160,7 @@ func TestRestartDeletesTheTopicsOfDeletionsACrashCutShort(t *testing.T) {
 	s.md.mu.Unlock()
 	require.NoError(t, s.log.Snapshot(last, data))
 	s.commit(func() error {
-		return s.ctrl.CreateTopicWith("late", [][]replica.NodeID{{1, 2, 3}}, controller.TopicSpec{ID: [16]byte{2}})
+		return s.ctrl.CreateTopic("late", [][]replica.NodeID{{1, 2, 3}}, controller.TopicSpec{ID: [16]byte{2}})
 	})
 
 	second, _ := startTopicsNode(t, s, fs, 200)

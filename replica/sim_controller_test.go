@@ -51,7 +51,7 @@ func newSimController(node replica.NodeID, brokers []replica.NodeID, minISR, ses
 			return nil, nil, err
 		}
 	}
-	if err := c.CreateTopic(simTopic, [][]replica.NodeID{brokers}, unclean); err != nil {
+	if err := c.CreateTopic(simTopic, [][]replica.NodeID{brokers}, controller.TopicSpec{Unclean: unclean}); err != nil {
 		return nil, nil, err
 	}
 	return sc, epochs, nil

@@ -145,7 +145,7 @@ func validConfig(topic, name, value string) error {
 	return nil
 }
 
-// CheckTopicConfigs checks configs as CreateTopicWith checks them, in name
+// CheckTopicConfigs checks configs as CreateTopic checks them, in name
 // order, without a controller: the first refused is a *ConfigError.
 func CheckTopicConfigs(topic string, configs map[string]string) error {
 	for _, n := range slices.Sorted(maps.Keys(configs)) {

@@ -35,7 +35,7 @@ func TestCreateTopicChecksEveryConfigBeforeAnyRecord(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			h := newHarness(t, 1, 1, 2, 3)
 			before := len(h.store)
-			err := h.c.CreateTopicWith("t", [][]replica.NodeID{{1, 2, 3}}, TopicSpec{Configs: configs})
+			err := h.c.CreateTopic("t", [][]replica.NodeID{{1, 2, 3}}, TopicSpec{Configs: configs})
 			requireConfigError(t, err, name)
 			h.drain()
 			require.Len(t, h.store, before, "no record")
@@ -48,7 +48,7 @@ func TestCreateTopicWritesTheTopicItsConfigsThenItsPartitions(t *testing.T) {
 	h := newHarness(t, 1, 1, 2, 3)
 	before := len(h.store)
 	id := [16]byte{7, 15: 7}
-	require.NoError(t, h.c.CreateTopicWith("t", [][]replica.NodeID{{1, 2, 3}, {2, 3, 1}}, TopicSpec{ID: id,
+	require.NoError(t, h.c.CreateTopic("t", [][]replica.NodeID{{1, 2, 3}, {2, 3, 1}}, TopicSpec{ID: id,
 		Configs: map[string]string{"retention.ms": "60000", "cleanup.policy": "compact", "min.insync.replicas": "2"}}))
 	h.drain()
 	var kinds []kind
@@ -68,7 +68,7 @@ func TestCreateTopicWritesTheTopicItsConfigsThenItsPartitions(t *testing.T) {
 // for validateOnly.
 func TestAlterTopicConfigsAsKIP339(t *testing.T) {
 	h := newHarness(t, 1, 1, 2, 3)
-	require.NoError(t, h.c.CreateTopicWith("t", [][]replica.NodeID{{1, 2, 3}}, TopicSpec{
+	require.NoError(t, h.c.CreateTopic("t", [][]replica.NodeID{{1, 2, 3}}, TopicSpec{
 		Configs: map[string]string{"retention.ms": "1000", "segment.ms": "5000"}}))
 	h.drain()
 	configs := func() map[string]string { return h.c.State().Topics["t"].Configs }
@@ -127,7 +127,7 @@ func TestAlterTopicConfigsAsKIP339(t *testing.T) {
 // not named are deleted.
 func TestReplaceTopicConfigsDeletesWhatItDoesNotName(t *testing.T) {
 	h := newHarness(t, 1, 1, 2, 3)
-	require.NoError(t, h.c.CreateTopicWith("t", [][]replica.NodeID{{1, 2, 3}}, TopicSpec{
+	require.NoError(t, h.c.CreateTopic("t", [][]replica.NodeID{{1, 2, 3}}, TopicSpec{
 		Configs: map[string]string{"retention.ms": "1000", "segment.ms": "5000"}}))
 	require.NoError(t, h.c.ReplaceTopicConfigs("t", map[string]string{"segment.ms": "6000", "flush.ms": "10"}, false))
 	h.drain()
@@ -142,7 +142,7 @@ func TestReplaceTopicConfigsDeletesWhatItDoesNotName(t *testing.T) {
 // (Kafka's getPartitionElrUpdatesForConfigChanges).
 func TestTopicMinISRGovernsItsELR(t *testing.T) {
 	h := newHarness(t, 1, 1, 2, 3)
-	require.NoError(t, h.c.CreateTopicWith("strict", [][]replica.NodeID{{1, 2, 3}}, TopicSpec{
+	require.NoError(t, h.c.CreateTopic("strict", [][]replica.NodeID{{1, 2, 3}}, TopicSpec{
 		Configs: map[string]string{"min.insync.replicas": "3"}}))
 	h.topic("loose", false, nodes(1, 2, 3))
 	h.crash(3)
@@ -184,7 +184,7 @@ func TestUncleanElectionConfig(t *testing.T) {
 func TestDeleteTopic(t *testing.T) {
 	h := newHarness(t, 1, 1, 2, 3)
 	old, fresh := [16]byte{1}, [16]byte{2}
-	require.NoError(t, h.c.CreateTopicWith("t", [][]replica.NodeID{{1, 2}, {2, 3}}, TopicSpec{ID: old,
+	require.NoError(t, h.c.CreateTopic("t", [][]replica.NodeID{{1, 2}, {2, 3}}, TopicSpec{ID: old,
 		Configs: map[string]string{"cleanup.policy": "compact"}}))
 	h.topic("other", false, nodes(1))
 	h.drain()
@@ -199,7 +199,7 @@ func TestDeleteTopic(t *testing.T) {
 	require.NotNil(t, h.part("other", 0), "other topics stay")
 	require.ErrorIs(t, h.c.DeleteTopic("t"), replica.ErrUnknownTopicOrPartition)
 
-	require.NoError(t, h.c.CreateTopicWith("t", [][]replica.NodeID{{3}}, TopicSpec{ID: fresh}))
+	require.NoError(t, h.c.CreateTopic("t", [][]replica.NodeID{{3}}, TopicSpec{ID: fresh}))
 	h.drain()
 	require.Nil(t, h.c.State().Topics["t"].Configs, "the configs went with the old topic")
 	require.Equal(t, nodes(3), h.part("t", 0).Replicas)

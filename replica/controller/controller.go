@@ -415,20 +415,14 @@ func compareTP(a, b TopicPartition) int {
 }
 
 // CreateTopic creates a topic with the given replicas per partition
-// (assign.PlaceReplicas computes them as Kafka does), without configs and
-// a zero id; see CreateTopicWith.
-func (c *Controller) CreateTopic(name string, assignment [][]replica.NodeID, unclean bool) error {
-	return c.CreateTopicWith(name, assignment, TopicSpec{Unclean: unclean})
-}
-
-// CreateTopicWith creates a topic with the given replicas per partition,
-// and the id and configs of spec. Every replica must be a registered
+// (assign.PlaceReplicas computes them as Kafka does, and PlaceTopic with
+// it), and the id, configs and unclean election of spec. Every replica must be a registered
 // broker, and each partition needs a live one (Kafka's createTopic
 // refuses a manual assignment without); the ISR starts as the live ones,
 // led by the first. Each config is checked before any record is written
 // (a *ConfigError names the first refused). The records are the topic's,
 // its configs', then its partitions', as Kafka's createTopic writes them.
-func (c *Controller) CreateTopicWith(name string, assignment [][]replica.NodeID, spec TopicSpec) error {
+func (c *Controller) CreateTopic(name string, assignment [][]replica.NodeID, spec TopicSpec) error {
 	if name == "" || len(name) > maxTopicBytes {
 		return fmt.Errorf("%w: topic name %q", replica.ErrInvalidRequest, name)
 	}
@@ -483,17 +477,12 @@ func (c *Controller) CreateTopicWith(name string, assignment [][]replica.NodeID,
 	return nil
 }
 
-// PlaceTopic creates a topic whose replicas assign.PlaceReplicas places
-// on the live brokers as Kafka's AdminUtils does, the first partition's
-// leader at startIndex of the brokers in id order (Kafka draws it at
-// random; the caller does, to keep the controller deterministic).
-func (c *Controller) PlaceTopic(name string, partitions, replicationFactor, startIndex int, unclean bool) error {
-	return c.PlaceTopicWith(name, partitions, replicationFactor, startIndex, TopicSpec{Unclean: unclean})
-}
-
-// PlaceTopicWith is PlaceTopic with the id and configs of spec (see
-// CreateTopicWith).
-func (c *Controller) PlaceTopicWith(name string, partitions, replicationFactor, startIndex int, spec TopicSpec) error {
+// PlaceTopic creates a topic, as CreateTopic does with spec, whose
+// replicas assign.PlaceReplicas places on the live brokers as Kafka's
+// AdminUtils does, the first partition's leader at startIndex of the
+// brokers in id order (Kafka draws it at random; the caller does, to keep
+// the controller deterministic).
+func (c *Controller) PlaceTopic(name string, partitions, replicationFactor, startIndex int, spec TopicSpec) error {
 	var live []assign.Broker
 	for _, id := range slices.Sorted(maps.Keys(c.s.Brokers)) {
 		if c.acceptable(id) {
@@ -510,7 +499,7 @@ func (c *Controller) PlaceTopicWith(name string, partitions, replicationFactor, 
 			assignment[i] = append(assignment[i], replica.NodeID(id))
 		}
 	}
-	return c.CreateTopicWith(name, assignment, spec)
+	return c.CreateTopic(name, assignment, spec)
 }
 
 // SetUnclean enables or disables unclean leader election for a topic,

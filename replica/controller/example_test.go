@@ -28,7 +28,7 @@ func Example() {
 		epochs[b], _ = c.Register(b, 1, true) // each broker's first start
 		_, _ = c.Heartbeat(b, epochs[b])
 	}
-	_ = c.PlaceTopic("orders", 1, 3, 0, false)
+	_ = c.PlaceTopic("orders", 1, 3, 0, controller.TopicSpec{})
 	flush(c)
 	p := c.State().Partitions[controller.TopicPartition{Topic: "orders", Partition: 0}]
 	fmt.Println("replicas", p.Replicas, "leader", p.Leader, "epoch", p.LeaderEpoch)

@@ -123,7 +123,7 @@ func (h *harness) unfence(b replica.NodeID) {
 
 func (h *harness) topic(name string, unclean bool, assignment ...[]replica.NodeID) {
 	h.t.Helper()
-	require.NoError(h.t, h.c.CreateTopic(name, assignment, unclean))
+	require.NoError(h.t, h.c.CreateTopic(name, assignment, TopicSpec{Unclean: unclean}))
 	h.drain()
 }
 

@@ -101,7 +101,7 @@ func replayRandom(t *testing.T, seed uint64, steps int) {
 				}
 				spec := TopicSpec{Unclean: rng.IntN(4) == 0, Configs: randomConfigs(rng)}
 				binary.LittleEndian.PutUint64(spec.ID[:], rng.Uint64())
-				err = c.CreateTopicWith(name, as, spec)
+				err = c.CreateTopic(name, as, spec)
 				if errors.Is(err, replica.ErrInvalidReplicaAssignment) || errors.Is(err, replica.ErrTopicAlreadyExists) {
 					err = nil
 				}

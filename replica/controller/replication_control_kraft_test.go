@@ -306,7 +306,7 @@ func TestCreateTopicISRIsTheLiveReplicas(t *testing.T) {
 	require.EqualValues(t, 0, p.PartitionEpoch)
 
 	stored := len(h.store)
-	err = h.c.CreateTopic("bar", [][]replica.NodeID{nodes(0), nodes(1, 2)}, false)
+	err = h.c.CreateTopic("bar", [][]replica.NodeID{nodes(0), nodes(1, 2)}, TopicSpec{})
 	require.ErrorIs(t, err, replica.ErrInvalidReplicaAssignment)
 	require.ErrorContains(t, err, "partition 1")
 	h.drain()

@@ -283,11 +283,11 @@ func TestAutomaticLeaderRebalance(t *testing.T) {
 func TestPlaceTopicUsesLiveBrokers(t *testing.T) {
 	h := newHarness(t, 1, 1, 2, 3)
 	h.crash(3)
-	require.ErrorIs(t, h.c.PlaceTopic("t", 2, 3, 0, false), replica.ErrInvalidReplicaAssignment,
+	require.ErrorIs(t, h.c.PlaceTopic("t", 2, 3, 0, TopicSpec{}), replica.ErrInvalidReplicaAssignment,
 		"replication factor 3 with two live brokers")
-	require.NoError(t, h.c.PlaceTopic("t", 2, 2, 0, false))
+	require.NoError(t, h.c.PlaceTopic("t", 2, 2, 0, TopicSpec{}))
 	h.drain()
 	require.Equal(t, nodes(1, 2), h.part("t", 0).Replicas)
 	require.Equal(t, nodes(2, 1), h.part("t", 1).Replicas)
-	require.ErrorIs(t, h.c.PlaceTopic("t", 1, 1, 0, false), replica.ErrTopicAlreadyExists)
+	require.ErrorIs(t, h.c.PlaceTopic("t", 1, 1, 0, TopicSpec{}), replica.ErrTopicAlreadyExists)
 }
