@@ -10,6 +10,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"time"
+
+	"github.com/strandlog/strand/idempotence"
 )
 
 // Config holds the coordinator's settings, named after Kafka's broker
@@ -281,7 +283,7 @@ func (c *Coordinator) Replay(offset int64, r Record) error {
 // apply changes the state by one decoded record (GroupMetadataManager.replay
 // and OffsetMetadataManager.replay); producer is set for a transactional
 // offset commit.
-func (c *Coordinator) apply(offset int64, d Decoded, producer *Producer) {
+func (c *Coordinator) apply(offset int64, d Decoded, producer *idempotence.ProducerIDAndEpoch) {
 	switch {
 	case d.ConsumerKey != nil:
 		c.applyConsumerRecord(*d.ConsumerKey, EncodeConsumerGroup(*d.ConsumerKey, d.ConsumerValue), d.ConsumerValue)
@@ -304,7 +306,7 @@ func (c *Coordinator) apply(offset int64, d Decoded, producer *Producer) {
 		c.LearnTopics(d.OffsetKey.Topic)
 		v := committed{OffsetCommitValue: *d.OffsetValue, recordOffset: offset}
 		if producer != nil {
-			c.txns.stage(producer.ID, *d.OffsetKey, v)
+			c.txns.stage(producer.ProducerID, *d.OffsetKey, v)
 		} else {
 			c.offsets.put(*d.OffsetKey, v)
 		}

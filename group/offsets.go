@@ -3,6 +3,8 @@ package group
 import (
 	"cmp"
 	"slices"
+
+	"github.com/strandlog/strand/idempotence"
 )
 
 // committed is a committed offset with the log offset of its record, which
@@ -96,7 +98,7 @@ func (c *Coordinator) OffsetCommit(id RequestID, req OffsetCommitRequest) {
 
 // commit writes the offsets of a validated commit, plain or transactional,
 // and returns the outcome per partition.
-func (c *Coordinator) commit(group string, topics []OffsetCommitTopic, expire int64, producer *Producer) []TopicResult {
+func (c *Coordinator) commit(group string, topics []OffsetCommitTopic, expire int64, producer *idempotence.ProducerIDAndEpoch) []TopicResult {
 	var out []TopicResult
 	for _, t := range topics {
 		tr := TopicResult{Name: t.Name}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/strandlog/strand/idempotence"
 )
 
 // The records of the offsets log use the layout of Kafka's __consumer_offsets
@@ -60,13 +62,7 @@ type Record struct {
 	// Producer is set on a transactional offset commit: the record belongs
 	// in a transactional batch of that producer, and counts only once a
 	// COMMIT marker of that producer follows it (ReplayTxnMarker).
-	Producer *Producer
-}
-
-// Producer identifies a transactional producer.
-type Producer struct {
-	ID    int64
-	Epoch int16
+	Producer *idempotence.ProducerIDAndEpoch
 }
 
 // OffsetCommitKey identifies a committed offset.

@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/strandlog/strand/idempotence"
 )
 
 var replaySteps = flag.Int("group.replay-steps", 0, "steps of each randomized replay run (default 300, 2000 without -short)")
@@ -222,7 +224,7 @@ func (d *driver) step() {
 		}
 		h.commit(req)
 	case n < 90:
-		req := TxnOffsetCommitRequest{GroupID: gid, Producer: Producer{ID: int64(1 + r.IntN(2))}, GenerationID: gen,
+		req := TxnOffsetCommitRequest{GroupID: gid, Producer: idempotence.ProducerIDAndEpoch{ProducerID: int64(1 + r.IntN(2))}, GenerationID: gen,
 			MemberID: memberID, GroupInstanceID: instance,
 			Topics: []OffsetCommitTopic{{Name: pick(r, driverTopics), Partitions: []OffsetCommitPartition{{Partition: int32(r.IntN(2)), Offset: int64(r.IntN(1000)), LeaderEpoch: -1}}}}}
 		if r.IntN(2) == 0 {

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/strandlog/strand/idempotence"
 	"github.com/strandlog/strand/kafkaerr"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/segment"
@@ -337,9 +338,9 @@ func replayBatches(c *Coordinator, bs *log.Batches, offset int64, seen func(segm
 		if seen != nil {
 			seen(b)
 		}
-		var producer *Producer
+		var producer *idempotence.ProducerIDAndEpoch
 		if b.Transactional() {
-			producer = &Producer{ID: b.ProducerID(), Epoch: b.ProducerEpoch()}
+			producer = &idempotence.ProducerIDAndEpoch{ProducerID: b.ProducerID(), Epoch: b.ProducerEpoch()}
 		}
 		for r, err := range b.Records() {
 			if err != nil {
@@ -591,7 +592,7 @@ func (s *Service) append(sp *servicePartition, w *pendingWrite) error {
 	return nil
 }
 
-func sameProducer(a, b *Producer) bool {
+func sameProducer(a, b *idempotence.ProducerIDAndEpoch) bool {
 	return a == nil && b == nil || a != nil && b != nil && *a == *b
 }
 

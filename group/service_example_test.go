@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/strandlog/strand/group"
+	"github.com/strandlog/strand/idempotence"
 	"github.com/strandlog/strand/kafkaerr"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/segment"
@@ -58,7 +59,7 @@ func ExampleService_TxnCommitOffsets() {
 	s, _ := group.OpenService(d, group.ServiceOptions{Partitions: 1})
 	defer s.Close()
 
-	producer := group.Producer{ID: 42, Epoch: 0}
+	producer := idempotence.ProducerIDAndEpoch{ProducerID: 42, Epoch: 0}
 	commit := func(offset int64) {
 		_, _ = s.TxnCommitOffsets(ctx, group.TxnOffsetCommitRequest{GroupID: "billing", Producer: producer, GenerationID: -1,
 			Topics: []group.OffsetCommitTopic{{Name: "orders", Partitions: []group.OffsetCommitPartition{{Offset: offset, LeaderEpoch: -1}}}}})

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/strandlog/strand/idempotence"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/segment"
 )
@@ -219,7 +220,7 @@ func (s *Service) closeErr(sp *servicePartition) error {
 
 // appendRun appends one run of records, of one producer if prod is set:
 // into the Dir's partition, or through the cluster (ServiceOptions.Append).
-func (s *Service) appendRun(sp *servicePartition, prod *Producer, recs []segment.Record) (log.AppendResult, error) {
+func (s *Service) appendRun(sp *servicePartition, prod *idempotence.ProducerIDAndEpoch, recs []segment.Record) (log.AppendResult, error) {
 	appendBatch := sp.p.AppendBatch
 	if s.repl != nil {
 		appendBatch = func(b segment.Batch) (log.AppendResult, error) { return s.repl(sp.p.ID(), b) }

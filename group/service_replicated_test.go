@@ -90,7 +90,7 @@ func TestServiceReplicatedPartitionCoordinatesBetweenLoadAndUnload(t *testing.T)
 	// Transactional offsets take the same path, in a batch of their
 	// producer.
 	before := appended
-	tr, err := s.TxnCommitOffsets(ctx, TxnOffsetCommitRequest{GroupID: "g", Producer: Producer{ID: 1}, GenerationID: -1,
+	tr, err := s.TxnCommitOffsets(ctx, TxnOffsetCommitRequest{GroupID: "g", Producer: idempotence.ProducerIDAndEpoch{ProducerID: 1}, GenerationID: -1,
 		Topics: []OffsetCommitTopic{{Name: "t", Partitions: []OffsetCommitPartition{{Partition: 0, Offset: 9, LeaderEpoch: -1}}}}})
 	require.NoError(t, err)
 	require.NoError(t, tr.Err)
@@ -182,25 +182,25 @@ func TestServiceReplicatedPartitionTakesTransactionalOffsets(t *testing.T) {
 	require.NoError(t, err)
 	defer s.Close()
 	require.NoError(t, s.Follow(0, 1))
-	marker := func(p Producer, typ idempotence.MarkerType) {
+	marker := func(p idempotence.ProducerIDAndEpoch, typ idempotence.MarkerType) {
 		t.Helper()
-		b, err := idempotence.AppendMarkerBatch(nil, p.ID, p.Epoch, idempotence.Marker{Type: typ}, epoch.UnixMilli())
+		b, err := idempotence.AppendMarkerBatch(nil, p.ProducerID, p.Epoch, idempotence.Marker{Type: typ}, epoch.UnixMilli())
 		require.NoError(t, err)
 		require.NoError(t, s.TxnCommitter().WriteTxnMarker(ctx, OffsetsTopic, 0, segment.Batch(b)))
 	}
 
 	// KIP-890: every transaction of the producer has an epoch of its own.
-	r := txnCommit(t, s, Producer{ID: 7, Epoch: 0}, 10)
+	r := txnCommit(t, s, idempotence.ProducerIDAndEpoch{ProducerID: 7, Epoch: 0}, 10)
 	require.NoError(t, r.Err)
 	require.NoError(t, r.Topics[0].Partitions[0].Err)
 	require.Equal(t, 1, batches, "the offsets went through AppendBatch")
 	require.ErrorIs(t, fetchOne(t, s, true).Err, ErrUnstableOffsetCommit, "pending until the marker")
-	marker(Producer{ID: 7, Epoch: 1}, idempotence.MarkerCommit)
+	marker(idempotence.ProducerIDAndEpoch{ProducerID: 7, Epoch: 1}, idempotence.MarkerCommit)
 	require.Equal(t, 1, markers, "the marker went through AppendBatch")
 	require.Equal(t, int64(10), fetchOne(t, s, true).Offset, "committed by the marker")
 
-	require.NoError(t, txnCommit(t, s, Producer{ID: 7, Epoch: 1}, 20).Err)
-	marker(Producer{ID: 7, Epoch: 2}, idempotence.MarkerAbort)
+	require.NoError(t, txnCommit(t, s, idempotence.ProducerIDAndEpoch{ProducerID: 7, Epoch: 1}, 20).Err)
+	marker(idempotence.ProducerIDAndEpoch{ProducerID: 7, Epoch: 2}, idempotence.MarkerAbort)
 	require.Equal(t, int64(10), fetchOne(t, s, true).Offset, "dropped by the ABORT marker")
 
 	require.NoError(t, s.Follow(0, -1))

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/strandlog/strand/idempotence"
 	"github.com/strandlog/strand/kafkaerr"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/segment"
@@ -617,7 +618,7 @@ func TestServiceBadInputLeavesTheLogAlone(t *testing.T) {
 		{"commit from an unknown consumer group member", func() error { return commit("cg", "x", cg.MemberEpoch) }, ErrUnknownMemberID},
 		{"commit to a topic that does not exist", func() error { return serviceCommit(ctx, s, "classic", member, gen, "t", 9, 1) }, ErrUnknownTopicOrPartition},
 		{"transactional commit from a stale generation", func() error {
-			r, err := s.TxnCommitOffsets(ctx, TxnOffsetCommitRequest{GroupID: "classic", Producer: Producer{ID: 1}, GenerationID: gen + 1, MemberID: member,
+			r, err := s.TxnCommitOffsets(ctx, TxnOffsetCommitRequest{GroupID: "classic", Producer: idempotence.ProducerIDAndEpoch{ProducerID: 1}, GenerationID: gen + 1, MemberID: member,
 				Topics: []OffsetCommitTopic{{Name: "t", Partitions: []OffsetCommitPartition{{Offset: 1}}}}})
 			require.NoError(t, err)
 			return r.Err

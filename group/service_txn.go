@@ -64,26 +64,26 @@ func (sp *servicePartition) seen(b segment.Batch) {
 }
 
 // checkEpoch fences a producer older than the one the partition has seen.
-func (sp *servicePartition) checkEpoch(p Producer) error {
+func (sp *servicePartition) checkEpoch(p idempotence.ProducerIDAndEpoch) error {
 	sp.pmu.Lock()
 	defer sp.pmu.Unlock()
-	if tp := sp.producers[p.ID]; tp != nil && p.Epoch < tp.epoch {
-		return errorf(ErrProducerFenced, "producer %d has epoch %d, older than %d", p.ID, p.Epoch, tp.epoch)
+	if tp := sp.producers[p.ProducerID]; tp != nil && p.Epoch < tp.epoch {
+		return errorf(ErrProducerFenced, "producer %d has epoch %d, older than %d", p.ProducerID, p.Epoch, tp.epoch)
 	}
 	return nil
 }
 
 // appendTxn appends a producer's records in a transactional batch with
 // appendBatch.
-func (sp *servicePartition) appendTxn(p Producer, recs []segment.Record, appendBatch func(segment.Batch) (log.AppendResult, error)) (log.AppendResult, error) {
+func (sp *servicePartition) appendTxn(p idempotence.ProducerIDAndEpoch, recs []segment.Record, appendBatch func(segment.Batch) (log.AppendResult, error)) (log.AppendResult, error) {
 	sp.pmu.Lock()
 	defer sp.pmu.Unlock()
 	seq := int32(0)
-	if tp := sp.producers[p.ID]; tp != nil && tp.epoch == p.Epoch {
+	if tp := sp.producers[p.ProducerID]; tp != nil && tp.epoch == p.Epoch {
 		seq = tp.next
 	}
 	b, err := segment.AppendBatch(nil, recs, segment.BuildOptions{
-		Producer:      &segment.Producer{ID: p.ID, Epoch: p.Epoch, BaseSequence: seq},
+		Producer:      &segment.Producer{ID: p.ProducerID, Epoch: p.Epoch, BaseSequence: seq},
 		Transactional: true,
 	})
 	if err != nil {
@@ -93,7 +93,7 @@ func (sp *servicePartition) appendTxn(p Producer, recs []segment.Record, appendB
 	if err != nil {
 		return res, err
 	}
-	sp.producers[p.ID] = &txnProducer{epoch: p.Epoch, next: seq + int32(len(recs)), open: true}
+	sp.producers[p.ProducerID] = &txnProducer{epoch: p.Epoch, next: seq + int32(len(recs)), open: true}
 	return res, nil
 }
 
@@ -124,7 +124,7 @@ func (s *Service) TxnCommitOffsets(ctx context.Context, req TxnOffsetCommitReque
 // at once. The error is nil or wraps PRODUCER_FENCED, the coordinator
 // error a failed append of a marker maps to (appendFailed; that partition
 // was rolled back to its log) or ErrServiceClosed.
-func (s *Service) EndTxn(ctx context.Context, producer Producer, commit bool) error {
+func (s *Service) EndTxn(ctx context.Context, producer idempotence.ProducerIDAndEpoch, commit bool) error {
 	for i, sp := range s.parts {
 		r, err := send[*endTxnResponse](ctx, s, serviceRequest{part: i, run: func(id RequestID) Response {
 			return &endTxnResponse{id: id, err: s.endTxn(sp, producer, commit)}
@@ -151,8 +151,8 @@ func (r *endTxnResponse) Request() RequestID { return r.id }
 // pending there. It runs as a request's run: every record the coordinator
 // made is written, and no write is in flight, so the marker follows them
 // and the producers are endTxn's alone.
-func (s *Service) endTxn(sp *servicePartition, producer Producer, commit bool) error {
-	tp := sp.producers[producer.ID]
+func (s *Service) endTxn(sp *servicePartition, producer idempotence.ProducerIDAndEpoch, commit bool) error {
+	tp := sp.producers[producer.ProducerID]
 	if tp == nil || !tp.open {
 		return nil
 	}
@@ -160,7 +160,7 @@ func (s *Service) endTxn(sp *servicePartition, producer Producer, commit bool) e
 	if commit {
 		marker.Type = idempotence.MarkerCommit
 	}
-	b, err := idempotence.AppendMarkerBatch(nil, producer.ID, producer.Epoch, marker, sp.c.now)
+	b, err := idempotence.AppendMarkerBatch(nil, producer.ProducerID, producer.Epoch, marker, sp.c.now)
 	if err != nil {
 		return err
 	}
@@ -170,24 +170,24 @@ func (s *Service) endTxn(sp *servicePartition, producer Producer, commit bool) e
 // writeMarker appends a producer's marker batch, durably, applies it to
 // the offsets the producer staged, and starts the producer's sequence
 // again at a new epoch. It runs as endTxn does.
-func (s *Service) writeMarker(sp *servicePartition, producer Producer, b segment.Batch, commit bool) error {
+func (s *Service) writeMarker(sp *servicePartition, producer idempotence.ProducerIDAndEpoch, b segment.Batch, commit bool) error {
 	if err := sp.checkEpoch(producer); err != nil {
 		return err
 	}
-	err := s.appendMarker(sp, producer.ID, b, commit)
+	err := s.appendMarker(sp, producer.ProducerID, b, commit)
 	if err != nil {
 		// As for a failed append of records: the marker may be in the
 		// log (written, and then not committed in time) or not.
-		err = s.appendFailed(sp, fmt.Errorf("transaction marker of producer %d: %w", producer.ID, err))
+		err = s.appendFailed(sp, fmt.Errorf("transaction marker of producer %d: %w", producer.ProducerID, err))
 		s.rollback(sp, err)
 		return err
 	}
 	next := int32(0)
-	if tp := sp.producers[producer.ID]; tp != nil && tp.epoch == producer.Epoch {
+	if tp := sp.producers[producer.ProducerID]; tp != nil && tp.epoch == producer.Epoch {
 		next = tp.next
 	}
 	sp.pmu.Lock()
-	sp.producers[producer.ID] = &txnProducer{epoch: producer.Epoch, next: next}
+	sp.producers[producer.ProducerID] = &txnProducer{epoch: producer.Epoch, next: next}
 	sp.pmu.Unlock()
 	return nil
 }

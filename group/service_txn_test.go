@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/strandlog/strand/idempotence"
 	"github.com/strandlog/strand/kafkaerr"
 )
 
@@ -21,7 +22,7 @@ func fetchOne(t *testing.T, s *Service, stable bool) FetchedOffset {
 	return r.Topics[0].Partitions[0]
 }
 
-func txnCommit(t *testing.T, s *Service, p Producer, offset int64) *TxnOffsetCommitResponse {
+func txnCommit(t *testing.T, s *Service, p idempotence.ProducerIDAndEpoch, offset int64) *TxnOffsetCommitResponse {
 	t.Helper()
 	r, err := s.TxnCommitOffsets(context.Background(), TxnOffsetCommitRequest{GroupID: "g", Producer: p, GenerationID: -1,
 		Topics: []OffsetCommitTopic{{Name: "t", Partitions: []OffsetCommitPartition{{Partition: 0, Offset: offset, LeaderEpoch: -1}}}}})
@@ -39,7 +40,7 @@ func TestServiceTxnOffsetsCountAtTheMarker(t *testing.T) {
 	clock := func() time.Time { return epoch }
 	d, s := openMemService(t, fs, 2, clock)
 	ctx := context.Background()
-	p := Producer{ID: 7, Epoch: 0}
+	p := idempotence.ProducerIDAndEpoch{ProducerID: 7, Epoch: 0}
 
 	require.NoError(t, serviceCommit(ctx, s, "g", "", -1, "t", 0, 5))
 	r := txnCommit(t, s, p, 10)
@@ -82,24 +83,24 @@ func TestServiceTxnCommitFencesAnOldEpoch(t *testing.T) {
 	fs := newMemDataFS(t)
 	d, s := openMemService(t, fs, 1, func() time.Time { return epoch })
 	ctx := context.Background()
-	require.NoError(t, txnCommit(t, s, Producer{ID: 3, Epoch: 0}, 1).Err)
-	require.NoError(t, s.EndTxn(ctx, Producer{ID: 3, Epoch: 1}, true), "the marker carries the bumped epoch")
+	require.NoError(t, txnCommit(t, s, idempotence.ProducerIDAndEpoch{ProducerID: 3, Epoch: 0}, 1).Err)
+	require.NoError(t, s.EndTxn(ctx, idempotence.ProducerIDAndEpoch{ProducerID: 3, Epoch: 1}, true), "the marker carries the bumped epoch")
 	part, err := d.Partition(OffsetsTopic, 0)
 	require.NoError(t, err)
 	_, _, before, err := part.Offsets()
 	require.NoError(t, err)
 
-	r := txnCommit(t, s, Producer{ID: 3, Epoch: 0}, 2)
+	r := txnCommit(t, s, idempotence.ProducerIDAndEpoch{ProducerID: 3, Epoch: 0}, 2)
 	assert.ErrorIs(t, r.Err, ErrProducerFenced)
 	assert.Equal(t, kafkaerr.Code(90), kafkaerr.CodeOf(r.Err))
-	require.NoError(t, txnCommit(t, s, Producer{ID: 3, Epoch: 1}, 3).Err, "the current epoch commits")
-	require.NoError(t, s.EndTxn(ctx, Producer{ID: 3, Epoch: 1}, true))
+	require.NoError(t, txnCommit(t, s, idempotence.ProducerIDAndEpoch{ProducerID: 3, Epoch: 1}, 3).Err, "the current epoch commits")
+	require.NoError(t, s.EndTxn(ctx, idempotence.ProducerIDAndEpoch{ProducerID: 3, Epoch: 1}, true))
 	assert.Equal(t, int64(3), fetchOne(t, s, true).Offset)
 	_, _, after, err := part.Offsets()
 	require.NoError(t, err)
 	assert.Equal(t, before+2, after, "the fenced commit wrote nothing: one record and one marker since")
 
-	assert.ErrorIs(t, s.EndTxn(ctx, Producer{ID: 3, Epoch: 1}, true), nil, "nothing pending: nothing to do")
+	assert.ErrorIs(t, s.EndTxn(ctx, idempotence.ProducerIDAndEpoch{ProducerID: 3, Epoch: 1}, true), nil, "nothing pending: nothing to do")
 	require.NoError(t, s.Close())
 	require.NoError(t, d.Close())
 }

@@ -64,7 +64,7 @@ func (t txnCommitter) TxnOffsetCommit(ctx context.Context, req log.TxnOffsetComm
 func txnOffsetCommitRequest(req log.TxnOffsetCommit) TxnOffsetCommitRequest {
 	out := TxnOffsetCommitRequest{
 		GroupID:         req.Group,
-		Producer:        Producer{ID: req.Producer.ProducerID, Epoch: req.Producer.Epoch},
+		Producer:        req.Producer,
 		GenerationID:    req.GenerationID,
 		MemberID:        req.MemberID,
 		GroupInstanceID: req.GroupInstanceID,
@@ -100,7 +100,7 @@ func (t txnCommitter) WriteTxnMarker(ctx context.Context, topic string, partitio
 		return fmt.Errorf("group: transaction marker for %s-%d: %w", topic, partition, err)
 	}
 	sp := s.parts[partition]
-	producer := Producer{ID: info.ProducerID, Epoch: info.ProducerEpoch}
+	producer := idempotence.ProducerIDAndEpoch{ProducerID: info.ProducerID, Epoch: info.ProducerEpoch}
 	commit := info.Marker.Type == idempotence.MarkerCommit
 	r, err := send[*endTxnResponse](ctx, s, serviceRequest{part: int(partition), run: func(id RequestID) Response {
 		return &endTxnResponse{id: id, err: s.writeMarker(sp, producer, marker, commit)}

@@ -1,6 +1,10 @@
 package group
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/strandlog/strand/idempotence"
+)
 
 // This file is the transactional side of committed offsets (KIP-98, KIP-447;
 // OffsetMetadataManager.commitTransactionalOffset, replay and
@@ -88,7 +92,7 @@ func (p *pendingTxns) end(producerID int64) *offsetStore {
 // that a zombie's commit is fenced).
 type TxnOffsetCommitRequest struct {
 	GroupID         string
-	Producer        Producer
+	Producer        idempotence.ProducerIDAndEpoch
 	GenerationID    int32
 	MemberID        string
 	GroupInstanceID string

@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/strandlog/strand/idempotence"
 )
 
 func (h *harness) txnCommit(req TxnOffsetCommitRequest) *TxnOffsetCommitResponse {
@@ -16,7 +18,7 @@ func (h *harness) txnCommit(req TxnOffsetCommitRequest) *TxnOffsetCommitResponse
 }
 
 func txnOne(producer int64, generation int32, memberID string, partition int32, offset int64) TxnOffsetCommitRequest {
-	return TxnOffsetCommitRequest{GroupID: "g", Producer: Producer{ID: producer, Epoch: 1}, GenerationID: generation, MemberID: memberID,
+	return TxnOffsetCommitRequest{GroupID: "g", Producer: idempotence.ProducerIDAndEpoch{ProducerID: producer, Epoch: 1}, GenerationID: generation, MemberID: memberID,
 		Topics: []OffsetCommitTopic{{Name: "t", Partitions: []OffsetCommitPartition{{Partition: partition, Offset: offset, LeaderEpoch: -1}}}}}
 }
 
@@ -39,7 +41,7 @@ func TestTransactionalOffsets(t *testing.T) {
 		h := newHarness(t, noDelay)
 		require.NoError(t, h.txnCommit(txnOne(1, -1, "", 0, 10)).Err)
 		rec := h.log[len(h.log)-1]
-		assert.Equal(t, &Producer{ID: 1, Epoch: 1}, rec.Producer, "the record goes in the producer's transactional batch")
+		assert.Equal(t, &idempotence.ProducerIDAndEpoch{ProducerID: 1, Epoch: 1}, rec.Producer, "the record goes in the producer's transactional batch")
 		assert.Equal(t, int64(-1), h.offset(0), "not committed before the marker")
 		h.marker(1, true)
 		assert.Equal(t, int64(10), h.offset(0))

@@ -249,7 +249,7 @@ func (b *Broker) txnOffsetCommit(ctx context.Context, r *request) kmsg.Response 
 		names, err = b.namesOf(req.Version >= 6, len(req.Topics), func(i int) ([16]byte, string) { return req.Topics[i].TopicID, req.Topics[i].Topic })
 	}
 	if err == nil {
-		cr := group.TxnOffsetCommitRequest{GroupID: req.Group, Producer: group.Producer{ID: req.ProducerID, Epoch: req.ProducerEpoch},
+		cr := group.TxnOffsetCommitRequest{GroupID: req.Group, Producer: idempotence.ProducerIDAndEpoch{ProducerID: req.ProducerID, Epoch: req.ProducerEpoch},
 			GenerationID: -1} // before v3 a commit is not fenced by generation
 		if req.Version >= 3 {
 			cr.GenerationID, cr.MemberID, cr.GroupInstanceID = req.Generation, req.MemberID, str(req.InstanceID)
