@@ -81,7 +81,7 @@ func (r *recorder) Send(_ context.Context, _ replica.NodeID, msg []byte) error {
 		return err
 	}
 	msgs := []replica.Message{m}
-	if b, ok := m.(*replica.Batch); ok {
+	if b, ok := m.(*replica.Envelope); ok {
 		msgs = b.Messages
 	}
 	r.mu.Lock()
@@ -245,7 +245,7 @@ func TestPeersCannotSendPartitionStates(t *testing.T) {
 	n := startScriptedNode(t, s, vfs.NewMem(), 100, &recorder{}, &refusals{})
 	state := &replica.LeaderAndISR{Header: replica.Header{From: 2, To: 1, Topic: "t"},
 		Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []replica.NodeID{1}, ISR: []replica.NodeID{1}}
-	b, err := (&replica.Batch{Header: replica.Header{From: 2, To: 1}, Messages: []replica.Message{state}}).MarshalBinary()
+	b, err := (&replica.Envelope{Header: replica.Header{From: 2, To: 1}, Messages: []replica.Message{state}}).MarshalBinary()
 	require.NoError(t, err)
 	err = n.Receive(context.Background(), b)
 	require.ErrorIs(t, err, ErrBadRequest)

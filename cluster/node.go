@@ -418,7 +418,7 @@ func (f transportFunc) Send(m replica.Message) { f(m) }
 // coalesces with what waits already. One addressed to the controller (To
 // NoNode) goes to the metadata log's leader.
 func (n *Node) send(m replica.Message) {
-	if b, ok := m.(*replica.Batch); ok {
+	if b, ok := m.(*replica.Envelope); ok {
 		for _, m := range b.Messages {
 			n.out.put(m)
 		}
@@ -440,7 +440,7 @@ func (n *Node) Receive(ctx context.Context, msg []byte) error {
 		return fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
 	msgs := []replica.Message{m}
-	if b, ok := m.(*replica.Batch); ok {
+	if b, ok := m.(*replica.Envelope); ok {
 		msgs = b.Messages
 	}
 	known := msgs[:0:0]
@@ -460,7 +460,7 @@ func (n *Node) Receive(ctx context.Context, msg []byte) error {
 	case len(known) == 0:
 		return nil
 	case len(known) < len(msgs):
-		m = &replica.Batch{Header: *m.Head(), Messages: known}
+		m = &replica.Envelope{Header: *m.Head(), Messages: known}
 	}
 	return n.receive(ctx, m)
 }
@@ -481,7 +481,7 @@ func (n *Node) unknownPartition(f *replica.Fetch) {
 // receive steps a message: ISR changes to the controller, the rest to
 // the replicas (a Batch split so).
 func (n *Node) receive(ctx context.Context, m replica.Message) error {
-	b, ok := m.(*replica.Batch)
+	b, ok := m.(*replica.Envelope)
 	if !ok {
 		if ap, ok := m.(*replica.AlterPartition); ok {
 			return n.alterPartition(ctx, ap)

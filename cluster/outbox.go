@@ -15,7 +15,7 @@ import (
 // and their results), the newest, which supersedes the older one: a
 // follower has one fetch outstanding, and answers only it; a leader one
 // ISR proposal pending; an older answer is stale. One goroutine per
-// destination sends everything its outbox holds as one replica.Batch,
+// destination sends everything its outbox holds as one replica.Envelope,
 // again and again until the destination takes it, as Kafka's fetcher
 // sends one request per leader for all its partitions. So nothing is
 // dropped for want of room, the loops never wait for the network, and a
@@ -159,7 +159,7 @@ func (o *outboxes) send(to replica.NodeID, msgs []replica.Message) error {
 	for len(msgs) > 0 {
 		k := min(len(msgs), maxPerSend)
 		batch := func() ([]byte, error) {
-			return (&replica.Batch{Header: replica.Header{From: n.cfg.ID, To: dest}, Messages: addressed(msgs[:k], dest)}).MarshalBinary()
+			return (&replica.Envelope{Header: replica.Header{From: n.cfg.ID, To: dest}, Messages: addressed(msgs[:k], dest)}).MarshalBinary()
 		}
 		b, err := batch()
 		for errors.Is(err, replica.ErrMessageTooLarge) && k > 1 {

@@ -64,7 +64,7 @@ func (h *holdTransport) Send(ctx context.Context, to replica.NodeID, msg []byte)
 		return err
 	}
 	h.mu.Lock()
-	h.got[to] = append(h.got[to], m.(*replica.Batch).Messages...)
+	h.got[to] = append(h.got[to], m.(*replica.Envelope).Messages...)
 	h.mu.Unlock()
 	return nil
 }

@@ -85,7 +85,7 @@ func TestFetchForAnUnknownPartitionIsAnswered(t *testing.T) {
 	h := replica.Header{From: 2, To: 1, Topic: "t", Partition: 4}
 	f := &replica.Fetch{Header: h, ID: 9, CurrentLeaderEpoch: 3, FetchOffset: 17}
 	stale := &replica.FetchResponse{Header: h, ID: 1}
-	b, err := (&replica.Batch{Header: replica.Header{From: 2, To: 1}, Messages: []replica.Message{f, stale}}).MarshalBinary()
+	b, err := (&replica.Envelope{Header: replica.Header{From: 2, To: 1}, Messages: []replica.Message{f, stale}}).MarshalBinary()
 	require.NoError(t, err)
 	require.NoError(t, n.Receive(context.Background(), b))
 	waitFor(t, 5*time.Second, "the answer sent", func() bool {

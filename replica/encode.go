@@ -24,7 +24,7 @@ const (
 	kindAlterPartitionResponse
 	kindProduce
 	kindProduceResult
-	kindBatch
+	kindEnvelope
 )
 
 // encodingVersion 1 added the broker epochs (KIP-380, KIP-903); 2 a
@@ -47,7 +47,7 @@ func (*AlterPartition) kind() kind         { return kindAlterPartition }
 func (*AlterPartitionResponse) kind() kind { return kindAlterPartitionResponse }
 func (*Produce) kind() kind                { return kindProduce }
 func (*ProduceResult) kind() kind          { return kindProduceResult }
-func (*Batch) kind() kind                  { return kindBatch }
+func (*Envelope) kind() kind               { return kindEnvelope }
 
 // Decode reads a message that MarshalBinary encoded.
 func Decode(b []byte) (Message, error) {
@@ -70,8 +70,8 @@ func Decode(b []byte) (Message, error) {
 		m = new(Produce)
 	case kindProduceResult:
 		m = new(ProduceResult)
-	case kindBatch:
-		m = new(Batch)
+	case kindEnvelope:
+		m = new(Envelope)
 	default:
 		return nil, fmt.Errorf("%w: unknown message kind %d", ErrInvalidMessage, b[0])
 	}
@@ -490,11 +490,11 @@ func commit[T any](d *decoder, m *T, v T) error {
 
 // MarshalBinary encodes the batch: its header, then each message's own
 // encoding. A batch holds no batch.
-func (m *Batch) MarshalBinary() ([]byte, error) {
+func (m *Envelope) MarshalBinary() ([]byte, error) {
 	e := newEncoder(m.kind(), &m.Header)
 	e.uint(uint64(len(m.Messages)))
 	for _, inner := range m.Messages {
-		if _, nested := inner.(*Batch); nested || inner == nil {
+		if _, nested := inner.(*Envelope); nested || inner == nil {
 			return nil, fmt.Errorf("%w: a batch holds a %T", ErrInvalidMessage, inner)
 		}
 		b, err := inner.MarshalBinary()
@@ -508,8 +508,8 @@ func (m *Batch) MarshalBinary() ([]byte, error) {
 
 // UnmarshalBinary decodes what MarshalBinary encoded; on error m is
 // unchanged.
-func (m *Batch) UnmarshalBinary(b []byte) error {
-	var v Batch
+func (m *Envelope) UnmarshalBinary(b []byte) error {
+	var v Envelope
 	d := newDecoder(b, v.kind(), &v.Header)
 	n := d.uint()
 	if n > maxBatched || n > uint64(len(b)) {
@@ -520,7 +520,7 @@ func (m *Batch) UnmarshalBinary(b []byte) error {
 		if d.err != nil {
 			break
 		}
-		if len(raw) > 0 && kind(raw[0]) == kindBatch {
+		if len(raw) > 0 && kind(raw[0]) == kindEnvelope {
 			d.fail("a batch inside a batch")
 			break
 		}

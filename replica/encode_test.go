@@ -30,7 +30,7 @@ func sampleMessages() []Message {
 		&ProduceResult{Header: h(1, 99), ID: 1, BaseOffset: 100, LastOffset: 109},
 		&ProduceResult{Header: h(1, 99), ID: 2, Err: &NotLeaderError{Leader: 3, LeaderEpoch: 7}},
 		&ProduceResult{Header: h(1, 99), ID: 3, Err: ErrNotEnoughReplicasAfterAppend, BaseOffset: 5, LastOffset: 5},
-		&Batch{Header: Header{From: 2, To: 1}, Messages: []Message{
+		&Envelope{Header: Header{From: 2, To: 1}, Messages: []Message{
 			&Fetch{Header: h(2, 1), ID: 1, LastFetchedEpoch: -1},
 			&Fetch{Header: Header{From: 2, To: 1, Topic: "payments", Partition: 0}, ID: 4, FetchOffset: 99, LastFetchedEpoch: 3},
 		}},

@@ -96,7 +96,7 @@ func (n *Node) Remove(topic string, partition int32) bool {
 // errors of a Batch's messages are joined; each message that fails
 // changes nothing, and the others are still stepped.
 func (n *Node) Step(m Message) error {
-	b, ok := m.(*Batch)
+	b, ok := m.(*Envelope)
 	if !ok {
 		return n.stepOne(m)
 	}
@@ -162,7 +162,7 @@ type PartitionReady struct {
 // Ready gathers the partitions' Readies.
 func (n *Node) Ready() NodeReady {
 	var rd NodeReady
-	batches := map[NodeID]*Batch{}
+	batches := map[NodeID]*Envelope{}
 	var order []NodeID
 	for _, p := range n.parts {
 		if !p.HasReady() {
@@ -173,7 +173,7 @@ func (n *Node) Ready() NodeReady {
 			to := m.Head().To
 			b, ok := batches[to]
 			if !ok {
-				b = &Batch{Header: Header{From: n.id, To: to}}
+				b = &Envelope{Header: Header{From: n.id, To: to}}
 				batches[to] = b
 				order = append(order, to)
 			}
@@ -199,9 +199,9 @@ func (n *Node) Advance(rd NodeReady) error {
 	return errors.Join(errs...)
 }
 
-// Batch carries several messages from one node to another in one, each
+// Envelope carries several messages from one node to another in one, each
 // with the same From and To. It is what a Node sends.
-type Batch struct {
+type Envelope struct {
 	Header
 	Messages []Message
 }

@@ -68,7 +68,7 @@ func TestNodeBatchesFetchesPerLeader(t *testing.T) {
 	}
 	sent := nc.round()
 	require.Len(t, sent, 1, "one batch from node 2 to node 1")
-	b := sent[0].(*Batch)
+	b := sent[0].(*Envelope)
 	require.Equal(t, Header{From: 2, To: 1}, b.Header)
 	require.Len(t, b.Messages, 2, "carrying both partitions' fetches")
 
@@ -90,7 +90,7 @@ func TestNodeBatchesFetchesPerLeader(t *testing.T) {
 				require.NoError(t, n.Advance(rd))
 				results = append(results, rd.Results...)
 				for _, m := range rd.Messages {
-					if b := m.(*Batch); b.To != NoNode {
+					if b := m.(*Envelope); b.To != NoNode {
 						require.LessOrEqual(t, len(b.Messages), 2)
 						nc.net = append(nc.net, b)
 					}
@@ -120,12 +120,12 @@ func TestNodeRefusesBadInput(t *testing.T) {
 	_, err = n.Add(Config{ID: 5, Topic: "other", Log: nc.logs[1]["orders"]})
 	require.ErrorIs(t, err, ErrInvalidConfig, "another node's ID")
 	require.ErrorIs(t, n.Step(&Fetch{Header: Header{From: 2, To: 1, Topic: "nope"}}), ErrUnknownTopicOrPartition)
-	require.ErrorIs(t, n.Step(&Batch{Header: Header{From: 2, To: 3}}), ErrInvalidMessage, "a batch for another node")
+	require.ErrorIs(t, n.Step(&Envelope{Header: Header{From: 2, To: 3}}), ErrInvalidMessage, "a batch for another node")
 
-	// In a batch, a message that fails does not stop the others.
+	// In an envelope, a message that fails does not stop the others.
 	lai := &LeaderAndISR{Header: Header{From: NoNode, To: 1, Topic: "orders"}, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1,
 		Replicas: []NodeID{1}, ISR: []NodeID{1}}
-	err = n.Step(&Batch{Header: Header{From: NoNode, To: 1}, Messages: []Message{
+	err = n.Step(&Envelope{Header: Header{From: NoNode, To: 1}, Messages: []Message{
 		&Fetch{Header: Header{From: 2, To: 1, Topic: "orders"}}, // From differs from the batch's
 		nil,
 		lai,
@@ -133,11 +133,11 @@ func TestNodeRefusesBadInput(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidMessage)
 	require.Equal(t, RoleLeader, n.Partition("orders", 0).Status().Role)
 
-	_, err = (&Batch{Messages: []Message{&Batch{}}}).MarshalBinary()
+	_, err = (&Envelope{Messages: []Message{&Envelope{}}}).MarshalBinary()
 	require.ErrorIs(t, err, ErrInvalidMessage, "no batch in a batch")
-	inner, err := (&Batch{}).MarshalBinary()
+	inner, err := (&Envelope{}).MarshalBinary()
 	require.NoError(t, err)
-	e := newEncoder(kindBatch, &Header{})
+	e := newEncoder(kindEnvelope, &Header{})
 	e.uint(1)
 	e.bytes(inner)
 	_, err = Decode(e.b)

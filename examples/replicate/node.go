@@ -262,7 +262,7 @@ func (c *controller) routes(mux *http.ServeMux, d *replica.Driver, tr *httpTrans
 		}
 		// A node sends its messages to one destination as a Batch.
 		msgs := []replica.Message{m}
-		if b, ok := m.(*replica.Batch); ok {
+		if b, ok := m.(*replica.Envelope); ok {
 			msgs = b.Messages
 		}
 		for _, m := range msgs {
