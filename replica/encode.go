@@ -488,14 +488,14 @@ func commit[T any](d *decoder, m *T, v T) error {
 	return nil
 }
 
-// MarshalBinary encodes the batch: its header, then each message's own
-// encoding. A batch holds no batch.
+// MarshalBinary encodes the envelope: its header, then each message's own
+// encoding. An envelope holds no envelope.
 func (m *Envelope) MarshalBinary() ([]byte, error) {
 	e := newEncoder(m.kind(), &m.Header)
 	e.uint(uint64(len(m.Messages)))
 	for _, inner := range m.Messages {
 		if _, nested := inner.(*Envelope); nested || inner == nil {
-			return nil, fmt.Errorf("%w: a batch holds a %T", ErrInvalidMessage, inner)
+			return nil, fmt.Errorf("%w: an envelope holds a %T", ErrInvalidMessage, inner)
 		}
 		b, err := inner.MarshalBinary()
 		if err != nil {

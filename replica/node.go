@@ -101,16 +101,16 @@ func (n *Node) Step(m Message) error {
 		return n.stepOne(m)
 	}
 	if b.To != n.id {
-		return fmt.Errorf("%w: batch for node %d stepped on node %d", ErrInvalidMessage, b.To, n.id)
+		return fmt.Errorf("%w: envelope for node %d stepped on node %d", ErrInvalidMessage, b.To, n.id)
 	}
 	var errs []error
 	for _, m := range b.Messages {
 		if m == nil {
-			errs = append(errs, fmt.Errorf("%w: nil message in a batch", ErrInvalidMessage))
+			errs = append(errs, fmt.Errorf("%w: nil message in an envelope", ErrInvalidMessage))
 			continue
 		}
 		if h := m.Head(); h.From != b.From || h.To != b.To {
-			errs = append(errs, fmt.Errorf("%w: message %d->%d in a batch %d->%d", ErrInvalidMessage, h.From, h.To, b.From, b.To))
+			errs = append(errs, fmt.Errorf("%w: message %d->%d in an envelope %d->%d", ErrInvalidMessage, h.From, h.To, b.From, b.To))
 			continue
 		}
 		errs = append(errs, n.stepOne(m))
@@ -162,7 +162,7 @@ type PartitionReady struct {
 // Ready gathers the partitions' Readies.
 func (n *Node) Ready() NodeReady {
 	var rd NodeReady
-	batches := map[NodeID]*Envelope{}
+	envelopes := map[NodeID]*Envelope{}
 	var order []NodeID
 	for _, p := range n.parts {
 		if !p.HasReady() {
@@ -171,10 +171,10 @@ func (n *Node) Ready() NodeReady {
 		prd := p.Ready()
 		for _, m := range prd.Messages {
 			to := m.Head().To
-			b, ok := batches[to]
+			b, ok := envelopes[to]
 			if !ok {
 				b = &Envelope{Header: Header{From: n.id, To: to}}
-				batches[to] = b
+				envelopes[to] = b
 				order = append(order, to)
 			}
 			b.Messages = append(b.Messages, m)
@@ -184,7 +184,7 @@ func (n *Node) Ready() NodeReady {
 		rd.Partitions = append(rd.Partitions, PartitionReady{Partition: p, Ready: prd})
 	}
 	for _, to := range order {
-		rd.Messages = append(rd.Messages, batches[to])
+		rd.Messages = append(rd.Messages, envelopes[to])
 	}
 	return rd
 }

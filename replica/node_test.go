@@ -120,7 +120,7 @@ func TestNodeRefusesBadInput(t *testing.T) {
 	_, err = n.Add(Config{ID: 5, Topic: "other", Log: nc.logs[1]["orders"]})
 	require.ErrorIs(t, err, ErrInvalidConfig, "another node's ID")
 	require.ErrorIs(t, n.Step(&Fetch{Header: Header{From: 2, To: 1, Topic: "nope"}}), ErrUnknownTopicOrPartition)
-	require.ErrorIs(t, n.Step(&Envelope{Header: Header{From: 2, To: 3}}), ErrInvalidMessage, "a batch for another node")
+	require.ErrorIs(t, n.Step(&Envelope{Header: Header{From: 2, To: 3}}), ErrInvalidMessage, "an envelope for another node")
 
 	// In an envelope, a message that fails does not stop the others.
 	lai := &LeaderAndISR{Header: Header{From: NoNode, To: 1, Topic: "orders"}, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1,
