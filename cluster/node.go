@@ -107,7 +107,7 @@ type Config struct {
 	// Transactions configures the transaction coordinator's transactional
 	// ids (their timeouts and expiry); its AllocateProducerID and
 	// CoordinatorEpoch are the node's own.
-	Transactions idempotence.CoordinatorOptions
+	Transactions idempotence.TxnCoordinatorOptions
 	// TransactionPartitions is the partition count of the transaction
 	// state topic (transaction.state.log.num.partitions), the same on
 	// every node; default 3, where Kafka's is 50.

@@ -149,7 +149,7 @@ type Followup struct {
 // the coordinator is not waiting for.
 var ErrNoPendingTransition = errors.New("idempotence: no such pending transaction transition")
 
-// Defaults of CoordinatorOptions, Kafka's.
+// Defaults of TxnCoordinatorOptions, Kafka's.
 const (
 	// DefaultMaxTransactionTimeout is transaction.max.timeout.ms.
 	DefaultMaxTransactionTimeout = 15 * time.Minute
@@ -157,8 +157,8 @@ const (
 	DefaultTransactionalIDExpiration = 7 * 24 * time.Hour
 )
 
-// CoordinatorOptions configure a Coordinator.
-type CoordinatorOptions struct {
+// TxnCoordinatorOptions configure a TxnCoordinator.
+type TxnCoordinatorOptions struct {
 	// AllocateProducerID returns a producer id never handed out before
 	// (Kafka's ProducerIdManager). Required.
 	AllocateProducerID func() (int64, error)
@@ -174,9 +174,9 @@ type CoordinatorOptions struct {
 	TransactionalIDExpiration time.Duration
 }
 
-func (o CoordinatorOptions) withDefaults() (CoordinatorOptions, error) {
+func (o TxnCoordinatorOptions) withDefaults() (TxnCoordinatorOptions, error) {
 	if o.AllocateProducerID == nil {
-		return o, errors.New("idempotence: CoordinatorOptions.AllocateProducerID is required")
+		return o, errors.New("idempotence: TxnCoordinatorOptions.AllocateProducerID is required")
 	}
 	if o.MaxTransactionTimeout == 0 {
 		o.MaxTransactionTimeout = DefaultMaxTransactionTimeout
@@ -185,26 +185,26 @@ func (o CoordinatorOptions) withDefaults() (CoordinatorOptions, error) {
 		o.TransactionalIDExpiration = DefaultTransactionalIDExpiration
 	}
 	if o.MaxTransactionTimeout < time.Millisecond || o.TransactionalIDExpiration < time.Millisecond {
-		return o, fmt.Errorf("idempotence: CoordinatorOptions.MaxTransactionTimeout (%v) and TransactionalIDExpiration (%v) must be at least 1ms",
+		return o, fmt.Errorf("idempotence: TxnCoordinatorOptions.MaxTransactionTimeout (%v) and TransactionalIDExpiration (%v) must be at least 1ms",
 			o.MaxTransactionTimeout, o.TransactionalIDExpiration)
 	}
 	return o, nil
 }
 
-// Coordinator is the transaction coordinator of Kafka's transactions
+// TxnCoordinator is the transaction coordinator of Kafka's transactions
 // version 2 (KIP-890) as a pure state machine: requests return the record
 // of the transition they make, the owner persists it (in a compacted topic
 // of its own, or any replicated store) and passes it to Complete, and only
 // then does the transition take effect. Replaying the persisted records
-// into a new Coordinator with Replay rebuilds the same state. Time is
+// into a new TxnCoordinator with Replay rebuilds the same state. Time is
 // passed in; it is not safe for concurrent use.
 //
 // Under version 2 every EndTxn bumps the producer epoch, so a producer id
 // and epoch name one transaction, and a partition adds itself to the
 // transaction when the producer first writes to it (AddPartitions, called
 // by the partition leader).
-type Coordinator struct {
-	opts CoordinatorOptions
+type TxnCoordinator struct {
+	opts TxnCoordinatorOptions
 	txns map[string]*txnMeta
 }
 
@@ -219,13 +219,13 @@ type txnMeta struct {
 	unmarked []TopicPartition
 }
 
-// NewCoordinator returns a coordinator with no transactional ids.
-func NewCoordinator(opts CoordinatorOptions) (*Coordinator, error) {
+// NewTxnCoordinator returns a coordinator with no transactional ids.
+func NewTxnCoordinator(opts TxnCoordinatorOptions) (*TxnCoordinator, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	return &Coordinator{opts: opts, txns: map[string]*txnMeta{}}, nil
+	return &TxnCoordinator{opts: opts, txns: map[string]*txnMeta{}}, nil
 }
 
 // epochExhausted reports whether a producer id has no epoch left to hand out:
@@ -233,7 +233,7 @@ func NewCoordinator(opts CoordinatorOptions) (*Coordinator, error) {
 func epochExhausted(epoch int16) bool { return epoch >= math.MaxInt16-1 }
 
 // Transaction returns the persisted state of transactional id.
-func (c *Coordinator) Transaction(id string) (TxnRecord, bool) {
+func (c *TxnCoordinator) Transaction(id string) (TxnRecord, bool) {
 	m, ok := c.txns[id]
 	if !ok || !m.known {
 		return TxnRecord{}, false
@@ -243,7 +243,7 @@ func (c *Coordinator) Transaction(id string) (TxnRecord, bool) {
 
 // Transactions returns the persisted state of every transactional id, by
 // id.
-func (c *Coordinator) Transactions() []TxnRecord {
+func (c *TxnCoordinator) Transactions() []TxnRecord {
 	var out []TxnRecord
 	for _, m := range c.txns {
 		if m.known {
@@ -291,7 +291,7 @@ func (m *txnMeta) step(next TxnRecord) (Step, error) {
 // persisted, is CONCURRENT_TRANSACTIONS: the producer retries. expected is
 // the producer's current id and epoch when it re-initialises (KIP-360), nil
 // otherwise.
-func (c *Coordinator) InitProducerID(txnID string, timeoutMs int32, expected *ProducerIDAndEpoch, nowMs int64) (Step, error) {
+func (c *TxnCoordinator) InitProducerID(txnID string, timeoutMs int32, expected *ProducerIDAndEpoch, nowMs int64) (Step, error) {
 	switch {
 	case txnID == "":
 		return Step{}, fmt.Errorf("%w: InitProducerId with an empty transactional id", ErrInvalidRequest)
@@ -369,7 +369,7 @@ func (c *Coordinator) InitProducerID(txnID string, timeoutMs int32, expected *Pr
 // not bump again after a failed write (KAFKA-9666); here nothing changes
 // until the record is persisted, so a fence retried after Abandon bumps
 // from the same epoch to the same one.
-func (c *Coordinator) fence(m *txnMeta, nowMs int64) (*TxnRecord, error) {
+func (c *TxnCoordinator) fence(m *txnMeta, nowMs int64) (*TxnRecord, error) {
 	s, err := c.prepareEnd(m, TxnPrepareAbort, false, nowMs)
 	return s.Record, err
 }
@@ -378,7 +378,7 @@ func (c *Coordinator) fence(m *txnMeta, nowMs int64) (*TxnRecord, error) {
 // if none is open (AddPartitionsToTxn; under version 2 the partition leader
 // calls it when a transactional batch first reaches the partition). Nothing
 // is persisted if the partitions are already in the open transaction.
-func (c *Coordinator) AddPartitions(txnID string, producerID int64, epoch int16, partitions []TopicPartition, nowMs int64) (Step, error) {
+func (c *TxnCoordinator) AddPartitions(txnID string, producerID int64, epoch int16, partitions []TopicPartition, nowMs int64) (Step, error) {
 	m, err := c.lookup(txnID)
 	if err != nil {
 		return Step{}, err
@@ -412,7 +412,7 @@ func (c *Coordinator) AddPartitions(txnID string, producerID int64, epoch int16,
 }
 
 // lookup returns the transactional id txnID, which must be known.
-func (c *Coordinator) lookup(txnID string) (*txnMeta, error) {
+func (c *TxnCoordinator) lookup(txnID string) (*txnMeta, error) {
 	if txnID == "" {
 		return nil, fmt.Errorf("%w: empty transactional id", ErrInvalidRequest)
 	}
@@ -430,7 +430,7 @@ func (c *Coordinator) lookup(txnID string) (*txnMeta, error) {
 // coordinator's. An abort with no transaction open is allowed and bumps
 // the epoch too. A commit one epoch below a CompleteAbort is a commit the
 // coordinator's own abort overtook, and is fenced (KAFKA-20785).
-func (c *Coordinator) EndTxn(txnID string, producerID int64, epoch int16, commit bool, nowMs int64) (Step, error) {
+func (c *TxnCoordinator) EndTxn(txnID string, producerID int64, epoch int16, commit bool, nowMs int64) (Step, error) {
 	m, err := c.lookup(txnID)
 	if err != nil {
 		return Step{}, err
@@ -501,7 +501,7 @@ func (c *Coordinator) EndTxn(txnID string, producerID int64, epoch int16, commit
 // prepareEnd moves m to PrepareCommit or PrepareAbort with the epoch bumped
 // (prepareAbortOrCommit). empty marks an abort with no transaction open:
 // no partitions, and it starts now.
-func (c *Coordinator) prepareEnd(m *txnMeta, state TxnState, empty bool, nowMs int64) (Step, error) {
+func (c *TxnCoordinator) prepareEnd(m *txnMeta, state TxnState, empty bool, nowMs int64) (Step, error) {
 	cur := &m.cur
 	next := cur.clone()
 	next.State = state
@@ -542,7 +542,7 @@ func (c *Coordinator) prepareEnd(m *txnMeta, state TxnState, empty bool, nowMs i
 // Complete makes the pending transition whose record the owner has
 // persisted take effect, and says what follows: markers to write after a
 // Prepare*, or at once the Complete* record when there is nothing to mark.
-func (c *Coordinator) Complete(rec TxnRecord) (Followup, error) {
+func (c *TxnCoordinator) Complete(rec TxnRecord) (Followup, error) {
 	m, ok := c.txns[rec.TransactionalID]
 	if !ok || m.pending == nil || !sameRecord(m.pending, &rec) {
 		return Followup{}, fmt.Errorf("%w: %q to %v", ErrNoPendingTransition, rec.TransactionalID, rec.State)
@@ -560,7 +560,7 @@ func sameRecord(a, b *TxnRecord) bool {
 
 // followup returns what the owner must do for a transactional id now in
 // a Prepare* state.
-func (c *Coordinator) followup(txnID string, nowMs int64) (Followup, error) {
+func (c *TxnCoordinator) followup(txnID string, nowMs int64) (Followup, error) {
 	m, ok := c.txns[txnID]
 	if !ok || (m.cur.State != TxnPrepareCommit && m.cur.State != TxnPrepareAbort) {
 		return Followup{}, nil
@@ -572,7 +572,7 @@ func (c *Coordinator) followup(txnID string, nowMs int64) (Followup, error) {
 	return Followup{Markers: c.markers(m)}, nil
 }
 
-func (c *Coordinator) markers(m *txnMeta) []MarkerRequest {
+func (c *TxnCoordinator) markers(m *txnMeta) []MarkerRequest {
 	typ := MarkerAbort
 	if m.cur.State == TxnPrepareCommit {
 		typ = MarkerCommit
@@ -588,7 +588,7 @@ func (c *Coordinator) markers(m *txnMeta) []MarkerRequest {
 // prepareComplete records the move from Prepare* to Complete*
 // (prepareComplete): the partitions are forgotten, and a producer id whose
 // epochs ran out is replaced by the next one at epoch 0.
-func (c *Coordinator) prepareComplete(m *txnMeta, nowMs int64) (*TxnRecord, error) {
+func (c *TxnCoordinator) prepareComplete(m *txnMeta, nowMs int64) (*TxnRecord, error) {
 	cur := &m.cur
 	next := cur.clone()
 	next.State = TxnCompleteAbort
@@ -607,7 +607,7 @@ func (c *Coordinator) prepareComplete(m *txnMeta, nowMs int64) (*TxnRecord, erro
 // Abandon drops the pending transition of txnID because the owner could not
 // persist its record: the state stays as it was. A transactional id whose
 // first record failed is forgotten.
-func (c *Coordinator) Abandon(txnID string) error {
+func (c *TxnCoordinator) Abandon(txnID string) error {
 	m, ok := c.txns[txnID]
 	if !ok || m.pending == nil {
 		return fmt.Errorf("%w: %q", ErrNoPendingTransition, txnID)
@@ -622,7 +622,7 @@ func (c *Coordinator) Abandon(txnID string) error {
 // MarkerWritten reports that the marker of txnID's completing transaction
 // is written to partition tp. When it is the last, it returns the record of
 // the move to CompleteCommit or CompleteAbort, to persist and Complete.
-func (c *Coordinator) MarkerWritten(txnID string, tp TopicPartition, nowMs int64) (*TxnRecord, error) {
+func (c *TxnCoordinator) MarkerWritten(txnID string, tp TopicPartition, nowMs int64) (*TxnRecord, error) {
 	m, ok := c.txns[txnID]
 	if !ok || (m.cur.State != TxnPrepareCommit && m.cur.State != TxnPrepareAbort) {
 		return nil, fmt.Errorf("%w: %q has no transaction completing", ErrInvalidTxnState, txnID)
@@ -641,7 +641,7 @@ func (c *Coordinator) MarkerWritten(txnID string, tp TopicPartition, nowMs int64
 // Markers returns the markers still to write for every completing
 // transaction: after a restart the owner sends them all again, as Kafka's
 // coordinator does when it loads its partition.
-func (c *Coordinator) Markers() []MarkerRequest {
+func (c *TxnCoordinator) Markers() []MarkerRequest {
 	var out []MarkerRequest
 	for _, id := range c.sortedIDs() {
 		m := c.txns[id]
@@ -652,7 +652,7 @@ func (c *Coordinator) Markers() []MarkerRequest {
 	return out
 }
 
-func (c *Coordinator) sortedIDs() []string {
+func (c *TxnCoordinator) sortedIDs() []string {
 	ids := make([]string, 0, len(c.txns))
 	for id := range c.txns {
 		ids = append(ids, id)
@@ -671,7 +671,7 @@ func (c *Coordinator) sortedIDs() []string {
 // before a restart (Kafka completes every Prepare state it loads,
 // TransactionStateManager.loadTransactionsForTxnTopicPartition). Each is
 // pending like a request's: persist it and Complete it, or Abandon it.
-func (c *Coordinator) Tick(nowMs int64) ([]*TxnRecord, error) {
+func (c *TxnCoordinator) Tick(nowMs int64) ([]*TxnRecord, error) {
 	var out []*TxnRecord
 	for _, id := range c.sortedIDs() {
 		m := c.txns[id]
@@ -690,7 +690,7 @@ func (c *Coordinator) Tick(nowMs int64) ([]*TxnRecord, error) {
 }
 
 // due prepares the transition the clock makes due for m at nowMs, if any.
-func (c *Coordinator) due(m *txnMeta, nowMs int64) (*TxnRecord, error) {
+func (c *TxnCoordinator) due(m *txnMeta, nowMs int64) (*TxnRecord, error) {
 	cur := &m.cur
 	switch {
 	case cur.State == TxnOngoing && cur.StartMs+int64(cur.TimeoutMs) < nowMs:
@@ -708,10 +708,10 @@ func (c *Coordinator) due(m *txnMeta, nowMs int64) (*TxnRecord, error) {
 // Replay applies a persisted record to a coordinator being rebuilt from its
 // records, in the order they were persisted. It applies them as Complete
 // does, without checking them: they were checked when they were made.
-func (c *Coordinator) Replay(rec TxnRecord) { c.apply(rec) }
+func (c *TxnCoordinator) Replay(rec TxnRecord) { c.apply(rec) }
 
 // apply makes rec the state of its transactional id.
-func (c *Coordinator) apply(rec TxnRecord) {
+func (c *TxnCoordinator) apply(rec TxnRecord) {
 	if rec.State == TxnDead {
 		delete(c.txns, rec.TransactionalID)
 		return

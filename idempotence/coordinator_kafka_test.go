@@ -13,7 +13,7 @@ import (
 // Kafka test it comes from or, for a case those tests leave out, after the
 // Kafka rule it checks. Kafka's tests build a TransactionMetadata and
 // call one handler; here the state before is a persisted record replayed
-// into a Coordinator, the request is the Coordinator's, and the state
+// into a TxnCoordinator, the request is the TxnCoordinator's, and the state
 // after is the record the request asks the owner to persist.
 //
 // Strand implements transactions version 2 only, so of the tests
@@ -71,7 +71,7 @@ func parts(tps ...TopicPartition) func(*TxnRecord) {
 func ptr[T any](v T) *T { return &v }
 
 // op is a request to the coordinator at time now.
-type op func(c *Coordinator, now int64) (Step, error)
+type op func(c *TxnCoordinator, now int64) (Step, error)
 
 // initPID is InitProducerId for "known" with a 1ms timeout, and the
 // producer's current id and epoch if given (KIP-360).
@@ -80,7 +80,7 @@ func initPID(expected ...ProducerIDAndEpoch) op {
 }
 
 func initPIDTimeout(ms int32, expected ...ProducerIDAndEpoch) op {
-	return func(c *Coordinator, now int64) (Step, error) {
+	return func(c *TxnCoordinator, now int64) (Step, error) {
 		var e *ProducerIDAndEpoch
 		if len(expected) > 0 {
 			e = &expected[0]
@@ -93,19 +93,19 @@ func addPartitions(pid int64, epoch int16, tps ...TopicPartition) op {
 	if len(tps) == 0 {
 		tps = []TopicPartition{kTopic1}
 	}
-	return func(c *Coordinator, now int64) (Step, error) { return c.AddPartitions(kTxnID, pid, epoch, tps, now) }
+	return func(c *TxnCoordinator, now int64) (Step, error) { return c.AddPartitions(kTxnID, pid, epoch, tps, now) }
 }
 
 func commitTxn(pid int64, epoch int16) op {
-	return func(c *Coordinator, now int64) (Step, error) { return c.EndTxn(kTxnID, pid, epoch, true, now) }
+	return func(c *TxnCoordinator, now int64) (Step, error) { return c.EndTxn(kTxnID, pid, epoch, true, now) }
 }
 
 func abortTxn(pid int64, epoch int16) op {
-	return func(c *Coordinator, now int64) (Step, error) { return c.EndTxn(kTxnID, pid, epoch, false, now) }
+	return func(c *TxnCoordinator, now int64) (Step, error) { return c.EndTxn(kTxnID, pid, epoch, false, now) }
 }
 
 // tick runs the clock; it expects at most one transition.
-func tick(c *Coordinator, now int64) (Step, error) {
+func tick(c *TxnCoordinator, now int64) (Step, error) {
 	recs, err := c.Tick(now)
 	if err != nil || len(recs) == 0 {
 		return Step{}, err
@@ -140,9 +140,9 @@ type vector struct {
 
 // kafkaCoordinator returns a coordinator whose producer ids are allocated
 // from kPid2 up, as the tests' mocked ProducerIdManager does.
-func kafkaCoordinator(t *testing.T) *Coordinator {
+func kafkaCoordinator(t *testing.T) *TxnCoordinator {
 	pid := kPid2 - 1
-	c, err := NewCoordinator(CoordinatorOptions{AllocateProducerID: func() (int64, error) { pid++; return pid, nil }})
+	c, err := NewTxnCoordinator(TxnCoordinatorOptions{AllocateProducerID: func() (int64, error) { pid++; return pid, nil }})
 	require.NoError(t, err)
 	return c
 }
@@ -190,7 +190,7 @@ func TestKafkaInitProducerID(t *testing.T) {
 	runVectors(t, []vector{
 		{
 			kafka: "shouldReturnInvalidRequestWhenTransactionalIdIsEmpty",
-			req: func(c *Coordinator, now int64) (Step, error) {
+			req: func(c *TxnCoordinator, now int64) (Step, error) {
 				return c.InitProducerID("", kTimeout, nil, now)
 			},
 			err: ErrInvalidRequest,
@@ -363,7 +363,7 @@ func TestKafkaAddPartitions(t *testing.T) {
 		},
 		{
 			kafka: "shouldRespondWithInvalidRequestAddPartitionsToTransactionWhenTransactionalIdIsEmpty",
-			req: func(c *Coordinator, now int64) (Step, error) {
+			req: func(c *TxnCoordinator, now int64) (Step, error) {
 				return c.AddPartitions("", 0, 1, []TopicPartition{kTopic1}, now)
 			},
 			err: ErrInvalidRequest,
@@ -455,7 +455,7 @@ func TestKafkaEndTxn(t *testing.T) {
 		},
 		{
 			kafka: "shouldRespondWithInvalidRequestOnEndTxnWhenTransactionalIdIsEmpty",
-			req: func(c *Coordinator, now int64) (Step, error) {
+			req: func(c *TxnCoordinator, now int64) (Step, error) {
 				return c.EndTxn("", 0, 0, true, now)
 			},
 			err: ErrInvalidRequest,
@@ -907,7 +907,7 @@ func (sc scenario) run(t *testing.T) {
 
 // persist completes rec as an owner that persisted it, writing the
 // markers that follow unless hold, and persisting what completes them.
-func persist(t *testing.T, c *Coordinator, rec TxnRecord, hold bool, now int64) {
+func persist(t *testing.T, c *TxnCoordinator, rec TxnRecord, hold bool, now int64) {
 	f, err := c.Complete(rec)
 	require.NoError(t, err)
 	if f.Next != nil {
@@ -926,7 +926,7 @@ func persist(t *testing.T, c *Coordinator, rec TxnRecord, hold bool, now int64) 
 }
 
 // markerWritten reports topic1-0's marker written, as the owner does.
-func markerWritten(c *Coordinator, now int64) (Step, error) {
+func markerWritten(c *TxnCoordinator, now int64) (Step, error) {
 	rec, err := c.MarkerWritten(kTxnID, kTopic1, now)
 	return Step{Record: rec}, err
 }

@@ -64,7 +64,7 @@
 //
 // # Transactions
 //
-// Coordinator is Kafka's transaction coordinator with transactions version
+// TxnCoordinator is Kafka's transaction coordinator with transactions version
 // 2 (KIP-890) semantics, as a pure state machine. Each request
 // (InitProducerID, AddPartitions, EndTxn) and each Tick returns the record
 // of the transition it makes; the owner persists it (MarshalTxnRecord gives

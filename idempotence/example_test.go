@@ -49,10 +49,10 @@ func Example() {
 // A transaction on one partition: the coordinator's records are persisted
 // before they take effect, its markers are written to the partition, and
 // the producer's next transaction runs on a bumped epoch.
-func ExampleCoordinator() {
+func ExampleTxnCoordinator() {
 	var persisted [][2][]byte // the owner's store: key and value per record
 	nextID := int64(1000)
-	c, err := idempotence.NewCoordinator(idempotence.CoordinatorOptions{
+	c, err := idempotence.NewTxnCoordinator(idempotence.TxnCoordinatorOptions{
 		AllocateProducerID: func() (int64, error) { nextID++; return nextID, nil },
 	})
 	if err != nil {

@@ -521,7 +521,7 @@ func insertTxn(ts []txn, t txn) []txn {
 // its producer's transaction on this partition, which the partition leader
 // must not append before the transaction coordinator knows the partition
 // is in the transaction (KIP-890: under transactions version 2 the leader
-// adds it, with Coordinator.AddPartitions; otherwise it asks the
+// adds it, with TxnCoordinator.AddPartitions; otherwise it asks the
 // coordinator to verify). Without that check a late batch of a finished
 // transaction would open a transaction no coordinator will ever end, and
 // hold the last stable offset back for good.

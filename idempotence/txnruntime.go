@@ -43,9 +43,9 @@ type TxnRuntimeOptions struct {
 	// PartitionFor maps a transactional id to its state partition (Kafka's
 	// abs(hashCode) mod Partitions); required with more than one.
 	PartitionFor func(txnID string) int32
-	// Coordinator configures each partition's Coordinator; its
+	// Coordinator configures each partition's TxnCoordinator; its
 	// CoordinatorEpoch is the leader epoch the partition is loaded in.
-	Coordinator CoordinatorOptions
+	Coordinator TxnCoordinatorOptions
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// ParallelMarkers writes a transaction's markers at once, and those of
@@ -62,7 +62,7 @@ type TxnRuntimeOptions struct {
 
 // TxnRuntime is a transaction coordinator over partitions of a state
 // topic (Kafka's TransactionCoordinator with its TransactionStateManager
-// and TransactionMarkerChannelManager): one Coordinator per partition
+// and TransactionMarkerChannelManager): one TxnCoordinator per partition
 // loaded here, each transition persisted through the TxnHost before it
 // takes effect, and markers written for every transaction that ends. A
 // Dir runs one over its single state partition, always loaded; a cluster
@@ -71,7 +71,7 @@ type TxnRuntimeOptions struct {
 // stops (NOT_COORDINATOR), so that the rules are written once.
 //
 // Requests of different transactional ids run concurrently: a partition's
-// lock is held only to step its Coordinator, never across the host's
+// lock is held only to step its TxnCoordinator, never across the host's
 // writes. A request that finds its id completing (CONCURRENT_TRANSACTIONS)
 // writes the markers still to write and is made again, so that the
 // producer's retry is not needed for markers that could be written at
@@ -90,7 +90,7 @@ type txnPartition struct {
 	mu sync.Mutex
 	// c coordinates the partition's ids while it is loaded; nil while it
 	// is not, or while it loads.
-	c       *Coordinator
+	c       *TxnCoordinator
 	loading bool
 	// epoch is the leader epoch the partition is loaded in, the
 	// coordinator epoch of its markers (Kafka's coordinatorEpoch); -1 if
@@ -196,10 +196,10 @@ func (p *txnPartition) resign(epoch int32) (load bool) {
 	return epoch >= 0
 }
 
-func (r *TxnRuntime) load(partition, epoch int32) (*Coordinator, error) {
+func (r *TxnRuntime) load(partition, epoch int32) (*TxnCoordinator, error) {
 	opts := r.opts.Coordinator
 	opts.CoordinatorEpoch = epoch
-	c, err := NewCoordinator(opts)
+	c, err := NewTxnCoordinator(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -211,7 +211,7 @@ func (r *TxnRuntime) load(partition, epoch int32) (*Coordinator, error) {
 
 // coordinatorLocked returns the partition's coordinator, or the error a
 // request for one of its ids is answered with.
-func (p *txnPartition) coordinatorLocked() (*Coordinator, error) {
+func (p *txnPartition) coordinatorLocked() (*TxnCoordinator, error) {
 	switch {
 	case p.c != nil:
 		return p.c, nil
@@ -223,7 +223,7 @@ func (p *txnPartition) coordinatorLocked() (*Coordinator, error) {
 
 // request steps txnID's coordinator with fn and returns the step with the
 // coordinator it ran on.
-func (r *TxnRuntime) request(txnID string, fn func(c *Coordinator, nowMs int64) (Step, error)) (*txnPartition, *Coordinator, Step, error) {
+func (r *TxnRuntime) request(txnID string, fn func(c *TxnCoordinator, nowMs int64) (Step, error)) (*txnPartition, *TxnCoordinator, Step, error) {
 	p, err := r.partition(txnID)
 	if err != nil {
 		return nil, nil, Step{}, err
@@ -241,7 +241,7 @@ func (r *TxnRuntime) request(txnID string, fn func(c *Coordinator, nowMs int64) 
 // run persists rec, the pending transition of its id on c, and makes it
 // take effect, then the transition that follows at once, if any. Markers
 // it calls for are left to finish.
-func (r *TxnRuntime) run(p *txnPartition, c *Coordinator, rec *TxnRecord) error {
+func (r *TxnRuntime) run(p *txnPartition, c *TxnCoordinator, rec *TxnRecord) error {
 	for rec != nil {
 		err := r.opts.Host.PersistTxn(r.ctx, p.id, *rec)
 		p.mu.Lock()
@@ -274,7 +274,7 @@ func (r *TxnRuntime) run(p *txnPartition, c *Coordinator, rec *TxnRecord) error 
 // once, then its Complete record. It returns at once if another finish is
 // writing them (errMarkersInFlight), and leaves those it could not write
 // to the next Tick; its error says which.
-func (r *TxnRuntime) finish(p *txnPartition, c *Coordinator, txnID string) error {
+func (r *TxnRuntime) finish(p *txnPartition, c *TxnCoordinator, txnID string) error {
 	p.mu.Lock()
 	if p.c != c {
 		p.mu.Unlock()
@@ -387,7 +387,7 @@ func (r *TxnRuntime) Flush() error {
 	return errors.Join(errs...)
 }
 
-func (r *TxnRuntime) flush(p *txnPartition, c *Coordinator) error {
+func (r *TxnRuntime) flush(p *txnPartition, c *TxnCoordinator) error {
 	p.mu.Lock()
 	var ids []string
 	for _, m := range c.Markers() { // sorted by transactional id
@@ -424,7 +424,7 @@ func (r *TxnRuntime) each(n int, fn func(i int)) {
 // step makes a request's transition and writes the markers it calls for;
 // a request that finds its id completing is made again once the markers
 // are written.
-func (r *TxnRuntime) step(txnID string, fn func(c *Coordinator, nowMs int64) (Step, error)) (Step, error) {
+func (r *TxnRuntime) step(txnID string, fn func(c *TxnCoordinator, nowMs int64) (Step, error)) (Step, error) {
 	p, c, s, err := r.request(txnID, fn)
 	if errors.Is(err, ErrConcurrentTransactions) && r.finish(p, c, txnID) == nil {
 		p, c, s, err = r.request(txnID, fn)
@@ -450,7 +450,7 @@ func (r *TxnRuntime) step(txnID string, fn func(c *Coordinator, nowMs int64) (St
 // gets its epoch bumped, which fences the producer that had it. A
 // transaction the id has open is aborted first. timeout is how long its
 // transactions may stay open (transaction.timeout.ms), at most
-// CoordinatorOptions.MaxTransactionTimeout.
+// TxnCoordinatorOptions.MaxTransactionTimeout.
 func (r *TxnRuntime) InitProducerID(txnID string, timeout time.Duration) (ProducerIDAndEpoch, error) {
 	return r.initProducerID(txnID, timeout, nil)
 }
@@ -472,7 +472,7 @@ func (r *TxnRuntime) initProducerID(txnID string, timeout time.Duration, expecte
 	// its abort is written); the request made again then succeeds unless
 	// its markers could not be written.
 	for range 2 {
-		s, err := r.step(txnID, func(c *Coordinator, now int64) (Step, error) {
+		s, err := r.step(txnID, func(c *TxnCoordinator, now int64) (Step, error) {
 			return c.InitProducerID(txnID, int32(ms), expected, now)
 		})
 		if err != nil {
@@ -491,7 +491,7 @@ func (r *TxnRuntime) initProducerID(txnID string, timeout time.Duration, expecte
 // leader sends when the producer first writes to a partition). The caller
 // checks that the partitions exist.
 func (r *TxnRuntime) AddPartitions(txnID string, producer ProducerIDAndEpoch, partitions ...TopicPartition) error {
-	_, err := r.step(txnID, func(c *Coordinator, now int64) (Step, error) {
+	_, err := r.step(txnID, func(c *TxnCoordinator, now int64) (Step, error) {
 		return c.AddPartitions(txnID, producer.ProducerID, producer.Epoch, partitions, now)
 	})
 	return err
@@ -502,7 +502,7 @@ func (r *TxnRuntime) AddPartitions(txnID string, producer ProducerIDAndEpoch, pa
 // at its markers (those not written are written again by Tick), with the
 // producer id and epoch of the producer's next transaction.
 func (r *TxnRuntime) EndTxn(txnID string, producer ProducerIDAndEpoch, commit bool) (ProducerIDAndEpoch, error) {
-	s, err := r.step(txnID, func(c *Coordinator, now int64) (Step, error) {
+	s, err := r.step(txnID, func(c *TxnCoordinator, now int64) (Step, error) {
 		return c.EndTxn(txnID, producer.ProducerID, producer.Epoch, commit, now)
 	})
 	if err != nil {

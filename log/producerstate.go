@@ -144,7 +144,7 @@ func (l *Log) LastStableOffset() int64 {
 // NeedsVerification reports whether b is the first batch of its
 // producer's transaction on this partition: under transactions version 2
 // (KIP-890) the transaction coordinator must learn that the partition is in
-// the transaction (idempotence.Coordinator.AddPartitions) before b is
+// the transaction (idempotence.TxnCoordinator.AddPartitions) before b is
 // appended, or a late batch of a finished transaction could open one no
 // coordinator will end. The log does not call the coordinator itself.
 func (l *Log) NeedsVerification(b segment.Batch) (bool, error) {

@@ -37,7 +37,7 @@ type dirTxns struct {
 // Transactions is a Dir's transaction coordinator: Kafka's, with
 // transactions version 2 (KIP-890), made durable in TransactionStateTopic.
 // Every transition of a transactional id is appended to that topic, and
-// durable, before it takes effect (idempotence.Coordinator holds the
+// durable, before it takes effect (idempotence.TxnCoordinator holds the
 // rules); OpenDir replays the topic into a new coordinator, which is then
 // the one that ran before, and writes the markers of the transactions that
 // were completing, so that a commit decided before a crash completes after
@@ -120,7 +120,7 @@ func (d *Dir) transactions(create bool) (*Transactions, error) {
 		now = d.opts.Log.Now
 	}
 	t.rt, err = idempotence.NewTxnRuntime(idempotence.TxnRuntimeOptions{
-		Host: t, Coordinator: idempotence.CoordinatorOptions{AllocateProducerID: d.newProducerID}, Now: now,
+		Host: t, Coordinator: idempotence.TxnCoordinatorOptions{AllocateProducerID: d.newProducerID}, Now: now,
 		OnError: func(err error) {
 			d.opts.Logger.Error("strand: writing transaction markers failed", "dir", d.path, "err", err)
 		},
