@@ -704,11 +704,11 @@ func (n *Node) addReplica(ctx context.Context, tp controller.TopicPartition, plo
 	rlog := newReplicaLog(plog, tp, n.log, n.replicaFailed)
 	err := n.d.AddPartition(ctx, replica.Config{
 		Topic: tp.Topic, Partition: tp.Partition, Log: rlog,
-		MinInsyncReplicas: n.minISR(tp.Topic),
-		ReplicaLagTime:    max(ticks(n.cfg.ReplicaLagTime, n.cfg.Tick), 2),
-		RequestTimeout:    ticks(n.cfg.RequestTimeout, n.cfg.Tick),
-		ProduceTimeout:    ticks(n.cfg.RequestTimeout, n.cfg.Tick),
-		RetryBackoff:      ticks(n.cfg.RetryBackoff, n.cfg.Tick),
+		MinInsyncReplicas:   n.minISR(tp.Topic),
+		ReplicaLagTicks:     max(ticks(n.cfg.ReplicaLagTime, n.cfg.Tick), 2),
+		RequestTimeoutTicks: ticks(n.cfg.RequestTimeout, n.cfg.Tick),
+		ProduceTimeoutTicks: ticks(n.cfg.RequestTimeout, n.cfg.Tick),
+		RetryBackoffTicks:   ticks(n.cfg.RetryBackoff, n.cfg.Tick),
 		// The topic's max.message.bytes, which changes live, is
 		// Produce's to check (checkBatchSize).
 		MaxBatchBytes: replica.MaxMessageBytes,

@@ -109,7 +109,7 @@ func (c *cluster) open(n *node) {
 		Now: func() time.Time { return time.Unix(1, 0) }, // deterministic: no checkpoint by the clock
 	})
 	require.NoError(c.t, err)
-	cfg := Config{ID: n.id, Topic: testTopic, Log: l, ReplicaLagTime: 20, RequestTimeout: 20, RetryBackoff: 2}
+	cfg := Config{ID: n.id, Topic: testTopic, Log: l, ReplicaLagTicks: 20, RequestTimeoutTicks: 20, RetryBackoffTicks: 2}
 	if c.cfg != nil {
 		c.cfg(&cfg)
 	}

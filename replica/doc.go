@@ -15,7 +15,7 @@
 // truncates, iterating until the logs match; the high watermark is the
 // lowest log end in the maximal ISR and does not move while the ISR is
 // below MinInsyncReplicas; the ISR shrinks when a follower has not caught
-// up for ReplicaLagTime and grows when it holds the high watermark and the
+// up for ReplicaLagTicks and grows when it holds the high watermark and the
 // leader epoch's start offset, having fetched in this epoch; ISR changes
 // go to the controller compare-and-set on the partition epoch, one at a
 // time, an expansion counting at once and a shrink only once committed.

@@ -61,7 +61,7 @@ func startDrivers(t *testing.T, ctx context.Context, dcfg DriverConfig, opts log
 		tr.drivers[id] = d
 	}
 	// Ticks are 1 ms: generous timeouts keep a loaded machine from failing the test.
-	pcfg.Topic, pcfg.MinInsyncReplicas, pcfg.ProduceTimeout, pcfg.ReplicaLagTime = "orders", 2, 1<<20, 1<<20
+	pcfg.Topic, pcfg.MinInsyncReplicas, pcfg.ProduceTimeoutTicks, pcfg.ReplicaLagTicks = "orders", 2, 1<<20, 1<<20
 	for id, d := range tr.drivers {
 		runs.Add(1)
 		go func() { defer runs.Done(); _ = d.Run(ctx) }()
@@ -173,7 +173,7 @@ func TestDriverRefusesMessagesOnceItStops(t *testing.T) {
 	defer cancel()
 	ran := make(chan error, 1)
 	go func() { ran <- d.Run(ctx) }()
-	require.NoError(t, d.AddPartition(ctx, Config{Topic: "orders", Log: gate, MinInsyncReplicas: 1, ProduceTimeout: 1 << 20, ReplicaLagTime: 1 << 20}))
+	require.NoError(t, d.AddPartition(ctx, Config{Topic: "orders", Log: gate, MinInsyncReplicas: 1, ProduceTimeoutTicks: 1 << 20, ReplicaLagTicks: 1 << 20}))
 	leader := &LeaderAndISR{Header: Header{From: NoNode, To: 1, Topic: "orders"}, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1,
 		Replicas: []NodeID{1}, ISR: []NodeID{1}}
 	require.NoError(t, d.Receive(ctx, leader))
@@ -227,7 +227,7 @@ func TestDriverRemovePartition(t *testing.T) {
 	l, err := log.Open("/orders-0", log.Options{FS: vfs.NewMem(), ExternalHighWatermark: true, MaxIndexBytes: 1024})
 	require.NoError(t, err)
 	defer l.Close()
-	require.NoError(t, tr.drivers[1].AddPartition(ctx, Config{Topic: "orders", Log: l, MinInsyncReplicas: 1, ProduceTimeout: 1 << 20, ReplicaLagTime: 1 << 20}))
+	require.NoError(t, tr.drivers[1].AddPartition(ctx, Config{Topic: "orders", Log: l, MinInsyncReplicas: 1, ProduceTimeoutTicks: 1 << 20, ReplicaLagTicks: 1 << 20}))
 	require.NoError(t, tr.drivers[1].Receive(ctx, &LeaderAndISR{Header: Header{From: NoNode, To: 1, Topic: "orders"},
 		Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []NodeID{1}, ISR: []NodeID{1}}))
 	r, err = tr.drivers[1].Produce(ctx, "orders", 0, AcksAll, batchOf(t, "again"))

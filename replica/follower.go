@@ -52,7 +52,7 @@ func (p *Partition) followerTick() {
 		p.truncate(p.fl.truncateAt)
 		p.fl.deferred = false
 	}
-	if p.fl.outstanding && p.now-p.fl.sentAt >= int64(p.cfg.RequestTimeout+p.cfg.FetchMaxWait) {
+	if p.fl.outstanding && p.now-p.fl.sentAt >= int64(p.cfg.RequestTimeoutTicks+p.cfg.FetchMaxWaitTicks) {
 		p.fl.outstanding = false // lost: ask again
 	}
 	p.maybeFetch()
@@ -96,7 +96,7 @@ func (p *Partition) maybeFetch() {
 	p.send(&Fetch{
 		Header: p.header(p.leader), ID: p.fl.fetchID, CurrentLeaderEpoch: p.leaderEpoch,
 		FetchOffset: p.end, LastFetchedEpoch: latest, LogStartOffset: p.logStart, SyncedOffset: synced,
-		MaxBytes: int32(min(p.cfg.FetchMaxBytes, 1<<31-1)), MaxWait: int32(min(p.cfg.FetchMaxWait, 1<<31-1)),
+		MaxBytes: int32(min(p.cfg.FetchMaxBytes, 1<<31-1)), MaxWait: int32(min(p.cfg.FetchMaxWaitTicks, 1<<31-1)),
 		BrokerEpoch: p.ownBrokerEpoch(),
 	})
 }
@@ -159,7 +159,7 @@ func (p *Partition) stepFetchResponse(m *FetchResponse) error {
 		p.outOfRange(m)
 		return nil
 	default:
-		p.fl.backoffUntil = p.now + int64(p.cfg.RetryBackoff)
+		p.fl.backoffUntil = p.now + int64(p.cfg.RetryBackoffTicks)
 		return nil
 	}
 	if m.DivergingEpoch >= 0 {
@@ -286,6 +286,6 @@ func (p *Partition) outOfRange(m *FetchResponse) {
 		p.write(Write{Kind: WriteRestart, Offset: m.LogStartOffset})
 		p.logStart, p.end, p.hw = m.LogStartOffset, m.LogStartOffset, m.LogStartOffset
 	default:
-		p.fl.backoffUntil = p.now + int64(p.cfg.RetryBackoff)
+		p.fl.backoffUntil = p.now + int64(p.cfg.RetryBackoffTicks)
 	}
 }

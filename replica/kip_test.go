@@ -79,7 +79,7 @@ func TestKIP903ProposalsNameEachMembersBrokerEpoch(t *testing.T) {
 	c.stabilize()
 	require.Empty(t, proposals)
 	hold2 = false
-	c.tick(c.node(2).p.cfg.RequestTimeout + c.node(2).p.cfg.FetchMaxWait) // 2 fetches again
+	c.tick(c.node(2).p.cfg.RequestTimeoutTicks + c.node(2).p.cfg.FetchMaxWaitTicks) // 2 fetches again
 	require.Equal(t, []NodeID{1, 3, 2}, c.status(1).ISR)
 	require.Len(t, proposals, 1)
 	require.EqualValues(t, 11, proposals[0].BrokerEpoch)

@@ -140,7 +140,7 @@ func (p *Partition) syncFollowers(reset bool) {
 // forgetRemovedFromISR starts over the state of each follower the
 // controller took out of the ISR (fenced, shut down, its log offline), so
 // that neither the high watermark waits for it, though it caught up
-// within ReplicaLagTime, nor a fetch it sent before proposes it for the
+// within ReplicaLagTicks, nor a fetch it sent before proposes it for the
 // ISR again: Kafka's leader does either only for a follower eligible to
 // join (Partition.maybeIncrementLeaderHW and maybeExpandIsr,
 // isReplicaIsrEligible), and the controller removes only ineligible ones,
@@ -303,7 +303,7 @@ func (p *Partition) produce(m *Produce) error {
 	}
 	timeout := int64(m.Timeout)
 	if timeout <= 0 {
-		timeout = int64(p.cfg.ProduceTimeout)
+		timeout = int64(p.cfg.ProduceTimeoutTicks)
 	}
 	w.deadline = p.now + timeout
 	p.ld.waiting = append(p.ld.waiting, w)
@@ -430,7 +430,7 @@ func (p *Partition) maybeIncrementHW() {
 		}
 		end = min(end, synced)
 	}
-	hw := highWatermark(end, p.written, p.ld.followers, p.maximalISR(), p.now, p.cfg.ReplicaLagTime, p.joinWindow(), p.cfg.SyncedAcks)
+	hw := highWatermark(end, p.written, p.ld.followers, p.maximalISR(), p.now, p.cfg.ReplicaLagTicks, p.joinWindow(), p.cfg.SyncedAcks)
 	if hw > p.hw {
 		p.hw = hw
 		p.write(Write{Kind: WriteAdvanceHighWatermark, Offset: hw})
@@ -439,16 +439,16 @@ func (p *Partition) maybeIncrementHW() {
 
 // joinWindow is how recently a follower outside the ISR must have
 // fetched for the high watermark to wait for it: a follower that fetches
-// sends its next fetch at once, held at most FetchMaxWait, or after
-// RetryBackoff. Kafka waits only for a follower eligible to join
+// sends its next fetch at once, held at most FetchMaxWaitTicks, or after
+// RetryBackoffTicks. Kafka waits only for a follower eligible to join
 // (Partition.maybeIncrementLeaderHW, isReplicaIsrEligible: its broker
 // neither fenced nor shutting down), which its metadata cache tells; a
 // partition here knows only the fetches, and one that stopped (a broker
 // that shut down, or died, once caught up) would otherwise hold the high
-// watermark back for ReplicaLagTime. Only liveness is at stake: a
+// watermark back for ReplicaLagTicks. Only liveness is at stake: a
 // follower joins the ISR only once it holds the high watermark.
 func (p *Partition) joinWindow() int64 {
-	return int64(2*p.cfg.FetchMaxWait + p.cfg.RetryBackoff)
+	return int64(2*p.cfg.FetchMaxWaitTicks + p.cfg.RetryBackoffTicks)
 }
 
 // highWatermark is the lowest log end among the leader (end) and the
@@ -488,10 +488,10 @@ func (p *Partition) leaderTick() {
 	}
 	p.wakeParked()
 	if pd := p.ld.pending; pd != nil && p.now >= pd.retryAt {
-		pd.retryAt = p.now + int64(p.cfg.RequestTimeout)
+		pd.retryAt = p.now + int64(p.cfg.RequestTimeoutTicks)
 		p.send(pd.msg)
 	}
-	if p.now%int64(p.cfg.ReplicaLagTime/2) == 0 {
+	if p.now%int64(p.cfg.ReplicaLagTicks/2) == 0 {
 		p.maybeShrinkISR()
 		if p.written == p.end {
 			// The log forgets expired producers; so does the leader,
@@ -508,14 +508,14 @@ func (p *Partition) leaderTick() {
 }
 
 // maybeShrinkISR proposes an ISR without the followers that did not catch
-// up within ReplicaLagTime (Partition.maybeShrinkIsr).
+// up within ReplicaLagTicks (Partition.maybeShrinkIsr).
 func (p *Partition) maybeShrinkISR() {
 	if p.ld.pending != nil {
 		return
 	}
 	var out []NodeID
 	for _, f := range p.ld.followers {
-		if slices.Contains(p.isr, f.id) && !f.caughtUp(p.written, p.now, p.cfg.ReplicaLagTime) {
+		if slices.Contains(p.isr, f.id) && !f.caughtUp(p.written, p.now, p.cfg.ReplicaLagTicks) {
 			out = append(out, f.id)
 		}
 	}
@@ -559,7 +559,7 @@ func (p *Partition) proposeISR(isr []NodeID, expand bool) {
 	}
 	msg := &AlterPartition{Header: p.header(NoNode), BrokerEpoch: p.ownBrokerEpoch(),
 		LeaderEpoch: p.leaderEpoch, PartitionEpoch: p.partitionEpoch, ISR: members}
-	p.ld.pending = &pendingISR{isr: isr, expand: expand, msg: msg, retryAt: p.now + int64(p.cfg.RequestTimeout)}
+	p.ld.pending = &pendingISR{isr: isr, expand: expand, msg: msg, retryAt: p.now + int64(p.cfg.RequestTimeoutTicks)}
 	p.send(msg)
 }
 
@@ -583,14 +583,14 @@ func (p *Partition) stepAlterPartitionResponse(m *AlterPartitionResponse) error 
 	case ErrIneligibleReplica, ErrOperationNotAttempted:
 		p.ld.pending = nil // back to the committed state
 	case ErrNotController, ErrRequestTimedOut, ErrUnknownTopicOrPartition:
-		pd.retryAt = p.now + int64(p.cfg.RetryBackoff)
+		pd.retryAt = p.now + int64(p.cfg.RetryBackoffTicks)
 	default:
 		// Kafka waits for new metadata here. An answer names no request,
 		// though, and may be a late one to an earlier proposal, which the
 		// metadata it asks to wait for already replaced (the simulator's
-		// seed 1265 waited for good): ask again after RequestTimeout,
+		// seed 1265 waited for good): ask again after RequestTimeoutTicks,
 		// unless the metadata comes first.
-		pd.retryAt = p.now + int64(p.cfg.RequestTimeout)
+		pd.retryAt = p.now + int64(p.cfg.RequestTimeoutTicks)
 	}
 	return nil
 }

@@ -8,9 +8,9 @@ import (
 )
 
 // A follower's fetch with nothing to read waits on the leader (a long
-// poll) until data arrives or FetchMaxWait ticks pass.
+// poll) until data arrives or FetchMaxWaitTicks ticks pass.
 func TestLongPollWaitsForDataOrItsDeadline(t *testing.T) {
-	c := newCluster(t, 1, 2).start(func(cfg *Config) { cfg.FetchMaxWait = 5 })
+	c := newCluster(t, 1, 2).start(func(cfg *Config) { cfg.FetchMaxWaitTicks = 5 })
 	c.elect(1)
 	c.stabilize()
 	require.NotNil(t, c.followerOf(1, 2).parked, "the follower's fetch is parked")
@@ -57,13 +57,13 @@ func TestLeadershipLossFailsWaitingProduces(t *testing.T) {
 	require.Equal(t, NodeID(2), nl.Leader)
 }
 
-// The leader checks its followers every half of ReplicaLagTime: a
+// The leader checks its followers every half of ReplicaLagTicks: a
 // follower that stopped fetching leaves the ISR after at least
-// ReplicaLagTime and at most one and a half times it (Kafka's
+// ReplicaLagTicks and at most one and a half times it (Kafka's
 // maybeShrinkIsr schedule).
 func TestISRShrinkSchedule(t *testing.T) {
 	const lag = 20
-	c := newCluster(t, 1, 2, 3).start(func(cfg *Config) { cfg.ReplicaLagTime = lag })
+	c := newCluster(t, 1, 2, 3).start(func(cfg *Config) { cfg.ReplicaLagTicks = lag })
 	c.elect(1)
 	c.stabilize()
 	c.drop = func(m Message) bool { return m.Head().From == 3 || m.Head().To == 3 }
@@ -149,7 +149,7 @@ func TestSyncedAcksStaleFetchFromBeforeACrashDoesNotJoinTheISR(t *testing.T) {
 	c.ctl.isr = []NodeID{1, 3}
 	c.ctl.partitionEpoch++
 	c.announce(2)
-	c.tick(20) // node 2, caught up not long ago, holds the HW back for ReplicaLagTime
+	c.tick(20) // node 2, caught up not long ago, holds the HW back for ReplicaLagTicks
 	syncAll()
 	require.EqualValues(t, 5, c.hw(1))
 	require.Equal(t, []NodeID{1, 3}, c.status(1).ISR)
@@ -162,12 +162,12 @@ func TestSyncedAcksStaleFetchFromBeforeACrashDoesNotJoinTheISR(t *testing.T) {
 
 // A follower the controller takes out of the ISR (its broker fenced) no
 // longer holds the high watermark back, though it caught up within
-// ReplicaLagTime: Kafka's leader waits for a caught-up follower outside the
+// ReplicaLagTicks: Kafka's leader waits for a caught-up follower outside the
 // ISR only while it may join (Partition.maybeIncrementLeaderHW,
 // isReplicaIsrEligible). Once it fetches to the log end again it is waited
 // for, and rejoins.
 func TestFollowerRemovedByTheControllerNoLongerHoldsTheHighWatermark(t *testing.T) {
-	c := newCluster(t, 1, 2, 3).start(func(cfg *Config) { cfg.MinInsyncReplicas = 2; cfg.ReplicaLagTime = 100 })
+	c := newCluster(t, 1, 2, 3).start(func(cfg *Config) { cfg.MinInsyncReplicas = 2; cfg.ReplicaLagTicks = 100 })
 	c.elect(1)
 	c.stabilize()
 	c.crash(3)
@@ -177,7 +177,7 @@ func TestFollowerRemovedByTheControllerNoLongerHoldsTheHighWatermark(t *testing.
 	c.stabilize()
 	id, err := c.produce(1, AcksAll, "x")
 	require.NoError(t, err)
-	c.tick(2) // far less than ReplicaLagTime
+	c.tick(2) // far less than ReplicaLagTicks
 	require.NoError(t, c.result(id).Err, "committed by the ISR [1 2] at once")
 
 	c.restart(3)

@@ -193,7 +193,7 @@ type Produce struct {
 	Acks Acks
 	// Timeout is how many ticks an AcksAll produce may wait for the high
 	// watermark before it fails with ErrRequestTimedOut; 0 means the partition's
-	// Config.ProduceTimeout.
+	// Config.ProduceTimeoutTicks.
 	Timeout int32
 	Batch   []byte
 	// Coordinator marks the batch of a coordinator rather than a client

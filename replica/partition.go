@@ -24,25 +24,29 @@ type Config struct {
 	// MinInsyncReplicas is how many replicas, the leader included, an
 	// AcksAll produce needs in the ISR (min.insync.replicas); default 1.
 	MinInsyncReplicas int
-	// ReplicaLagTime is how long a follower may go without catching up to
+	// The fields named Ticks count calls of Tick, as etcd raft's
+	// ElectionTick does: the application picks the tick's length, and
+	// converts Kafka's milliseconds by it.
+
+	// ReplicaLagTicks is how long a follower may go without catching up to
 	// the leader's log end before the leader removes it from the ISR
 	// (replica.lag.time.max.ms); checked every half of it. Default 300.
-	ReplicaLagTime int
-	// FetchMaxWait is how long a leader may hold a follower's fetch when
+	ReplicaLagTicks int
+	// FetchMaxWaitTicks is how long a leader may hold a follower's fetch when
 	// it has nothing new (replica.fetch.wait.max.ms); default 5.
-	FetchMaxWait int
+	FetchMaxWaitTicks int
 	// FetchMaxBytes bounds the records of one fetch response
 	// (replica.fetch.max.bytes); default 1 MiB.
 	FetchMaxBytes int
-	// ProduceTimeout is how long an AcksAll produce waits for the high
+	// ProduceTimeoutTicks is how long an AcksAll produce waits for the high
 	// watermark when its request names no timeout; default 300.
-	ProduceTimeout int
-	// RequestTimeout is how long a fetch or an ISR change may go
+	ProduceTimeoutTicks int
+	// RequestTimeoutTicks is how long a fetch or an ISR change may go
 	// unanswered before it is sent again; default 300.
-	RequestTimeout int
-	// RetryBackoff is how long a follower waits after an error before it
+	RequestTimeoutTicks int
+	// RetryBackoffTicks is how long a follower waits after an error before it
 	// fetches again (replica.fetch.backoff.ms); default 10.
-	RetryBackoff int
+	RetryBackoffTicks int
 	// SyncedAcks counts only what replicas have synced towards the high
 	// watermark, the leader's own log included, so that an AcksAll result
 	// means the batch is on disk on every member of the maximal ISR, not
@@ -110,12 +114,12 @@ func (c Config) withDefaults() (Config, error) {
 		min  int
 	}{
 		{"MinInsyncReplicas", &c.MinInsyncReplicas, 1, 1},
-		{"ReplicaLagTime", &c.ReplicaLagTime, 300, 2},
-		{"FetchMaxWait", &c.FetchMaxWait, 5, 0},
+		{"ReplicaLagTicks", &c.ReplicaLagTicks, 300, 2},
+		{"FetchMaxWaitTicks", &c.FetchMaxWaitTicks, 5, 0},
 		{"FetchMaxBytes", &c.FetchMaxBytes, 1 << 20, 1},
-		{"ProduceTimeout", &c.ProduceTimeout, 300, 1},
-		{"RequestTimeout", &c.RequestTimeout, 300, 1},
-		{"RetryBackoff", &c.RetryBackoff, 10, 1},
+		{"ProduceTimeoutTicks", &c.ProduceTimeoutTicks, 300, 1},
+		{"RequestTimeoutTicks", &c.RequestTimeoutTicks, 300, 1},
+		{"RetryBackoffTicks", &c.RetryBackoffTicks, 10, 1},
 		{"MaxBatchBytes", &c.MaxBatchBytes, log.DefaultMaxBatchBytes, segment.HeaderSize},
 	} {
 		switch {

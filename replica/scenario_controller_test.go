@@ -150,17 +150,17 @@ func TestTC14ControllerEpochFencing(t *testing.T) {
 		return ap || m.Head().From == 3
 	}
 	c.tick(1)
-	require.Zero(t, resent, "the retry waits RetryBackoff")
+	require.Zero(t, resent, "the retry waits RetryBackoffTicks")
 	c.tick(2)
 	require.Equal(t, 1, resent, "NOT_CONTROLLER: the same proposal is sent again")
 	c.drop = nil
 
 	// INVALID_UPDATE_VERSION: the proposal waits for new metadata, or
-	// RequestTimeout, since the answer may be a late one to an earlier
+	// RequestTimeoutTicks, since the answer may be a late one to an earlier
 	// proposal.
 	require.NoError(t, c.stepOn(1, &AlterPartitionResponse{Header: Header{From: NoNode, To: 1, Topic: testTopic}, Err: ErrInvalidUpdateVersion}))
 	p := c.node(1).p
-	require.Equal(t, p.now+int64(p.cfg.RequestTimeout), p.ld.pending.retryAt)
+	require.Equal(t, p.now+int64(p.cfg.RequestTimeoutTicks), p.ld.pending.retryAt)
 	c.ctl.partitionEpoch++
 	c.announce(NoNode)
 	c.stabilize()
@@ -228,7 +228,7 @@ func TestTC15ReassignmentOnThePartition(t *testing.T) {
 // An AlterPartitionResponse names no request, so an error answer may be a
 // late one to a proposal that new metadata already replaced. The leader
 // must not then wait for metadata that already came: it proposes again
-// after RequestTimeout (the simulator's seed 1265 waited for good).
+// after RequestTimeoutTicks (the simulator's seed 1265 waited for good).
 func TestLateErrorAnswerToAReplacedProposalIsRetried(t *testing.T) {
 	c := newCluster(t, 1, 2, 3).start(func(cfg *Config) { cfg.MinInsyncReplicas = 2 })
 	c.elect(1, 1, 2)

@@ -92,7 +92,7 @@ func TestTC7FencedAndUnknownLeaderEpoch(t *testing.T) {
 // acks=all one: its followers fetch elsewhere and the controller fences
 // its ISR shrink.
 func TestTC7ZombieLeaderNeverCommits(t *testing.T) {
-	c := newCluster(t, 1, 2, 3).start(func(cfg *Config) { cfg.ProduceTimeout = 30 })
+	c := newCluster(t, 1, 2, 3).start(func(cfg *Config) { cfg.ProduceTimeoutTicks = 30 })
 	c.elect(1)
 	c.stabilize()
 	_, err := c.produce(1, AcksAll, "m0")

@@ -177,10 +177,10 @@ func newSim(t testingT, seed uint64, bug bugs, control simControl) *sim {
 	}
 	c.start(func(cfg *Config) {
 		cfg.bugs = bug
-		cfg.ReplicaLagTime = 10
-		cfg.RequestTimeout = 8
-		cfg.FetchMaxWait = 2
-		cfg.ProduceTimeout = 30
+		cfg.ReplicaLagTicks = 10
+		cfg.RequestTimeoutTicks = 8
+		cfg.FetchMaxWaitTicks = 2
+		cfg.ProduceTimeoutTicks = 30
 		cfg.MinInsyncReplicas = 2
 		cfg.SyncedAcks = s.lossy
 	})

@@ -19,7 +19,7 @@ func TestConfigIsValidated(t *testing.T) {
 	}{
 		{Config{}, "Log"},
 		{Config{Log: l, MinInsyncReplicas: -1}, "MinInsyncReplicas"},
-		{Config{Log: l, ReplicaLagTime: 1}, "ReplicaLagTime"},
+		{Config{Log: l, ReplicaLagTicks: 1}, "ReplicaLagTicks"},
 		{Config{Log: l, MaxBatchBytes: 10}, "MaxBatchBytes"},
 		{Config{Log: l, Topic: string(make([]byte, 300))}, "Topic"},
 	} {

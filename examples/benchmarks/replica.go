@@ -269,7 +269,7 @@ func startReplicas(mode replicaMode, overHTTP bool) (*replicas, error) {
 		c.runs.Add(1)
 		go func() { defer c.runs.Done(); d.Run(ctx) }()
 		if err := d.AddPartition(ctx, replica.Config{Topic: "bench", Log: l, MinInsyncReplicas: 2, SyncedAcks: mode.synced || mode.groupSync,
-			ReplicaLagTime: 1 << 20, ProduceTimeout: 1 << 20, RequestTimeout: 1000}); err != nil {
+			ReplicaLagTicks: 1 << 20, ProduceTimeoutTicks: 1 << 20, RequestTimeoutTicks: 1000}); err != nil {
 			c.close()
 			return nil, err
 		}

@@ -72,10 +72,10 @@ func runNode(cfg nodeConfig) error {
 
 	if err := d.AddPartition(ctx, replica.Config{
 		Topic: topic, Partition: partition, Log: truncationLogger{plog, cfg.id},
-		MinInsyncReplicas: 2,
-		ReplicaLagTime:    cfg.lag,
-		RequestTimeout:    cfg.lag,
-		ProduceTimeout:    10 * cfg.lag,
+		MinInsyncReplicas:   2,
+		ReplicaLagTicks:     cfg.lag,
+		RequestTimeoutTicks: cfg.lag,
+		ProduceTimeoutTicks: 10 * cfg.lag,
 	}); err != nil {
 		return err
 	}
