@@ -35,7 +35,7 @@ func newScriptedController(t *testing.T) *scriptedController {
 	l, err := md.Open(9)
 	require.NoError(t, err)
 	t.Cleanup(func() { l.Close() })
-	ctrl, err := controller.New(controller.Config{Node: 9, SessionTimeout: 1000, MinInsyncReplicas: 2}, controller.NewState())
+	ctrl, err := controller.New(controller.Config{Node: 9, SessionTimeoutTicks: 1000, MinInsyncReplicas: 2}, controller.NewState())
 	require.NoError(t, err)
 	s := &scriptedController{t: t, md: md, log: l, ctrl: ctrl}
 	s.commit(func() error { return nil }) // the controller's first record

@@ -348,8 +348,8 @@ func New(cfg Config) (*Node, error) {
 		n.clean = false
 	}
 	n.ctl = newControl(cfg.ID, cfg.Metadata, controller.Config{
-		Node: cfg.ID, SessionTimeout: ticks(cfg.SessionTimeout, cfg.ControlTick), MinInsyncReplicas: cfg.MinInsyncReplicas,
-		RebalanceInterval: rebalanceTicks(cfg.RebalanceInterval, cfg.ControlTick), ImbalanceRatio: 0.1,
+		Node: cfg.ID, SessionTimeoutTicks: ticks(cfg.SessionTimeout, cfg.ControlTick), MinInsyncReplicas: cfg.MinInsyncReplicas,
+		RebalanceIntervalTicks: rebalanceTicks(cfg.RebalanceInterval, cfg.ControlTick), ImbalanceRatio: 0.1,
 	}, cfg.ControlTick, cfg.Rand, logger)
 	n.out = newOutboxes(n)
 	n.ctl.send = n.send

@@ -36,7 +36,7 @@ type simController struct {
 func newSimController(node replica.NodeID, brokers []replica.NodeID, minISR, session int, unclean bool) (replica.SimController, map[replica.NodeID]int64, error) {
 	// Kafka's default leader.imbalance.per.broker.percentage, 10, for the
 	// leader-imbalance checks of simreassign_test.go.
-	cfg := controller.Config{Node: node, SessionTimeout: session, MinInsyncReplicas: minISR, ImbalanceRatio: 0.1}
+	cfg := controller.Config{Node: node, SessionTimeoutTicks: session, MinInsyncReplicas: minISR, ImbalanceRatio: 0.1}
 	c, err := controller.New(cfg, controller.NewState())
 	if err != nil {
 		return nil, nil, err

@@ -15,16 +15,16 @@ type Config struct {
 	// Node is the node the controller runs on; it is the From of the
 	// messages it sends.
 	Node replica.NodeID
-	// SessionTimeout is how many ticks a broker may go without a heartbeat
+	// SessionTimeoutTicks is how many ticks a broker may go without a heartbeat
 	// before it is fenced (Kafka's broker.session.timeout.ms).
-	SessionTimeout int
+	SessionTimeoutTicks int
 	// MinInsyncReplicas is min.insync.replicas: while an ISR is smaller,
 	// the replicas that leave it stay eligible leaders (KIP-966's ELR).
 	MinInsyncReplicas int
-	// RebalanceInterval is how many ticks pass between checks of leader
+	// RebalanceIntervalTicks is how many ticks pass between checks of leader
 	// imbalance (Kafka's leader.imbalance.check.interval.seconds with
 	// auto.leader.rebalance.enable); 0 checks never.
-	RebalanceInterval int
+	RebalanceIntervalTicks int
 	// ImbalanceRatio is the share of a broker's preferred partitions it
 	// may not lead before they are given back to it (Kafka's
 	// leader.imbalance.per.broker.percentage / 100; Kafka's default 0.10).
@@ -32,12 +32,12 @@ type Config struct {
 }
 
 func (cfg *Config) validate() error {
-	if cfg.SessionTimeout <= 0 {
-		return fmt.Errorf("%w: SessionTimeout %d, must be positive", replica.ErrInvalidConfig, cfg.SessionTimeout)
+	if cfg.SessionTimeoutTicks <= 0 {
+		return fmt.Errorf("%w: SessionTimeoutTicks %d, must be positive", replica.ErrInvalidConfig, cfg.SessionTimeoutTicks)
 	}
-	if cfg.RebalanceInterval < 0 || cfg.ImbalanceRatio < 0 || cfg.ImbalanceRatio > 1 {
-		return fmt.Errorf("%w: RebalanceInterval %d must not be negative, ImbalanceRatio %v within [0, 1]",
-			replica.ErrInvalidConfig, cfg.RebalanceInterval, cfg.ImbalanceRatio)
+	if cfg.RebalanceIntervalTicks < 0 || cfg.ImbalanceRatio < 0 || cfg.ImbalanceRatio > 1 {
+		return fmt.Errorf("%w: RebalanceIntervalTicks %d must not be negative, ImbalanceRatio %v within [0, 1]",
+			replica.ErrInvalidConfig, cfg.RebalanceIntervalTicks, cfg.ImbalanceRatio)
 	}
 	if cfg.MinInsyncReplicas <= 0 {
 		return fmt.Errorf("%w: MinInsyncReplicas %d, must be positive", replica.ErrInvalidConfig, cfg.MinInsyncReplicas)
@@ -90,7 +90,7 @@ func New(cfg Config, s *State) (*Controller, error) {
 	}
 	for id, b := range s.Brokers {
 		if !b.Fenced {
-			c.deadline[id] = c.now + int64(cfg.SessionTimeout)
+			c.deadline[id] = c.now + int64(cfg.SessionTimeoutTicks)
 		}
 	}
 	return c, nil
@@ -139,7 +139,7 @@ func (c *Controller) emit(r Record) error {
 func (c *Controller) stamp() Stamp { return Stamp{c.s.Epoch} }
 
 // Tick advances the clock by one tick, fences the brokers whose session
-// ended and, every RebalanceInterval ticks, rebalances leaders.
+// ended and, every RebalanceIntervalTicks ticks, rebalances leaders.
 func (c *Controller) Tick() error {
 	c.now++
 	for _, id := range slices.Sorted(maps.Keys(c.deadline)) {
@@ -149,7 +149,7 @@ func (c *Controller) Tick() error {
 			}
 		}
 	}
-	if c.cfg.RebalanceInterval > 0 && c.now%int64(c.cfg.RebalanceInterval) == 0 {
+	if c.cfg.RebalanceIntervalTicks > 0 && c.now%int64(c.cfg.RebalanceIntervalTicks) == 0 {
 		return c.Rebalance()
 	}
 	return nil
@@ -343,7 +343,7 @@ func (c *Controller) Heartbeat(id replica.NodeID, epoch int64) (canStop bool, er
 	if err != nil {
 		return false, err
 	}
-	c.deadline[id] = c.now + int64(c.cfg.SessionTimeout)
+	c.deadline[id] = c.now + int64(c.cfg.SessionTimeoutTicks)
 	if b.ShuttingDown {
 		return len(c.partitions(func(p *Partition) bool { return p.Leader == id })) == 0, nil
 	}

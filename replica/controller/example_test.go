@@ -22,7 +22,7 @@ func Example() {
 		}
 		c.Advance(rd)
 	}
-	c, _ := controller.New(controller.Config{Node: 0, SessionTimeout: 3, MinInsyncReplicas: 2}, controller.NewState())
+	c, _ := controller.New(controller.Config{Node: 0, SessionTimeoutTicks: 3, MinInsyncReplicas: 2}, controller.NewState())
 	epochs := map[replica.NodeID]int64{}
 	for _, b := range []replica.NodeID{1, 2, 3} {
 		epochs[b], _ = c.Register(b, 1, true) // each broker's first start
@@ -43,7 +43,7 @@ func Example() {
 	fmt.Println("leader", p.Leader, "epoch", p.LeaderEpoch, "isr", p.ISR)
 
 	s, _ := controller.Replay(store)
-	next, _ := controller.New(controller.Config{Node: 2, SessionTimeout: 3, MinInsyncReplicas: 2}, s)
+	next, _ := controller.New(controller.Config{Node: 2, SessionTimeoutTicks: 3, MinInsyncReplicas: 2}, s)
 	fmt.Println("controller epoch", next.State().Epoch)
 	// Output:
 	// replicas [1 2 3] leader 1 epoch 0

@@ -28,7 +28,7 @@ const session = 3
 
 func newHarness(t *testing.T, minISR int, brokers ...replica.NodeID) *harness {
 	t.Helper()
-	c, err := New(Config{Node: 100, SessionTimeout: session, MinInsyncReplicas: minISR}, NewState())
+	c, err := New(Config{Node: 100, SessionTimeoutTicks: session, MinInsyncReplicas: minISR}, NewState())
 	require.NoError(t, err)
 	h := &harness{t: t, c: c, epochs: map[replica.NodeID]int64{}, incarnations: map[replica.NodeID]uint64{}}
 	for _, b := range brokers {

@@ -42,7 +42,7 @@ func TestReplayEqualsLive(t *testing.T) {
 func replayRandom(t *testing.T, seed uint64, steps int) {
 	rng := rand.New(rand.NewPCG(seed, 0))
 	minISR := 1 + rng.IntN(2)
-	cfg := Config{Node: 100, SessionTimeout: 4, MinInsyncReplicas: minISR}
+	cfg := Config{Node: 100, SessionTimeoutTicks: 4, MinInsyncReplicas: minISR}
 	c, err := New(cfg, NewState())
 	require.NoError(t, err)
 	var store []Record

@@ -131,7 +131,7 @@ func TestTC14StaleControllerIsFenced(t *testing.T) {
 	h.topic("t", false, nodes(1, 2, 3))
 	s, err := Replay(h.store)
 	require.NoError(t, err)
-	next, err := New(Config{Node: 101, SessionTimeout: session, MinInsyncReplicas: 1}, s)
+	next, err := New(Config{Node: 101, SessionTimeoutTicks: session, MinInsyncReplicas: 1}, s)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, next.State().Epoch)
 	store, err := Replay(append(h.store, next.Ready().Records...))
@@ -240,7 +240,7 @@ func TestRestartWithoutFenceReplacesTheIncarnation(t *testing.T) {
 
 // Automatic leader rebalance: a broker back from a crash leads none of the
 // partitions it prefers; once the leaders add it to their ISRs, the check
-// every RebalanceInterval ticks gives them back. Below the ratio nothing
+// every RebalanceIntervalTicks ticks gives them back. Below the ratio nothing
 // moves.
 func TestAutomaticLeaderRebalance(t *testing.T) {
 	for _, tc := range []struct {
@@ -248,7 +248,7 @@ func TestAutomaticLeaderRebalance(t *testing.T) {
 		moves bool
 	}{{0.1, true}, {0.5, false}} {
 		h := newHarness(t, 1, 1, 2, 3)
-		h.c.cfg.RebalanceInterval, h.c.cfg.ImbalanceRatio = 2, tc.ratio
+		h.c.cfg.RebalanceIntervalTicks, h.c.cfg.ImbalanceRatio = 2, tc.ratio
 		h.topic("t", false, nodes(1, 2, 3), nodes(1, 3, 2), nodes(2, 1, 3), nodes(3, 1, 2))
 		h.crash(1)
 		h.start(1, true)
