@@ -31,7 +31,7 @@ func main() {
 	dir := flag.String("dir", "/tmp/strand-replicate", "data directory; node N uses DIR/node-N")
 	peers := flag.String("peers", "", "node: every node's host:port, comma-separated, node 1 first")
 	tick := flag.Duration("tick", 10*time.Millisecond, "how often nodes tick")
-	lag := flag.Int("lag", 50, "ReplicaLagTime in ticks")
+	lag := flag.Int("lag", 50, "replica.Config.ReplicaLagTicks")
 	batches := flag.Int("batches", 300, "supervisor: acks=all batches to produce")
 	latencies := flag.Int("latencies", 200, "supervisor: produces to time with acks=1 and with acks=all")
 	flag.Parse()

@@ -33,7 +33,7 @@ type nodeConfig struct {
 	dir   string                    // the node's own data directory
 	peers map[replica.NodeID]string // host:port of every node, this one included
 	tick  time.Duration
-	lag   int // ReplicaLagTime, in ticks
+	lag   int // replica.Config.ReplicaLagTicks
 }
 
 // runNode runs one node until SIGTERM or SIGINT: its log.Dir, a Driver
