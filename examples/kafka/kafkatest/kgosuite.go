@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,7 +13,50 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
+
+// The flags of every test that judges a broker by franz-go's suite
+// (CheckKgoSuite).
+var (
+	kgoSuite   = flag.Bool("kgo-suite", false, "CheckKgoSuite: run all of franz-go's kgo tests, with -kgo-records records each, instead of the short set")
+	kgoRun     = flag.String("kgo-run", "", "CheckKgoSuite: run the tests of franz-go's suite this -run pattern names instead of the short set")
+	kgoRecords = flag.Int("kgo-records", 20000, "CheckKgoSuite with -kgo-suite: KGO_TEST_RECORDS")
+)
+
+// kgoMayNotRun are the tests of franz-go's suite that skip against a
+// broker without share groups, SCRAM and TLS, which other issues bring.
+var kgoMayNotRun = []string{"TestShareGroup", "TestShareGroupETL", "TestShareGroupAckOnClose", "TestShareGroupOffsetsAdmin", "TestConsumeRegexShareSkipsInternal",
+	"TestSCRAMAuth", "TestSCRAMAuthBadCredentials", "TestOAuthAuth"}
+
+// CheckKgoSuite judges the brokers opts.Seeds names by franz-go's own
+// tests, as its suite judges Kafka: every test passes, and only those of
+// features Strand lacks skip. It runs opts.Run (the short set a caller
+// gives CI) with opts.Records, unless -kgo-run names other tests or
+// -kgo-suite asks for all of them with -kgo-records each.
+func CheckKgoSuite(t *testing.T, opts KgoSuiteOptions) {
+	t.Helper()
+	if testing.Short() && *kgoSuite {
+		t.Fatal("-kgo-suite runs the whole suite, which -short does not")
+	}
+	if *kgoRun != "" {
+		opts.Run = *kgoRun
+	}
+	if *kgoSuite {
+		opts.Run, opts.Records, opts.Timeout = *kgoRun, *kgoRecords, 60*time.Minute
+	}
+	start := time.Now()
+	suite := RunKgoSuite(t, opts)
+	t.Logf("franz-go's kgo tests (%q, %d records, RF %d) in %v: %v", opts.Run, opts.Records, max(opts.ReplicationFactor, 1), time.Since(start).Round(time.Second), suite)
+	for _, name := range suite.Failed {
+		t.Errorf("%s failed:\n%s", name, suite.FailedOutput[name])
+	}
+	for _, name := range suite.Skipped {
+		require.Contains(t, kgoMayNotRun, name, "a test that skipped")
+	}
+	require.NotEmpty(t, suite.Passed)
+}
 
 // KgoSuite is the outcome of franz-go's own tests (package pkg/kgo of the
 // franz-go module the calling module requires) run against a broker: the
