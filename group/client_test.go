@@ -255,8 +255,8 @@ func TestConsumerKeepsMembershipThroughSlowHandler(t *testing.T) {
 // unless a heartbeat comes first; the zero time if it has no session timer.
 func (e *consumerEnv) sessionDeadline(group, memberID string) time.Time {
 	sp := e.s.parts[e.s.partitionOf(group)]
-	sp.mu.Lock()
-	defer sp.mu.Unlock()
+	sp.Lock()
+	defer sp.Unlock()
 	tm := sp.c.timers.byKey[timerKey{timerHeartbeat, group, memberID}]
 	if tm == nil {
 		return time.Time{}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/strandlog/strand/internal/coordinator"
 	"github.com/strandlog/strand/segment"
 )
 
@@ -27,7 +28,7 @@ const maxInflight = 16
 // now: none is writing, there is something to write, and what comes next
 // need not wait for the writes in flight.
 func (s *Service) canLead(sp *servicePartition) bool {
-	if sp.writing || sp.closed || sp.err != nil || !sp.c.HasReady() {
+	if sp.writing || sp.State() != coordinator.Active || !sp.c.HasReady() {
 		return false
 	}
 	return len(sp.inflight) == 0 || sp.failed == nil && len(sp.inflight) < maxInflight && s.pipelines(sp, sp.c.ready)
@@ -52,18 +53,18 @@ func (s *Service) pipeline(sp *servicePartition, w *pendingWrite) {
 		return
 	}
 	sp.writing = true
-	sp.mu.Unlock()
+	sp.Unlock()
 	err := s.appendQueued(sp, w, func() {
 		// Called with the log's queue locked. No goroutine holding mu
 		// waits for that lock: the Service's other appends (flush's,
 		// under mu, and those of transactional records and markers)
 		// wait until nothing is in flight, and w is.
-		sp.mu.Lock()
+		sp.Lock()
 		w.queued, sp.writing = true, false
 		sp.idle.Signal() // a waiter may write next; no answer came
-		sp.mu.Unlock()
+		sp.Unlock()
 	})
-	sp.mu.Lock()
+	sp.Lock()
 	if !w.queued {
 		sp.writing = false // it failed before it had its place
 	}

@@ -7,9 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strandlog/strand/vfs"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/strandlog/strand/vfs"
 )
 
 // Two commits to one offsets partition overlap, as two appends to a log

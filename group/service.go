@@ -1,7 +1,6 @@
 package group
 
 import (
-	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/idempotence"
+	"github.com/strandlog/strand/internal/coordinator"
 	"github.com/strandlog/strand/kafkaerr"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/segment"
@@ -78,6 +78,7 @@ type Service struct {
 	topic  string
 	now    func() time.Time
 	cfg    Config
+	rt     *coordinator.Runtime // the partitions' life, by leadership
 	parts  []*servicePartition
 	closed chan struct{} // closed by Close
 	wake   chan struct{} // tells the clock a request armed an earlier timer
@@ -92,20 +93,18 @@ type Service struct {
 }
 
 // servicePartition is one partition of the offsets topic and its
-// coordinator.
+// coordinator. The runtime's partition it embeds holds its lock, which
+// guards what follows, and its State: c coordinates only while it is
+// Active.
 type servicePartition struct {
+	*coordinator.Partition
 	p    *log.Partition
 	sync bool // the topic's fsync policy does not sync each append
 
-	mu      sync.Mutex // guards what follows
-	idle    sync.Cond  // signalled when writing ends and when a write is answered
-	writing bool       // a goroutine is writing a Ready, without mu
-	closed  bool
-	err     error // why the partition is not coordinating: not loaded, or its reload failed
-	// epoch is the leader epoch a replicated partition is loaded, or
-	// being loaded, in (Follow); -1 if it is neither.
-	epoch int32
-	c     *Coordinator
+	idle    sync.Cond // signalled when writing ends and when a write is answered
+	writing bool      // a goroutine is writing a Ready, without the lock
+	// c is the partition's coordinator; nil until it is first loaded.
+	c *Coordinator
 	// loadedTo is where the log ended that a replicated partition's
 	// coordinator was loaded from, while its high watermark had not
 	// reached it (uncommitted); zero once it has.
@@ -234,19 +233,25 @@ func OpenService(d *log.Dir, opts ServiceOptions) (*Service, error) {
 	if tc.Compact != log.Compacted {
 		return nil, fmt.Errorf("%w: offsets topic %s is not compacted", ErrInvalidConfig, s.topic)
 	}
-	s.parts = make([]*servicePartition, tc.Partitions)
-	for i := range s.parts {
-		p, err := d.Partition(s.topic, int32(i))
+	s.rt, err = coordinator.New(coordinator.Options{
+		Partitions: tc.Partitions,
+		Name:       func(id int32) string { return fmt.Sprintf("offsets log %s-%d", s.topic, id) },
+		Load:       s.loadIn,
+		Unload:     s.unload,
+		Closed:     ErrServiceClosed,
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, rp := range s.rt.Partitions() {
+		p, err := d.Partition(s.topic, rp.ID())
 		if err != nil {
 			return nil, fmt.Errorf("group: offsets topic %s: %w", s.topic, err)
 		}
-		sp := &servicePartition{p: p, sync: tc.Fsync != log.FsyncAlways() && tc.Fsync != log.FsyncPolicy{},
-			waiting: map[RequestID]chan serviceResponse{}, epoch: -1}
-		sp.idle.L = &sp.mu
-		if err := s.startUnloaded(sp); err != nil {
-			return nil, err
-		}
-		s.parts[i] = sp
+		sp := &servicePartition{Partition: rp, p: p, sync: tc.Fsync != log.FsyncAlways() && tc.Fsync != log.FsyncPolicy{},
+			waiting: map[RequestID]chan serviceResponse{}}
+		sp.idle.L = rp
+		s.parts = append(s.parts, sp)
 	}
 	if !opts.Unloaded {
 		// A Dir's own offsets partitions are always its to coordinate, in
@@ -395,11 +400,15 @@ func (s *Service) clock() {
 		s.fireAt.Store(math.MaxInt64)
 		wait := time.Hour
 		for _, sp := range s.parts {
-			sp.mu.Lock()
+			sp.Lock()
+			if sp.State() != coordinator.Active {
+				sp.Unlock()
+				continue
+			}
 			if d, ok := sp.c.NextDeadline(); ok {
 				wait = min(wait, d.Sub(s.now()))
 			}
-			sp.mu.Unlock()
+			sp.Unlock()
 		}
 		s.fireAt.Store(s.now().Add(wait).UnixNano())
 		timer.Reset(max(wait, 0))
@@ -420,15 +429,12 @@ func (s *Service) clock() {
 // (which fires the timers due), then writes what the coordinator made
 // unless another goroutine is writing, which will write it next.
 func (s *Service) enter(sp *servicePartition, fn func(), own chan serviceResponse) error {
-	sp.mu.Lock()
-	defer sp.mu.Unlock()
+	sp.Lock()
+	defer sp.Unlock()
 	// Whatever fn and lead delivered, its waiters look.
 	defer sp.idle.Broadcast()
-	switch {
-	case sp.closed:
-		return ErrServiceClosed
-	case sp.err != nil:
-		return s.refusal(sp)
+	if err := sp.Refusal(); err != nil {
+		return err
 	}
 	if err := s.uncommitted(sp); err != nil {
 		return err
@@ -466,9 +472,9 @@ func (s *Service) lead(sp *servicePartition, own chan serviceResponse) {
 			continue
 		}
 		sp.writing = true
-		sp.mu.Unlock()
+		sp.Unlock()
 		err := s.write(sp, w)
-		sp.mu.Lock()
+		sp.Lock()
 		sp.writing = false
 		s.settle(sp, w.rd, err)
 		sp.idle.Broadcast()
@@ -502,11 +508,11 @@ func (s *Service) flush(sp *servicePartition) error {
 	}
 	// A write that fails is its own requests' failure: the next goes on
 	// from the coordinator rolled back, as long as it could be.
-	for sp.err == nil && sp.c.HasReady() {
+	for sp.State() == coordinator.Active && sp.c.HasReady() {
 		w := sp.pending()
 		s.settle(sp, w.rd, s.write(sp, w))
 	}
-	return sp.err
+	return sp.Refusal()
 }
 
 // write appends a Ready's records, durably. It touches the coordinator
@@ -558,10 +564,7 @@ func (s *Service) rollback(sp *servicePartition, err error) {
 	if lerr == nil {
 		return
 	}
-	if s.repl != nil {
-		lerr = fmt.Errorf("%w: %w", s.notLed(sp), lerr)
-	}
-	sp.err = cmp.Or(sp.err, lerr)
+	sp.Fail(lerr)
 	answerAll(sp.waiting)
 }
 
@@ -634,8 +637,8 @@ func answerAll(waiting map[RequestID]chan serviceResponse) {
 // wait waits until resp is answered, writing the partition's Readys
 // whenever no one else is.
 func (s *Service) wait(sp *servicePartition, resp chan serviceResponse) {
-	sp.mu.Lock()
-	defer sp.mu.Unlock()
+	sp.Lock()
+	defer sp.Unlock()
 	for len(resp) == 0 {
 		if s.canLead(sp) {
 			s.lead(sp, resp)
@@ -659,17 +662,17 @@ func (s *Service) Close() error {
 	<-s.ticked
 	var errs []error
 	for _, sp := range s.parts {
-		sp.mu.Lock()
+		sp.Lock()
 		for sp.writing || len(sp.inflight) > 0 {
 			sp.idle.Wait()
 		}
-		if !sp.closed {
-			sp.closed = true
-			answerAll(sp.waiting)
+		if sp.State() != coordinator.Closed {
 			errs = append(errs, s.closeErr(sp))
+			sp.Close()
+			answerAll(sp.waiting)
 		}
 		sp.idle.Broadcast()
-		sp.mu.Unlock()
+		sp.Unlock()
 	}
 	return errors.Join(errs...)
 }

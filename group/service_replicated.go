@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/strandlog/strand/idempotence"
+	"github.com/strandlog/strand/internal/coordinator"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/segment"
 )
@@ -40,19 +41,6 @@ type AppendFunc func(partition int32, batch segment.Batch) (log.AppendResult, er
 // records above it answers COORDINATOR_LOAD_IN_PROGRESS until it passes
 // them, so that nothing it serves is undone by a change of leader.
 
-// startUnloaded opens a partition without its groups: an empty,
-// unloaded coordinator stands in, so that the clock and Close find one.
-func (s *Service) startUnloaded(sp *servicePartition) error {
-	c, err := NewCoordinator(s.cfg, s.now())
-	if err != nil {
-		return err
-	}
-	c.Unload()
-	sp.c, sp.producers = c, map[int64]*txnProducer{}
-	sp.err = s.notLed(sp)
-	return nil
-}
-
 func (s *Service) notLed(sp *servicePartition) error {
 	return errorf(ErrNotCoordinator, "offsets log %s-%d is not loaded on this broker", s.topic, sp.p.ID())
 }
@@ -66,114 +54,47 @@ func (s *Service) notLed(sp *servicePartition) error {
 // Follow waits for. Requests meanwhile are answered
 // COORDINATOR_LOAD_IN_PROGRESS.
 func (s *Service) Follow(partition, leaderEpoch int32) error {
-	sp, err := s.partition(partition)
-	if err != nil {
-		return err
-	}
-	sp.mu.Lock()
-	moved := sp.epoch != leaderEpoch
-	sp.mu.Unlock()
-	if moved {
-		if err := s.unload(sp); err != nil {
-			return err
-		}
-	}
-	if leaderEpoch < 0 {
-		return nil
-	}
-	return s.loadIn(sp, leaderEpoch)
+	return s.rt.Follow(partition, leaderEpoch)
 }
 
 // Loaded reports the leader epoch an offsets partition is loaded in.
-func (s *Service) Loaded(partition int32) (int32, bool) {
-	sp, err := s.partition(partition)
-	if err != nil {
-		return -1, false
-	}
-	sp.mu.Lock()
-	defer sp.mu.Unlock()
-	return sp.epoch, sp.err == nil
-}
+func (s *Service) Loaded(partition int32) (int32, bool) { return s.rt.Loaded(partition) }
 
 // loadIn loads a partition's groups from its log (the replica this broker
-// leads now, in epoch) unless it is loaded or being loaded already.
-func (s *Service) loadIn(sp *servicePartition, epoch int32) error {
-	sp.mu.Lock()
-	if sp.closed {
-		sp.mu.Unlock()
-		return ErrServiceClosed
-	}
-	if sp.err == nil || errors.Is(sp.err, ErrCoordinatorLoadInProgress) {
-		sp.mu.Unlock()
-		return nil
-	}
-	sp.epoch = epoch
-	sp.err = errorf(ErrCoordinatorLoadInProgress, "offsets log %s-%d is being loaded", s.topic, sp.p.ID())
-	sp.mu.Unlock()
-
-	// Loaded aside, so that the clock and requests never see it half made.
+// leads now), aside, so that the clock and requests never see them half
+// made, and returns what installs them.
+func (s *Service) loadIn(partition, _ int32) (install func(), err error) {
+	sp := s.parts[partition]
 	loaded := &servicePartition{p: sp.p}
-	lerr := s.load(loaded)
-
-	sp.mu.Lock()
-	defer sp.mu.Unlock()
-	defer sp.idle.Broadcast()
-	switch {
-	case sp.closed:
-		return ErrServiceClosed
-	case !errors.Is(sp.err, ErrCoordinatorLoadInProgress) || sp.epoch != epoch:
-		return nil // unloaded while it loaded
-	case lerr != nil:
-		sp.err = s.notLed(sp)
-		return lerr
+	if err := s.load(loaded); err != nil {
+		return nil, err
 	}
-	sp.pmu.Lock()
-	sp.producers = loaded.producers
-	sp.pmu.Unlock()
-	sp.c, sp.loadedTo, sp.err = loaded.c, loaded.loadedTo, nil
-	select {
-	case s.wake <- struct{}{}: // its timers
-	default:
-	}
-	return nil
+	return func() {
+		sp.pmu.Lock()
+		sp.producers = loaded.producers
+		sp.pmu.Unlock()
+		sp.c, sp.loadedTo = loaded.c, loaded.loadedTo
+		select {
+		case s.wake <- struct{}{}: // its timers
+		default:
+		}
+	}, nil
 }
 
 // unload gives up a partition's groups once its write in flight is done:
 // the requests waiting are answered NOT_COORDINATOR, and so are later ones
 // until it is loaded again.
-func (s *Service) unload(sp *servicePartition) error {
-	sp.mu.Lock()
-	defer sp.mu.Unlock()
+func (s *Service) unload(partition int32) {
+	sp := s.parts[partition]
 	defer sp.idle.Broadcast()
 	for sp.writing {
 		sp.idle.Wait()
 	}
-	if sp.closed {
-		return ErrServiceClosed
-	}
-	if sp.err == nil {
+	if sp.State() == coordinator.Active {
 		sp.c.Unload()
 		deliver(sp.waiting, sp.c.Ready().Responses, s.notLed(sp))
 		answerAll(sp.waiting)
 	}
-	sp.err, sp.epoch = s.notLed(sp), -1
-	return nil
-}
-
-func (s *Service) partition(partition int32) (*servicePartition, error) {
-	if partition < 0 || int(partition) >= len(s.parts) {
-		return nil, fmt.Errorf("%w: offsets log %s has no partition %d", ErrUnknownTopicOrPartition, s.topic, partition)
-	}
-	return s.parts[partition], nil
-}
-
-// refusal is the answer of a partition that is not coordinating: not
-// loaded here, being loaded, or ended by a failure to reload.
-func (s *Service) refusal(sp *servicePartition) error {
-	if errors.Is(sp.err, ErrNotCoordinator) || errors.Is(sp.err, ErrCoordinatorLoadInProgress) {
-		return sp.err
-	}
-	return fmt.Errorf("%w: offsets log %s-%d: %w", ErrNotCoordinator, s.topic, sp.p.ID(), sp.err)
 }
 
 // uncommitted refuses the requests of a replicated partition whose
@@ -210,12 +131,13 @@ func (s *Service) notLoaded(err error) bool {
 }
 
 // closeErr is what Close reports of a partition: the failure that ended
-// it, but not a replicated partition's being led elsewhere.
+// it, but not a replicated partition's, which Follow would have loaded
+// again.
 func (s *Service) closeErr(sp *servicePartition) error {
-	if s.notLoaded(sp.err) {
+	if s.repl != nil {
 		return nil
 	}
-	return sp.err
+	return sp.Err()
 }
 
 // appendRun appends one run of records, of one producer if prod is set:

@@ -253,8 +253,8 @@ func TestServiceClockWakesForTimerArmedWhileItLooks(t *testing.T) {
 	}()
 	sp := s.parts[0]
 	require.Eventually(t, func() bool {
-		sp.mu.Lock()
-		defer sp.mu.Unlock()
+		sp.Lock()
+		defer sp.Unlock()
 		g := sp.c.groups["g"]
 		return g != nil && g.is(PreparingRebalance) && len(g.members) == 1
 	}, 10*time.Second, time.Millisecond, "the join parked, its rebalance due")

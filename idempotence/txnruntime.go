@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/strandlog/strand/internal/coordinator"
 	"github.com/strandlog/strand/kafkaerr"
 )
 
@@ -78,24 +79,20 @@ type TxnRuntimeOptions struct {
 // once. TxnRuntime is safe for concurrent use.
 type TxnRuntime struct {
 	opts  TxnRuntimeOptions
+	rt    *coordinator.Runtime // the partitions' life, by leadership
 	parts []*txnPartition
 	ctx   context.Context // ended by Close: the host's writes in flight give up
 	stop  context.CancelFunc
 }
 
-// txnPartition is the coordinator of one state partition.
+// txnPartition is the coordinator of one state partition. Its lock is
+// the runtime's partition lock; its Epoch is the coordinator epoch of its
+// markers (Kafka's coordinatorEpoch).
 type txnPartition struct {
-	id int32
-
-	mu sync.Mutex
-	// c coordinates the partition's ids while it is loaded; nil while it
-	// is not, or while it loads.
-	c       *TxnCoordinator
-	loading bool
-	// epoch is the leader epoch the partition is loaded in, the
-	// coordinator epoch of its markers (Kafka's coordinatorEpoch); -1 if
-	// it is not loaded.
-	epoch int32
+	*coordinator.Partition
+	// c coordinates the partition's ids while it is Active; nil while it
+	// is not.
+	c *TxnCoordinator
 	// sending are the transactional ids whose markers are being written.
 	sending map[string]bool
 }
@@ -125,8 +122,19 @@ func NewTxnRuntime(opts TxnRuntimeOptions) (*TxnRuntime, error) {
 	}
 	r := &TxnRuntime{opts: opts}
 	r.ctx, r.stop = context.WithCancel(context.Background())
-	for id := range opts.Partitions {
-		r.parts = append(r.parts, &txnPartition{id: id, epoch: -1, sending: map[string]bool{}})
+	rt, err := coordinator.New(coordinator.Options{
+		Partitions: opts.Partitions,
+		Name:       func(id int32) string { return fmt.Sprintf("transaction state partition %d", id) },
+		Load:       r.load,
+		Unload:     func(id int32) { r.parts[id].c = nil },
+		Closed:     ErrInvalidRequest, // never: a TxnRuntime closes no partition
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.rt = rt
+	for _, p := range rt.Partitions() {
+		r.parts = append(r.parts, &txnPartition{Partition: p, sending: map[string]bool{}})
 	}
 	return r, nil
 }
@@ -151,52 +159,15 @@ func (r *TxnRuntime) partition(txnID string) (*txnPartition, error) {
 // not loaded is loaded from the host (onElection), which Follow waits
 // for. Requests meanwhile are answered COORDINATOR_LOAD_IN_PROGRESS.
 func (r *TxnRuntime) Follow(partition, leaderEpoch int32) error {
-	if partition < 0 || int(partition) >= len(r.parts) {
-		return fmt.Errorf("%w: state partition %d of %d", ErrInvalidRequest, partition, len(r.parts))
-	}
-	p := r.parts[partition]
-	if !p.resign(leaderEpoch) || leaderEpoch < 0 {
-		return nil
-	}
-	c, err := r.load(partition, leaderEpoch)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.loading || p.epoch != leaderEpoch {
-		return nil // resigned meanwhile
-	}
-	if err != nil {
-		// Loaded again at the next Follow.
-		p.loading, p.epoch = false, -1
-		return fmt.Errorf("idempotence: loading transaction state partition %d in epoch %d: %w", partition, leaderEpoch, err)
-	}
-	p.c, p.loading = c, false
-	return nil
+	return r.rt.Follow(partition, leaderEpoch)
 }
 
 // Loaded reports the leader epoch a partition is loaded in.
-func (r *TxnRuntime) Loaded(partition int32) (int32, bool) {
-	if partition < 0 || int(partition) >= len(r.parts) {
-		return -1, false
-	}
-	p := r.parts[partition]
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.epoch, p.c != nil
-}
+func (r *TxnRuntime) Loaded(partition int32) (int32, bool) { return r.rt.Loaded(partition) }
 
-// resign unloads the partition unless it is loaded, or loading, in epoch,
-// and reports whether it is to be loaded.
-func (p *txnPartition) resign(epoch int32) (load bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if (p.c != nil || p.loading) && p.epoch == epoch {
-		return false
-	}
-	p.c, p.loading, p.epoch = nil, epoch >= 0, epoch
-	return epoch >= 0
-}
-
-func (r *TxnRuntime) load(partition, epoch int32) (*TxnCoordinator, error) {
+// load reads a state partition into a new coordinator whose markers
+// carry epoch.
+func (r *TxnRuntime) load(partition, epoch int32) (install func(), err error) {
 	opts := r.opts.Coordinator
 	opts.CoordinatorEpoch = epoch
 	c, err := NewTxnCoordinator(opts)
@@ -206,19 +177,16 @@ func (r *TxnRuntime) load(partition, epoch int32) (*TxnCoordinator, error) {
 	if err := r.opts.Host.ReadTxns(partition, c.Replay); err != nil {
 		return nil, err
 	}
-	return c, nil
+	return func() { r.parts[partition].c = c }, nil
 }
 
 // coordinatorLocked returns the partition's coordinator, or the error a
 // request for one of its ids is answered with.
 func (p *txnPartition) coordinatorLocked() (*TxnCoordinator, error) {
-	switch {
-	case p.c != nil:
-		return p.c, nil
-	case p.loading:
-		return nil, fmt.Errorf("%w: transaction state partition %d is being loaded", ErrCoordinatorLoadInProgress, p.id)
+	if err := p.Refusal(); err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("%w: transaction state partition %d is not loaded here", ErrNotCoordinator, p.id)
+	return p.c, nil
 }
 
 // request steps txnID's coordinator with fn and returns the step with the
@@ -228,8 +196,8 @@ func (r *TxnRuntime) request(txnID string, fn func(c *TxnCoordinator, nowMs int6
 	if err != nil {
 		return nil, nil, Step{}, err
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	p.Lock()
+	defer p.Unlock()
 	c, err := p.coordinatorLocked()
 	if err != nil {
 		return p, nil, Step{}, err
@@ -243,25 +211,27 @@ func (r *TxnRuntime) request(txnID string, fn func(c *TxnCoordinator, nowMs int6
 // it calls for are left to finish.
 func (r *TxnRuntime) run(p *txnPartition, c *TxnCoordinator, rec *TxnRecord) error {
 	for rec != nil {
-		err := r.opts.Host.PersistTxn(r.ctx, p.id, *rec)
-		p.mu.Lock()
+		err := r.opts.Host.PersistTxn(r.ctx, p.ID(), *rec)
+		p.Lock()
 		if p.c != c {
-			if err == nil && (p.c != nil || p.loading) {
+			moved := fmt.Errorf("%w: transaction state partition %d moved while %q was written", ErrNotCoordinator, p.ID(), rec.TransactionalID)
+			if err == nil {
 				// Written after the partition was loaded again, which may
 				// have missed it: it is loaded once more at the next Follow.
-				p.c, p.loading, p.epoch = nil, false, -1
+				p.c = nil
+				p.Fail(moved)
 			}
-			p.mu.Unlock()
-			return fmt.Errorf("%w: transaction state partition %d moved while %q was written", ErrNotCoordinator, p.id, rec.TransactionalID)
+			p.Unlock()
+			return moved
 		}
 		if err != nil {
 			err = errors.Join(fmt.Errorf("persisting %q %v: %w", rec.TransactionalID, rec.State, kafkaerr.CoordinatorWriteError(err)),
 				c.Abandon(rec.TransactionalID))
-			p.mu.Unlock()
+			p.Unlock()
 			return err
 		}
 		f, err := c.Complete(*rec)
-		p.mu.Unlock()
+		p.Unlock()
 		if err != nil {
 			return err
 		}
@@ -275,13 +245,13 @@ func (r *TxnRuntime) run(p *txnPartition, c *TxnCoordinator, rec *TxnRecord) err
 // writing them (errMarkersInFlight), and leaves those it could not write
 // to the next Tick; its error says which.
 func (r *TxnRuntime) finish(p *txnPartition, c *TxnCoordinator, txnID string) error {
-	p.mu.Lock()
+	p.Lock()
 	if p.c != c {
-		p.mu.Unlock()
-		return fmt.Errorf("%w: transaction state partition %d moved", ErrNotCoordinator, p.id)
+		p.Unlock()
+		return fmt.Errorf("%w: transaction state partition %d moved", ErrNotCoordinator, p.ID())
 	}
 	if p.sending[txnID] {
-		p.mu.Unlock()
+		p.Unlock()
 		return errMarkersInFlight
 	}
 	var ms []MarkerRequest
@@ -291,29 +261,29 @@ func (r *TxnRuntime) finish(p *txnPartition, c *TxnCoordinator, txnID string) er
 		}
 	}
 	if len(ms) == 0 {
-		p.mu.Unlock()
+		p.Unlock()
 		return nil
 	}
 	p.sending[txnID] = true
-	p.mu.Unlock()
+	p.Unlock()
 	defer func() {
-		p.mu.Lock()
+		p.Lock()
 		delete(p.sending, txnID)
-		p.mu.Unlock()
+		p.Unlock()
 	}()
 
 	written := make([]error, len(ms))
 	r.each(len(ms), func(i int) { written[i] = r.opts.Host.WriteMarker(r.ctx, ms[i]) })
 	var next *TxnRecord
 	var errs []error
-	p.mu.Lock()
+	p.Lock()
 	for i, m := range ms {
 		if err := written[i]; err != nil {
 			errs = append(errs, fmt.Errorf("%v marker of %q on %s-%d not written yet: %w", m.Type, txnID, m.Partition.Topic, m.Partition.Partition, err))
 			continue
 		}
 		if p.c != c {
-			errs = append(errs, fmt.Errorf("%w: transaction state partition %d moved", ErrNotCoordinator, p.id))
+			errs = append(errs, fmt.Errorf("%w: transaction state partition %d moved", ErrNotCoordinator, p.ID()))
 			break
 		}
 		n, err := c.MarkerWritten(txnID, m.Partition, r.nowMs())
@@ -324,7 +294,7 @@ func (r *TxnRuntime) finish(p *txnPartition, c *TxnCoordinator, txnID string) er
 			next = n
 		}
 	}
-	p.mu.Unlock()
+	p.Unlock()
 	if next != nil {
 		if err := r.run(p, c, next); err != nil {
 			errs = append(errs, fmt.Errorf("completing the transaction of %q: %w", txnID, err))
@@ -353,14 +323,14 @@ func (r *TxnRuntime) Tick() error {
 }
 
 func (r *TxnRuntime) tick(p *txnPartition) error {
-	p.mu.Lock()
+	p.Lock()
 	c := p.c
 	if c == nil {
-		p.mu.Unlock()
+		p.Unlock()
 		return nil
 	}
 	recs, err := c.Tick(r.nowMs())
-	p.mu.Unlock()
+	p.Unlock()
 	errs := []error{err}
 	for _, rec := range recs {
 		if err := r.run(p, c, rec); err != nil {
@@ -377,9 +347,9 @@ func (r *TxnRuntime) tick(p *txnPartition) error {
 func (r *TxnRuntime) Flush() error {
 	var errs []error
 	for _, p := range r.parts {
-		p.mu.Lock()
+		p.Lock()
 		c := p.c
-		p.mu.Unlock()
+		p.Unlock()
 		if c != nil {
 			errs = append(errs, r.flush(p, c))
 		}
@@ -388,14 +358,14 @@ func (r *TxnRuntime) Flush() error {
 }
 
 func (r *TxnRuntime) flush(p *txnPartition, c *TxnCoordinator) error {
-	p.mu.Lock()
+	p.Lock()
 	var ids []string
 	for _, m := range c.Markers() { // sorted by transactional id
 		if !p.sending[m.TransactionalID] && (len(ids) == 0 || ids[len(ids)-1] != m.TransactionalID) {
 			ids = append(ids, m.TransactionalID)
 		}
 	}
-	p.mu.Unlock()
+	p.Unlock()
 	errs := make([]error, len(ids))
 	r.each(len(ids), func(i int) {
 		if err := r.finish(p, c, ids[i]); !errors.Is(err, errMarkersInFlight) {
@@ -518,8 +488,8 @@ func (r *TxnRuntime) Describe(txnID string) (TxnRecord, bool) {
 	if err != nil {
 		return TxnRecord{}, false
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	p.Lock()
+	defer p.Unlock()
 	if p.c == nil {
 		return TxnRecord{}, false
 	}
@@ -531,11 +501,11 @@ func (r *TxnRuntime) Describe(txnID string) (TxnRecord, bool) {
 func (r *TxnRuntime) List() []TxnRecord {
 	var out []TxnRecord
 	for _, p := range r.parts {
-		p.mu.Lock()
+		p.Lock()
 		if p.c != nil {
 			out = append(out, p.c.Transactions()...)
 		}
-		p.mu.Unlock()
+		p.Unlock()
 	}
 	slices.SortFunc(out, func(a, b TxnRecord) int { return cmp.Compare(a.TransactionalID, b.TransactionalID) })
 	return out
@@ -549,8 +519,8 @@ func (r *TxnRuntime) Verify(txnID string, producer ProducerIDAndEpoch, partition
 	if err != nil {
 		return err
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	p.Lock()
+	defer p.Unlock()
 	c, err := p.coordinatorLocked()
 	if err != nil {
 		return err
