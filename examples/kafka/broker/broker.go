@@ -88,12 +88,14 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/strandlog/strand/cluster"
@@ -152,6 +154,26 @@ type Config struct {
 	// Logger receives a line for each refused request and connection
 	// error; default slog.Default().
 	Logger *slog.Logger
+	// Users are users whose SCRAM credentials (SCRAM-SHA-256 and
+	// SCRAM-SHA-512, with a new salt) Open sets from their passwords
+	// (name to password), replacing those kept, as Kafka's
+	// `kafka-storage format --add-scram` adds them: the first users of a
+	// SASL listener (ServeListener), which AlterUserScramCredentials
+	// manages from then on. The broker alone keeps the credentials in
+	// DataDir/credentials/scram.json, never the passwords.
+	Users map[string]string
+	// MaxReauth is the lifetime of a SASL session
+	// (connections.max.reauth.ms, KIP-368): a client that authenticated
+	// with SaslAuthenticate v1 or later re-authenticates before it ends,
+	// or its next request closes the connection. Zero: no lifetime.
+	MaxReauth time.Duration
+	// FailedAuthenticationDelay holds the answer to a failed
+	// authentication this long before the connection closes; default
+	// DefaultFailedAuthenticationDelay.
+	FailedAuthenticationDelay time.Duration
+	// MaxSASLReceiveBytes bounds a request before its connection has
+	// authenticated; default DefaultMaxSASLReceiveBytes.
+	MaxSASLReceiveBytes int32
 	// Cluster, if set, is the cluster the broker serves in, NodeID its id
 	// there (NodeCluster makes one of a cluster.Node that the application
 	// runs). Nil: the broker alone, a cluster.Node of one voter on
@@ -172,6 +194,9 @@ type Broker struct {
 
 	sessions *fetchSessions // fetch sessions (KIP-227)
 	ids      topicIDCache
+
+	creds      *credentials // the SCRAM credentials; nil in a Config.Cluster
+	failedAuth atomic.Int64
 
 	mu        sync.Mutex
 	closed    bool
@@ -204,6 +229,12 @@ func Open(cfg Config) (*Broker, error) {
 	if cfg.NodeID == 0 {
 		cfg.NodeID = 1
 	}
+	if cfg.FailedAuthenticationDelay <= 0 {
+		cfg.FailedAuthenticationDelay = DefaultFailedAuthenticationDelay
+	}
+	if cfg.MaxSASLReceiveBytes <= 0 {
+		cfg.MaxSASLReceiveBytes = DefaultMaxSASLReceiveBytes
+	}
 	b := &Broker{cfg: cfg, cluster: cfg.Cluster, logger: cfg.Logger,
 		listeners: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}}
 	if cfg.Advertise != "" {
@@ -216,6 +247,11 @@ func Open(cfg Config) (*Broker, error) {
 		if b.alone, b.cluster, err = openAlone(cfg, b.address); err != nil {
 			return nil, err
 		}
+		if b.creds, err = openUsers(cfg); err != nil {
+			return nil, errors.Join(err, b.alone.close())
+		}
+	} else if len(cfg.Users) > 0 {
+		return nil, fmt.Errorf("%w: Config.Users needs the broker alone, whose data directory keeps them", ErrListener)
 	}
 	b.groups = b.cluster.Groups()
 	b.ctx, b.cancel = context.WithCancel(context.Background())
@@ -253,8 +289,24 @@ func (b *Broker) address() (BrokerAddr, bool) {
 }
 
 // Serve accepts connections on l until Close, serving each on its own
-// goroutine. It returns ErrClosed after Close.
-func (b *Broker) Serve(l net.Listener) error {
+// goroutine, in plaintext and without authentication (Kafka's PLAINTEXT
+// listener). It returns ErrClosed after Close.
+func (b *Broker) Serve(l net.Listener) error { return b.ServeListener(l, Listener{}) }
+
+// ServeListener is Serve for a listener with security: TLS, SASL, or
+// both.
+func (b *Broker) ServeListener(l net.Listener, sec Listener) error {
+	if err := b.checkListener(sec); err != nil {
+		return err
+	}
+	var own BrokerAddr // what this listener's clients are told of this broker, if not b.advertise
+	if sec.TLS != nil || len(sec.SASL) > 0 {
+		var err error
+		if own, err = parseAddr(cmp.Or(sec.Advertise, l.Addr().String())); err != nil {
+			return fmt.Errorf("%w: advertised address: %w", ErrListener, err)
+		}
+		own.ID = b.cfg.NodeID
+	}
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
@@ -264,7 +316,7 @@ func (b *Broker) Serve(l net.Listener) error {
 	unset := b.advertise.Host == ""
 	b.mu.Unlock()
 	if unset {
-		if err := b.setAdvertise(l.Addr().String()); err != nil {
+		if err := b.setAdvertise(cmp.Or(sec.Advertise, l.Addr().String())); err != nil {
 			return err
 		}
 	}
@@ -292,7 +344,7 @@ func (b *Broker) Serve(l net.Listener) error {
 		b.conns[c] = struct{}{}
 		b.wg.Add(1)
 		b.mu.Unlock()
-		go b.serveConn(c)
+		go b.serveConn(c, sec, own)
 	}
 }
 

@@ -241,9 +241,11 @@ func (b *Broker) leaderPartition(topic string, id, current int32) (*log.Partitio
 	return p, st.LeaderEpoch, nil
 }
 
-// brokerAddr returns a live broker's address.
-func (b *Broker) brokerAddr(id int32) (BrokerAddr, bool) {
+// brokerAddr returns a live broker's address, as the session's clients
+// reach it.
+func (b *Broker) brokerAddr(s *session, id int32) (BrokerAddr, bool) {
 	brokers, _ := b.cluster.Brokers()
+	brokers = s.brokers(brokers)
 	i := slices.IndexFunc(brokers, func(a BrokerAddr) bool { return a.ID == id })
 	if i < 0 {
 		return BrokerAddr{}, false

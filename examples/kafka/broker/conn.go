@@ -3,6 +3,7 @@ package broker
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -23,6 +24,8 @@ type request struct {
 	header
 	body       kmsg.Request
 	clientHost string
+	remote     string   // the client's address, for logs
+	session    *session // who the connection is
 }
 
 // header is a request header (Kafka's RequestHeader, versions 1 and 2).
@@ -69,6 +72,7 @@ func servedAPIs() map[int16]api {
 		14: {0, 5, func(b *Broker) handler { return b.syncGroup }},
 		15: {0, 5, func(b *Broker) handler { return b.describeGroups }},
 		16: {0, 5, func(b *Broker) handler { return b.listGroups }},
+		17: {1, 1, func(b *Broker) handler { return b.saslHandshake }},
 		18: {0, 4, func(b *Broker) handler { return b.apiVersions }},
 		19: {0, 7, func(b *Broker) handler { return b.createTopics }},
 		20: {0, 6, func(b *Broker) handler { return b.deleteTopics }},
@@ -80,8 +84,11 @@ func servedAPIs() map[int16]api {
 		26: {5, 5, func(b *Broker) handler { return b.endTxn }},
 		28: {0, 6, func(b *Broker) handler { return b.txnOffsetCommit }},
 		32: {0, 4, func(b *Broker) handler { return b.describeConfigs }},
+		36: {0, 2, func(b *Broker) handler { return b.saslAuthenticate }},
 		33: {0, 2, func(b *Broker) handler { return b.legacyAlterConfigs }},
 		44: {0, 1, func(b *Broker) handler { return b.incrementalAlterConfigs }},
+		50: {0, 0, func(b *Broker) handler { return b.describeUserScramCredentials }},
+		51: {0, 0, func(b *Broker) handler { return b.alterUserScramCredentials }},
 		61: {0, 0, func(b *Broker) handler { return b.describeProducers }},
 		65: {0, 0, func(b *Broker) handler { return b.describeTransactions }},
 		66: {0, 2, func(b *Broker) handler { return b.listTransactions }},
@@ -93,26 +100,37 @@ func servedAPIs() map[int16]api {
 // errRefused closes a connection after a request that cannot be answered.
 var errRefused = errors.New("broker: request refused")
 
-func (b *Broker) serveConn(c net.Conn) {
+func (b *Broker) serveConn(raw net.Conn, sec Listener, advertise BrokerAddr) {
 	defer b.wg.Done()
 	defer func() {
 		b.mu.Lock()
-		delete(b.conns, c)
+		delete(b.conns, raw)
 		b.mu.Unlock()
-		c.Close()
+		raw.Close()
 	}()
+	c := raw
+	if sec.TLS != nil {
+		tc := tls.Server(raw, sec.TLS)
+		raw.SetDeadline(time.Now().Add(b.cfg.IdleTimeout))
+		if err := tc.HandshakeContext(b.ctx); err != nil {
+			b.logger.Warn("broker: TLS handshake failed, closing the connection", "remote", raw.RemoteAddr().String(), "err", err)
+			return
+		}
+		c = tc
+	}
+	s := newSession(c, sec, advertise)
 	host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
 	br := bufio.NewReaderSize(c, 64<<10)
 	var out []byte
-	for {
+	for !s.closing {
 		c.SetReadDeadline(time.Now().Add(b.cfg.IdleTimeout))
-		frame, err := b.readFrame(br, c)
+		frame, err := b.readFrame(br, c, s.maxFrame(b.cfg))
 		if err != nil {
 			return
 		}
-		r, resp, err := b.handle(frame, host)
+		r, resp, err := b.handle(frame, host, s)
 		if err != nil {
-			b.logger.Warn("broker: refused request, closing the connection", "remote", c.RemoteAddr().String(), "err", err)
+			b.logger.Warn("broker: refused request, closing the connection", "remote", c.RemoteAddr().String(), "principal", s.principal, "err", err)
 			return
 		}
 		if resp == nil {
@@ -138,22 +156,26 @@ func (b *Broker) serveConn(c net.Conn) {
 var errPanic = errors.New("broker: request handling panicked")
 
 // handle decodes a request and serves it. A nil response sends nothing.
-func (b *Broker) handle(frame []byte, host string) (r *request, resp kmsg.Response, err error) {
+func (b *Broker) handle(frame []byte, host string, s *session) (r *request, resp kmsg.Response, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			r, resp, err = nil, nil, fmt.Errorf("%w: %v", errPanic, p)
 		}
 	}()
 	r, resp, err = b.decode(frame, host)
+	if err == nil {
+		err = s.admit(r.key, time.Now())
+	}
 	if err != nil || resp != nil {
 		return r, resp, err
 	}
+	r.session, r.remote = s, s.remote
 	return r, apis[r.key].serve(b)(b.ctx, r), nil
 }
 
-// readFrame reads one size-prefixed request. A size past the maximum or
-// below a header's is refused; a frame cut short ends the connection.
-func (b *Broker) readFrame(br *bufio.Reader, c net.Conn) ([]byte, error) {
+// readFrame reads one size-prefixed request. A size past max or below a
+// header's is refused; a frame cut short ends the connection.
+func (b *Broker) readFrame(br *bufio.Reader, c net.Conn, max int32) ([]byte, error) {
 	var size [4]byte
 	if _, err := io.ReadFull(br, size[:]); err != nil {
 		if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
@@ -162,8 +184,8 @@ func (b *Broker) readFrame(br *bufio.Reader, c net.Conn) ([]byte, error) {
 		return nil, err
 	}
 	n := int32(binary.BigEndian.Uint32(size[:]))
-	if n < 8 || n > b.cfg.MaxRequestBytes {
-		err := fmt.Errorf("%w: request of %d bytes, allowed 8 to %d (MaxRequestBytes)", errRefused, n, b.cfg.MaxRequestBytes)
+	if n < 8 || n > max {
+		err := fmt.Errorf("%w: request of %d bytes, allowed 8 to %d (MaxRequestBytes, or MaxSASLReceiveBytes before authentication)", errRefused, n, max)
 		b.logger.Warn("broker: refused request, closing the connection", "remote", c.RemoteAddr().String(), "err", err)
 		return nil, err
 	}

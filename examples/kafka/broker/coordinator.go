@@ -14,14 +14,14 @@ func (b *Broker) coordinator(r *request, typ int8, key string) (BrokerAddr, erro
 	switch typ {
 	case 0: // group: the leader of the group's offsets partition
 		var ok bool
-		if coordinator, ok = b.brokerAddr(b.cluster.GroupCoordinator(key)); !ok {
+		if coordinator, ok = b.brokerAddr(r.session, b.cluster.GroupCoordinator(key)); !ok {
 			err = fmt.Errorf("%w: no live broker coordinates group %q", kafkaerr.ErrCoordinatorNotAvailable, key)
 		}
 	case 1: // transaction: the leader of the id's state partition
 		rt, ok := b.cluster.(ReplicatedTransactions)
 		if !ok {
 			err = errNoTransactions
-		} else if coordinator, ok = b.brokerAddr(rt.TransactionCoordinatorFor(key)); !ok {
+		} else if coordinator, ok = b.brokerAddr(r.session, rt.TransactionCoordinatorFor(key)); !ok {
 			err = fmt.Errorf("%w: no live broker coordinates transactional id %q", kafkaerr.ErrCoordinatorNotAvailable, key)
 		}
 	default:

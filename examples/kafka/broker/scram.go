@@ -1,0 +1,228 @@
+package broker
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/sha512"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+
+	"github.com/xdg-go/scram"
+)
+
+// This file keeps the broker's SCRAM credentials (RFC 5802, Kafka's
+// KIP-84): for each user and mechanism, a salt, an iteration count and
+// the two keys derived from the salted password, StoredKey and
+// ServerKey, which let the broker check a client's proof and prove
+// itself back, but not log in as the user. No password is kept. Kafka's
+// admin API manages them (AlterUserScramCredentials, whose client sends
+// the salted password, and DescribeUserScramCredentials, which shows
+// mechanisms and iteration counts only), and the broker alone keeps them
+// in a file of its data directory, written whole and atomically.
+
+// scramMechanism is one of Kafka's SCRAM mechanisms: its type in the
+// admin API (Kafka's ScramMechanism), its SASL name and its hash.
+type scramMechanism struct {
+	kind int8
+	name string
+	hash scram.HashGeneratorFcn
+}
+
+var scramMechanisms = []scramMechanism{
+	{kind: 1, name: "SCRAM-SHA-256", hash: func() hash.Hash { return sha256.New() }},
+	{kind: 2, name: "SCRAM-SHA-512", hash: func() hash.Hash { return sha512.New() }},
+}
+
+func scramMechanismOf(match func(m scramMechanism) bool) (scramMechanism, bool) {
+	i := slices.IndexFunc(scramMechanisms, match)
+	if i < 0 {
+		return scramMechanism{}, false
+	}
+	return scramMechanisms[i], true
+}
+
+// Kafka's bounds on a credential's iteration count (ScramMechanism's
+// minIterations, ScramControlManager's MAX_ITERATIONS).
+const (
+	minScramIterations = 4096
+	maxScramIterations = 16384
+)
+
+// scramCredential is what the broker keeps of a user's password for one
+// mechanism.
+type scramCredential struct {
+	Salt       []byte `json:"salt"`
+	Iterations int32  `json:"iterations"`
+	StoredKey  []byte `json:"stored_key"`
+	ServerKey  []byte `json:"server_key"`
+}
+
+// newScramCredential derives the keys of a salted password
+// (Hi(password, salt, iterations)): ClientKey is HMAC(SaltedPassword,
+// "Client Key"), StoredKey its hash, ServerKey HMAC(SaltedPassword,
+// "Server Key"), as Kafka's ScramFormatter does for an upsertion.
+func newScramCredential(m scramMechanism, salt, saltedPassword []byte, iterations int32) scramCredential {
+	mac := func(key []byte, msg string) []byte {
+		h := hmac.New(m.hash, key)
+		h.Write([]byte(msg))
+		return h.Sum(nil)
+	}
+	stored := m.hash()
+	stored.Write(mac(saltedPassword, "Client Key"))
+	return scramCredential{Salt: salt, Iterations: iterations, StoredKey: stored.Sum(nil), ServerKey: mac(saltedPassword, "Server Key")}
+}
+
+// passwordCredential is the credential of a password, with a new random
+// salt and Kafka's minimum iteration count, as `kafka-storage format
+// --add-scram` makes one from a password it is given.
+func passwordCredential(m scramMechanism, user, password string) (scramCredential, error) {
+	salt := make([]byte, 32)
+	rand.Read(salt)
+	c, err := m.hash.NewClient(user, password, "")
+	if err != nil {
+		return scramCredential{}, fmt.Errorf("broker: the password of user %q: %w", user, err)
+	}
+	sc, err := c.GetStoredCredentialsWithError(scram.KeyFactors{Salt: string(salt), Iters: minScramIterations})
+	if err != nil {
+		return scramCredential{}, fmt.Errorf("broker: the password of user %q: %w", user, err)
+	}
+	return scramCredential{Salt: salt, Iterations: minScramIterations, StoredKey: sc.StoredKey, ServerKey: sc.ServerKey}, nil
+}
+
+// credentials are the SCRAM credentials of the broker's users: user, then
+// mechanism name. Reads take the current map, which a change replaces
+// once its file is durable.
+type credentials struct {
+	path string
+
+	mu    sync.Mutex
+	users map[string]map[string]scramCredential
+}
+
+// credentialsFile is where the broker alone keeps its credentials, in its
+// data directory.
+const credentialsFile = "credentials/scram.json"
+
+// errCredentials is a credentials file that cannot be read or written.
+var errCredentials = errors.New("broker: SCRAM credentials")
+
+// openCredentials reads the credentials file at path; none yet is no
+// user.
+func openCredentials(path string) (*credentials, error) {
+	c := &credentials{path: path, users: map[string]map[string]scramCredential{}}
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return c, nil
+	case err != nil:
+		return nil, fmt.Errorf("%w: %w", errCredentials, err)
+	}
+	if err := json.Unmarshal(data, &c.users); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", errCredentials, path, err)
+	}
+	return c, nil
+}
+
+// lookup returns a user's credential for a mechanism.
+func (c *credentials) lookup(user, mechanism string) (scramCredential, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cred, ok := c.users[user][mechanism]
+	return cred, ok
+}
+
+// snapshot returns the users and their mechanisms' credentials.
+func (c *credentials) snapshot() map[string]map[string]scramCredential {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.users
+}
+
+// alter applies change to a copy of the credentials, writes the copy, and
+// makes it current once it is durable. Changes are one at a time.
+func (c *credentials) alter(change func(users map[string]map[string]scramCredential)) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	next := make(map[string]map[string]scramCredential, len(c.users))
+	for user, ms := range c.users {
+		next[user] = make(map[string]scramCredential, len(ms))
+		for m, cred := range ms {
+			next[user][m] = cred
+		}
+	}
+	change(next)
+	for user, ms := range next {
+		if len(ms) == 0 {
+			delete(next, user)
+		}
+	}
+	if err := writeFileAtomically(c.path, next); err != nil {
+		return fmt.Errorf("%w: %w", errCredentials, err)
+	}
+	c.users = next
+	return nil
+}
+
+// writeFileAtomically writes v as JSON to path (readable by its owner
+// only) through a synced temporary file renamed over it, then syncs the
+// directory, so that a crash leaves the old file or the new one.
+func writeFileAtomically(path string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := errors.Join(tmp.Sync(), tmp.Close()); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	return errors.Join(d.Sync(), d.Close())
+}
+
+// openUsers opens the broker alone's credentials and sets those of
+// Config.Users.
+func openUsers(cfg Config) (*credentials, error) {
+	creds, err := openCredentials(filepath.Join(cfg.DataDir, credentialsFile))
+	if err != nil || len(cfg.Users) == 0 {
+		return creds, err
+	}
+	set := map[string]map[string]scramCredential{}
+	for user, password := range cfg.Users {
+		if user == "" || password == "" {
+			return nil, fmt.Errorf("%w: Config.Users: a user needs a name and a password", errCredentials)
+		}
+		set[user] = map[string]scramCredential{}
+		for _, m := range scramMechanisms {
+			if set[user][m.name], err = passwordCredential(m, user, password); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return creds, creds.alter(func(users map[string]map[string]scramCredential) { maps.Copy(users, set) })
+}
