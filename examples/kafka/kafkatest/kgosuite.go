@@ -26,9 +26,12 @@ var (
 )
 
 // kgoMayNotRun are the tests of franz-go's suite that skip against a
-// broker without share groups, SCRAM and TLS, which other issues bring.
-var kgoMayNotRun = []string{"TestShareGroup", "TestShareGroupETL", "TestShareGroupAckOnClose", "TestShareGroupOffsetsAdmin", "TestConsumeRegexShareSkipsInternal",
-	"TestSCRAMAuth", "TestSCRAMAuthBadCredentials", "TestOAuthAuth"}
+// broker without share groups and OAUTHBEARER, which other issues bring,
+// and kgoSCRAMTests those that skip without KgoSuiteOptions.SCRAMSeeds.
+var (
+	kgoMayNotRun  = []string{"TestShareGroup", "TestShareGroupETL", "TestShareGroupAckOnClose", "TestShareGroupOffsetsAdmin", "TestConsumeRegexShareSkipsInternal", "TestOAuthAuth"}
+	kgoSCRAMTests = []string{"TestSCRAMAuth", "TestSCRAMAuthBadCredentials"}
+)
 
 // CheckKgoSuite judges the brokers opts.Seeds names by franz-go's own
 // tests, as its suite judges Kafka: every test passes, and only those of
@@ -48,12 +51,17 @@ func CheckKgoSuite(t *testing.T, opts KgoSuiteOptions) {
 	}
 	start := time.Now()
 	suite := RunKgoSuite(t, opts)
-	t.Logf("franz-go's kgo tests (%q, %d records, RF %d) in %v: %v", opts.Run, opts.Records, max(opts.ReplicationFactor, 1), time.Since(start).Round(time.Second), suite)
+	t.Logf("franz-go's kgo tests (%q, %d records, RF %d, SCRAM %v, TLS %v) in %v: %v", opts.Run, opts.Records, max(opts.ReplicationFactor, 1),
+		len(opts.SCRAMSeeds) > 0, opts.TLSCAFile != "", time.Since(start).Round(time.Second), suite)
 	for _, name := range suite.Failed {
 		t.Errorf("%s failed:\n%s", name, suite.FailedOutput[name])
 	}
+	mayNotRun := kgoMayNotRun
+	if len(opts.SCRAMSeeds) == 0 {
+		mayNotRun = append(slices.Clone(mayNotRun), kgoSCRAMTests...)
+	}
 	for _, name := range suite.Skipped {
-		require.Contains(t, kgoMayNotRun, name, "a test that skipped")
+		require.Contains(t, mayNotRun, name, "a test that skipped")
 	}
 	require.NotEmpty(t, suite.Passed)
 }
@@ -87,6 +95,15 @@ type KgoSuiteOptions struct {
 	Records int
 	// Timeout of the whole run (go test -timeout); default 20 minutes.
 	Timeout time.Duration
+	// SCRAMSeeds are the addresses of a SASL listener of the brokers
+	// (KGO_TEST_SCRAM_SEEDS), where SCRAMUser ("user:password",
+	// KGO_TEST_SCRAM) authenticates with SCRAM-SHA-256.
+	SCRAMSeeds []string
+	SCRAMUser  string
+	// TLSCAFile, if set, is the PEM file of the authority that signed
+	// the Seeds' TLS certificates: every connection is TLS
+	// (KGO_TEST_TLS).
+	TLSCAFile string
 }
 
 // RunKgoSuite runs franz-go's tests as its integration suite runs against
@@ -111,6 +128,12 @@ func RunKgoSuite(t testing.TB, opts KgoSuiteOptions) KgoSuite {
 	cmd.Env = append(cmd.Env, fmt.Sprintf("KGO_TEST_RF=%d", max(opts.ReplicationFactor, 1)))
 	if opts.Records > 0 {
 		cmd.Env = append(cmd.Env, fmt.Sprintf("KGO_TEST_RECORDS=%d", opts.Records))
+	}
+	if len(opts.SCRAMSeeds) > 0 {
+		cmd.Env = append(cmd.Env, "KGO_TEST_SCRAM_SEEDS="+strings.Join(opts.SCRAMSeeds, ","), "KGO_TEST_SCRAM="+opts.SCRAMUser)
+	}
+	if opts.TLSCAFile != "" {
+		cmd.Env = append(cmd.Env, "KGO_TEST_TLS=ca:"+opts.TLSCAFile)
 	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
