@@ -313,10 +313,10 @@ func (b *Broker) ServeListener(l net.Listener, sec Listener) error {
 		return ErrClosed
 	}
 	b.listeners[l] = struct{}{}
-	unset := b.advertise.Host == ""
+	unset := b.advertise.Host == "" && own.Host == ""
 	b.mu.Unlock()
 	if unset {
-		if err := b.setAdvertise(cmp.Or(sec.Advertise, l.Addr().String())); err != nil {
+		if err := b.setAdvertise(l.Addr().String()); err != nil {
 			return err
 		}
 	}

@@ -72,7 +72,7 @@ func servedAPIs() map[int16]api {
 		14: {0, 5, func(b *Broker) handler { return b.syncGroup }},
 		15: {0, 5, func(b *Broker) handler { return b.describeGroups }},
 		16: {0, 5, func(b *Broker) handler { return b.listGroups }},
-		17: {1, 1, func(b *Broker) handler { return b.saslHandshake }},
+		17: {0, 1, func(b *Broker) handler { return b.saslHandshake }},
 		18: {0, 4, func(b *Broker) handler { return b.apiVersions }},
 		19: {0, 7, func(b *Broker) handler { return b.createTopics }},
 		20: {0, 6, func(b *Broker) handler { return b.deleteTopics }},
@@ -127,6 +127,12 @@ func (b *Broker) serveConn(raw net.Conn, sec Listener, advertise BrokerAddr) {
 		frame, err := b.readFrame(br, c, s.maxFrame(b.cfg))
 		if err != nil {
 			return
+		}
+		if s.rawTokens {
+			if b.rawToken(c, s, frame) != nil {
+				return
+			}
+			continue
 		}
 		r, resp, err := b.handle(frame, host, s)
 		if err != nil {

@@ -81,10 +81,17 @@ type kafkajsLine struct {
 // kafkajs runs check.js with args and returns the lines it printed.
 func kafkajs(t *testing.T, node string, args ...string) []kafkajsLine {
 	t.Helper()
+	return kafkajsWith(t, node, nil, args...)
+}
+
+// kafkajsWith is kafkajs with env added to check.js's environment.
+func kafkajsWith(t *testing.T, node string, env []string, args ...string) []kafkajsLine {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, append([]string{"check.js"}, args...)...)
 	cmd.Dir = kafkajsDir
+	cmd.Env = append(os.Environ(), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	require.NoError(t, cmd.Run(), "node check.js %v: %s", args, stderr.String())
@@ -95,6 +102,21 @@ func kafkajs(t *testing.T, node string, args ...string) []kafkajsLine {
 		lines = append(lines, l)
 	}
 	return lines
+}
+
+// kafkajsFails runs check.js with env, which must fail, and returns what
+// it printed to stderr.
+func kafkajsFails(t *testing.T, node string, env []string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, append([]string{"check.js"}, args...)...)
+	cmd.Dir = kafkajsDir
+	cmd.Env = append(os.Environ(), env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	require.Error(t, cmd.Run(), "node check.js %v: %s", args, stderr.String())
+	return stderr.String()
 }
 
 // placed is where a record is in the log.

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/sha512"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/xdg-go/scram"
@@ -70,14 +72,9 @@ type scramCredential struct {
 // "Client Key"), StoredKey its hash, ServerKey HMAC(SaltedPassword,
 // "Server Key"), as Kafka's ScramFormatter does for an upsertion.
 func newScramCredential(m scramMechanism, salt, saltedPassword []byte, iterations int32) scramCredential {
-	mac := func(key []byte, msg string) []byte {
-		h := hmac.New(m.hash, key)
-		h.Write([]byte(msg))
-		return h.Sum(nil)
-	}
 	stored := m.hash()
-	stored.Write(mac(saltedPassword, "Client Key"))
-	return scramCredential{Salt: salt, Iterations: iterations, StoredKey: stored.Sum(nil), ServerKey: mac(saltedPassword, "Server Key")}
+	stored.Write(hmacOf(m, saltedPassword, []byte("Client Key")))
+	return scramCredential{Salt: salt, Iterations: iterations, StoredKey: stored.Sum(nil), ServerKey: hmacOf(m, saltedPassword, []byte("Server Key"))}
 }
 
 // passwordCredential is the credential of a password, with a new random
@@ -225,4 +222,114 @@ func openUsers(cfg Config) (*credentials, error) {
 		}
 	}
 	return creds, creds.alter(func(users map[string]map[string]scramCredential) { maps.Copy(users, set) })
+}
+
+// scramExchange is the server's side of one SCRAM authentication (RFC
+// 5802), as Kafka's ScramSaslServer runs it: xdg-go/scram reads the
+// client-first message and makes the server-first one; the client-final
+// message is checked here by Kafka's rule, which takes a nonce that ends
+// with the server's (librdkafka sends its own nonce before the server's
+// whole one), where xdg-go/scram takes only the server's.
+type scramExchange struct {
+	m     scramMechanism
+	conv  *scram.ServerConversation
+	creds *credentials
+	user  string
+	cred  scramCredential
+	// gs2Header, clientFirstBare and serverFirst are the parts of the
+	// exchange its AuthMessage is made of.
+	gs2Header, clientFirstBare, serverFirst string
+	done                                    bool
+}
+
+func newScramExchange(m scramMechanism, creds *credentials) *scramExchange {
+	e := &scramExchange{m: m, creds: creds}
+	server, _ := m.hash.NewServer(func(user string) (scram.StoredCredentials, error) {
+		c, ok := creds.lookup(user, m.name)
+		if !ok {
+			return scram.StoredCredentials{}, fmt.Errorf("user %q has no %s credential", user, m.name)
+		}
+		e.user, e.cred = user, c
+		return scram.StoredCredentials{KeyFactors: scram.KeyFactors{Salt: string(c.Salt), Iters: int(c.Iterations)}, StoredKey: c.StoredKey, ServerKey: c.ServerKey}, nil
+	})
+	e.conv = server.NewConversation()
+	return e
+}
+
+// errSCRAM is a SCRAM message that breaks the exchange's rules.
+var errSCRAM = errors.New("SCRAM")
+
+// step takes the client's next message and returns the server's answer,
+// and whether the client is authenticated.
+func (e *scramExchange) step(msg []byte) (answer []byte, done bool, err error) {
+	switch {
+	case e.done:
+		return nil, false, fmt.Errorf("%w: a message after the exchange ended", errSCRAM)
+	case e.serverFirst == "":
+		first, err := e.conv.Step(string(msg))
+		if err != nil {
+			e.done = true
+			return nil, false, fmt.Errorf("%w: client-first message: %w", errSCRAM, err)
+		}
+		if authz := e.conv.AuthzID(); authz != "" && authz != e.user {
+			e.done = true
+			return nil, false, fmt.Errorf("%w: authorization id %q is not the user %q", errSCRAM, authz, e.user)
+		}
+		// The client-first message parsed: "gs2-header" then the bare
+		// message, the header being its first two comma-separated
+		// fields and their commas.
+		n := strings.Index(string(msg), ",")
+		n += 1 + strings.Index(string(msg[n+1:]), ",")
+		e.gs2Header, e.clientFirstBare, e.serverFirst = string(msg[:n+1]), string(msg[n+1:]), first
+		return []byte(first), false, nil
+	}
+	e.done = true
+	return e.final(string(msg))
+}
+
+// final checks the client-final message: its channel binding is the
+// client-first message's header, its nonce ends with the server's, and
+// its proof is the user's, and answers with the server's signature.
+func (e *scramExchange) final(msg string) ([]byte, bool, error) {
+	withoutProof, proof, ok := strings.Cut(msg, ",p=")
+	if !ok || strings.Contains(proof, ",") {
+		return nil, false, fmt.Errorf("%w: client-final message without a proof at its end", errSCRAM)
+	}
+	attrs := map[byte]string{}
+	for f := range strings.SplitSeq(withoutProof, ",") {
+		if len(f) < 2 || f[1] != '=' {
+			return nil, false, fmt.Errorf("%w: client-final message attribute %q", errSCRAM, f)
+		}
+		attrs[f[0]] = f[2:]
+	}
+	serverNonce, _, _ := strings.Cut(strings.TrimPrefix(e.serverFirst, "r="), ",")
+	binding, err := base64.StdEncoding.DecodeString(attrs['c'])
+	switch {
+	case err != nil || string(binding) != e.gs2Header:
+		return nil, false, fmt.Errorf("%w: channel binding %q is not the client-first message's header", errSCRAM, attrs['c'])
+	case !strings.HasSuffix(attrs['r'], serverNonce):
+		return nil, false, fmt.Errorf("%w: the client's nonce does not end with the server's", errSCRAM)
+	}
+	clientProof, err := base64.StdEncoding.DecodeString(proof)
+	if err != nil || len(clientProof) != len(e.cred.StoredKey) {
+		return nil, false, fmt.Errorf("%w: a proof of %d bytes", errSCRAM, len(clientProof))
+	}
+	authMessage := []byte(e.clientFirstBare + "," + e.serverFirst + "," + withoutProof)
+	signature := hmacOf(e.m, e.cred.StoredKey, authMessage)
+	clientKey := make([]byte, len(clientProof))
+	for i := range clientKey {
+		clientKey[i] = clientProof[i] ^ signature[i]
+	}
+	stored := e.m.hash()
+	stored.Write(clientKey)
+	if !hmac.Equal(stored.Sum(nil), e.cred.StoredKey) {
+		return nil, false, fmt.Errorf("%w: invalid proof", errSCRAM)
+	}
+	return []byte("v=" + base64.StdEncoding.EncodeToString(hmacOf(e.m, e.cred.ServerKey, authMessage))), true, nil
+}
+
+func hmacOf(m scramMechanism, key, msg []byte) []byte {
+	h := hmac.New(m.hash, key)
+	h.Write(msg)
+	return h.Sum(nil)
 }

@@ -1,9 +1,11 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -100,9 +102,12 @@ type session struct {
 	remote    string // the client's address
 	principal string
 	// mechanism is the one SaslHandshake chose, until the authentication
-	// it began ends.
+	// it began ends; rawTokens says the handshake was version 0, whose
+	// client sends its tokens as bare size-prefixed frames, not in
+	// SaslAuthenticate requests.
 	mechanism string
-	scram     *scram.ServerConversation // a SCRAM exchange under way
+	rawTokens bool
+	scram     *scramExchange // a SCRAM exchange under way
 	// authenticated is set once SASL succeeded (or the listener has
 	// none); authMechanism is what it succeeded with.
 	authenticated bool
@@ -127,17 +132,16 @@ func newSession(c net.Conn, sec Listener, advertise BrokerAddr) *session {
 	return s
 }
 
-// brokers are the live brokers as the session's clients reach them.
+// brokers are the live brokers as the session's clients reach them: this
+// broker at its address on the session's listener, which a broker served
+// on secure listeners only has in no other list.
 func (s *session) brokers(all []BrokerAddr) []BrokerAddr {
 	if s == nil || s.advertise.Host == "" {
 		return all
 	}
-	out := slices.Clone(all)
-	for i := range out {
-		if out[i].ID == s.advertise.ID {
-			out[i] = s.advertise
-		}
-	}
+	out := slices.DeleteFunc(slices.Clone(all), func(a BrokerAddr) bool { return a.ID == s.advertise.ID })
+	out = append(out, s.advertise)
+	slices.SortFunc(out, func(a, b BrokerAddr) int { return cmp.Compare(a.ID, b.ID) })
 	return out
 }
 
@@ -188,15 +192,18 @@ func (b *Broker) saslHandshake(_ context.Context, r *request) kmsg.Response {
 		s.closing = true
 	case !slices.Contains(s.listener.SASL, req.Mechanism):
 		resp.ErrorCode = int16(kafkaerr.ErrUnsupportedSASLMechanism)
-		b.authFailed(r, req.Mechanism, "", fmt.Errorf("mechanism %q is not enabled", req.Mechanism))
+		b.authFailed(s, req.Mechanism, "", fmt.Errorf("mechanism %q is not enabled", req.Mechanism))
 	case s.authenticated && !s.reauth:
 		resp.ErrorCode = int16(kafkaerr.ErrIllegalSASLState)
 		s.closing = true
 	case s.authenticated && req.Mechanism != s.authMechanism:
 		resp.ErrorCode = int16(kafkaerr.ErrUnsupportedSASLMechanism)
-		b.authFailed(r, req.Mechanism, "", fmt.Errorf("re-authentication with %s, authenticated with %s", req.Mechanism, s.authMechanism))
+		b.authFailed(s, req.Mechanism, "", fmt.Errorf("re-authentication with %s, authenticated with %s", req.Mechanism, s.authMechanism))
+	case req.Version == 0 && s.authenticated:
+		resp.ErrorCode = int16(kafkaerr.ErrIllegalSASLState) // re-authentication needs SaslAuthenticate
+		s.closing = true
 	default:
-		s.mechanism = req.Mechanism
+		s.mechanism, s.rawTokens = req.Mechanism, req.Version == 0
 	}
 	return resp
 }
@@ -213,34 +220,42 @@ func (b *Broker) saslAuthenticate(ctx context.Context, r *request) kmsg.Response
 		s.closing = true
 		return resp
 	}
-	user, challenge, done, err := b.saslStep(s, req.SASLAuthBytes)
+	mechanism := s.mechanism
+	challenge, lifetime, err := b.saslToken(ctx, s, req.SASLAuthBytes, req.Version >= 1)
 	if err != nil {
-		b.authFailed(r, s.mechanism, user, err)
-		b.delayFailure(ctx)
 		resp.ErrorCode = int16(kafkaerr.ErrSASLAuthenticationFailed)
-		resp.ErrorMessage = message(fmt.Errorf("authentication failed during authentication due to invalid credentials with SASL mechanism %s", s.mechanism))
+		resp.ErrorMessage = message(fmt.Errorf("authentication failed during authentication due to invalid credentials with SASL mechanism %s", mechanism))
 		return resp
 	}
-	resp.SASLAuthBytes = challenge
-	if !done {
-		return resp
-	}
-	principal := "User:" + user
-	if s.authenticated && principal != s.principal {
-		err := fmt.Errorf("re-authentication as %s, authenticated as %s", principal, s.principal)
-		b.authFailed(r, s.mechanism, user, err)
-		resp.ErrorCode = int16(kafkaerr.ErrSASLAuthenticationFailed)
-		resp.ErrorMessage = message(err)
-		return resp
-	}
-	s.principal, s.authenticated, s.authMechanism, s.mechanism, s.scram = principal, true, s.mechanism, "", nil
-	s.reauth = req.Version >= 1
-	if b.cfg.MaxReauth > 0 && s.reauth {
-		resp.SessionLifetimeMillis = b.cfg.MaxReauth.Milliseconds()
-		s.expires = time.Now().Add(b.cfg.MaxReauth)
-	}
-	b.logger.Debug("broker: authenticated", "remote", r.remote, "principal", principal, "mechanism", s.authMechanism)
+	resp.SASLAuthBytes, resp.SessionLifetimeMillis = challenge, lifetime.Milliseconds()
 	return resp
+}
+
+// saslToken takes one token of the authentication under way and returns
+// the answer; once the authentication succeeds, the session has its
+// principal, and a lifetime if reauth says the client can re-authenticate
+// (SaslAuthenticate v1+). A failure, slowed, closes the connection.
+func (b *Broker) saslToken(ctx context.Context, s *session, token []byte, reauth bool) (challenge []byte, lifetime time.Duration, err error) {
+	user, challenge, done, err := b.saslStep(s, token)
+	principal := "User:" + user
+	if err == nil && done && s.authenticated && principal != s.principal {
+		err = fmt.Errorf("re-authentication as %s, authenticated as %s", principal, s.principal)
+	}
+	if err != nil {
+		b.authFailed(s, s.mechanism, user, err)
+		b.delayFailure(ctx)
+		return nil, 0, err
+	}
+	if !done {
+		return challenge, 0, nil
+	}
+	s.principal, s.authenticated, s.authMechanism, s.mechanism, s.rawTokens, s.scram = principal, true, s.mechanism, "", false, nil
+	s.reauth = reauth
+	if b.cfg.MaxReauth > 0 && reauth {
+		lifetime, s.expires = b.cfg.MaxReauth, time.Now().Add(b.cfg.MaxReauth)
+	}
+	b.logger.Debug("broker: authenticated", "remote", s.remote, "principal", principal, "mechanism", s.authMechanism)
+	return challenge, lifetime, nil
 }
 
 // saslStep takes one client message of the session's mechanism and
@@ -253,23 +268,10 @@ func (b *Broker) saslStep(s *session, msg []byte) (user string, challenge []byte
 	}
 	if s.scram == nil {
 		m, _ := scramMechanismOf(func(m scramMechanism) bool { return m.name == s.mechanism })
-		server, err := m.hash.NewServer(func(user string) (scram.StoredCredentials, error) {
-			c, ok := b.creds.lookup(user, m.name)
-			if !ok {
-				return scram.StoredCredentials{}, fmt.Errorf("user %q has no %s credential", user, m.name)
-			}
-			return scram.StoredCredentials{KeyFactors: scram.KeyFactors{Salt: string(c.Salt), Iters: int(c.Iterations)}, StoredKey: c.StoredKey, ServerKey: c.ServerKey}, nil
-		})
-		if err != nil {
-			return "", nil, false, err
-		}
-		s.scram = server.NewConversation()
+		s.scram = newScramExchange(m, b.creds)
 	}
-	answer, err := s.scram.Step(string(msg))
-	if err != nil {
-		return s.scram.Username(), nil, false, err
-	}
-	return s.scram.Username(), []byte(answer), s.scram.Done() && s.scram.Valid(), nil
+	challenge, done, err = s.scram.step(msg)
+	return s.scram.user, challenge, done, err
 }
 
 // checkPlain checks a SASL/PLAIN message (RFC 4616: authzid NUL authcid
@@ -313,11 +315,25 @@ func (b *Broker) checkPlain(msg []byte) (user string, err error) {
 
 // authFailed counts and logs a failed authentication, without the
 // secret, and closes the connection once the answer is sent.
-func (b *Broker) authFailed(r *request, mechanism, user string, err error) {
+func (b *Broker) authFailed(s *session, mechanism, user string, err error) {
 	b.failedAuth.Add(1)
-	r.session.closing = true
-	r.session.mechanism, r.session.scram = "", nil
-	b.logger.Warn("broker: authentication failed", "remote", r.remote, "mechanism", mechanism, "user", user, "err", err)
+	s.closing = true
+	s.mechanism, s.rawTokens, s.scram = "", false, nil
+	b.logger.Warn("broker: authentication failed", "remote", s.remote, "mechanism", mechanism, "user", user, "err", err)
+}
+
+// rawToken serves a token of a version 0 handshake's authentication, a
+// bare frame answered with a bare frame; a failure closes the connection
+// without one, as Kafka's does.
+func (b *Broker) rawToken(c net.Conn, s *session, token []byte) error {
+	challenge, _, err := b.saslToken(b.ctx, s, token, false)
+	if err != nil {
+		return err
+	}
+	out := binary.BigEndian.AppendUint32(nil, uint32(len(challenge)))
+	c.SetWriteDeadline(time.Now().Add(b.cfg.IdleTimeout))
+	_, err = c.Write(append(out, challenge...))
+	return err
 }
 
 // delayFailure holds a failed authentication's answer for

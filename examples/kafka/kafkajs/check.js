@@ -3,6 +3,9 @@
 // so that a test (examples/kafka/broker/kafkajs_test.go) can check every
 // record end to end. kafkajs's own log goes to stderr.
 //
+// KAFKAJS_SASL and KAFKAJS_SSL_CA (see security) make its connections
+// authenticate and encrypt.
+//
 //	node check.js produce BROKER TOPIC PARTITIONS FIRST LAST
 //	    creates TOPIC with admin createTopics, then produces the keyed records
 //	    key-FIRST..key-(LAST-1) idempotently with acks -1: the first half in
@@ -37,8 +40,25 @@ function value(i) {
   return 'value-' + String(i).padStart(3, '0')
 }
 
+// security is the SASL and TLS of the connections, from the environment:
+// KAFKAJS_SASL=MECHANISM:USER:PASSWORD (plain, scram-sha-256,
+// scram-sha-512) and KAFKAJS_SSL_CA=FILE, the authority that signed the
+// broker's certificate.
+function security() {
+  const out = {}
+  if (process.env.KAFKAJS_SASL) {
+    const [mechanism, username, ...rest] = process.env.KAFKAJS_SASL.split(':')
+    out.sasl = { mechanism, username, password: rest.join(':') }
+  }
+  if (process.env.KAFKAJS_SSL_CA) {
+    out.ssl = { ca: [require('fs').readFileSync(process.env.KAFKAJS_SSL_CA, 'utf-8')] }
+  }
+  return out
+}
+
 function client(broker) {
   return new Kafka({
+    ...security(),
     clientId: 'strand-kafkajs-check',
     brokers: [broker],
     logLevel: logLevel.WARN,
