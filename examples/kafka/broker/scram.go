@@ -242,7 +242,9 @@ type scramExchange struct {
 	done                                    bool
 }
 
-func newScramExchange(m scramMechanism, creds *credentials) *scramExchange {
+// newScramExchange begins an exchange; nonce makes the server's part of
+// the nonce (xdg-go/scram's, 24 random bytes in base64, if nil).
+func newScramExchange(m scramMechanism, creds *credentials, nonce func() string) *scramExchange {
 	e := &scramExchange{m: m, creds: creds}
 	server, _ := m.hash.NewServer(func(user string) (scram.StoredCredentials, error) {
 		c, ok := creds.lookup(user, m.name)
@@ -252,6 +254,9 @@ func newScramExchange(m scramMechanism, creds *credentials) *scramExchange {
 		e.user, e.cred = user, c
 		return scram.StoredCredentials{KeyFactors: scram.KeyFactors{Salt: string(c.Salt), Iters: int(c.Iterations)}, StoredKey: c.StoredKey, ServerKey: c.ServerKey}, nil
 	})
+	if nonce != nil {
+		server = server.WithNonceGenerator(nonce)
+	}
 	e.conv = server.NewConversation()
 	return e
 }

@@ -268,7 +268,7 @@ func (b *Broker) saslStep(s *session, msg []byte) (user string, challenge []byte
 	}
 	if s.scram == nil {
 		m, _ := scramMechanismOf(func(m scramMechanism) bool { return m.name == s.mechanism })
-		s.scram = newScramExchange(m, b.creds)
+		s.scram = newScramExchange(m, b.creds, nil)
 	}
 	challenge, done, err = s.scram.step(msg)
 	return s.scram.user, challenge, done, err
