@@ -203,6 +203,9 @@ type Broker struct {
 	listeners map[net.Listener]struct{}
 	conns     map[net.Conn]struct{}
 	advertise BrokerAddr // Host empty until known
+	// advertiseSecure says a secure listener gave advertise, which a
+	// plaintext listener's address replaces.
+	advertiseSecure bool
 
 	wg sync.WaitGroup // connection goroutines
 }
@@ -300,9 +303,10 @@ func (b *Broker) ServeListener(l net.Listener, sec Listener) error {
 		return err
 	}
 	var own BrokerAddr // what this listener's clients are told of this broker, if not b.advertise
+	ownAddr := cmp.Or(sec.Advertise, l.Addr().String())
 	if sec.TLS != nil || len(sec.SASL) > 0 {
 		var err error
-		if own, err = parseAddr(cmp.Or(sec.Advertise, l.Addr().String())); err != nil {
+		if own, err = parseAddr(ownAddr); err != nil {
 			return fmt.Errorf("%w: advertised address: %w", ErrListener, err)
 		}
 		own.ID = b.cfg.NodeID
@@ -313,10 +317,17 @@ func (b *Broker) ServeListener(l net.Listener, sec Listener) error {
 		return ErrClosed
 	}
 	b.listeners[l] = struct{}{}
-	unset := b.advertise.Host == "" && own.Host == ""
+	// The broker's address, which its node registers, is its plaintext
+	// listener's, or the first secure listener's until a plaintext one
+	// serves: a broker served on secure listeners only has one too.
+	plain := own.Host == ""
+	set := b.advertise.Host == "" || plain && b.advertiseSecure
+	if set {
+		b.advertiseSecure = !plain
+	}
 	b.mu.Unlock()
-	if unset {
-		if err := b.setAdvertise(l.Addr().String()); err != nil {
+	if set {
+		if err := b.setAdvertise(ownAddr); err != nil {
 			return err
 		}
 	}
