@@ -37,7 +37,9 @@
 // JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
 // DescribeGroups for classic groups, ListGroups (v5: by type too) for both kinds, and
 // ConsumerGroupHeartbeat (subscriptions by name or by regular expression)
-// and ConsumerGroupDescribe for KIP-848 consumer groups. Topics have the
+// and ConsumerGroupDescribe for KIP-848 consumer groups; SaslHandshake,
+// SaslAuthenticate, DescribeUserScramCredentials and
+// AlterUserScramCredentials (see Security). Topics have the
 // Cluster's ids (Cluster.TopicID), by which Metadata, Fetch v13+,
 // OffsetCommit and OffsetFetch v10, DeleteTopics v6, TxnOffsetCommit v6 and
 // consumer groups name them (see topicids.go). ApiVersions lists the
@@ -63,8 +65,31 @@
 // version 1, which keeps its epoch, could not be served). Read_committed
 // fetches see the commits and skip the aborts.
 //
+// # Security
+//
+// Serve serves a plaintext listener; ServeListener serves one with TLS
+// (crypto/tls, client certificates optional), SASL (PLAIN, SCRAM-SHA-256
+// and SCRAM-SHA-512, SaslHandshake v0 and v1, SaslAuthenticate v0 to v2,
+// re-authentication of KIP-368 with Config.MaxReauth), or both, each
+// listener telling its clients its own address for this broker. The users
+// are SCRAM credentials: Config.Users sets them from passwords at Open,
+// AlterUserScramCredentials and DescribeUserScramCredentials manage them
+// (Kafka's rules: 4096 to 16384 iterations, one change per user and
+// request), and the broker alone keeps them, hashed, in
+// DataDir/credentials/scram.json. PLAIN checks a password against the
+// user's SCRAM credential, so no password is kept for it either. Until a
+// client of a SASL listener has authenticated, only ApiVersions and SASL's
+// requests are served and a request larger than Config.MaxSASLReceiveBytes
+// closes the connection; a failed authentication is answered after
+// Config.FailedAuthenticationDelay, logged without its secret, counted
+// (FailedAuthentications) and closes its connection.
+//
 // # Not yet
 //
+//   - ACLs: an authenticated client may do anything, and so may any
+//     client of a plaintext listener.
+//   - Credentials in a cluster: a broker of a Config.Cluster serves no
+//     SASL listener (its nodes keep no credentials yet).
 //   - WriteTxnMarkers (the coordinators write their markers through the
 //     partitions' leaders themselves).
 //   - Produce v13 (topics by id) and Fetch v18 (a follower's, KIP-1166).
