@@ -26,13 +26,20 @@ func TestKgoSuiteOnOneBroker(t *testing.T) {
 }
 
 // kgoTLSShortSet is the part of franz-go's suite CI runs over TLS.
-const kgoTLSShortSet = "^(TestGroupSimple|TestClient_ProduceLargeMessages)$"
+const kgoTLSShortSet = "^(TestGroupSimple|TestClient_ProduceLargeMessages|TestSCRAMAuth)$"
 
 // franz-go's suite with every connection over TLS (KGO_TEST_TLS), to a
 // TLS listener that is the only address its clients are told.
 func TestKgoSuiteOverTLS(t *testing.T) {
 	certs := kafkatest.NewCerts(t)
-	tb := startBroker(t, t.TempDir())
+	var logs lockedBuffer
+	tb := startBroker(t, t.TempDir(), withUsers(&logs))
 	addr := tb.listen(broker.Listener{TLS: certs.Server(false)})
-	kafkatest.CheckKgoSuite(t, kafkatest.KgoSuiteOptions{Seeds: []string{addr}, Run: kgoTLSShortSet, Records: 2000, Timeout: 10 * time.Minute, TLSCAFile: certs.CAFile})
+	scram := tb.listen(broker.Listener{SASL: []string{broker.MechanismSCRAMSHA256}}) // franz-go's SCRAM tests dial without TLS
+	// TestIssue769 dials through a Dialer of its own, which franz-go
+	// refuses beside the suite's TLS configuration; the test ignores the
+	// error and panics on the nil client, ending the run, against any
+	// broker.
+	kafkatest.CheckKgoSuite(t, kafkatest.KgoSuiteOptions{Seeds: []string{addr}, Run: kgoTLSShortSet, Skip: "^TestIssue769$",
+		Records: 2000, Timeout: 10 * time.Minute, TLSCAFile: certs.CAFile, SCRAMSeeds: []string{scram}, SCRAMUser: alice + ":" + alicePassword})
 }

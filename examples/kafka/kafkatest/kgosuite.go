@@ -87,6 +87,8 @@ type KgoSuiteOptions struct {
 	Seeds []string
 	// Run is a go test -run pattern; empty runs them all.
 	Run string
+	// Skip is a go test -skip pattern of tests not to run.
+	Skip string
 	// ReplicationFactor of the topics the tests create (KGO_TEST_RF);
 	// default 1.
 	ReplicationFactor int
@@ -119,6 +121,9 @@ func RunKgoSuite(t testing.TB, opts KgoSuiteOptions) KgoSuite {
 	args := []string{"test", "-json", "-count=1", "-timeout", opts.Timeout.String()}
 	if opts.Run != "" {
 		args = append(args, "-run", opts.Run)
+	}
+	if opts.Skip != "" {
+		args = append(args, "-skip", opts.Skip)
 	}
 	args = append(args, "github.com/twmb/franz-go/pkg/kgo")
 	ctx, cancel := context.WithTimeout(context.Background(), opts.Timeout+time.Minute)
