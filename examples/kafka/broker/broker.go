@@ -76,7 +76,7 @@
 // AlterUserScramCredentials and DescribeUserScramCredentials manage them
 // (Kafka's rules: 4096 to 16384 iterations, one change per user and
 // request), and the broker alone keeps them, hashed, in
-// DataDir/credentials/scram.json. PLAIN checks a password against the
+// DataDir/security/scram.json. PLAIN checks a password against the
 // user's SCRAM credential, so no password is kept for it either. Until a
 // client of a SASL listener has authenticated, only ApiVersions and SASL's
 // requests are served and a request larger than Config.MaxSASLReceiveBytes
@@ -119,6 +119,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -185,8 +186,19 @@ type Config struct {
 	// `kafka-storage format --add-scram` adds them: the first users of a
 	// SASL listener (ServeListener), which AlterUserScramCredentials
 	// manages from then on. The broker alone keeps the credentials in
-	// DataDir/credentials/scram.json, never the passwords.
+	// DataDir/security/scram.json, never the passwords.
 	Users map[string]string
+	// Authorize checks every request against the broker's ACLs (Kafka's
+	// StandardAuthorizer, authorizer.class.name), which CreateAcls,
+	// DescribeAcls and DeleteAcls manage; the broker alone keeps them in
+	// DataDir/security/acls.json. Without it, any client may do anything.
+	Authorize bool
+	// SuperUsers are principals ("User:admin") the authorizer allows
+	// everything (super.users).
+	SuperUsers []string
+	// AllowEveryoneIfNoACLFound authorizes a request on a resource no ACL
+	// names (allow.everyone.if.no.acl.found); without it, it is denied.
+	AllowEveryoneIfNoACLFound bool
 	// MaxReauth is the lifetime of a SASL session
 	// (connections.max.reauth.ms, KIP-368): a client that authenticated
 	// with SaslAuthenticate v1 or later re-authenticates before it ends,
@@ -221,6 +233,7 @@ type Broker struct {
 	ids      topicIDCache
 
 	creds      *credentials // the SCRAM credentials; nil in a Config.Cluster
+	authz      *authorizer  // the ACLs, if Config.Authorize
 	failedAuth atomic.Int64
 
 	mu        sync.Mutex
@@ -275,11 +288,14 @@ func Open(cfg Config) (*Broker, error) {
 		if b.alone, b.cluster, err = openAlone(cfg, b.address); err != nil {
 			return nil, err
 		}
-		if b.creds, err = openUsers(cfg); err != nil {
+		if b.creds, err = openUsers(cfg); err == nil && cfg.Authorize {
+			b.authz, err = openAuthorizer(filepath.Join(cfg.DataDir, aclsFile), cfg.SuperUsers, cfg.AllowEveryoneIfNoACLFound)
+		}
+		if err != nil {
 			return nil, errors.Join(err, b.alone.close())
 		}
-	} else if len(cfg.Users) > 0 {
-		return nil, fmt.Errorf("%w: Config.Users needs the broker alone, whose data directory keeps them", ErrListener)
+	} else if len(cfg.Users) > 0 || cfg.Authorize {
+		return nil, fmt.Errorf("%w: Config.Users and Config.Authorize need the broker alone, whose data directory keeps them", ErrListener)
 	}
 	b.groups = b.cluster.Groups()
 	b.ctx, b.cancel = context.WithCancel(context.Background())

@@ -106,7 +106,7 @@ type credentials struct {
 
 // credentialsFile is where the broker alone keeps its credentials, in its
 // data directory.
-const credentialsFile = "credentials/scram.json"
+const credentialsFile = "security/scram.json"
 
 // errCredentials is a credentials file that cannot be read or written.
 var errCredentials = errors.New("broker: SCRAM credentials")
@@ -115,15 +115,8 @@ var errCredentials = errors.New("broker: SCRAM credentials")
 // user.
 func openCredentials(path string) (*credentials, error) {
 	c := &credentials{path: path, users: map[string]map[string]scramCredential{}}
-	data, err := os.ReadFile(path)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return c, nil
-	case err != nil:
+	if err := readJSON(path, &c.users); err != nil {
 		return nil, fmt.Errorf("%w: %w", errCredentials, err)
-	}
-	if err := json.Unmarshal(data, &c.users); err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", errCredentials, path, err)
 	}
 	return c, nil
 }

@@ -211,7 +211,7 @@ func TestScramCredentialsThroughTheAdminAPI(t *testing.T) {
 	}
 	require.Equal(t, map[string]int16{"bob": 0, "nobody": kerr.ResourceNotFound.Code, alice: kerr.DuplicateResource.Code}, got)
 
-	file := filepath.Join(dir, "credentials", "scram.json")
+	file := filepath.Join(dir, "security", "scram.json")
 	info, err := os.Stat(file)
 	require.NoError(t, err)
 	require.Equal(t, os.FileMode(0o600), info.Mode().Perm())
