@@ -28,6 +28,26 @@ func (b *Broker) allowed(r *request, op kmsg.ACLOperation, typ kmsg.ACLResourceT
 	return false
 }
 
+// deniedCodes are the errors of a request denied an operation on a
+// resource of each type.
+var deniedCodes = map[kmsg.ACLResourceType]kafkaerr.Code{
+	kmsg.ACLResourceTypeTopic:           kafkaerr.ErrTopicAuthorizationFailed,
+	kmsg.ACLResourceTypeGroup:           kafkaerr.ErrGroupAuthorizationFailed,
+	kmsg.ACLResourceTypeCluster:         kafkaerr.ErrClusterAuthorizationFailed,
+	kmsg.ACLResourceTypeTransactionalId: kafkaerr.ErrTransactionalIDAuthorizationFailed,
+}
+
+// deny is nil if the request's principal may do op on the resource, and
+// otherwise the error Kafka answers: TOPIC_AUTHORIZATION_FAILED,
+// GROUP_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_FAILED or
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
+func (b *Broker) deny(r *request, op kmsg.ACLOperation, typ kmsg.ACLResourceType, name string) error {
+	if b.allowed(r, op, typ, name) {
+		return nil
+	}
+	return kafkaerr.New(deniedCodes[typ], fmt.Sprintf("%s may not %v %v %q", r.principal(), op, typ, name))
+}
+
 // principal is who sent the request.
 func (r *request) principal() string {
 	if r.session == nil {

@@ -13,6 +13,15 @@ import (
 	"github.com/strandlog/strand/log"
 )
 
+// denyConfigs is deny for op on the configs of a resource: a topic's, or
+// the broker's, which are the cluster resource's.
+func (b *Broker) denyConfigs(r *request, op kmsg.ACLOperation, typ kmsg.ConfigResourceType, name string) error {
+	if typ == kmsg.ConfigResourceTypeBroker {
+		return b.deny(r, op, kmsg.ACLResourceTypeCluster, clusterName)
+	}
+	return b.deny(r, op, kmsg.ACLResourceTypeTopic, name)
+}
+
 // incrementalAlterConfigs serves KIP-339's IncrementalAlterConfigs for
 // topics: each resource's operations apply all or none. Broker configs
 // are static (INVALID_REQUEST).
@@ -29,7 +38,10 @@ func (b *Broker) incrementalAlterConfigs(ctx context.Context, r *request) kmsg.R
 				ops[i].Value = *c.Value
 			}
 		}
-		err := b.alterConfigs(ctx, res.ResourceType, res.ResourceName, ops, false, req.ValidateOnly)
+		err := b.denyConfigs(r, kmsg.ACLOperationAlterConfigs, res.ResourceType, res.ResourceName)
+		if err == nil {
+			err = b.alterConfigs(ctx, res.ResourceType, res.ResourceName, ops, false, req.ValidateOnly)
+		}
 		rr.ErrorCode, rr.ErrorMessage = code(err), message(err)
 		resp.Resources = append(resp.Resources, rr)
 	}
@@ -46,8 +58,11 @@ func (b *Broker) legacyAlterConfigs(ctx context.Context, r *request) kmsg.Respon
 		rr := kmsg.NewAlterConfigsResponseResource()
 		rr.ResourceType, rr.ResourceName = res.ResourceType, res.ResourceName
 		ops := make([]ConfigOp, 0, len(res.Configs))
-		var err error
+		err := b.denyConfigs(r, kmsg.ACLOperationAlterConfigs, res.ResourceType, res.ResourceName)
 		for _, c := range res.Configs {
+			if err != nil {
+				break
+			}
 			if c.Value == nil {
 				err = fmt.Errorf("%w: config %s without a value", kafkaerr.ErrInvalidRequest, c.Name)
 				break

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -72,10 +73,18 @@ func (b *Broker) fetch(ctx context.Context, r *request) kmsg.Response {
 		*rt = kmsg.NewFetchResponseTopic()
 		rt.Topic, rt.TopicID = t.Topic, t.TopicID
 		rt.Partitions = make([]kmsg.FetchResponseTopicPartition, len(t.Partitions))
+		var denied error
+		if t.Topic != "" { // else unknown by its id
+			denied = b.deny(r, kmsg.ACLOperationRead, kmsg.ACLResourceTypeTopic, t.Topic)
+		}
 		for j := range t.Partitions {
 			rp := &rt.Partitions[j]
 			*rp = kmsg.NewFetchResponseTopicPartition()
 			rp.Partition, rp.RecordBatches = t.Partitions[j].Partition, []byte{}
+			if denied != nil {
+				rp.ErrorCode = code(denied)
+				continue
+			}
 			p, _, err := b.leaderPartition(t.Topic, rp.Partition, t.Partitions[j].CurrentLeaderEpoch)
 			if err != nil {
 				rp.ErrorCode = code(err)
@@ -185,11 +194,12 @@ func (b *Broker) listOffsets(_ context.Context, r *request) kmsg.Response {
 	for _, t := range req.Topics {
 		rt := kmsg.NewListOffsetsResponseTopic()
 		rt.Topic = t.Topic
+		denied := b.deny(r, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, t.Topic)
 		for _, tp := range t.Partitions {
 			rp := kmsg.NewListOffsetsResponseTopicPartition()
 			rp.Partition = tp.Partition
 			rp.Timestamp, rp.Offset, rp.LeaderEpoch = -1, -1, -1
-			rp.ErrorCode = code(b.listOffset(t.Topic, &tp, iso, &rp))
+			rp.ErrorCode = code(cmp.Or(denied, b.listOffset(t.Topic, &tp, iso, &rp)))
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)
@@ -277,11 +287,16 @@ func (b *Broker) offsetForLeaderEpoch(_ context.Context, r *request) kmsg.Respon
 	for _, t := range req.Topics {
 		rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		rt.Topic = t.Topic
+		denied := b.deny(r, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, t.Topic)
 		for _, tp := range t.Partitions {
 			rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			rp.Partition = tp.Partition
 			rp.LeaderEpoch, rp.EndOffset = log.UndefinedEpoch, log.UndefinedEpochOffset
-			p, _, err := b.leaderPartition(t.Topic, tp.Partition, tp.CurrentLeaderEpoch)
+			err := denied
+			var p *log.Partition
+			if err == nil {
+				p, _, err = b.leaderPartition(t.Topic, tp.Partition, tp.CurrentLeaderEpoch)
+			}
 			if err == nil {
 				rp.LeaderEpoch, rp.EndOffset, err = p.EndOffsetForEpoch(tp.LeaderEpoch)
 			}

@@ -24,6 +24,11 @@ func (b *Broker) consumerGroupDescribe(ctx context.Context, r *request) kmsg.Res
 	for _, id := range req.Groups {
 		rg := kmsg.NewConsumerGroupDescribeResponseGroup()
 		rg.Group = id
+		if err := b.deny(r, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeGroup, id); err != nil {
+			rg.ErrorCode, rg.ErrorMessage = code(err), message(err)
+			resp.Groups = append(resp.Groups, rg)
+			continue
+		}
 		d, ok, err := b.groups.DescribeConsumerGroup(ctx, id)
 		if err == nil && !ok {
 			err = fmt.Errorf("%w: group %s is not a consumer group", kafkaerr.ErrGroupIDNotFound, id)

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"maps"
 	"slices"
@@ -72,6 +73,10 @@ func (b *Broker) joinGroup(ctx context.Context, r *request) kmsg.Response {
 	for _, p := range req.Protocols {
 		jr.Protocols = append(jr.Protocols, group.Protocol{Name: p.Name, Metadata: p.Metadata})
 	}
+	if err := b.deny(r, kmsg.ACLOperationRead, kmsg.ACLResourceTypeGroup, req.Group); err != nil {
+		resp.ErrorCode = code(err)
+		return resp
+	}
 	g, err := b.groups.JoinGroup(ctx, jr)
 	if err != nil {
 		resp.ErrorCode = code(err)
@@ -96,6 +101,10 @@ func (b *Broker) syncGroup(ctx context.Context, r *request) kmsg.Response {
 	for _, a := range req.GroupAssignment {
 		sr.Assignments = append(sr.Assignments, group.SyncGroupAssignment{MemberID: a.MemberID, Assignment: a.MemberAssignment})
 	}
+	if err := b.deny(r, kmsg.ACLOperationRead, kmsg.ACLResourceTypeGroup, req.Group); err != nil {
+		resp.ErrorCode = code(err)
+		return resp
+	}
 	g, err := b.groups.SyncGroup(ctx, sr)
 	if err != nil {
 		resp.ErrorCode = code(err)
@@ -109,9 +118,12 @@ func (b *Broker) syncGroup(ctx context.Context, r *request) kmsg.Response {
 func (b *Broker) heartbeat(ctx context.Context, r *request) kmsg.Response {
 	req := r.body.(*kmsg.HeartbeatRequest)
 	resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
-	g, err := b.groups.Heartbeat(ctx, group.HeartbeatRequest{GroupID: req.Group, GenerationID: req.Generation, MemberID: req.MemberID, GroupInstanceID: str(req.InstanceID)})
+	err := b.deny(r, kmsg.ACLOperationRead, kmsg.ACLResourceTypeGroup, req.Group)
 	if err == nil {
-		err = g.Err
+		var g *group.HeartbeatResponse
+		if g, err = b.groups.Heartbeat(ctx, group.HeartbeatRequest{GroupID: req.Group, GenerationID: req.Generation, MemberID: req.MemberID, GroupInstanceID: str(req.InstanceID)}); err == nil {
+			err = g.Err
+		}
 	}
 	resp.ErrorCode = code(err)
 	return resp
@@ -126,6 +138,10 @@ func (b *Broker) leaveGroup(ctx context.Context, r *request) kmsg.Response {
 	}
 	for _, m := range req.Members {
 		lr.Members = append(lr.Members, group.LeaveGroupMember{MemberID: m.MemberID, GroupInstanceID: str(m.InstanceID)})
+	}
+	if err := b.deny(r, kmsg.ACLOperationRead, kmsg.ACLResourceTypeGroup, req.Group); err != nil {
+		resp.ErrorCode = code(err)
+		return resp
 	}
 	g, err := b.groups.LeaveGroup(ctx, lr)
 	if err != nil {
@@ -157,6 +173,8 @@ func (b *Broker) offsetCommit(ctx context.Context, r *request) kmsg.Response {
 		cr.Retention = time.Duration(req.RetentionTimeMillis) * time.Millisecond
 	}
 	names, err := b.namesOf(req.Version >= 10, len(req.Topics), func(i int) ([16]byte, string) { return req.Topics[i].TopicID, req.Topics[i].Topic })
+	err = cmp.Or(b.deny(r, kmsg.ACLOperationRead, kmsg.ACLResourceTypeGroup, req.Group), err)
+	denied := b.denyTopics(r, kmsg.ACLOperationRead, names)
 	var g *group.OffsetCommitResponse
 	if err == nil {
 		cr.Topics = commitTopics(names, req.Topics, func(t kmsg.OffsetCommitRequestTopic) []group.OffsetCommitPartition {
@@ -170,7 +188,7 @@ func (b *Broker) offsetCommit(ctx context.Context, r *request) kmsg.Response {
 			err = g.Err
 		}
 	}
-	results := topicResults(names, err, func() []group.TopicResult { return g.Topics })
+	results := topicResults(names, denied, err, func() []group.TopicResult { return g.Topics })
 	for i, t := range req.Topics {
 		rt := kmsg.NewOffsetCommitResponseTopic()
 		rt.Topic, rt.TopicID = t.Topic, t.TopicID
@@ -203,11 +221,49 @@ func since(version, added int16, epoch int32) int32 {
 	return epoch
 }
 
+// describable are the topics of an OffsetFetch answer the request may
+// describe; one it may not is answered TOPIC_AUTHORIZATION_FAILED if the
+// request named it, and left out if it asked for all.
+func (b *Broker) describable(r *request, topics []group.OffsetFetchTopicResult, named bool) []group.OffsetFetchTopicResult {
+	var out []group.OffsetFetchTopicResult
+	for _, t := range topics {
+		err := b.deny(r, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, t.Name)
+		switch {
+		case err == nil:
+		case !named:
+			continue
+		default:
+			ps := make([]group.FetchedOffset, len(t.Partitions))
+			for i, p := range t.Partitions {
+				ps[i] = group.FetchedOffset{Partition: p.Partition, Offset: -1, LeaderEpoch: -1, Err: err}
+			}
+			t.Partitions = ps
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// denyTopics blanks the names of the topics the request may not op, as
+// commitTopics leaves out, and returns why, by topic.
+func (b *Broker) denyTopics(r *request, op kmsg.ACLOperation, names []string) []error {
+	denied := make([]error, len(names))
+	for i, name := range names {
+		if name == "" {
+			continue
+		}
+		if denied[i] = b.deny(r, op, kmsg.ACLResourceTypeTopic, name); denied[i] != nil {
+			names[i] = ""
+		}
+	}
+	return denied
+}
+
 // topicResults returns the error of each partition of a commit's request
-// topics: err if the commit failed as a whole, UNKNOWN_TOPIC_ID for a topic
-// of an id no topic has (left out of the commit), else the commit's own
-// result for the partition.
-func topicResults(names []string, err error, results func() []group.TopicResult) func(topic, partition int) error {
+// topics: err if the commit failed as a whole, the topic's denial
+// (denyTopics), UNKNOWN_TOPIC_ID for a topic of an id no topic has (left
+// out of the commit), else the commit's own result for the partition.
+func topicResults(names []string, denied []error, err error, results func() []group.TopicResult) func(topic, partition int) error {
 	var byTopic []group.TopicResult
 	if err == nil {
 		byTopic = results()
@@ -224,6 +280,8 @@ func topicResults(names []string, err error, results func() []group.TopicResult)
 		switch {
 		case err != nil:
 			return err
+		case denied[topic] != nil:
+			return denied[topic]
 		case names[topic] == "":
 			return kafkaerr.ErrUnknownTopicID
 		}
@@ -242,11 +300,17 @@ func (b *Broker) txnOffsetCommit(ctx context.Context, r *request) kmsg.Response 
 	req := r.body.(*kmsg.TxnOffsetCommitRequest)
 	resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
 	producer := idempotence.ProducerIDAndEpoch{ProducerID: req.ProducerID, Epoch: req.ProducerEpoch}
-	err := b.offsetsPartitionToTxn(ctx, req.TransactionalID, producer, req.Group, req.Version < 5)
+	err := cmp.Or(b.deny(r, kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTransactionalId, req.TransactionalID),
+		b.deny(r, kmsg.ACLOperationRead, kmsg.ACLResourceTypeGroup, req.Group))
+	if err == nil {
+		err = b.offsetsPartitionToTxn(ctx, req.TransactionalID, producer, req.Group, req.Version < 5)
+	}
 	var g *group.TxnOffsetCommitResponse
 	var names []string
+	var denied []error
 	if err == nil {
 		names, err = b.namesOf(req.Version >= 6, len(req.Topics), func(i int) ([16]byte, string) { return req.Topics[i].TopicID, req.Topics[i].Topic })
+		denied = b.denyTopics(r, kmsg.ACLOperationRead, names)
 	}
 	if err == nil {
 		cr := group.TxnOffsetCommitRequest{GroupID: req.Group, Producer: idempotence.ProducerIDAndEpoch{ProducerID: req.ProducerID, Epoch: req.ProducerEpoch},
@@ -268,7 +332,7 @@ func (b *Broker) txnOffsetCommit(ctx context.Context, r *request) kmsg.Response 
 	if err != nil {
 		b.logger.Info("broker: TxnOffsetCommit refused", "txn", req.TransactionalID, "group", req.Group, "client", r.clientID, "err", err)
 	}
-	results := topicResults(names, err, func() []group.TopicResult { return g.Topics })
+	results := topicResults(names, denied, err, func() []group.TopicResult { return g.Topics })
 	for i, t := range req.Topics {
 		rt := kmsg.NewTxnOffsetCommitResponseTopic()
 		rt.Topic, rt.TopicID = t.Topic, t.TopicID
@@ -291,7 +355,11 @@ func (b *Broker) offsetFetch(ctx context.Context, r *request) kmsg.Response {
 				topics = append(topics, group.OffsetFetchTopic{Name: t.Topic, Partitions: t.Partitions})
 			}
 		}
-		g, err := b.groups.OffsetFetch(ctx, group.OffsetFetchRequest{GroupID: req.Group, Topics: topics, RequireStable: req.RequireStable})
+		err := b.deny(r, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeGroup, req.Group)
+		var g *group.OffsetFetchResponse
+		if err == nil {
+			g, err = b.groups.OffsetFetch(ctx, group.OffsetFetchRequest{GroupID: req.Group, Topics: topics, RequireStable: req.RequireStable})
+		}
 		if err == nil {
 			err = g.Err
 		}
@@ -299,7 +367,7 @@ func (b *Broker) offsetFetch(ctx context.Context, r *request) kmsg.Response {
 		if err != nil {
 			return resp
 		}
-		for _, t := range g.Topics {
+		for _, t := range b.describable(r, g.Topics, req.Topics != nil) {
 			rt := kmsg.NewOffsetFetchResponseTopic()
 			rt.Topic = t.Name
 			for _, p := range t.Partitions {
@@ -335,6 +403,9 @@ func (b *Broker) offsetFetch(ctx context.Context, r *request) kmsg.Response {
 		}
 		var g *group.OffsetFetchResponse
 		if err == nil {
+			err = b.deny(r, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeGroup, rg.Group)
+		}
+		if err == nil {
 			g, err = b.groups.OffsetFetch(ctx, group.OffsetFetchRequest{GroupID: rg.Group, Topics: topics, RequireStable: req.RequireStable,
 				MemberID: str(rg.MemberID), MemberEpoch: rg.MemberEpoch})
 		}
@@ -343,7 +414,7 @@ func (b *Broker) offsetFetch(ctx context.Context, r *request) kmsg.Response {
 		}
 		og.ErrorCode = code(err)
 		if err == nil {
-			for _, t := range g.Topics {
+			for _, t := range b.describable(r, g.Topics, rg.Topics != nil) {
 				rt := kmsg.NewOffsetFetchResponseGroupTopic()
 				rt.Topic, rt.TopicID = t.Name, b.topicID(t.Name)
 				for _, p := range t.Partitions {
@@ -371,7 +442,11 @@ func (b *Broker) describeGroups(ctx context.Context, r *request) kmsg.Response {
 	for _, id := range req.Groups {
 		rg := kmsg.NewDescribeGroupsResponseGroup()
 		rg.Group = id
-		d, ok, err := b.groups.DescribeGroup(ctx, id)
+		var d group.GroupDescription
+		ok, err := false, b.deny(r, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeGroup, id)
+		if err == nil {
+			d, ok, err = b.groups.DescribeGroup(ctx, id)
+		}
 		switch {
 		case err != nil:
 			rg.ErrorCode = code(err)
@@ -404,8 +479,10 @@ func (b *Broker) listGroups(ctx context.Context, r *request) kmsg.Response {
 		resp.ErrorCode = code(err)
 		return resp
 	}
+	all := b.allowed(r, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeCluster, clusterName)
 	for _, g := range groups {
-		if !filterAllows(req.StatesFilter, g.State) || !filterAllows(req.TypesFilter, g.Type) {
+		if !filterAllows(req.StatesFilter, g.State) || !filterAllows(req.TypesFilter, g.Type) ||
+			!all && !b.allowed(r, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeGroup, g.GroupID) {
 			continue
 		}
 		rg := kmsg.NewListGroupsResponseGroup()
@@ -430,6 +507,14 @@ func (b *Broker) consumerGroupHeartbeat(ctx context.Context, r *request) kmsg.Re
 	fail := func(err error) kmsg.Response {
 		resp.ErrorCode, resp.ErrorMessage = code(err), message(err)
 		return resp
+	}
+	if err := b.deny(r, kmsg.ACLOperationRead, kmsg.ACLResourceTypeGroup, req.Group); err != nil {
+		return fail(err)
+	}
+	for _, name := range req.SubscribedTopicNames {
+		if err := b.deny(r, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, name); err != nil {
+			return fail(err)
+		}
 	}
 	byID, err := b.topicNames()
 	if err != nil {

@@ -35,12 +35,18 @@ func (b *Broker) produce(ctx context.Context, r *request) kmsg.Response {
 		ctx, cancel = context.WithTimeout(ctx, ms(req.TimeoutMillis))
 		defer cancel()
 	}
-	var g *txnGather
 	if req.TransactionID != nil && refused == nil {
-		n := 0
-		for _, t := range req.Topics {
+		refused = b.deny(r, kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTransactionalId, *req.TransactionID)
+	}
+	denied := map[string]error{}
+	n := 0
+	for _, t := range req.Topics {
+		if denied[t.Topic] = b.deny(r, kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTopic, t.Topic); denied[t.Topic] == nil {
 			n += len(t.Partitions)
 		}
+	}
+	var g *txnGather
+	if req.TransactionID != nil && refused == nil {
 		g = b.newTxnGather(ctx, req, n)
 	}
 	var wg sync.WaitGroup
@@ -54,8 +60,8 @@ func (b *Broker) produce(ctx context.Context, r *request) kmsg.Response {
 			rp := &rt.Partitions[j]
 			*rp = kmsg.NewProduceResponseTopicPartition()
 			rp.Partition = tp.Partition
-			if refused != nil {
-				rp.ErrorCode, rp.ErrorMessage = code(refused), message(refused)
+			if err := cmp.Or(refused, denied[t.Topic]); err != nil {
+				rp.ErrorCode, rp.ErrorMessage = code(err), message(err)
 				continue
 			}
 			wg.Go(func() {
@@ -172,7 +178,18 @@ func (b *Broker) initProducerID(_ context.Context, r *request) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if req.TransactionalID != nil {
+		if err := b.deny(r, kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTransactionalId, *req.TransactionalID); err != nil {
+			resp.ErrorCode = code(err)
+			return resp
+		}
 		b.initTransactionalProducerID(r, req, resp)
+		return resp
+	}
+	// An idempotent producer needs IDEMPOTENT_WRITE on the cluster, or
+	// WRITE on some topic (KIP-679).
+	if b.authz != nil && !b.allowed(r, kmsg.ACLOperationIdempotentWrite, kmsg.ACLResourceTypeCluster, clusterName) &&
+		!b.authz.authorizedOnAny(r.principal(), r.clientHost, kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTopic) {
+		resp.ErrorCode = int16(kafkaerr.ErrClusterAuthorizationFailed)
 		return resp
 	}
 	id, err := b.cluster.NewProducerID()

@@ -18,8 +18,12 @@ import (
 func (b *Broker) describeUserScramCredentials(_ context.Context, r *request) kmsg.Response {
 	req := r.body.(*kmsg.DescribeUserSCRAMCredentialsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
-	if b.creds == nil {
-		resp.ErrorCode, resp.ErrorMessage = code(errNoCredentials), message(errNoCredentials)
+	err := b.deny(r, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeCluster, clusterName)
+	if err == nil && b.creds == nil {
+		err = errNoCredentials
+	}
+	if err != nil {
+		resp.ErrorCode, resp.ErrorMessage = code(err), message(err)
 		return resp
 	}
 	users := b.creds.snapshot()
@@ -96,8 +100,12 @@ func (b *Broker) alterUserScramCredentials(_ context.Context, r *request) kmsg.R
 	if b.creds != nil {
 		users = b.creds.snapshot()
 	}
+	denied := b.deny(r, kmsg.ACLOperationAlter, kmsg.ACLResourceTypeCluster, clusterName)
 	for _, d := range req.Deletions {
 		note(d.Name)
+		if denied != nil {
+			refused[d.Name] = denied
+		}
 		if refused[d.Name] != nil || twice(d.Name) {
 			continue
 		}
@@ -115,6 +123,9 @@ func (b *Broker) alterUserScramCredentials(_ context.Context, r *request) kmsg.R
 	}
 	for _, u := range req.Upsertions {
 		note(u.Name)
+		if denied != nil {
+			refused[u.Name] = denied
+		}
 		if refused[u.Name] != nil || twice(u.Name) {
 			continue
 		}

@@ -488,3 +488,145 @@ func TestKafkajsOverSASLSSL(t *testing.T) {
 	out := kafkajsFails(t, node, []string{"KAFKAJS_SASL=scram-sha-256:" + alice + ":wrong", "KAFKAJS_SSL_CA=" + certs.CAFile}, "produce", addr, "kafkajs-denied", "1", "0", "1")
 	require.Contains(t, out, "SASL")
 }
+
+// ACLs, as Kafka's StandardAuthorizer applies them, decide what each
+// principal may do: a user with no ACL gets the authorization errors and
+// no data, and rights granted through CreateAcls (a prefix, an implied
+// DESCRIBE, a DENY over an ALLOW) are what the user may do until
+// DeleteAcls takes them back; they survive a restart.
+func TestACLsDecideWhatEachPrincipalMayDo(t *testing.T) {
+	var logs lockedBuffer
+	dir := t.TempDir()
+	certs := kafkatest.NewCerts(t)
+	secure := func(c *broker.Config) {
+		withUsers(&logs)(c)
+		c.Users = map[string]string{"admin": "admin-pw", alice: alicePassword, "bob": "bob-pw"}
+		c.Authorize, c.SuperUsers = true, []string{"User:admin"}
+	}
+	tb := startBroker(t, dir, secure)
+	sec := broker.Listener{SASL: []string{broker.MechanismSCRAMSHA256}}
+	addr := tb.listen(sec)
+	as := func(user, password string, opts ...kgo.Opt) *kgo.Client {
+		return saslClient(t, addr, scram.Auth{User: user, Pass: password}.AsSha256Mechanism(), opts...)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin := as("admin", "admin-pw")
+	createTopic(t, admin, "orders", 1)
+	createTopic(t, admin, "orders-secret", 1)
+	produce := func(cl *kgo.Client, topic, value string) error {
+		return cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte(value)}).FirstErr()
+	}
+	require.NoError(t, produce(admin, "orders-secret", "classified"))
+
+	alices := as(alice, alicePassword, kgo.RecordRetries(1), kgo.UnknownTopicRetries(1))
+	require.ErrorIs(t, produce(alices, "orders", "denied"), kerr.TopicAuthorizationFailed, "no ACL: no write")
+	md, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, alices)
+	require.NoError(t, err)
+	require.Empty(t, md.Topics, "no ACL: no topic seen")
+	create := kmsg.NewPtrCreateTopicsRequest()
+	create.Topics = []kmsg.CreateTopicsRequestTopic{{Topic: "alices", NumPartitions: 1, ReplicationFactor: 1}}
+	created, err := create.RequestWith(ctx, alices)
+	require.NoError(t, err)
+	require.Equal(t, kerr.TopicAuthorizationFailed.Code, created.Topics[0].ErrorCode)
+	initTxn := kmsg.NewPtrInitProducerIDRequest()
+	initTxn.TransactionalID = kmsg.StringPtr("alices-txn")
+	initTxn.TransactionTimeoutMillis = 10000
+	_, err = initTxn.RequestWith(ctx, alices)
+	require.ErrorIs(t, err, kerr.TransactionalIDAuthorizationFailed, "no ACL: not even its coordinator is found")
+	join := kmsg.NewPtrFindCoordinatorRequest()
+	join.CoordinatorKey = "bobs"
+	found, err := join.RequestWith(ctx, alices)
+	require.NoError(t, err)
+	require.Equal(t, kerr.GroupAuthorizationFailed.Code, found.ErrorCode)
+
+	grant := func(cl *kgo.Client, creations ...kmsg.CreateACLsRequestCreation) []int16 {
+		req := kmsg.NewPtrCreateACLsRequest()
+		req.Creations = creations
+		resp, err := req.RequestWith(ctx, cl)
+		require.NoError(t, err)
+		var codes []int16
+		for _, r := range resp.Results {
+			codes = append(codes, r.ErrorCode)
+		}
+		return codes
+	}
+	rule := func(typ kmsg.ACLResourceType, name string, pattern kmsg.ACLResourcePatternType, principal string, op kmsg.ACLOperation, perm kmsg.ACLPermissionType) kmsg.CreateACLsRequestCreation {
+		return kmsg.CreateACLsRequestCreation{ResourceType: typ, ResourceName: name, ResourcePatternType: pattern, Principal: principal,
+			Host: "*", Operation: op, PermissionType: perm}
+	}
+	topic, grp, lit, pre := kmsg.ACLResourceTypeTopic, kmsg.ACLResourceTypeGroup, kmsg.ACLResourcePatternTypeLiteral, kmsg.ACLResourcePatternTypePrefixed
+	allow, deny := kmsg.ACLPermissionTypeAllow, kmsg.ACLPermissionTypeDeny
+	require.Equal(t, []int16{kerr.ClusterAuthorizationFailed.Code}, grant(alices, rule(topic, "orders", lit, "User:alice", kmsg.ACLOperationAll, allow)),
+		"a user grants herself nothing")
+	require.Equal(t, []int16{0, 0, 0, 0, kerr.InvalidRequest.Code}, grant(admin,
+		rule(topic, "orders", pre, "User:alice", kmsg.ACLOperationWrite, allow),
+		rule(topic, "orders", pre, "User:bob", kmsg.ACLOperationRead, allow),
+		rule(topic, "orders-secret", lit, "User:bob", kmsg.ACLOperationRead, deny),
+		rule(grp, "bobs", lit, "User:bob", kmsg.ACLOperationRead, allow),
+		rule(kmsg.ACLResourceTypeCluster, "not-the-cluster", lit, "User:bob", kmsg.ACLOperationAlter, allow)))
+
+	require.NoError(t, produce(alices, "orders", "from alice"), "WRITE on the prefix")
+	alices.AddConsumeTopics("orders")
+	fetches := alices.PollFetches(ctx)
+	require.ErrorIs(t, fetches.Err0(), kerr.TopicAuthorizationFailed, "WRITE does not imply READ")
+
+	bobs := as("bob", "bob-pw", kgo.ConsumerGroup("bobs"), kgo.ConsumeTopics("orders", "orders-secret"), kgo.RecordRetries(1))
+	var got []string
+	for len(got) == 0 {
+		fs := bobs.PollFetches(ctx)
+		require.NoError(t, ctx.Err())
+		fs.EachRecord(func(r *kgo.Record) { got = append(got, r.Topic+":"+string(r.Value)) })
+		fs.EachError(func(topic string, _ int32, err error) {
+			require.Equal(t, "orders-secret", topic, "only the DENY refuses")
+			require.ErrorIs(t, err, kerr.TopicAuthorizationFailed)
+		})
+	}
+	require.Equal(t, []string{"orders:from alice"}, got)
+	bobWrites := as("bob", "bob-pw", kgo.DisableIdempotentWrite(), kgo.RecordRetries(1))
+	require.ErrorIs(t, produce(bobWrites, "orders", "bob may not"), kerr.TopicAuthorizationFailed, "READ does not imply WRITE")
+	pid, err := kmsg.NewPtrInitProducerIDRequest().RequestWith(ctx, bobWrites)
+	require.NoError(t, err)
+	require.Equal(t, kerr.ClusterAuthorizationFailed.Code, pid.ErrorCode, "an idempotent producer that may write no topic (KIP-679)")
+
+	describe := kmsg.NewPtrDescribeACLsRequest()
+	describe.ResourceType, describe.ResourcePatternType = kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeMatch
+	describe.ResourceName = kmsg.StringPtr("orders-eu")
+	describe.Operation, describe.PermissionType = kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+	described, err := describe.RequestWith(ctx, admin)
+	require.NoError(t, err)
+	require.Len(t, described.Resources, 1, "the prefix orders applies to orders-eu")
+	require.Len(t, described.Resources[0].ACLs, 2)
+
+	tb.stop()
+	tb = startBroker(t, dir, secure)
+	addr = tb.listen(sec)
+	alices = as(alice, alicePassword, kgo.RecordRetries(1), kgo.UnknownTopicRetries(1))
+	require.NoError(t, produce(alices, "orders", "after a restart"), "the ACLs are kept")
+	admin = as("admin", "admin-pw")
+	del := kmsg.NewPtrDeleteACLsRequest()
+	del.Filters = []kmsg.DeleteACLsRequestFilter{{ResourceType: kmsg.ACLResourceTypeAny, ResourcePatternType: kmsg.ACLResourcePatternTypeAny,
+		Principal: kmsg.StringPtr("User:alice"), Operation: kmsg.ACLOperationAny, PermissionType: kmsg.ACLPermissionTypeAny}}
+	deleted, err := del.RequestWith(ctx, admin)
+	require.NoError(t, err)
+	require.Len(t, deleted.Results[0].MatchingACLs, 1)
+	alices = as(alice, alicePassword, kgo.RecordRetries(1), kgo.UnknownTopicRetries(1))
+	require.ErrorIs(t, produce(alices, "orders", "no more"), kerr.TopicAuthorizationFailed)
+
+	t.Run("a client certificate's subject is its principal", func(t *testing.T) {
+		mtls := tb.listen(broker.Listener{TLS: certs.Server(true)})
+		require.Equal(t, []int16{0}, grant(admin, rule(topic, "orders", lit, "User:CN=client,O=strand", kmsg.ACLOperationWrite, allow)))
+		cl, err := kgo.NewClient(kgo.SeedBrokers(mtls), kgo.DialTLSConfig(certs.Client(true)), kgo.RecordRetries(1))
+		require.NoError(t, err)
+		defer cl.Close()
+		require.NoError(t, produce(cl, "orders", "by certificate"))
+		require.ErrorIs(t, produce(cl, "orders-secret", "not this one"), kerr.TopicAuthorizationFailed)
+	})
+	t.Run("without an authorizer, ACL requests are SECURITY_DISABLED", func(t *testing.T) {
+		open := startBroker(t, t.TempDir())
+		resp, err := kmsg.NewPtrDescribeACLsRequest().RequestWith(ctx, open.client())
+		require.NoError(t, err)
+		require.Equal(t, kerr.SecurityDisabled.Code, resp.ErrorCode)
+	})
+	require.Contains(t, logs.String(), "broker: denied")
+}

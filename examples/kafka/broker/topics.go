@@ -1,9 +1,11 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -30,7 +32,10 @@ func (b *Broker) metadata(_ context.Context, r *request) kmsg.Response {
 			resp.ErrorCode = code(err)
 			return resp
 		}
-		names = all
+		// Every topic the client may see.
+		names = slices.DeleteFunc(all, func(name string) bool {
+			return !b.allowed(r, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, name)
+		})
 	} else {
 		var byID map[[16]byte]string
 		for _, t := range req.Topics {
@@ -56,8 +61,20 @@ func (b *Broker) metadata(_ context.Context, r *request) kmsg.Response {
 		}
 	}
 	autoCreate := b.cfg.AutoCreateTopics && (req.Version < 4 || req.AllowAutoTopicCreation) && req.Topics != nil
+	createAny := autoCreate && b.allowed(r, kmsg.ACLOperationCreate, kmsg.ACLResourceTypeCluster, clusterName)
 	for _, name := range names {
-		resp.Topics = append(resp.Topics, b.topicMetadata(name, autoCreate))
+		if err := b.deny(r, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, name); err != nil {
+			t := kmsg.NewMetadataResponseTopic()
+			t.Topic, t.ErrorCode = &name, code(err)
+			resp.Topics = append(resp.Topics, t)
+			continue
+		}
+		create := createAny || autoCreate && b.allowed(r, kmsg.ACLOperationCreate, kmsg.ACLResourceTypeTopic, name)
+		t := b.topicMetadata(name, create)
+		if autoCreate && !create && t.ErrorCode == int16(kafkaerr.ErrUnknownTopicOrPartition) {
+			t.ErrorCode = int16(kafkaerr.ErrTopicAuthorizationFailed) // Kafka's answer to one it may not create
+		}
+		resp.Topics = append(resp.Topics, t)
 	}
 	return resp
 }
@@ -102,7 +119,14 @@ func (b *Broker) createTopics(_ context.Context, r *request) kmsg.Response {
 	for _, t := range req.Topics {
 		rt := kmsg.NewCreateTopicsResponseTopic()
 		rt.Topic = t.Topic
-		cfg, err := b.createTopic(t, req.ValidateOnly)
+		var cfg log.TopicConfig
+		err := b.deny(r, kmsg.ACLOperationCreate, kmsg.ACLResourceTypeTopic, t.Topic)
+		if err != nil && b.allowed(r, kmsg.ACLOperationCreate, kmsg.ACLResourceTypeCluster, clusterName) {
+			err = nil // CREATE on the cluster creates any topic
+		}
+		if err == nil {
+			cfg, err = b.createTopic(t, req.ValidateOnly)
+		}
 		if err != nil {
 			rt.ErrorCode, rt.ErrorMessage = code(err), message(err)
 			b.logger.Info("broker: topic not created", "topic", t.Topic, "err", err)
@@ -210,7 +234,9 @@ func (b *Broker) deleteTopics(_ context.Context, r *request) kmsg.Response {
 	for _, t := range topics {
 		rt := kmsg.NewDeleteTopicsResponseTopic()
 		rt.Topic, rt.TopicID = t.Topic, t.TopicID
-		err := b.deleteTopic(&rt)
+		err := b.deleteTopic(&rt, func(name string) error {
+			return b.deny(r, kmsg.ACLOperationDelete, kmsg.ACLResourceTypeTopic, name)
+		})
 		rt.ErrorCode, rt.ErrorMessage = code(err), message(err)
 		resp.Topics = append(resp.Topics, rt)
 	}
@@ -218,8 +244,9 @@ func (b *Broker) deleteTopics(_ context.Context, r *request) kmsg.Response {
 }
 
 // deleteTopic deletes the topic a DeleteTopics topic names, by name or by
-// id (not both: INVALID_REQUEST, as Kafka answers), and fills in the other.
-func (b *Broker) deleteTopic(rt *kmsg.DeleteTopicsResponseTopic) error {
+// id (not both: INVALID_REQUEST, as Kafka answers), unless deny refuses
+// its name, and fills in the other.
+func (b *Broker) deleteTopic(rt *kmsg.DeleteTopicsResponseTopic, deny func(name string) error) error {
 	zero := rt.TopicID == [16]byte{}
 	switch {
 	case rt.Topic != nil && !zero:
@@ -239,7 +266,7 @@ func (b *Broker) deleteTopic(rt *kmsg.DeleteTopicsResponseTopic) error {
 		rt.TopicID = b.topicID(*rt.Topic)
 	}
 	name := *rt.Topic
-	if err := writable(name); err != nil {
+	if err := cmp.Or(deny(name), writable(name)); err != nil {
 		return err
 	}
 	return b.cluster.DeleteTopic(b.ctx, name)
@@ -263,6 +290,7 @@ func (b *Broker) describeConfigs(_ context.Context, r *request) kmsg.Response {
 		switch res.ResourceType {
 		case kmsg.ConfigResourceTypeTopic:
 			cfg, err := b.cluster.TopicConfig(res.ResourceName)
+			err = cmp.Or(b.denyConfigs(r, kmsg.ACLOperationDescribeConfigs, res.ResourceType, res.ResourceName), err)
 			if err != nil {
 				rr.ErrorCode, rr.ErrorMessage = code(err), message(err)
 				break
@@ -275,6 +303,10 @@ func (b *Broker) describeConfigs(_ context.Context, r *request) kmsg.Response {
 				}
 			}
 		case kmsg.ConfigResourceTypeBroker:
+			if err := b.denyConfigs(r, kmsg.ACLOperationDescribeConfigs, res.ResourceType, res.ResourceName); err != nil {
+				rr.ErrorCode, rr.ErrorMessage = code(err), message(err)
+				break
+			}
 			entries = map[string]string{
 				"broker.id":                 fmt.Sprint(b.cfg.NodeID),
 				"log.dirs":                  b.cfg.DataDir,
@@ -323,11 +355,12 @@ func (b *Broker) deleteRecords(_ context.Context, r *request) kmsg.Response {
 	for _, t := range req.Topics {
 		rt := kmsg.NewDeleteRecordsResponseTopic()
 		rt.Topic = t.Topic
+		denied := b.deny(r, kmsg.ACLOperationDelete, kmsg.ACLResourceTypeTopic, t.Topic)
 		for _, tp := range t.Partitions {
 			rp := kmsg.NewDeleteRecordsResponseTopicPartition()
 			rp.Partition = tp.Partition
 			rp.LowWatermark = -1
-			rp.ErrorCode = code(b.deleteRecordsOf(t.Topic, tp.Partition, tp.Offset, &rp.LowWatermark))
+			rp.ErrorCode = code(cmp.Or(denied, b.deleteRecordsOf(t.Topic, tp.Partition, tp.Offset, &rp.LowWatermark)))
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)

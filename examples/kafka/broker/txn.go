@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -48,7 +49,11 @@ func (b *Broker) txns() (ReplicatedTransactions, error) {
 func (b *Broker) addOffsetsToTxn(ctx context.Context, r *request) kmsg.Response {
 	req := r.body.(*kmsg.AddOffsetsToTxnRequest)
 	resp := req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
-	err := b.offsetsPartitionToTxn(ctx, req.TransactionalID, idempotence.ProducerIDAndEpoch{ProducerID: req.ProducerID, Epoch: req.ProducerEpoch}, req.Group, false)
+	err := cmp.Or(b.deny(r, kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTransactionalId, req.TransactionalID),
+		b.deny(r, kmsg.ACLOperationRead, kmsg.ACLResourceTypeGroup, req.Group))
+	if err == nil {
+		err = b.offsetsPartitionToTxn(ctx, req.TransactionalID, idempotence.ProducerIDAndEpoch{ProducerID: req.ProducerID, Epoch: req.ProducerEpoch}, req.Group, false)
+	}
 	if err != nil {
 		b.logger.Info("broker: AddOffsetsToTxn refused", "txn", req.TransactionalID, "group", req.Group, "client", r.clientID, "err", err)
 		resp.ErrorCode = code(err)
@@ -120,11 +125,16 @@ func (b *Broker) addPartitionsToTxn(_ context.Context, r *request) kmsg.Response
 	resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
 	var tps []idempotence.TopicPartition
 	refused := map[idempotence.TopicPartition]int16{}
+	txnDenied := b.deny(r, kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTransactionalId, req.TransactionalID)
 	for _, rt := range req.Topics {
+		topicDenied := b.deny(r, kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTopic, rt.Topic)
 		for _, p := range rt.Partitions {
 			tp := idempotence.TopicPartition{Topic: rt.Topic, Partition: p}
 			tps = append(tps, tp)
-			err := writable(rt.Topic)
+			if txnDenied != nil {
+				continue // every partition is answered the id's denial
+			}
+			err := cmp.Or(topicDenied, writable(rt.Topic))
 			if err == nil {
 				_, err = b.cluster.Partition(rt.Topic, p)
 			}
@@ -133,10 +143,12 @@ func (b *Broker) addPartitionsToTxn(_ context.Context, r *request) kmsg.Response
 			}
 		}
 	}
-	var err error
-	if len(refused) > 0 {
+	err := txnDenied
+	switch {
+	case err != nil:
+	case len(refused) > 0:
 		err = kafkaerr.ErrOperationNotAttempted
-	} else {
+	default:
 		var rt ReplicatedTransactions
 		if rt, err = b.txns(); err == nil {
 			err = rt.Transactions().AddPartitions(req.TransactionalID, idempotence.ProducerIDAndEpoch{ProducerID: req.ProducerID, Epoch: req.ProducerEpoch}, tps...)
@@ -168,6 +180,7 @@ func (b *Broker) endTxn(_ context.Context, r *request) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.EndTxnResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	rt, err := b.txns()
+	err = cmp.Or(b.deny(r, kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTransactionalId, req.TransactionalID), err)
 	var next idempotence.ProducerIDAndEpoch
 	if err == nil {
 		next, err = rt.Transactions().EndTxn(req.TransactionalID, idempotence.ProducerIDAndEpoch{ProducerID: req.ProducerID, Epoch: req.ProducerEpoch}, req.Commit)
@@ -191,7 +204,7 @@ func (b *Broker) describeTransactions(_ context.Context, r *request) kmsg.Respon
 	for _, id := range req.TransactionalIDs {
 		s := kmsg.NewDescribeTransactionsResponseTransactionState()
 		s.TransactionalID, s.ProducerID, s.ProducerEpoch, s.StartTimestamp = id, -1, -1, -1
-		if err != nil {
+		if err := cmp.Or(b.deny(r, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTransactionalId, id), err); err != nil {
 			s.ErrorCode = code(err)
 			resp.TransactionStates = append(resp.TransactionStates, s)
 			continue

@@ -11,6 +11,7 @@ import (
 
 	"github.com/strandlog/strand/idempotence"
 	"github.com/strandlog/strand/kafkaerr"
+	"github.com/strandlog/strand/log"
 )
 
 // listTransactions lists the transactional ids of the coordinator, as
@@ -56,7 +57,8 @@ func (b *Broker) listTransactions(_ context.Context, r *request) kmsg.Response {
 			len(req.ProducerIDFilters) > 0 && !slices.Contains(req.ProducerIDFilters, rec.ProducerID),
 			len(states) > 0 && !states[rec.State],
 			duration >= 0 && now-rec.StartMs <= duration,
-			pattern != nil && !pattern.MatchString(rec.TransactionalID):
+			pattern != nil && !pattern.MatchString(rec.TransactionalID),
+			!b.allowed(r, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTransactionalId, rec.TransactionalID):
 			continue
 		}
 		s := kmsg.NewListTransactionsResponseTransactionState()
@@ -87,10 +89,15 @@ func (b *Broker) describeProducers(_ context.Context, r *request) kmsg.Response 
 	for _, t := range req.Topics {
 		rt := kmsg.NewDescribeProducersResponseTopic()
 		rt.Topic = t.Topic
+		denied := b.deny(r, kmsg.ACLOperationRead, kmsg.ACLResourceTypeTopic, t.Topic)
 		for _, id := range t.Partitions {
 			rp := kmsg.NewDescribeProducersResponseTopicPartition()
 			rp.Partition = id
-			p, _, err := b.leaderPartition(t.Topic, id, -1)
+			err := denied
+			var p *log.Partition
+			if err == nil {
+				p, _, err = b.leaderPartition(t.Topic, id, -1)
+			}
 			var producers []idempotence.Entry
 			if err == nil {
 				producers, err = p.Producers()
