@@ -50,10 +50,10 @@ type options struct {
 	// Security: a TLS listener, SASL listeners in plaintext and over
 	// TLS, and the users whose credentials the broker sets at start.
 	tlsListen, tlsCert, tlsKey, tlsClientCA string
-	saslListen, saslSSLListen             string
-	saslMechanisms                        string
-	usersFile                             string
-	maxReauth                             time.Duration
+	saslListen, saslSSLListen               string
+	saslMechanisms                          string
+	usersFile                               string
+	maxReauth                               time.Duration
 }
 
 func main() {
