@@ -84,12 +84,26 @@
 // Config.FailedAuthenticationDelay, logged without its secret, counted
 // (FailedAuthentications) and closes its connection.
 //
+// With Config.Authorize every request is checked against ACLs, as Kafka's
+// StandardAuthorizer checks them (super users, DENY over ALLOW, DESCRIBE
+// implied by READ, WRITE, DELETE and ALTER, literal, wildcard and
+// prefixed names, no ACL for a resource denying unless
+// Config.AllowEveryoneIfNoACLFound), each API on the resources KafkaApis
+// checks it on, with Kafka's TOPIC_, GROUP_, CLUSTER_ and
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED: a topic a client may not
+// describe is not listed to it at all. CreateAcls, DescribeAcls and
+// DeleteAcls manage the ACLs, which the broker alone keeps in
+// DataDir/security/acls.json. A connection's principal is User:NAME after
+// SASL, User: and its certificate's subject on a TLS listener with client
+// certificates, User:ANONYMOUS otherwise.
+//
 // # Not yet
 //
-//   - ACLs: an authenticated client may do anything, and so may any
-//     client of a plaintext listener.
-//   - Credentials in a cluster: a broker of a Config.Cluster serves no
-//     SASL listener (its nodes keep no credentials yet).
+//   - Security in a cluster: a broker of a Config.Cluster serves no SASL
+//     listener and no ACLs (its nodes keep no credentials nor ACLs in
+//     the controller's records yet).
+//   - ACLs on a KIP-848 group's regular-expression subscription: the
+//     topics it matches are not filtered by DESCRIBE.
 //   - WriteTxnMarkers (the coordinators write their markers through the
 //     partitions' leaders themselves).
 //   - Produce v13 (topics by id) and Fetch v18 (a follower's, KIP-1166).

@@ -54,6 +54,8 @@ type options struct {
 	saslMechanisms                          string
 	usersFile                               string
 	maxReauth                               time.Duration
+	authorize                               bool
+	superUsers                              string
 }
 
 func main() {
@@ -73,6 +75,8 @@ func main() {
 	flag.StringVar(&o.saslMechanisms, "sasl-mechanisms", "SCRAM-SHA-256,SCRAM-SHA-512", "SASL mechanisms of the SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (sasl.enabled.mechanisms)")
 	flag.StringVar(&o.usersFile, "users", "", "file of NAME:PASSWORD lines: users whose SCRAM credentials the broker sets at start (only their hashes are kept)")
 	flag.DurationVar(&o.maxReauth, "max-reauth", 0, "lifetime of a SASL session, after which the client re-authenticates (connections.max.reauth.ms); 0 for none")
+	flag.BoolVar(&o.authorize, "authorize", false, "check every request against the ACLs, which CreateAcls and DeleteAcls manage (authorizer.class.name)")
+	flag.StringVar(&o.superUsers, "super-users", "", "comma-separated principals the ACLs allow everything, such as User:admin (super.users)")
 	verbose := flag.Bool("v", false, "log every connection error")
 	flag.Parse()
 	o.partitions = int32(*partitions)
@@ -186,6 +190,8 @@ func run(logger *slog.Logger, o options) error {
 		AutoCreateTopics: o.autoCreate,
 		Users:            users,
 		MaxReauth:        o.maxReauth,
+		Authorize:        o.authorize,
+		SuperUsers:       strings.FieldsFunc(o.superUsers, func(r rune) bool { return r == ',' }),
 		Logger:           logger,
 	})
 	if err != nil {
