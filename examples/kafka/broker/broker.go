@@ -38,8 +38,9 @@
 // DescribeGroups for classic groups, ListGroups (v5: by type too) for both kinds, and
 // ConsumerGroupHeartbeat (subscriptions by name or by regular expression)
 // and ConsumerGroupDescribe for KIP-848 consumer groups; SaslHandshake,
-// SaslAuthenticate, DescribeUserScramCredentials and
-// AlterUserScramCredentials (see Security). Topics have the
+// SaslAuthenticate, DescribeUserScramCredentials,
+// AlterUserScramCredentials, CreateAcls, DescribeAcls and DeleteAcls (see
+// Security). Topics have the
 // Cluster's ids (Cluster.TopicID), by which Metadata, Fetch v13+,
 // OffsetCommit and OffsetFetch v10, DeleteTopics v6, TxnOffsetCommit v6 and
 // consumer groups name them (see topicids.go). ApiVersions lists the
