@@ -26,7 +26,7 @@ var rfc7677 = struct {
 
 // rfc7677Credentials holds the credential of RFC 7677's user, derived as
 // AlterUserScramCredentials derives one from a salted password.
-func rfc7677Credentials(t *testing.T) *credentials {
+func rfc7677Credentials(t testing.TB) *credentials {
 	salt, err := base64.StdEncoding.DecodeString(rfc7677.salt)
 	require.NoError(t, err)
 	salted, err := pbkdf2.Key(sha256.New, "pencil", salt, 4096, sha256.Size)
@@ -128,4 +128,42 @@ func TestScramRefusesWhatBreaksTheExchange(t *testing.T) {
 			require.ErrorIs(t, err, errSCRAM)
 		})
 	}
+}
+
+// Whatever a client sends in its two SCRAM messages, the exchange answers
+// without panicking, and only the right proof authenticates.
+func FuzzScramExchange(f *testing.F) {
+	f.Add([]byte(rfc7677.clientFirst), []byte(rfc7677.clientFinal))
+	f.Add([]byte("n,,n=user,r=x"), []byte("c=biws,r=x,p="))
+	f.Add([]byte("y,a=user,n=user,r=abc"), []byte("p=,,"))
+	f.Add([]byte(""), []byte(""))
+	creds := rfc7677Credentials(f)
+	f.Fuzz(func(t *testing.T, first, final []byte) {
+		e := exchange(t, creds)
+		if _, done, err := e.step(first); err != nil || done {
+			require.False(t, done)
+			return
+		}
+		_, done, err := e.step(final)
+		if done {
+			require.NoError(t, err)
+			require.Equal(t, rfc7677.clientFirst, string(first))
+		}
+	})
+}
+
+// Whatever a client sends as SASL/PLAIN, it is refused unless it is the
+// user's password, without panicking.
+func FuzzPlain(f *testing.F) {
+	f.Add([]byte("\x00user\x00pencil"))
+	f.Add([]byte("\x00\x00"))
+	f.Add([]byte("user\x00user\x00pencil\x00"))
+	b := &Broker{creds: rfc7677Credentials(f)}
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		user, err := b.checkPlain(msg)
+		if err == nil {
+			require.Equal(t, "user", user)
+			require.Contains(t, []string{"\x00user\x00pencil", "user\x00user\x00pencil"}, string(msg))
+		}
+	})
 }
