@@ -84,14 +84,20 @@ type consumedRecord struct {
 type client struct {
 	http  *http.Client
 	peers map[replica.NodeID]string
+	tls   *peerTLS
 }
 
-func newClient(peers map[replica.NodeID]string) *client {
-	return &client{http: &http.Client{Timeout: 10 * time.Second}, peers: peers}
+func newClient(peers map[replica.NodeID]string, tls *peerTLS) *client {
+	return &client{http: tls.httpClient(10 * time.Second), peers: peers, tls: tls}
+}
+
+// of is a client of these of the nodes only, sharing c's connections.
+func (c *client) of(peers map[replica.NodeID]string) *client {
+	return &client{http: c.http, peers: peers, tls: c.tls}
 }
 
 func (c *client) url(node replica.NodeID, path string) string {
-	return "http://" + c.peers[node] + path
+	return c.tls.url(c.peers[node], path)
 }
 
 // do sends a request to a node and decodes its JSON reply into out; a

@@ -75,7 +75,7 @@ func startCluster(t *testing.T, opts ...func(*supervisor)) (*supervisor, *client
 			}
 		}
 	})
-	cl := newClient(s.peers)
+	cl := newClient(s.peers, s.tls)
 	waitFor(t, 20*time.Second, "three live brokers", func() (bool, string) {
 		md, err := cl.metadata(context.Background(), replica.NoNode)
 		if err != nil {
@@ -117,7 +117,7 @@ func metadataFrom(s *supervisor, cl *client) (*metadata, error) {
 			running[id] = addr
 		}
 	}
-	return (&client{http: cl.http, peers: running}).metadata(context.Background(), replica.NoNode)
+	return cl.of(running).metadata(context.Background(), replica.NoNode)
 }
 
 // waitISR waits until every partition of topic has a leader and an ISR

@@ -902,7 +902,7 @@ func TestKafkaCoordinatorsKeepTheirStateWithoutEnoughReplicas(t *testing.T) {
 	others := maps.Clone(cl.peers)
 	delete(others, victim)
 	waitFor(t, 30*time.Second, fmt.Sprintf("node %d out of the coordinators' ISRs", victim), func() (bool, string) {
-		md, err := (&client{http: cl.http, peers: others}).metadata(context.Background(), replica.NoNode)
+		md, err := cl.of(others).metadata(context.Background(), replica.NoNode)
 		if err != nil {
 			return false, err.Error()
 		}

@@ -129,7 +129,7 @@ func TestFollowersKeepUpUnderLoad(t *testing.T) {
 	for time.Since(started) < duration {
 		time.Sleep(250 * time.Millisecond)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		md, err := (&client{http: cl.http, peers: map[replica.NodeID]string{1: cl.peers[1]}}).metadata(ctx, 1)
+		md, err := cl.of(map[replica.NodeID]string{1: cl.peers[1]}).metadata(ctx, 1)
 		cancel()
 		if err != nil {
 			continue

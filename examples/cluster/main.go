@@ -97,6 +97,7 @@ type nodeFlags struct {
 	session, minISR, rebalance   int
 	snapshotEntries              int
 	logLevel                     slog.Level
+	tls                          tlsFiles
 }
 
 func (f *nodeFlags) register(fs *flag.FlagSet) {
@@ -110,13 +111,14 @@ func (f *nodeFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.rebalance, "rebalance", 0, "automatic preferred-leader rebalance every this many control ticks (0: never)")
 	fs.IntVar(&f.snapshotEntries, "snapshot-entries", 1000, "snapshot the controller's state and compact the raft log every this many applied entries (0: never)")
 	fs.TextVar(&f.logLevel, "log-level", slog.LevelInfo, "the least level a node logs: DEBUG, INFO, WARN or ERROR")
+	f.tls.register(fs)
 }
 
 func (f *nodeFlags) args() []string {
-	return []string{"-tick", f.tick.String(), "-replica-lag", f.replicaLag.String(), "-request-timeout", f.requestTimeout.String(),
+	return append([]string{"-tick", f.tick.String(), "-replica-lag", f.replicaLag.String(), "-request-timeout", f.requestTimeout.String(),
 		"-control-tick", f.controlTick.String(), "-session", fmt.Sprint(f.session), "-heartbeat", f.heartbeat.String(),
 		"-min-isr", fmt.Sprint(f.minISR), "-rebalance", fmt.Sprint(f.rebalance), "-snapshot-entries", fmt.Sprint(f.snapshotEntries),
-		"-log-level", f.logLevel.String()}
+		"-log-level", f.logLevel.String()}, f.tls.args()...)
 }
 
 func nodeCmd(args []string) error {
@@ -147,11 +149,15 @@ func nodeCmd(args []string) error {
 	if nf.tick <= 0 {
 		return fmt.Errorf("-tick %v, must be positive", nf.tick)
 	}
+	tls, err := nf.tls.load()
+	if err != nil {
+		return err
+	}
 	return runNode(nodeConfig{
 		id: replica.NodeID(*id), dir: *dir, peers: pm, kafka: km,
 		tick: nf.tick, lag: nf.replicaLag, requestTimeout: nf.requestTimeout,
 		controlTick: nf.controlTick, session: nf.session, heartbeat: nf.heartbeat,
-		minISR: nf.minISR, rebalance: nf.rebalance, snapshotEntries: nf.snapshotEntries, logLevel: nf.logLevel,
+		minISR: nf.minISR, rebalance: nf.rebalance, snapshotEntries: nf.snapshotEntries, logLevel: nf.logLevel, tls: tls,
 	})
 }
 
@@ -166,7 +172,11 @@ func up(args []string) error {
 	if err != nil {
 		return err
 	}
-	s := &supervisor{exe: exe, dir: *dir, args: nf.args(), stdout: os.Stderr, withKafka: *kafka}
+	tls, err := nf.tls.load()
+	if err != nil {
+		return err
+	}
+	s := &supervisor{exe: exe, dir: *dir, args: nf.args(), stdout: os.Stderr, withKafka: *kafka, tls: tls}
 	if prev, err := readPeers(*dir); err == nil {
 		s.peers = prev // a restarted cluster keeps its addresses: the raft log names them
 	}
@@ -178,7 +188,7 @@ func up(args []string) error {
 		return err
 	}
 	for _, id := range s.ids() {
-		fmt.Printf("node %d: http://%s/ (data in %s)\n", id, s.peers[id], s.nodeDir(id))
+		fmt.Printf("node %d: %s (data in %s)\n", id, tls.url(s.peers[id], "/"), s.nodeDir(id))
 		if *kafka {
 			fmt.Printf("node %d: Kafka at %s\n", id, s.kafka[id])
 		}
@@ -200,15 +210,18 @@ func up(args []string) error {
 type clientCmd struct {
 	fs         *flag.FlagSet
 	dir, peers *string
+	tls        tlsFiles
 }
 
 func newClientCmd(name string) *clientCmd {
 	fs := flag.NewFlagSet(name, flag.ExitOnError)
-	return &clientCmd{
+	c := &clientCmd{
 		fs:    fs,
 		dir:   fs.String("dir", "/tmp/strand-cluster", "the cluster's data directory (up writes the node addresses there)"),
 		peers: fs.String("peers", "", "the nodes' host:port, comma-separated, node 1 first (instead of -dir)"),
 	}
+	c.tls.register(fs)
+	return c
 }
 
 // partitionFlags adds -topic and -partition.
@@ -230,9 +243,13 @@ func (c *clientCmd) run(args []string, fn func(ctx context.Context, cl *client) 
 	if err != nil {
 		return err
 	}
+	tls, err := c.tls.load()
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return fn(ctx, newClient(pm))
+	return fn(ctx, newClient(pm, tls))
 }
 
 func createTopic(args []string) error {

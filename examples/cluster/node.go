@@ -46,6 +46,8 @@ type nodeConfig struct {
 	kafka map[replica.NodeID]string
 	// logLevel is the least level the node logs.
 	logLevel slog.Level
+	// tls, if set, is the mutual TLS of the nodes' HTTP.
+	tls *peerTLS
 }
 
 // raftDir is where a node keeps its raft log, beside the cluster.Node's
@@ -72,14 +74,14 @@ func runNode(cfg nodeConfig) error {
 	nd := &node{cfg: cfg, log: logger}
 	// The transports outlive the node and the raft log, which send
 	// through them until they close.
-	raftOut := newPoster(cfg.peers)
+	raftOut := newPoster(cfg.peers, cfg.tls)
 	defer raftOut.close()
-	tr := newHTTPTransport(cfg.peers)
+	tr := newHTTPTransport(cfg.peers, cfg.tls)
 	voters := slices.Sorted(maps.Keys(cfg.peers))
 	var err error
 	nd.raft, err = raftlog.Open(raftlog.Config{
 		ID: cfg.id, Voters: voters, Dir: filepath.Join(cfg.dir, raftDir), Tick: cfg.controlTick, Logger: logger,
-		Send: func(to replica.NodeID, msg []byte) { raftOut.send(to, "http://"+cfg.peers[to]+"/raft", msg) },
+		Send: func(to replica.NodeID, msg []byte) { raftOut.send(to, cfg.tls.url(cfg.peers[to], "/raft"), msg) },
 	})
 	if err != nil {
 		return err
@@ -100,8 +102,10 @@ func runNode(cfg nodeConfig) error {
 	if err != nil {
 		return errors.Join(err, nd.n.Close())
 	}
-	srv := &http.Server{Handler: nd.routes()}
-	go srv.Serve(ln)
+	// A peer refused at the TLS handshake is the node's debug line, not
+	// net/http's own print.
+	srv := &http.Server{Handler: nd.routes(), ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelDebug)}
+	go srv.Serve(cfg.tls.listen(ln))
 
 	sig, stopSig := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stopSig()

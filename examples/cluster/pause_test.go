@@ -106,7 +106,7 @@ func TestPausedControllerDisturbsNoOtherPartition(t *testing.T) {
 	waitISR(t, s, cl, shared, 3)
 	livePeers := maps.Clone(cl.peers)
 	delete(livePeers, paused)
-	lc := &client{http: cl.http, peers: livePeers}
+	lc := cl.of(livePeers)
 	epochs := func() map[int32]int32 {
 		md, err := lc.metadata(context.Background(), replica.NoNode)
 		require.NoError(t, err)

@@ -137,7 +137,7 @@ func (nd *node) status(ctx context.Context) *metadata {
 	for i := range md.Brokers {
 		md.Brokers[i].Kafka = nd.cfg.kafka[md.Brokers[i].ID]
 	}
-	cl := newClient(nd.cfg.peers)
+	cl := newClient(nd.cfg.peers, nd.cfg.tls)
 	cl.http.Timeout = 500 * time.Millisecond
 	var mu sync.Mutex
 	logs := map[replica.NodeID][]partitionLogs{}

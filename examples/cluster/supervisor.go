@@ -23,6 +23,9 @@ type supervisor struct {
 	env  []string
 	dir  string
 	args []string // tuning flags passed to every node
+	// tls is the nodes' mutual TLS (nodeFlags.tls, among args), for the
+	// supervisor's own calls to them.
+	tls *peerTLS
 	// logs, if set, receives each node's output; otherwise it goes to
 	// DIR/node-N.out.
 	stdout *os.File

@@ -27,8 +27,8 @@ type post struct {
 	body []byte
 }
 
-func newPoster(peers map[replica.NodeID]string) *poster {
-	p := &poster{client: &http.Client{Timeout: 2 * time.Second}, queues: map[replica.NodeID]chan post{}}
+func newPoster(peers map[replica.NodeID]string, tls *peerTLS) *poster {
+	p := &poster{client: tls.httpClient(2 * time.Second), queues: map[replica.NodeID]chan post{}}
 	for id := range peers {
 		q := make(chan post, 1024)
 		p.queues[id] = q
@@ -70,6 +70,7 @@ func (p *poster) close() {
 // POST /replica, a request by POST /call, to the node's address.
 type httpTransport struct {
 	peers  map[replica.NodeID]string
+	tls    *peerTLS
 	client *http.Client
 }
 
@@ -78,8 +79,8 @@ type httpTransport struct {
 // post given up is posted again, so a short timeout would only add load.
 const postTimeout = 10 * time.Second
 
-func newHTTPTransport(peers map[replica.NodeID]string) *httpTransport {
-	return &httpTransport{peers: peers, client: &http.Client{}}
+func newHTTPTransport(peers map[replica.NodeID]string, tls *peerTLS) *httpTransport {
+	return &httpTransport{peers: peers, tls: tls, client: tls.httpClient(0)}
 }
 
 func (t *httpTransport) Send(ctx context.Context, to replica.NodeID, msg []byte) error {
@@ -98,7 +99,7 @@ func (t *httpTransport) post(ctx context.Context, to replica.NodeID, path string
 	if !ok {
 		return nil, fmt.Errorf("no node %d", to)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.tls.url(addr, path), bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}

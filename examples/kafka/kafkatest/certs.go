@@ -16,14 +16,17 @@ import (
 	"time"
 )
 
-// Certs are a test's certificate authority and two certificates it
-// signed, one for the broker (127.0.0.1, ::1 and localhost) and one for a
-// client (subject CN=client,O=strand), with their PEM files, for clients
-// that read them (kcat, franz-go's KGO_TEST_TLS, kafkajs).
+// Certs are a test's certificate authority and the certificates it
+// signed, one for the broker (127.0.0.1, ::1 and localhost), one for a
+// client (subject CN=client,O=strand) and one for a cluster's nodes,
+// which serve and dial each other (both uses, the broker's addresses),
+// with their PEM files, for clients that read them (kcat, franz-go's
+// KGO_TEST_TLS, kafkajs) and node processes.
 type Certs struct {
-	// CAFile, ServerCertFile, ServerKeyFile, ClientCertFile and
-	// ClientKeyFile are the PEM files.
+	// CAFile, ServerCertFile, ServerKeyFile, ClientCertFile,
+	// ClientKeyFile, NodeCertFile and NodeKeyFile are the PEM files.
 	CAFile, ServerCertFile, ServerKeyFile, ClientCertFile, ClientKeyFile string
+	NodeCertFile, NodeKeyFile                                            string
 
 	pool           *x509.CertPool
 	server, client tls.Certificate
@@ -55,7 +58,7 @@ func NewCerts(t testing.TB) *Certs {
 	c := &Certs{CAFile: filepath.Join(dir, "ca.pem"), pool: x509.NewCertPool()}
 	c.pool.AddCert(ca)
 	writePEM(t, c.CAFile, "CERTIFICATE", caDER)
-	sign := func(serial int64, subject pkix.Name, usage x509.ExtKeyUsage, name string, hosts bool) (tls.Certificate, string, string) {
+	sign := func(serial int64, subject pkix.Name, usage []x509.ExtKeyUsage, name string, hosts bool) (tls.Certificate, string, string) {
 		key := newKey(t)
 		tmpl := &x509.Certificate{
 			SerialNumber: big.NewInt(serial),
@@ -63,7 +66,7 @@ func NewCerts(t testing.TB) *Certs {
 			NotBefore:    time.Now().Add(-time.Hour),
 			NotAfter:     time.Now().Add(24 * time.Hour),
 			KeyUsage:     x509.KeyUsageDigitalSignature,
-			ExtKeyUsage:  []x509.ExtKeyUsage{usage},
+			ExtKeyUsage:  usage,
 		}
 		if hosts {
 			tmpl.DNSNames = []string{"localhost"}
@@ -82,8 +85,10 @@ func NewCerts(t testing.TB) *Certs {
 		writePEM(t, keyFile, "EC PRIVATE KEY", keyDER)
 		return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, certFile, keyFile
 	}
-	c.server, c.ServerCertFile, c.ServerKeyFile = sign(2, pkix.Name{CommonName: "localhost"}, x509.ExtKeyUsageServerAuth, "server", true)
-	c.client, c.ClientCertFile, c.ClientKeyFile = sign(3, pkix.Name{CommonName: "client", Organization: []string{"strand"}}, x509.ExtKeyUsageClientAuth, "client", false)
+	server, client := x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth
+	c.server, c.ServerCertFile, c.ServerKeyFile = sign(2, pkix.Name{CommonName: "localhost"}, []x509.ExtKeyUsage{server}, "server", true)
+	c.client, c.ClientCertFile, c.ClientKeyFile = sign(3, pkix.Name{CommonName: "client", Organization: []string{"strand"}}, []x509.ExtKeyUsage{client}, "client", false)
+	_, c.NodeCertFile, c.NodeKeyFile = sign(4, pkix.Name{CommonName: "node", Organization: []string{"strand"}}, []x509.ExtKeyUsage{server, client}, "node", true)
 	return c
 }
 
