@@ -87,11 +87,8 @@ func kafkajs(t *testing.T, node string, args ...string) []kafkajsLine {
 // kafkajsWith is kafkajs with env added to check.js's environment.
 func kafkajsWith(t *testing.T, node string, env []string, args ...string) []kafkajsLine {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	cmd, cancel := checkJS(node, env, args)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, append([]string{"check.js"}, args...)...)
-	cmd.Dir = kafkajsDir
-	cmd.Env = append(os.Environ(), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	require.NoError(t, cmd.Run(), "node check.js %v: %s", args, stderr.String())
@@ -104,15 +101,22 @@ func kafkajsWith(t *testing.T, node string, env []string, args ...string) []kafk
 	return lines
 }
 
+// checkJS is node running check.js with args, env added to its
+// environment, for at most 90 seconds.
+func checkJS(node string, env, args []string) (*exec.Cmd, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	cmd := exec.CommandContext(ctx, node, append([]string{"check.js"}, args...)...)
+	cmd.Dir = kafkajsDir
+	cmd.Env = append(os.Environ(), env...)
+	return cmd, cancel
+}
+
 // kafkajsFails runs check.js with env, which must fail, and returns what
 // it printed to stderr.
 func kafkajsFails(t *testing.T, node string, env []string, args ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	cmd, cancel := checkJS(node, env, args)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, append([]string{"check.js"}, args...)...)
-	cmd.Dir = kafkajsDir
-	cmd.Env = append(os.Environ(), env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	require.Error(t, cmd.Run(), "node check.js %v: %s", args, stderr.String())

@@ -100,12 +100,18 @@ func (b *Broker) alterUserScramCredentials(_ context.Context, r *request) kmsg.R
 	if b.creds != nil {
 		users = b.creds.snapshot()
 	}
-	denied := b.deny(r, kmsg.ACLOperationAlter, kmsg.ACLResourceTypeCluster, clusterName)
 	for _, d := range req.Deletions {
 		note(d.Name)
-		if denied != nil {
-			refused[d.Name] = denied
+	}
+	for _, u := range req.Upsertions {
+		note(u.Name)
+	}
+	if denied := b.deny(r, kmsg.ACLOperationAlter, kmsg.ACLResourceTypeCluster, clusterName); denied != nil {
+		for _, user := range order {
+			refused[user] = denied
 		}
+	}
+	for _, d := range req.Deletions {
 		if refused[d.Name] != nil || twice(d.Name) {
 			continue
 		}
@@ -122,10 +128,6 @@ func (b *Broker) alterUserScramCredentials(_ context.Context, r *request) kmsg.R
 		deletions[d.Name] = m
 	}
 	for _, u := range req.Upsertions {
-		note(u.Name)
-		if denied != nil {
-			refused[u.Name] = denied
-		}
 		if refused[u.Name] != nil || twice(u.Name) {
 			continue
 		}
