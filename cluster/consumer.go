@@ -213,11 +213,11 @@ func records(tp group.TopicPartition, from int64, res FetchResult) ([]group.Mess
 		if err != nil {
 			return nil, next, fmt.Errorf("the batch after offset %d: %w", next, err)
 		}
-		skip, err := dropped(b, aborted)
+		drop, err := aborted.Drop(b)
 		if err != nil {
-			return nil, next, err
+			return nil, next, fmt.Errorf("the batch at offset %d: %w", b.BaseOffset(), err)
 		}
-		if !skip {
+		if !drop {
 			for r, err := range b.Records() {
 				if err != nil {
 					return nil, next, fmt.Errorf("the batch at offset %d: %w", b.BaseOffset(), err)
@@ -230,20 +230,6 @@ func records(tp group.TopicPartition, from int64, res FetchResult) ([]group.Mess
 		next = max(next, b.LastOffset()+1)
 	}
 	return out, next, nil
-}
-
-// dropped reports whether a consumer drops b: a control batch, or with a
-// filter a batch of an aborted transaction (the filter learns where each
-// ends from its marker).
-func dropped(b segment.Batch, aborted *idempotence.AbortedFilter) (bool, error) {
-	if aborted == nil || !b.Control() && !b.Transactional() {
-		return b.Control(), nil
-	}
-	info, err := idempotence.InfoOf(b)
-	if err != nil {
-		return false, err
-	}
-	return aborted.Skip(info), nil
 }
 
 // Commit commits the positions of the consumer's partitions at its member

@@ -13,7 +13,6 @@ import (
 
 	"github.com/strandlog/strand"
 	"github.com/strandlog/strand/assign"
-	"github.com/strandlog/strand/idempotence"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/segment"
 )
@@ -498,47 +497,14 @@ func (c *Consumer) fetchPartition(tp TopicPartition, out []Message) ([]Message, 
 		return out, err
 	}
 	defer bs.Close()
-	var aborted *idempotence.AbortedFilter
-	if len(bs.Aborted) > 0 {
-		aborted = idempotence.NewAbortedFilter(bs.Aborted)
-	}
-	for b, err := range bs.All() {
+	for r, err := range bs.Records(c.pos[tp]) {
 		if err != nil {
 			return out, err
 		}
-		skip, err := skipped(b, aborted)
-		if err != nil {
-			return out, err
-		}
-		if !skip {
-			for r, err := range b.Records() {
-				if err != nil {
-					return out, err
-				}
-				if r.Offset >= c.pos[tp] {
-					out = append(out, Message{tp, r})
-				}
-			}
-		}
-		c.pos[tp] = max(c.pos[tp], b.LastOffset()+1)
+		out = append(out, Message{tp, r})
 	}
+	c.pos[tp] = max(c.pos[tp], bs.NextOffset())
 	return out, nil
-}
-
-// skipped reports whether a consumer drops b: a control batch, or a batch
-// of a transaction aborted (which the filter learns from the markers).
-func skipped(b segment.Batch, aborted *idempotence.AbortedFilter) (bool, error) {
-	if aborted == nil {
-		return b.Control(), nil
-	}
-	if !b.Control() && !b.Transactional() {
-		return false, nil
-	}
-	info, err := idempotence.InfoOf(b)
-	if err != nil {
-		return false, err
-	}
-	return aborted.Skip(info) || b.Control(), nil
 }
 
 // waitForWork waits until one of the consumer's partitions has a record to

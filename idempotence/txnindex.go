@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/strandlog/strand/segment"
 	"github.com/strandlog/strand/vfs"
 )
 
@@ -223,6 +224,23 @@ func NewAbortedFilter(aborted []AbortedTxn) *AbortedFilter {
 	p := slices.Clone(aborted)
 	slices.SortStableFunc(p, func(a, b AbortedTxn) int { return cmp.Compare(a.FirstOffset, b.FirstOffset) })
 	return &AbortedFilter{pending: p, aborting: map[int64]bool{}}
+}
+
+// Drop reports whether a consumer drops the records of b: a control batch
+// (a transaction marker, which no application sees), or with a filter the
+// data batch of an aborted transaction. A nil filter, a read of
+// uncommitted records, drops control batches only. Every batch read must
+// pass in offset order, aborted or not: the filter learns where an
+// aborted transaction ends from its marker.
+func (f *AbortedFilter) Drop(b segment.Batch) (bool, error) {
+	if f == nil || !b.Control() && !b.Transactional() {
+		return b.Control(), nil
+	}
+	info, err := InfoOf(b)
+	if err != nil {
+		return false, err
+	}
+	return f.Skip(info), nil
 }
 
 // Skip reports whether a read-committed reader drops b.

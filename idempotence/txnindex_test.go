@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/strandlog/strand/segment"
 	"github.com/strandlog/strand/vfs"
 )
 
@@ -245,4 +246,37 @@ func TestCollectAcrossSegments(t *testing.T) {
 	got, done := first.Collect(0, 21)
 	require.Equal(t, []AbortedTxn{early}, got)
 	require.True(t, done)
+}
+
+// TestDropOnRealBatches: Drop reads a real batch's header and drops what
+// Kafka's consumer drops (CompletedFetch): control batches always, and the
+// data of an aborted transaction only with a filter, until its marker.
+func TestDropOnRealBatches(t *testing.T) {
+	parse := func(b []byte, base int64) segment.Batch {
+		batch, _, err := segment.ParseBatch(b)
+		require.NoError(t, err)
+		batch.SetBaseOffset(base)
+		return batch
+	}
+	abortMarker, err := AppendMarkerBatch(nil, 7, 0, Marker{Type: MarkerAbort}, 5000)
+	require.NoError(t, err)
+	log := []segment.Batch{
+		parse(producerBatch(t, 7, 0, 0, 2, true), 0),  // 0-1: producer 7's aborted transaction
+		parse(producerBatch(t, 8, 0, 0, 1, false), 2), // 2: idempotent
+		parse(abortMarker, 3),                         // 3: its ABORT
+		parse(producerBatch(t, 7, 0, 2, 1, true), 4),  // 4: producer 7's next transaction
+	}
+	drops := func(f *AbortedFilter) []bool {
+		var out []bool
+		for _, b := range log {
+			drop, err := f.Drop(b)
+			require.NoError(t, err)
+			out = append(out, drop)
+		}
+		return out
+	}
+	require.Equal(t, []bool{false, false, true, false}, drops(nil), "read uncommitted: the marker only")
+	require.Equal(t, []bool{true, false, true, false},
+		drops(NewAbortedFilter([]AbortedTxn{{ProducerID: 7, FirstOffset: 0, LastOffset: 3}})),
+		"read committed: the aborted data and the marker, not what follows the marker")
 }

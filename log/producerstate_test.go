@@ -304,6 +304,13 @@ func TestLastStableOffsetAndAbortedRecords(t *testing.T) {
 	bs, err := l.Read(4, 1<<20, ReadCommitted)
 	require.NoError(t, err)
 	require.Equal(t, []idempotence.AbortedTxn{{ProducerID: 3, FirstOffset: 6, LastOffset: 9, LastStableOffset: 10}}, bs.Aborted)
+	var read []int64
+	for r, err := range bs.Records(5) {
+		require.NoError(t, err)
+		read = append(read, r.Offset)
+	}
+	require.Equal(t, []int64{5, 10}, read, "a consumer of the read from 5 sees neither the aborted 6-7 nor the markers 8-9")
+	require.Equal(t, int64(11), bs.NextOffset(), "the next read starts past the last batch")
 	require.NoError(t, bs.Close())
 	bs, err = l.Read(10, 1<<20, ReadCommitted)
 	require.NoError(t, err)

@@ -186,10 +186,6 @@ func (l *Log) Records(from int64, iso Isolation) iter.Seq2[segment.Record, error
 				return
 			}
 			bound := l.bound(iso)
-			var aborted *idempotence.AbortedFilter
-			if len(bs.Aborted) > 0 {
-				aborted = idempotence.NewAbortedFilter(bs.Aborted)
-			}
 			if need := int(bs.Len()); need > cap(buf) {
 				// A whole chunk for a read of more than half of one, so
 				// that a long read allocates once; doubling otherwise,
@@ -200,65 +196,68 @@ func (l *Log) Records(from int64, iso Isolation) iter.Seq2[segment.Record, error
 				}
 				buf = make([]byte, 0, size)
 			}
-			for b, err := range bs.AllInto(&buf) {
+			for r, err := range bs.records(from, bs.AllInto(&buf)) {
 				if err != nil {
 					bs.Close()
-					yield(segment.Record{}, err)
+					yield(segment.Record{}, fmt.Errorf("log %s: %w", l.dir, err))
 					return
 				}
-				if skip, err := skipBatch(b, aborted); skip || err != nil {
-					if err != nil {
-						bs.Close()
-						yield(segment.Record{}, fmt.Errorf("log %s: %w", l.dir, err))
-						return
-					}
-					from = max(from, b.LastOffset()+1)
+				if r.Offset >= bound {
 					continue
 				}
-				for r, err := range b.Records() {
-					if err != nil {
-						bs.Close()
-						yield(segment.Record{}, fmt.Errorf("log %s: %w", l.dir, err))
-						return
-					}
-					if r.Offset < from || r.Offset >= bound {
-						continue
-					}
-					if !yield(r, nil) {
-						bs.Close()
-						return
-					}
+				if !yield(r, nil) {
+					bs.Close()
+					return
 				}
-				from = max(from, b.LastOffset()+1)
 			}
+			from = max(from, bs.NextOffset())
 			bs.Close()
 		}
 	}
 }
 
-// skipBatch reports whether a reader of records drops b: a control batch,
-// or, with aborted not nil, a batch of an aborted transaction.
-func skipBatch(b segment.Batch, aborted *idempotence.AbortedFilter) (bool, error) {
-	if b.Control() {
-		if aborted != nil {
-			// The filter learns where each aborted transaction ends
-			// from its marker.
-			info, err := idempotence.InfoOf(b)
-			if err != nil {
-				return true, err
-			}
-			aborted.Skip(info)
+// Records yields the records of the batches a consumer sees, from offset
+// from on: not those of control batches (transaction markers), nor, after
+// a ReadCommitted read, those of the transactions in Aborted. The records'
+// keys, values and header values are in memory of their own, which the
+// caller may keep. Where the next read starts is NextOffset, past the
+// batches dropped too.
+func (b *Batches) Records(from int64) iter.Seq2[segment.Record, error] {
+	return b.records(from, b.All())
+}
+
+// records is Records over batches, the slice's batches read into memory
+// of the caller's choice.
+func (b *Batches) records(from int64, batches iter.Seq2[segment.Batch, error]) iter.Seq2[segment.Record, error] {
+	return func(yield func(segment.Record, error) bool) {
+		var aborted *idempotence.AbortedFilter
+		if len(b.Aborted) > 0 {
+			aborted = idempotence.NewAbortedFilter(b.Aborted)
 		}
-		return true, nil
+		for batch, err := range batches {
+			if err != nil {
+				yield(segment.Record{}, err)
+				return
+			}
+			drop, err := aborted.Drop(batch)
+			if err != nil {
+				yield(segment.Record{}, fmt.Errorf("the batch at offset %d: %w", batch.BaseOffset(), err))
+				return
+			}
+			if drop {
+				continue
+			}
+			for r, err := range batch.Records() {
+				if err != nil {
+					yield(segment.Record{}, fmt.Errorf("the batch at offset %d: %w", batch.BaseOffset(), err))
+					return
+				}
+				if r.Offset >= from && !yield(r, nil) {
+					return
+				}
+			}
+		}
 	}
-	if aborted == nil || !b.Transactional() {
-		return false, nil
-	}
-	info, err := idempotence.InfoOf(b)
-	if err != nil {
-		return false, err
-	}
-	return aborted.Skip(info), nil
 }
 
 // Wait blocks until the bound iso sets passes offset, so that a read of
