@@ -58,6 +58,16 @@ type testingT interface {
 	Helper()
 }
 
+// bugSettings are the settings of a bug switch a scenario runs under: the
+// rule as Kafka fixed it, and, in a build that has the switches (-tags
+// strandbugs), the historical bug too, which the scenario must catch.
+func bugSettings() []bool {
+	if bugsBuild {
+		return []bool{false, true}
+	}
+	return []bool{false}
+}
+
 type cluster struct {
 	t       testingT
 	nodes   []*node

@@ -40,7 +40,7 @@ func (p *Partition) becomeFollower(reset bool) {
 	p.role = RoleFollower
 	if reset {
 		p.fl = followerState{fetchID: p.fl.fetchID}
-		if p.cfg.bugs.truncateToHighWatermark {
+		if bugsBuild && p.cfg.bugs.truncateToHighWatermark {
 			p.truncate(p.hw)
 		}
 	}
@@ -88,7 +88,7 @@ func (p *Partition) maybeFetch() {
 		p.Fail(err)
 		return
 	}
-	if p.cfg.bugs.truncateToHighWatermark || p.fl.reconciled {
+	if bugsBuild && p.cfg.bugs.truncateToHighWatermark || p.fl.reconciled {
 		latest = log.UndefinedEpoch // the old fetch named no epoch
 	}
 	p.fl.fetchID++
@@ -170,13 +170,13 @@ func (p *Partition) stepFetchResponse(m *FetchResponse) error {
 			p.Fail(err)
 			return nil
 		}
-		if p.cfg.bugs.hwBeforeTruncation {
+		if bugsBuild && p.cfg.bugs.hwBeforeTruncation {
 			p.fl.truncateAt, p.fl.deferred = off, true
 			p.setFollowerHW(m.HighWatermark)
 			return nil
 		}
 		p.truncate(off)
-		p.fl.reconciled = p.cfg.bugs.pre279
+		p.fl.reconciled = bugsBuild && p.cfg.bugs.pre279
 		return nil
 	}
 	p.fl.inStep = true
@@ -248,7 +248,7 @@ func (p *Partition) checkRecords(records []byte) ([]segment.Batch, error) {
 // it truncates to the end of its own largest epoch below, and the next
 // fetch, naming that epoch, asks again.
 func (p *Partition) truncationOffset(leaderEpoch int32, leaderEnd int64) (int64, error) {
-	if p.cfg.bugs.pre279 {
+	if bugsBuild && p.cfg.bugs.pre279 {
 		leaderEpoch = log.UndefinedEpoch // KIP-101 answered with an offset only
 	}
 	if leaderEpoch == log.UndefinedEpoch {

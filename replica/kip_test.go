@@ -95,7 +95,7 @@ func TestKIP903ProposalsNameEachMembersBrokerEpoch(t *testing.T) {
 // over at its first fetch in the new epoch, and admits it once it has
 // caught up again.
 func TestKIP903AReplacedDiskDoesNotJoinTheISROnItsPreviousLifesFetches(t *testing.T) {
-	for _, pre903 := range []bool{false, true} {
+	for _, pre903 := range bugSettings() {
 		c := newCluster(t, 1, 2, 3).start(func(cfg *Config) { cfg.bugs.preKIP903 = pre903 })
 		registerAll(c)
 		var held *AlterPartition

@@ -233,7 +233,7 @@ func (p *Partition) refuse(req *Produce, err error) {
 }
 
 func (p *Partition) stepProduce(m *Produce) error {
-	if p.cfg.bugs.retriesFromLog && p.retryFromLog(m) {
+	if bugsBuild && p.cfg.bugs.retriesFromLog && p.retryFromLog(m) {
 		return nil
 	}
 	if p.role != RoleLeader {
@@ -540,7 +540,7 @@ func (p *Partition) maybeExpandISR(f *follower) {
 	if p.cfg.SyncedAcks {
 		end = f.synced
 	}
-	if end >= p.hw && (end >= p.ld.leso || p.cfg.bugs.noEpochStartGuard) {
+	if end >= p.hw && (end >= p.ld.leso || bugsBuild && p.cfg.bugs.noEpochStartGuard) {
 		p.proposeISR(append(slices.Clone(p.isr), f.id), true)
 	}
 }
@@ -634,7 +634,7 @@ func (p *Partition) stepFetch(m *Fetch) error {
 func (p *Partition) fetchingFollower(i int, m *Fetch) (*follower, error) {
 	f := p.ld.followers[i]
 	switch {
-	case p.cfg.bugs.preKIP903 || m.BrokerEpoch == f.brokerEpoch:
+	case bugsBuild && p.cfg.bugs.preKIP903 || m.BrokerEpoch == f.brokerEpoch:
 	case m.BrokerEpoch < f.brokerEpoch:
 		return nil, fmt.Errorf("%w: %w: fetch of node %d's broker epoch %d, it fetches in %d", ErrStale, ErrStaleBrokerEpoch, m.From, m.BrokerEpoch, f.brokerEpoch)
 	case f.brokerEpoch == NoBrokerEpoch:

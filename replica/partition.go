@@ -64,40 +64,8 @@ type Config struct {
 	MaxBatchBytes int
 
 	// bugs switches historical Kafka bugs back on, for the simulator to
-	// prove it catches them. Tests set it.
+	// prove it catches them, in a build with the strandbugs tag only.
 	bugs bugs
-}
-
-// bugs are the historical bugs a test can switch back on.
-type bugs struct {
-	// noEpochStartGuard expands the ISR without KIP-320's rule 4.
-	noEpochStartGuard bool
-	// reuseEpoch lets a restarted leader lead an epoch its log holds
-	// (KAFKA-10527).
-	reuseEpoch bool
-	// truncateToHighWatermark truncates a new follower to its high
-	// watermark and fetches without epochs (before KIP-101).
-	truncateToHighWatermark bool
-	// pre279 ignores the epoch of a diverging answer (KIP-101 without
-	// KIP-279).
-	pre279 bool
-	// hwBeforeTruncation applies the high watermark of a diverging answer
-	// at once and truncates only on the next tick (KAFKA-14704).
-	hwBeforeTruncation bool
-	// preKIP380 takes the controller's messages whatever broker epoch
-	// they are for, as brokers did before KIP-380.
-	preKIP380 bool
-	// preKIP903 sends fetches and ISR proposals without broker epochs and
-	// keeps a follower's state when its epoch changes, as before KIP-903
-	// (KAFKA-14139).
-	preKIP903 bool
-	// retriesFromLog answers a producer's retry of a batch its log holds
-	// on any node, leading or not, once the node's own high watermark
-	// passes the batch: the check Strand's cluster example once made
-	// outside the state machine, which lost acknowledged records when a
-	// deposed or restarted leader held a batch it never replicated
-	// (Kafka checks duplicates inside the leader's append).
-	retriesFromLog bool
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -437,7 +405,7 @@ func (p *Partition) stepLeaderAndISR(m *LeaderAndISR) error {
 		return err
 	}
 	switch {
-	case m.BrokerEpoch != NoBrokerEpoch && m.BrokerEpoch != p.brokerEpoch && !p.cfg.bugs.preKIP380:
+	case m.BrokerEpoch != NoBrokerEpoch && m.BrokerEpoch != p.brokerEpoch && !(bugsBuild && p.cfg.bugs.preKIP380):
 		// Checked first, as Kafka's KafkaApis does: for an epoch above
 		// this node's, it has not registered yet (or has not heard the
 		// answer), and the message may still name the leadership its
@@ -451,7 +419,7 @@ func (p *Partition) stepLeaderAndISR(m *LeaderAndISR) error {
 		return fmt.Errorf("%w: partition epoch %d, current %d", ErrStale, m.PartitionEpoch, p.partitionEpoch)
 	}
 	newEpoch := m.LeaderEpoch > p.leaderEpoch
-	if m.Leader == p.cfg.ID && newEpoch && !p.cfg.bugs.reuseEpoch {
+	if m.Leader == p.cfg.ID && newEpoch && !(bugsBuild && p.cfg.bugs.reuseEpoch) {
 		latest, err := p.cfg.Log.LatestEpoch()
 		if err != nil {
 			return fmt.Errorf("replica: reading the log's epoch: %w", err)
@@ -530,7 +498,7 @@ func (p *Partition) refresh() error {
 
 // ownBrokerEpoch is the broker epoch this node's requests carry.
 func (p *Partition) ownBrokerEpoch() int64 {
-	if p.cfg.bugs.preKIP903 {
+	if bugsBuild && p.cfg.bugs.preKIP903 {
 		return NoBrokerEpoch
 	}
 	return p.brokerEpoch

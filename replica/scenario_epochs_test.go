@@ -133,7 +133,7 @@ func TestTC7ZombieLeaderNeverCommits(t *testing.T) {
 // 9 >= 8: electing it would lose committed offset 9. The follower joins
 // once it holds the leader epoch's start offset (10).
 func TestTC8ISRExpansionWaitsForTheEpochStart(t *testing.T) {
-	for _, buggy := range []bool{false, true} {
+	for _, buggy := range bugSettings() {
 		t.Run(map[bool]string{false: "guarded", true: "no-guard"}[buggy], func(t *testing.T) {
 			c := newCluster(t, 1, 2, 3).start(func(cfg *Config) { cfg.bugs.noEpochStartGuard = buggy })
 			ten := []string{"1:a", "1:b", "1:c", "1:d", "1:e", "1:f", "1:g", "1:h", "1:i", "1:j"}
@@ -284,7 +284,7 @@ func TestTC11LoneLeaderAndUncleanElection(t *testing.T) {
 // must not lead the same epoch again, or two records share an (epoch,
 // offset) and epoch-based truncation cannot tell them apart.
 func TestTC12NoEpochReuseAfterRestart(t *testing.T) {
-	for _, buggy := range []bool{false, true} {
+	for _, buggy := range bugSettings() {
 		t.Run(map[bool]string{false: "refused", true: "reused"}[buggy], func(t *testing.T) {
 			c := newCluster(t, 1, 2)
 			c.node(1).fsync = logFsyncNever()

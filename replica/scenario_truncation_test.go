@@ -15,7 +15,7 @@ import (
 // been lost permanently." With epochs A keeps m1 (here m1 is KIP's m2); with
 // the old rule switched back on the acknowledged record is lost.
 func TestTC1HighWatermarkTruncationLosesAnAckedRecord(t *testing.T) {
-	for _, buggy := range []bool{false, true} {
+	for _, buggy := range bugSettings() {
 		t.Run(map[bool]string{false: "epochs", true: "truncate-to-hw"}[buggy], func(t *testing.T) {
 			c := newCluster(t, 1, 2).start(func(cfg *Config) { cfg.bugs.truncateToHighWatermark = buggy })
 			c.elect(2)
@@ -100,7 +100,7 @@ func TestTC2ReplicasDivergeAfterTwoCrashes(t *testing.T) {
 // to the end of epoch 1 in its own log (1), not to where A's epoch 1 ends
 // (2); the pre-279 answer, without the epoch, keeps m2 and the logs fork.
 func TestTC3FastFailoversNeedTheEpochInTheAnswer(t *testing.T) {
-	for _, buggy := range []bool{false, true} {
+	for _, buggy := range bugSettings() {
 		t.Run(map[bool]string{false: "kip-279", true: "pre-279"}[buggy], func(t *testing.T) {
 			c := newCluster(t, 1, 2).start(func(cfg *Config) { cfg.bugs.pre279 = buggy })
 			c.elect(1)

@@ -977,34 +977,6 @@ func simFails(seed uint64, bug bugs, control simControl, mutations ...func(*real
 	return "", false
 }
 
-// Each historical bug, switched back on, is caught by the simulator's
-// checks within a bounded number of seeds: the checks have teeth.
-func TestSimulatorCatchesHistoricalBugs(t *testing.T) {
-	const maxSeeds = 300
-	for _, tc := range []struct {
-		name string
-		bug  bugs
-	}{
-		{"truncation to the high watermark (before KIP-101)", bugs{truncateToHighWatermark: true}},
-		{"the epoch-less answer (KIP-101 before KIP-279)", bugs{pre279: true}},
-		{"applying the high watermark before truncating (KAFKA-14704)", bugs{hwBeforeTruncation: true}},
-		{"ISR expansion without the epoch-start guard (KIP-320 rule 4)", bugs{noEpochStartGuard: true}},
-		{"leader epoch reuse after a restart (KAFKA-10527)", bugs{reuseEpoch: true}},
-		{"retries answered from any node's producer state (issue 21)", bugs{retriesFromLog: true}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			for seed := range uint64(maxSeeds) {
-				if msg, failed := simFails(seed, tc.bug, simModel); failed {
-					first, _, _ := strings.Cut(msg, "\n")
-					t.Logf("caught at seed %d: %s", seed, first)
-					return
-				}
-			}
-			t.Fatalf("not caught in %d seeds", maxSeeds)
-		})
-	}
-}
-
 // A seed replays exactly: two runs of one seed make the same trace and
 // end with the same logs, so a failing seed can be studied at leisure.
 func TestSimulatorReplaysASeedExactly(t *testing.T) {
