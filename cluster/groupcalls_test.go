@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -272,21 +273,22 @@ func TestNodeGroupCallsRetryUntilCtxEnds(t *testing.T) {
 // the partitions it gives up under a context that ends only with the
 // Consumer, and its Close would wait for it forever.
 func TestNodeGroupCallsEndWhenTheNodeCloses(t *testing.T) {
-	c := newTestCluster(t, 3)
-	n := c.start(1)
-	errc := make(chan error, 1)
-	go func() {
-		_, err := n.OffsetFetch(context.Background(), group.OffsetFetchRequest{GroupID: "g"})
-		errc <- err
-	}()
-	time.Sleep(50 * time.Millisecond)
-	require.NoError(t, n.Close())
-	delete(c.nodes, 1)
-	select {
-	case err := <-errc:
-		require.ErrorIs(t, err, ErrClosed)
-		require.ErrorIs(t, err, group.ErrCoordinatorNotAvailable, "the last coordinator error")
-	case <-time.After(10 * time.Second):
-		t.Fatal("the call still retries 10 s after its node closed")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		c := newTestCluster(t, 3)
+		n := c.start(1)
+		errc := make(chan error, 1)
+		go func() {
+			_, err := n.OffsetFetch(context.Background(), group.OffsetFetchRequest{GroupID: "g"})
+			errc <- err
+		}()
+		synctest.Wait() // the call tried, found no coordinator, and waits to retry
+		c.stop(1)
+		select {
+		case err := <-errc:
+			require.ErrorIs(t, err, ErrClosed)
+			require.ErrorIs(t, err, group.ErrCoordinatorNotAvailable, "the last coordinator error")
+		case <-time.After(10 * time.Second):
+			t.Fatal("the call still retries 10 s after its node closed")
+		}
+	})
 }

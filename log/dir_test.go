@@ -9,13 +9,15 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/strandlog/strand/segment"
 	"github.com/strandlog/strand/vfs"
-	"github.com/stretchr/testify/require"
 )
 
 func dirOptions(fs vfs.FS) DirOptions {
@@ -451,11 +453,17 @@ func TestDirConcurrentEviction(t *testing.T) {
 	allowed := func(err error) bool {
 		return errors.Is(err, ErrClosed) || errors.Is(err, ErrUnknownTopic) || errors.Is(err, ErrStalePartition)
 	}
-	var wg sync.WaitGroup
+	// The topic is deleted once the workers have appended to it a few
+	// times, so that the delete lands among their calls.
+	var doomedAppends atomic.Int32
+	warm := make(chan struct{})
+	var wg, workers sync.WaitGroup
 	for g := range 6 {
 		wg.Add(1)
+		workers.Add(1)
 		go func() {
 			defer wg.Done()
+			defer workers.Done()
 			for i := 0; i < 60; i++ {
 				topic, parts := "kept", int32(8)
 				if i%5 == 0 {
@@ -485,6 +493,9 @@ func TestDirConcurrentEviction(t *testing.T) {
 				if err != nil && !allowed(err) {
 					t.Error(err)
 				}
+				if topic == "doomed" && err == nil && doomedAppends.Add(1) == 6 {
+					close(warm)
+				}
 				for r, err := range p.Records(0, ReadCommitted) {
 					if err != nil {
 						if !allowed(err) {
@@ -497,10 +508,15 @@ func TestDirConcurrentEviction(t *testing.T) {
 			}
 		}()
 	}
+	workersDone := make(chan struct{})
+	go func() { workers.Wait(); close(workersDone) }()
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		time.Sleep(5 * time.Millisecond)
+		select {
+		case <-warm:
+		case <-workersDone:
+		}
 		if err := d.DeleteTopic("doomed"); err != nil {
 			t.Error(err)
 		}
