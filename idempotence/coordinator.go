@@ -291,7 +291,8 @@ func (m *txnMeta) step(next TxnRecord) (Step, error) {
 // persisted, is CONCURRENT_TRANSACTIONS: the producer retries. expected is
 // the producer's current id and epoch when it re-initialises (KIP-360), nil
 // otherwise.
-func (c *TxnCoordinator) InitProducerID(txnID string, timeoutMs int32, expected *ProducerIDAndEpoch, nowMs int64) (Step, error) {
+func (c *TxnCoordinator) InitProducerID(txnID string, timeoutMs int32, expected *ProducerIDAndEpoch, now time.Time) (Step, error) {
+	nowMs := now.UnixMilli()
 	switch {
 	case txnID == "":
 		return Step{}, fmt.Errorf("%w: InitProducerId with an empty transactional id", ErrInvalidRequest)
@@ -378,7 +379,8 @@ func (c *TxnCoordinator) fence(m *txnMeta, nowMs int64) (*TxnRecord, error) {
 // if none is open (AddPartitionsToTxn; under version 2 the partition leader
 // calls it when a transactional batch first reaches the partition). Nothing
 // is persisted if the partitions are already in the open transaction.
-func (c *TxnCoordinator) AddPartitions(txnID string, producerID int64, epoch int16, partitions []TopicPartition, nowMs int64) (Step, error) {
+func (c *TxnCoordinator) AddPartitions(txnID string, producerID int64, epoch int16, partitions []TopicPartition, now time.Time) (Step, error) {
+	nowMs := now.UnixMilli()
 	m, err := c.lookup(txnID)
 	if err != nil {
 		return Step{}, err
@@ -430,7 +432,8 @@ func (c *TxnCoordinator) lookup(txnID string) (*txnMeta, error) {
 // coordinator's. An abort with no transaction open is allowed and bumps
 // the epoch too. A commit one epoch below a CompleteAbort is a commit the
 // coordinator's own abort overtook, and is fenced (KAFKA-20785).
-func (c *TxnCoordinator) EndTxn(txnID string, producerID int64, epoch int16, commit bool, nowMs int64) (Step, error) {
+func (c *TxnCoordinator) EndTxn(txnID string, producerID int64, epoch int16, commit bool, now time.Time) (Step, error) {
+	nowMs := now.UnixMilli()
 	m, err := c.lookup(txnID)
 	if err != nil {
 		return Step{}, err
@@ -622,7 +625,8 @@ func (c *TxnCoordinator) Abandon(txnID string) error {
 // MarkerWritten reports that the marker of txnID's completing transaction
 // is written to partition tp. When it is the last, it returns the record of
 // the move to CompleteCommit or CompleteAbort, to persist and Complete.
-func (c *TxnCoordinator) MarkerWritten(txnID string, tp TopicPartition, nowMs int64) (*TxnRecord, error) {
+func (c *TxnCoordinator) MarkerWritten(txnID string, tp TopicPartition, now time.Time) (*TxnRecord, error) {
+	nowMs := now.UnixMilli()
 	m, ok := c.txns[txnID]
 	if !ok || (m.cur.State != TxnPrepareCommit && m.cur.State != TxnPrepareAbort) {
 		return nil, fmt.Errorf("%w: %q has no transaction completing", ErrInvalidTxnState, txnID)
@@ -661,7 +665,7 @@ func (c *TxnCoordinator) sortedIDs() []string {
 	return ids
 }
 
-// Tick returns the records of the transitions the clock makes due at nowMs,
+// Tick returns the records of the transitions the clock makes due at now,
 // in transactional id order: the abort of every transaction open longer
 // than its timeout (with the epoch bumped, so that its producer is fenced),
 // the expiry (TxnDead) of every transactional id idle for
@@ -671,7 +675,8 @@ func (c *TxnCoordinator) sortedIDs() []string {
 // before a restart (Kafka completes every Prepare state it loads,
 // TransactionStateManager.loadTransactionsForTxnTopicPartition). Each is
 // pending like a request's: persist it and Complete it, or Abandon it.
-func (c *TxnCoordinator) Tick(nowMs int64) ([]*TxnRecord, error) {
+func (c *TxnCoordinator) Tick(now time.Time) ([]*TxnRecord, error) {
+	nowMs := now.UnixMilli()
 	var out []*TxnRecord
 	for _, id := range c.sortedIDs() {
 		m := c.txns[id]

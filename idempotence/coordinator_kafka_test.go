@@ -85,7 +85,7 @@ func initPIDTimeout(ms int32, expected ...ProducerIDAndEpoch) op {
 		if len(expected) > 0 {
 			e = &expected[0]
 		}
-		return c.InitProducerID(kTxnID, ms, e, now)
+		return c.InitProducerID(kTxnID, ms, e, millis(now))
 	}
 }
 
@@ -93,20 +93,20 @@ func addPartitions(pid int64, epoch int16, tps ...TopicPartition) op {
 	if len(tps) == 0 {
 		tps = []TopicPartition{kTopic1}
 	}
-	return func(c *TxnCoordinator, now int64) (Step, error) { return c.AddPartitions(kTxnID, pid, epoch, tps, now) }
+	return func(c *TxnCoordinator, now int64) (Step, error) { return c.AddPartitions(kTxnID, pid, epoch, tps, millis(now)) }
 }
 
 func commitTxn(pid int64, epoch int16) op {
-	return func(c *TxnCoordinator, now int64) (Step, error) { return c.EndTxn(kTxnID, pid, epoch, true, now) }
+	return func(c *TxnCoordinator, now int64) (Step, error) { return c.EndTxn(kTxnID, pid, epoch, true, millis(now)) }
 }
 
 func abortTxn(pid int64, epoch int16) op {
-	return func(c *TxnCoordinator, now int64) (Step, error) { return c.EndTxn(kTxnID, pid, epoch, false, now) }
+	return func(c *TxnCoordinator, now int64) (Step, error) { return c.EndTxn(kTxnID, pid, epoch, false, millis(now)) }
 }
 
 // tick runs the clock; it expects at most one transition.
 func tick(c *TxnCoordinator, now int64) (Step, error) {
-	recs, err := c.Tick(now)
+	recs, err := c.Tick(millis(now))
 	if err != nil || len(recs) == 0 {
 		return Step{}, err
 	}
@@ -191,7 +191,7 @@ func TestKafkaInitProducerID(t *testing.T) {
 		{
 			kafka: "shouldReturnInvalidRequestWhenTransactionalIdIsEmpty",
 			req: func(c *TxnCoordinator, now int64) (Step, error) {
-				return c.InitProducerID("", kTimeout, nil, now)
+				return c.InitProducerID("", kTimeout, nil, millis(now))
 			},
 			err: ErrInvalidRequest,
 		},
@@ -364,7 +364,7 @@ func TestKafkaAddPartitions(t *testing.T) {
 		{
 			kafka: "shouldRespondWithInvalidRequestAddPartitionsToTransactionWhenTransactionalIdIsEmpty",
 			req: func(c *TxnCoordinator, now int64) (Step, error) {
-				return c.AddPartitions("", 0, 1, []TopicPartition{kTopic1}, now)
+				return c.AddPartitions("", 0, 1, []TopicPartition{kTopic1}, millis(now))
 			},
 			err: ErrInvalidRequest,
 		},
@@ -456,7 +456,7 @@ func TestKafkaEndTxn(t *testing.T) {
 		{
 			kafka: "shouldRespondWithInvalidRequestOnEndTxnWhenTransactionalIdIsEmpty",
 			req: func(c *TxnCoordinator, now int64) (Step, error) {
-				return c.EndTxn("", 0, 0, true, now)
+				return c.EndTxn("", 0, 0, true, millis(now))
 			},
 			err: ErrInvalidRequest,
 		},
@@ -812,7 +812,7 @@ func TestKafkaOnlyOngoingTransactionsTimeOut(t *testing.T) {
 		r.TransactionalID = []string{"ongoing", "not-expiring", "prepare-commit", "prepare-abort", "complete-commit", "complete-abort"}[i]
 		c.Replay(r)
 	}
-	recs, err := c.Tick(kNow + 2000)
+	recs, err := c.Tick(millis(kNow + 2000))
 	require.NoError(t, err)
 	require.Len(t, recs, 1)
 	require.Equal(t, "ongoing", recs[0].TransactionalID)
@@ -917,7 +917,7 @@ func persist(t *testing.T, c *TxnCoordinator, rec TxnRecord, hold bool, now int6
 		return
 	}
 	for _, m := range f.Markers {
-		next, err := c.MarkerWritten(m.TransactionalID, m.Partition, now)
+		next, err := c.MarkerWritten(m.TransactionalID, m.Partition, millis(now))
 		require.NoError(t, err)
 		if next != nil {
 			persist(t, c, *next, hold, now)
@@ -927,7 +927,7 @@ func persist(t *testing.T, c *TxnCoordinator, rec TxnRecord, hold bool, now int6
 
 // markerWritten reports topic1-0's marker written, as the owner does.
 func markerWritten(c *TxnCoordinator, now int64) (Step, error) {
-	rec, err := c.MarkerWritten(kTxnID, kTopic1, now)
+	rec, err := c.MarkerWritten(kTxnID, kTopic1, millis(now))
 	return Step{Record: rec}, err
 }
 
@@ -1154,13 +1154,13 @@ func TestKafkaScenarios(t *testing.T) {
 // once, so nothing is left to expire and a new InitProducerId starts over.
 func TestKafkaUninitializedTransactionalIDIsForgotten(t *testing.T) {
 	c := kafkaCoordinator(t)
-	s, err := c.InitProducerID(kTxnID, kTimeout, nil, kNow)
+	s, err := c.InitProducerID(kTxnID, kTimeout, nil, millis(kNow))
 	require.NoError(t, err)
 	require.Equal(t, NoProducerEpoch+1, s.Record.ProducerEpoch)
 	require.NoError(t, c.Abandon(kTxnID))
 	_, ok := c.Transaction(kTxnID)
 	require.False(t, ok)
-	recs, err := c.Tick(kNow + DefaultTransactionalIDExpiration.Milliseconds())
+	recs, err := c.Tick(millis(kNow + DefaultTransactionalIDExpiration.Milliseconds()))
 	require.NoError(t, err)
 	require.Empty(t, recs)
 }

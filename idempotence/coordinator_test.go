@@ -95,7 +95,7 @@ func (w *world) writeMarkers(ms []MarkerRequest) {
 		p.append(batch{origin: OriginCoordinator, pid: m.ProducerID, epoch: m.ProducerEpoch, first: NoSequence, last: NoSequence,
 			marker: &Marker{Type: m.Type, CoordinatorEpoch: m.CoordinatorEpoch}})
 		p.s.OnHighWatermark(p.leo)
-		next, err := w.c.MarkerWritten(m.TransactionalID, m.Partition, w.now)
+		next, err := w.c.MarkerWritten(m.TransactionalID, m.Partition, millis(w.now))
 		require.NoError(w.t, err)
 		if next != nil {
 			w.persist(*next)
@@ -113,7 +113,7 @@ func (w *world) releaseMarkers() {
 // init runs InitProducerId and requires it to succeed.
 func (w *world) init() ProducerIDAndEpoch {
 	w.t.Helper()
-	s, err := w.do(w.c.InitProducerID(txnID, 60_000, nil, w.now))
+	s, err := w.do(w.c.InitProducerID(txnID, 60_000, nil, millis(w.now)))
 	require.NoError(w.t, err)
 	return ProducerIDAndEpoch{s.ProducerID, s.ProducerEpoch}
 }
@@ -122,7 +122,7 @@ func (w *world) init() ProducerIDAndEpoch {
 // the transaction first as a version 2 partition leader does.
 func (w *world) produce(p ProducerIDAndEpoch, tp TopicPartition, seq int32) error {
 	w.t.Helper()
-	if _, err := w.do(w.c.AddPartitions(txnID, p.ProducerID, p.Epoch, []TopicPartition{tp}, w.now)); err != nil {
+	if _, err := w.do(w.c.AddPartitions(txnID, p.ProducerID, p.Epoch, []TopicPartition{tp}, millis(w.now))); err != nil {
 		return err
 	}
 	_, _, err := w.partition(tp).try(data(p.Epoch, seq, seq).of(p.ProducerID).transactional())
@@ -131,7 +131,7 @@ func (w *world) produce(p ProducerIDAndEpoch, tp TopicPartition, seq int32) erro
 
 func (w *world) end(p ProducerIDAndEpoch, commit bool) (ProducerIDAndEpoch, error) {
 	w.t.Helper()
-	s, err := w.do(w.c.EndTxn(txnID, p.ProducerID, p.Epoch, commit, w.now))
+	s, err := w.do(w.c.EndTxn(txnID, p.ProducerID, p.Epoch, commit, millis(w.now)))
 	return ProducerIDAndEpoch{s.ProducerID, s.ProducerEpoch}, err
 }
 
@@ -228,11 +228,11 @@ func TestTransactionScenarios(t *testing.T) {
 		p := w.init()
 		require.NoError(t, w.produce(p, tpA, 0))
 		w.now += 60_000
-		recs, err := w.c.Tick(w.now)
+		recs, err := w.c.Tick(millis(w.now))
 		require.NoError(t, err)
 		require.Empty(t, recs, "the timeout has not passed: start + timeout < now is strict")
 		w.now++
-		recs, err = w.c.Tick(w.now)
+		recs, err = w.c.Tick(millis(w.now))
 		require.NoError(t, err)
 		require.Len(t, recs, 1)
 		require.Equal(t, TxnPrepareAbort, recs[0].State)
@@ -244,7 +244,7 @@ func TestTransactionScenarios(t *testing.T) {
 		// coordinator calls by the coordinator.
 		_, _, err = w.partition(tpA).try(data(0, 1, 1).of(p.ProducerID).transactional())
 		require.ErrorIs(t, err, ErrInvalidProducerEpoch)
-		_, err = w.do(w.c.AddPartitions(txnID, p.ProducerID, p.Epoch, []TopicPartition{tpB}, w.now))
+		_, err = w.do(w.c.AddPartitions(txnID, p.ProducerID, p.Epoch, []TopicPartition{tpB}, millis(w.now)))
 		require.ErrorIs(t, err, ErrProducerFenced)
 		// Under version 2 the zombie's old epoch is one below the
 		// coordinator's, which EndTxn reads as a retry of the abort: its
@@ -260,7 +260,7 @@ func TestTransactionScenarios(t *testing.T) {
 		w := newWorld(t)
 		p := w.init()
 		require.NoError(t, w.produce(p, tpA, 0))
-		_, err := w.do(w.c.InitProducerID(txnID, 60_000, nil, w.now))
+		_, err := w.do(w.c.InitProducerID(txnID, 60_000, nil, millis(w.now)))
 		require.ErrorIs(t, err, ErrConcurrentTransactions)
 		require.Equal(t, TxnCompleteAbort, w.state().State)
 		require.Equal(t, int16(1), w.partition(tpA).entry(p.ProducerID).Epoch)
@@ -302,7 +302,7 @@ func TestTransactionScenarios(t *testing.T) {
 		}
 		// So are the producer's next transaction and a new InitProducerId.
 		require.ErrorIs(t, w.produce(next, tpB, 0), ErrConcurrentTransactions)
-		_, err = w.do(w.c.InitProducerID(txnID, 60_000, nil, w.now))
+		_, err = w.do(w.c.InitProducerID(txnID, 60_000, nil, millis(w.now)))
 		require.ErrorIs(t, err, ErrConcurrentTransactions)
 		requireFirstUnstable(t, w.partition(tpA).s, 0)
 		w.requireReplayEqual()
@@ -329,11 +329,11 @@ func TestTransactionScenarios(t *testing.T) {
 	t.Run("T14 AddPartitions with a stale epoch or another producer id", func(t *testing.T) {
 		w := newWorld(t)
 		p := w.init()
-		_, err := w.do(w.c.AddPartitions(txnID, p.ProducerID, p.Epoch-1, []TopicPartition{tpA}, w.now))
+		_, err := w.do(w.c.AddPartitions(txnID, p.ProducerID, p.Epoch-1, []TopicPartition{tpA}, millis(w.now)))
 		require.ErrorIs(t, err, ErrProducerFenced)
-		_, err = w.do(w.c.AddPartitions(txnID, p.ProducerID+1, p.Epoch, []TopicPartition{tpA}, w.now))
+		_, err = w.do(w.c.AddPartitions(txnID, p.ProducerID+1, p.Epoch, []TopicPartition{tpA}, millis(w.now)))
 		require.ErrorIs(t, err, ErrInvalidProducerIDMapping)
-		_, err = w.do(w.c.AddPartitions("nobody", p.ProducerID, p.Epoch, []TopicPartition{tpA}, w.now))
+		_, err = w.do(w.c.AddPartitions("nobody", p.ProducerID, p.Epoch, []TopicPartition{tpA}, millis(w.now)))
 		require.ErrorIs(t, err, ErrInvalidProducerIDMapping)
 		require.Equal(t, TxnEmpty, w.state().State)
 	})
@@ -385,13 +385,13 @@ func TestTransactionScenarios(t *testing.T) {
 		exhausted := ProducerIDAndEpoch{500, math.MaxInt16 - 1}
 		w.restore(TxnRecord{TransactionalID: txnID, State: TxnCompleteCommit, ProducerID: 500, PreviousProducerID: -1,
 			NextProducerID: -1, ProducerEpoch: exhausted.Epoch, LastProducerEpoch: -1, TimeoutMs: 60_000, StartMs: 5})
-		s, err := w.do(w.c.InitProducerID(txnID, 60_000, &exhausted, w.now))
+		s, err := w.do(w.c.InitProducerID(txnID, 60_000, &exhausted, millis(w.now)))
 		require.NoError(t, err)
 		require.Equal(t, ProducerIDAndEpoch{1000, 0}, ProducerIDAndEpoch{s.ProducerID, s.ProducerEpoch})
 		require.Equal(t, int64(500), w.state().PreviousProducerID)
 		// The producer did not hear the answer and retries with its old
 		// id and epoch: the same answer, no new id.
-		s, err = w.do(w.c.InitProducerID(txnID, 60_000, &exhausted, w.now))
+		s, err = w.do(w.c.InitProducerID(txnID, 60_000, &exhausted, millis(w.now)))
 		require.NoError(t, err)
 		require.Equal(t, ProducerIDAndEpoch{1000, 0}, ProducerIDAndEpoch{s.ProducerID, s.ProducerEpoch})
 		require.Equal(t, int64(1000), w.pids)
@@ -401,11 +401,11 @@ func TestTransactionScenarios(t *testing.T) {
 		w := newWorld(t)
 		p := w.init()
 		w.now += DefaultTransactionalIDExpiration.Milliseconds() - 1
-		recs, err := w.c.Tick(w.now)
+		recs, err := w.c.Tick(millis(w.now))
 		require.NoError(t, err)
 		require.Empty(t, recs)
 		w.now++
-		recs, err = w.c.Tick(w.now)
+		recs, err = w.c.Tick(millis(w.now))
 		require.NoError(t, err)
 		require.Len(t, recs, 1)
 		require.Equal(t, TxnDead, recs[0].State)
@@ -426,7 +426,7 @@ func TestTransactionScenarios(t *testing.T) {
 		_, err := w.end(p, true)
 		require.NoError(t, err)
 		w.now += 2 * DefaultTransactionalIDExpiration.Milliseconds()
-		recs, err := w.c.Tick(w.now)
+		recs, err := w.c.Tick(millis(w.now))
 		require.NoError(t, err)
 		require.Empty(t, recs)
 	})
@@ -436,11 +436,11 @@ func TestTransactionScenarios(t *testing.T) {
 // re-initialisation with the producer's current id and epoch.
 func TestInitProducerIDRules(t *testing.T) {
 	w := newWorld(t)
-	_, err := w.c.InitProducerID("", 60_000, nil, w.now)
+	_, err := w.c.InitProducerID("", 60_000, nil, millis(w.now))
 	require.ErrorIs(t, err, ErrInvalidRequest)
-	_, err = w.c.InitProducerID(txnID, int32(DefaultMaxTransactionTimeout.Milliseconds())+1, nil, w.now)
+	_, err = w.c.InitProducerID(txnID, int32(DefaultMaxTransactionTimeout.Milliseconds())+1, nil, millis(w.now))
 	require.ErrorIs(t, err, ErrInvalidTransactionTimeout)
-	_, err = w.c.InitProducerID(txnID, 0, nil, w.now)
+	_, err = w.c.InitProducerID(txnID, 0, nil, millis(w.now))
 	require.ErrorIs(t, err, ErrInvalidTransactionTimeout)
 	_, err = w.end(ProducerIDAndEpoch{1, 0}, true)
 	require.ErrorIs(t, err, ErrInvalidProducerIDMapping, "unknown transactional id")
@@ -450,17 +450,17 @@ func TestInitProducerIDRules(t *testing.T) {
 	require.Equal(t, ProducerIDAndEpoch{p.ProducerID, 1}, again)
 
 	// KIP-360: the current producer bumps its own epoch...
-	s, err := w.do(w.c.InitProducerID(txnID, 60_000, &again, w.now))
+	s, err := w.do(w.c.InitProducerID(txnID, 60_000, &again, millis(w.now)))
 	require.NoError(t, err)
 	require.Equal(t, int16(2), s.ProducerEpoch)
 	// ...and its retry of that call gets the same answer...
-	s, err = w.do(w.c.InitProducerID(txnID, 60_000, &again, w.now))
+	s, err = w.do(w.c.InitProducerID(txnID, 60_000, &again, millis(w.now)))
 	require.NoError(t, err)
 	require.Equal(t, int16(2), s.ProducerEpoch)
 	// ...while an older epoch, or another producer id, is fenced.
-	_, err = w.do(w.c.InitProducerID(txnID, 60_000, &p, w.now))
+	_, err = w.do(w.c.InitProducerID(txnID, 60_000, &p, millis(w.now)))
 	require.ErrorIs(t, err, ErrProducerFenced)
-	_, err = w.do(w.c.InitProducerID(txnID, 60_000, &ProducerIDAndEpoch{77, 2}, w.now))
+	_, err = w.do(w.c.InitProducerID(txnID, 60_000, &ProducerIDAndEpoch{77, 2}, millis(w.now)))
 	require.ErrorIs(t, err, ErrProducerFenced)
 	w.requireReplayEqual()
 }
@@ -470,7 +470,7 @@ func TestInitProducerIDRules(t *testing.T) {
 func TestAbandon(t *testing.T) {
 	w := newWorld(t)
 	w.failPersist = true
-	_, err := w.do(w.c.InitProducerID(txnID, 60_000, nil, w.now))
+	_, err := w.do(w.c.InitProducerID(txnID, 60_000, nil, millis(w.now)))
 	require.ErrorIs(t, err, errPowerCut)
 	_, ok := w.c.Transaction(txnID)
 	require.False(t, ok, "a transactional id whose first record failed is forgotten")
@@ -483,12 +483,12 @@ func TestAbandon(t *testing.T) {
 	require.Equal(t, TxnOngoing, w.state().State)
 
 	w.now += 61_000
-	recs, err := w.c.Tick(w.now)
+	recs, err := w.c.Tick(millis(w.now))
 	require.NoError(t, err)
 	require.Len(t, recs, 1)
 	require.Equal(t, int16(1), recs[0].ProducerEpoch)
 	require.NoError(t, w.c.Abandon(txnID))
-	recs, err = w.c.Tick(w.now)
+	recs, err = w.c.Tick(millis(w.now))
 	require.NoError(t, err)
 	require.Len(t, recs, 1)
 	require.Equal(t, int16(1), recs[0].ProducerEpoch, "a fence that failed changed nothing, so it bumps the same epoch again")
@@ -519,3 +519,7 @@ func TestTxnStateTransitions(t *testing.T) {
 	require.Equal(t, "PrepareEpochFence", TxnPrepareEpochFence.String())
 	require.Equal(t, "TxnState(9)", TxnState(9).String())
 }
+
+// millis is the instant ms milliseconds after the Unix epoch: the tests
+// keep their clocks in milliseconds, as Kafka's records do.
+func millis(ms int64) time.Time { return time.UnixMilli(ms) }

@@ -3,6 +3,7 @@ package idempotence_test
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/strandlog/strand/idempotence"
 	"github.com/strandlog/strand/kafkaerr"
@@ -64,6 +65,7 @@ func ExampleTxnCoordinator() {
 	}
 	tp := idempotence.TopicPartition{Topic: "orders", Partition: 0}
 	offset := int64(0)
+	now := time.Now() // the coordinator's clock is the caller's
 	// appendBatch validates and commits one batch at the partition's end.
 	appendBatch := func(origin idempotence.Origin, b idempotence.BatchInfo) {
 		b.BaseOffset, b.LastOffset = offset, offset
@@ -94,7 +96,7 @@ func ExampleTxnCoordinator() {
 			appendBatch(idempotence.OriginCoordinator, idempotence.BatchInfo{ProducerID: m.ProducerID, ProducerEpoch: m.ProducerEpoch,
 				BaseSequence: idempotence.NoSequence, Control: true, Transactional: true,
 				Marker: &idempotence.Marker{Type: m.Type, CoordinatorEpoch: m.CoordinatorEpoch}})
-			next, err := c.MarkerWritten(m.TransactionalID, m.Partition, 0)
+			next, err := c.MarkerWritten(m.TransactionalID, m.Partition, now)
 			if err != nil {
 				panic(err)
 			}
@@ -102,19 +104,19 @@ func ExampleTxnCoordinator() {
 		}
 	}
 
-	s, err := c.InitProducerID("payments", 60_000, nil, 0)
+	s, err := c.InitProducerID("payments", 60_000, nil, now)
 	if err != nil {
 		panic(err)
 	}
 	run(s.Record)
 	id, epoch := s.ProducerID, s.ProducerEpoch
-	s, err = c.AddPartitions("payments", id, epoch, []idempotence.TopicPartition{tp}, 0)
+	s, err = c.AddPartitions("payments", id, epoch, []idempotence.TopicPartition{tp}, now)
 	if err != nil {
 		panic(err)
 	}
 	run(s.Record)
 	appendBatch(idempotence.OriginClient, idempotence.BatchInfo{ProducerID: id, ProducerEpoch: epoch, BaseSequence: 0, Transactional: true})
-	s, err = c.EndTxn("payments", id, epoch, true, 0)
+	s, err = c.EndTxn("payments", id, epoch, true, now)
 	if err != nil {
 		panic(err)
 	}

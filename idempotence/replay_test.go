@@ -206,10 +206,10 @@ func TestCoordinatorReplayEqualsLive(t *testing.T) {
 				if ok && rng.IntN(2) == 0 {
 					expected = &p
 				}
-				s, err = w.do(w.c.InitProducerID(id, int32(1000+rng.IntN(60_000)), expected, w.now))
+				s, err = w.do(w.c.InitProducerID(id, int32(1000+rng.IntN(60_000)), expected, millis(w.now)))
 			case k < 7:
 				tp := tps[rng.IntN(len(tps))]
-				s, err = w.do(w.c.AddPartitions(id, p.ProducerID, p.Epoch, []TopicPartition{tp}, w.now))
+				s, err = w.do(w.c.AddPartitions(id, p.ProducerID, p.Epoch, []TopicPartition{tp}, millis(w.now)))
 				if err == nil {
 					part := w.partition(tp)
 					seq := int32(0)
@@ -219,10 +219,10 @@ func TestCoordinatorReplayEqualsLive(t *testing.T) {
 					_, _, _ = part.try(data(p.Epoch, seq, seq).of(p.ProducerID).transactional())
 				}
 			case k < 10:
-				s, err = w.do(w.c.EndTxn(id, p.ProducerID, p.Epoch, rng.IntN(2) == 0, w.now))
+				s, err = w.do(w.c.EndTxn(id, p.ProducerID, p.Epoch, rng.IntN(2) == 0, millis(w.now)))
 			case k < 11:
 				w.now += int64(rng.IntN(40_000))
-				recs, terr := w.c.Tick(w.now)
+				recs, terr := w.c.Tick(millis(w.now))
 				require.NoError(t, terr)
 				for _, rec := range recs {
 					if rng.IntN(5) == 0 {

@@ -46,7 +46,7 @@ func (l *fakeLog) append(b []byte, origin Origin) (first, last int64, err error)
 // batches after the snapshot.
 func (l *fakeLog) open(fs vfs.FS, now int64) *State {
 	l.t.Helper()
-	s, err := Load(fs, "/p", 0, l.leo, now, Options{})
+	s, err := Load(fs, "/p", 0, l.leo, millis(now), Options{})
 	require.NoError(l.t, err)
 	for _, b := range l.batches {
 		batch := segment.Batch(b)

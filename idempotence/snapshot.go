@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/strandlog/strand/vfs"
 )
@@ -188,12 +189,13 @@ func (s *State) TakeSnapshot(fsys vfs.FS, dir string) (bool, error) {
 //     are temporary files a crash left behind;
 //   - the newest remaining snapshot is read; a corrupt one is deleted and
 //     the next older one tried;
-//   - producers expired at nowMs are dropped.
+//   - producers expired at now are dropped.
 //
 // The state's MapEndOffset is then the snapshot's offset, or
 // logStartOffset if none was usable: the log replays its batches from
 // there to its end with Validate and Commit and OriginReplication.
-func Load(fsys vfs.FS, dir string, logStartOffset, logEndOffset, nowMs int64, opts Options) (*State, error) {
+func Load(fsys vfs.FS, dir string, logStartOffset, logEndOffset int64, now time.Time, opts Options) (*State, error) {
+	nowMs := now.UnixMilli()
 	s, err := NewState(logStartOffset, opts)
 	if err != nil {
 		return nil, err

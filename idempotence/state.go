@@ -585,11 +585,12 @@ func (s *State) LastStableOffset(hw int64) int64 {
 const LateTransactionBuffer = 5 * time.Minute
 
 // HasLateTransaction reports whether the producer of the oldest open
-// transaction has been silent, at nowMs, for longer than
+// transaction has been silent, at now, for longer than
 // maxTransactionTimeout plus LateTransactionBuffer: the coordinator should
 // have aborted it long ago, so it is hanging and holds the last stable
 // offset back (Kafka's PartitionsWithLateTransactionsCount metric).
-func (s *State) HasLateTransaction(nowMs int64, maxTransactionTimeout time.Duration) bool {
+func (s *State) HasLateTransaction(now time.Time, maxTransactionTimeout time.Duration) bool {
+	nowMs := now.UnixMilli()
 	if len(s.ongoing) == 0 {
 		return false
 	}
@@ -622,10 +623,11 @@ func (s *State) expired(e *Entry, nowMs int64) bool {
 	return e.TxnFirstOffset < 0 && nowMs-e.LastTimestamp >= s.opts.ProducerIDExpiration.Milliseconds()
 }
 
-// RemoveExpired forgets the producers idle for the expiration at nowMs
+// RemoveExpired forgets the producers idle for the expiration at now
 // (removeExpiredProducers). A forgotten producer's next batch is accepted
 // with any sequence, as a new producer's is.
-func (s *State) RemoveExpired(nowMs int64) {
+func (s *State) RemoveExpired(now time.Time) {
+	nowMs := now.UnixMilli()
 	for id, e := range s.producers {
 		if s.expired(e, nowMs) {
 			delete(s.producers, id)

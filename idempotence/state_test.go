@@ -81,10 +81,10 @@ func TestSequenceRules(t *testing.T) {
 		{name: "S18 replication is not checked", before: []batch{data(0, 0, 4)},
 			in: []batch{data(0, 9, 9).from(OriginReplication)}, after: "0:[4,9]"},
 		{name: "S19 expired producer is accepted with any sequence", before: []batch{data(0, 0, 4)},
-			prepare: func(p *partition) { p.now += day; p.s.RemoveExpired(p.now) },
+			prepare: func(p *partition) { p.now += day; p.s.RemoveExpired(millis(p.now)) },
 			in:      []batch{data(0, 42, 42)}, after: "0:[42]"},
 		{name: "S20 producer with an open transaction does not expire", before: []batch{data(0, 0, 4).transactional()},
-			prepare: func(p *partition) { p.now += 2 * day; p.s.RemoveExpired(p.now) },
+			prepare: func(p *partition) { p.now += 2 * day; p.s.RemoveExpired(millis(p.now)) },
 			in:      []batch{data(0, 42, 42).transactional()}, want: ErrOutOfOrderSequence, after: "0:[4]"},
 		{name: "S21 after a restart the newest batch is still a duplicate",
 			before: []batch{data(0, 0, 4), data(0, 5, 9)}, prepare: restart,
@@ -152,7 +152,7 @@ func restart(p *partition) {
 	fs, dir := newSnapshotDir(p.t)
 	_, err := p.s.TakeSnapshot(fs, dir)
 	require.NoError(p.t, err)
-	p.s, err = Load(fs, dir, 0, p.leo, p.now, Options{})
+	p.s, err = Load(fs, dir, 0, p.leo, millis(p.now), Options{})
 	require.NoError(p.t, err)
 }
 
@@ -265,7 +265,7 @@ func TestProducerStateAfterFencingAbortMarker(t *testing.T) {
 	require.Equal(t, int64(-1), e.TxnFirstOffset)
 	require.Empty(t, e.Batches)
 	// The fencing epoch is kept until the producer expires.
-	p.s.RemoveExpired(p.now)
+	p.s.RemoveExpired(millis(p.now))
 	p.entry(pid)
 }
 
@@ -288,7 +288,7 @@ func TestPidExpirationTimeout(t *testing.T) {
 	p.append(at(data(5, 0, 0), 1))
 	p.append(data(5, 0, 0).of(2).transactional())
 	p.now += DefaultProducerIDExpiration.Milliseconds() + 1
-	p.s.RemoveExpired(p.now)
+	p.s.RemoveExpired(millis(p.now))
 	_, ok := p.s.Producer(pid)
 	require.False(t, ok, "idle producer not expired")
 	p.entry(2) // its transaction is open
@@ -306,9 +306,9 @@ func TestExpirationIsInclusive(t *testing.T) {
 	require.NoError(t, err)
 	p.s = s
 	p.append(data(0, 0, 0).stamped(1000))
-	p.s.RemoveExpired(1000 + 59_999)
+	p.s.RemoveExpired(millis(1000 + 59_999))
 	p.entry(pid)
-	p.s.RemoveExpired(1000 + 60_000)
+	p.s.RemoveExpired(millis(1000 + 60_000))
 	_, ok := p.s.Producer(pid)
 	require.False(t, ok)
 }
@@ -633,27 +633,27 @@ func TestHasLateTransaction(t *testing.T) {
 	late := (maxTimeout + LateTransactionBuffer).Milliseconds()
 	p, fs, dir := snapshotPartition(t)
 	p.append(at(data(2, 0, 0).of(39).transactional(), 100))
-	require.False(t, p.s.HasLateTransaction(p.now, maxTimeout))
+	require.False(t, p.s.HasLateTransaction(millis(p.now), maxTimeout))
 	p.now += 500
 	p.append(at(data(9, 0, 0).of(57).transactional(), 150))
-	require.False(t, p.s.HasLateTransaction(p.now, maxTimeout))
+	require.False(t, p.s.HasLateTransaction(millis(p.now), maxTimeout))
 	p.snapshot(fs, dir)
 
 	// Only the first transaction is late.
 	p.now += late - 500 + 1
-	require.True(t, p.s.HasLateTransaction(p.now, maxTimeout))
-	require.True(t, p.reload(fs, dir, 0, p.s.MapEndOffset(), p.now).HasLateTransaction(p.now, maxTimeout), "after a reload")
+	require.True(t, p.s.HasLateTransaction(millis(p.now), maxTimeout))
+	require.True(t, p.reload(fs, dir, 0, p.s.MapEndOffset(), p.now).HasLateTransaction(millis(p.now), maxTimeout), "after a reload")
 	p.now += 500
-	require.True(t, p.s.HasLateTransaction(p.now, maxTimeout))
+	require.True(t, p.s.HasLateTransaction(millis(p.now), maxTimeout))
 
 	p.append(at(commit(2, 0).of(39), 200))
-	require.True(t, p.s.HasLateTransaction(p.now, maxTimeout), "the second is late too")
+	require.True(t, p.s.HasLateTransaction(millis(p.now), maxTimeout), "the second is late too")
 	p.append(at(commit(9, 0).of(57), 250))
-	require.False(t, p.s.HasLateTransaction(p.now, maxTimeout))
+	require.False(t, p.s.HasLateTransaction(millis(p.now), maxTimeout))
 
 	p.append(at(data(10, 0, 0).of(57).transactional(), 300))
 	p.now += late + 1
-	require.True(t, p.s.HasLateTransaction(p.now, maxTimeout))
+	require.True(t, p.s.HasLateTransaction(millis(p.now), maxTimeout))
 	p.s.Reset(150)
-	require.False(t, p.s.HasLateTransaction(p.now, maxTimeout), "after a full truncation")
+	require.False(t, p.s.HasLateTransaction(millis(p.now), maxTimeout), "after a full truncation")
 }

@@ -143,8 +143,6 @@ func NewTxnRuntime(opts TxnRuntimeOptions) (*TxnRuntime, error) {
 // with them.
 func (r *TxnRuntime) Close() { r.stop() }
 
-func (r *TxnRuntime) nowMs() int64 { return r.opts.Now().UnixMilli() }
-
 func (r *TxnRuntime) partition(txnID string) (*txnPartition, error) {
 	id := r.opts.PartitionFor(txnID)
 	if id < 0 || int(id) >= len(r.parts) {
@@ -191,7 +189,7 @@ func (p *txnPartition) coordinatorLocked() (*TxnCoordinator, error) {
 
 // request steps txnID's coordinator with fn and returns the step with the
 // coordinator it ran on.
-func (r *TxnRuntime) request(txnID string, fn func(c *TxnCoordinator, nowMs int64) (Step, error)) (*txnPartition, *TxnCoordinator, Step, error) {
+func (r *TxnRuntime) request(txnID string, fn func(c *TxnCoordinator, now time.Time) (Step, error)) (*txnPartition, *TxnCoordinator, Step, error) {
 	p, err := r.partition(txnID)
 	if err != nil {
 		return nil, nil, Step{}, err
@@ -202,7 +200,7 @@ func (r *TxnRuntime) request(txnID string, fn func(c *TxnCoordinator, nowMs int6
 	if err != nil {
 		return p, nil, Step{}, err
 	}
-	s, err := fn(c, r.nowMs())
+	s, err := fn(c, r.opts.Now())
 	return p, c, s, err
 }
 
@@ -286,7 +284,7 @@ func (r *TxnRuntime) finish(p *txnPartition, c *TxnCoordinator, txnID string) er
 			errs = append(errs, fmt.Errorf("%w: transaction state partition %d moved", ErrNotCoordinator, p.ID()))
 			break
 		}
-		n, err := c.MarkerWritten(txnID, m.Partition, r.nowMs())
+		n, err := c.MarkerWritten(txnID, m.Partition, r.opts.Now())
 		if err != nil {
 			errs = append(errs, fmt.Errorf("marker of %q on %s-%d: %w", txnID, m.Partition.Topic, m.Partition.Partition, err))
 		}
@@ -329,7 +327,7 @@ func (r *TxnRuntime) tick(p *txnPartition) error {
 		p.Unlock()
 		return nil
 	}
-	recs, err := c.Tick(r.nowMs())
+	recs, err := c.Tick(r.opts.Now())
 	p.Unlock()
 	errs := []error{err}
 	for _, rec := range recs {
@@ -394,7 +392,7 @@ func (r *TxnRuntime) each(n int, fn func(i int)) {
 // step makes a request's transition and writes the markers it calls for;
 // a request that finds its id completing is made again once the markers
 // are written.
-func (r *TxnRuntime) step(txnID string, fn func(c *TxnCoordinator, nowMs int64) (Step, error)) (Step, error) {
+func (r *TxnRuntime) step(txnID string, fn func(c *TxnCoordinator, now time.Time) (Step, error)) (Step, error) {
 	p, c, s, err := r.request(txnID, fn)
 	if errors.Is(err, ErrConcurrentTransactions) && r.finish(p, c, txnID) == nil {
 		p, c, s, err = r.request(txnID, fn)
@@ -442,7 +440,7 @@ func (r *TxnRuntime) initProducerID(txnID string, timeout time.Duration, expecte
 	// its abort is written); the request made again then succeeds unless
 	// its markers could not be written.
 	for range 2 {
-		s, err := r.step(txnID, func(c *TxnCoordinator, now int64) (Step, error) {
+		s, err := r.step(txnID, func(c *TxnCoordinator, now time.Time) (Step, error) {
 			return c.InitProducerID(txnID, int32(ms), expected, now)
 		})
 		if err != nil {
@@ -461,7 +459,7 @@ func (r *TxnRuntime) initProducerID(txnID string, timeout time.Duration, expecte
 // leader sends when the producer first writes to a partition). The caller
 // checks that the partitions exist.
 func (r *TxnRuntime) AddPartitions(txnID string, producer ProducerIDAndEpoch, partitions ...TopicPartition) error {
-	_, err := r.step(txnID, func(c *TxnCoordinator, now int64) (Step, error) {
+	_, err := r.step(txnID, func(c *TxnCoordinator, now time.Time) (Step, error) {
 		return c.AddPartitions(txnID, producer.ProducerID, producer.Epoch, partitions, now)
 	})
 	return err
@@ -472,7 +470,7 @@ func (r *TxnRuntime) AddPartitions(txnID string, producer ProducerIDAndEpoch, pa
 // at its markers (those not written are written again by Tick), with the
 // producer id and epoch of the producer's next transaction.
 func (r *TxnRuntime) EndTxn(txnID string, producer ProducerIDAndEpoch, commit bool) (ProducerIDAndEpoch, error) {
-	s, err := r.step(txnID, func(c *TxnCoordinator, now int64) (Step, error) {
+	s, err := r.step(txnID, func(c *TxnCoordinator, now time.Time) (Step, error) {
 		return c.EndTxn(txnID, producer.ProducerID, producer.Epoch, commit, now)
 	})
 	if err != nil {

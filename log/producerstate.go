@@ -88,7 +88,7 @@ const producerExpirationCheck = 10 * time.Minute
 func (l *Log) maybeExpireProducersLocked(now time.Time) {
 	if now.Sub(l.lastExpiry) >= producerExpirationCheck {
 		l.lastExpiry = now
-		l.producers.RemoveExpired(now.UnixMilli())
+		l.producers.RemoveExpired(now)
 	}
 }
 
@@ -198,7 +198,7 @@ func (l *Log) reloadProducersLocked() error {
 	if err := idempotence.RemoveStraySnapshots(l.fs, l.dir, bases); err != nil {
 		return fmt.Errorf("log %s: %w", l.dir, err)
 	}
-	st, err := idempotence.Load(l.fs, l.dir, start, leo, l.opts.Now().UnixMilli(),
+	st, err := idempotence.Load(l.fs, l.dir, start, leo, l.opts.Now(),
 		idempotence.Options{ProducerIDExpiration: l.opts.ProducerIDExpiration})
 	if err != nil {
 		return fmt.Errorf("log %s: producer state: %w", l.dir, err)
