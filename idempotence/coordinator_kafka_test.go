@@ -93,15 +93,21 @@ func addPartitions(pid int64, epoch int16, tps ...TopicPartition) op {
 	if len(tps) == 0 {
 		tps = []TopicPartition{kTopic1}
 	}
-	return func(c *TxnCoordinator, now int64) (Step, error) { return c.AddPartitions(kTxnID, pid, epoch, tps, millis(now)) }
+	return func(c *TxnCoordinator, now int64) (Step, error) {
+		return c.AddPartitions(kTxnID, pid, epoch, tps, millis(now))
+	}
 }
 
 func commitTxn(pid int64, epoch int16) op {
-	return func(c *TxnCoordinator, now int64) (Step, error) { return c.EndTxn(kTxnID, pid, epoch, true, millis(now)) }
+	return func(c *TxnCoordinator, now int64) (Step, error) {
+		return c.EndTxn(kTxnID, pid, epoch, true, millis(now))
+	}
 }
 
 func abortTxn(pid int64, epoch int16) op {
-	return func(c *TxnCoordinator, now int64) (Step, error) { return c.EndTxn(kTxnID, pid, epoch, false, millis(now)) }
+	return func(c *TxnCoordinator, now int64) (Step, error) {
+		return c.EndTxn(kTxnID, pid, epoch, false, millis(now))
+	}
 }
 
 // tick runs the clock; it expects at most one transition.
