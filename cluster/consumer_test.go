@@ -21,7 +21,7 @@ import (
 
 // fastGroups makes members of consumer groups heartbeat every 50 ms, so
 // that assignments move quickly.
-func fastGroups(cfg *Config) { cfg.Groups.Config.ConsumerHeartbeatInterval = 50 * time.Millisecond }
+func fastGroups(cfg *Options) { cfg.Groups.Config.ConsumerHeartbeatInterval = 50 * time.Millisecond }
 
 // waitCoordinator returns the node coordinating groupID once there is one.
 func (c *testCluster) waitCoordinator(groupID string) replica.NodeID {

@@ -30,7 +30,7 @@ func Example() {
 			panic(err)
 		}
 		defer mdl.Close()
-		n, err := cluster.New(cluster.Config{
+		n, err := cluster.New(cluster.Options{
 			ID: id, Dir: "/data", FS: vfs.NewMem(), Transport: net.Transport(id), Metadata: mdl,
 			Logger: slog.New(slog.DiscardHandler), MinInsyncReplicas: 2,
 		})

@@ -188,7 +188,7 @@ func TestFileMetadataInterruptedCompaction(t *testing.T) {
 	require.ErrorIs(t, m.Propose(1, []byte("x")), ErrNotMetadataLeader, "the failed log refuses proposals")
 	require.Equal(t, MetadataUpdate{Leader: replica.NoNode, Term: 1}, nextUpdate(t, m), "and leads no more")
 
-	after := mem.Crash(vfs.CrashConfig{})
+	after := mem.Crash(vfs.CrashOptions{})
 	require.Equal(t, frameBytes(1, 1, 5), fileSize(t, after, metaLogName), "the log was not compacted")
 	m, first := openMeta(t, after)
 	require.Equal(t, &MetadataSnapshot{Index: 3, Term: 1, Data: []byte("state 3")}, first.Snapshot)
@@ -208,7 +208,7 @@ func TestFileMetadataInterruptedCompaction(t *testing.T) {
 func TestFileMetadataCrash(t *testing.T) {
 	for seed := range uint64(40) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			var cfg vfs.CrashConfig
+			var cfg vfs.CrashOptions
 			if seed > 0 {
 				cfg.Rand = rand.New(rand.NewPCG(seed, 0))
 			}
@@ -272,7 +272,7 @@ func TestFileMetadataTornTail(t *testing.T) {
 			m, first := openMeta(t, mem)
 			require.Equal(t, wantEntries(1, 1, 3), first.Entries)
 			require.Equal(t, good, fileSize(t, mem, metaLogName), "the tail is cut")
-			after := mem.Crash(vfs.CrashConfig{})
+			after := mem.Crash(vfs.CrashOptions{})
 			require.Equal(t, good, fileSize(t, after, metaLogName), "durably")
 			propose(t, m, 2, 4, 2)
 			require.NoError(t, m.Close())

@@ -126,7 +126,7 @@ func startScriptedNode(t *testing.T, s *scriptedController, fs vfs.FS, incarnati
 	t.Helper()
 	l, err := s.md.Open(1)
 	require.NoError(t, err)
-	n, err := New(Config{ID: 1, Dir: "/node", FS: fs, Transport: tr, Metadata: l, Logger: testLogger(t), Incarnation: incarnation,
+	n, err := New(Options{ID: 1, Dir: "/node", FS: fs, Transport: tr, Metadata: l, Logger: testLogger(t), Incarnation: incarnation,
 		Tick: 10 * time.Millisecond, ControlTick: 10 * time.Millisecond, MinInsyncReplicas: 2, InternalReplicationFactor: 3,
 		stepErrors: refused.add})
 	require.NoError(t, err)

@@ -34,7 +34,7 @@ type MetadataLog interface {
 
 	// Snapshot tells the log that data is the state once the entries up
 	// to index are applied: it may drop them, and send data to a node
-	// that lacks them. The Node calls it every Config.SnapshotEntries
+	// that lacks them. The Node calls it every Options.SnapshotEntries
 	// applied entries.
 	Snapshot(index uint64, data []byte) error
 }

@@ -23,9 +23,9 @@ import (
 	"github.com/strandlog/strand/vfs"
 )
 
-// Config configures a Node. ID, Dir, Transport and Metadata are required;
+// Options configure a Node. ID, Dir, Transport and Metadata are required;
 // the zero value of every other field is its default.
-type Config struct {
+type Options struct {
 	// ID is the node's id, unique in the cluster and the same across its
 	// restarts; positive.
 	ID replica.NodeID
@@ -107,7 +107,7 @@ type Config struct {
 	// Transactions configures the transaction coordinator's transactional
 	// ids (their timeouts and expiry); its AllocateProducerID and
 	// CoordinatorEpoch are the node's own.
-	Transactions idempotence.TxnCoordinatorOptions
+	Transactions idempotence.TxnCoordinatorConfig
 	// TransactionPartitions is the partition count of the transaction
 	// state topic (transaction.state.log.num.partitions), the same on
 	// every node; default 3, where Kafka's is 50.
@@ -132,14 +132,14 @@ type Config struct {
 	recoverEvery, retryFailedAfter time.Duration
 }
 
-// ErrInvalidConfig means a Config field is out of range; the message
+// ErrInvalidConfig means an Options field is out of range; the message
 // names it.
 var ErrInvalidConfig = errors.New("cluster: invalid config")
 
 // ErrClosed is returned by a Node that was closed.
 var ErrClosed = errors.New("cluster: node closed")
 
-func (cfg Config) withDefaults() (Config, error) {
+func (cfg Options) withDefaults() (Options, error) {
 	if cfg.ID <= 0 {
 		return cfg, fmt.Errorf("%w: ID %d, must be positive", ErrInvalidConfig, cfg.ID)
 	}
@@ -230,7 +230,7 @@ const (
 // when its metadata log leads; and its registration with the controller,
 // renewed by heartbeats. Its goroutines run from New until Close.
 type Node struct {
-	cfg Config
+	cfg Options
 	log *slog.Logger
 	dir *log.Dir
 	d   *replica.Driver
@@ -297,7 +297,7 @@ type Node struct {
 // replicas. A node whose previous run did not end with Close registers as
 // after a crash (KIP-966: its replicas leave every ISR and ELR until they
 // catch up), as does one whose logs needed repair.
-func New(cfg Config) (*Node, error) {
+func New(cfg Options) (*Node, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
@@ -357,7 +357,7 @@ func New(cfg Config) (*Node, error) {
 	if cfg.SnapshotEntries > 0 {
 		n.ctl.snapshotEvery = uint64(cfg.SnapshotEntries)
 	}
-	n.d, err = replica.NewDriver(replica.DriverConfig{
+	n.d, err = replica.NewDriver(replica.DriverOptions{
 		Node: replica.NewNode(cfg.ID), Transport: transportFunc(n.send), TickInterval: cfg.Tick, OnError: n.stepErrors,
 	})
 	if err != nil {

@@ -32,8 +32,8 @@ type testCluster struct {
 	mds   map[replica.NodeID]*MemoryMetadataLog
 	// incarnations grow with every start of a node.
 	incarnation uint64
-	// tweak, if set, adjusts every node's Config.
-	tweak func(*Config)
+	// tweak, if set, adjusts every node's Options.
+	tweak func(*Options)
 	// logs, if set, keeps what the nodes log.
 	logs *flightRecorder
 }
@@ -83,7 +83,7 @@ func (c *testCluster) start(id replica.NodeID) *Node {
 	if c.logs != nil {
 		logger = c.logs.logger()
 	}
-	cfg := Config{
+	cfg := Options{
 		ID: id, Dir: "/node", FS: c.fs[id], Transport: c.net.Transport(id), Metadata: mdl,
 		Logger:      logger.With("node", id),
 		Rand:        rand.New(rand.NewPCG(uint64(id), c.incarnation)),
@@ -123,7 +123,7 @@ func (c *testCluster) kill(id replica.NodeID) {
 	n.out.close()
 	n.dir.Close()
 	c.mds[id].Close()
-	c.fs[id] = c.fs[id].Crash(vfs.CrashConfig{})
+	c.fs[id] = c.fs[id].Crash(vfs.CrashOptions{})
 	delete(c.nodes, id)
 	delete(c.mds, id)
 }

@@ -81,7 +81,7 @@ func (n *Node) replicaFailed(tp controller.TopicPartition) {
 
 // recoverEvery is how often the node looks for offline replicas it can
 // recover; retryFailedAfter is how long a failed replica waits before a
-// try (Config's recoverEvery and retryFailedAfter, for tests).
+// try (the Options' recoverEvery and retryFailedAfter, for tests).
 const (
 	recoverEvery     = 2 * time.Second
 	retryFailedAfter = 10 * time.Second

@@ -28,7 +28,7 @@ func TestNodeFullDiskMovesTheLeadAndTheReplicaRecovers(t *testing.T) {
 	disk := vfs.NewErrorFS(vfs.NewMem())
 	disk.SetEnabled(false)
 	disk.Inject(vfs.Fault{Ops: []vfs.OpKind{vfs.OpWrite}, Path: "*.log", Err: syscall.ENOSPC})
-	c.tweak = func(cfg *Config) {
+	c.tweak = func(cfg *Options) {
 		cfg.recoverEvery, cfg.retryFailedAfter = 50*time.Millisecond, 200*time.Millisecond
 		if cfg.ID == 1 {
 			cfg.FS = disk

@@ -88,7 +88,7 @@ func (h *holdTransport) sendCount(to replica.NodeID) int {
 // outboxNode is node 1 with only what its outboxes use: its id, logger,
 // transport and view of the metadata leader.
 func outboxNode(t *testing.T, tr Transport) (*Node, *outboxes) {
-	n := &Node{cfg: Config{ID: 1, Transport: tr}, log: testLogger(t)}
+	n := &Node{cfg: Options{ID: 1, Transport: tr}, log: testLogger(t)}
 	n.ctl = newControl(1, nil, controller.Config{}, time.Second, testRand(), n.log)
 	o := newOutboxes(n)
 	t.Cleanup(o.close)

@@ -1221,7 +1221,7 @@ func diffBatches(want, got []segment.Batch) string {
 // A power cut keeps a node's data directory with what it synced. Found by
 // TestSimulateNodes (seed 1: every node killed at once, and every replica
 // of every partition came back empty, so that no replica could lead):
-// New creates Config.Dir with FS.MkdirAll, which does not sync the entry
+// New creates Options.Dir with FS.MkdirAll, which does not sync the entry
 // of the directory it creates in its parent, so the node's first power
 // cut takes the whole directory away (the log syncs Dir's own entries,
 // not Dir's in its parent). vfs.MkdirAll syncs them.
@@ -1256,7 +1256,7 @@ func TestNodeRetriedISRChangeFollowsTheController(t *testing.T) {
 	c := newTestCluster(t, 3)
 	// The leader is cut off from the controller for a moment: it must
 	// not be fenced meanwhile.
-	c.tweak = func(cfg *Config) { cfg.SessionTimeout = 3 * time.Second }
+	c.tweak = func(cfg *Options) { cfg.SessionTimeout = 3 * time.Second }
 	c.startAll()
 	c.waitRegistered()
 	require.NoError(t, c.md.Elect(1))

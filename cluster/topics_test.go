@@ -16,7 +16,7 @@ import (
 )
 
 // testTopicConfig maps the topic configs these tests set onto a log's
-// configuration, as an application's Config.TopicConfig does.
+// configuration, as an application's Options.TopicConfig does.
 func testTopicConfig(base log.TopicConfig, configs map[string]string) (log.TopicConfig, error) {
 	if v, ok := configs["retention.ms"]; ok {
 		ms, err := strconv.ParseInt(v, 10, 64)
@@ -44,7 +44,7 @@ func startTopicsNode(t *testing.T, s *scriptedController, fs vfs.FS, incarnation
 	t.Helper()
 	l, err := s.md.Open(1)
 	require.NoError(t, err)
-	n, err := New(Config{ID: 1, Dir: "/node", FS: fs, Transport: &recorder{}, Metadata: l, Logger: testLogger(t), Incarnation: incarnation,
+	n, err := New(Options{ID: 1, Dir: "/node", FS: fs, Transport: &recorder{}, Metadata: l, Logger: testLogger(t), Incarnation: incarnation,
 		Tick: 10 * time.Millisecond, ControlTick: 10 * time.Millisecond, MinInsyncReplicas: 2, InternalReplicationFactor: 3,
 		TopicConfig: testTopicConfig})
 	require.NoError(t, err)
@@ -177,7 +177,7 @@ func TestRestartDeletesTheTopicsOfDeletionsACrashCutShort(t *testing.T) {
 // 1 MiB refuses 2 (franz-go's TestIssueFetchLargerThanBrokerMaxReadBytes).
 func TestNodeProduceTakesWhatItsTopicTakes(t *testing.T) {
 	c := newTestCluster(t, 1)
-	c.tweak = func(cfg *Config) { cfg.TopicConfig = testTopicConfig }
+	c.tweak = func(cfg *Options) { cfg.TopicConfig = testTopicConfig }
 	c.startAll()
 	c.waitRegistered()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

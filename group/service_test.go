@@ -321,7 +321,7 @@ func crashServiceOnce(t *testing.T, seed uint64) {
 		mu.Lock()
 		defer mu.Unlock()
 		if ops++; ops == at {
-			crashed = fs.Crash(vfs.CrashConfig{Rand: rand.New(rand.NewPCG(seed, 4))})
+			crashed = fs.Crash(vfs.CrashOptions{Rand: rand.New(rand.NewPCG(seed, 4))})
 		}
 		return nil
 	})
@@ -354,7 +354,7 @@ func crashServiceOnce(t *testing.T, seed uint64) {
 	require.NoError(t, d.Close())
 	fs.SetHook(nil)
 	if crashed == nil {
-		crashed = fs.Crash(vfs.CrashConfig{})
+		crashed = fs.Crash(vfs.CrashOptions{})
 	}
 	want := ackedAtCrash()
 

@@ -142,7 +142,7 @@ func TestTxnCommitterOffsetsCountWhenTheMarkerIsWrittenAgain(t *testing.T) {
 				require.NoError(t, d.Close())
 				return
 			}
-			crashed := fs.Crash(vfs.CrashConfig{})
+			crashed := fs.Crash(vfs.CrashOptions{})
 			_ = tp.Close()
 			_ = s.Close()
 			_ = d.Close()
@@ -196,7 +196,7 @@ func TestTxnCommitterAbortAfterARestartReachesTheService(t *testing.T) {
 	tp, err := d.NewTransactionalProducer("etl", log.TransactionalOptions{})
 	require.NoError(t, err)
 	transform(t, s, tp, "x", 7)
-	crashed := fs.Crash(vfs.CrashConfig{})
+	crashed := fs.Crash(vfs.CrashOptions{})
 	_ = tp.Close()
 	_ = s.Close()
 	_ = d.Close()

@@ -5,7 +5,7 @@ import "testing"
 // BenchmarkValidateCommit is the producer-state cost of one idempotent
 // append of one batch, the common case on a log's append path.
 func BenchmarkValidateCommit(b *testing.B) {
-	s, err := NewState(0, Options{})
+	s, err := NewState(0, Config{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -149,7 +149,7 @@ type Followup struct {
 // the coordinator is not waiting for.
 var ErrNoPendingTransition = errors.New("idempotence: no such pending transaction transition")
 
-// Defaults of TxnCoordinatorOptions, Kafka's.
+// Defaults of TxnCoordinatorConfig, Kafka's.
 const (
 	// DefaultMaxTransactionTimeout is transaction.max.timeout.ms.
 	DefaultMaxTransactionTimeout = 15 * time.Minute
@@ -157,8 +157,8 @@ const (
 	DefaultTransactionalIDExpiration = 7 * 24 * time.Hour
 )
 
-// TxnCoordinatorOptions configure a TxnCoordinator.
-type TxnCoordinatorOptions struct {
+// TxnCoordinatorConfig configures a TxnCoordinator.
+type TxnCoordinatorConfig struct {
 	// AllocateProducerID returns a producer id never handed out before
 	// (Kafka's ProducerIdManager). Required.
 	AllocateProducerID func() (int64, error)
@@ -174,9 +174,9 @@ type TxnCoordinatorOptions struct {
 	TransactionalIDExpiration time.Duration
 }
 
-func (o TxnCoordinatorOptions) withDefaults() (TxnCoordinatorOptions, error) {
+func (o TxnCoordinatorConfig) withDefaults() (TxnCoordinatorConfig, error) {
 	if o.AllocateProducerID == nil {
-		return o, errors.New("idempotence: TxnCoordinatorOptions.AllocateProducerID is required")
+		return o, errors.New("idempotence: TxnCoordinatorConfig.AllocateProducerID is required")
 	}
 	if o.MaxTransactionTimeout == 0 {
 		o.MaxTransactionTimeout = DefaultMaxTransactionTimeout
@@ -185,7 +185,7 @@ func (o TxnCoordinatorOptions) withDefaults() (TxnCoordinatorOptions, error) {
 		o.TransactionalIDExpiration = DefaultTransactionalIDExpiration
 	}
 	if o.MaxTransactionTimeout < time.Millisecond || o.TransactionalIDExpiration < time.Millisecond {
-		return o, fmt.Errorf("idempotence: TxnCoordinatorOptions.MaxTransactionTimeout (%v) and TransactionalIDExpiration (%v) must be at least 1ms",
+		return o, fmt.Errorf("idempotence: TxnCoordinatorConfig.MaxTransactionTimeout (%v) and TransactionalIDExpiration (%v) must be at least 1ms",
 			o.MaxTransactionTimeout, o.TransactionalIDExpiration)
 	}
 	return o, nil
@@ -204,7 +204,7 @@ func (o TxnCoordinatorOptions) withDefaults() (TxnCoordinatorOptions, error) {
 // transaction when the producer first writes to it (AddPartitions, called
 // by the partition leader).
 type TxnCoordinator struct {
-	opts TxnCoordinatorOptions
+	opts TxnCoordinatorConfig
 	txns map[string]*txnMeta
 }
 
@@ -220,7 +220,7 @@ type txnMeta struct {
 }
 
 // NewTxnCoordinator returns a coordinator with no transactional ids.
-func NewTxnCoordinator(opts TxnCoordinatorOptions) (*TxnCoordinator, error) {
+func NewTxnCoordinator(opts TxnCoordinatorConfig) (*TxnCoordinator, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err

@@ -148,7 +148,7 @@ type vector struct {
 // from kPid2 up, as the tests' mocked ProducerIdManager does.
 func kafkaCoordinator(t *testing.T) *TxnCoordinator {
 	pid := kPid2 - 1
-	c, err := NewTxnCoordinator(TxnCoordinatorOptions{AllocateProducerID: func() (int64, error) { pid++; return pid, nil }})
+	c, err := NewTxnCoordinator(TxnCoordinatorConfig{AllocateProducerID: func() (int64, error) { pid++; return pid, nil }})
 	require.NoError(t, err)
 	return c
 }

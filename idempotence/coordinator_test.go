@@ -34,7 +34,7 @@ var (
 
 func newWorld(t *testing.T) *world {
 	w := &world{t: t, parts: map[TopicPartition]*partition{}, now: 1_000_000, pids: 999}
-	c, err := NewTxnCoordinator(TxnCoordinatorOptions{
+	c, err := NewTxnCoordinator(TxnCoordinatorConfig{
 		CoordinatorEpoch:   3,
 		AllocateProducerID: func() (int64, error) { w.pids++; return w.pids, nil },
 	})
@@ -154,7 +154,7 @@ func (w *world) restore(rec TxnRecord) {
 // coordinator.
 func (w *world) requireReplayEqual() {
 	w.t.Helper()
-	r, err := NewTxnCoordinator(TxnCoordinatorOptions{CoordinatorEpoch: 3, AllocateProducerID: func() (int64, error) { return 0, errPowerCut }})
+	r, err := NewTxnCoordinator(TxnCoordinatorConfig{CoordinatorEpoch: 3, AllocateProducerID: func() (int64, error) { return 0, errPowerCut }})
 	require.NoError(w.t, err)
 	for _, rec := range w.log {
 		// Through the bytes the owner would store.
@@ -502,9 +502,9 @@ func TestAbandon(t *testing.T) {
 }
 
 func TestCoordinatorOptions(t *testing.T) {
-	_, err := NewTxnCoordinator(TxnCoordinatorOptions{})
+	_, err := NewTxnCoordinator(TxnCoordinatorConfig{})
 	require.ErrorContains(t, err, "AllocateProducerID")
-	_, err = NewTxnCoordinator(TxnCoordinatorOptions{AllocateProducerID: func() (int64, error) { return 1, nil }, MaxTransactionTimeout: -time.Second})
+	_, err = NewTxnCoordinator(TxnCoordinatorConfig{AllocateProducerID: func() (int64, error) { return 1, nil }, MaxTransactionTimeout: -time.Second})
 	require.ErrorContains(t, err, "MaxTransactionTimeout")
 }
 

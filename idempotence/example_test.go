@@ -13,7 +13,7 @@ import (
 // with the original offsets, and a batch that skips sequences is refused
 // with Kafka's error.
 func Example() {
-	state, err := idempotence.NewState(0, idempotence.Options{})
+	state, err := idempotence.NewState(0, idempotence.Config{})
 	if err != nil {
 		panic(err)
 	}
@@ -53,13 +53,13 @@ func Example() {
 func ExampleTxnCoordinator() {
 	var persisted [][2][]byte // the owner's store: key and value per record
 	nextID := int64(1000)
-	c, err := idempotence.NewTxnCoordinator(idempotence.TxnCoordinatorOptions{
+	c, err := idempotence.NewTxnCoordinator(idempotence.TxnCoordinatorConfig{
 		AllocateProducerID: func() (int64, error) { nextID++; return nextID, nil },
 	})
 	if err != nil {
 		panic(err)
 	}
-	partition, err := idempotence.NewState(0, idempotence.Options{})
+	partition, err := idempotence.NewState(0, idempotence.Config{})
 	if err != nil {
 		panic(err)
 	}

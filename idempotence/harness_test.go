@@ -72,7 +72,7 @@ type partition struct {
 }
 
 func newPartition(t *testing.T) *partition {
-	s, err := NewState(0, Options{})
+	s, err := NewState(0, Config{})
 	require.NoError(t, err)
 	return &partition{t: t, s: s, now: 1_000_000}
 }

@@ -64,7 +64,7 @@ func TestReplayEqualsLive(t *testing.T) {
 		lso := p.s.LastStableOffset(p.leo)
 
 		// From nothing.
-		s, err := NewState(0, Options{})
+		s, err := NewState(0, Config{})
 		require.NoError(t, err)
 		replay(t, s, accepted)
 		s.OnHighWatermark(p.leo)
@@ -75,7 +75,7 @@ func TestReplayEqualsLive(t *testing.T) {
 		// From each snapshot.
 		offs := snapshotOffsets(t, fs, dir)
 		for _, off := range offs {
-			s := p.reload(fs.Crash(vfs.CrashConfig{}), dir, 0, off, p.now) // a copy: Load deletes later snapshots
+			s := p.reload(fs.Crash(vfs.CrashOptions{}), dir, 0, off, p.now) // a copy: Load deletes later snapshots
 			require.Equal(t, off, s.MapEndOffset())
 			var tail []BatchInfo
 			for _, b := range accepted {

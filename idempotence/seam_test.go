@@ -46,7 +46,7 @@ func (l *fakeLog) append(b []byte, origin Origin) (first, last int64, err error)
 // batches after the snapshot.
 func (l *fakeLog) open(fs vfs.FS, now int64) *State {
 	l.t.Helper()
-	s, err := Load(fs, "/p", 0, l.leo, millis(now), Options{})
+	s, err := Load(fs, "/p", 0, l.leo, millis(now), Config{})
 	require.NoError(l.t, err)
 	for _, b := range l.batches {
 		batch := segment.Batch(b)
@@ -83,7 +83,7 @@ func TestSeamOnRealBatches(t *testing.T) {
 	for run := range runs(t) {
 		rng := rand.New(rand.NewPCG(uint64(run), 3))
 		fs, _ := newSnapshotDir(t)
-		s, err := NewState(0, Options{})
+		s, err := NewState(0, Config{})
 		require.NoError(t, err)
 		l := &fakeLog{t: t, s: s}
 		next := map[int64]int32{}
@@ -107,7 +107,7 @@ func TestSeamOnRealBatches(t *testing.T) {
 			}
 		}
 		leo := l.leo
-		after := fs.Crash(vfs.CrashConfig{Rand: rng})
+		after := fs.Crash(vfs.CrashOptions{Rand: rng})
 		l.s = l.open(after, 6000)
 		require.Equal(t, leo, l.s.MapEndOffset())
 		for id, b := range last {

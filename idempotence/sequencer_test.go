@@ -173,7 +173,7 @@ func checkStamp(t *testing.T, step int, b SequencedBatch, st seqStep) {
 // appended exactly once, in the order stamped: what the Sequencer decides
 // is what the partition's rules (Validate) expect.
 func TestSequencerAgainstProducerState(t *testing.T) {
-	st, err := NewState(0, Options{})
+	st, err := NewState(0, Config{})
 	require.NoError(t, err)
 	offset := int64(0)
 	appended := map[uint64]int{} // batch ID -> times appended

@@ -194,7 +194,7 @@ func (s *State) TakeSnapshot(fsys vfs.FS, dir string) (bool, error) {
 // The state's MapEndOffset is then the snapshot's offset, or
 // logStartOffset if none was usable: the log replays its batches from
 // there to its end with Validate and Commit and OriginReplication.
-func Load(fsys vfs.FS, dir string, logStartOffset, logEndOffset int64, now time.Time, opts Options) (*State, error) {
+func Load(fsys vfs.FS, dir string, logStartOffset, logEndOffset int64, now time.Time, opts Config) (*State, error) {
 	nowMs := now.UnixMilli()
 	s, err := NewState(logStartOffset, opts)
 	if err != nil {

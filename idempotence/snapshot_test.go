@@ -96,7 +96,7 @@ func (p *partition) snapshot(fs vfs.FS, dir string) {
 
 func (p *partition) reload(fs vfs.FS, dir string, logStart, logEnd, now int64) *State {
 	p.t.Helper()
-	s, err := Load(fs, dir, logStart, logEnd, millis(now), Options{})
+	s, err := Load(fs, dir, logStart, logEnd, millis(now), Config{})
 	require.NoError(p.t, err)
 	return s
 }
@@ -307,7 +307,7 @@ var fs_ErrNotExist = fs.ErrNotExist
 // TestLoadWithoutSnapshots: no snapshot means the log replays from its start.
 func TestLoadWithoutSnapshots(t *testing.T) {
 	fs, dir := newSnapshotDir(t)
-	s, err := Load(fs, dir, 7, 30, millis(0), Options{})
+	s, err := Load(fs, dir, 7, 30, millis(0), Config{})
 	require.NoError(t, err)
 	require.Equal(t, int64(7), s.MapEndOffset())
 	require.Empty(t, s.Producers())
@@ -350,7 +350,7 @@ func TestSnapshotCrashAtEveryOperation(t *testing.T) {
 
 	for stop := 0; stop <= total; stop++ {
 		for seed := range seeds {
-			crash := vfs.CrashConfig{Rand: rand.New(rand.NewPCG(uint64(stop), uint64(seed)))}
+			crash := vfs.CrashOptions{Rand: rand.New(rand.NewPCG(uint64(stop), uint64(seed)))}
 			fs, _ := newSnapshotDir(t)
 			var after *vfs.MemFS
 			n := 0
@@ -371,7 +371,7 @@ func TestSnapshotCrashAtEveryOperation(t *testing.T) {
 				after = fs.Crash(crash)
 			}
 
-			s, err := Load(after, "/p", 0, 4, millis(p.now), Options{})
+			s, err := Load(after, "/p", 0, 4, millis(p.now), Config{})
 			require.NoError(t, err, "stop %d seed %d", stop, seed)
 			switch s.MapEndOffset() {
 			case 2:

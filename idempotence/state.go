@@ -12,8 +12,8 @@ import (
 // (KIP-854): one day.
 const DefaultProducerIDExpiration = 24 * time.Hour
 
-// Options configure a State.
-type Options struct {
+// Config configures a State.
+type Config struct {
 	// ProducerIDExpiration is how long after its last batch or marker a
 	// producer without an open transaction is forgotten
 	// (producer.id.expiration.ms). Zero means
@@ -21,12 +21,12 @@ type Options struct {
 	ProducerIDExpiration time.Duration
 }
 
-func (o Options) withDefaults() (Options, error) {
+func (o Config) withDefaults() (Config, error) {
 	switch {
 	case o.ProducerIDExpiration == 0:
 		o.ProducerIDExpiration = DefaultProducerIDExpiration
 	case o.ProducerIDExpiration < time.Millisecond:
-		return o, fmt.Errorf("idempotence: Options.ProducerIDExpiration is %v, want at least 1ms", o.ProducerIDExpiration)
+		return o, fmt.Errorf("idempotence: Config.ProducerIDExpiration is %v, want at least 1ms", o.ProducerIDExpiration)
 	}
 	return o, nil
 }
@@ -101,7 +101,7 @@ var ErrStaleAppend = errors.New("idempotence: append validated against an older 
 // is about to give them, and then, if Validate found no duplicate and no
 // error, writes them and calls Commit.
 type State struct {
-	opts      Options
+	opts      Config
 	producers map[int64]*Entry
 	// ongoing are the open transactions by first offset, ascending.
 	ongoing []txn
@@ -121,7 +121,7 @@ type txn struct {
 
 // NewState returns the empty state of a partition whose log ends at
 // logEndOffset.
-func NewState(logEndOffset int64, opts Options) (*State, error) {
+func NewState(logEndOffset int64, opts Config) (*State, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
@@ -137,7 +137,7 @@ func NewState(logEndOffset int64, opts Options) (*State, error) {
 // checks each producer's batch before it hands the append out (package
 // replica). Entries are copied; an entry with a transaction open opens it
 // in the state too.
-func NewStateOf(logEndOffset int64, entries []Entry, opts Options) (*State, error) {
+func NewStateOf(logEndOffset int64, entries []Entry, opts Config) (*State, error) {
 	s, err := NewState(logEndOffset, opts)
 	if err != nil {
 		return nil, err

@@ -152,7 +152,7 @@ func restart(p *partition) {
 	fs, dir := newSnapshotDir(p.t)
 	_, err := p.s.TakeSnapshot(fs, dir)
 	require.NoError(p.t, err)
-	p.s, err = Load(fs, dir, 0, p.leo, millis(p.now), Options{})
+	p.s, err = Load(fs, dir, 0, p.leo, millis(p.now), Config{})
 	require.NoError(p.t, err)
 }
 
@@ -302,7 +302,7 @@ func TestPidExpirationTimeout(t *testing.T) {
 // now - lastTimestamp >= producer.id.expiration.ms.
 func TestExpirationIsInclusive(t *testing.T) {
 	p := newPartition(t)
-	s, err := NewState(0, Options{ProducerIDExpiration: time.Minute})
+	s, err := NewState(0, Config{ProducerIDExpiration: time.Minute})
 	require.NoError(t, err)
 	p.s = s
 	p.append(data(0, 0, 0).stamped(1000))
@@ -593,7 +593,7 @@ func TestBatchesWithoutProducerAreIgnored(t *testing.T) {
 }
 
 func TestOptionsValidation(t *testing.T) {
-	_, err := NewState(0, Options{ProducerIDExpiration: -time.Second})
+	_, err := NewState(0, Config{ProducerIDExpiration: -time.Second})
 	require.ErrorContains(t, err, "ProducerIDExpiration")
 }
 

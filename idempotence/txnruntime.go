@@ -46,7 +46,7 @@ type TxnRuntimeOptions struct {
 	PartitionFor func(txnID string) int32
 	// Coordinator configures each partition's TxnCoordinator; its
 	// CoordinatorEpoch is the leader epoch the partition is loaded in.
-	Coordinator TxnCoordinatorOptions
+	Coordinator TxnCoordinatorConfig
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// ParallelMarkers writes a transaction's markers at once, and those of
@@ -418,7 +418,7 @@ func (r *TxnRuntime) step(txnID string, fn func(c *TxnCoordinator, now time.Time
 // gets its epoch bumped, which fences the producer that had it. A
 // transaction the id has open is aborted first. timeout is how long its
 // transactions may stay open (transaction.timeout.ms), at most
-// TxnCoordinatorOptions.MaxTransactionTimeout.
+// TxnCoordinatorConfig.MaxTransactionTimeout.
 func (r *TxnRuntime) InitProducerID(txnID string, timeout time.Duration) (ProducerIDAndEpoch, error) {
 	return r.initProducerID(txnID, timeout, nil)
 }

@@ -72,7 +72,7 @@ func newTestRuntime(t *testing.T, h *memHost, partitions int32) *TxnRuntime {
 	r, err := NewTxnRuntime(TxnRuntimeOptions{
 		Host: h, Partitions: partitions,
 		PartitionFor: func(id string) int32 { return int32(id[0]) % partitions },
-		Coordinator: TxnCoordinatorOptions{AllocateProducerID: func() (int64, error) {
+		Coordinator: TxnCoordinatorConfig{AllocateProducerID: func() (int64, error) {
 			next++
 			return next, nil
 		}},

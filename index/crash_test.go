@@ -38,7 +38,7 @@ func TestCrashKeepsSyncedEntries(t *testing.T) {
 
 	seen := map[int]bool{}
 	for seed := range uint64(40) {
-		cfg := vfs.CrashConfig{}
+		cfg := vfs.CrashOptions{}
 		if seed > 0 {
 			cfg.Rand = rand.New(rand.NewPCG(seed, 1))
 		}
@@ -76,9 +76,9 @@ func TestSealSurvivesCrash(t *testing.T) {
 		require.Equal(t, []TimestampOffset{{100, 1}, {200, 2}}, y.all())
 		require.NoError(t, y.Close())
 	}
-	check(fsys.Crash(vfs.CrashConfig{}))
+	check(fsys.Crash(vfs.CrashOptions{}))
 	require.NoError(t, x.Sync())
-	synced := fsys.Crash(vfs.CrashConfig{})
+	synced := fsys.Crash(vfs.CrashOptions{})
 	require.Equal(t, int64(24), fileSize(t, synced, name), "the trimmed length is durable")
 	check(synced)
 }

@@ -163,7 +163,7 @@ func TestNewDirectoriesSurviveACrash(t *testing.T) {
 	require.NoError(t, d.CreateTopic("t", TopicConfig{}))
 	appendPartition(t, must(d.Partition("t", 0)), 0, 3)
 
-	after := fs.Crash(vfs.CrashConfig{})
+	after := fs.Crash(vfs.CrashOptions{})
 	l, err = Open("/a/b/p", Options{FS: after})
 	require.NoError(t, err)
 	defer l.Close()

@@ -219,10 +219,10 @@ func TestDamagedLog(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			fs, bases, epochs := damagedLog(t)
 			file, pos, end := tc.damage(t, fs, bases)
-			damaged := fs.Crash(vfs.CrashConfig{}) // the same files, for each way of opening them
+			damaged := fs.Crash(vfs.CrashOptions{}) // the same files, for each way of opening them
 
 			// By default: refused, when it opens or when it is read.
-			l, err := Open(damageDir, memOptions(fs.Crash(vfs.CrashConfig{})))
+			l, err := Open(damageDir, memOptions(fs.Crash(vfs.CrashOptions{})))
 			if !tc.foundOnOpen {
 				require.NoError(t, err, "the damage lies before the tail a clean Open reads")
 				err = readEverything(l)
@@ -232,7 +232,7 @@ func TestDamagedLog(t *testing.T) {
 			require.ErrorContains(t, err, filepath.Base(file))
 
 			// VerifyOnOpen alone: refused when it opens.
-			opts := memOptions(fs.Crash(vfs.CrashConfig{}))
+			opts := memOptions(fs.Crash(vfs.CrashOptions{}))
 			opts.VerifyOnOpen = true
 			_, err = Open(damageDir, opts)
 			require.ErrorIs(t, err, ErrCorrupt)
@@ -304,7 +304,7 @@ func TestDamagedIndexEntry(t *testing.T) {
 	writeFile(t, fs, name, data)
 	lied := bases[0] + int64(rel) - 1
 
-	l, err := Open(damageDir, memOptions(fs.Crash(vfs.CrashConfig{})))
+	l, err := Open(damageDir, memOptions(fs.Crash(vfs.CrashOptions{})))
 	require.NoError(t, err)
 	_, err = l.Read(lied, math.MaxInt32, ReadLogEnd)
 	require.ErrorIs(t, err, ErrCorrupt)
@@ -383,7 +383,7 @@ func TestUncleanOpenRemovesOnlyCoveredSegments(t *testing.T) {
 	unclean(t, fs, damageDir)
 	require.NoError(t, vfs.SyncDir(fs, damageDir))
 
-	_, err := Open(damageDir, memOptions(fs.Crash(vfs.CrashConfig{})))
+	_, err := Open(damageDir, memOptions(fs.Crash(vfs.CrashOptions{})))
 	require.ErrorIs(t, err, ErrCorrupt)
 	require.ErrorContains(t, err, "not a compaction's leftover")
 

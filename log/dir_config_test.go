@@ -278,7 +278,7 @@ func TestPartitionSyncUnderFsyncNever(t *testing.T) {
 	_, err = p.Append([]segment.Record{NewRecord(nil, []byte("not synced"))})
 	require.NoError(t, err)
 
-	after := fs.Crash(vfs.CrashConfig{})
+	after := fs.Crash(vfs.CrashOptions{})
 	d2, err := OpenDir("/data", dirOptions(after))
 	require.NoError(t, err)
 	defer d2.Close()

@@ -248,7 +248,7 @@ func TestOpenDirFinishesAnInterruptedDelete(t *testing.T) {
 			fs.SetHook(func(op vfs.Op) error {
 				if op.Kind == stop && filepath.Dir(op.Name) == "/data" && strings.HasPrefix(op.Name, "/data/t-") && crashed.Load() == nil {
 					if seen++; seen == 2 || stop == vfs.OpRemove {
-						crashed.Store(fs.Crash(vfs.CrashConfig{}))
+						crashed.Store(fs.Crash(vfs.CrashOptions{}))
 					}
 				}
 				return nil

@@ -284,7 +284,7 @@ func TestEpochCacheKafkaVectors(t *testing.T) {
 			}
 
 			for seed := range uint64(8) {
-				reopened, err := OpenEpochCache(m.Crash(vfs.CrashConfig{Rand: rand.New(rand.NewPCG(seed, 0))}), "/p")
+				reopened, err := OpenEpochCache(m.Crash(vfs.CrashOptions{Rand: rand.New(rand.NewPCG(seed, 0))}), "/p")
 				require.NoError(t, err)
 				require.Equal(t, tc.want, epochsOrNil(reopened.Entries()), "seed %d: the checkpoint file holds the cache after a crash", seed)
 			}

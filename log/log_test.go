@@ -526,7 +526,7 @@ func crashedAt(t *testing.T, stop int, seed uint64, script func(*vfs.MemFS)) *vf
 	n := 0
 	fs.SetHook(func(vfs.Op) error {
 		if n == stop {
-			after = fs.Crash(vfs.CrashConfig{Rand: rand.New(rand.NewPCG(uint64(stop), seed+*crashSeed))})
+			after = fs.Crash(vfs.CrashOptions{Rand: rand.New(rand.NewPCG(uint64(stop), seed+*crashSeed))})
 		}
 		n++
 		if n > stop {
@@ -536,7 +536,7 @@ func crashedAt(t *testing.T, stop int, seed uint64, script func(*vfs.MemFS)) *vf
 	})
 	script(fs)
 	if after == nil {
-		after = fs.Crash(vfs.CrashConfig{Rand: rand.New(rand.NewPCG(uint64(stop), seed+*crashSeed))})
+		after = fs.Crash(vfs.CrashOptions{Rand: rand.New(rand.NewPCG(uint64(stop), seed+*crashSeed))})
 	}
 	return after
 }

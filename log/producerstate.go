@@ -199,7 +199,7 @@ func (l *Log) reloadProducersLocked() error {
 		return fmt.Errorf("log %s: %w", l.dir, err)
 	}
 	st, err := idempotence.Load(l.fs, l.dir, start, leo, l.opts.Now(),
-		idempotence.Options{ProducerIDExpiration: l.opts.ProducerIDExpiration})
+		idempotence.Config{ProducerIDExpiration: l.opts.ProducerIDExpiration})
 	if err != nil {
 		return fmt.Errorf("log %s: producer state: %w", l.dir, err)
 	}

@@ -762,7 +762,7 @@ func TestTruncatedSnapshotStaysDeletedAfterACrash(t *testing.T) {
 	for i := range 5 {
 		appendProducer(t, l, producerBatch(t, 5, 0, int32(20+5*i), 5, false), int64(20+5*i), int64(24+5*i))
 	}
-	after := fs.Crash(vfs.CrashConfig{}) // every unsynced change lost
+	after := fs.Crash(vfs.CrashOptions{}) // every unsynced change lost
 	l, err = Open("/data/t-0", memOptions(after))
 	require.NoError(t, err)
 	defer l.Close()

@@ -504,7 +504,7 @@ func TestDeleteRecordsWhileReading(t *testing.T) {
 // crashKeys opens the log in dir as a power cut of fs at this moment would
 // leave it, checks that its records are contiguous from offset 0 and hold
 // the values their keys make, and returns their keys.
-func crashKeys(t *testing.T, fs *vfs.MemFS, cfg vfs.CrashConfig, dir string, opts Options) []string {
+func crashKeys(t *testing.T, fs *vfs.MemFS, cfg vfs.CrashOptions, dir string, opts Options) []string {
 	t.Helper()
 	opts.FS = fs.Crash(cfg)
 	l, err := Open(dir, opts)
@@ -562,7 +562,7 @@ func TestFsyncAlwaysSurvivesPowerCuts(t *testing.T) {
 		defer mu.Unlock()
 		if ops++; ops%5 == 0 {
 			// What was acknowledged before the cut was synced before it.
-			crashed := fs.Crash(vfs.CrashConfig{Rand: rand.New(rand.NewPCG(uint64(ops), 0))})
+			crashed := fs.Crash(vfs.CrashOptions{Rand: rand.New(rand.NewPCG(uint64(ops), 0))})
 			cuts = append(cuts, cut{acked: maps.Clone(acked), fs: crashed})
 		}
 		return nil
@@ -597,7 +597,7 @@ func TestFsyncAlwaysSurvivesPowerCuts(t *testing.T) {
 
 	var lost int
 	for _, c := range cuts {
-		keys := crashKeys(t, c.fs, vfs.CrashConfig{}, dir, opts)
+		keys := crashKeys(t, c.fs, vfs.CrashOptions{}, dir, opts)
 		for off, key := range c.acked {
 			require.Less(t, off, int64(len(keys)), "acknowledged %q lost", key)
 			require.Equal(t, key, keys[off], "offset %d", off)
@@ -624,16 +624,16 @@ func TestFsyncNeverLeavesSyncingToRolls(t *testing.T) {
 	require.EqualValues(t, 1, l.Stats().Fsyncs, "one fsync: the roll's")
 	// The roll synced the first segment; the batch that made it roll is
 	// the first in the second one, unsynced.
-	require.Len(t, crashKeys(t, fs, vfs.CrashConfig{}, dir, opts), len(appended)-1)
+	require.Len(t, crashKeys(t, fs, vfs.CrashOptions{}, dir, opts), len(appended)-1)
 
 	active := l.active().BaseOffset()
 	for i := len(appended); len(appended) < int(active)+20; i++ {
 		appended = append(appended, appendOne(t, l, i))
 	}
 	require.EqualValues(t, 1, l.Stats().Fsyncs, "no fsync but the roll's")
-	require.EqualValues(t, active, len(crashKeys(t, fs, vfs.CrashConfig{}, dir, opts)), "all unsynced appends lost")
+	require.EqualValues(t, active, len(crashKeys(t, fs, vfs.CrashOptions{}, dir, opts)), "all unsynced appends lost")
 	for seed := range uint64(20) {
-		cfg := vfs.CrashConfig{Rand: rand.New(rand.NewPCG(seed, 0))}
+		cfg := vfs.CrashOptions{Rand: rand.New(rand.NewPCG(seed, 0))}
 		got := crashKeys(t, fs, cfg, dir, opts)
 		require.GreaterOrEqual(t, len(got), int(active), "seed %d: a rolled segment lost", seed)
 		requirePrefix(t, appended, got)
@@ -665,10 +665,10 @@ func TestFsyncEveryBoundsTheLoss(t *testing.T) {
 			for i := range 60 {
 				appended = append(appended, appendOne(t, l, i))
 				sizes = append(sizes, l.Stats().Bytes)
-				got := crashKeys(t, fs, vfs.CrashConfig{}, dir, opts)
+				got := crashKeys(t, fs, vfs.CrashOptions{}, dir, opts)
 				requirePrefix(t, appended, got)
 				// Whatever else a crash keeps, it keeps what was synced.
-				kept := crashKeys(t, fs, vfs.CrashConfig{Rand: rand.New(rand.NewPCG(uint64(i), 0))}, dir, opts)
+				kept := crashKeys(t, fs, vfs.CrashOptions{Rand: rand.New(rand.NewPCG(uint64(i), 0))}, dir, opts)
 				requirePrefix(t, appended, kept)
 				require.GreaterOrEqual(t, len(kept), len(got), "after %d appends", i+1)
 				lostMsgs, lostBytes := int64(len(appended)-len(got)), sizes[len(appended)]-sizes[len(got)]
@@ -709,10 +709,10 @@ func TestFsyncIntervalSyncsAfterTheInterval(t *testing.T) {
 		for range 10 {
 			appended = append(appended, appendOne(t, l, len(appended)))
 		}
-		anyCrash := func() vfs.CrashConfig { return vfs.CrashConfig{Rand: rand.New(rand.NewPCG(uint64(round), 0))} }
+		anyCrash := func() vfs.CrashOptions { return vfs.CrashOptions{Rand: rand.New(rand.NewPCG(uint64(round), 0))} }
 		requirePrefix(t, appended, crashKeys(t, fs, anyCrash(), dir, opts))
 		time.Sleep(d)
-		for deadline := time.Now().Add(10 * time.Second); len(crashKeys(t, fs, vfs.CrashConfig{}, dir, opts)) < len(appended); time.Sleep(d) {
+		for deadline := time.Now().Add(10 * time.Second); len(crashKeys(t, fs, vfs.CrashOptions{}, dir, opts)) < len(appended); time.Sleep(d) {
 			require.True(t, time.Now().Before(deadline), "round %d: not synced 10s after the appends", round)
 		}
 		require.Equal(t, appended, crashKeys(t, fs, anyCrash(), dir, opts), "round %d: after the interval", round)

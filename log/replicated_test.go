@@ -73,7 +73,7 @@ func dirWithPendingTransactions(t *testing.T) (*vfs.MemFS, *txnClock) {
 // loads, TransactionStateManager.loadTransactionsForTxnTopicPartition).
 func TestReplicatedDirCoordinatesNothing(t *testing.T) {
 	fs, clock := dirWithPendingTransactions(t)
-	crashed := fs.Crash(vfs.CrashConfig{})
+	crashed := fs.Crash(vfs.CrashOptions{})
 	before := segmentLogs(t, crashed, "/data")
 	require.NotEmpty(t, before)
 
@@ -93,7 +93,7 @@ func TestReplicatedDirCoordinatesNothing(t *testing.T) {
 
 	// The same directory opened by a Dir of its own completes the commit
 	// and aborts the hung transaction.
-	d2, err := OpenDir("/data", txnDirOptions(fs.Crash(vfs.CrashConfig{}), clock))
+	d2, err := OpenDir("/data", txnDirOptions(fs.Crash(vfs.CrashOptions{}), clock))
 	require.NoError(t, err)
 	defer d2.Close()
 	for _, x := range []idempotence.TopicPartition{a0, b0} {

@@ -45,7 +45,7 @@ func TestTruncateFullyAndStartAtPastTheEnd(t *testing.T) {
 	require.EqualValues(t, 1003, l.LogEndOffset())
 	require.Equal(t, []EpochEntry{{Epoch: 5, StartOffset: 1000}}, l.Epochs())
 
-	crashed := fs.Crash(vfs.CrashConfig{})
+	crashed := fs.Crash(vfs.CrashOptions{})
 	require.NoError(t, l.Close())
 	for _, fsys := range []vfs.FS{fs, crashed} {
 		opts.FS = fsys

@@ -120,7 +120,7 @@ func (d *Dir) transactions(create bool) (*Transactions, error) {
 		now = d.opts.Log.Now
 	}
 	t.rt, err = idempotence.NewTxnRuntime(idempotence.TxnRuntimeOptions{
-		Host: t, Coordinator: idempotence.TxnCoordinatorOptions{AllocateProducerID: d.newProducerID}, Now: now,
+		Host: t, Coordinator: idempotence.TxnCoordinatorConfig{AllocateProducerID: d.newProducerID}, Now: now,
 		OnError: func(err error) {
 			d.opts.Logger.Error("strand: writing transaction markers failed", "dir", d.path, "err", err)
 		},

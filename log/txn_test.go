@@ -190,7 +190,7 @@ func TestTxnCrashBetweenPrepareCommitAndMarkersCompletesOnReopen(t *testing.T) {
 			require.Equal(t, idempotence.TxnPrepareCommit, rec.State, "the markers could not all be written")
 			require.Empty(t, values(t, d, "b", 0, ReadCommitted))
 
-			crashed := fs.Crash(vfs.CrashConfig{})
+			crashed := fs.Crash(vfs.CrashOptions{})
 			d2, err := OpenDir("/data", txnDirOptions(crashed, clock))
 			require.NoError(t, err)
 			defer d2.Close()
@@ -397,7 +397,7 @@ func TestTxnReopenReplaysCoordinator(t *testing.T) {
 	live := tx.List()
 	require.Len(t, live, 5)
 
-	crashed := fs.Crash(vfs.CrashConfig{})
+	crashed := fs.Crash(vfs.CrashOptions{})
 	d2, err := OpenDir("/data", txnDirOptions(crashed, clock))
 	require.NoError(t, err)
 	defer d2.Close()
@@ -726,7 +726,7 @@ func TestTxnIdleTransactionalIDExpires(t *testing.T) {
 	_, ok := tx.Describe("idle")
 	require.False(t, ok)
 
-	d2, err := OpenDir("/data", txnDirOptions(fs.Crash(vfs.CrashConfig{}), clock))
+	d2, err := OpenDir("/data", txnDirOptions(fs.Crash(vfs.CrashOptions{}), clock))
 	require.NoError(t, err)
 	defer d2.Close()
 	tx2, err := d2.Transactions()

@@ -343,10 +343,10 @@ func (c *cluster) tick(n int) {
 
 // crash stops a node as a power failure would: what it did not sync is
 // lost, and its partition forgets everything.
-func (c *cluster) crash(id NodeID) { c.crashWith(id, vfs.CrashConfig{}) }
+func (c *cluster) crash(id NodeID) { c.crashWith(id, vfs.CrashOptions{}) }
 
 // crashWith is crash with cfg saying which unsynced writes survive.
-func (c *cluster) crashWith(id NodeID, cfg vfs.CrashConfig) {
+func (c *cluster) crashWith(id NodeID, cfg vfs.CrashOptions) {
 	n := c.node(id)
 	n.fs = n.fs.Crash(cfg)
 	n.down, n.p, n.log = true, nil, nil

@@ -19,8 +19,8 @@ type Transport interface {
 	Send(m Message)
 }
 
-// DriverConfig configures a Driver.
-type DriverConfig struct {
+// DriverOptions configures a Driver.
+type DriverOptions struct {
 	Node      *Node
 	Transport Transport
 	// TickInterval is how often the node ticks; default 100 ms, the
@@ -56,7 +56,7 @@ var ErrStopped = errors.New("replica: driver stopped")
 // application supplies the Transport and hands received messages to
 // Receive; Produce blocks until a produce's result.
 type Driver struct {
-	cfg     DriverConfig
+	cfg     DriverOptions
 	node    *Node
 	inbox   chan func() // unbuffered: a send succeeds only into a running loop
 	done    chan writeDone
@@ -88,7 +88,7 @@ type writeDone struct {
 
 // NewDriver returns a driver of cfg.Node; Run starts it. From then on the
 // node belongs to the driver's loop: add partitions with AddPartition.
-func NewDriver(cfg DriverConfig) (*Driver, error) {
+func NewDriver(cfg DriverOptions) (*Driver, error) {
 	if cfg.Node == nil || cfg.Transport == nil {
 		return nil, fmt.Errorf("%w: a driver needs a Node and a Transport", ErrInvalidConfig)
 	}

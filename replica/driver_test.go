@@ -44,7 +44,7 @@ func (t *memTransport) Send(m Message) {
 // startDrivers runs nodes 1, 2 and 3, each a Driver with dcfg's options
 // over a log on its own MemFS opened with opts, with a partition "orders"
 // configured as pcfg, node 1 leading and every node in the ISR.
-func startDrivers(t *testing.T, ctx context.Context, dcfg DriverConfig, opts log.Options, pcfg Config) (*memTransport, map[NodeID]*log.Log, *sync.WaitGroup) {
+func startDrivers(t *testing.T, ctx context.Context, dcfg DriverOptions, opts log.Options, pcfg Config) (*memTransport, map[NodeID]*log.Log, *sync.WaitGroup) {
 	tr := &memTransport{ctx: ctx, drivers: map[NodeID]*Driver{}}
 	logs := map[NodeID]*log.Log{}
 	runs := &sync.WaitGroup{}
@@ -78,7 +78,7 @@ func startDrivers(t *testing.T, ctx context.Context, dcfg DriverConfig, opts log
 func TestDriversReplicate(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	tr, logs, runs := startDrivers(t, ctx, DriverConfig{}, log.Options{}, Config{})
+	tr, logs, runs := startDrivers(t, ctx, DriverOptions{}, log.Options{}, Config{})
 
 	for i := range 5 {
 		r, err := tr.drivers[1].Produce(ctx, "orders", 0, AcksAll, batchOf(t, "a", "b"))
@@ -121,7 +121,7 @@ func TestDriversReplicate(t *testing.T) {
 func TestDriverSyncWritesAcknowledgesWhatIsSynced(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	tr, logs, runs := startDrivers(t, ctx, DriverConfig{SyncWrites: true}, log.Options{Fsync: log.FsyncNever()}, Config{SyncedAcks: true})
+	tr, logs, runs := startDrivers(t, ctx, DriverOptions{SyncWrites: true}, log.Options{Fsync: log.FsyncNever()}, Config{SyncedAcks: true})
 	for range 5 {
 		r, err := tr.drivers[1].Produce(ctx, "orders", 0, AcksAll, batchOf(t, "a", "b"))
 		require.NoError(t, err)
@@ -167,7 +167,7 @@ func TestDriverRefusesMessagesOnceItStops(t *testing.T) {
 	require.NoError(t, err)
 	defer l.Close()
 	gate := &syncGate{Log: l, armed: make(chan struct{}), entered: make(chan struct{}), open: make(chan struct{})}
-	d, err := NewDriver(DriverConfig{Node: NewNode(1), Transport: &memTransport{}, TickInterval: time.Millisecond, SyncWrites: true})
+	d, err := NewDriver(DriverOptions{Node: NewNode(1), Transport: &memTransport{}, TickInterval: time.Millisecond, SyncWrites: true})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -208,7 +208,7 @@ func TestDriverRefusesMessagesOnceItStops(t *testing.T) {
 func TestDriverRemovePartition(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	tr, _, runs := startDrivers(t, ctx, DriverConfig{}, log.Options{}, Config{})
+	tr, _, runs := startDrivers(t, ctx, DriverOptions{}, log.Options{}, Config{})
 	r, err := tr.drivers[1].Produce(ctx, "orders", 0, AcksAll, batchOf(t, "a"))
 	require.NoError(t, err)
 	require.NoError(t, r.Err)
@@ -251,7 +251,7 @@ func TestDriverRemovePartition(t *testing.T) {
 func TestDriverProduceLeavesTheBatchAsItWas(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	tr, _, runs := startDrivers(t, ctx, DriverConfig{}, log.Options{}, Config{})
+	tr, _, runs := startDrivers(t, ctx, DriverOptions{}, log.Options{}, Config{})
 	defer func() {
 		for _, d := range tr.drivers {
 			d.Stop()

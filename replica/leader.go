@@ -195,7 +195,7 @@ func (p *Partition) loadProducers() error {
 	if err != nil {
 		return fmt.Errorf("replica: reading the producer state: %w", err)
 	}
-	p.ld.producers, err = idempotence.NewStateOf(p.end, entries, idempotence.Options{})
+	p.ld.producers, err = idempotence.NewStateOf(p.end, entries, idempotence.Config{})
 	return err
 }
 
@@ -348,7 +348,7 @@ func (p *Partition) retryFromLog(m *Produce) bool {
 	if err != nil {
 		return false
 	}
-	st, err := idempotence.NewStateOf(p.written, entries, idempotence.Options{})
+	st, err := idempotence.NewStateOf(p.written, entries, idempotence.Config{})
 	if err != nil {
 		return false
 	}

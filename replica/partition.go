@@ -293,7 +293,7 @@ func (p *Partition) Advance(rd Ready) error {
 
 // Synced tells the partition that its log synced more of what was
 // written, for an application that syncs the log itself (a log that does
-// not sync its appends, under Config.SyncedAcks; see DriverConfig.
+// not sync its appends, under Config.SyncedAcks; see DriverOptions.
 // SyncWrites): a leader may move its high watermark, and a follower tells
 // its leader at once. Without it, Advance and Tick notice syncs.
 func (p *Partition) Synced() {

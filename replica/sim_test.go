@@ -24,7 +24,7 @@ import (
 // fences a crashed node out of the ISR and elects cleanly from the rest
 // (never uncleanly). A seed also picks how durable
 // the logs are: FsyncAlways, or FsyncNever with SyncedAcks, where a crash
-// keeps a random subset of what was not synced (vfs.CrashConfig.Rand) and
+// keeps a random subset of what was not synced (vfs.CrashOptions.Rand) and
 // the node restarts from what survived. After every event the invariants
 // of section 4 that a partition can break are checked; at the end the
 // faults stop, everything heals, and a history check looks at every
@@ -208,7 +208,7 @@ func newSim(t testingT, seed uint64, bug bugs, control simControl) *sim {
 // it get no result: their clients time out, and may retry.
 func (s *sim) crashOnly(id NodeID) {
 	c := s.c
-	c.crashWith(id, vfs.CrashConfig{Rand: rand.New(rand.NewPCG(s.r.Uint64(), s.r.Uint64()))})
+	c.crashWith(id, vfs.CrashOptions{Rand: rand.New(rand.NewPCG(s.r.Uint64(), s.r.Uint64()))})
 	if s.real == nil {
 		fromController := func(m Message) bool { h := m.Head(); return isController(h.From) && h.To == id }
 		c.queue = slices.DeleteFunc(c.queue, fromController)

@@ -36,7 +36,7 @@ type Log interface {
 	SetLeaderEpoch(epoch int32) error
 	DeleteRecordsBefore(offset int64) error
 	// Sync makes what was written durable; the Driver calls it under
-	// DriverConfig.SyncWrites.
+	// DriverOptions.SyncWrites.
 	Sync() error
 }
 

@@ -508,7 +508,7 @@ func TestCrashAtEveryOperation(t *testing.T) {
 			n := 0
 			fs.SetHook(func(vfs.Op) error {
 				if n == stop {
-					after = fs.Crash(vfs.CrashConfig{Rand: rand.New(rand.NewPCG(seed, uint64(stop)))})
+					after = fs.Crash(vfs.CrashOptions{Rand: rand.New(rand.NewPCG(seed, uint64(stop)))})
 				}
 				n++
 				if n > stop {
@@ -518,7 +518,7 @@ func TestCrashAtEveryOperation(t *testing.T) {
 			})
 			synced := run(fs)
 			if after == nil {
-				after = fs.Crash(vfs.CrashConfig{Rand: rand.New(rand.NewPCG(seed, uint64(stop)))})
+				after = fs.Crash(vfs.CrashOptions{Rand: rand.New(rand.NewPCG(seed, uint64(stop)))})
 			}
 			if _, err := after.Stat(FileName("/p-0", 0, LogSuffix)); err != nil {
 				require.Zero(t, synced, "stop %d: the log vanished after a sync", stop)

@@ -25,7 +25,7 @@ func ExampleMemFS_Crash() {
 		}
 
 		// The power goes: the process never closes its log.
-		after := fs.Crash(vfs.CrashConfig{})
+		after := fs.Crash(vfs.CrashOptions{})
 		l, err = log.Open("/data/orders-0", log.Options{FS: after})
 		if err != nil {
 			panic(err)

@@ -21,7 +21,7 @@ import (
 // Data written to a file is durable only once the file is synced; a
 // directory entry (a created, renamed or removed name) is durable only once
 // its directory is synced. Crash returns the file system a restart would
-// find: every durable name and byte, plus, when CrashConfig asks for it, an
+// find: every durable name and byte, plus, when CrashOptions asks for it, an
 // in-order prefix of each file's unsynced writes whose last write may be
 // torn at any byte, and any subset of the unsynced changes to directory
 // entries. Each such change (a create, a remove, a mkdir, a rename even
@@ -72,8 +72,8 @@ func (k OpKind) String() string {
 	return "op(?)"
 }
 
-// CrashConfig says how much of the unsynced state survives a crash.
-type CrashConfig struct {
+// CrashOptions says how much of the unsynced state survives a crash.
+type CrashOptions struct {
 	// Rand, if set, picks for each file how many of its unsynced writes
 	// survive (in the order they were made) and how many bytes of the next
 	// one; whether writes through a mapping survive; and which unsynced
@@ -183,7 +183,7 @@ func (fs *MemFS) before(op Op) error {
 // Crash returns the file system as a restart after a power cut at this
 // moment would find it. The receiver is unchanged and may go on being used
 // (by a process that does not know it is dead).
-func (fs *MemFS) Crash(cfg CrashConfig) *MemFS {
+func (fs *MemFS) Crash(cfg CrashOptions) *MemFS {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	out := NewMem()
@@ -195,7 +195,7 @@ func (fs *MemFS) Crash(cfg CrashConfig) *MemFS {
 // crash builds the file system a crash leaves. It visits names in sorted
 // order so that a seeded Rand gives the same crash every time.
 type crash struct {
-	cfg    CrashConfig
+	cfg    CrashOptions
 	cloned map[*memNode]*memNode
 	kept   map[*entryChange]bool // decided so far
 }
@@ -240,7 +240,7 @@ func (c *crash) dir(d *memNode) *memNode {
 }
 
 // durableData is the content a crash leaves in the file.
-func (n *memNode) durableData(cfg CrashConfig) []byte {
+func (n *memNode) durableData(cfg CrashOptions) []byte {
 	if n.snapshot != nil {
 		// A mapping still open may be written as we read: only a closed
 		// one's writes can be kept.

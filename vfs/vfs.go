@@ -7,7 +7,7 @@
 // the in-memory one: data is durable only once its file is synced, and a
 // name only once its directory is, and its Crash method returns the file
 // system as a power cut at that moment would leave it (with a
-// CrashConfig.Rand, some unsynced writes and names survive, as on a real
+// CrashOptions.Rand, some unsynced writes and names survive, as on a real
 // disk). NewErrorFS wraps either in one that fails the operations a test
 // selects, as a failing or full disk would (after pebble's vfs/errorfs).
 //

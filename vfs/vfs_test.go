@@ -125,7 +125,7 @@ func TestCrashLosesUnsyncedData(t *testing.T) {
 	_, err = f.Write([]byte(" lost"))
 	require.NoError(t, err)
 
-	after := fs.Crash(CrashConfig{})
+	after := fs.Crash(CrashOptions{})
 	require.Equal(t, "durable", readAll(t, after, "/d/f"))
 	require.Equal(t, "durable lost", readAll(t, fs, "/d/f"), "the crash leaves the running file system alone")
 }
@@ -149,7 +149,7 @@ func TestCrashLosesUnsyncedNames(t *testing.T) {
 	_, err = fs.Create("/d/unsynced")
 	require.NoError(t, err)
 
-	after := fs.Crash(CrashConfig{})
+	after := fs.Crash(CrashOptions{})
 	names, err := after.List("/d")
 	require.NoError(t, err)
 	require.Equal(t, []string{"kept", "lost", "renamed"}, names, "only names made durable by a directory sync survive")
@@ -184,7 +184,7 @@ func TestCrashKeepsAnySubsetOfUnsyncedNames(t *testing.T) {
 	syncDir(t, fs, "/made")
 
 	crash := func(seed uint64) [3][]string {
-		after := fs.Crash(CrashConfig{Rand: rand.New(rand.NewPCG(seed, 0))})
+		after := fs.Crash(CrashOptions{Rand: rand.New(rand.NewPCG(seed, 0))})
 		d, err := after.List("/d")
 		require.NoError(t, err)
 		e, err := after.List("/e")
@@ -254,7 +254,7 @@ func TestCrashKeepsAPrefixOfUnsyncedWrites(t *testing.T) {
 			}
 		}
 		seed := rng.Uint64()
-		got := readAll(t, fs.Crash(CrashConfig{Rand: rand.New(rand.NewPCG(seed, 0))}), "/f")
+		got := readAll(t, fs.Crash(CrashOptions{Rand: rand.New(rand.NewPCG(seed, 0))}), "/f")
 
 		// Some prefix of pending, the last torn at some byte, must explain it.
 		explained := false
@@ -288,9 +288,9 @@ func TestCrashMappedWritesNeedSync(t *testing.T) {
 	copy(m.Bytes(), "abcd")
 	require.NoError(t, m.Sync())
 	copy(m.Bytes()[4:], "efgh")
-	require.Equal(t, "abcd\x00\x00\x00\x00", readAll(t, fs.Crash(CrashConfig{}), "/i"))
+	require.Equal(t, "abcd\x00\x00\x00\x00", readAll(t, fs.Crash(CrashOptions{}), "/i"))
 	require.NoError(t, f.Sync())
-	require.Equal(t, "abcdefgh", readAll(t, fs.Crash(CrashConfig{}), "/i"))
+	require.Equal(t, "abcdefgh", readAll(t, fs.Crash(CrashOptions{}), "/i"))
 
 	_, err = f.WriteAt([]byte("x"), 0)
 	require.ErrorIs(t, err, syscall.EBUSY, "writing a mapped file is a bug the in-memory FS reports")

@@ -39,7 +39,7 @@ type replicaMode struct {
 	// an acknowledgement means the same with it or without.
 	synced bool
 	// groupSync opens the replicas' logs with FsyncNever and has each
-	// driver's writer sync once per Ready (DriverConfig.SyncWrites),
+	// driver's writer sync once per Ready (DriverOptions.SyncWrites),
 	// under SyncedAcks: an acknowledgement still means on disk on every
 	// ISR member, as under FsyncAlways, the policy of the baseline.
 	groupSync bool
@@ -260,7 +260,7 @@ func startReplicas(mode replicaMode, overHTTP bool) (*replicas, error) {
 			return nil, err
 		}
 		c.logs = append(c.logs, l)
-		d, err := replica.NewDriver(replica.DriverConfig{Node: replica.NewNode(id), Transport: c.tr, TickInterval: time.Millisecond, SyncWrites: mode.groupSync})
+		d, err := replica.NewDriver(replica.DriverOptions{Node: replica.NewNode(id), Transport: c.tr, TickInterval: time.Millisecond, SyncWrites: mode.groupSync})
 		if err != nil {
 			c.close()
 			return nil, err

@@ -87,7 +87,7 @@ func runNode(cfg nodeConfig) error {
 		return err
 	}
 	defer nd.raft.Close()
-	nd.n, err = cluster.New(cluster.Config{
+	nd.n, err = cluster.New(cluster.Options{
 		ID: cfg.id, Dir: cfg.dir, Transport: tr, Metadata: nd.raft, Logger: logger,
 		Tick: cfg.tick, ReplicaLagTime: cfg.lag, RequestTimeout: cfg.requestTimeout,
 		ControlTick: cfg.controlTick, SessionTimeout: time.Duration(cfg.session) * cfg.controlTick, Heartbeat: cfg.heartbeat,

@@ -59,7 +59,7 @@ func runNode(cfg nodeConfig) error {
 	}
 	tr := newHTTPTransport(cfg.peers)
 	defer tr.close()
-	d, err := replica.NewDriver(replica.DriverConfig{Node: replica.NewNode(cfg.id), Transport: tr, TickInterval: cfg.tick})
+	d, err := replica.NewDriver(replica.DriverOptions{Node: replica.NewNode(cfg.id), Transport: tr, TickInterval: cfg.tick})
 	if err != nil {
 		return err
 	}

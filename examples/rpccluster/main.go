@@ -122,7 +122,7 @@ func startNode(id replica.NodeID, dir string, peers []string) (n *cluster.Node, 
 	if err != nil {
 		return nil, nil, err
 	}
-	if s.n, err = cluster.New(cluster.Config{ID: id, Dir: dir, Transport: tr, Metadata: s.raft, Logger: logger, MinInsyncReplicas: 2}); err != nil {
+	if s.n, err = cluster.New(cluster.Options{ID: id, Dir: dir, Transport: tr, Metadata: s.raft, Logger: logger, MinInsyncReplicas: 2}); err != nil {
 		return nil, nil, errors.Join(err, s.raft.Close())
 	}
 	srv := rpc.NewServer()

@@ -227,9 +227,9 @@ func TestCrashDuringWriteLeavesOldOrNew(t *testing.T) {
 					}
 				}
 				check(m, "the failed process")
-				check(m.Crash(vfs.CrashConfig{}), "crash losing all unsynced data")
+				check(m.Crash(vfs.CrashOptions{}), "crash losing all unsynced data")
 				for seed := range uint64(20) {
-					crashed := m.Crash(vfs.CrashConfig{Rand: rand.New(rand.NewPCG(seed, uint64(n)))})
+					crashed := m.Crash(vfs.CrashOptions{Rand: rand.New(rand.NewPCG(seed, uint64(n)))})
 					check(crashed, fmt.Sprintf("crash keeping some unsynced data (seed %d)", seed))
 				}
 			})

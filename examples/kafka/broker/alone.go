@@ -146,7 +146,7 @@ func (a *alone) close() error {
 	return errors.Join(a.n.Close(), a.md.Close())
 }
 
-// fsyncDefault is the broker alone's cluster.Config.TopicConfig:
+// fsyncDefault is the broker alone's cluster.Options.TopicConfig:
 // LogTopicConfig with a topic's fsync policy fsync (log.FsyncAlways if
 // zero) unless its flush configs set one. The coordinators' topics, whose
 // base config the node makes compacted, keep the node's log.FsyncAlways:

@@ -160,7 +160,7 @@ type Config struct {
 	// Node configures the broker alone's cluster.Node; its ID (NodeID),
 	// Dir (DataDir), Transport, Metadata and TopicConfig are the
 	// broker's, and its Logger is Logger if unset.
-	Node cluster.Config
+	Node cluster.Options
 	// Partitions is the partition count of a topic the broker alone
 	// creates without one (num.partitions); default 1.
 	Partitions int32

@@ -44,7 +44,7 @@ func startBrokerAt(t *testing.T, dir, addr string, opts ...func(*broker.Config))
 	cfg := broker.Config{
 		DataDir: dir,
 		Fsync:   log.FsyncNever(),
-		Node: cluster.Config{
+		Node: cluster.Options{
 			OffsetsPartitions: 4,
 			// KIP-848 members heartbeat as often as startMember's
 			// classic ones: a partition moving between two members

@@ -28,7 +28,7 @@ type NodeOptions struct {
 	// Kafka is every node's Kafka address (host:port), this one's
 	// included: Metadata lists each live broker at its.
 	Kafka map[replica.NodeID]string
-	// MinInsyncReplicas is the node's cluster.Config.MinInsyncReplicas,
+	// MinInsyncReplicas is the node's cluster.Options.MinInsyncReplicas,
 	// which DescribeConfigs shows as min.insync.replicas of a topic that
 	// sets none; default 1.
 	MinInsyncReplicas int
@@ -43,7 +43,7 @@ type NodeOptions struct {
 	// unclean.leader.election.enable allow unclean leader election
 	// (cluster.TopicSpec.Unclean), as DescribeConfigs then shows it.
 	Unclean bool
-	// TopicConfig is the node's cluster.Config.TopicConfig; default
+	// TopicConfig is the node's cluster.Options.TopicConfig; default
 	// LogTopicConfig. The broker describes a topic's default configs by
 	// it, and checks a config by it before the controller is asked: a
 	// committed config every node then fails to apply would be a config
@@ -60,7 +60,7 @@ type NodeOptions struct {
 // coordinators.
 //
 // Every node applies a topic's configs to its replicas (its
-// cluster.Config.TopicConfig, opts.TopicConfig), so retention, compaction,
+// cluster.Options.TopicConfig, opts.TopicConfig), so retention, compaction,
 // segment and message sizes take effect on every replica;
 // min.insync.replicas is the controller's ISR and ELR rule for the topic
 // and its replicas' acks=all floor, unclean.leader.election.enable the
