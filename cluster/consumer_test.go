@@ -36,7 +36,7 @@ func (c *testCluster) waitCoordinator(groupID string) replica.NodeID {
 
 // produceValues produces values to a partition as the producer's next
 // idempotent batch.
-func (c *testCluster) produceValues(ctx context.Context, p *segment.Producer, topic string, partition int32, values ...string) {
+func (c *testCluster) produceValues(ctx context.Context, p *segment.ProducerFields, topic string, partition int32, values ...string) {
 	c.t.Helper()
 	_, err := c.produce(ctx, topic, partition, replica.AcksAll, idempotentBatch(c.t, p, values...))
 	require.NoError(c.t, err)
@@ -129,9 +129,9 @@ func TestConsumersShareAGroupAcrossCoordinatorKill(t *testing.T) {
 		}
 	}
 
-	producers := map[int32]*segment.Producer{}
+	producers := map[int32]*segment.ProducerFields{}
 	for p := range int32(4) {
-		producers[p] = &segment.Producer{ID: 100 + int64(p)}
+		producers[p] = &segment.ProducerFields{ID: 100 + int64(p)}
 	}
 	var produced []string
 	produceRound := func(round int) []string {
@@ -239,7 +239,7 @@ func TestConsumerResumesFromCommittedOffsets(t *testing.T) {
 	require.NoError(t, c.any().CreateTopic(ctx, "t", TopicSpec{Partitions: 2, ReplicationFactor: 3}))
 	c.waitCoordinator("g")
 
-	p0, p1 := &segment.Producer{ID: 200}, &segment.Producer{ID: 201}
+	p0, p1 := &segment.ProducerFields{ID: 200}, &segment.ProducerFields{ID: 201}
 	c.produceValues(ctx, p0, "t", 0, "a0", "a1", "a2")
 	c.produceValues(ctx, p0, "t", 0, "a3", "a4")
 	c.produceValues(ctx, p1, "t", 1, "b0")
@@ -298,7 +298,7 @@ func TestNodeFetchAtTheLeaderFromAnyNode(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	require.NoError(t, c.any().CreateTopic(ctx, "t", TopicSpec{Partitions: 1, ReplicationFactor: 3}))
-	c.produceValues(ctx, &segment.Producer{ID: 300}, "t", 0, "v0", "v1")
+	c.produceValues(ctx, &segment.ProducerFields{ID: 300}, "t", 0, "v0", "v1")
 	var pe idempotence.ProducerIDAndEpoch
 	require.NoError(t, c.atTxnCoordinator(ctx, "tx", func(n *Node) (err error) {
 		pe, err = n.Transactions().InitProducerID("tx", time.Minute)

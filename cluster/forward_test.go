@@ -28,7 +28,7 @@ func TestNodeForwardsProducesAndTransactions(t *testing.T) {
 	waitFor(t, 10*time.Second, "node 1 leading", func() bool { return c.nodes[3].liveLeader("t", 0) == 1 })
 	via := c.nodes[3]
 
-	producer := &segment.Producer{ID: 7}
+	producer := &segment.ProducerFields{ID: 7}
 	b := idempotentBatch(t, producer, "a")
 	r, err := via.ProduceAtLeader(ctx, "t", 0, replica.AcksAll, b, "")
 	require.NoError(t, err)
@@ -40,7 +40,7 @@ func TestNodeForwardsProducesAndTransactions(t *testing.T) {
 	pe, err := via.InitProducerID(ctx, "tx", time.Minute)
 	require.NoError(t, err)
 	txn, err := segment.AppendBatch(nil, []segment.Record{{Value: []byte("paid")}}, segment.BuildOptions{Transactional: true,
-		Producer: &segment.Producer{ID: pe.ProducerID, Epoch: pe.Epoch}})
+		Producer: &segment.ProducerFields{ID: pe.ProducerID, Epoch: pe.Epoch}})
 	require.NoError(t, err)
 	_, err = via.ProduceAtLeader(ctx, "t", 0, replica.AcksAll, txn, "tx")
 	require.NoError(t, err)

@@ -222,7 +222,7 @@ func batchOf(t *testing.T, values ...string) []byte {
 // idempotentBatch is a batch of values, of producer p if not nil: the
 // producer's next sequence, so that a retry the partition has is
 // answered as a duplicate.
-func idempotentBatch(t *testing.T, p *segment.Producer, values ...string) []byte {
+func idempotentBatch(t *testing.T, p *segment.ProducerFields, values ...string) []byte {
 	t.Helper()
 	var recs []segment.Record
 	for _, v := range values {
@@ -230,7 +230,7 @@ func idempotentBatch(t *testing.T, p *segment.Producer, values ...string) []byte
 	}
 	var opts segment.BuildOptions
 	if p != nil {
-		opts.Producer = &segment.Producer{ID: p.ID, Epoch: p.Epoch, BaseSequence: p.BaseSequence}
+		opts.Producer = &segment.ProducerFields{ID: p.ID, Epoch: p.Epoch, BaseSequence: p.BaseSequence}
 		p.BaseSequence += int32(len(values))
 	}
 	b, err := segment.AppendBatch(nil, recs, opts)
@@ -316,7 +316,7 @@ func TestNodeAcksAllSurvivesLeaderKill(t *testing.T) {
 	require.NoError(t, c.any().CreateTopic(ctx, "t", TopicSpec{Partitions: 1, ReplicationFactor: 3}))
 	// Idempotent: a retry of a batch the leader appended but could not
 	// acknowledge is answered as a duplicate, not appended again.
-	producer := &segment.Producer{ID: 7}
+	producer := &segment.ProducerFields{ID: 7}
 	var acked []string
 	for i := range 20 {
 		v := fmt.Sprint("a", i)
@@ -384,7 +384,7 @@ func TestNodePipelinesAnIdempotentProducer(t *testing.T) {
 	// Five batches in flight at once, as Kafka's idempotent producer
 	// sends them (max.in.flight.requests.per.connection=5): appended in
 	// the order sent, each acknowledged at its own offsets.
-	producer := &segment.Producer{ID: 11}
+	producer := &segment.ProducerFields{ID: 11}
 	var batches [][]byte
 	var results []<-chan replica.ProduceResult
 	for i := range 5 {

@@ -39,7 +39,7 @@ func TestNodeFullDiskMovesTheLeadAndTheReplicaRecovers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	require.NoError(t, c.any().CreateTopic(ctx, "t", TopicSpec{Assignment: [][]replica.NodeID{{1, 2, 3}}}))
-	producer := &segment.Producer{ID: 3}
+	producer := &segment.ProducerFields{ID: 3}
 	var acked []string
 	produce := func(v string) {
 		_, err := c.produce(ctx, "t", 0, replica.AcksAll, idempotentBatch(t, producer, v))
@@ -88,12 +88,12 @@ func TestNodeEveryNodeKilledComesBackWithoutUncleanElection(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	require.NoError(t, c.any().CreateTopic(ctx, "t", TopicSpec{Partitions: 3, ReplicationFactor: 3}))
-	producer := &segment.Producer{ID: 4}
+	producer := &segment.ProducerFields{ID: 4}
 	acked := map[int32][]string{}
 	for i := range 12 {
 		p, v := int32(i%3), fmt.Sprint("v", i)
 		// One producer per partition: its sequence is per partition.
-		prod := &segment.Producer{ID: producer.ID + int64(p), BaseSequence: int32(len(acked[p]))}
+		prod := &segment.ProducerFields{ID: producer.ID + int64(p), BaseSequence: int32(len(acked[p]))}
 		_, err := c.produce(ctx, "t", p, replica.AcksAll, idempotentBatch(t, prod, v))
 		require.NoError(t, err)
 		acked[p] = append(acked[p], v)

@@ -102,7 +102,7 @@ func (p *Producer) Produce(ctx context.Context, topic string, partition int32, r
 	tp := idempotence.TopicPartition{Topic: topic, Partition: partition}
 	seq := p.seqs[tp]
 	b, err := segment.AppendBatch(nil, records, segment.BuildOptions{Transactional: p.opts.TransactionalID != "",
-		Producer: &segment.Producer{ID: p.producer.ProducerID, Epoch: p.producer.Epoch, BaseSequence: seq}})
+		Producer: &segment.ProducerFields{ID: p.producer.ProducerID, Epoch: p.producer.Epoch, BaseSequence: seq}})
 	if err != nil {
 		return replica.ProduceResult{}, fmt.Errorf("%w: a batch for %s-%d: %w", replica.ErrInvalidRequest, topic, partition, err)
 	}

@@ -27,7 +27,7 @@ func TestNodeReassignsAPartition(t *testing.T) {
 	defer cancel()
 	n := c.any()
 	require.NoError(t, n.CreateTopic(ctx, "m", TopicSpec{Assignment: [][]replica.NodeID{{1, 2}}}))
-	producer := &segment.Producer{ID: 5}
+	producer := &segment.ProducerFields{ID: 5}
 	var acked []string
 	for i := range 10 {
 		v := fmt.Sprint("r", i)

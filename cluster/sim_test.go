@@ -946,7 +946,7 @@ func (p *simProducer) newBatch(stop context.Context) *simBatch {
 		recs[i] = segment.Record{Value: []byte(v), Timestamp: now}
 	}
 	var err error
-	b.bytes, err = segment.AppendBatch(nil, recs, segment.BuildOptions{Producer: &segment.Producer{ID: p.id, Epoch: 0, BaseSequence: b.seq}})
+	b.bytes, err = segment.AppendBatch(nil, recs, segment.BuildOptions{Producer: &segment.ProducerFields{ID: p.id, Epoch: 0, BaseSequence: b.seq}})
 	if err != nil {
 		panic(err) // the records are the test's own
 	}

@@ -170,7 +170,7 @@ func (p *simTxnProducer) initProducer(ctx context.Context, s *sim) (idempotence.
 // acknowledged, the deadline passes or ctx ends.
 func (p *simTxnProducer) produce(ctx context.Context, s *sim, pe idempotence.ProducerIDAndEpoch, seqs map[int32]int32, topic string, part int32, value string) bool {
 	b, err := segment.AppendBatch(nil, []segment.Record{{Value: []byte(value), Timestamp: time.Now().UnixMilli()}},
-		segment.BuildOptions{Transactional: true, Producer: &segment.Producer{ID: pe.ProducerID, Epoch: pe.Epoch, BaseSequence: seqs[part]}})
+		segment.BuildOptions{Transactional: true, Producer: &segment.ProducerFields{ID: pe.ProducerID, Epoch: pe.Epoch, BaseSequence: seqs[part]}})
 	if err != nil {
 		panic(err) // the record is the test's own
 	}

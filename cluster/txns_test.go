@@ -43,7 +43,7 @@ func (c *testCluster) produceTxn(ctx context.Context, txnID string, pe idempoten
 		recs = append(recs, segment.Record{Value: []byte(v)})
 	}
 	b, err := segment.AppendBatch(nil, recs, segment.BuildOptions{Transactional: true,
-		Producer: &segment.Producer{ID: pe.ProducerID, Epoch: pe.Epoch, BaseSequence: seq}})
+		Producer: &segment.ProducerFields{ID: pe.ProducerID, Epoch: pe.Epoch, BaseSequence: seq}})
 	require.NoError(c.t, err)
 	for {
 		md := c.any().Metadata()
@@ -189,7 +189,7 @@ func TestNodeTransactionalProduceJoinsItsPartitionsAtOnce(t *testing.T) {
 	var batches []PartitionBatch
 	for p := range int32(partitions) {
 		b, err := segment.AppendBatch(nil, []segment.Record{{Value: []byte{byte('a' + p)}}}, segment.BuildOptions{Transactional: true,
-			Producer: &segment.Producer{ID: pe.ProducerID, Epoch: pe.Epoch}})
+			Producer: &segment.ProducerFields{ID: pe.ProducerID, Epoch: pe.Epoch}})
 		require.NoError(t, err)
 		batches = append(batches, PartitionBatch{Topic: "t", Partition: p, Batch: b})
 	}
@@ -203,10 +203,10 @@ func TestNodeTransactionalProduceJoinsItsPartitionsAtOnce(t *testing.T) {
 
 	// A batch of another producer in the same produce is refused alone.
 	other, err := segment.AppendBatch(nil, []segment.Record{{Value: []byte("x")}}, segment.BuildOptions{Transactional: true,
-		Producer: &segment.Producer{ID: pe.ProducerID + 1, Epoch: 0}})
+		Producer: &segment.ProducerFields{ID: pe.ProducerID + 1, Epoch: 0}})
 	require.NoError(t, err)
 	again, err := segment.AppendBatch(nil, []segment.Record{{Value: []byte("b")}}, segment.BuildOptions{Transactional: true,
-		Producer: &segment.Producer{ID: pe.ProducerID, Epoch: pe.Epoch, BaseSequence: 1}})
+		Producer: &segment.ProducerFields{ID: pe.ProducerID, Epoch: pe.Epoch, BaseSequence: 1}})
 	require.NoError(t, err)
 	rs := n.ProduceTransactionalBatches(ctx, "tx", true, replica.AcksAll,
 		PartitionBatch{Topic: "t", Partition: 0, Batch: again}, PartitionBatch{Topic: "t", Partition: 1, Batch: other})

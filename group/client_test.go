@@ -612,7 +612,7 @@ func TestConsumerIsolation(t *testing.T) {
 	require.NoError(t, err)
 	e.produce("t", 0, 2) // 0, 1
 	txn, err := segment.AppendBatch(nil, []segment.Record{{Timestamp: time.Now().UnixMilli(), Value: []byte("open")}},
-		segment.BuildOptions{Producer: &segment.Producer{ID: 7}, Transactional: true})
+		segment.BuildOptions{Producer: &segment.ProducerFields{ID: 7}, Transactional: true})
 	require.NoError(t, err)
 	_, err = part.AppendBatch(txn) // 2
 	require.NoError(t, err)

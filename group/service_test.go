@@ -397,7 +397,7 @@ func TestServiceLagToHighWatermarkOrLastStableOffset(t *testing.T) {
 	for i := range open {
 		open[i] = log.NewRecord(nil, []byte("in a transaction"))
 	}
-	b, err := segment.AppendBatch(nil, open, segment.BuildOptions{Producer: &segment.Producer{ID: 1, BaseSequence: 0}, Transactional: true})
+	b, err := segment.AppendBatch(nil, open, segment.BuildOptions{Producer: &segment.ProducerFields{ID: 1, BaseSequence: 0}, Transactional: true})
 	require.NoError(t, err)
 	_, err = p1.AppendBatch(b)
 	require.NoError(t, err)

@@ -83,7 +83,7 @@ func (sp *servicePartition) appendTxn(p idempotence.ProducerIDAndEpoch, recs []s
 		seq = tp.next
 	}
 	b, err := segment.AppendBatch(nil, recs, segment.BuildOptions{
-		Producer:      &segment.Producer{ID: p.ProducerID, Epoch: p.Epoch, BaseSequence: seq},
+		Producer:      &segment.ProducerFields{ID: p.ProducerID, Epoch: p.Epoch, BaseSequence: seq},
 		Transactional: true,
 	})
 	if err != nil {

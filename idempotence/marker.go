@@ -90,7 +90,7 @@ func ParseMarker(key, value []byte) (Marker, error) {
 func AppendMarkerBatch(dst []byte, producerID int64, epoch int16, marker Marker, timestampMs int64) ([]byte, error) {
 	return segment.AppendBatch(dst, []segment.Record{{Timestamp: timestampMs, Key: marker.Key(), Value: marker.Value()}},
 		segment.BuildOptions{
-			Producer:      &segment.Producer{ID: producerID, Epoch: epoch, BaseSequence: NoSequence},
+			Producer:      &segment.ProducerFields{ID: producerID, Epoch: epoch, BaseSequence: NoSequence},
 			Transactional: true,
 			Control:       true,
 		})

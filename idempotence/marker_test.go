@@ -80,7 +80,7 @@ func TestMarkerBatch(t *testing.T) {
 func TestInfoOfDataBatch(t *testing.T) {
 	recs := []segment.Record{{Timestamp: 10, Value: []byte("a")}, {Timestamp: 30, Value: []byte("b")}, {Timestamp: 20, Value: []byte("c")}}
 	b, err := segment.AppendBatch(nil, recs, segment.BuildOptions{
-		BaseOffset: 100, Producer: &segment.Producer{ID: 9, Epoch: 1, BaseSequence: maxSeq - 1}, Transactional: true,
+		BaseOffset: 100, Producer: &segment.ProducerFields{ID: 9, Epoch: 1, BaseSequence: maxSeq - 1}, Transactional: true,
 	})
 	require.NoError(t, err)
 	info, err := InfoOf(segment.Batch(b))
@@ -96,7 +96,7 @@ func TestInfoOfDataBatch(t *testing.T) {
 // is an INVALID_RECORD.
 func TestInfoOfBadControlBatch(t *testing.T) {
 	b, err := segment.AppendBatch(nil, []segment.Record{{Key: []byte{0, 0, 0, 2}, Value: []byte{0, 0}}}, segment.BuildOptions{
-		Producer: &segment.Producer{ID: 9, Epoch: 1, BaseSequence: -1}, Transactional: true, Control: true,
+		Producer: &segment.ProducerFields{ID: 9, Epoch: 1, BaseSequence: -1}, Transactional: true, Control: true,
 	})
 	require.NoError(t, err)
 	_, err = InfoOf(segment.Batch(b))

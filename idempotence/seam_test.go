@@ -69,7 +69,7 @@ func producerBatch(t *testing.T, id int64, epoch int16, seq int32, n int, txn bo
 		recs[i] = segment.Record{Timestamp: 5000 + int64(i), Value: []byte("v")}
 	}
 	b, err := segment.AppendBatch(nil, recs, segment.BuildOptions{
-		Producer: &segment.Producer{ID: id, Epoch: epoch, BaseSequence: seq}, Transactional: txn})
+		Producer: &segment.ProducerFields{ID: id, Epoch: epoch, BaseSequence: seq}, Transactional: txn})
 	require.NoError(t, err)
 	return b
 }

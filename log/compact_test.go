@@ -44,21 +44,21 @@ func compactOptions(fs vfs.FS, now *time.Time) Options {
 // tombstone.
 type model struct {
 	recs      map[int64]segment.Record
-	maybe     map[int64]segment.Record   // appends that failed: there or not
-	producers map[int64]int64            // producer id: last offset of its last batch
-	seen      map[int64]time.Time        // tombstone offset: the first Compact after its append
-	next      map[int64]segment.Producer // producer id: epoch and sequence of its next batch
+	maybe     map[int64]segment.Record         // appends that failed: there or not
+	producers map[int64]int64                  // producer id: last offset of its last batch
+	seen      map[int64]time.Time              // tombstone offset: the first Compact after its append
+	next      map[int64]segment.ProducerFields // producer id: epoch and sequence of its next batch
 }
 
 // producer returns the header fields of pid's next batch of n records, as an
 // idempotent producer numbers them; nil for pid < 0.
-func (m *model) producer(pid int64, n int) *segment.Producer {
+func (m *model) producer(pid int64, n int) *segment.ProducerFields {
 	if pid < 0 {
 		return nil
 	}
 	p, ok := m.next[pid]
 	if !ok {
-		p = segment.Producer{ID: pid}
+		p = segment.ProducerFields{ID: pid}
 	}
 	next := p
 	next.BaseSequence += int32(n)
@@ -71,12 +71,12 @@ func (m *model) producer(pid int64, n int) *segment.Producer {
 // epoch starts at sequence 0, whatever the log holds.
 func (m *model) fence(pid int64) {
 	if pid >= 0 {
-		m.next[pid] = segment.Producer{ID: pid, Epoch: m.next[pid].Epoch + 1}
+		m.next[pid] = segment.ProducerFields{ID: pid, Epoch: m.next[pid].Epoch + 1}
 	}
 }
 
 func newModel() *model {
-	return &model{recs: map[int64]segment.Record{}, maybe: map[int64]segment.Record{}, producers: map[int64]int64{}, seen: map[int64]time.Time{}, next: map[int64]segment.Producer{}}
+	return &model{recs: map[int64]segment.Record{}, maybe: map[int64]segment.Record{}, producers: map[int64]int64{}, seen: map[int64]time.Time{}, next: map[int64]segment.ProducerFields{}}
 }
 
 // append appends recs as one batch, from producer pid if pid >= 0.

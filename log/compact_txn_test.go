@@ -57,7 +57,7 @@ func (m *txnModel) records(rng *rand.Rand, now time.Time, n int, reuse bool) []s
 func (m *txnModel) produce(t testing.TB, l *Log, pid int64, recs []segment.Record) {
 	t.Helper()
 	b, err := segment.AppendBatch(nil, recs, segment.BuildOptions{
-		Producer: &segment.Producer{ID: pid, BaseSequence: m.seq[pid]}, Transactional: true})
+		Producer: &segment.ProducerFields{ID: pid, BaseSequence: m.seq[pid]}, Transactional: true})
 	require.NoError(t, err)
 	res, err := l.AppendBatch(b)
 	require.NoError(t, err)

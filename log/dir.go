@@ -1181,7 +1181,7 @@ func (p *Partition) AppendQueued(recs []segment.Record, queued func()) (AppendRe
 }
 
 // appendQueued is Append with Log.appendQueued's queued.
-func (p *Partition) appendQueued(recs []segment.Record, prod *segment.Producer, queued func()) (AppendResult, error) {
+func (p *Partition) appendQueued(recs []segment.Record, prod *segment.ProducerFields, queued func()) (AppendResult, error) {
 	return with(p, true, func(l *Log) (AppendResult, error) { return l.appendQueued(recs, prod, queued) })
 }
 

@@ -172,7 +172,7 @@ func (l *Log) Append(recs []segment.Record) (AppendResult, error) {
 // while two of them are in flight. A non-nil prod stamps the batch with an
 // idempotent producer's id, epoch and first sequence, which the producer
 // state checks as AppendBatch's.
-func (l *Log) appendQueued(recs []segment.Record, prod *segment.Producer, queued func()) (AppendResult, error) {
+func (l *Log) appendQueued(recs []segment.Record, prod *segment.ProducerFields, queued func()) (AppendResult, error) {
 	return l.appendBuilt(recs, segment.BuildOptions{Producer: prod}, queued)
 }
 

@@ -125,7 +125,7 @@ type Producer struct {
 	txn         *TransactionalProducer    // set if the producer is transactional
 
 	// appendFn appends a batch; tests replace it to lose an answer.
-	appendFn func(p *Partition, recs []segment.Record, prod *segment.Producer, queued func()) (AppendResult, error)
+	appendFn func(p *Partition, recs []segment.Record, prod *segment.ProducerFields, queued func()) (AppendResult, error)
 }
 
 // pendingBatch gathers records for one partition.

@@ -33,12 +33,12 @@ type sequencer struct {
 }
 
 // current reports whether prod is the partition's current stamp.
-func (s *sequencer) current(prod segment.Producer) bool {
+func (s *sequencer) current(prod segment.ProducerFields) bool {
 	return s.id == prod.ID && s.epoch == prod.Epoch
 }
 
 // stamp gives b's records the partition's next sequences.
-func (pr *Producer) stamp(b *pendingBatch) (segment.Producer, error) {
+func (pr *Producer) stamp(b *pendingBatch) (segment.ProducerFields, error) {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	s := pr.seqs[b.p]
@@ -49,11 +49,11 @@ func (pr *Producer) stamp(b *pendingBatch) (segment.Producer, error) {
 	if s.id < 0 { // the epoch ran out: a new producer id
 		id, err := pr.d.newProducerID()
 		if err != nil {
-			return segment.Producer{}, err
+			return segment.ProducerFields{}, err
 		}
 		s.id = id
 	}
-	prod := segment.Producer{ID: s.id, Epoch: s.epoch, BaseSequence: s.next}
+	prod := segment.ProducerFields{ID: s.id, Epoch: s.epoch, BaseSequence: s.next}
 	s.next = idempotence.IncrementSequence(s.next, int32(len(b.recs)))
 	return prod, nil
 }
@@ -71,7 +71,7 @@ func (pr *Producer) unknown(b *pendingBatch) bool {
 }
 
 // succeeded records that the log took a batch stamped with prod.
-func (pr *Producer) succeeded(b *pendingBatch, prod segment.Producer) {
+func (pr *Producer) succeeded(b *pendingBatch, prod segment.ProducerFields) {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	if s := pr.seqs[b.p]; s.id == prod.ID {
@@ -81,7 +81,7 @@ func (pr *Producer) succeeded(b *pendingBatch, prod segment.Producer) {
 
 // unstamp gives back the sequences of b, which never reached the log: the
 // batch after it takes them, since it waits for b to reach the log first.
-func (pr *Producer) unstamp(b *pendingBatch, prod segment.Producer) {
+func (pr *Producer) unstamp(b *pendingBatch, prod segment.ProducerFields) {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	if s := pr.seqs[b.p]; s.current(prod) {
@@ -91,7 +91,7 @@ func (pr *Producer) unstamp(b *pendingBatch, prod segment.Producer) {
 
 // stale reports whether an earlier batch of the partition failed for good
 // after prod was stamped: the log will never take prod's sequences.
-func (pr *Producer) stale(b *pendingBatch, prod segment.Producer) bool {
+func (pr *Producer) stale(b *pendingBatch, prod segment.ProducerFields) bool {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	return !pr.seqs[b.p].current(prod)
@@ -100,7 +100,7 @@ func (pr *Producer) stale(b *pendingBatch, prod segment.Producer) bool {
 // failed bumps the partition's epoch after b failed for good with prod's
 // sequences, unless an earlier batch did already: the next batch starts a
 // new epoch at sequence 0, which the log accepts whatever came before.
-func (pr *Producer) failed(b *pendingBatch, prod segment.Producer) {
+func (pr *Producer) failed(b *pendingBatch, prod segment.ProducerFields) {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	s := pr.seqs[b.p]

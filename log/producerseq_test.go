@@ -48,7 +48,7 @@ func TestIdempotentProducerRetryOfALostAnswerWritesOnce(t *testing.T) {
 	defer pr.Close()
 	real := pr.appendFn
 	var calls atomic.Int32
-	pr.appendFn = func(p *Partition, recs []segment.Record, prod *segment.Producer, queued func()) (AppendResult, error) {
+	pr.appendFn = func(p *Partition, recs []segment.Record, prod *segment.ProducerFields, queued func()) (AppendResult, error) {
 		res, err := real(p, recs, prod, queued)
 		if calls.Add(1) == 1 {
 			require.NoError(t, err)
@@ -184,7 +184,7 @@ func TestFailedBatchBumpsThePartitionEpoch(t *testing.T) {
 	broken := errors.New("injected: the append failed")
 	secondDone := make(chan struct{})
 	var calls atomic.Int32
-	pr.appendFn = func(p *Partition, recs []segment.Record, prod *segment.Producer, queued func()) (AppendResult, error) {
+	pr.appendFn = func(p *Partition, recs []segment.Record, prod *segment.ProducerFields, queued func()) (AppendResult, error) {
 		switch calls.Add(1) {
 		case 1: // A reaches the log's order, then fails without writing
 			queued()
@@ -234,7 +234,7 @@ func TestIdempotentProducerLosingAnswersNeverDuplicates(t *testing.T) {
 		return r == 0, r == 1
 	}
 	var lost atomic.Int64
-	pr.appendFn = func(p *Partition, recs []segment.Record, prod *segment.Producer, queued func()) (AppendResult, error) {
+	pr.appendFn = func(p *Partition, recs []segment.Record, prod *segment.ProducerFields, queued func()) (AppendResult, error) {
 		before, after := lose()
 		if before && prod != nil {
 			queued() // took its place, then lost
@@ -330,7 +330,7 @@ func testProducerKeepsAtMostFiveBatchesInFlight(t *testing.T) {
 	real := pr.appendFn
 	hang := make(chan struct{})
 	var calls atomic.Int32
-	pr.appendFn = func(p *Partition, recs []segment.Record, prod *segment.Producer, queued func()) (AppendResult, error) {
+	pr.appendFn = func(p *Partition, recs []segment.Record, prod *segment.ProducerFields, queued func()) (AppendResult, error) {
 		if calls.Add(1) == 1 {
 			queued()
 			<-hang
@@ -379,7 +379,7 @@ func testFirstBatchGoesAloneToALogThatDoesNotKnowTheProducer(t *testing.T) {
 	real := pr.appendFn
 	var mu sync.Mutex
 	var sent []int32 // the base sequence of every attempt, in order
-	pr.appendFn = func(p *Partition, recs []segment.Record, prod *segment.Producer, queued func()) (AppendResult, error) {
+	pr.appendFn = func(p *Partition, recs []segment.Record, prod *segment.ProducerFields, queued func()) (AppendResult, error) {
 		mu.Lock()
 		sent = append(sent, prod.BaseSequence)
 		first := len(sent) == 1

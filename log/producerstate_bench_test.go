@@ -27,7 +27,7 @@ func BenchmarkAppendProducer(b *testing.B) {
 		b.Run("producer="+p.name, func(b *testing.B) {
 			opts := segment.BuildOptions{}
 			if p.id >= 0 {
-				opts.Producer = &segment.Producer{ID: p.id}
+				opts.Producer = &segment.ProducerFields{ID: p.id}
 			}
 			batch, err := segment.AppendBatch(nil, benchRecords(), opts)
 			if err != nil {

@@ -26,7 +26,7 @@ func ExampleLog_AppendMarker() {
 	now := time.Now().UnixMilli()
 	batch := func(producerID int64, seq int32, value string) segment.Batch {
 		b, err := segment.AppendBatch(nil, []segment.Record{{Value: []byte(value), Timestamp: now}}, segment.BuildOptions{
-			Producer: &segment.Producer{ID: producerID, BaseSequence: seq}, Transactional: true})
+			Producer: &segment.ProducerFields{ID: producerID, BaseSequence: seq}, Transactional: true})
 		if err != nil {
 			panic(err)
 		}

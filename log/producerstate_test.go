@@ -29,7 +29,7 @@ func producerBatchAt(t testing.TB, ms, id int64, epoch int16, seq int32, n int, 
 		recs[i].Timestamp = ms
 	}
 	b, err := segment.AppendBatch(nil, recs, segment.BuildOptions{
-		Producer: &segment.Producer{ID: id, Epoch: epoch, BaseSequence: seq}, Transactional: txn})
+		Producer: &segment.ProducerFields{ID: id, Epoch: epoch, BaseSequence: seq}, Transactional: txn})
 	require.NoError(t, err)
 	return b
 }
@@ -683,7 +683,7 @@ func TestConcurrentProducersAndReadCommittedReaders(t *testing.T) {
 			for i := range batches {
 				txn := i%4 == 3
 				b, err := segment.AppendBatch(nil, []segment.Record{{Key: fmt.Appendf(nil, "p%d-%d", p, i), Value: []byte("v"), Timestamp: time.Now().UnixMilli()}},
-					segment.BuildOptions{Producer: &segment.Producer{ID: pid, BaseSequence: int32(i)}, Transactional: txn})
+					segment.BuildOptions{Producer: &segment.ProducerFields{ID: pid, BaseSequence: int32(i)}, Transactional: txn})
 				if err != nil {
 					errs <- err
 					return

@@ -442,7 +442,7 @@ func (f *fakeOffsets) TxnOffsetCommit(_ context.Context, req TxnOffsetCommit) er
 		recs = append(recs, segment.Record{Timestamp: 1, Key: fmt.Appendf(nil, "%s/%s/%d", req.Group, o.Topic, o.Partition), Value: fmt.Append(nil, o.Offset)})
 	}
 	b, err := segment.AppendBatch(nil, recs, segment.BuildOptions{
-		Producer:      &segment.Producer{ID: req.Producer.ProducerID, Epoch: req.Producer.Epoch, BaseSequence: idempotence.NoSequence},
+		Producer:      &segment.ProducerFields{ID: req.Producer.ProducerID, Epoch: req.Producer.Epoch, BaseSequence: idempotence.NoSequence},
 		Transactional: true,
 	})
 	if err != nil {
@@ -590,7 +590,7 @@ func TestTxnAppendCoordinatorBatch(t *testing.T) {
 	pe := tp.producer
 	build := func(epoch int16, transactional bool) segment.Batch {
 		b, err := segment.AppendBatch(nil, []segment.Record{{Timestamp: 1, Value: []byte("offsets")}}, segment.BuildOptions{
-			Producer:      &segment.Producer{ID: pe.ProducerID, Epoch: epoch, BaseSequence: idempotence.NoSequence},
+			Producer:      &segment.ProducerFields{ID: pe.ProducerID, Epoch: epoch, BaseSequence: idempotence.NoSequence},
 			Transactional: transactional,
 		})
 		require.NoError(t, err)
@@ -625,7 +625,7 @@ func TestTxnAppendBatchAddsPartitionsImplicitly(t *testing.T) {
 	require.NoError(t, err)
 	batch := func(pe idempotence.ProducerIDAndEpoch, seq int32, value string) segment.Batch {
 		b, err := segment.AppendBatch(nil, []segment.Record{{Timestamp: 1, Value: []byte(value)}}, segment.BuildOptions{
-			Producer:      &segment.Producer{ID: pe.ProducerID, Epoch: pe.Epoch, BaseSequence: seq},
+			Producer:      &segment.ProducerFields{ID: pe.ProducerID, Epoch: pe.Epoch, BaseSequence: seq},
 			Transactional: true,
 		})
 		require.NoError(t, err)

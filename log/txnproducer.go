@@ -117,7 +117,7 @@ func (d *Dir) NewTransactionalProducer(id string, opts TransactionalOptions) (*T
 	}
 	tp := &TransactionalProducer{id: id, t: t, pr: pr}
 	pr.txn, pr.seqs = tp, make(map[*Partition]*sequencer)
-	pr.appendFn = func(p *Partition, recs []segment.Record, prod *segment.Producer, queued func()) (AppendResult, error) {
+	pr.appendFn = func(p *Partition, recs []segment.Record, prod *segment.ProducerFields, queued func()) (AppendResult, error) {
 		bo := segment.BuildOptions{Producer: prod, Transactional: true}
 		return with(p, true, func(l *Log) (AppendResult, error) { return l.appendBuilt(recs, bo, queued) })
 	}

@@ -19,7 +19,7 @@ func idempotentBatch(t testingT, pid int64, epoch int16, seq int32, values ...st
 	for i, v := range values {
 		recs[i] = segment.Record{Value: []byte(v), Timestamp: 1}
 	}
-	b, err := segment.AppendBatch(nil, recs, segment.BuildOptions{Producer: &segment.Producer{ID: pid, Epoch: epoch, BaseSequence: seq}})
+	b, err := segment.AppendBatch(nil, recs, segment.BuildOptions{Producer: &segment.ProducerFields{ID: pid, Epoch: epoch, BaseSequence: seq}})
 	require.NoError(t, err)
 	return b
 }
@@ -164,7 +164,7 @@ func TestLeaderRefusesWhatTheProducerStateRefuses(t *testing.T) {
 	require.NoError(t, err)
 	c.stabilize()
 	txn, err := segment.AppendBatch(nil, []segment.Record{{Value: []byte("t")}}, segment.BuildOptions{
-		Producer: &segment.Producer{ID: 8, Epoch: 0, BaseSequence: 0}, Transactional: true})
+		Producer: &segment.ProducerFields{ID: 8, Epoch: 0, BaseSequence: 0}, Transactional: true})
 	require.NoError(t, err)
 	_, err = c.produceBatch(1, AcksLeader, txn)
 	require.NoError(t, err)

@@ -57,7 +57,7 @@ var goldenRecords = []Record{
 
 var goldenOptions = BuildOptions{
 	BaseOffset:    42,
-	Producer:      &Producer{ID: 7, Epoch: 1, BaseSequence: 100},
+	Producer:      &ProducerFields{ID: 7, Epoch: 1, BaseSequence: 100},
 	Transactional: true,
 }
 
@@ -154,7 +154,7 @@ func TestSaramaVectors(t *testing.T) {
 
 func TestHeaderFields(t *testing.T) {
 	recs := []Record{{Timestamp: 100}, {Timestamp: 300}, {Timestamp: 200}}
-	producer := &Producer{ID: 1 << 40, Epoch: 3, BaseSequence: math.MaxInt32 - 1}
+	producer := &ProducerFields{ID: 1 << 40, Epoch: 3, BaseSequence: math.MaxInt32 - 1}
 	for _, tc := range []struct {
 		name string
 		opts BuildOptions

@@ -18,7 +18,7 @@ func seedBatches(tb testing.TB) [][]byte {
 		seeds = append(seeds, mustBuild(tb, recs, BuildOptions{Codec: c, BaseOffset: 1 << 40}))
 	}
 	ctl := mustBuild(tb, []Record{{Key: []byte{0, 0, 0, 1}, Value: []byte{0, 0, 0, 0, 0, 0}}},
-		BuildOptions{Control: true, Transactional: true, Producer: &Producer{ID: 1}})
+		BuildOptions{Control: true, Transactional: true, Producer: &ProducerFields{ID: 1}})
 	lat := mustBuild(tb, recs, BuildOptions{})
 	lat.SetLogAppendTime(99)
 	two := append(clone(goldenBatch), goldenBatch...)
@@ -75,7 +75,7 @@ func checkRebuild(t *testing.T, b Batch, recs []Record) {
 		KeepOffsets:   true,
 	}
 	if b.ProducerID() != -1 || b.ProducerEpoch() != -1 || b.BaseSequence() != -1 {
-		opts.Producer = &Producer{ID: b.ProducerID(), Epoch: b.ProducerEpoch(), BaseSequence: b.BaseSequence()}
+		opts.Producer = &ProducerFields{ID: b.ProducerID(), Epoch: b.ProducerEpoch(), BaseSequence: b.BaseSequence()}
 	}
 	if opts.Transactional && opts.Producer == nil {
 		return // a foreign batch Kafka would reject; AppendBatch does too

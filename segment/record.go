@@ -40,9 +40,10 @@ type Header struct {
 	Value []byte // nil for null
 }
 
-// Producer identifies the idempotent or transactional producer of a batch
-// and the sequence number of its first record.
-type Producer struct {
+// ProducerFields are the producer fields of a batch header: the
+// idempotent or transactional producer of the batch and the sequence
+// number of its first record.
+type ProducerFields struct {
 	ID           int64
 	Epoch        int16
 	BaseSequence int32
@@ -62,7 +63,7 @@ type BuildOptions struct {
 
 	// Producer is nil for a producer without idempotence (all three
 	// fields -1).
-	Producer *Producer
+	Producer *ProducerFields
 
 	// Transactional marks the batch as part of a transaction; it needs a
 	// Producer.
@@ -92,9 +93,9 @@ func (o *BuildOptions) timestamp(r *Record) int64 {
 	return r.Timestamp
 }
 
-func (o *BuildOptions) producer() Producer {
+func (o *BuildOptions) producer() ProducerFields {
 	if o.Producer == nil {
-		return Producer{ID: -1, Epoch: -1, BaseSequence: -1}
+		return ProducerFields{ID: -1, Epoch: -1, BaseSequence: -1}
 	}
 	return *o.Producer
 }

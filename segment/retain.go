@@ -38,7 +38,7 @@ func AppendRetained(dst []byte, b Batch, recs []Record, deleteHorizon int64) ([]
 	opts := BuildOptions{
 		BaseOffset: b.BaseOffset(),
 		Codec:      b.Codec(),
-		Producer:   &Producer{ID: b.ProducerID(), Epoch: b.ProducerEpoch(), BaseSequence: b.BaseSequence()},
+		Producer:   &ProducerFields{ID: b.ProducerID(), Epoch: b.ProducerEpoch(), BaseSequence: b.BaseSequence()},
 	}
 	attrs := b.attributes() &^ (attrDeleteHorizon | attrCodecMask)
 	start := len(dst)

@@ -22,7 +22,7 @@ func producerBatch(t *testing.T, codec Codec, logAppendTime bool) Batch {
 	}
 	raw, err := AppendBatch(nil, recs, BuildOptions{
 		BaseOffset: 100, Codec: codec, Transactional: true,
-		Producer: &Producer{ID: 42, Epoch: 3, BaseSequence: 17},
+		Producer: &ProducerFields{ID: 42, Epoch: 3, BaseSequence: 17},
 	})
 	require.NoError(t, err)
 	b := Batch(raw)

@@ -80,7 +80,7 @@ func txnBatch(n int, value []byte, idempotent, txn bool) (segment.Batch, error) 
 	opts := segment.BuildOptions{Transactional: txn}
 	if idempotent {
 		round := n / txnProducers
-		opts.Producer = &segment.Producer{ID: int64(1000 + n%txnProducers), BaseSequence: int32(round * txnBatchRecords)}
+		opts.Producer = &segment.ProducerFields{ID: int64(1000 + n%txnProducers), BaseSequence: int32(round * txnBatchRecords)}
 	}
 	return segment.AppendBatch(nil, recs, opts)
 }

@@ -40,12 +40,12 @@ var headers = []struct {
 	opts segment.BuildOptions
 }{
 	{"plain", segment.BuildOptions{}},
-	{"idempotent", segment.BuildOptions{Producer: &segment.Producer{ID: 4000, Epoch: 2, BaseSequence: 17}}},
+	{"idempotent", segment.BuildOptions{Producer: &segment.ProducerFields{ID: 4000, Epoch: 2, BaseSequence: 17}}},
 	{"transactional", segment.BuildOptions{
-		Producer:      &segment.Producer{ID: 1 << 40, Epoch: 32000, BaseSequence: 2147483000},
+		Producer:      &segment.ProducerFields{ID: 1 << 40, Epoch: 32000, BaseSequence: 2147483000},
 		Transactional: true,
 	}},
-	{"control", segment.BuildOptions{Producer: &segment.Producer{ID: 9, Epoch: 0, BaseSequence: -1},
+	{"control", segment.BuildOptions{Producer: &segment.ProducerFields{ID: 9, Epoch: 0, BaseSequence: -1},
 		Transactional: true, Control: true}},
 }
 
@@ -74,9 +74,9 @@ func attributes(c segment.Codec, o segment.BuildOptions) int16 {
 	return a
 }
 
-func producer(o segment.BuildOptions) segment.Producer {
+func producer(o segment.BuildOptions) segment.ProducerFields {
 	if o.Producer == nil {
-		return segment.Producer{ID: -1, Epoch: -1, BaseSequence: -1}
+		return segment.ProducerFields{ID: -1, Epoch: -1, BaseSequence: -1}
 	}
 	return *o.Producer
 }

@@ -256,8 +256,8 @@ func strandBatch(r *rand.Rand) (raw []byte, shape string, recs []segment.Record)
 
 func randInt32(r *rand.Rand) int32 { return int32(r.Uint32()) }
 
-func randProducer(r *rand.Rand) *segment.Producer {
-	p := &segment.Producer{ID: r.Int64N(1 << 50), Epoch: int16(r.IntN(math.MaxInt16 + 1)), BaseSequence: r.Int32N(1000)}
+func randProducer(r *rand.Rand) *segment.ProducerFields {
+	p := &segment.ProducerFields{ID: r.Int64N(1 << 50), Epoch: int16(r.IntN(math.MaxInt16 + 1)), BaseSequence: r.Int32N(1000)}
 	if r.IntN(4) == 0 {
 		// Near the wrap of sequence numbers past MaxInt32 to 0.
 		p.BaseSequence = math.MaxInt32 - r.Int32N(50)
@@ -428,7 +428,7 @@ func kafkaSpec(r *rand.Rand) (BuildSpec, string) {
 		Codec:                codecs[r.IntN(len(codecs))],
 		BaseOffset:           []int64{0, r.Int64N(1 << 20), r.Int64N(1 << 50)}[r.IntN(3)],
 		PartitionLeaderEpoch: -1,
-		Producer:             segment.Producer{ID: -1, Epoch: -1, BaseSequence: -1},
+		Producer:             segment.ProducerFields{ID: -1, Epoch: -1, BaseSequence: -1},
 		LogAppendTime:        -1,
 	}
 	shape := "plain"

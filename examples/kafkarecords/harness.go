@@ -193,7 +193,7 @@ type BuildSpec struct {
 	Codec                segment.Codec
 	BaseOffset           int64
 	PartitionLeaderEpoch int32
-	Producer             segment.Producer // all -1 for none
+	Producer             segment.ProducerFields // all -1 for none
 	Transactional        bool
 	LogAppendTime        int64 // -1 for CreateTime
 	// KeepOffsets appends each record at its Offset (appendWithOffset)

@@ -91,7 +91,7 @@ func TestIdempotentRetriesOverTheWire(t *testing.T) {
 		for _, k := range keys {
 			recs = append(recs, segment.Record{Key: []byte(k), Value: []byte(k), Timestamp: 1})
 		}
-		b, err := segment.AppendBatch(nil, recs, segment.BuildOptions{Producer: &segment.Producer{ID: ir.ProducerID, Epoch: 0, BaseSequence: seq}})
+		b, err := segment.AppendBatch(nil, recs, segment.BuildOptions{Producer: &segment.ProducerFields{ID: ir.ProducerID, Epoch: 0, BaseSequence: seq}})
 		require.NoError(t, err)
 		return b
 	}

@@ -55,7 +55,7 @@ func transcode(b segment.Batch) (segment.Batch, error) {
 	}
 	opts := segment.BuildOptions{Codec: segment.CodecLZ4, Transactional: b.Transactional(), Control: b.Control()}
 	if b.ProducerID() >= 0 {
-		opts.Producer = &segment.Producer{ID: b.ProducerID(), Epoch: b.ProducerEpoch(), BaseSequence: b.BaseSequence()}
+		opts.Producer = &segment.ProducerFields{ID: b.ProducerID(), Epoch: b.ProducerEpoch(), BaseSequence: b.BaseSequence()}
 	}
 	out, err := segment.AppendBatch(nil, recs, opts)
 	if err != nil {

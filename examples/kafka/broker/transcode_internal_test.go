@@ -14,7 +14,7 @@ import (
 // snappyBatch returns recs as a snappy batch, its records framed by frame.
 func snappyBatch(t testing.TB, recs []segment.Record, frame func(raw []byte) []byte) segment.Batch {
 	t.Helper()
-	plain, err := segment.AppendBatch(nil, recs, segment.BuildOptions{Producer: &segment.Producer{ID: 7, Epoch: 1, BaseSequence: 40}})
+	plain, err := segment.AppendBatch(nil, recs, segment.BuildOptions{Producer: &segment.ProducerFields{ID: 7, Epoch: 1, BaseSequence: 40}})
 	require.NoError(t, err)
 	b := append(plain[:segment.HeaderSize:segment.HeaderSize], frame(plain[segment.HeaderSize:])...)
 	binary.BigEndian.PutUint16(b[21:], binary.BigEndian.Uint16(b[21:])|uint16(segment.CodecSnappy))

@@ -215,7 +215,7 @@ func TestTransactionRequestsOverTheWire(t *testing.T) {
 	seqs := map[int32]int32{}
 	batch := func(p idempotence.ProducerIDAndEpoch, partition int32, k string) []byte {
 		b, err := segment.AppendBatch(nil, []segment.Record{{Key: []byte(k), Value: []byte(k), Timestamp: 1}},
-			segment.BuildOptions{Producer: &segment.Producer{ID: p.ProducerID, Epoch: p.Epoch, BaseSequence: seqs[partition]}, Transactional: true})
+			segment.BuildOptions{Producer: &segment.ProducerFields{ID: p.ProducerID, Epoch: p.Epoch, BaseSequence: seqs[partition]}, Transactional: true})
 		require.NoError(t, err)
 		return b
 	}
