@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/strandlog/strand/consumer"
 	"github.com/strandlog/strand/group"
 	"github.com/strandlog/strand/idempotence"
 	"github.com/strandlog/strand/log"
@@ -76,9 +77,9 @@ type Consumer struct {
 	mu       sync.Mutex // guards what follows, shared with the heartbeat goroutine
 	epoch    int32      // the member epoch; 0 while joining
 	interval time.Duration
-	target   map[group.TopicPartition]bool  // the assignment the coordinator last sent
-	owned    map[group.TopicPartition]int64 // the partitions the consumer reads, and their positions
-	err      error                          // a heartbeat's failure, for Poll to return
+	target   map[consumer.TopicPartition]bool  // the assignment the coordinator last sent
+	owned    map[consumer.TopicPartition]int64 // the partitions the consumer reads, and their positions
+	err      error                             // a heartbeat's failure, for Poll to return
 }
 
 // NewConsumer returns a member of opts.Group that talks to the cluster
@@ -106,20 +107,20 @@ func NewConsumer(n *Node, opts ConsumerOptions) (*Consumer, error) {
 	opts.Topics = slices.Clone(opts.Topics)
 	ctx, stop := context.WithCancel(context.Background())
 	c := &Consumer{n: n, opts: opts, memberID: rand.Text(), stop: stop, done: make(chan struct{}),
-		wake: make(chan struct{}, 1), owned: map[group.TopicPartition]int64{}}
+		wake: make(chan struct{}, 1), owned: map[consumer.TopicPartition]int64{}}
 	go c.heartbeats(ctx)
 	return c, nil
 }
 
 // Assigned returns the partitions the consumer reads, sorted. It is safe
 // to call from any goroutine.
-func (c *Consumer) Assigned() []group.TopicPartition {
+func (c *Consumer) Assigned() []consumer.TopicPartition {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return slices.SortedFunc(maps.Keys(c.owned), compareGroupTP)
 }
 
-func compareGroupTP(a, b group.TopicPartition) int {
+func compareGroupTP(a, b consumer.TopicPartition) int {
 	return cmp.Or(strings.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
 }
 
@@ -128,9 +129,9 @@ func compareGroupTP(a, b group.TopicPartition) int {
 // position outside its partition's log moves to the log start, or to the
 // high watermark if it is beyond it. The failure of a heartbeat since the
 // last Poll is returned once; the consumer goes on heartbeating.
-func (c *Consumer) Poll(ctx context.Context) ([]group.Message, error) {
+func (c *Consumer) Poll(ctx context.Context) ([]consumer.Message, error) {
 	if c.closed {
-		return nil, group.ErrConsumerClosed
+		return nil, consumer.ErrClosed
 	}
 	for {
 		c.mu.Lock()
@@ -141,7 +142,7 @@ func (c *Consumer) Poll(ctx context.Context) ([]group.Message, error) {
 		if failed != nil {
 			return nil, failed
 		}
-		var out []group.Message
+		var out []consumer.Message
 		for _, tp := range slices.SortedFunc(maps.Keys(positions), compareGroupTP) {
 			var err error
 			if out, err = c.read(ctx, tp, positions[tp], out); err != nil {
@@ -170,10 +171,10 @@ func (c *Consumer) Poll(ctx context.Context) ([]group.Message, error) {
 // read appends to out what one fetch of tp from offset from returns, and
 // moves its position past it, unless the partition was revoked or lost
 // meanwhile.
-func (c *Consumer) read(ctx context.Context, tp group.TopicPartition, from int64, out []group.Message) ([]group.Message, error) {
+func (c *Consumer) read(ctx context.Context, tp consumer.TopicPartition, from int64, out []consumer.Message) ([]consumer.Message, error) {
 	res, err := c.n.Fetch(ctx, tp.Topic, tp.Partition, from, c.opts.MaxPartitionBytes, c.opts.Isolation)
 	next := from
-	var msgs []group.Message
+	var msgs []consumer.Message
 	switch {
 	case errors.Is(err, replica.ErrOffsetOutOfRange):
 		next = min(max(from, res.LogStartOffset), res.HighWatermark)
@@ -197,12 +198,12 @@ func (c *Consumer) read(ctx context.Context, tp group.TopicPartition, from int64
 // consumer returns, and the offset after the last batch. Control batches
 // and, when the fetch lists aborted transactions, the batches of those
 // are dropped, as Kafka's consumer drops them.
-func records(tp group.TopicPartition, from int64, res FetchResult) ([]group.Message, int64, error) {
+func records(tp consumer.TopicPartition, from int64, res FetchResult) ([]consumer.Message, int64, error) {
 	var aborted *idempotence.AbortedFilter
 	if len(res.Aborted) > 0 {
 		aborted = idempotence.NewAbortedFilter(res.Aborted)
 	}
-	var out []group.Message
+	var out []consumer.Message
 	next := from
 	for rest := res.Records; len(rest) > 0; {
 		var b segment.Batch
@@ -223,7 +224,7 @@ func records(tp group.TopicPartition, from int64, res FetchResult) ([]group.Mess
 					return nil, next, fmt.Errorf("the batch at offset %d: %w", b.BaseOffset(), err)
 				}
 				if r.Offset >= from {
-					out = append(out, group.Message{TopicPartition: tp, Record: r})
+					out = append(out, consumer.Message{TopicPartition: tp, Record: r})
 				}
 			}
 		}
@@ -239,7 +240,7 @@ func records(tp group.TopicPartition, from int64, res FetchResult) ([]group.Mess
 // the newer epoch, until ctx ends.
 func (c *Consumer) Commit(ctx context.Context) error {
 	if c.closed {
-		return group.ErrConsumerClosed
+		return consumer.ErrClosed
 	}
 	for {
 		c.commitMu.Lock()
@@ -263,7 +264,7 @@ func (c *Consumer) Commit(ctx context.Context) error {
 }
 
 // commit commits positions at member epoch epoch; commitMu is held.
-func (c *Consumer) commit(ctx context.Context, positions map[group.TopicPartition]int64, epoch int32) error {
+func (c *Consumer) commit(ctx context.Context, positions map[consumer.TopicPartition]int64, epoch int32) error {
 	req := group.OffsetCommitRequest{Version: group.OffsetCommitVersionGroupIDNotFound, GroupID: c.opts.Group,
 		GenerationID: epoch, MemberID: c.memberID}
 	for _, tp := range slices.SortedFunc(maps.Keys(positions), compareGroupTP) {
@@ -369,10 +370,10 @@ func (c *Consumer) heartbeat(ctx context.Context) time.Duration {
 	c.mu.Lock()
 	c.epoch, c.interval = resp.MemberEpoch, resp.HeartbeatInterval
 	if resp.Assignment != nil {
-		c.target = map[group.TopicPartition]bool{}
+		c.target = map[consumer.TopicPartition]bool{}
 		for t, ps := range resp.Assignment.Partitions {
 			for _, p := range ps {
-				c.target[group.TopicPartition{Topic: t, Partition: p}] = true
+				c.target[consumer.TopicPartition{Topic: t, Partition: p}] = true
 			}
 		}
 	}
@@ -396,14 +397,14 @@ func (c *Consumer) fail(err error) {
 // whether what the consumer owns changed.
 func (c *Consumer) reconcile(ctx context.Context) bool {
 	c.mu.Lock()
-	revoked := map[group.TopicPartition]int64{}
+	revoked := map[consumer.TopicPartition]int64{}
 	for tp, pos := range c.owned {
 		if !c.target[tp] {
 			revoked[tp] = pos
 			delete(c.owned, tp)
 		}
 	}
-	var added []group.TopicPartition
+	var added []consumer.TopicPartition
 	for tp := range c.target {
 		if _, ok := c.owned[tp]; !ok {
 			added = append(added, tp)
@@ -445,7 +446,7 @@ func (c *Consumer) reconcile(ctx context.Context) bool {
 // change), or, where none is committed, at offset 0, which Poll moves to
 // the log start. A partition whose offset failed to fetch is left out,
 // for the next heartbeat's reconciliation.
-func (c *Consumer) committed(ctx context.Context, tps []group.TopicPartition) (map[group.TopicPartition]int64, error) {
+func (c *Consumer) committed(ctx context.Context, tps []consumer.TopicPartition) (map[consumer.TopicPartition]int64, error) {
 	req := group.OffsetFetchRequest{GroupID: c.opts.Group, RequireStable: true, Topics: []group.OffsetFetchTopic{}}
 	for _, tp := range slices.SortedFunc(slices.Values(tps), compareGroupTP) {
 		if n := len(req.Topics); n == 0 || req.Topics[n-1].Name != tp.Topic {
@@ -461,11 +462,11 @@ func (c *Consumer) committed(ctx context.Context, tps []group.TopicPartition) (m
 	if err != nil {
 		return nil, fmt.Errorf("cluster: consumer of group %q: fetching its committed offsets: %w", c.opts.Group, err)
 	}
-	start := map[group.TopicPartition]int64{}
+	start := map[consumer.TopicPartition]int64{}
 	var errs []error
 	for _, t := range resp.Topics {
 		for _, p := range t.Partitions {
-			tp := group.TopicPartition{Topic: t.Name, Partition: p.Partition}
+			tp := consumer.TopicPartition{Topic: t.Name, Partition: p.Partition}
 			switch {
 			case errors.Is(p.Err, group.ErrUnstableOffsetCommit):
 				// A transaction's commit to it is pending: the next

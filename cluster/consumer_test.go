@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/strandlog/strand/group"
+	"github.com/strandlog/strand/consumer"
 	"github.com/strandlog/strand/idempotence"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/replica"
@@ -49,7 +49,7 @@ type consumed struct {
 	errs   []error
 }
 
-func (d *consumed) add(ms []group.Message) {
+func (d *consumed) add(ms []consumer.Message) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, m := range ms {
@@ -180,7 +180,7 @@ func TestConsumersShareAGroupAcrossCoordinatorKill(t *testing.T) {
 	stopB()
 	require.NoError(t, b.Commit(ctx))
 	require.NoError(t, b.Close(ctx))
-	require.ErrorIs(t, b.Commit(ctx), group.ErrConsumerClosed)
+	require.ErrorIs(t, b.Commit(ctx), consumer.ErrClosed)
 	waitFor(t, 20*time.Second, "the partitions back with a", func() bool { return len(assigned(a)) == 4 })
 	delivered("the fourth round, to the one left", produceRound(4))
 	stopA()
@@ -197,9 +197,9 @@ func TestConsumersShareAGroupAcrossCoordinatorKill(t *testing.T) {
 
 // pollFor polls cons until it has returned n records, and then for a
 // while longer to catch any past them.
-func pollFor(t *testing.T, cons *Consumer, n int) []group.Message {
+func pollFor(t *testing.T, cons *Consumer, n int) []consumer.Message {
 	t.Helper()
-	var out []group.Message
+	var out []consumer.Message
 	deadline := time.Now().Add(30 * time.Second)
 	for quiet := time.Now().Add(time.Hour); time.Now().Before(quiet); {
 		require.True(t, time.Now().Before(deadline), "got %d records of %d", len(out), n)
@@ -217,7 +217,7 @@ func pollFor(t *testing.T, cons *Consumer, n int) []group.Message {
 	return out
 }
 
-func valuesOf(ms []group.Message) []string {
+func valuesOf(ms []consumer.Message) []string {
 	var vs []string
 	for _, m := range ms {
 		vs = append(vs, string(m.Value))
@@ -273,7 +273,7 @@ func TestConsumerResumesFromCommittedOffsets(t *testing.T) {
 	require.ElementsMatch(t, []string{"a5", "a6", "b3"}, valuesOf(uncommitted))
 	require.NoError(t, first.Close(ctx))
 	_, err = first.Poll(ctx)
-	require.ErrorIs(t, err, group.ErrConsumerClosed)
+	require.ErrorIs(t, err, consumer.ErrClosed)
 
 	next, err := NewConsumer(c.nodes[2], ConsumerOptions{Group: "g", Topics: []string{"t"}})
 	require.NoError(t, err)
@@ -320,9 +320,9 @@ func TestNodeFetchAtTheLeaderFromAnyNode(t *testing.T) {
 			if err == nil && len(res.Records) == 0 {
 				err = fmt.Errorf("nothing at %d below the last stable offset %d", next, res.LastStableOffset)
 			}
-			var msgs []group.Message
+			var msgs []consumer.Message
 			if err == nil {
-				msgs, next, err = records(group.TopicPartition{Topic: "t"}, next, res)
+				msgs, next, err = records(consumer.TopicPartition{Topic: "t"}, next, res)
 			}
 			if err != nil {
 				return nil, nil, err

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/strandlog/strand/consumer"
 	"github.com/strandlog/strand/group"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/replica"
@@ -100,7 +101,7 @@ func (w *groupWorkload) consume(stop context.Context, s *sim, rng *rand.Rand) {
 	}
 }
 
-func (w *groupWorkload) deliver(ms []group.Message) {
+func (w *groupWorkload) deliver(ms []consumer.Message) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, m := range ms {

@@ -3,6 +3,7 @@ package group
 import (
 	"bytes"
 	"slices"
+	"time"
 )
 
 // State is the state of a classic group (Kafka's ClassicGroupState).
@@ -364,6 +365,9 @@ type MemberDescription struct {
 	ClientHost      string
 	Metadata        []byte
 	Assignment      []byte
+	// SessionDeadline is when the coordinator removes the member unless
+	// it heartbeats (or joins) first; zero while no session timer runs.
+	SessionDeadline time.Time
 }
 
 // DescribeGroup returns a classic group's state and members; ok is false
@@ -375,8 +379,12 @@ func (c *Coordinator) DescribeGroup(groupID string) (d GroupDescription, ok bool
 	}
 	d = GroupDescription{State: g.state, ProtocolType: g.protocolType, Protocol: g.protocolName, Generation: g.generation, Leader: g.leader}
 	for _, m := range g.members {
-		d.Members = append(d.Members, MemberDescription{MemberID: m.id, GroupInstanceID: m.instanceID, ClientID: m.clientID,
-			ClientHost: m.clientHost, Metadata: m.metadata(g.protocolName), Assignment: m.assignment})
+		md := MemberDescription{MemberID: m.id, GroupInstanceID: m.instanceID, ClientID: m.clientID,
+			ClientHost: m.clientHost, Metadata: m.metadata(g.protocolName), Assignment: m.assignment}
+		if tm := c.timers.byKey[timerKey{timerHeartbeat, groupID, m.id}]; tm != nil {
+			md.SessionDeadline = time.UnixMilli(tm.deadline)
+		}
+		d.Members = append(d.Members, md)
 	}
 	return d, true
 }

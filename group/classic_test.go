@@ -166,10 +166,11 @@ func TestClassicGroupRules(t *testing.T) {
 			assert.Equal(t, Stable, h.group("g").state)
 			d, ok := h.c.DescribeGroup("g")
 			require.True(t, ok)
+			sessionEnd := epoch.Add(10 * time.Second).Local() // the last heartbeats' (the syncs') session
 			assert.Equal(t, GroupDescription{State: Stable, ProtocolType: "consumer", Protocol: "range", Generation: gen, Leader: ids[0],
 				Members: []MemberDescription{
-					{MemberID: ids[0], ClientID: "client", ClientHost: "/127.0.0.1", Metadata: []byte("sub-" + ids[0]), Assignment: []byte("p0")},
-					{MemberID: ids[1], ClientID: "client", ClientHost: "/127.0.0.1", Metadata: []byte("sub-" + ids[1]), Assignment: []byte("p1")},
+					{MemberID: ids[0], ClientID: "client", ClientHost: "/127.0.0.1", Metadata: []byte("sub-" + ids[0]), Assignment: []byte("p0"), SessionDeadline: sessionEnd},
+					{MemberID: ids[1], ClientID: "client", ClientHost: "/127.0.0.1", Metadata: []byte("sub-" + ids[1]), Assignment: []byte("p1"), SessionDeadline: sessionEnd},
 				}}, d)
 			// A follower syncing after the leader gets its assignment at once.
 			s1 = h.sync(SyncGroupRequest{GroupID: "g", GenerationID: gen, MemberID: ids[1]})

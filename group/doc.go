@@ -72,4 +72,7 @@
 // offsets. TxnCommitOffsets and EndTxn are what a transactional producer
 // needs: offsets committed in its transaction, in a transactional batch of
 // it, and the marker that commits or aborts them.
+//
+// Package consumer has the member that goes with a Service: a Consumer in
+// the same process, reading the Service's Dir.
 package group

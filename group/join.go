@@ -36,6 +36,39 @@ func checkStrings(fields map[string]string) error {
 	return nil
 }
 
+// checkJoin returns what JoinGroup refuses req for before it looks at the
+// group: the group id, the session timeout outside the configured range,
+// the rebalance timeout out of range, strings too long for the protocol,
+// a protocol listed twice.
+func (cfg Config) checkJoin(req JoinGroupRequest) error {
+	if err := checkGroupID(req.GroupID); err != nil {
+		return err
+	}
+	if req.SessionTimeout < cfg.MinSessionTimeout || req.SessionTimeout > cfg.MaxSessionTimeout {
+		return errorf(ErrInvalidSessionTimeout, "group %q: session timeout %v outside [%v, %v]",
+			req.GroupID, req.SessionTimeout, cfg.MinSessionTimeout, cfg.MaxSessionTimeout)
+	}
+	if req.RebalanceTimeout < 0 || req.RebalanceTimeout.Milliseconds() > math.MaxInt32 {
+		return errorf(ErrInvalidRequest, "group %q: rebalance timeout %v out of range", req.GroupID, req.RebalanceTimeout)
+	}
+	fields := map[string]string{"member id": req.MemberID, "group instance id": req.GroupInstanceID,
+		"client id": req.ClientID, "client host": req.ClientHost, "protocol type": req.ProtocolType}
+	seen := make(map[string]bool, len(req.Protocols))
+	for _, p := range req.Protocols {
+		if seen[p.Name] {
+			// Kafka's clients never send one twice; counting it twice
+			// would leave the group without a protocol all members support.
+			return errorf(ErrInvalidRequest, "group %q: protocol %q listed twice", req.GroupID, p.Name)
+		}
+		seen[p.Name] = true
+		fields["protocol name"] = p.Name
+		if err := checkStrings(fields); err != nil {
+			return err
+		}
+	}
+	return checkStrings(fields)
+}
+
 // group returns the group a request names, or the error to answer when the
 // coordinator cannot serve it: still loading, or unloaded and the group gone.
 func (c *Coordinator) group(id string) (*classicGroup, error) {
@@ -57,42 +90,12 @@ func (c *Coordinator) JoinGroup(id RequestID, req JoinGroupRequest) {
 	fail := func(err error) {
 		c.respond(&JoinGroupResponse{ID: id, Err: err, GenerationID: -1, MemberID: req.MemberID})
 	}
-	if err := checkGroupID(req.GroupID); err != nil {
+	if err := c.cfg.checkJoin(req); err != nil {
 		fail(err)
-		return
-	}
-	if req.SessionTimeout < c.cfg.MinSessionTimeout || req.SessionTimeout > c.cfg.MaxSessionTimeout {
-		fail(errorf(ErrInvalidSessionTimeout, "group %q: session timeout %v outside [%v, %v]",
-			req.GroupID, req.SessionTimeout, c.cfg.MinSessionTimeout, c.cfg.MaxSessionTimeout))
 		return
 	}
 	if req.RebalanceTimeout == 0 {
 		req.RebalanceTimeout = req.SessionTimeout
-	}
-	if req.RebalanceTimeout < 0 || req.RebalanceTimeout.Milliseconds() > math.MaxInt32 {
-		fail(errorf(ErrInvalidRequest, "group %q: rebalance timeout %v out of range", req.GroupID, req.RebalanceTimeout))
-		return
-	}
-	fields := map[string]string{"member id": req.MemberID, "group instance id": req.GroupInstanceID,
-		"client id": req.ClientID, "client host": req.ClientHost, "protocol type": req.ProtocolType}
-	seen := make(map[string]bool, len(req.Protocols))
-	for _, p := range req.Protocols {
-		if seen[p.Name] {
-			// Kafka's clients never send one twice; counting it twice
-			// would leave the group without a protocol all members support.
-			fail(errorf(ErrInvalidRequest, "group %q: protocol %q listed twice", req.GroupID, p.Name))
-			return
-		}
-		seen[p.Name] = true
-		fields["protocol name"] = p.Name
-		if err := checkStrings(fields); err != nil {
-			fail(err)
-			return
-		}
-	}
-	if err := checkStrings(fields); err != nil {
-		fail(err)
-		return
 	}
 	g, err := c.group(req.GroupID)
 	if err != nil {

@@ -1,7 +1,6 @@
 package group
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -11,7 +10,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/strandlog/strand/assign"
 	"github.com/strandlog/strand/kafkaerr"
 )
 
@@ -551,57 +549,6 @@ func TestMixedProtocolChurn(t *testing.T) {
 	t.Logf("%d upgrades, %d downgrades", upgrades, downgrades)
 	require.NotZero(t, upgrades, "the churn upgraded the group")
 	require.NotZero(t, downgrades, "the churn downgraded the group")
-}
-
-// The in-process Consumer, which speaks the classic protocol, through an
-// upgrade and a downgrade of its group on a Service: a member joining with
-// ConsumerGroupHeartbeat gets half of the partitions once the Consumer has
-// given them up, never before; when it leaves, the group is classic again
-// and the Consumer gets them all back.
-func TestConsumerThroughUpgradeAndDowngrade(t *testing.T) {
-	for _, assignor := range []assign.Assignor{assign.Range, assign.CooperativeSticky} {
-		t.Run(assignor.Name(), func(t *testing.T) {
-			e := newConsumerEnv(t, map[string]int32{"t": 4})
-			a := e.consumer(ConsumerOptions{Topics: []string{"t"}, Assignor: assignor})
-			pollAll(t, func() bool { return len(a.Assigned()) == 4 }, a)
-
-			ctx := context.Background()
-			var owned []int32
-			epoch := int32(0)
-			beat := func(req ConsumerGroupHeartbeatRequest) {
-				req.GroupID, req.MemberID = "g", "n"
-				r, err := e.s.ConsumerGroupHeartbeat(ctx, req)
-				require.NoError(t, err)
-				require.NoError(t, r.Err)
-				epoch = r.MemberEpoch
-				if r.Assignment != nil {
-					owned = r.Assignment.Partitions["t"]
-				}
-			}
-			exclusive := func() {
-				for _, tp := range a.Assigned() {
-					require.NotContains(t, owned, tp.Partition, "partition %d owned by both", tp.Partition)
-				}
-			}
-			beat(ConsumerGroupHeartbeatRequest{RebalanceTimeout: time.Minute, SubscribedTopicNames: []string{"t"}, Owned: &Assignment{}})
-			_, classic, err := e.s.DescribeGroup(ctx, "g")
-			require.NoError(t, err)
-			require.False(t, classic, "upgraded: no classic group of that id")
-			pollInto(t, func() bool { return len(owned) == 2 && len(a.Assigned()) == 2 }, func(int, []Message) {
-				exclusive()
-				beat(ConsumerGroupHeartbeatRequest{MemberEpoch: epoch, Owned: owns(owned...)})
-				exclusive()
-			}, a)
-
-			beat(ConsumerGroupHeartbeatRequest{MemberEpoch: LeaveMemberEpoch})
-			owned = nil
-			pollAll(t, func() bool { return len(a.Assigned()) == 4 }, a)
-			d, ok, err := e.s.DescribeGroup(ctx, "g")
-			require.NoError(t, err)
-			require.True(t, ok, "downgraded")
-			require.Equal(t, Stable, d.State)
-		})
-	}
 }
 
 // A static member speaking the consumer protocol that restarts speaking the

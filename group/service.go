@@ -27,6 +27,13 @@ const OffsetsTopic = "__consumer_offsets"
 // Service creates (offsets.topic.num.partitions; 50).
 const DefaultOffsetsPartitions = 50
 
+// InProcessHost is the client host of the members that an in-process
+// consumer (package consumer) registers, which no Kafka client's address
+// can be: a Service over a Dir ends at once the sessions of the dynamic
+// members of this host the Dir's previous holder left, since the Dir's
+// lock proves that process gone.
+const InProcessHost = "strand:in-process"
+
 // ErrServiceClosed reports a request to a closed Service.
 var ErrServiceClosed = errors.New("group: service closed")
 
@@ -292,7 +299,7 @@ func (s *Service) load(sp *servicePartition) error {
 		// the Consumers it ran: waiting out their sessions would stall
 		// their groups for as long. A replicated partition's coordinator
 		// moved from another node, whose Consumers live on.
-		c.endSessions(inProcessHost)
+		c.endSessions(InProcessHost)
 	}
 	return nil
 }
@@ -721,6 +728,22 @@ func send[R Response](ctx context.Context, s *Service, req serviceRequest) (R, e
 	}
 	return r.r.(R), nil
 }
+
+// CheckJoin returns the error JoinGroup would answer req with before it
+// looks at the group (ErrInvalidGroupID, ErrInvalidSessionTimeout against
+// the Service's Config, ErrInvalidRequest for strings too long or a
+// protocol listed twice), so that a client can refuse bad options before
+// it joins.
+func (s *Service) CheckJoin(req JoinGroupRequest) error {
+	cfg, err := s.cfg.withDefaults() // checked by OpenService: no error
+	if err != nil {
+		return err
+	}
+	return cfg.checkJoin(req)
+}
+
+// Dir returns the Dir the Service keeps its offsets topic in.
+func (s *Service) Dir() *log.Dir { return s.dir }
 
 // JoinGroup joins a classic group; see Coordinator.JoinGroup. It returns when
 // the join phase completes. A ctx done before the loop took the request

@@ -15,7 +15,7 @@
 //
 // Each partition keeps its records in offset order, and every offset is
 // kept until retention removes it: a consumer resumes at its next offset,
-// which a group.Consumer commits to its group and a reader of its own keeps
+// which a consumer.Consumer commits to its group and a reader of its own keeps
 // in its own storage (a file, a database row, a compacted topic keyed by
 // consumer and partition); after retention, from Partition.Offsets' start.
 //

@@ -9,12 +9,13 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/assign"
+	"github.com/strandlog/strand/consumer"
 	strandgroup "github.com/strandlog/strand/group"
 	"github.com/strandlog/strand/log"
 )
 
 // The rebalance of issue 13: members of one group share a topic's
-// partitions through strandgroup.Consumer, a member joins (scale out) and then
+// partitions through consumer.Consumer, a member joins (scale out) and then
 // one leaves (scale in), with eager rebalancing (range) and with
 // cooperative (cooperative-sticky, KIP-429). Each row gives how long the
 // group took to own every partition again and how many partitions stopped
@@ -63,8 +64,8 @@ type ownership struct {
 	revoked int
 }
 
-func (o *ownership) options(opts strandgroup.ConsumerOptions, id int) strandgroup.ConsumerOptions {
-	opts.OnAssigned = func(_ context.Context, _ *strandgroup.Consumer, tps []strandgroup.TopicPartition) {
+func (o *ownership) options(opts consumer.Options, id int) consumer.Options {
+	opts.OnAssigned = func(_ context.Context, _ *consumer.Consumer, tps []consumer.TopicPartition) {
 		o.mu.Lock()
 		defer o.mu.Unlock()
 		for _, tp := range tps {
@@ -72,7 +73,7 @@ func (o *ownership) options(opts strandgroup.ConsumerOptions, id int) strandgrou
 		}
 		o.byID[id] += len(tps)
 	}
-	opts.OnRevoked = func(_ context.Context, _ *strandgroup.Consumer, tps []strandgroup.TopicPartition) {
+	opts.OnRevoked = func(_ context.Context, _ *consumer.Consumer, tps []consumer.TopicPartition) {
 		o.mu.Lock()
 		defer o.mu.Unlock()
 		for _, tp := range tps {
@@ -141,13 +142,13 @@ func measureRebalances(a assign.Assignor, members int, partitions int32) ([]reba
 	defer s.Close()
 
 	o := &ownership{owners: map[int32]int{}, byID: map[int]int{}, running: map[int]bool{}}
-	opts := strandgroup.ConsumerOptions{Group: "bench", Topics: []string{"t"}, Assignor: a,
+	opts := consumer.Options{Group: "bench", Topics: []string{"t"}, Assignor: a,
 		HeartbeatInterval: rebalanceHeartbeat, SessionTimeout: 30 * time.Second, RebalanceTimeout: time.Minute}
 	var wg sync.WaitGroup
 	errs := make(chan error, members+1)
 	stops := map[int]context.CancelFunc{}
 	start := func(id int) error {
-		c, err := strandgroup.NewConsumer(s, d, o.options(opts, id))
+		c, err := consumer.New(s, o.options(opts, id))
 		if err != nil {
 			return err
 		}

@@ -11,9 +11,10 @@ import (
 	"slices"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/segment"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // readChunk is what every reader asks for at a time: Kafka's default

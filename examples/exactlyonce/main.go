@@ -1,6 +1,6 @@
 // Command exactlyonce consumes a topic in a consumer group, transforms each
 // record and produces the result to another topic, exactly once however
-// often it is killed: a group.TransactSession commits the output of what
+// often it is killed: a consumer.TransactSession commits the output of what
 // it read in one transaction with the group's offsets past it, so a
 // restart resumes from the last committed offsets, and what a killed run
 // produced after them is aborted (the next session of the same
@@ -17,6 +17,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/strandlog/strand/consumer"
 	"github.com/strandlog/strand/group"
 	"github.com/strandlog/strand/log"
 )
@@ -73,8 +74,8 @@ func run(dir string, records int, started func()) error {
 	}
 	defer s.Close()
 	ctx := context.Background()
-	ts, err := group.NewTransactSession(s, d, group.TransactOptions{TransactionalID: transactionID,
-		Consumer: group.ConsumerOptions{Group: groupID, Topics: []string{inputTopic}}})
+	ts, err := consumer.NewTransactSession(s, consumer.TransactOptions{TransactionalID: transactionID,
+		Consumer: consumer.Options{Group: groupID, Topics: []string{inputTopic}}})
 	if err != nil {
 		return err
 	}

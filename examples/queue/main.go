@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/assign"
+	"github.com/strandlog/strand/consumer"
 	"github.com/strandlog/strand/group"
 	"github.com/strandlog/strand/log"
 )
@@ -232,14 +233,14 @@ type consumerGroup struct {
 // consume runs one member until ctx ends, then closes it, which commits
 // and leaves the group.
 func (g *consumerGroup) consume(ctx context.Context, s *group.Service, d *log.Dir, cfg config, i int) error {
-	opts := group.ConsumerOptions{
+	opts := consumer.Options{
 		Group: cfg.group, ClientID: fmt.Sprintf("queue-%d", i), Topics: []string{cfg.topic},
 		HeartbeatInterval: 100 * time.Millisecond, AutoCommitInterval: 100 * time.Millisecond,
 	}
 	if cfg.cooperative {
 		opts.Assignor = assign.CooperativeSticky
 	}
-	c, err := group.NewConsumer(s, d, opts)
+	c, err := consumer.New(s, opts)
 	if err != nil {
 		return err
 	}

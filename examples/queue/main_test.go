@@ -3,8 +3,9 @@ package main
 import (
 	"testing"
 
-	"github.com/strandlog/strand/log"
 	"github.com/stretchr/testify/require"
+
+	"github.com/strandlog/strand/log"
 )
 
 // The second run's group continues from the first run's commits: it

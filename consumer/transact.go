@@ -1,10 +1,11 @@
-package group
+package consumer
 
 import (
 	"context"
 	"errors"
 	"fmt"
 
+	"github.com/strandlog/strand/group"
 	"github.com/strandlog/strand/log"
 )
 
@@ -14,7 +15,7 @@ type TransactOptions struct {
 	// session's: DisableAutoCommit is set, and Isolation is
 	// log.ReadCommitted, so that a transform never reads what an aborted
 	// transaction wrote.
-	Consumer ConsumerOptions
+	Consumer Options
 	// TransactionalID names the session's producer across restarts: the
 	// next session of the same id aborts what a killed one left open.
 	// Required.
@@ -40,7 +41,7 @@ type TransactOptions struct {
 //
 // Its methods are called from one goroutine, as a Consumer's are.
 type TransactSession struct {
-	s    *Service
+	s    *group.Service
 	c    *Consumer
 	tp   *log.TransactionalProducer
 	open bool // a transaction is begun
@@ -52,13 +53,13 @@ type TransactSession struct {
 	revoked bool
 }
 
-// NewTransactSession returns a session over s and d, the Service's Dir.
+// NewTransactSession returns a session over s and its Dir.
 // The consumer joins on the first Poll. Its producer, started now, aborts
 // any transaction a previous session of the same TransactionalID left
 // open.
-func NewTransactSession(s *Service, d *log.Dir, opts TransactOptions) (*TransactSession, error) {
+func NewTransactSession(s *group.Service, opts TransactOptions) (*TransactSession, error) {
 	if opts.TransactionalID == "" {
-		return nil, fmt.Errorf("%w: TransactOptions.TransactionalID is required", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: consumer.TransactOptions.TransactionalID is required", group.ErrInvalidConfig)
 	}
 	ts := &TransactSession{s: s, begun: map[TopicPartition]int64{}}
 	copts := opts.Consumer
@@ -80,10 +81,10 @@ func NewTransactSession(s *Service, d *log.Dir, opts TransactOptions) (*Transact
 		}
 	}
 	var err error
-	if ts.c, err = NewConsumer(s, d, copts); err != nil {
+	if ts.c, err = New(s, copts); err != nil {
 		return nil, err
 	}
-	if ts.tp, err = d.NewTransactionalProducer(opts.TransactionalID, opts.Producer); err != nil {
+	if ts.tp, err = s.Dir().NewTransactionalProducer(opts.TransactionalID, opts.Producer); err != nil {
 		return nil, errors.Join(err, ts.c.Close(context.Background()))
 	}
 	return ts, nil

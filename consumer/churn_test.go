@@ -1,4 +1,4 @@
-package group
+package consumer
 
 import (
 	"context"
@@ -111,11 +111,11 @@ var errCrash = errors.New("crash")
 
 // member runs one consumer incarnation until ctx ends: Close, or with
 // cause errCrash a crash.
-func (c *memberChurn) member(ctx context.Context, e *consumerEnv, opts ConsumerOptions, id int) {
+func (c *memberChurn) member(ctx context.Context, e *consumerEnv, opts Options, id int) {
 	opts.OnAssigned = func(_ context.Context, _ *Consumer, tps []TopicPartition) { c.assigned(id, tps) }
 	opts.OnRevoked = func(_ context.Context, _ *Consumer, tps []TopicPartition) { c.released(id, tps) }
 	opts.OnLost = opts.OnRevoked
-	con, err := NewConsumer(e.s, e.d, opts)
+	con, err := New(e.s, opts)
 	if err != nil {
 		c.mu.Lock()
 		c.problem("member %d: %v", id, err)
@@ -160,7 +160,7 @@ func TestConsumerMembersChurn(t *testing.T) {
 		t.Run(assignor.Name(), func(t *testing.T) {
 			e := newConsumerEnv(t, map[string]int32{"t": partitions})
 			c := &memberChurn{owner: map[TopicPartition]int{}, tenure: map[TopicPartition]int64{}, last: map[TopicPartition]int64{}}
-			opts := ConsumerOptions{Group: "g", Topics: []string{"t"}, Assignor: assignor,
+			opts := Options{Group: "g", Topics: []string{"t"}, Assignor: assignor,
 				SessionTimeout: 2 * time.Second, HeartbeatInterval: 50 * time.Millisecond, RebalanceTimeout: 3 * time.Second,
 				AutoCommitInterval: 100 * time.Millisecond, MetadataInterval: time.Hour}
 			var wg sync.WaitGroup

@@ -1,4 +1,4 @@
-package group
+package consumer
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 // test consumer's fast heartbeats.
 func (e *consumerEnv) session(txnID string) *TransactSession {
 	e.t.Helper()
-	ts, err := NewTransactSession(e.s, e.d, TransactOptions{TransactionalID: txnID, Consumer: ConsumerOptions{
+	ts, err := NewTransactSession(e.s, TransactOptions{TransactionalID: txnID, Consumer: Options{
 		Group: "g", Topics: []string{"in"}, SessionTimeout: testSessionTimeout,
 		HeartbeatInterval: 20 * time.Millisecond, MetadataInterval: 20 * time.Millisecond}})
 	require.NoError(e.t, err)

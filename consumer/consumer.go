@@ -1,4 +1,4 @@
-package group
+package consumer
 
 import (
 	"context"
@@ -13,11 +13,12 @@ import (
 
 	"github.com/strandlog/strand"
 	"github.com/strandlog/strand/assign"
+	"github.com/strandlog/strand/group"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/segment"
 )
 
-// Defaults of ConsumerOptions, Kafka's consumer configuration where it has
+// Defaults of Options, Kafka's consumer configuration where it has
 // one.
 const (
 	consumerClientID             = "strand"
@@ -30,17 +31,17 @@ const (
 	maxConsumerWaitBetweenDuties = time.Second
 )
 
-// ErrConsumerClosed reports a call on a closed Consumer.
-var ErrConsumerClosed = errors.New("group: consumer closed")
+// ErrClosed reports a call on a closed Consumer.
+var ErrClosed = errors.New("consumer: closed")
 
 // ErrNotAssigned reports a Seek, Pause, Resume or Position of a partition
 // the consumer does not own (Kafka's IllegalStateException "No current
 // assignment for partition").
-var ErrNotAssigned = errors.New("group: partition not assigned to this consumer")
+var ErrNotAssigned = errors.New("consumer: partition not assigned to this consumer")
 
-// ConsumerOptions configure a Consumer. Zero fields take the defaults
+// Options configure a Consumer. Zero fields take the defaults
 // given, Kafka's where Kafka has the setting.
-type ConsumerOptions struct {
+type Options struct {
 	Group    string // group.id
 	ClientID string // client.id; default "strand"
 	// InstanceID makes the member static (group.instance.id, KIP-345): a
@@ -119,11 +120,6 @@ func compareTP(a, b TopicPartition) int {
 	return int(a.Partition) - int(b.Partition)
 }
 
-// inProcessHost is the client host of a Consumer's membership, which no
-// Kafka client's address can be: a Service over a Dir ends the sessions of
-// the dynamic members of that host its previous holder left.
-const inProcessHost = "strand:in-process"
-
 // Message is a record Poll returns, with where it came from. Its key,
 // value and header values are its own, unlike those log.Partition.Records
 // yields: the caller may keep them.
@@ -141,9 +137,9 @@ type Message struct {
 // Its methods are called from one goroutine (the callbacks run on it), as
 // Kafka's consumer is; Close ends every goroutine it started.
 type Consumer struct {
-	s           *Service
+	s           *group.Service
 	d           *log.Dir
-	opts        ConsumerOptions
+	opts        Options
 	cooperative bool
 	ctx         context.Context // ends with Close
 	cancel      context.CancelFunc
@@ -176,20 +172,19 @@ type Consumer struct {
 	wake      chan struct{}            // capacity 1: something for Poll to do
 }
 
-// NewConsumer returns a consumer of s's group opts.Group over d, the Dir of
-// s. It joins on its first Poll. Bad options are typed errors: an empty or
-// too long group id is ErrInvalidGroupID, a subscription to a missing topic
-// ErrUnknownTopicOrPartition (and log.ErrUnknownTopic), a session timeout
-// outside the Service's range ErrInvalidSessionTimeout, a client or
-// instance id too long for the protocol ErrInvalidRequest, and anything
-// else ErrInvalidConfig: a nil s or d, or a d other than s's, too.
-func NewConsumer(s *Service, d *log.Dir, opts ConsumerOptions) (*Consumer, error) {
-	switch {
-	case s == nil || d == nil:
-		return nil, fmt.Errorf("%w: NewConsumer of group %q needs a Service and its Dir", ErrInvalidConfig, opts.Group)
-	case d != s.dir:
-		return nil, fmt.Errorf("%w: NewConsumer of group %q: the Dir is not the Service's", ErrInvalidConfig, opts.Group)
+// New returns a consumer of s's group opts.Group, reading the partitions
+// assigned to it from s's Dir. It joins on its first Poll. Bad options
+// are typed errors: an empty or too long group id is
+// group.ErrInvalidGroupID, a subscription to a missing topic
+// group.ErrUnknownTopicOrPartition (and log.ErrUnknownTopic), a session
+// timeout outside the Service's range group.ErrInvalidSessionTimeout, a
+// client or instance id too long for the protocol group.ErrInvalidRequest,
+// and anything else group.ErrInvalidConfig, a nil s too.
+func New(s *group.Service, opts Options) (*Consumer, error) {
+	if s == nil {
+		return nil, fmt.Errorf("%w: consumer.New of group %q needs a group.Service", group.ErrInvalidConfig, opts.Group)
 	}
+	d := s.Dir()
 	opts, err := opts.withDefaults(s, d)
 	if err != nil {
 		return nil, err
@@ -211,22 +206,16 @@ func NewConsumer(s *Service, d *log.Dir, opts ConsumerOptions) (*Consumer, error
 	return c, nil
 }
 
-func (o ConsumerOptions) withDefaults(s *Service, d *log.Dir) (ConsumerOptions, error) {
-	if err := checkGroupID(o.Group); err != nil {
-		return o, err
-	}
+func (o Options) withDefaults(s *group.Service, d *log.Dir) (Options, error) {
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: group %q: ConsumerOptions.%s", ErrInvalidConfig, o.Group, fmt.Sprintf(format, args...))
-	}
-	if err := checkStrings(map[string]string{"ConsumerOptions.ClientID": o.ClientID, "ConsumerOptions.InstanceID": o.InstanceID}); err != nil {
-		return o, err
+		return fmt.Errorf("%w: consumer of group %q: consumer.Options.%s", group.ErrInvalidConfig, o.Group, fmt.Sprintf(format, args...))
 	}
 	if (len(o.Topics) == 0) == (o.Pattern == nil) {
 		return o, bad("Topics or Pattern: exactly one must be set")
 	}
 	for _, t := range o.Topics {
 		if _, err := d.TopicConfig(t); err != nil {
-			return o, fmt.Errorf("group: group %q: ConsumerOptions.Topics: topic %q: %w: %w", o.Group, t, err, ErrUnknownTopicOrPartition)
+			return o, fmt.Errorf("consumer of group %q: consumer.Options.Topics: topic %q: %w: %w", o.Group, t, err, group.ErrUnknownTopicOrPartition)
 		}
 	}
 	def := func(v *time.Duration, name string, d time.Duration) error {
@@ -265,14 +254,10 @@ func (o ConsumerOptions) withDefaults(s *Service, d *log.Dir) (ConsumerOptions, 
 	case o.HeartbeatInterval >= o.SessionTimeout:
 		return o, bad("HeartbeatInterval %v must be below SessionTimeout %v", o.HeartbeatInterval, o.SessionTimeout)
 	}
-	cfg, err := s.cfg.withDefaults()
-	if err != nil {
-		return o, err
-	}
-	if o.SessionTimeout < cfg.MinSessionTimeout || o.SessionTimeout > cfg.MaxSessionTimeout {
-		// The coordinator would answer the join so (G22); say it now.
-		return o, errorf(ErrInvalidSessionTimeout, "group %q: ConsumerOptions.SessionTimeout %v outside %v-%v",
-			o.Group, o.SessionTimeout, cfg.MinSessionTimeout, cfg.MaxSessionTimeout)
+	// What the coordinator would answer the first join with (G22, a
+	// session timeout outside its range, among others), said now.
+	if err := s.CheckJoin(o.joinRequest("", nil)); err != nil {
+		return o, fmt.Errorf("consumer of group %q: consumer.Options: %w", o.Group, err)
 	}
 	return o, nil
 }
@@ -287,7 +272,7 @@ func (c *Consumer) subscription() (map[string]int32, error) {
 		if err != nil {
 			return nil, err
 		}
-		names = slices.DeleteFunc(all, func(t string) bool { return t == c.s.topic || !c.opts.Pattern.MatchString(t) })
+		names = slices.DeleteFunc(all, func(t string) bool { return t == c.s.Topic() || !c.opts.Pattern.MatchString(t) })
 	}
 	out := map[string]int32{}
 	for _, t := range names {
@@ -406,7 +391,7 @@ func (c *Consumer) Paused() []TopicPartition {
 // again to retry.
 func (c *Consumer) Poll(ctx context.Context) ([]Message, error) {
 	if c.closeBegun {
-		return nil, ErrConsumerClosed
+		return nil, ErrClosed
 	}
 	for {
 		c.mu.Lock()
@@ -469,7 +454,7 @@ func (c *Consumer) fetch() ([]Message, error) {
 		}
 		var err error
 		if out, err = c.fetchPartition(tp, out); err != nil {
-			return out, fmt.Errorf("group: consumer of %q reading %v at offset %d: %w", c.opts.Group, tp, c.pos[tp], err)
+			return out, fmt.Errorf("consumer of group %q: reading %v at offset %d: %w", c.opts.Group, tp, c.pos[tp], err)
 		}
 	}
 	return out, nil
@@ -556,7 +541,7 @@ func (c *Consumer) waitForWork(ctx context.Context) error {
 // since its last commit: the offsets of the next records Poll returns.
 func (c *Consumer) CommitSync(ctx context.Context) error {
 	if c.closed {
-		return ErrConsumerClosed
+		return ErrClosed
 	}
 	return c.commit(ctx, c.positions(c.assigned))
 }
@@ -565,7 +550,7 @@ func (c *Consumer) CommitSync(ctx context.Context) error {
 // record to process of its partition.
 func (c *Consumer) CommitOffsets(ctx context.Context, offsets map[TopicPartition]int64) error {
 	if c.closed {
-		return ErrConsumerClosed
+		return ErrClosed
 	}
 	return c.commit(ctx, maps.Clone(offsets))
 }
@@ -580,7 +565,7 @@ func (c *Consumer) CommitAsync(done func(error)) {
 	}
 	switch {
 	case c.closed:
-		done(ErrConsumerClosed)
+		done(ErrClosed)
 	case c.closeBegun:
 		done(c.commit(context.Background(), c.positions(c.assigned)))
 	default:
@@ -623,16 +608,16 @@ func (c *Consumer) commit(ctx context.Context, offsets map[TopicPartition]int64)
 		return nil
 	}
 	if gen < 0 {
-		return errorf(ErrUnknownMemberID, "group %q: commit: the consumer is not a member of a generation", c.opts.Group)
+		return fmt.Errorf("consumer: group %q: commit: the consumer is not a member of a generation: %w", c.opts.Group, group.ErrUnknownMemberID)
 	}
-	req := OffsetCommitRequest{Version: OffsetCommitVersionGroupIDNotFound, GroupID: c.opts.Group, GenerationID: gen,
+	req := group.OffsetCommitRequest{Version: group.OffsetCommitVersionGroupIDNotFound, GroupID: c.opts.Group, GenerationID: gen,
 		MemberID: memberID, GroupInstanceID: c.opts.InstanceID}
 	for _, tp := range slices.SortedFunc(maps.Keys(offsets), compareTP) {
 		if n := len(req.Topics); n == 0 || req.Topics[n-1].Name != tp.Topic {
-			req.Topics = append(req.Topics, OffsetCommitTopic{Name: tp.Topic})
+			req.Topics = append(req.Topics, group.OffsetCommitTopic{Name: tp.Topic})
 		}
 		t := &req.Topics[len(req.Topics)-1]
-		t.Partitions = append(t.Partitions, OffsetCommitPartition{Partition: tp.Partition, Offset: offsets[tp], LeaderEpoch: -1})
+		t.Partitions = append(t.Partitions, group.OffsetCommitPartition{Partition: tp.Partition, Offset: offsets[tp], LeaderEpoch: -1})
 	}
 	r, err := c.s.OffsetCommit(ctx, req)
 	if err == nil {
@@ -692,8 +677,8 @@ func (c *Consumer) Close(ctx context.Context) error {
 	// leaves by its instance id alone (KIP-345), or Close would wait for
 	// the rebalance, as long as a dead member's session.
 	if (memberID != "" || c.opts.InstanceID != "") && (c.opts.InstanceID == "" || joining) {
-		r, err := c.s.LeaveGroup(ctx, LeaveGroupRequest{GroupID: c.opts.Group,
-			Members: []LeaveGroupMember{{MemberID: memberID, GroupInstanceID: c.opts.InstanceID}}})
+		r, err := c.s.LeaveGroup(ctx, group.LeaveGroupRequest{GroupID: c.opts.Group,
+			Members: []group.LeaveGroupMember{{MemberID: memberID, GroupInstanceID: c.opts.InstanceID}}})
 		if err == nil {
 			err = r.Err
 		}
@@ -709,7 +694,7 @@ func (c *Consumer) Close(ctx context.Context) error {
 // has removed the member already: the records are delivered again, or the
 // member is gone, as Close wants.
 func membershipIgnored(err error) error {
-	for _, kind := range []error{ErrRebalanceInProgress, ErrIllegalGeneration, ErrUnknownMemberID} {
+	for _, kind := range []error{group.ErrRebalanceInProgress, group.ErrIllegalGeneration, group.ErrUnknownMemberID} {
 		if errors.Is(err, kind) {
 			return nil
 		}

@@ -1,10 +1,11 @@
-package group_test
+package consumer_test
 
 import (
 	"context"
 	"fmt"
 	"os"
 
+	"github.com/strandlog/strand/consumer"
 	"github.com/strandlog/strand/group"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/segment"
@@ -27,13 +28,13 @@ func ExampleConsumer() {
 	defer s.Close()
 
 	ctx := context.Background()
-	c, err := group.NewConsumer(s, d, group.ConsumerOptions{
+	c, err := consumer.New(s, consumer.Options{
 		Group:  "kitchen",
 		Topics: []string{"orders"},
-		OnAssigned: func(_ context.Context, _ *group.Consumer, tps []group.TopicPartition) {
+		OnAssigned: func(_ context.Context, _ *consumer.Consumer, tps []consumer.TopicPartition) {
 			fmt.Println("assigned", tps)
 		},
-		OnRevoked: func(_ context.Context, _ *group.Consumer, tps []group.TopicPartition) {
+		OnRevoked: func(_ context.Context, _ *consumer.Consumer, tps []consumer.TopicPartition) {
 			fmt.Println("revoked", tps)
 		},
 	})

@@ -1,4 +1,4 @@
-package group
+package consumer
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/assign"
+	"github.com/strandlog/strand/group"
 )
 
 // This file is the Consumer's membership: the heartbeat goroutine (KIP-62:
@@ -51,7 +52,7 @@ func (c *Consumer) heartbeats() {
 		if skip {
 			continue
 		}
-		r, err := c.s.Heartbeat(c.ctx, HeartbeatRequest{GroupID: c.opts.Group, GenerationID: gen, MemberID: memberID,
+		r, err := c.s.Heartbeat(c.ctx, group.HeartbeatRequest{GroupID: c.opts.Group, GenerationID: gen, MemberID: memberID,
 			GroupInstanceID: c.opts.InstanceID})
 		if err == nil {
 			err = r.Err
@@ -60,13 +61,13 @@ func (c *Consumer) heartbeats() {
 		if c.gen == gen && !c.joining {
 			switch {
 			case err == nil:
-			case errors.Is(err, ErrRebalanceInProgress):
+			case errors.Is(err, group.ErrRebalanceInProgress):
 				c.rejoin = true
-			case errors.Is(err, ErrFencedInstanceID):
+			case errors.Is(err, group.ErrFencedInstanceID):
 				c.lost, c.fenced = true, err
-			case errors.Is(err, ErrUnknownMemberID), errors.Is(err, ErrIllegalGeneration):
+			case errors.Is(err, group.ErrUnknownMemberID), errors.Is(err, group.ErrIllegalGeneration):
 				c.lost = true
-			case errors.Is(err, ErrServiceClosed):
+			case errors.Is(err, group.ErrServiceClosed):
 				c.err = err
 			}
 			// Other errors (COORDINATOR_NOT_AVAILABLE after a failed
@@ -89,7 +90,7 @@ func (c *Consumer) pollTimeout(memberID string) {
 		return
 	}
 	// A failed leave is no worse than none: the session expires.
-	_, _ = c.s.LeaveGroup(c.ctx, LeaveGroupRequest{GroupID: c.opts.Group, Members: []LeaveGroupMember{{MemberID: memberID}}})
+	_, _ = c.s.LeaveGroup(c.ctx, group.LeaveGroupRequest{GroupID: c.opts.Group, Members: []group.LeaveGroupMember{{MemberID: memberID}}})
 }
 
 // step does what the group needs before Poll reads: it handles a lost
@@ -172,7 +173,7 @@ func (c *Consumer) startJoin(ctx context.Context) {
 	for _, tp := range c.assigned {
 		owned[tp.Topic] = append(owned[tp.Topic], tp.Partition)
 	}
-	sub := Subscription{Topics: slices.Sorted(maps.Keys(c.topics)), Owned: owned, GenerationID: c.gen}
+	sub := group.Subscription{Topics: slices.Sorted(maps.Keys(c.topics)), Owned: owned, GenerationID: c.gen}
 	c.joining, c.rejoin = true, false
 	c.wg.Add(1)
 	go func() {
@@ -185,9 +186,9 @@ func (c *Consumer) startJoin(ctx context.Context) {
 		case err == nil:
 			c.gen, c.joined = res.gen, res
 		case c.ctx.Err() != nil || c.closing:
-		case errors.Is(err, ErrFencedInstanceID):
+		case errors.Is(err, group.ErrFencedInstanceID):
 			c.lost, c.fenced = true, err
-		case errors.Is(err, ErrUnknownMemberID), errors.Is(err, ErrIllegalGeneration):
+		case errors.Is(err, group.ErrUnknownMemberID), errors.Is(err, group.ErrIllegalGeneration):
 			c.lost = true
 		default:
 			c.err, c.rejoin = err, true
@@ -196,28 +197,33 @@ func (c *Consumer) startJoin(ctx context.Context) {
 	}()
 }
 
+// joinRequest is the JoinGroup request of a member with these options.
+func (o Options) joinRequest(memberID string, protocols []group.Protocol) group.JoinGroupRequest {
+	return group.JoinGroupRequest{
+		Version: group.JoinVersionLatest, GroupID: o.Group, MemberID: memberID, GroupInstanceID: o.InstanceID,
+		ClientID: o.ClientID, ClientHost: group.InProcessHost,
+		SessionTimeout: o.SessionTimeout, RebalanceTimeout: o.RebalanceTimeout, ProtocolType: "consumer",
+		Protocols: protocols,
+	}
+}
+
 // join runs JoinGroup and SyncGroup until the member is in a generation,
 // the leader computing the assignment, and returns what it got.
-func (c *Consumer) join(sub Subscription) (*joinResult, error) {
-	protocol := []Protocol{{Name: c.opts.Assignor.Name(), Metadata: sub.Encode(ConsumerProtocolVersion)}}
+func (c *Consumer) join(sub group.Subscription) (*joinResult, error) {
+	protocol := []group.Protocol{{Name: c.opts.Assignor.Name(), Metadata: sub.Encode(group.ConsumerProtocolVersion)}}
 	for {
 		c.mu.Lock()
 		memberID, closing := c.memberID, c.closing
 		c.mu.Unlock()
 		if closing {
-			return nil, ErrConsumerClosed
+			return nil, ErrClosed
 		}
-		r, err := c.s.JoinGroup(c.ctx, JoinGroupRequest{
-			Version: JoinVersionLatest, GroupID: c.opts.Group, MemberID: memberID, GroupInstanceID: c.opts.InstanceID,
-			ClientID: c.opts.ClientID, ClientHost: inProcessHost,
-			SessionTimeout: c.opts.SessionTimeout, RebalanceTimeout: c.opts.RebalanceTimeout, ProtocolType: "consumer",
-			Protocols: protocol,
-		})
+		r, err := c.s.JoinGroup(c.ctx, c.opts.joinRequest(memberID, protocol))
 		if err == nil {
 			err = r.Err
 		}
 		switch {
-		case errors.Is(err, ErrMemberIDRequired):
+		case errors.Is(err, group.ErrMemberIDRequired):
 			// KIP-394: join again with the id; Close must know it to
 			// leave, so it is kept before the next request.
 			c.mu.Lock()
@@ -230,7 +236,7 @@ func (c *Consumer) join(sub Subscription) (*joinResult, error) {
 		c.mu.Lock()
 		c.memberID = r.MemberID // a static member's restart gets a new id
 		c.mu.Unlock()
-		sync := SyncGroupRequest{GroupID: c.opts.Group, GenerationID: r.GenerationID, MemberID: r.MemberID,
+		sync := group.SyncGroupRequest{GroupID: c.opts.Group, GenerationID: r.GenerationID, MemberID: r.MemberID,
 			GroupInstanceID: c.opts.InstanceID, ProtocolType: "consumer", ProtocolName: r.ProtocolName}
 		if r.Leader == r.MemberID && !r.SkipAssignment {
 			if sync.Assignments, err = c.assign(r.Members); err != nil {
@@ -242,12 +248,12 @@ func (c *Consumer) join(sub Subscription) (*joinResult, error) {
 			err = sr.Err
 		}
 		switch {
-		case errors.Is(err, ErrRebalanceInProgress):
+		case errors.Is(err, group.ErrRebalanceInProgress):
 			continue
 		case err != nil:
 			return nil, err
 		}
-		a, _, err := DecodeAssignment(sr.Assignment)
+		a, _, err := group.DecodeAssignment(sr.Assignment)
 		if err != nil {
 			return nil, fmt.Errorf("group %q: assignment of generation %d: %w", c.opts.Group, r.GenerationID, err)
 		}
@@ -265,11 +271,11 @@ func (c *Consumer) join(sub Subscription) (*joinResult, error) {
 // assign is the leader's assignment of the members' subscriptions over the
 // partitions of the Dir, with what each says it owns (cooperative-sticky
 // holds back a partition another member still owns).
-func (c *Consumer) assign(members []JoinGroupMember) ([]SyncGroupAssignment, error) {
+func (c *Consumer) assign(members []group.JoinGroupMember) ([]group.SyncGroupAssignment, error) {
 	ms := make([]assign.Member, len(members))
 	topics := map[string]assign.Topic{}
 	for i, m := range members {
-		sub, _, err := DecodeSubscription(m.Metadata)
+		sub, _, err := group.DecodeSubscription(m.Metadata)
 		if err != nil {
 			return nil, fmt.Errorf("group %q: subscription of member %q: %w", c.opts.Group, m.MemberID, err)
 		}
@@ -285,9 +291,9 @@ func (c *Consumer) assign(members []JoinGroupMember) ([]SyncGroupAssignment, err
 	if err != nil {
 		return nil, fmt.Errorf("group %q: assignor %s: %w", c.opts.Group, c.opts.Assignor.Name(), err)
 	}
-	out := make([]SyncGroupAssignment, 0, len(members))
+	out := make([]group.SyncGroupAssignment, 0, len(members))
 	for _, m := range members {
-		out = append(out, SyncGroupAssignment{MemberID: m.MemberID, Assignment: Assignment{Partitions: plan[m.MemberID]}.Encode(ConsumerProtocolVersion)})
+		out = append(out, group.SyncGroupAssignment{MemberID: m.MemberID, Assignment: group.Assignment{Partitions: plan[m.MemberID]}.Encode(group.ConsumerProtocolVersion)})
 	}
 	return out, nil
 }
@@ -338,10 +344,10 @@ func (c *Consumer) adopt(ctx context.Context, res *joinResult) error {
 // committedOffsets returns where reading tps starts: the group's committed
 // offsets, or the log start.
 func (c *Consumer) committedOffsets(ctx context.Context, tps []TopicPartition) (map[TopicPartition]int64, error) {
-	req := OffsetFetchRequest{GroupID: c.opts.Group}
+	req := group.OffsetFetchRequest{GroupID: c.opts.Group}
 	for _, tp := range tps {
 		if n := len(req.Topics); n == 0 || req.Topics[n-1].Name != tp.Topic {
-			req.Topics = append(req.Topics, OffsetFetchTopic{Name: tp.Topic})
+			req.Topics = append(req.Topics, group.OffsetFetchTopic{Name: tp.Topic})
 		}
 		t := &req.Topics[len(req.Topics)-1]
 		t.Partitions = append(t.Partitions, tp.Partition)

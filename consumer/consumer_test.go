@@ -1,9 +1,10 @@
-package group
+package consumer
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"runtime"
 	"slices"
@@ -15,20 +16,36 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/strandlog/strand/assign"
+	"github.com/strandlog/strand/group"
 	"github.com/strandlog/strand/idempotence"
 	"github.com/strandlog/strand/kafkaerr"
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/segment"
+	"github.com/strandlog/strand/vfs"
 )
 
 // consumerEnv is a Dir on a MemFS with a Service whose sessions may be short.
 type consumerEnv struct {
 	t *testing.T
 	d *log.Dir
-	s *Service
+	s *group.Service
 }
 
 const testSessionTimeout = 2 * time.Second
+
+// epoch is where the tests' clocks start.
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// maxStringLen is the longest string Kafka's protocol carries (an int16
+// length).
+const maxStringLen = math.MaxInt16
+
+func newMemDataFS(t *testing.T) *vfs.MemFS {
+	fs := vfs.NewMem()
+	require.NoError(t, fs.MkdirAll("/data", 0o755))
+	require.NoError(t, vfs.SyncDir(fs, "/"))
+	return fs
+}
 
 func newConsumerEnv(t *testing.T, topics map[string]int32) *consumerEnv {
 	t.Helper()
@@ -42,7 +59,7 @@ func newConsumerEnvAt(t *testing.T, topics map[string]int32, now func() time.Tim
 	d, err := log.OpenDir("/data", log.DirOptions{Log: log.Options{FS: newMemDataFS(t), MaxIndexBytes: 1024}, MaintenanceInterval: -1})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, d.Close()) })
-	s, err := OpenService(d, ServiceOptions{Partitions: 3, Now: now, Config: Config{InitialRebalanceDelay: -1, MinSessionTimeout: 100 * time.Millisecond}})
+	s, err := group.OpenService(d, group.ServiceOptions{Partitions: 3, Now: now, Config: group.Config{InitialRebalanceDelay: -1, MinSessionTimeout: 100 * time.Millisecond}})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
 	e := &consumerEnv{t, d, s}
@@ -74,7 +91,7 @@ func (e *consumerEnv) produce(topic string, p int32, n int) {
 
 // consumer returns a consumer of group "g" with fast heartbeats and
 // metadata checks; opts' other fields are kept.
-func (e *consumerEnv) consumer(opts ConsumerOptions) *Consumer {
+func (e *consumerEnv) consumer(opts Options) *Consumer {
 	e.t.Helper()
 	if opts.Group == "" {
 		opts.Group = "g"
@@ -88,7 +105,7 @@ func (e *consumerEnv) consumer(opts ConsumerOptions) *Consumer {
 	if opts.MetadataInterval == 0 {
 		opts.MetadataInterval = 20 * time.Millisecond
 	}
-	c, err := NewConsumer(e.s, e.d, opts)
+	c, err := New(e.s, opts)
 	require.NoError(e.t, err)
 	e.t.Cleanup(func() { _ = c.Close(context.Background()) })
 	return c
@@ -97,7 +114,7 @@ func (e *consumerEnv) consumer(opts ConsumerOptions) *Consumer {
 // committed returns group g's committed offset of tp, -1 if none.
 func (e *consumerEnv) committed(tp TopicPartition) int64 {
 	e.t.Helper()
-	r, err := e.s.OffsetFetch(context.Background(), OffsetFetchRequest{GroupID: "g", Topics: []OffsetFetchTopic{{Name: tp.Topic, Partitions: []int32{tp.Partition}}}})
+	r, err := e.s.OffsetFetch(context.Background(), group.OffsetFetchRequest{GroupID: "g", Topics: []group.OffsetFetchTopic{{Name: tp.Topic, Partitions: []int32{tp.Partition}}}})
 	require.NoError(e.t, err)
 	require.NoError(e.t, r.Err)
 	return r.Topics[0].Partitions[0].Offset
@@ -156,23 +173,23 @@ func TestConsumerRejectsBadOptions(t *testing.T) {
 	e := newConsumerEnv(t, map[string]int32{"t": 1})
 	for _, tc := range []struct {
 		name string
-		opts ConsumerOptions
+		opts Options
 		want error
 	}{
-		{"empty group id", ConsumerOptions{Topics: []string{"t"}}, ErrInvalidGroupID},
-		{"group id too long", ConsumerOptions{Group: string(make([]byte, maxStringLen+1)), Topics: []string{"t"}}, ErrInvalidGroupID},
-		{"instance id too long", ConsumerOptions{Group: "g", Topics: []string{"t"}, InstanceID: string(make([]byte, maxStringLen+1))}, ErrInvalidRequest},
-		{"missing topic", ConsumerOptions{Group: "g", Topics: []string{"t", "nope"}}, ErrUnknownTopicOrPartition},
-		{"session below the minimum", ConsumerOptions{Group: "g", Topics: []string{"t"}, SessionTimeout: 50 * time.Millisecond, HeartbeatInterval: time.Millisecond}, ErrInvalidSessionTimeout},
-		{"session above the maximum", ConsumerOptions{Group: "g", Topics: []string{"t"}, SessionTimeout: DefaultMaxSessionTimeout + time.Second}, ErrInvalidSessionTimeout},
-		{"no subscription", ConsumerOptions{Group: "g"}, ErrInvalidConfig},
-		{"topics and pattern", ConsumerOptions{Group: "g", Topics: []string{"t"}, Pattern: regexp.MustCompile("t")}, ErrInvalidConfig},
-		{"heartbeat not below session", ConsumerOptions{Group: "g", Topics: []string{"t"}, SessionTimeout: time.Second, HeartbeatInterval: time.Second}, ErrInvalidConfig},
-		{"negative auto commit interval", ConsumerOptions{Group: "g", Topics: []string{"t"}, AutoCommitInterval: -time.Second}, ErrInvalidConfig},
-		{"log end isolation", ConsumerOptions{Group: "g", Topics: []string{"t"}, Isolation: log.ReadLogEnd}, ErrInvalidConfig},
+		{"empty group id", Options{Topics: []string{"t"}}, group.ErrInvalidGroupID},
+		{"group id too long", Options{Group: string(make([]byte, maxStringLen+1)), Topics: []string{"t"}}, group.ErrInvalidGroupID},
+		{"instance id too long", Options{Group: "g", Topics: []string{"t"}, InstanceID: string(make([]byte, maxStringLen+1))}, group.ErrInvalidRequest},
+		{"missing topic", Options{Group: "g", Topics: []string{"t", "nope"}}, group.ErrUnknownTopicOrPartition},
+		{"session below the minimum", Options{Group: "g", Topics: []string{"t"}, SessionTimeout: 50 * time.Millisecond, HeartbeatInterval: time.Millisecond}, group.ErrInvalidSessionTimeout},
+		{"session above the maximum", Options{Group: "g", Topics: []string{"t"}, SessionTimeout: group.DefaultMaxSessionTimeout + time.Second}, group.ErrInvalidSessionTimeout},
+		{"no subscription", Options{Group: "g"}, group.ErrInvalidConfig},
+		{"topics and pattern", Options{Group: "g", Topics: []string{"t"}, Pattern: regexp.MustCompile("t")}, group.ErrInvalidConfig},
+		{"heartbeat not below session", Options{Group: "g", Topics: []string{"t"}, SessionTimeout: time.Second, HeartbeatInterval: time.Second}, group.ErrInvalidConfig},
+		{"negative auto commit interval", Options{Group: "g", Topics: []string{"t"}, AutoCommitInterval: -time.Second}, group.ErrInvalidConfig},
+		{"log end isolation", Options{Group: "g", Topics: []string{"t"}, Isolation: log.ReadLogEnd}, group.ErrInvalidConfig},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := NewConsumer(e.s, e.d, tc.opts)
+			c, err := New(e.s, tc.opts)
 			require.ErrorIs(t, err, tc.want)
 			require.Nil(t, c)
 			var kafka kafkaerr.Code
@@ -181,27 +198,16 @@ func TestConsumerRejectsBadOptions(t *testing.T) {
 			}
 		})
 	}
-	_, err := NewConsumer(e.s, e.d, ConsumerOptions{Group: "g", Topics: []string{"nope"}})
+	_, err := New(e.s, Options{Group: "g", Topics: []string{"nope"}})
 	require.ErrorIs(t, err, log.ErrUnknownTopic, "the Dir's own error, wrapped too")
 
-	opts := ConsumerOptions{Group: "g", Topics: []string{"t"}}
-	other, err := log.OpenDir("/other", log.DirOptions{Log: log.Options{FS: newMemDataFS(t), MaxIndexBytes: 1024}, MaintenanceInterval: -1})
-	require.NoError(t, err)
-	defer other.Close()
-	require.NoError(t, other.CreateTopic("t", log.TopicConfig{Partitions: 1}))
-	for name, c := range map[string]func() (*Consumer, error){
-		"nil Service":           func() (*Consumer, error) { return NewConsumer(nil, e.d, opts) },
-		"nil Dir":               func() (*Consumer, error) { return NewConsumer(e.s, nil, opts) },
-		"the Dir of no Service": func() (*Consumer, error) { return NewConsumer(e.s, other, opts) },
-	} {
-		c, err := c()
-		require.ErrorIs(t, err, ErrInvalidConfig, name)
-		require.Nil(t, c, name)
-	}
-	_, err = OpenService(nil, ServiceOptions{})
-	require.ErrorIs(t, err, ErrInvalidConfig, "OpenService of a nil Dir")
+	c, err := New(nil, Options{Group: "g", Topics: []string{"t"}})
+	require.ErrorIs(t, err, group.ErrInvalidConfig, "a nil Service")
+	require.Nil(t, c)
+	_, err = group.OpenService(nil, group.ServiceOptions{})
+	require.ErrorIs(t, err, group.ErrInvalidConfig, "OpenService of a nil Dir")
 
-	p, err := e.d.Partition(OffsetsTopic, PartitionFor("g", 3))
+	p, err := e.d.Partition(group.OffsetsTopic, group.PartitionFor("g", 3))
 	require.NoError(t, err)
 	_, _, end, err := p.Offsets()
 	require.NoError(t, err)
@@ -224,7 +230,7 @@ func TestConsumerKeepsMembershipThroughSlowHandler(t *testing.T) {
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	e := newConsumerEnvAt(t, map[string]int32{"t": 2}, clock)
 	lost := 0
-	c := e.consumer(ConsumerOptions{Topics: []string{"t"}, SessionTimeout: session, HeartbeatInterval: 30 * time.Millisecond,
+	c := e.consumer(Options{Topics: []string{"t"}, SessionTimeout: session, HeartbeatInterval: 30 * time.Millisecond,
 		OnLost: func(context.Context, *Consumer, []TopicPartition) { lost++ }})
 	e.produce("t", 0, 3)
 	pollN(t, c, 3)
@@ -248,20 +254,20 @@ func TestConsumerKeepsMembershipThroughSlowHandler(t *testing.T) {
 	require.Eventually(t, func() bool { return consumerGoroutines() == "" }, 5*time.Second, 10*time.Millisecond,
 		"goroutines of the consumer outlive Close: %s", consumerGoroutines())
 	_, err := c.Poll(context.Background())
-	require.ErrorIs(t, err, ErrConsumerClosed)
+	require.ErrorIs(t, err, ErrClosed)
 }
 
 // sessionDeadline returns when the coordinator expires a member's session
 // unless a heartbeat comes first; the zero time if it has no session timer.
-func (e *consumerEnv) sessionDeadline(group, memberID string) time.Time {
-	sp := e.s.parts[e.s.partitionOf(group)]
-	sp.Lock()
-	defer sp.Unlock()
-	tm := sp.c.timers.byKey[timerKey{timerHeartbeat, group, memberID}]
-	if tm == nil {
-		return time.Time{}
+func (e *consumerEnv) sessionDeadline(groupID, memberID string) time.Time {
+	d, _, err := e.s.DescribeGroup(context.Background(), groupID)
+	require.NoError(e.t, err)
+	for _, m := range d.Members {
+		if m.MemberID == memberID {
+			return m.SessionDeadline
+		}
 	}
-	return time.UnixMilli(tm.deadline)
+	return time.Time{}
 }
 
 // consumerGoroutines returns the stacks of the goroutines running a
@@ -284,7 +290,7 @@ type events struct {
 	list []string
 }
 
-func (ev *events) options(opts ConsumerOptions) ConsumerOptions {
+func (ev *events) options(opts Options) Options {
 	record := func(sign string) func(context.Context, *Consumer, []TopicPartition) {
 		return func(_ context.Context, _ *Consumer, tps []TopicPartition) {
 			ev.mu.Lock()
@@ -362,8 +368,8 @@ func TestConsumerRebalanceCallbacks(t *testing.T) {
 		t.Run(tc.assignor.Name(), func(t *testing.T) {
 			e := newConsumerEnv(t, map[string]int32{"t": 4})
 			var aEv, bEv events
-			a := e.consumer(aEv.options(ConsumerOptions{Topics: []string{"t"}, Assignor: tc.assignor}))
-			b := e.consumer(bEv.options(ConsumerOptions{Topics: []string{"t"}, Assignor: tc.assignor}))
+			a := e.consumer(aEv.options(Options{Topics: []string{"t"}, Assignor: tc.assignor}))
+			b := e.consumer(bEv.options(Options{Topics: []string{"t"}, Assignor: tc.assignor}))
 			read := map[TopicPartition][]int64{}
 			count := func(_ int, ms []Message) {
 				for _, m := range ms {
@@ -426,7 +432,7 @@ func TestConsumerTakesOverFromMemberThatStopsHeartbeating(t *testing.T) {
 	for _, assignor := range []assign.Assignor{assign.Range, assign.CooperativeSticky} {
 		t.Run(assignor.Name(), func(t *testing.T) {
 			e := newConsumerEnv(t, map[string]int32{"t": 4})
-			opts := ConsumerOptions{Topics: []string{"t"}, Assignor: assignor, SessionTimeout: 300 * time.Millisecond, DisableAutoCommit: true}
+			opts := Options{Topics: []string{"t"}, Assignor: assignor, SessionTimeout: 300 * time.Millisecond, DisableAutoCommit: true}
 			a, b := e.consumer(opts), e.consumer(opts)
 			pollAll(t, sizes(a, b), a, b)
 			for p := range int32(4) {
@@ -455,7 +461,7 @@ func TestConsumerTakesOverFromMemberThatStopsHeartbeating(t *testing.T) {
 func TestConsumerPatternPicksUpNewTopics(t *testing.T) {
 	e := newConsumerEnv(t, map[string]int32{"orders-eu": 1, "audit": 1})
 	var ev events
-	c := e.consumer(ev.options(ConsumerOptions{Pattern: regexp.MustCompile(`^orders-`)}))
+	c := e.consumer(ev.options(Options{Pattern: regexp.MustCompile(`^orders-`)}))
 	e.produce("orders-eu", 0, 2)
 	e.produce("audit", 0, 2)
 	ms := pollN(t, c, 2)
@@ -483,7 +489,7 @@ func TestConsumerAutoCommit(t *testing.T) {
 	for _, disable := range []bool{false, true} {
 		t.Run(fmt.Sprint("disabled=", disable), func(t *testing.T) {
 			e := newConsumerEnv(t, map[string]int32{"t": 1})
-			c := e.consumer(ConsumerOptions{Topics: []string{"t"}, AutoCommitInterval: 50 * time.Millisecond, DisableAutoCommit: disable})
+			c := e.consumer(Options{Topics: []string{"t"}, AutoCommitInterval: 50 * time.Millisecond, DisableAutoCommit: disable})
 			e.produce("t", 0, 5)
 			pollN(t, c, 5)
 			if !disable {
@@ -509,7 +515,7 @@ func TestConsumerAutoCommit(t *testing.T) {
 // CommitAsync's commits finish in order, before Close returns.
 func TestConsumerManualCommits(t *testing.T) {
 	e := newConsumerEnv(t, map[string]int32{"t": 2})
-	c := e.consumer(ConsumerOptions{Topics: []string{"t"}, DisableAutoCommit: true})
+	c := e.consumer(Options{Topics: []string{"t"}, DisableAutoCommit: true})
 	p0, p1 := TopicPartition{Topic: "t", Partition: 0}, TopicPartition{Topic: "t", Partition: 1}
 	e.produce("t", 0, 5)
 	e.produce("t", 1, 3)
@@ -536,7 +542,7 @@ func TestConsumerManualCommits(t *testing.T) {
 	require.NoError(t, c.Close(ctx))
 	require.Equal(t, []int{0, 1, 2}, order)
 	require.Equal(t, int64(2), e.committed(p0), "the last async commit wins")
-	require.ErrorIs(t, c.CommitSync(ctx), ErrConsumerClosed)
+	require.ErrorIs(t, c.CommitSync(ctx), ErrClosed)
 }
 
 // Seek moves a position by offset, SeekToTime by timestamp (Kafka's
@@ -554,7 +560,7 @@ func TestConsumerSeek(t *testing.T) {
 	}
 	_, err = part.Append(recs)
 	require.NoError(t, err)
-	c := e.consumer(ConsumerOptions{Topics: []string{"t"}})
+	c := e.consumer(Options{Topics: []string{"t"}})
 	pollN(t, c, 10)
 
 	require.NoError(t, c.Seek(tp, 3))
@@ -586,7 +592,7 @@ func TestConsumerSeek(t *testing.T) {
 // A paused partition is not read until it is resumed; the others are.
 func TestConsumerPauseResume(t *testing.T) {
 	e := newConsumerEnv(t, map[string]int32{"t": 2})
-	c := e.consumer(ConsumerOptions{Topics: []string{"t"}})
+	c := e.consumer(Options{Topics: []string{"t"}})
 	pollAll(t, func() bool { return len(c.Assigned()) == 2 }, c)
 	require.NoError(t, c.Pause(TopicPartition{Topic: "t", Partition: 0}))
 	require.Equal(t, tps("t", 0), c.Paused())
@@ -618,8 +624,8 @@ func TestConsumerIsolation(t *testing.T) {
 	require.NoError(t, err)
 	e.produce("t", 0, 1) // 3
 
-	committed := e.consumer(ConsumerOptions{Group: "committed", Topics: []string{"t"}})
-	uncommitted := e.consumer(ConsumerOptions{Group: "uncommitted", Topics: []string{"t"}, Isolation: log.ReadUncommitted})
+	committed := e.consumer(Options{Group: "committed", Topics: []string{"t"}})
+	uncommitted := e.consumer(Options{Group: "uncommitted", Topics: []string{"t"}, Isolation: log.ReadUncommitted})
 	require.Equal(t, []int64{0, 1, 2, 3}, offsetsOf(pollN(t, uncommitted, 4)))
 	require.Equal(t, []int64{0, 1}, offsetsOf(pollN(t, committed, 2)))
 	require.Empty(t, pollFor(t, committed, 100*time.Millisecond), "the open transaction holds the last stable offset at 2")
@@ -639,7 +645,7 @@ func TestConsumerIsolation(t *testing.T) {
 // to the next Poll, so a commit never passes them.
 func TestConsumerRecordsIteratorRewindsOnBreak(t *testing.T) {
 	e := newConsumerEnv(t, map[string]int32{"t": 1})
-	c := e.consumer(ConsumerOptions{Topics: []string{"t"}})
+	c := e.consumer(Options{Topics: []string{"t"}})
 	e.produce("t", 0, 5)
 	var took []int64
 	for m, err := range c.Records(context.Background()) {
@@ -662,7 +668,7 @@ func TestConsumerRecordsIteratorRewindsOnBreak(t *testing.T) {
 // others to rejoin: its leave answers its parked JoinGroup.
 func TestConsumerCloseWhileJoining(t *testing.T) {
 	e := newConsumerEnv(t, map[string]int32{"t": 4})
-	opts := ConsumerOptions{Topics: []string{"t"}, RebalanceTimeout: time.Minute}
+	opts := Options{Topics: []string{"t"}, RebalanceTimeout: time.Minute}
 	a, b := e.consumer(opts), e.consumer(opts)
 	pollAll(t, func() bool { return len(a.Assigned()) == 4 }, a)
 	require.Empty(t, pollFor(t, b, 100*time.Millisecond)) // b's join waits for a, which does not poll
@@ -685,11 +691,11 @@ func TestConsumerCloseWhileJoining(t *testing.T) {
 func TestConsumerLostMembership(t *testing.T) {
 	e := newConsumerEnv(t, map[string]int32{"t": 1})
 	var ev events
-	c := e.consumer(ev.options(ConsumerOptions{Topics: []string{"t"}, AutoCommitInterval: time.Hour}))
+	c := e.consumer(ev.options(Options{Topics: []string{"t"}, AutoCommitInterval: time.Hour}))
 	e.produce("t", 0, 5)
 	require.Equal(t, []int64{0, 1, 2, 3, 4}, offsetsOf(pollN(t, c, 5)))
 	id, _ := c.Generation()
-	r, err := e.s.LeaveGroup(context.Background(), LeaveGroupRequest{GroupID: "g", Members: []LeaveGroupMember{{MemberID: id}}})
+	r, err := e.s.LeaveGroup(context.Background(), group.LeaveGroupRequest{GroupID: "g", Members: []group.LeaveGroupMember{{MemberID: id}}})
 	require.NoError(t, err)
 	require.NoError(t, r.Err)
 	require.Equal(t, []int64{0, 1, 2, 3, 4}, offsetsOf(pollN(t, c, 5)), "delivered again from the log start: nothing was committed")
@@ -705,7 +711,7 @@ func TestConsumerLostMembership(t *testing.T) {
 func TestConsumerLostMembershipDropsPendingGeneration(t *testing.T) {
 	e := newConsumerEnv(t, map[string]int32{"t": 2})
 	var ev events
-	c := e.consumer(ev.options(ConsumerOptions{Topics: []string{"t"}}))
+	c := e.consumer(ev.options(Options{Topics: []string{"t"}}))
 	pollAll(t, func() bool { return len(c.Assigned()) == 2 }, c)
 	c.mu.Lock()
 	c.joined = &joinResult{gen: c.gen + 1, assigned: tps("t", 0, 1)}
@@ -726,7 +732,7 @@ func TestConsumerCooperativeKeepsReadingDuringRebalance(t *testing.T) {
 	}{{assign.Range, false}, {assign.CooperativeSticky, true}} {
 		t.Run(tc.assignor.Name(), func(t *testing.T) {
 			e := newConsumerEnv(t, map[string]int32{"t": 4})
-			opts := ConsumerOptions{Topics: []string{"t"}, Assignor: tc.assignor, RebalanceTimeout: time.Minute}
+			opts := Options{Topics: []string{"t"}, Assignor: tc.assignor, RebalanceTimeout: time.Minute}
 			a, slow := e.consumer(opts), e.consumer(opts)
 			pollAll(t, sizes(a, slow), a, slow)
 			aHas := a.Assigned()
@@ -765,7 +771,7 @@ func TestConsumerCooperativeKeepsReadingDuringRebalance(t *testing.T) {
 func TestConsumerCommitsInOnRevokedDuringClose(t *testing.T) {
 	e := newConsumerEnv(t, map[string]int32{"t": 1})
 	var errs []error
-	c := e.consumer(ConsumerOptions{Topics: []string{"t"}, DisableAutoCommit: true,
+	c := e.consumer(Options{Topics: []string{"t"}, DisableAutoCommit: true,
 		OnRevoked: func(ctx context.Context, c *Consumer, _ []TopicPartition) {
 			errs = append(errs, c.CommitSync(ctx))
 			c.CommitAsync(func(err error) { errs = append(errs, err) })
@@ -776,7 +782,7 @@ func TestConsumerCommitsInOnRevokedDuringClose(t *testing.T) {
 	require.Equal(t, []error{nil, nil}, errs)
 	require.Equal(t, int64(4), e.committed(TopicPartition{Topic: "t", Partition: 0}))
 	c.CommitAsync(func(err error) { errs = append(errs, err) })
-	require.ErrorIs(t, errs[2], ErrConsumerClosed)
+	require.ErrorIs(t, errs[2], ErrClosed)
 }
 
 // A static member (KIP-345) that closes and starts again within its session
@@ -786,9 +792,9 @@ func TestConsumerCommitsInOnRevokedDuringClose(t *testing.T) {
 func TestConsumerStaticMemberRestartsWithoutRebalance(t *testing.T) {
 	e := newConsumerEnv(t, map[string]int32{"t": 4})
 	var bEv events
-	static := ConsumerOptions{Topics: []string{"t"}, InstanceID: "worker-1"}
+	static := Options{Topics: []string{"t"}, InstanceID: "worker-1"}
 	a := e.consumer(static)
-	b := e.consumer(bEv.options(ConsumerOptions{Topics: []string{"t"}}))
+	b := e.consumer(bEv.options(Options{Topics: []string{"t"}}))
 	pollAll(t, sizes(a, b), a, b)
 	aHad := a.Assigned()
 	_, gen := b.Generation()
@@ -824,7 +830,7 @@ func TestConsumerStaticMemberRestartsWithoutRebalance(t *testing.T) {
 func TestConsumerStaticMemberFenced(t *testing.T) {
 	e := newConsumerEnv(t, map[string]int32{"t": 2})
 	var oldEv events
-	static := ConsumerOptions{Topics: []string{"t"}, InstanceID: "worker-1"}
+	static := Options{Topics: []string{"t"}, InstanceID: "worker-1"}
 	old := e.consumer(oldEv.options(static))
 	pollAll(t, func() bool { return len(old.Assigned()) == 2 }, old)
 	newer := e.consumer(static)
@@ -836,9 +842,9 @@ func TestConsumerStaticMemberFenced(t *testing.T) {
 	for err == nil {
 		_, err = old.Poll(ctx)
 	}
-	require.ErrorIs(t, err, ErrFencedInstanceID)
+	require.ErrorIs(t, err, group.ErrFencedInstanceID)
 	_, err = old.Poll(ctx)
-	require.ErrorIs(t, err, ErrFencedInstanceID, "it stays stopped")
+	require.ErrorIs(t, err, group.ErrFencedInstanceID, "it stays stopped")
 	require.Equal(t, []string{fmt.Sprint("+", tps("t", 0, 1)), fmt.Sprint("!", tps("t", 0, 1))}, oldEv.get())
 	e.produce("t", 1, 2)
 	require.Len(t, pollN(t, newer, 2), 2)
@@ -862,7 +868,7 @@ func TestConsumerLeavesWhenItDoesNotPoll(t *testing.T) {
 		t.Run(fmt.Sprint("static ", static), func(t *testing.T) {
 			e := newConsumerEnv(t, map[string]int32{"t": 2})
 			var ev events
-			opts := ConsumerOptions{Topics: []string{"t"}, SessionTimeout: time.Minute, RebalanceTimeout: time.Minute}
+			opts := Options{Topics: []string{"t"}, SessionTimeout: time.Minute, RebalanceTimeout: time.Minute}
 			aOpts := ev.options(opts)
 			aOpts.RebalanceTimeout = 300 * time.Millisecond
 			if static {
@@ -914,10 +920,10 @@ func TestConsumerLeavesWhenItDoesNotPoll(t *testing.T) {
 // names no member id the consumer could leave with.
 func TestConsumerCloseHonoursItsContext(t *testing.T) {
 	e := newConsumerEnv(t, map[string]int32{"t": 4})
-	a := e.consumer(ConsumerOptions{Topics: []string{"t"}, SessionTimeout: 10 * time.Second})
+	a := e.consumer(Options{Topics: []string{"t"}, SessionTimeout: 10 * time.Second})
 	pollAll(t, func() bool { return len(a.Assigned()) == 4 }, a)
 	a.crash()
-	b := e.consumer(ConsumerOptions{Topics: []string{"t"}, InstanceID: "b"})
+	b := e.consumer(Options{Topics: []string{"t"}, InstanceID: "b"})
 	require.Empty(t, pollFor(t, b, 100*time.Millisecond), "b's join waits for a")
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
@@ -933,7 +939,7 @@ func TestConsumerCloseHonoursItsContext(t *testing.T) {
 // place for its session, and its next incarnation takes it (KIP-345).
 func TestConsumerGroupResumesAtOnceAfterARestart(t *testing.T) {
 	e := newConsumerEnv(t, map[string]int32{"t": 6})
-	opts := ConsumerOptions{Topics: []string{"t"}, SessionTimeout: 10 * time.Second}
+	opts := Options{Topics: []string{"t"}, SessionTimeout: 10 * time.Second}
 	static := opts
 	static.InstanceID = "s1"
 	a, b, st := e.consumer(opts), e.consumer(opts), e.consumer(static)
@@ -942,7 +948,7 @@ func TestConsumerGroupResumesAtOnceAfterARestart(t *testing.T) {
 	b.crash()
 	st.crash()
 	require.NoError(t, e.s.Close())
-	s, err := OpenService(e.d, ServiceOptions{Partitions: 3, Config: Config{InitialRebalanceDelay: -1, MinSessionTimeout: 100 * time.Millisecond}})
+	s, err := group.OpenService(e.d, group.ServiceOptions{Partitions: 3, Config: group.Config{InitialRebalanceDelay: -1, MinSessionTimeout: 100 * time.Millisecond}})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
 	e.s = s
