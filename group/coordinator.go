@@ -11,7 +11,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/strandlog/strand/idempotence"
+	"github.com/strandlog/strand"
 )
 
 // Config holds the coordinator's settings, named after Kafka's broker
@@ -283,7 +283,7 @@ func (c *Coordinator) Replay(offset int64, r Record) error {
 // apply changes the state by one decoded record (GroupMetadataManager.replay
 // and OffsetMetadataManager.replay); producer is set for a transactional
 // offset commit.
-func (c *Coordinator) apply(offset int64, d Decoded, producer *idempotence.ProducerIDAndEpoch) {
+func (c *Coordinator) apply(offset int64, d Decoded, producer *strand.ProducerIDAndEpoch) {
 	switch {
 	case d.ConsumerKey != nil:
 		c.applyConsumerRecord(*d.ConsumerKey, EncodeConsumerGroup(*d.ConsumerKey, d.ConsumerValue), d.ConsumerValue)

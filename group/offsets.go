@@ -4,7 +4,7 @@ import (
 	"cmp"
 	"slices"
 
-	"github.com/strandlog/strand/idempotence"
+	"github.com/strandlog/strand"
 )
 
 // committed is a committed offset with the log offset of its record, which
@@ -98,7 +98,7 @@ func (c *Coordinator) OffsetCommit(id RequestID, req OffsetCommitRequest) {
 
 // commit writes the offsets of a validated commit, plain or transactional,
 // and returns the outcome per partition.
-func (c *Coordinator) commit(group string, topics []OffsetCommitTopic, expire int64, producer *idempotence.ProducerIDAndEpoch) []TopicResult {
+func (c *Coordinator) commit(group string, topics []OffsetCommitTopic, expire int64, producer *strand.ProducerIDAndEpoch) []TopicResult {
 	var out []TopicResult
 	for _, t := range topics {
 		tr := TopicResult{Name: t.Name}

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/strandlog/strand/idempotence"
+	"github.com/strandlog/strand"
 )
 
 // The records of the offsets log use the layout of Kafka's __consumer_offsets
@@ -62,7 +62,7 @@ type Record struct {
 	// Producer is set on a transactional offset commit: the record belongs
 	// in a transactional batch of that producer, and counts only once a
 	// COMMIT marker of that producer follows it (ReplayTxnMarker).
-	Producer *idempotence.ProducerIDAndEpoch
+	Producer *strand.ProducerIDAndEpoch
 }
 
 // OffsetCommitKey identifies a committed offset.

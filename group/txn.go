@@ -3,7 +3,7 @@ package group
 import (
 	"fmt"
 
-	"github.com/strandlog/strand/idempotence"
+	"github.com/strandlog/strand"
 )
 
 // This file is the transactional side of committed offsets (KIP-98, KIP-447;
@@ -92,7 +92,7 @@ func (p *pendingTxns) end(producerID int64) *offsetStore {
 // that a zombie's commit is fenced).
 type TxnOffsetCommitRequest struct {
 	GroupID         string
-	Producer        idempotence.ProducerIDAndEpoch
+	Producer        strand.ProducerIDAndEpoch
 	GenerationID    int32
 	MemberID        string
 	GroupInstanceID string

@@ -103,10 +103,7 @@ func (r *TxnRecord) clone() TxnRecord {
 
 // ProducerIDAndEpoch is a producer's identity as an InitProducerId request
 // carries it (KIP-360) and as answers give it.
-type ProducerIDAndEpoch struct {
-	ProducerID int64
-	Epoch      int16
-}
+type ProducerIDAndEpoch = strand.ProducerIDAndEpoch
 
 // MarkerRequest asks the owner to write a transaction marker to a
 // partition (Kafka's WriteTxnMarkers) and to report it with MarkerWritten.

@@ -179,7 +179,7 @@ func (v vector) run(t *testing.T) {
 	}
 	require.Equal(t, v.record, s.Record, "the transition persisted")
 	if v.answer != nil {
-		require.Equal(t, *v.answer, ProducerIDAndEpoch{s.ProducerID, s.ProducerEpoch}, "the answer")
+		require.Equal(t, *v.answer, ProducerIDAndEpoch{ProducerID: s.ProducerID, Epoch: s.ProducerEpoch}, "the answer")
 	}
 }
 
@@ -205,19 +205,19 @@ func TestKafkaInitProducerID(t *testing.T) {
 			kafka:  "shouldInitPidWithEpochZeroForNewTransactionalId",
 			req:    initPID(),
 			record: ptr(meta(TxnEmpty, kPid2, 0, NoProducerEpoch, prev(kPid2))),
-			answer: &ProducerIDAndEpoch{kPid2, 0},
+			answer: &ProducerIDAndEpoch{ProducerID: kPid2, Epoch: 0},
 		},
 		{
 			// The producer recovers from UNKNOWN_PRODUCER_ID with an id
 			// the coordinator no longer knows: it gets a new one.
 			kafka:  "shouldGenerateNewProducerIdIfNoStateAndProducerIdAndEpochProvided",
-			req:    initPID(ProducerIDAndEpoch{kPid, kEpoch}),
+			req:    initPID(ProducerIDAndEpoch{ProducerID: kPid, Epoch: kEpoch}),
 			record: ptr(meta(TxnEmpty, kPid2, 0, NoProducerEpoch, prev(kPid2))),
-			answer: &ProducerIDAndEpoch{kPid2, 0},
+			answer: &ProducerIDAndEpoch{ProducerID: kPid2, Epoch: 0},
 		},
 		{
 			kafka:  "TransactionMetadataTest.testAttemptedEpochBumpWithNewlyCreatedMetadata",
-			req:    initPID(ProducerIDAndEpoch{kPid, 735}),
+			req:    initPID(ProducerIDAndEpoch{ProducerID: kPid, Epoch: 735}),
 			record: ptr(meta(TxnEmpty, kPid2, 0, NoProducerEpoch, prev(kPid2))),
 		},
 		{
@@ -225,22 +225,22 @@ func TestKafkaInitProducerID(t *testing.T) {
 			before: []TxnRecord{meta(TxnEmpty, kPid, kMaxEpoch-1, kMaxEpoch-2, prev(kPid))},
 			req:    initPID(),
 			record: ptr(meta(TxnEmpty, kPid2, 0, NoProducerEpoch, prev(kPid))),
-			answer: &ProducerIDAndEpoch{kPid2, 0},
+			answer: &ProducerIDAndEpoch{ProducerID: kPid2, Epoch: 0},
 		},
 		{
 			// The producer's own epoch ran out: the rotation remembers
 			// the epoch it had, so that its retry is recognised.
 			kafka:  "TransactionMetadataTest.testRotateProducerId",
 			before: []TxnRecord{meta(TxnEmpty, kPid, kMaxEpoch-1, NoProducerEpoch)},
-			req:    initPID(ProducerIDAndEpoch{kPid, kMaxEpoch - 1}),
+			req:    initPID(ProducerIDAndEpoch{ProducerID: kPid, Epoch: kMaxEpoch - 1}),
 			record: ptr(meta(TxnEmpty, kPid2, 0, kMaxEpoch-1, prev(kPid))),
-			answer: &ProducerIDAndEpoch{kPid2, 0},
+			answer: &ProducerIDAndEpoch{ProducerID: kPid2, Epoch: 0},
 		},
 		{
 			kafka:  "TransactionMetadataTest.testTolerateUpdateTimeResetDuringProducerIdRotation (at an exhausted epoch: Strand rotates only then)",
 			before: []TxnRecord{meta(TxnEmpty, kPid, kMaxEpoch-1, NoProducerEpoch, started(1))},
 			at:     kNow - 1,
-			req:    initPID(ProducerIDAndEpoch{kPid, kMaxEpoch - 1}),
+			req:    initPID(ProducerIDAndEpoch{ProducerID: kPid, Epoch: kMaxEpoch - 1}),
 			record: ptr(meta(TxnEmpty, kPid2, 0, kMaxEpoch-1, prev(kPid), updated(kNow-1))),
 		},
 		{
@@ -249,7 +249,7 @@ func TestKafkaInitProducerID(t *testing.T) {
 			at:     kNow + 5,
 			req:    initPIDTimeout(10),
 			record: ptr(meta(TxnEmpty, kPid, kEpoch+1, NoProducerEpoch, prev(kPid), timeout(10), updated(kNow+5))),
-			answer: &ProducerIDAndEpoch{kPid, kEpoch + 1},
+			answer: &ProducerIDAndEpoch{ProducerID: kPid, Epoch: kEpoch + 1},
 		},
 		{
 			kafka:  "shouldIncrementEpochAndUpdateMetadataOnHandleInitPidWhenExistingCompleteTransaction (TV_2)",
@@ -272,28 +272,28 @@ func TestKafkaInitProducerID(t *testing.T) {
 		{
 			kafka:  "TransactionMetadataTest.testEpochBumpWithCurrentEpochProvided",
 			before: []TxnRecord{meta(TxnEmpty, kPid, 735, NoProducerEpoch)},
-			req:    initPID(ProducerIDAndEpoch{kPid, 735}),
+			req:    initPID(ProducerIDAndEpoch{ProducerID: kPid, Epoch: 735}),
 			record: ptr(meta(TxnEmpty, kPid, 736, 735, prev(kPid))),
 		},
 		{
 			// A retry of a call that succeeded gets the same epoch again.
 			kafka:  "TransactionMetadataTest.testAttemptedEpochBumpWithLastEpoch",
 			before: []TxnRecord{meta(TxnEmpty, kPid, 735, 734)},
-			req:    initPID(ProducerIDAndEpoch{kPid, 734}),
+			req:    initPID(ProducerIDAndEpoch{ProducerID: kPid, Epoch: 734}),
 			record: ptr(meta(TxnEmpty, kPid, 735, 734, prev(kPid))),
-			answer: &ProducerIDAndEpoch{kPid, 735},
+			answer: &ProducerIDAndEpoch{ProducerID: kPid, Epoch: 735},
 		},
 		{
 			kafka:  "TransactionMetadataTest.testAttemptedEpochBumpWithFencedEpoch",
 			before: []TxnRecord{meta(TxnEmpty, kPid, 735, 734, prev(kPid))},
-			req:    initPID(ProducerIDAndEpoch{kPid, 733}),
+			req:    initPID(ProducerIDAndEpoch{ProducerID: kPid, Epoch: 733}),
 			err:    ErrProducerFenced,
 		},
 		{
 			kafka:  "TransactionMetadataTest.testTolerateUpdateTimeShiftDuringEpochBump",
 			before: []TxnRecord{meta(TxnEmpty, kPid, 1, NoProducerEpoch, started(1))},
 			at:     kNow - 1,
-			req:    initPID(ProducerIDAndEpoch{kPid, 1}),
+			req:    initPID(ProducerIDAndEpoch{ProducerID: kPid, Epoch: 1}),
 			record: ptr(meta(TxnEmpty, kPid, 2, 1, prev(kPid), updated(kNow-1))),
 		},
 		{
@@ -301,19 +301,19 @@ func TestKafkaInitProducerID(t *testing.T) {
 			// an older epoch cannot be told from a fenced one.
 			kafka:  "testInitProducerIdWithNoLastProducerData",
 			before: []TxnRecord{meta(TxnEmpty, kPid, kEpoch+1, NoProducerEpoch)},
-			req:    initPID(ProducerIDAndEpoch{kPid, kEpoch}),
+			req:    initPID(ProducerIDAndEpoch{ProducerID: kPid, Epoch: kEpoch}),
 			err:    ErrProducerFenced,
 		},
 		{
 			kafka:  "testFenceProducerWhenMappingExistsWithDifferentProducerId",
 			before: []TxnRecord{meta(TxnEmpty, kPid+1, kEpoch, kEpoch-1, prev(kPid))},
-			req:    initPID(ProducerIDAndEpoch{kPid, kEpoch}),
+			req:    initPID(ProducerIDAndEpoch{ProducerID: kPid, Epoch: kEpoch}),
 			err:    ErrProducerFenced,
 		},
 		{
 			kafka:  "testInitProducerIdWithInvalidEpochAfterProducerIdRotation",
 			before: []TxnRecord{meta(TxnEmpty, kPid2, 0, kMaxEpoch-1, prev(kPid))},
-			req:    initPID(ProducerIDAndEpoch{kPid, kMaxEpoch - 2}),
+			req:    initPID(ProducerIDAndEpoch{ProducerID: kPid, Epoch: kMaxEpoch - 2}),
 			err:    ErrProducerFenced,
 		},
 		{
@@ -332,7 +332,7 @@ func TestKafkaInitProducerID(t *testing.T) {
 			kafka:   "shouldNotBumpEpochWithPendingTransaction",
 			before:  []TxnRecord{meta(TxnOngoing, kPid, kEpoch, NoProducerEpoch, prev(kPid))},
 			pending: commitTxn(kPid, kEpoch),
-			req:     initPID(ProducerIDAndEpoch{kPid, 10}),
+			req:     initPID(ProducerIDAndEpoch{ProducerID: kPid, Epoch: 10}),
 			err:     ErrConcurrentTransactions,
 		},
 		{
@@ -414,7 +414,7 @@ func TestKafkaAddPartitions(t *testing.T) {
 			before: []TxnRecord{meta(TxnEmpty, kPid, kEpoch, kEpoch-1, updated(kNow-10))},
 			req:    addPartitions(kPid, kEpoch),
 			record: ptr(meta(TxnOngoing, kPid, kEpoch, kEpoch-1, prev(kPid))),
-			answer: &ProducerIDAndEpoch{kPid, kEpoch},
+			answer: &ProducerIDAndEpoch{ProducerID: kPid, Epoch: kEpoch},
 		},
 		{
 			kafka:  "shouldRespondWithSuccessOnAddPartitionsWhenStateIsOngoing",
@@ -440,7 +440,7 @@ func TestKafkaAddPartitions(t *testing.T) {
 			kafka:  "shouldRespondWithErrorsNoneOnAddPartitionWhenNoErrorsAndPartitionsTheSame",
 			before: []TxnRecord{meta(TxnOngoing, 0, 0, NoProducerEpoch, timeout(0))},
 			req:    addPartitions(0, 0),
-			answer: &ProducerIDAndEpoch{0, 0},
+			answer: &ProducerIDAndEpoch{ProducerID: 0, Epoch: 0},
 		},
 	})
 }
@@ -484,14 +484,14 @@ func TestKafkaEndTxn(t *testing.T) {
 			at:     kNow + 3,
 			req:    commitTxn(kPid, kEpoch),
 			record: ptr(meta(TxnPrepareCommit, kPid, kEpoch+1, kEpoch, prev(kPid), updated(kNow+3))),
-			answer: &ProducerIDAndEpoch{kPid, kEpoch + 1},
+			answer: &ProducerIDAndEpoch{ProducerID: kPid, Epoch: kEpoch + 1},
 		},
 		{
 			kafka:  "shouldAppendPrepareAbortToLogOnEndTxnWhenStatusIsOngoingAndResultIsAbort (TV_2)",
 			before: []TxnRecord{meta(TxnOngoing, kPid, kEpoch, NoProducerEpoch, prev(kPid))},
 			req:    abortTxn(kPid, kEpoch),
 			record: ptr(meta(TxnPrepareAbort, kPid, kEpoch+1, kEpoch, prev(kPid))),
-			answer: &ProducerIDAndEpoch{kPid, kEpoch + 1},
+			answer: &ProducerIDAndEpoch{ProducerID: kPid, Epoch: kEpoch + 1},
 		},
 		{
 			kafka:  "TransactionMetadataTest.testTolerateTimeShiftDuringPrepareCommit (TV_2)",
@@ -512,13 +512,13 @@ func TestKafkaEndTxn(t *testing.T) {
 			before: []TxnRecord{meta(TxnOngoing, kPid, kMaxEpoch-1, kMaxEpoch-2, prev(kPid), parts())},
 			req:    commitTxn(kPid, kMaxEpoch-1),
 			record: ptr(meta(TxnPrepareCommit, kPid, kMaxEpoch, kMaxEpoch-1, prev(kPid), next(kPid2), parts())),
-			answer: &ProducerIDAndEpoch{kPid2, 0},
+			answer: &ProducerIDAndEpoch{ProducerID: kPid2, Epoch: 0},
 		},
 		{
 			kafka:  "testEndTxnWhenStatusIsCompleteCommitAndResultIsCommitInV2 (retry)",
 			before: []TxnRecord{completeCommit},
 			req:    commitTxn(kPid, kEpoch-1),
-			answer: &ProducerIDAndEpoch{kPid, kEpoch},
+			answer: &ProducerIDAndEpoch{ProducerID: kPid, Epoch: kEpoch},
 		},
 		{
 			// The same epoch is the next transaction's EndTxn, and it
@@ -542,13 +542,13 @@ func TestKafkaEndTxn(t *testing.T) {
 			before: []TxnRecord{completeCommit},
 			req:    abortTxn(kPid, kEpoch),
 			record: ptr(meta(TxnPrepareAbort, kPid, kEpoch+1, kEpoch, prev(kPid), parts())),
-			answer: &ProducerIDAndEpoch{kPid, kEpoch + 1},
+			answer: &ProducerIDAndEpoch{ProducerID: kPid, Epoch: kEpoch + 1},
 		},
 		{
 			kafka:  "shouldReturnOkOnEndTxnWhenStatusIsCompleteAbortAndResultIsAbortInV2 (retry)",
 			before: []TxnRecord{completeAbort},
 			req:    abortTxn(kPid, kEpoch-1),
-			answer: &ProducerIDAndEpoch{kPid, kEpoch},
+			answer: &ProducerIDAndEpoch{ProducerID: kPid, Epoch: kEpoch},
 		},
 		{
 			kafka:  "shouldReturnOkOnEndTxnWhenStatusIsCompleteAbortAndResultIsAbortInV2 (not a retry)",
@@ -675,7 +675,7 @@ func TestKafkaEndTxn(t *testing.T) {
 			kafka:  "shouldReturnOkOnEndTxnV2IfEndTxnV2RetryEpochOverflow (completed)",
 			before: []TxnRecord{meta(TxnCompleteCommit, kPid2, 0, kMaxEpoch-1, prev(kPid))},
 			req:    commitTxn(kPid, kMaxEpoch-1),
-			answer: &ProducerIDAndEpoch{kPid2, 0},
+			answer: &ProducerIDAndEpoch{ProducerID: kPid2, Epoch: 0},
 		},
 		{
 			// KAFKA-20090 (prepareAbortOrCommit): at Short.MaxValue, which
@@ -685,7 +685,7 @@ func TestKafkaEndTxn(t *testing.T) {
 			before: []TxnRecord{meta(TxnOngoing, kPid, kMaxEpoch, kMaxEpoch-1, prev(kPid))},
 			req:    abortTxn(kPid, kMaxEpoch),
 			record: ptr(meta(TxnPrepareAbort, kPid, kMaxEpoch, kMaxEpoch, prev(kPid), next(kPid2))),
-			answer: &ProducerIDAndEpoch{kPid2, 0},
+			answer: &ProducerIDAndEpoch{ProducerID: kPid2, Epoch: 0},
 		},
 		{
 			kafka:  "a commit at Short.MaxValue",
@@ -901,7 +901,7 @@ func (sc scenario) run(t *testing.T) {
 			require.ErrorIs(t, err, cl.err, "call %d", i)
 		}
 		if cl.answer != nil {
-			require.Equal(t, *cl.answer, ProducerIDAndEpoch{s.ProducerID, s.ProducerEpoch}, "call %d: the answer", i)
+			require.Equal(t, *cl.answer, ProducerIDAndEpoch{ProducerID: s.ProducerID, Epoch: s.ProducerEpoch}, "call %d: the answer", i)
 		}
 		if cl.state != nil {
 			st, ok := c.Transaction(kTxnID)
@@ -945,26 +945,26 @@ func TestKafkaScenarios(t *testing.T) {
 			kafka:  "testInitProducerIdWithCurrentEpochProvided",
 			before: []TxnRecord{meta(TxnEmpty, kPid, 10, 9)},
 			calls: []call{
-				{req: initPID(ProducerIDAndEpoch{kPid, 10}), answer: &ProducerIDAndEpoch{kPid, 11}},
+				{req: initPID(ProducerIDAndEpoch{ProducerID: kPid, Epoch: 10}), answer: &ProducerIDAndEpoch{ProducerID: kPid, Epoch: 11}},
 				// The producer did not hear the answer and retries.
-				{req: initPID(ProducerIDAndEpoch{kPid, 10}), answer: &ProducerIDAndEpoch{kPid, 11}},
+				{req: initPID(ProducerIDAndEpoch{ProducerID: kPid, Epoch: 10}), answer: &ProducerIDAndEpoch{ProducerID: kPid, Epoch: 11}},
 			},
 		},
 		{
 			kafka:  "testInitProducerIdStaleCurrentEpochProvided",
 			before: []TxnRecord{meta(TxnEmpty, kPid, 10, 9)},
 			calls: []call{
-				{req: initPID(), answer: &ProducerIDAndEpoch{kPid, 11}},
+				{req: initPID(), answer: &ProducerIDAndEpoch{ProducerID: kPid, Epoch: 11}},
 				// The old producer tries to continue from epoch 10.
-				{req: initPID(ProducerIDAndEpoch{kPid, 10}), err: ErrProducerFenced},
+				{req: initPID(ProducerIDAndEpoch{ProducerID: kPid, Epoch: 10}), err: ErrProducerFenced},
 			},
 		},
 		{
 			kafka:  "testRetryInitProducerIdAfterProducerIdRotation",
 			before: []TxnRecord{meta(TxnEmpty, kPid, kMaxEpoch-1, kMaxEpoch-2, prev(kPid))},
 			calls: []call{
-				{req: initPID(ProducerIDAndEpoch{kPid, kMaxEpoch - 1}), answer: &ProducerIDAndEpoch{kPid2, 0}},
-				{req: initPID(ProducerIDAndEpoch{kPid, kMaxEpoch - 1}), answer: &ProducerIDAndEpoch{kPid2, 0}},
+				{req: initPID(ProducerIDAndEpoch{ProducerID: kPid, Epoch: kMaxEpoch - 1}), answer: &ProducerIDAndEpoch{ProducerID: kPid2, Epoch: 0}},
+				{req: initPID(ProducerIDAndEpoch{ProducerID: kPid, Epoch: kMaxEpoch - 1}), answer: &ProducerIDAndEpoch{ProducerID: kPid2, Epoch: 0}},
 			},
 		},
 		{
@@ -976,9 +976,9 @@ func TestKafkaScenarios(t *testing.T) {
 			kafka:  "a retry on the old producer id after the new producer began a transaction (prepareTransitionTo)",
 			before: []TxnRecord{meta(TxnEmpty, kPid, kMaxEpoch-1, kMaxEpoch-2, prev(kPid))},
 			calls: []call{
-				{req: initPID(ProducerIDAndEpoch{kPid, kMaxEpoch - 1}), answer: &ProducerIDAndEpoch{kPid2, 0}},
+				{req: initPID(ProducerIDAndEpoch{ProducerID: kPid, Epoch: kMaxEpoch - 1}), answer: &ProducerIDAndEpoch{ProducerID: kPid2, Epoch: 0}},
 				{req: addPartitions(kPid2, 0)},
-				{req: initPID(ProducerIDAndEpoch{kPid, kMaxEpoch - 1}), err: ErrProducerFenced,
+				{req: initPID(ProducerIDAndEpoch{ProducerID: kPid, Epoch: kMaxEpoch - 1}), err: ErrProducerFenced,
 					state: ptr(meta(TxnOngoing, kPid2, 0, kMaxEpoch-1, prev(kPid2)))},
 			},
 		},
@@ -993,7 +993,7 @@ func TestKafkaScenarios(t *testing.T) {
 					state: ptr(meta(TxnOngoing, kPid, kEpoch, NoProducerEpoch, prev(kPid)))},
 				{req: initPID(), err: ErrConcurrentTransactions,
 					state: ptr(meta(TxnCompleteAbort, kPid, kEpoch+1, kEpoch, prev(kPid)))},
-				{req: initPID(), answer: &ProducerIDAndEpoch{kPid, kEpoch + 2}},
+				{req: initPID(), answer: &ProducerIDAndEpoch{ProducerID: kPid, Epoch: kEpoch + 2}},
 			},
 		},
 		{
@@ -1014,7 +1014,7 @@ func TestKafkaScenarios(t *testing.T) {
 			calls: []call{
 				{req: initPID(), err: ErrConcurrentTransactions,
 					state: ptr(meta(TxnCompleteAbort, kPid2, 0, kMaxEpoch-1, prev(kPid)))},
-				{req: abortTxn(kPid, kMaxEpoch-1), answer: &ProducerIDAndEpoch{kPid2, 0}},
+				{req: abortTxn(kPid, kMaxEpoch-1), answer: &ProducerIDAndEpoch{ProducerID: kPid2, Epoch: 0}},
 			},
 		},
 		{
@@ -1023,7 +1023,7 @@ func TestKafkaScenarios(t *testing.T) {
 			calls: []call{
 				{req: tick, at: kNow + interval,
 					state: ptr(meta(TxnCompleteAbort, kPid2, 0, kMaxEpoch-1, prev(kPid), updated(kNow+interval)))},
-				{req: abortTxn(kPid, kMaxEpoch-1), answer: &ProducerIDAndEpoch{kPid2, 0}},
+				{req: abortTxn(kPid, kMaxEpoch-1), answer: &ProducerIDAndEpoch{ProducerID: kPid2, Epoch: 0}},
 			},
 		},
 		{
@@ -1031,10 +1031,10 @@ func TestKafkaScenarios(t *testing.T) {
 			before: []TxnRecord{meta(TxnOngoing, kPid, kMaxEpoch-2, NoProducerEpoch)},
 			calls: []call{
 				{req: tick, at: kNow + interval},
-				{req: abortTxn(kPid, kMaxEpoch-2), answer: &ProducerIDAndEpoch{kPid, kMaxEpoch - 1}},
+				{req: abortTxn(kPid, kMaxEpoch-2), answer: &ProducerIDAndEpoch{ProducerID: kPid, Epoch: kMaxEpoch - 1}},
 				// Its next transaction ends on the last epoch and rotates.
 				{req: addPartitions(kPid, kMaxEpoch-1)},
-				{req: commitTxn(kPid, kMaxEpoch-1), answer: &ProducerIDAndEpoch{kPid2, 0}},
+				{req: commitTxn(kPid, kMaxEpoch-1), answer: &ProducerIDAndEpoch{ProducerID: kPid2, Epoch: 0}},
 			},
 		},
 		{
@@ -1042,7 +1042,7 @@ func TestKafkaScenarios(t *testing.T) {
 			before: []TxnRecord{meta(TxnOngoing, kPid, kMaxEpoch-1, NoProducerEpoch)},
 			calls: []call{
 				{req: tick, at: kNow + interval},
-				{req: initPID(ProducerIDAndEpoch{kPid, kMaxEpoch - 1}), answer: &ProducerIDAndEpoch{kPid2, 0}},
+				{req: initPID(ProducerIDAndEpoch{ProducerID: kPid, Epoch: kMaxEpoch - 1}), answer: &ProducerIDAndEpoch{ProducerID: kPid2, Epoch: 0}},
 			},
 		},
 		{
@@ -1053,14 +1053,14 @@ func TestKafkaScenarios(t *testing.T) {
 			before: []TxnRecord{meta(TxnOngoing, kPid, kEpoch, NoProducerEpoch)},
 			calls: []call{
 				{req: tick, at: kNow + interval},
-				{req: initPID(ProducerIDAndEpoch{kPid, kEpoch}), answer: &ProducerIDAndEpoch{kPid, kEpoch + 1}},
+				{req: initPID(ProducerIDAndEpoch{ProducerID: kPid, Epoch: kEpoch}), answer: &ProducerIDAndEpoch{ProducerID: kPid, Epoch: kEpoch + 1}},
 			},
 		},
 		{
 			kafka:  "shouldReturnConcurrentTxnOnAddPartitionsIfEndTxnV2EpochOverflowAndNotComplete (KAFKA-18660)",
 			before: []TxnRecord{meta(TxnOngoing, kPid, kMaxEpoch-1, kMaxEpoch-2)},
 			calls: []call{
-				{req: commitTxn(kPid, kMaxEpoch-1), holdMarkers: true, answer: &ProducerIDAndEpoch{kPid2, 0}},
+				{req: commitTxn(kPid, kMaxEpoch-1), holdMarkers: true, answer: &ProducerIDAndEpoch{ProducerID: kPid2, Epoch: 0}},
 				// The producer begins its next transaction on the new id
 				// while the last one still completes on the old.
 				{req: addPartitions(kPid2, 0), err: ErrConcurrentTransactions},
@@ -1072,7 +1072,7 @@ func TestKafkaScenarios(t *testing.T) {
 			kafka:  "TransactionMetadataTest.testEpochBumpOnEndTxn",
 			before: []TxnRecord{meta(TxnOngoing, kPid, 10, NoProducerEpoch)},
 			calls: []call{
-				{req: commitTxn(kPid, 10), answer: &ProducerIDAndEpoch{kPid, 11},
+				{req: commitTxn(kPid, 10), answer: &ProducerIDAndEpoch{ProducerID: kPid, Epoch: 11},
 					state: ptr(meta(TxnCompleteCommit, kPid, 11, 10, prev(kPid), parts()))},
 			},
 		},
@@ -1123,7 +1123,7 @@ func TestKafkaScenarios(t *testing.T) {
 			calls: []call{
 				{req: tick, at: kNow - 1,
 					state: ptr(meta(TxnCompleteAbort, kPid, 1, 0, prev(kPid), parts(), started(1), updated(kNow-1)))},
-				{req: abortTxn(kPid, 1), answer: &ProducerIDAndEpoch{kPid, 2}},
+				{req: abortTxn(kPid, 1), answer: &ProducerIDAndEpoch{ProducerID: kPid, Epoch: 2}},
 			},
 		},
 		{
@@ -1145,7 +1145,7 @@ func TestKafkaScenarios(t *testing.T) {
 			calls: []call{
 				{req: tick, failWrite: true, err: errWriteFailed},
 				// Still there and usable.
-				{req: initPID(), answer: &ProducerIDAndEpoch{kPid, kEpoch + 1}},
+				{req: initPID(), answer: &ProducerIDAndEpoch{ProducerID: kPid, Epoch: kEpoch + 1}},
 			},
 		},
 	} {
@@ -1187,7 +1187,7 @@ func TestKafkaMarkersResentAfterLoad(t *testing.T) {
 		var got []TopicPartition
 		for _, m := range c.Markers() {
 			require.Equal(t, typ, m.Type)
-			require.Equal(t, ProducerIDAndEpoch{kPid, kEpoch}, ProducerIDAndEpoch{m.ProducerID, m.ProducerEpoch})
+			require.Equal(t, ProducerIDAndEpoch{ProducerID: kPid, Epoch: kEpoch}, ProducerIDAndEpoch{ProducerID: m.ProducerID, Epoch: m.ProducerEpoch})
 			got = append(got, m.Partition)
 		}
 		require.Equal(t, []TopicPartition{kTopic1, tp1}, got, "%v", st)

@@ -115,7 +115,7 @@ func (w *world) init() ProducerIDAndEpoch {
 	w.t.Helper()
 	s, err := w.do(w.c.InitProducerID(txnID, 60_000, nil, millis(w.now)))
 	require.NoError(w.t, err)
-	return ProducerIDAndEpoch{s.ProducerID, s.ProducerEpoch}
+	return ProducerIDAndEpoch{ProducerID: s.ProducerID, Epoch: s.ProducerEpoch}
 }
 
 // produce writes a transactional batch of producer p to tp, adding tp to
@@ -132,7 +132,7 @@ func (w *world) produce(p ProducerIDAndEpoch, tp TopicPartition, seq int32) erro
 func (w *world) end(p ProducerIDAndEpoch, commit bool) (ProducerIDAndEpoch, error) {
 	w.t.Helper()
 	s, err := w.do(w.c.EndTxn(txnID, p.ProducerID, p.Epoch, commit, millis(w.now)))
-	return ProducerIDAndEpoch{s.ProducerID, s.ProducerEpoch}, err
+	return ProducerIDAndEpoch{ProducerID: s.ProducerID, Epoch: s.ProducerEpoch}, err
 }
 
 func (w *world) state() TxnRecord {
@@ -174,7 +174,7 @@ func TestTransactionCommitAndAbort(t *testing.T) {
 	for _, commit := range []bool{true, false} {
 		w := newWorld(t)
 		p := w.init()
-		require.Equal(t, ProducerIDAndEpoch{1000, 0}, p)
+		require.Equal(t, ProducerIDAndEpoch{ProducerID: 1000, Epoch: 0}, p)
 		require.NoError(t, w.produce(p, tpA, 0))
 		require.NoError(t, w.produce(p, tpB, 0))
 		require.NoError(t, w.produce(p, tpA, 1))
@@ -185,7 +185,7 @@ func TestTransactionCommitAndAbort(t *testing.T) {
 
 		next, err := w.end(p, commit)
 		require.NoError(t, err)
-		require.Equal(t, ProducerIDAndEpoch{1000, 1}, next, "version 2 bumps the epoch on every EndTxn")
+		require.Equal(t, ProducerIDAndEpoch{ProducerID: 1000, Epoch: 1}, next, "version 2 bumps the epoch on every EndTxn")
 		want := TxnCompleteAbort
 		if commit {
 			want = TxnCompleteCommit
@@ -267,7 +267,7 @@ func TestTransactionScenarios(t *testing.T) {
 		_, open := w.partition(tpA).s.FirstUnstableOffset()
 		require.False(t, open)
 		again := w.init()
-		require.Equal(t, ProducerIDAndEpoch{p.ProducerID, 2}, again)
+		require.Equal(t, ProducerIDAndEpoch{ProducerID: p.ProducerID, Epoch: 2}, again)
 		w.requireReplayEqual()
 	})
 	t.Run("T11 EndTxn retried after CompleteCommit", func(t *testing.T) {
@@ -321,7 +321,7 @@ func TestTransactionScenarios(t *testing.T) {
 		// partition added itself: the epoch is bumped, nothing marked.
 		next, err := w.end(p, false)
 		require.NoError(t, err)
-		require.Equal(t, ProducerIDAndEpoch{p.ProducerID, 1}, next)
+		require.Equal(t, ProducerIDAndEpoch{ProducerID: p.ProducerID, Epoch: 1}, next)
 		require.Equal(t, TxnCompleteAbort, w.state().State)
 		require.Empty(t, w.parts)
 		w.requireReplayEqual()
@@ -363,13 +363,13 @@ func TestTransactionScenarios(t *testing.T) {
 	})
 	t.Run("T22 the epoch runs out at EndTxn: a new producer id", func(t *testing.T) {
 		w := newWorld(t)
-		p := ProducerIDAndEpoch{500, math.MaxInt16 - 1}
+		p := ProducerIDAndEpoch{ProducerID: 500, Epoch: math.MaxInt16 - 1}
 		w.restore(TxnRecord{TransactionalID: txnID, State: TxnCompleteAbort, ProducerID: p.ProducerID, PreviousProducerID: -1,
 			NextProducerID: -1, ProducerEpoch: p.Epoch, LastProducerEpoch: p.Epoch - 1, TimeoutMs: 60_000, StartMs: 5})
 		require.NoError(t, w.produce(p, tpA, 0))
 		next, err := w.end(p, true)
 		require.NoError(t, err)
-		require.Equal(t, ProducerIDAndEpoch{1000, 0}, next)
+		require.Equal(t, ProducerIDAndEpoch{ProducerID: 1000, Epoch: 0}, next)
 		st := w.state()
 		require.Equal(t, int64(1000), st.ProducerID)
 		require.Equal(t, int64(500), st.PreviousProducerID)
@@ -382,18 +382,18 @@ func TestTransactionScenarios(t *testing.T) {
 	})
 	t.Run("T22 the epoch runs out at InitProducerId: a new producer id", func(t *testing.T) {
 		w := newWorld(t)
-		exhausted := ProducerIDAndEpoch{500, math.MaxInt16 - 1}
+		exhausted := ProducerIDAndEpoch{ProducerID: 500, Epoch: math.MaxInt16 - 1}
 		w.restore(TxnRecord{TransactionalID: txnID, State: TxnCompleteCommit, ProducerID: 500, PreviousProducerID: -1,
 			NextProducerID: -1, ProducerEpoch: exhausted.Epoch, LastProducerEpoch: -1, TimeoutMs: 60_000, StartMs: 5})
 		s, err := w.do(w.c.InitProducerID(txnID, 60_000, &exhausted, millis(w.now)))
 		require.NoError(t, err)
-		require.Equal(t, ProducerIDAndEpoch{1000, 0}, ProducerIDAndEpoch{s.ProducerID, s.ProducerEpoch})
+		require.Equal(t, ProducerIDAndEpoch{ProducerID: 1000, Epoch: 0}, ProducerIDAndEpoch{ProducerID: s.ProducerID, Epoch: s.ProducerEpoch})
 		require.Equal(t, int64(500), w.state().PreviousProducerID)
 		// The producer did not hear the answer and retries with its old
 		// id and epoch: the same answer, no new id.
 		s, err = w.do(w.c.InitProducerID(txnID, 60_000, &exhausted, millis(w.now)))
 		require.NoError(t, err)
-		require.Equal(t, ProducerIDAndEpoch{1000, 0}, ProducerIDAndEpoch{s.ProducerID, s.ProducerEpoch})
+		require.Equal(t, ProducerIDAndEpoch{ProducerID: 1000, Epoch: 0}, ProducerIDAndEpoch{ProducerID: s.ProducerID, Epoch: s.ProducerEpoch})
 		require.Equal(t, int64(1000), w.pids)
 		w.requireReplayEqual()
 	})
@@ -442,12 +442,12 @@ func TestInitProducerIDRules(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidTransactionTimeout)
 	_, err = w.c.InitProducerID(txnID, 0, nil, millis(w.now))
 	require.ErrorIs(t, err, ErrInvalidTransactionTimeout)
-	_, err = w.end(ProducerIDAndEpoch{1, 0}, true)
+	_, err = w.end(ProducerIDAndEpoch{ProducerID: 1, Epoch: 0}, true)
 	require.ErrorIs(t, err, ErrInvalidProducerIDMapping, "unknown transactional id")
 
 	p := w.init()
 	again := w.init()
-	require.Equal(t, ProducerIDAndEpoch{p.ProducerID, 1}, again)
+	require.Equal(t, ProducerIDAndEpoch{ProducerID: p.ProducerID, Epoch: 1}, again)
 
 	// KIP-360: the current producer bumps its own epoch...
 	s, err := w.do(w.c.InitProducerID(txnID, 60_000, &again, millis(w.now)))
@@ -460,7 +460,7 @@ func TestInitProducerIDRules(t *testing.T) {
 	// ...while an older epoch, or another producer id, is fenced.
 	_, err = w.do(w.c.InitProducerID(txnID, 60_000, &p, millis(w.now)))
 	require.ErrorIs(t, err, ErrProducerFenced)
-	_, err = w.do(w.c.InitProducerID(txnID, 60_000, &ProducerIDAndEpoch{77, 2}, millis(w.now)))
+	_, err = w.do(w.c.InitProducerID(txnID, 60_000, &ProducerIDAndEpoch{ProducerID: 77, Epoch: 2}, millis(w.now)))
 	require.ErrorIs(t, err, ErrProducerFenced)
 	w.requireReplayEqual()
 }

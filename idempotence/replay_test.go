@@ -243,7 +243,7 @@ func TestCoordinatorReplayEqualsLive(t *testing.T) {
 				require.ErrorAs(t, err, &kerr, "run %d: an error that is not Kafka's", run)
 				refused++
 			} else if err == nil && s.ProducerEpoch >= 0 && s.ProducerID > 0 {
-				seen[id] = ProducerIDAndEpoch{s.ProducerID, s.ProducerEpoch}
+				seen[id] = ProducerIDAndEpoch{ProducerID: s.ProducerID, Epoch: s.ProducerEpoch}
 				answered++
 			}
 			persisted += len(w.log) - before
