@@ -27,14 +27,7 @@ func TestSimulatorCatchesHistoricalBugs(t *testing.T) {
 		{"retries answered from any node's producer state (issue 21)", bugs{retriesFromLog: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			for seed := range uint64(maxSeeds) {
-				if msg, failed := simFails(seed, tc.bug, simModel); failed {
-					first, _, _ := strings.Cut(msg, "\n")
-					t.Logf("caught at seed %d: %s", seed, first)
-					return
-				}
-			}
-			t.Fatalf("not caught in %d seeds", maxSeeds)
+			requireCaught(t, tc.bug, 0, maxSeeds, 1, func(uint64) simControl { return simModel })
 		})
 	}
 }
@@ -50,14 +43,7 @@ func TestSimulatorFindsTheLossKIP903Prevents(t *testing.T) {
 	if testing.Short() {
 		start = 1103 // the first seed that finds it today
 	}
-	for seed := start; seed < 2000; seed += 2 {
-		if msg, failed := simFails(seed, bugs{preKIP903: true}, controlFor(seed)); failed {
-			first, _, _ := strings.Cut(msg, "\n")
-			t.Logf("caught at seed %d: %s", seed, first)
-			return
-		}
-	}
-	t.Fatal("no seed failed without KIP-903's broker epochs")
+	requireCaught(t, bugs{preKIP903: true}, start, 2000, 2, controlFor)
 }
 
 // A broker takes the controller's messages only for its own broker epoch
@@ -73,14 +59,7 @@ func TestSimulatorBrokersTakeControllerMessagesOfTheirEpochOnly(t *testing.T) {
 	if testing.Short() {
 		start = 71 // the first seed that finds it today
 	}
-	for seed := start; seed < 600; seed += 2 {
-		if msg, failed := simFails(seed, bugs{preKIP380: true}, controlFor(seed)); failed {
-			first, _, _ := strings.Cut(msg, "\n")
-			t.Logf("caught at seed %d: %s", seed, first)
-			return
-		}
-	}
-	t.Fatal("no seed failed with brokers taking controller messages of any epoch")
+	requireCaught(t, bugs{preKIP380: true}, start, 600, 2, controlFor)
 }
 
 // The historical bugs of the replication protocol are caught with the
@@ -97,14 +76,21 @@ func TestSimulatorWithTheRealControllerCatchesHistoricalBugs(t *testing.T) {
 		{"ISR expansion without the epoch-start guard (KIP-320 rule 4)", bugs{noEpochStartGuard: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			for seed := uint64(1); seed < maxSeeds; seed += 2 {
-				if msg, failed := simFails(seed, tc.bug, controlFor(seed)); failed {
-					first, _, _ := strings.Cut(msg, "\n")
-					t.Logf("caught at seed %d: %s", seed, first)
-					return
-				}
-			}
-			t.Fatalf("not caught in %d seeds with the real controller", maxSeeds/2)
+			requireCaught(t, tc.bug, 1, maxSeeds, 2, controlFor) // the odd seeds have the real controller
 		})
 	}
+}
+
+// requireCaught runs the seeds from first below end, every step-th, with
+// bug switched on and each seed's control, and fails unless a seed fails.
+func requireCaught(t *testing.T, bug bugs, first, end, step uint64, control func(seed uint64) simControl) {
+	t.Helper()
+	for seed := first; seed < end; seed += step {
+		if msg, failed := simFails(seed, bug, control(seed)); failed {
+			line, _, _ := strings.Cut(msg, "\n")
+			t.Logf("caught at seed %d: %s", seed, line)
+			return
+		}
+	}
+	t.Fatalf("%+v not caught in the seeds from %d below %d, every %d", bug, first, end, step)
 }
