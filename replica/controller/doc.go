@@ -15,6 +15,13 @@
 // unclean.leader.election.enable itself; a topic is deleted with its
 // partitions and configs by one RemoveTopicRecord.
 //
+// It keeps a cluster's SASL/SCRAM credentials and ACLs as KRaft keeps
+// them in the metadata log (UserScramCredentialRecord and
+// AccessControlEntryRecord: AlterScramCredentials, AlterACLs), so that
+// every broker authenticates and authorizes by the same ones; the brokers
+// check Kafka's per-request rules, the controller that each credential
+// and ACL it writes is well formed.
+//
 // A broker reports its replicas whose logs failed (ReportOffline, and
 // Registration.Offline at a start; KIP-858's offline log directories,
 // per replica since a Strand node has one data directory and its

@@ -11,10 +11,11 @@ import (
 // Records writes the state as records that replay to it (Kafka's metadata
 // image written as a snapshot): the controller, each broker registered in
 // epoch order with its offline replicas, then unfenced or shutting down as
-// it is, each topic with its configs, and each partition whole, at its
-// epochs. An application that keeps the records in a log can store these
-// instead of the log's prefix, and replaying them and the records that
-// follow gives the same state as the whole log.
+// it is, each topic with its configs, each partition whole, at its
+// epochs, the SCRAM credentials by user and mechanism, and the ACLs in
+// the order created. An application that keeps the records in a log can
+// store these instead of the log's prefix, and replaying them and the
+// records that follow gives the same state as the whole log.
 func (s *State) Records() []Record {
 	if s.Epoch < 0 {
 		return nil // no controller was ever active: no record applied
@@ -47,6 +48,14 @@ func (s *State) Records() []Record {
 			Replicas: p.Replicas, ISR: p.ISR, ELR: p.ELR, Adding: p.Adding, Removing: p.Removing,
 			Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch,
 			Recovering: p.Recovering, LastLeader: p.LastLeader})
+	}
+	for _, user := range slices.Sorted(maps.Keys(s.Credentials)) {
+		for _, m := range slices.Sorted(maps.Keys(s.Credentials[user])) {
+			records = append(records, &ScramCredentialRecord{Stamp: stamp, ScramCredential: s.Credentials[user][m]})
+		}
+	}
+	for _, a := range s.ACLs {
+		records = append(records, &ACLRecord{Stamp: stamp, ACL: a})
 	}
 	return records
 }

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -162,6 +163,36 @@ type RemoveTopicRecord struct {
 	ID    [16]byte
 }
 
+// ScramCredentialRecord sets a user's SCRAM credential for one mechanism
+// (Kafka's UserScramCredentialRecord), in place of any it had.
+type ScramCredentialRecord struct {
+	Stamp
+	ScramCredential
+}
+
+// RemoveScramCredentialRecord removes a user's SCRAM credential for one
+// mechanism (Kafka's RemoveUserScramCredentialRecord); a user left with
+// none has no entry in the state.
+type RemoveScramCredentialRecord struct {
+	Stamp
+	ScramCredentialKey
+}
+
+// ACLRecord adds an ACL (Kafka's AccessControlEntryRecord). ACLs are
+// named by their value, not by Kafka's random ids, so that the controller
+// stays deterministic: one already there is not added again.
+type ACLRecord struct {
+	Stamp
+	ACL
+}
+
+// RemoveACLRecord removes an ACL (Kafka's RemoveAccessControlEntryRecord),
+// by its value; one not there is removed already.
+type RemoveACLRecord struct {
+	Stamp
+	ACL
+}
+
 type kind uint8
 
 const (
@@ -175,6 +206,10 @@ const (
 	kindConfig
 	kindRemoveTopic
 	kindOffline
+	kindScramCredential
+	kindRemoveScramCredential
+	kindACL
+	kindRemoveACL
 )
 
 func (*ControllerRecord) kind() kind  { return kindController }
@@ -188,17 +223,25 @@ func (*ConfigRecord) kind() kind      { return kindConfig }
 func (*RemoveTopicRecord) kind() kind { return kindRemoveTopic }
 func (*OfflineRecord) kind() kind     { return kindOffline }
 
+func (*ScramCredentialRecord) kind() kind       { return kindScramCredential }
+func (*RemoveScramCredentialRecord) kind() kind { return kindRemoveScramCredential }
+func (*ACLRecord) kind() kind                   { return kindACL }
+func (*RemoveACLRecord) kind() kind             { return kindRemoveACL }
+
 // The encoding: a kind byte, a version byte, the controller epoch,
 // then the fields in order as zig-zag varints; strings and lists (of
-// nodes, topics, or partitions as a topic and an index) are a length
-// (uvarint) and their content; booleans a byte; a topic id its 16 bytes;
-// an optional string a flag byte, then the string if set. Each record
+// nodes, topics, or partitions as a topic and an index) and bytes are a
+// length (uvarint) and their content; booleans a byte; a topic id its 16
+// bytes; an optional string a flag byte, then the string if set. Each record
 // lists its fields once (fields), for both directions, so encoder and
 // decoder cannot disagree.
 
 // recordVersion 1 added RegisterRecord's Incarnation, 2 PartitionRecord's
 // LastLeader, 3 TopicRecord's ID, ConfigRecord and RemoveTopicRecord, 4
-// RegisterRecord's Synced and Offline, and OfflineRecord.
+// RegisterRecord's Synced and Offline, and OfflineRecord. The kinds of
+// credentials and ACLs came within version 4: they change no other
+// record's layout, so the records stored before them still decode, and
+// a decoder without them refuses their kind.
 const recordVersion = 4
 
 // Limits a decoded record must respect.
@@ -210,6 +253,10 @@ const (
 	// maxConfigValueBytes bounds a config's value (Kafka sets none; its
 	// topic configs are numbers, booleans and short lists).
 	maxConfigValueBytes = 1 << 15
+	// maxSecurityBytes bounds a credential's user, salt and keys and an
+	// ACL's resource name, principal and host: Kafka's STRING, whose
+	// length is an int16 (a SHA-512 key is 64 bytes, a salt a few dozen).
+	maxSecurityBytes = 1<<15 - 1
 )
 
 // ErrInvalidRecord means bytes that do not decode as a record.
@@ -219,9 +266,13 @@ type codec interface {
 	u64(*uint64)
 	i64(*int64)
 	i32(*int32)
+	i8(*int8)
 	node(*replica.NodeID)
 	nodes(*[]replica.NodeID)
 	str(*string)
+	// long is a string of up to maxSecurityBytes, blob bytes of as many.
+	long(*string)
+	blob(*[]byte)
 	flag(*bool)
 	id(*[16]byte)
 	optional(**string)
@@ -270,6 +321,28 @@ func (r *OfflineRecord) fields(c codec) {
 	c.tps(&r.Offline)
 }
 
+func (r *ScramCredentialRecord) fields(c codec) {
+	c.long(&r.User)
+	c.str(&r.Mechanism)
+	c.blob(&r.Salt)
+	c.blob(&r.StoredKey)
+	c.blob(&r.ServerKey)
+	c.i32(&r.Iterations)
+}
+func (r *RemoveScramCredentialRecord) fields(c codec) { c.long(&r.User); c.str(&r.Mechanism) }
+func (r *ACLRecord) fields(c codec)                   { aclFields(c, &r.ACL) }
+func (r *RemoveACLRecord) fields(c codec)             { aclFields(c, &r.ACL) }
+
+func aclFields(c codec, a *ACL) {
+	c.i8(&a.ResourceType)
+	c.long(&a.ResourceName)
+	c.i8(&a.PatternType)
+	c.long(&a.Principal)
+	c.long(&a.Host)
+	c.i8(&a.Operation)
+	c.i8(&a.Permission)
+}
+
 func (r *ControllerRecord) MarshalBinary() ([]byte, error)  { return encode(r) }
 func (r *RegisterRecord) MarshalBinary() ([]byte, error)    { return encode(r) }
 func (r *FenceRecord) MarshalBinary() ([]byte, error)       { return encode(r) }
@@ -281,6 +354,11 @@ func (r *ConfigRecord) MarshalBinary() ([]byte, error)      { return encode(r) }
 func (r *RemoveTopicRecord) MarshalBinary() ([]byte, error) { return encode(r) }
 func (r *OfflineRecord) MarshalBinary() ([]byte, error)     { return encode(r) }
 
+func (r *ScramCredentialRecord) MarshalBinary() ([]byte, error)       { return encode(r) }
+func (r *RemoveScramCredentialRecord) MarshalBinary() ([]byte, error) { return encode(r) }
+func (r *ACLRecord) MarshalBinary() ([]byte, error)                   { return encode(r) }
+func (r *RemoveACLRecord) MarshalBinary() ([]byte, error)             { return encode(r) }
+
 type encoder struct {
 	b   []byte
 	err error
@@ -289,6 +367,7 @@ type encoder struct {
 func (e *encoder) u64(v *uint64)          { e.b = binary.AppendUvarint(e.b, *v) }
 func (e *encoder) i64(v *int64)           { e.b = binary.AppendVarint(e.b, *v) }
 func (e *encoder) i32(v *int32)           { e.b = binary.AppendVarint(e.b, int64(*v)) }
+func (e *encoder) i8(v *int8)             { e.b = binary.AppendVarint(e.b, int64(*v)) }
 func (e *encoder) node(v *replica.NodeID) { e.b = binary.AppendVarint(e.b, int64(*v)) }
 func (e *encoder) nodes(v *[]replica.NodeID) {
 	if len(*v) > maxNodes && e.err == nil {
@@ -306,6 +385,14 @@ func (e *encoder) text(v string, max int) {
 	}
 	e.b = binary.AppendUvarint(e.b, uint64(len(v)))
 	e.b = append(e.b, v...)
+}
+func (e *encoder) long(v *string) { e.text(*v, maxSecurityBytes) }
+func (e *encoder) blob(v *[]byte) {
+	if len(*v) > maxSecurityBytes && e.err == nil {
+		e.err = fmt.Errorf("%w: %d bytes of a salt or key, more than %d", ErrInvalidRecord, len(*v), maxSecurityBytes)
+	}
+	e.b = binary.AppendUvarint(e.b, uint64(len(*v)))
+	e.b = append(e.b, *v...)
 }
 func (e *encoder) id(v *[16]byte) { e.b = append(e.b, v[:]...) }
 func (e *encoder) optional(v **string) {
@@ -409,6 +496,7 @@ func (d *decoder) u64(v *uint64) {
 }
 func (d *decoder) i64(v *int64) { *v = d.varint(-1<<63, 1<<63-1) }
 func (d *decoder) i32(v *int32) { *v = int32(d.varint(-1<<31, 1<<31-1)) }
+func (d *decoder) i8(v *int8)   { *v = int8(d.varint(-1<<7, 1<<7-1)) }
 func (d *decoder) node(v *replica.NodeID) {
 	*v = replica.NodeID(d.varint(-1<<31, 1<<31-1))
 }
@@ -431,6 +519,18 @@ func (d *decoder) text(max int) string {
 	}
 	d.off += n
 	return string(d.b[d.off-n : d.off])
+}
+func (d *decoder) long(v *string) { *v = d.text(maxSecurityBytes) }
+
+// blob reads bytes of their own (the input may be reused), empty as nil.
+func (d *decoder) blob(v *[]byte) {
+	n := d.length(maxSecurityBytes)
+	if d.err != nil || n == 0 {
+		*v = nil
+		return
+	}
+	*v = bytes.Clone(d.b[d.off : d.off+n])
+	d.off += n
 }
 func (d *decoder) id(v *[16]byte) {
 	if d.err != nil {
@@ -505,6 +605,14 @@ func DecodeRecord(b []byte) (Record, error) {
 		r = new(RemoveTopicRecord)
 	case kindOffline:
 		r = new(OfflineRecord)
+	case kindScramCredential:
+		r = new(ScramCredentialRecord)
+	case kindRemoveScramCredential:
+		r = new(RemoveScramCredentialRecord)
+	case kindACL:
+		r = new(ACLRecord)
+	case kindRemoveACL:
+		r = new(RemoveACLRecord)
 	default:
 		return nil, fmt.Errorf("%w: unknown record kind %d", ErrInvalidRecord, b[0])
 	}

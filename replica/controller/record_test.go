@@ -10,8 +10,9 @@ import (
 	"github.com/strandlog/strand/replica"
 )
 
+// sampleRecords are records of every kind, the seeds of FuzzDecodeRecord.
 func sampleRecords() []Record {
-	return []Record{
+	return append([]Record{
 		&ControllerRecord{Stamp{3}, 7},
 		&RegisterRecord{Stamp{3}, 1, 12, 1<<63 + 5, true, []string{"orders", "__consumer_offsets"}, []TopicPartition{{Topic: "orders", Partition: 0}, {Topic: "o", Partition: 7}}},
 		&OfflineRecord{Stamp{3}, 2, 13, []TopicPartition{{Topic: "orders", Partition: 5}}},
@@ -26,7 +27,7 @@ func sampleRecords() []Record {
 		&PartitionRecord{Stamp: Stamp{3}, Topic: "orders", Partition: 5, Replicas: nodes(1, 2, 3),
 			ISR: nodes(1), ELR: nodes(2), Adding: nodes(3), Removing: nodes(2), Leader: 1, LeaderEpoch: 4, PartitionEpoch: 9, Recovering: true},
 		&PartitionRecord{Stamp: Stamp{0}, Topic: "o", Leader: replica.NoNode},
-	}
+	}, securityRecords()...)
 }
 
 func TestRecordRoundTrip(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/strandlog/strand/kafkaerr"
 	"github.com/strandlog/strand/replica"
 )
 
@@ -21,8 +22,9 @@ var replaySeeds = flag.Int("controller.seeds", 0, "seeds of TestReplayEqualsLive
 // and unclean, claiming synced topics and naming offline replicas,
 // reports of offline replicas, heartbeats, lost sessions, controlled shutdowns, topics,
 // AlterPartitions right and wrong, preferred elections, unclean toggles,
-// reassignments and their cancellation, controller failovers, some over
-// the store compacted to the state's image) and checks after every step
+// reassignments and their cancellation, SCRAM credentials and ACLs set
+// and removed, controller failovers, some over the store compacted to
+// the state's image) and checks after every step
 // that the state obeys ValidControllerIsrAndElr, that replaying the
 // records stored so far, encoded and decoded, gives the live state, and
 // that the state's image (State.Records) replays to it.
@@ -54,7 +56,7 @@ func replayRandom(t *testing.T, seed uint64, steps int) {
 	for step := range steps {
 		id := replica.NodeID(rng.IntN(brokers))
 		var err error
-		switch op := rng.IntN(14); op {
+		switch op := rng.IntN(15); op {
 		case 0:
 			// Mostly a new start; sometimes a retry of the registration
 			// registered, or one of an earlier start, arriving late.
@@ -118,6 +120,8 @@ func replayRandom(t *testing.T, seed uint64, steps int) {
 			}
 		case 5, 6:
 			err = alterRandom(c, rng)
+		case 14:
+			err = alterSecurityRandom(c, rng)
 		case 13:
 			err = c.ReportOffline(id, epochs[id]+int64(rng.IntN(4)/3), randomReplicas(rng, topics))
 			if errors.Is(err, replica.ErrStaleBrokerEpoch) || errors.Is(err, replica.ErrBrokerIDNotRegistered) {
@@ -269,6 +273,29 @@ func alterRandom(c *Controller, rng *rand.Rand) error {
 		return nil // refusals are expected; they must change nothing, which replay checks
 	}
 	return err
+}
+
+// alterSecurityRandom sets or removes a credential or an ACL of a few
+// users. The removal of a credential not there is refused, changing
+// nothing, which replay checks.
+func alterSecurityRandom(c *Controller, rng *rand.Rand) error {
+	user, mechanism := fmt.Sprint("u", rng.IntN(3)), scramMechanisms[rng.IntN(len(scramMechanisms))]
+	acl := ACL{ResourceType: aclTopic, ResourceName: fmt.Sprint("t", rng.IntN(3)), PatternType: aclLiteral,
+		Principal: "User:" + user, Host: "*", Operation: int8(2 + rng.IntN(13)), Permission: aclAllow}
+	switch rng.IntN(4) {
+	case 0:
+		return c.AlterScramCredentials([]ScramCredential{{User: user, Mechanism: mechanism,
+			Salt: []byte{byte(rng.IntN(4))}, StoredKey: []byte{1}, ServerKey: []byte{2}, Iterations: 4096}}, nil)
+	case 1:
+		err := c.AlterScramCredentials(nil, []ScramCredentialKey{{User: user, Mechanism: mechanism}})
+		if errors.Is(err, kafkaerr.ErrResourceNotFound) {
+			return nil
+		}
+		return err
+	case 2:
+		return c.AlterACLs([]ACL{acl}, nil)
+	}
+	return c.AlterACLs(nil, []ACL{acl})
 }
 
 // checkState asserts Vanlightly's ValidControllerState and

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/strandlog/strand"
+	"github.com/strandlog/strand/kafkaerr"
 	"github.com/strandlog/strand/replica"
 )
 
@@ -19,6 +20,13 @@ type State struct {
 	Brokers         map[replica.NodeID]*Broker
 	Topics          map[string]*Topic
 	Partitions      map[TopicPartition]*Partition
+	// Credentials are the SCRAM credentials by user and mechanism
+	// (ScramCredentialRecords), nil if none: what every broker of the
+	// cluster authenticates by. A user without a credential has no entry.
+	Credentials map[string]map[string]ScramCredential
+	// ACLs are the ACLs in the order created (ACLRecords), a set, nil if
+	// none: what every broker of the cluster authorizes by.
+	ACLs []ACL
 }
 
 // Broker is a registered broker incarnation.
@@ -274,6 +282,74 @@ func (r *RemoveTopicRecord) apply(s *State) error {
 		b.Offline = partitionSet(slices.DeleteFunc(slices.Clone(b.Offline), func(tp TopicPartition) bool { return tp.Topic == r.Topic }))
 	}
 	delete(s.Topics, r.Topic)
+	return nil
+}
+
+// apply sets a user's credential for a mechanism, as Kafka's
+// ScramControlManager.replay of a UserScramCredentialRecord does. The
+// credential is checked as the controller checked it before writing the
+// record, so that a state never holds one no client could prove; the
+// state keeps bytes of its own, the record's being its writer's.
+func (r *ScramCredentialRecord) apply(s *State) error {
+	if err := r.check("the record"); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidRecord, err)
+	}
+	if s.Credentials == nil {
+		s.Credentials = map[string]map[string]ScramCredential{}
+	}
+	if s.Credentials[r.User] == nil {
+		s.Credentials[r.User] = map[string]ScramCredential{}
+	}
+	s.Credentials[r.User][r.Mechanism] = r.clone()
+	return nil
+}
+
+// apply removes a user's credential for a mechanism, and the user's entry
+// with its last. One not there is an error, as in Kafka's
+// ScramControlManager.replay: the controller removes only what it has.
+func (r *RemoveScramCredentialRecord) apply(s *State) error {
+	ms := s.Credentials[r.User]
+	if _, ok := ms[r.Mechanism]; !ok {
+		return fmt.Errorf("%w: the record removes user %q's %s credential, which the state does not have",
+			kafkaerr.ErrResourceNotFound, r.User, r.Mechanism)
+	}
+	delete(ms, r.Mechanism)
+	if len(ms) == 0 {
+		delete(s.Credentials, r.User)
+	}
+	if len(s.Credentials) == 0 {
+		s.Credentials = nil
+	}
+	return nil
+}
+
+// apply adds an ACL, checked as the controller checked it (Kafka's
+// AclControlManager.validateNewAcl), unless the state has it: ACLs are a
+// set by value.
+func (r *ACLRecord) apply(s *State) error {
+	if err := r.check("the record"); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidRecord, err)
+	}
+	if !slices.Contains(s.ACLs, r.ACL) {
+		s.ACLs = append(s.ACLs, r.ACL)
+	}
+	return nil
+}
+
+// apply removes an ACL, if the state has it, keeping the others' order.
+// The ACL is checked too: the controller removes only ACLs it could have
+// added.
+func (r *RemoveACLRecord) apply(s *State) error {
+	if err := r.check("the record"); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidRecord, err)
+	}
+	if i := slices.Index(s.ACLs, r.ACL); i >= 0 {
+		// A copy: whoever holds the state's ACLs keeps what they were.
+		s.ACLs = slices.Delete(slices.Clone(s.ACLs), i, i+1)
+	}
+	if len(s.ACLs) == 0 {
+		s.ACLs = nil
+	}
 	return nil
 }
 
