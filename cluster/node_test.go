@@ -15,6 +15,7 @@ import (
 
 	"github.com/strandlog/strand/log"
 	"github.com/strandlog/strand/replica"
+	"github.com/strandlog/strand/replica/controller"
 	"github.com/strandlog/strand/segment"
 	"github.com/strandlog/strand/vfs"
 )
@@ -350,6 +351,10 @@ func TestNodeRequestsDecode(t *testing.T) {
 		&heartbeatRequest{Node: 1, Epoch: 9},
 		&createTopicRequest{Name: "x", TopicSpec: TopicSpec{Assignment: [][]replica.NodeID{{1, 2}, {2, 3}}, Configs: map[string]string{"a": "b"}}},
 		&alterConfigsRequest{Topic: "x", Replace: true},
+		&alterScramRequest{Set: []controller.ScramCredential{{User: "alice", Mechanism: "SCRAM-SHA-256", Salt: []byte("s"),
+			StoredKey: []byte("k"), ServerKey: []byte("v"), Iterations: 4096}}, Remove: []controller.ScramCredentialKey{{User: "bob", Mechanism: "SCRAM-SHA-512"}}},
+		&alterACLsRequest{Add: []controller.ACL{{ResourceType: 2, ResourceName: "t", PatternType: 3, Principal: "User:alice", Host: "*", Operation: 3, Permission: 3}},
+			Remove: []controller.ACL{{ResourceType: 4, ResourceName: "kafka-cluster", PatternType: 3, Principal: "User:*", Host: "*", Operation: 2, Permission: 2}}},
 	} {
 		got, err := decodeRequest(encodeRequest(r))
 		require.NoError(t, err)

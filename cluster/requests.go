@@ -37,6 +37,8 @@ const (
 	kindFetch
 	kindProduce
 	kindTxnEnd
+	kindAlterScram
+	kindAlterACLs
 )
 
 // request is any request a node serves.
@@ -408,6 +410,10 @@ func newRequest(k requestKind) request {
 		return &produceRequest{}
 	case kindTxnEnd:
 		return &txnEndRequest{}
+	case kindAlterScram:
+		return &alterScramRequest{}
+	case kindAlterACLs:
+		return &alterACLsRequest{}
 	}
 	return nil
 }

@@ -25,6 +25,11 @@ type Metadata struct {
 	Brokers    []BrokerInfo
 	Topics     []TopicInfo
 	Partitions []PartitionInfo
+	// Credentials are the SCRAM credentials the controller keeps, by user
+	// and mechanism, and ACLs its ACLs in the order created: what every
+	// broker authenticates and authorizes by.
+	Credentials map[string]map[string]controller.ScramCredential
+	ACLs        []controller.ACL
 }
 
 // BrokerInfo is a registered broker.
@@ -110,5 +115,12 @@ func (c *control) metadata() *Metadata {
 			Adding: slices.Clone(p.Adding), Removing: slices.Clone(p.Removing), Recovering: p.Recovering,
 		})
 	}
+	for user, ms := range c.state.Credentials {
+		if md.Credentials == nil {
+			md.Credentials = map[string]map[string]controller.ScramCredential{}
+		}
+		md.Credentials[user] = maps.Clone(ms)
+	}
+	md.ACLs = slices.Clone(c.state.ACLs)
 	return md
 }

@@ -113,6 +113,15 @@ func (d *decoder) int32() int32 {
 	return int32(v)
 }
 
+func (d *decoder) int8() int8 {
+	v := d.int()
+	if v != int64(int8(v)) {
+		d.fail("an 8-bit integer")
+		return 0
+	}
+	return int8(v)
+}
+
 func (d *decoder) bool() bool {
 	switch d.uint() {
 	case 0:

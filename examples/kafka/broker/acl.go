@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -82,12 +83,17 @@ func (a acl) result(principal, host string, op kmsg.ACLOperation) (allowed, ok b
 	return allow, true
 }
 
-// authorizer holds the ACLs and decides requests by them. Reads take the
-// current list, which a change replaces once its file is durable.
+// authorizer decides requests by the ACLs of its store.
 type authorizer struct {
-	path       string
+	store      aclStore
 	superUsers []string
 	allowIfNo  bool
+}
+
+// aclFile holds the ACLs of the broker alone in a file. Reads take the
+// current list, which a change replaces once the file is durable.
+type aclFile struct {
+	path string
 
 	mu   sync.Mutex
 	acls []acl
@@ -100,13 +106,13 @@ const aclsFile = "security/acls.json"
 // errACLs is an ACL file that cannot be read or written.
 var errACLs = errors.New("broker: ACLs")
 
-// openAuthorizer reads the ACL file at path; none yet is no ACL.
-func openAuthorizer(path string, superUsers []string, allowIfNoACL bool) (*authorizer, error) {
-	a := &authorizer{path: path, superUsers: superUsers, allowIfNo: allowIfNoACL}
-	if err := readJSON(path, &a.acls); err != nil {
+// openACLFile reads the ACL file at path; none yet is no ACL.
+func openACLFile(path string) (*aclFile, error) {
+	f := &aclFile{path: path}
+	if err := readJSON(path, &f.acls); err != nil {
 		return nil, fmt.Errorf("%w: %w", errACLs, err)
 	}
-	return a, nil
+	return f, nil
 }
 
 // readJSON reads the JSON file at path into v; a file not there leaves v
@@ -131,9 +137,7 @@ func (a *authorizer) authorized(principal, host string, op kmsg.ACLOperation, ty
 	if slices.Contains(a.superUsers, principal) {
 		return true
 	}
-	a.mu.Lock()
-	acls := a.acls
-	a.mu.Unlock()
+	acls := a.store.snapshot()
 	named, allowed := false, false
 	for _, b := range acls {
 		if !b.matchesResource(typ, name) {
@@ -160,9 +164,7 @@ func (a *authorizer) authorizedOnAny(principal, host string, op kmsg.ACLOperatio
 	if slices.Contains(a.superUsers, principal) {
 		return true
 	}
-	a.mu.Lock()
-	acls := a.acls
-	a.mu.Unlock()
+	acls := a.store.snapshot()
 	covers := func(deny, allow acl) bool {
 		switch {
 		case deny.Pattern == kmsg.ACLResourcePatternTypeLiteral && deny.Name == "*":
@@ -187,22 +189,21 @@ func (a *authorizer) authorizedOnAny(principal, host string, op kmsg.ACLOperatio
 	return false
 }
 
-// snapshot returns the ACLs.
-func (a *authorizer) snapshot() []acl {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.acls
+func (f *aclFile) snapshot() []acl {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.acls
 }
 
-// alter replaces the ACLs with what change makes of a copy of them, once
-// the file holds the new list. Changes are one at a time.
-func (a *authorizer) alter(change func([]acl) []acl) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	next := change(slices.Clone(a.acls))
-	if err := writeFileAtomically(a.path, next); err != nil {
+// alter writes what change makes of a copy of the ACLs, and makes it
+// current once the file holds it. Changes are one at a time.
+func (f *aclFile) alter(_ context.Context, change func([]acl) []acl) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	next := change(slices.Clone(f.acls))
+	if err := writeFileAtomically(f.path, next); err != nil {
 		return fmt.Errorf("%w: %w", errACLs, err)
 	}
-	a.acls = next
+	f.acls = next
 	return nil
 }

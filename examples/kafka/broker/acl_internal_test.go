@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"path/filepath"
 	"testing"
 
@@ -21,10 +22,10 @@ const (
 )
 
 func newAuthorizer(t *testing.T, allowIfNo bool, acls ...acl) *authorizer {
-	a, err := openAuthorizer(filepath.Join(t.TempDir(), "acls.json"), []string{"User:admin"}, allowIfNo)
+	f, err := openACLFile(filepath.Join(t.TempDir(), "acls.json"))
 	require.NoError(t, err)
-	require.NoError(t, a.alter(func([]acl) []acl { return acls }))
-	return a
+	require.NoError(t, f.alter(context.Background(), func([]acl) []acl { return acls }))
+	return &authorizer{store: f, superUsers: []string{"User:admin"}, allowIfNo: allowIfNo}
 }
 
 func topicACL(name string, pattern kmsg.ACLResourcePatternType, principal, host string, op kmsg.ACLOperation, perm kmsg.ACLPermissionType) acl {
@@ -128,12 +129,12 @@ func TestAuthorizedOnAnyResourceOfAType(t *testing.T) {
 // The ACLs survive a reopen of their file.
 func TestACLsAreKept(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "security", "acls.json")
-	a, err := openAuthorizer(path, nil, false)
+	f, err := openACLFile(path)
 	require.NoError(t, err)
 	want := topicACL("t", literal, "User:alice", "*", read, allow)
-	require.NoError(t, a.alter(func(acls []acl) []acl { return append(acls, want) }))
-	b, err := openAuthorizer(path, nil, false)
+	require.NoError(t, f.alter(context.Background(), func(acls []acl) []acl { return append(acls, want) }))
+	g, err := openACLFile(path)
 	require.NoError(t, err)
-	require.Equal(t, []acl{want}, b.snapshot())
-	require.True(t, b.authorized("User:alice", "h", read, topicType, "t"))
+	require.Equal(t, []acl{want}, g.snapshot())
+	require.True(t, (&authorizer{store: g}).authorized("User:alice", "h", read, topicType, "t"))
 }

@@ -147,7 +147,7 @@ func (f aclFilter) matches(a acl) bool {
 // createACLs adds bindings (Kafka's CreateAcls), each checked on its
 // own, those that are valid in one durable write; a binding that exists
 // already is no error.
-func (b *Broker) createACLs(_ context.Context, r *request) kmsg.Response {
+func (b *Broker) createACLs(ctx context.Context, r *request) kmsg.Response {
 	req := r.body.(*kmsg.CreateACLsRequest)
 	resp := req.ResponseKind().(*kmsg.CreateACLsResponse)
 	refused := b.aclRefusal(r, kmsg.ACLOperationAlter)
@@ -161,7 +161,7 @@ func (b *Broker) createACLs(_ context.Context, r *request) kmsg.Response {
 		}
 	}
 	if len(add) > 0 {
-		err := b.authz.alter(func(acls []acl) []acl {
+		err := b.authz.store.alter(ctx, func(acls []acl) []acl {
 			for _, a := range add {
 				if !slices.Contains(acls, a) {
 					acls = append(acls, a)
@@ -171,7 +171,7 @@ func (b *Broker) createACLs(_ context.Context, r *request) kmsg.Response {
 		})
 		for i := range errs {
 			if errs[i] == nil && err != nil {
-				errs[i] = kafkaerr.New(kafkaerr.ErrKafkaStorageError, err.Error())
+				errs[i] = storeError(err)
 			}
 		}
 		b.logger.Log(context.Background(), logLevel(err), "broker: ACLs created", "principal", r.principal(), "count", len(add), "err", err)
@@ -192,7 +192,7 @@ func (b *Broker) describeACLs(_ context.Context, r *request) kmsg.Response {
 		resp.ErrorCode, resp.ErrorMessage = code(err), message(err)
 		return resp
 	}
-	for _, a := range b.authz.snapshot() {
+	for _, a := range b.authz.store.snapshot() {
 		if !f.matches(a) {
 			continue
 		}
@@ -211,7 +211,7 @@ func (b *Broker) describeACLs(_ context.Context, r *request) kmsg.Response {
 
 // deleteACLs removes the bindings each filter takes (Kafka's
 // DeleteAcls), in one durable write, and lists them by filter.
-func (b *Broker) deleteACLs(_ context.Context, r *request) kmsg.Response {
+func (b *Broker) deleteACLs(ctx context.Context, r *request) kmsg.Response {
 	req := r.body.(*kmsg.DeleteACLsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteACLsResponse)
 	refused := b.aclRefusal(r, kmsg.ACLOperationAlter)
@@ -223,7 +223,7 @@ func (b *Broker) deleteACLs(_ context.Context, r *request) kmsg.Response {
 		errs[i] = cmp.Or(refused, filters[i].check())
 	}
 	if refused == nil {
-		err := b.authz.alter(func(acls []acl) []acl {
+		err := b.authz.store.alter(ctx, func(acls []acl) []acl {
 			return slices.DeleteFunc(acls, func(a acl) bool {
 				deleted := false
 				for i, f := range filters {
@@ -236,7 +236,7 @@ func (b *Broker) deleteACLs(_ context.Context, r *request) kmsg.Response {
 		})
 		if err != nil {
 			for i := range errs {
-				errs[i], matched[i] = cmp.Or(errs[i], error(kafkaerr.New(kafkaerr.ErrKafkaStorageError, err.Error()))), nil
+				errs[i], matched[i] = cmp.Or(errs[i], storeError(err)), nil
 			}
 		}
 		b.logger.Log(context.Background(), logLevel(err), "broker: ACLs deleted", "principal", r.principal(), "err", err)
@@ -259,4 +259,15 @@ func logLevel(err error) slog.Level {
 		return slog.LevelError
 	}
 	return slog.LevelInfo
+}
+
+// storeError is what a client is answered when credentials or ACLs could
+// not be written: the cluster's own error where it carries a Kafka code
+// (no controller yet, a request timed out: retriable), else
+// KAFKA_STORAGE_ERROR, a file of the broker alone that failed.
+func storeError(err error) error {
+	if kafkaerr.CodeOf(err) != kafkaerr.ErrUnknownServerError {
+		return err
+	}
+	return kafkaerr.New(kafkaerr.ErrKafkaStorageError, err.Error())
 }

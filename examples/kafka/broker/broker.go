@@ -94,15 +94,15 @@
 // TRANSACTIONAL_ID_AUTHORIZATION_FAILED: a topic a client may not
 // describe is not listed to it at all. CreateAcls, DescribeAcls and
 // DeleteAcls manage the ACLs, which the broker alone keeps in
-// DataDir/security/acls.json. A connection's principal is User:NAME after
+// DataDir/security/acls.json, and a broker of a SecureCluster (a
+// NodeCluster) in the cluster's controller records with the SCRAM
+// credentials, so that every broker of the cluster authenticates and
+// authorizes alike. A connection's principal is User:NAME after
 // SASL, User: and its certificate's subject on a TLS listener with client
 // certificates, User:ANONYMOUS otherwise.
 //
 // # Not yet
 //
-//   - Security in a cluster: a broker of a Config.Cluster serves no SASL
-//     listener and no ACLs (its nodes keep no credentials nor ACLs in
-//     the controller's records yet).
 //   - ACLs on a KIP-848 group's regular-expression subscription: the
 //     topics it matches are not filtered by DESCRIBE.
 //   - WriteTxnMarkers (the coordinators write their markers through the
@@ -201,12 +201,16 @@ type Config struct {
 	// `kafka-storage format --add-scram` adds them: the first users of a
 	// SASL listener (ServeListener), which AlterUserScramCredentials
 	// manages from then on. The broker alone keeps the credentials in
-	// DataDir/security/scram.json, never the passwords.
+	// DataDir/security/scram.json, never the passwords; a broker of a
+	// SecureCluster in the cluster's controller records, where it sets
+	// only those a user lacks (every broker of a cluster is given the
+	// same), once the cluster has a controller.
 	Users map[string]string
 	// Authorize checks every request against the broker's ACLs (Kafka's
 	// StandardAuthorizer, authorizer.class.name), which CreateAcls,
 	// DescribeAcls and DeleteAcls manage; the broker alone keeps them in
-	// DataDir/security/acls.json. Without it, any client may do anything.
+	// DataDir/security/acls.json, a SecureCluster in its controller
+	// records. Without it, any client may do anything.
 	Authorize bool
 	// SuperUsers are principals ("User:admin") the authorizer allows
 	// everything (super.users).
@@ -247,8 +251,8 @@ type Broker struct {
 	sessions *fetchSessions // fetch sessions (KIP-227)
 	ids      topicIDCache
 
-	creds      *credentials // the SCRAM credentials; nil in a Config.Cluster
-	authz      *authorizer  // the ACLs, if Config.Authorize
+	creds      credentialStore // the SCRAM credentials; nil in a Cluster that keeps none
+	authz      *authorizer     // the ACLs, if Config.Authorize
 	failedAuth atomic.Int64
 
 	mu        sync.Mutex
@@ -298,24 +302,48 @@ func Open(cfg Config) (*Broker, error) {
 			return nil, err
 		}
 	}
+	var users map[string]map[string]scramCredential // of Config.Users, for a SecureCluster
 	if b.cluster == nil {
 		var err error
 		if b.alone, b.cluster, err = openAlone(cfg, b.address); err != nil {
 			return nil, err
 		}
-		if b.creds, err = openUsers(cfg); err == nil && cfg.Authorize {
-			b.authz, err = openAuthorizer(filepath.Join(cfg.DataDir, aclsFile), cfg.SuperUsers, cfg.AllowEveryoneIfNoACLFound)
+		creds, err := openUsers(cfg)
+		var acls *aclFile
+		if err == nil && cfg.Authorize {
+			acls, err = openACLFile(filepath.Join(cfg.DataDir, aclsFile))
 		}
 		if err != nil {
 			return nil, errors.Join(err, b.alone.close())
 		}
+		b.setSecurity(creds, acls)
+	} else if sc, ok := b.cluster.(SecureCluster); ok {
+		b.setSecurity(clusterCredentials{sc}, &clusterACLs{c: sc})
+		if len(cfg.Users) > 0 {
+			var err error
+			if users, err = passwordCredentials(cfg.Users); err != nil {
+				return nil, err
+			}
+		}
 	} else if len(cfg.Users) > 0 || cfg.Authorize {
-		return nil, fmt.Errorf("%w: Config.Users and Config.Authorize need the broker alone, whose data directory keeps them", ErrListener)
+		return nil, fmt.Errorf("%w: Config.Users and Config.Authorize need the broker alone or a SecureCluster, which keep credentials and ACLs", ErrListener)
 	}
 	b.groups = b.cluster.Groups()
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.sessions = newFetchSessions(cfg.FetchSessionCacheSlots)
+	if users != nil {
+		b.wg.Go(func() { b.addMissingUsers(users) })
+	}
 	return b, nil
+}
+
+// setSecurity takes the broker's credentials and, with
+// Config.Authorize, its ACLs from their stores.
+func (b *Broker) setSecurity(creds credentialStore, acls aclStore) {
+	b.creds = creds
+	if b.cfg.Authorize {
+		b.authz = &authorizer{store: acls, superUsers: b.cfg.SuperUsers, allowIfNo: b.cfg.AllowEveryoneIfNoACLFound}
+	}
 }
 
 // Node returns the broker alone's cluster.Node, or nil if the broker

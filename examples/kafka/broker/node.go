@@ -52,7 +52,8 @@ type NodeOptions struct {
 }
 
 // NodeCluster returns the Cluster a broker serves a cluster.Node by, which
-// is also a ReplicatedTransactions and a LeaderEpochStarts: brokers,
+// is also a ReplicatedTransactions, a LeaderEpochStarts and a
+// SecureCluster (credentials and ACLs in the controller's records): brokers,
 // topics and leaders are the committed metadata the node applied, a
 // partition's log is the node's replica, a produce goes through the
 // replica's leader, topic configs are the controller's (ConfigRecords, by
@@ -111,6 +112,12 @@ func parseAddr(hostport string) (BrokerAddr, error) {
 	}
 	return BrokerAddr{Host: host, Port: int32(p)}, nil
 }
+
+var _ interface {
+	ReplicatedTransactions
+	LeaderEpochStarts
+	SecureCluster
+} = (*nodeCluster)(nil)
 
 // nodeCluster is NodeCluster's Cluster.
 type nodeCluster struct {
@@ -425,6 +432,20 @@ func (nc *nodeCluster) NewProducerID() (int64, error) {
 }
 
 func (nc *nodeCluster) Groups() *group.Service { return nc.n.Groups() }
+
+func (nc *nodeCluster) ScramCredentials() map[string]map[string]controller.ScramCredential {
+	return nc.n.Metadata().Credentials
+}
+
+func (nc *nodeCluster) AlterScramCredentials(ctx context.Context, set []controller.ScramCredential, remove []controller.ScramCredentialKey) error {
+	return nc.n.AlterScramCredentials(ctx, set, remove)
+}
+
+func (nc *nodeCluster) ACLs() []controller.ACL { return nc.n.Metadata().ACLs }
+
+func (nc *nodeCluster) AlterACLs(ctx context.Context, add, remove []controller.ACL) error {
+	return nc.n.AlterACLs(ctx, add, remove)
+}
 
 func (nc *nodeCluster) GroupCoordinator(groupID string) int32 {
 	return int32(nc.n.GroupCoordinator(groupID))

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -16,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/xdg-go/scram"
 )
@@ -138,7 +140,7 @@ func (c *credentials) snapshot() map[string]map[string]scramCredential {
 
 // alter applies change to a copy of the credentials, writes the copy, and
 // makes it current once it is durable. Changes are one at a time.
-func (c *credentials) alter(change func(users map[string]map[string]scramCredential)) error {
+func (c *credentials) alter(_ context.Context, change func(users map[string]map[string]scramCredential)) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	next := make(map[string]map[string]scramCredential, len(c.users))
@@ -202,19 +204,63 @@ func openUsers(cfg Config) (*credentials, error) {
 	if err != nil || len(cfg.Users) == 0 {
 		return creds, err
 	}
+	set, err := passwordCredentials(cfg.Users)
+	if err != nil {
+		return nil, err
+	}
+	return creds, creds.alter(context.Background(), func(users map[string]map[string]scramCredential) { maps.Copy(users, set) })
+}
+
+// passwordCredentials are the credentials of Config.Users for every
+// mechanism.
+func passwordCredentials(passwords map[string]string) (map[string]map[string]scramCredential, error) {
 	set := map[string]map[string]scramCredential{}
-	for user, password := range cfg.Users {
+	for user, password := range passwords {
 		if user == "" || password == "" {
 			return nil, fmt.Errorf("%w: Config.Users: a user needs a name and a password", errCredentials)
 		}
 		set[user] = map[string]scramCredential{}
 		for _, m := range scramMechanisms {
+			var err error
 			if set[user][m.name], err = passwordCredential(m, user, password); err != nil {
 				return nil, err
 			}
 		}
 	}
-	return creds, creds.alter(func(users map[string]map[string]scramCredential) { maps.Copy(users, set) })
+	return set, nil
+}
+
+// addMissingUsers gives the users of set that have no credential of a
+// mechanism set's, in a cluster whose controller may not be there yet:
+// it tries again every second until it succeeds or the broker closes.
+// Credentials already there stay, so that every broker of the cluster
+// starting with the same Config.Users leaves one credential, and one an
+// admin changed since is not undone (Kafka sets them once, as
+// kafka-storage format --add-scram does).
+func (b *Broker) addMissingUsers(set map[string]map[string]scramCredential) {
+	for {
+		err := b.creds.alter(b.ctx, func(users map[string]map[string]scramCredential) {
+			for user, ms := range set {
+				for m, c := range ms {
+					if _, ok := users[user][m]; !ok {
+						if users[user] == nil {
+							users[user] = map[string]scramCredential{}
+						}
+						users[user][m] = c
+					}
+				}
+			}
+		})
+		if err == nil {
+			return
+		}
+		b.logger.Warn("broker: the credentials of Config.Users not set yet", "err", err)
+		select {
+		case <-b.ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // scramExchange is the server's side of one SCRAM authentication (RFC
@@ -226,7 +272,7 @@ func openUsers(cfg Config) (*credentials, error) {
 type scramExchange struct {
 	m     scramMechanism
 	conv  *scram.ServerConversation
-	creds *credentials
+	creds credentialStore
 	user  string
 	cred  scramCredential
 	// gs2Header, clientFirstBare and serverFirst are the parts of the
@@ -237,7 +283,7 @@ type scramExchange struct {
 
 // newScramExchange begins an exchange; nonce makes the server's part of
 // the nonce (xdg-go/scram's, 24 random bytes in base64, if nil).
-func newScramExchange(m scramMechanism, creds *credentials, nonce func() string) *scramExchange {
+func newScramExchange(m scramMechanism, creds credentialStore, nonce func() string) *scramExchange {
 	e := &scramExchange{m: m, creds: creds}
 	server, _ := m.hash.NewServer(func(user string) (scram.StoredCredentials, error) {
 		c, ok := creds.lookup(user, m.name)

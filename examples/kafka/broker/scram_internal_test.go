@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"crypto/pbkdf2"
 	"crypto/sha256"
 	"encoding/base64"
@@ -34,7 +35,7 @@ func rfc7677Credentials(t testing.TB) *credentials {
 	creds, err := openCredentials(filepath.Join(t.TempDir(), "scram.json"))
 	require.NoError(t, err)
 	m, _ := scramMechanismOf(func(m scramMechanism) bool { return m.name == MechanismSCRAMSHA256 })
-	require.NoError(t, creds.alter(func(users map[string]map[string]scramCredential) {
+	require.NoError(t, creds.alter(context.Background(), func(users map[string]map[string]scramCredential) {
 		users["user"] = map[string]scramCredential{m.name: newScramCredential(m, salt, salted, 4096)}
 	}))
 	return creds

@@ -73,7 +73,7 @@ var errNoCredentials = kafkaerr.New(kafkaerr.ErrUnsupportedSASLMechanism, "this 
 // an unknown mechanism UNSUPPORTED_SASL_MECHANISM, the deletion of a
 // credential that does not exist RESOURCE_NOT_FOUND; the others are
 // applied at once, in one durable write.
-func (b *Broker) alterUserScramCredentials(_ context.Context, r *request) kmsg.Response {
+func (b *Broker) alterUserScramCredentials(ctx context.Context, r *request) kmsg.Response {
 	req := r.body.(*kmsg.AlterUserSCRAMCredentialsRequest)
 	resp := req.ResponseKind().(*kmsg.AlterUserSCRAMCredentialsResponse)
 	refused := map[string]error{}
@@ -148,7 +148,7 @@ func (b *Broker) alterUserScramCredentials(_ context.Context, r *request) kmsg.R
 	if len(deletions)+len(upsertions) > 0 {
 		err := errNoCredentials
 		if b.creds != nil {
-			err = b.creds.alter(func(users map[string]map[string]scramCredential) {
+			err = b.creds.alter(ctx, func(users map[string]map[string]scramCredential) {
 				for user, m := range deletions {
 					delete(users[user], m.name)
 				}
@@ -163,7 +163,7 @@ func (b *Broker) alterUserScramCredentials(_ context.Context, r *request) kmsg.R
 		}
 		if err != nil && b.creds != nil {
 			b.logger.Error("broker: SCRAM credentials not written", "err", err)
-			err = kafkaerr.New(kafkaerr.ErrKafkaStorageError, err.Error())
+			err = storeError(err)
 		}
 		if err != nil {
 			for user := range deletions {
