@@ -180,6 +180,18 @@ type AppendOutcome struct {
 	Err    error
 }
 
+// ListenerCluster is a Cluster whose brokers serve Kafka clients on
+// several named listeners (Kafka's listeners and advertised.listeners):
+// a client of a listener with a Name is told every broker at its address
+// on the listener of that name.
+type ListenerCluster interface {
+	Cluster
+	// ListenerBrokers returns the live brokers at their addresses on the
+	// listener named name, as Brokers does; ok is false if the cluster
+	// names no such listener.
+	ListenerBrokers(name string) (brokers []BrokerAddr, ok bool)
+}
+
 // LeaderEpochStarts is a Cluster whose leaders learn their high
 // watermark from their followers, as a replicated one's do: a leader just
 // elected, or restarted, knows it only once its followers have fetched in
@@ -241,11 +253,24 @@ func (b *Broker) leaderPartition(topic string, id, current int32) (*log.Partitio
 	return p, st.LeaderEpoch, nil
 }
 
+// brokers returns the live brokers as the session's clients reach them,
+// and the active controller: on a listener a ListenerCluster names, every
+// broker's address on it; else the Cluster's addresses, with this broker
+// at its own on the session's listener.
+func (b *Broker) brokers(s *session) ([]BrokerAddr, int32) {
+	brokers, controller := b.cluster.Brokers()
+	if lc, ok := b.cluster.(ListenerCluster); ok && s != nil && s.listener.Name != "" {
+		if named, ok := lc.ListenerBrokers(s.listener.Name); ok {
+			return named, controller
+		}
+	}
+	return s.brokers(brokers), controller
+}
+
 // brokerAddr returns a live broker's address, as the session's clients
 // reach it.
 func (b *Broker) brokerAddr(s *session, id int32) (BrokerAddr, bool) {
-	brokers, _ := b.cluster.Brokers()
-	brokers = s.brokers(brokers)
+	brokers, _ := b.brokers(s)
 	i := slices.IndexFunc(brokers, func(a BrokerAddr) bool { return a.ID == id })
 	if i < 0 {
 		return BrokerAddr{}, false

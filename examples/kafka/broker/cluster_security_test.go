@@ -6,6 +6,7 @@ import (
 	"crypto/sha512"
 	"log/slog"
 	"net"
+	"strconv"
 	"testing"
 	"time"
 
@@ -23,23 +24,28 @@ import (
 
 // secureCluster starts three brokers of one cluster in this process
 // (cluster.Nodes over the in-memory network and metadata log, each a
-// Broker through NodeCluster) with a SASL/SCRAM listener each, every one
-// given the admin's password and Authorize, and returns their listeners'
-// addresses by node.
-func secureCluster(t *testing.T, logs *lockedBuffer) map[replica.NodeID]string {
+// Broker through NodeCluster), every one given the admin's password and
+// Authorize, each with a plaintext listener and a SASL/SCRAM one named
+// SASL_PLAINTEXT, and returns their addresses by node.
+func secureCluster(t *testing.T, logs *lockedBuffer) (plain, sasl map[replica.NodeID]string) {
 	t.Helper()
 	network := cluster.NewMemoryNetwork()
 	t.Cleanup(network.Close)
 	md := cluster.NewMemoryMetadata(1, 2, 3)
-	listeners, addrs := map[replica.NodeID]net.Listener{}, map[replica.NodeID]string{}
-	for id := range replica.NodeID(3) {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		listeners[id+1], addrs[id+1] = l, l.Addr().String()
+	listen := func() (map[replica.NodeID]net.Listener, map[replica.NodeID]string) {
+		ls, addrs := map[replica.NodeID]net.Listener{}, map[replica.NodeID]string{}
+		for id := range replica.NodeID(3) {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			require.NoError(t, err)
+			ls[id+1], addrs[id+1] = l, l.Addr().String()
+		}
+		return ls, addrs
 	}
+	plainListeners, plain := listen()
+	saslListeners, sasl := listen()
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	var nodes []*cluster.Node
-	for id, l := range listeners {
+	for id, l := range saslListeners {
 		mdl, err := md.Open(id)
 		require.NoError(t, err)
 		n, err := cluster.New(cluster.Options{ID: id, Dir: "/data", FS: vfs.NewMem(), Transport: network.Transport(id),
@@ -47,12 +53,14 @@ func secureCluster(t *testing.T, logs *lockedBuffer) map[replica.NodeID]string {
 		require.NoError(t, err)
 		network.Attach(id, n)
 		nodes = append(nodes, n)
-		nc, err := broker.NodeCluster(n, broker.NodeOptions{Kafka: addrs, MinInsyncReplicas: 2})
+		nc, err := broker.NodeCluster(n, broker.NodeOptions{Kafka: plain, MinInsyncReplicas: 2,
+			Listeners: map[string]map[replica.NodeID]string{"SASL_PLAINTEXT": sasl}})
 		require.NoError(t, err)
 		b, err := broker.Open(broker.Config{Cluster: nc, NodeID: int32(id), Logger: logger, Users: map[string]string{"admin": "admin-pw"},
 			Authorize: true, SuperUsers: []string{"User:admin"}})
 		require.NoError(t, err)
-		go b.ServeListener(l, broker.Listener{SASL: []string{broker.MechanismSCRAMSHA256, broker.MechanismSCRAMSHA512}}) //nolint:errcheck // ErrClosed at Close
+		go b.Serve(plainListeners[id])                                                                                                           //nolint:errcheck // ErrClosed at Close
+		go b.ServeListener(l, broker.Listener{Name: "SASL_PLAINTEXT", SASL: []string{broker.MechanismSCRAMSHA256, broker.MechanismSCRAMSHA512}}) //nolint:errcheck // ErrClosed at Close
 		t.Cleanup(func() {
 			require.NoError(t, b.Close())
 			require.NoError(t, n.Close())
@@ -64,7 +72,38 @@ func secureCluster(t *testing.T, logs *lockedBuffer) map[replica.NodeID]string {
 	for _, n := range nodes {
 		require.NoError(t, n.WaitRegistered(ctx))
 	}
-	return addrs
+	return plain, sasl
+}
+
+// A cluster's brokers serve plaintext and SASL clients each on a listener
+// of their own, as Kafka's listener names do: a client of the SASL
+// listener is told every broker's SASL address, one of the plaintext
+// listener every broker's plaintext address.
+func TestClusterBrokersAdvertiseEachListenersAddresses(t *testing.T) {
+	var logs lockedBuffer
+	plain, sasl := secureCluster(t, &logs)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	brokersTold := func(cl *kgo.Client) map[replica.NodeID]string {
+		var told map[replica.NodeID]string
+		require.Eventually(t, func() bool {
+			md, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
+			if err != nil {
+				return false
+			}
+			told = map[replica.NodeID]string{}
+			for _, b := range md.Brokers {
+				told[replica.NodeID(b.NodeID)] = net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
+			}
+			return len(told) == 3
+		}, time.Minute, 100*time.Millisecond)
+		return told
+	}
+	require.Equal(t, sasl, brokersTold(saslClient(t, sasl[2], scram.Auth{User: "admin", Pass: "admin-pw"}.AsSha256Mechanism())))
+	plainClient, err := kgo.NewClient(kgo.SeedBrokers(plain[3]))
+	require.NoError(t, err)
+	defer plainClient.Close()
+	require.Equal(t, plain, brokersTold(plainClient))
 }
 
 // The brokers of a cluster keep SCRAM credentials and ACLs in the
@@ -76,7 +115,7 @@ func secureCluster(t *testing.T, logs *lockedBuffer) map[replica.NodeID]string {
 // the admin one credential per mechanism.
 func TestClusterBrokersShareCredentialsAndACLs(t *testing.T) {
 	var logs lockedBuffer
-	addrs := secureCluster(t, &logs)
+	_, addrs := secureCluster(t, &logs)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	as := func(node replica.NodeID, user, password string) *kgo.Client {

@@ -28,6 +28,11 @@ type NodeOptions struct {
 	// Kafka is every node's Kafka address (host:port), this one's
 	// included: Metadata lists each live broker at its.
 	Kafka map[replica.NodeID]string
+	// Listeners are every node's addresses on the listeners of these
+	// names (Kafka's advertised.listeners): a client of a broker's
+	// listener of one of these names (Listener.Name) is told every
+	// broker's address on it rather than its Kafka address.
+	Listeners map[string]map[replica.NodeID]string
 	// MinInsyncReplicas is the node's cluster.Options.MinInsyncReplicas,
 	// which DescribeConfigs shows as min.insync.replicas of a topic that
 	// sets none; default 1.
@@ -75,14 +80,15 @@ func NodeCluster(n *cluster.Node, opts NodeOptions) (Cluster, error) {
 }
 
 func newNodeCluster(n *cluster.Node, opts NodeOptions) (*nodeCluster, error) {
-	nc := &nodeCluster{n: n, opts: opts, addrs: map[replica.NodeID]BrokerAddr{}}
-	for id, addr := range opts.Kafka {
-		a, err := parseAddr(addr)
-		if err != nil {
-			return nil, fmt.Errorf("broker: Kafka address of node %d: %w", id, err)
+	nc := &nodeCluster{n: n, opts: opts, listeners: map[string]map[replica.NodeID]BrokerAddr{}}
+	var err error
+	if nc.addrs, err = parseAddrs("Kafka", opts.Kafka); err != nil {
+		return nil, err
+	}
+	for name, addrs := range opts.Listeners {
+		if nc.listeners[name], err = parseAddrs("listener "+name, addrs); err != nil {
+			return nil, err
 		}
-		a.ID = int32(id)
-		nc.addrs[id] = a
 	}
 	nc.opts.MinInsyncReplicas = max(opts.MinInsyncReplicas, 1)
 	if opts.Partitions <= 0 {
@@ -101,6 +107,20 @@ func newNodeCluster(n *cluster.Node, opts NodeOptions) (*nodeCluster, error) {
 	return nc, nil
 }
 
+// parseAddrs parses every node's address on a listener.
+func parseAddrs(listener string, addrs map[replica.NodeID]string) (map[replica.NodeID]BrokerAddr, error) {
+	out := map[replica.NodeID]BrokerAddr{}
+	for id, addr := range addrs {
+		a, err := parseAddr(addr)
+		if err != nil {
+			return nil, fmt.Errorf("broker: %s address of node %d: %w", listener, id, err)
+		}
+		a.ID = int32(id)
+		out[id] = a
+	}
+	return out, nil
+}
+
 func parseAddr(hostport string) (BrokerAddr, error) {
 	host, port, err := net.SplitHostPort(hostport)
 	if err != nil {
@@ -117,6 +137,7 @@ var _ interface {
 	ReplicatedTransactions
 	LeaderEpochStarts
 	SecureCluster
+	ListenerCluster
 } = (*nodeCluster)(nil)
 
 // nodeCluster is NodeCluster's Cluster.
@@ -124,16 +145,13 @@ type nodeCluster struct {
 	n     *cluster.Node
 	opts  NodeOptions
 	addrs map[replica.NodeID]BrokerAddr
+	// listeners are the nodes' addresses on named listeners.
+	listeners map[string]map[replica.NodeID]BrokerAddr
 	// addr returns a node's Kafka address: addrs', or, for a broker alone,
 	// the one it serves on.
 	addr func(replica.NodeID) (BrokerAddr, bool)
 	view atomic.Pointer[nodeView]
 }
-
-var (
-	_ ReplicatedTransactions = (*nodeCluster)(nil)
-	_ LeaderEpochStarts      = (*nodeCluster)(nil)
-)
 
 // nodeView indexes one committed metadata snapshot for the broker's
 // lookups.
@@ -162,13 +180,29 @@ func (nc *nodeCluster) current() *nodeView {
 
 func (nc *nodeCluster) Brokers() ([]BrokerAddr, int32) {
 	v := nc.current()
+	return v.liveAt(nc.addr), int32(v.md.Controller)
+}
+
+func (nc *nodeCluster) ListenerBrokers(name string) ([]BrokerAddr, bool) {
+	addrs, ok := nc.listeners[name]
+	if !ok {
+		return nil, false
+	}
+	return nc.current().liveAt(func(id replica.NodeID) (BrokerAddr, bool) {
+		a, ok := addrs[id]
+		return a, ok
+	}), true
+}
+
+// liveAt returns the live brokers at the addresses addr gives them.
+func (v *nodeView) liveAt(addr func(replica.NodeID) (BrokerAddr, bool)) []BrokerAddr {
 	var out []BrokerAddr
 	for _, b := range v.md.Brokers {
-		if a, ok := nc.addr(b.ID); ok && v.live[b.ID] {
+		if a, ok := addr(b.ID); ok && v.live[b.ID] {
 			out = append(out, a)
 		}
 	}
-	return out, int32(v.md.Controller)
+	return out
 }
 
 func (nc *nodeCluster) Topics() ([]string, error) {

@@ -63,6 +63,12 @@ type Listener struct {
 	// cluster the other brokers are told as the cluster names them, so
 	// that a cluster's clients are served best on one listener per node.
 	Advertise string
+	// Name is the listener's name (Kafka's listener names, as in
+	// listeners=SASL_PLAINTEXT://...): in a ListenerCluster that names
+	// every broker's address on it, this listener's clients are told
+	// those, so that a cluster's brokers can serve plaintext and SASL
+	// clients each on a listener of their own.
+	Name string
 }
 
 // Defaults of Config's security settings, Kafka's.

@@ -17,8 +17,8 @@ import (
 func (b *Broker) metadata(_ context.Context, r *request) kmsg.Response {
 	req := r.body.(*kmsg.MetadataRequest)
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
-	brokers, controller := b.cluster.Brokers()
-	for _, a := range r.session.brokers(brokers) {
+	brokers, controller := b.brokers(r.session)
+	for _, a := range brokers {
 		resp.Brokers = append(resp.Brokers, kmsg.MetadataResponseBroker{NodeID: a.ID, Host: a.Host, Port: a.Port})
 	}
 	resp.ClusterID = &b.cfg.ClusterID
