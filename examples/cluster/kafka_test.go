@@ -32,9 +32,9 @@ import (
 var kafkaKills = flag.Int("kafka-kills", 0, "TestKafkaKillLeader: how many partition leaders to stop, every third with SIGTERM, the others with SIGKILL (default 3 with -short, else 6)")
 
 // startKafkaCluster starts three nodes that serve Kafka clients too.
-func startKafkaCluster(t *testing.T) (*supervisor, *client) {
+func startKafkaCluster(t *testing.T, opts ...func(*supervisor)) (*supervisor, *client) {
 	t.Helper()
-	return startCluster(t, func(s *supervisor) { s.withKafka = true })
+	return startCluster(t, append([]func(*supervisor){func(s *supervisor) { s.withKafka = true }}, opts...)...)
 }
 
 // newKgo returns a franz-go client of the cluster's Kafka brokers. Metadata

@@ -45,6 +45,7 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/assign"
+	"github.com/strandlog/strand/examples/kafka/broker"
 	"github.com/strandlog/strand/replica"
 )
 
@@ -98,6 +99,9 @@ type nodeFlags struct {
 	snapshotEntries              int
 	logLevel                     slog.Level
 	tls                          tlsFiles
+	// The Kafka brokers' security (with -kafka).
+	kafkaUsers, kafkaSuperUsers string
+	kafkaAuthorize              bool
 }
 
 func (f *nodeFlags) register(fs *flag.FlagSet) {
@@ -111,6 +115,9 @@ func (f *nodeFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.rebalance, "rebalance", 0, "automatic preferred-leader rebalance every this many control ticks (0: never)")
 	fs.IntVar(&f.snapshotEntries, "snapshot-entries", 1000, "snapshot the controller's state and compact the raft log every this many applied entries (0: never)")
 	fs.TextVar(&f.logLevel, "log-level", slog.LevelInfo, "the least level a node logs: DEBUG, INFO, WARN or ERROR")
+	fs.StringVar(&f.kafkaUsers, "kafka-users", "", "file of NAME:PASSWORD lines: Kafka users whose SCRAM credentials the brokers set if the cluster has none for them")
+	fs.BoolVar(&f.kafkaAuthorize, "kafka-authorize", false, "check every Kafka request against the cluster's ACLs, which CreateAcls and DeleteAcls manage")
+	fs.StringVar(&f.kafkaSuperUsers, "kafka-super-users", "", "comma-separated principals the ACLs allow everything, such as User:admin (super.users)")
 	f.tls.register(fs)
 }
 
@@ -118,7 +125,28 @@ func (f *nodeFlags) args() []string {
 	return append([]string{"-tick", f.tick.String(), "-replica-lag", f.replicaLag.String(), "-request-timeout", f.requestTimeout.String(),
 		"-control-tick", f.controlTick.String(), "-session", fmt.Sprint(f.session), "-heartbeat", f.heartbeat.String(),
 		"-min-isr", fmt.Sprint(f.minISR), "-rebalance", fmt.Sprint(f.rebalance), "-snapshot-entries", fmt.Sprint(f.snapshotEntries),
-		"-log-level", f.logLevel.String()}, f.tls.args()...)
+		"-log-level", f.logLevel.String(), "-kafka-users", f.kafkaUsers, fmt.Sprintf("-kafka-authorize=%t", f.kafkaAuthorize),
+		"-kafka-super-users", f.kafkaSuperUsers}, f.tls.args()...)
+}
+
+// kafkaSecurity is what the Kafka flags of nodeFlags read.
+type kafkaSecurity struct {
+	users      map[string]string
+	superUsers []string
+}
+
+func (f *nodeFlags) kafkaSecurity() (kafkaSecurity, error) {
+	var sec kafkaSecurity
+	if f.kafkaUsers != "" {
+		var err error
+		if sec.users, err = broker.ReadUsers(f.kafkaUsers); err != nil {
+			return sec, fmt.Errorf("-kafka-users: %w", err)
+		}
+	}
+	if f.kafkaSuperUsers != "" {
+		sec.superUsers = strings.Split(f.kafkaSuperUsers, ",")
+	}
+	return sec, nil
 }
 
 func nodeCmd(args []string) error {
@@ -127,6 +155,7 @@ func nodeCmd(args []string) error {
 	dir := fs.String("dir", "", "this node's data directory")
 	peers := fs.String("peers", "", "every node's host:port, comma-separated, node 1 first")
 	kafka := fs.String("kafka", "", "every node's Kafka host:port, comma-separated, node 1 first: this node serves Kafka clients at its own (default: no Kafka)")
+	kafkaSASL := fs.String("kafka-sasl", "", "every node's SASL/SCRAM Kafka host:port (listener SASL_PLAINTEXT), comma-separated, node 1 first; needs -kafka")
 	var nf nodeFlags
 	nf.register(fs)
 	fs.Parse(args)
@@ -146,6 +175,19 @@ func nodeCmd(args []string) error {
 			return fmt.Errorf("-kafka names %d addresses for %d peers", len(km), len(pm))
 		}
 	}
+	var sm map[replica.NodeID]string
+	if *kafkaSASL != "" {
+		if sm, err = parsePeers(*kafkaSASL); err != nil {
+			return fmt.Errorf("-kafka-sasl: %w", err)
+		}
+		if len(sm) != len(pm) || km == nil {
+			return fmt.Errorf("-kafka-sasl names %d addresses for %d peers, or no -kafka", len(sm), len(pm))
+		}
+	}
+	sec, err := nf.kafkaSecurity()
+	if err != nil {
+		return err
+	}
 	if nf.tick <= 0 {
 		return fmt.Errorf("-tick %v, must be positive", nf.tick)
 	}
@@ -154,7 +196,8 @@ func nodeCmd(args []string) error {
 		return err
 	}
 	return runNode(nodeConfig{
-		id: replica.NodeID(*id), dir: *dir, peers: pm, kafka: km,
+		id: replica.NodeID(*id), dir: *dir, peers: pm, kafka: km, kafkaSASL: sm,
+		kafkaUsers: sec.users, kafkaAuthorize: nf.kafkaAuthorize, kafkaSuperUsers: sec.superUsers,
 		tick: nf.tick, lag: nf.replicaLag, requestTimeout: nf.requestTimeout,
 		controlTick: nf.controlTick, session: nf.session, heartbeat: nf.heartbeat,
 		minISR: nf.minISR, rebalance: nf.rebalance, snapshotEntries: nf.snapshotEntries, logLevel: nf.logLevel, tls: tls,
@@ -165,6 +208,7 @@ func up(args []string) error {
 	fs := flag.NewFlagSet("up", flag.ExitOnError)
 	dir := fs.String("dir", "/tmp/strand-cluster", "data directory; node N uses DIR/node-N")
 	kafka := fs.Bool("kafka", false, "each node serves Kafka clients too, on a port of its own")
+	kafkaSASL := fs.Bool("kafka-sasl", false, "with -kafka, each node serves SASL/SCRAM Kafka clients too (listener SASL_PLAINTEXT), on another port of its own")
 	var nf nodeFlags
 	nf.register(fs)
 	fs.Parse(args)
@@ -176,12 +220,18 @@ func up(args []string) error {
 	if err != nil {
 		return err
 	}
-	s := &supervisor{exe: exe, dir: *dir, args: nf.args(), stdout: os.Stderr, withKafka: *kafka, tls: tls}
+	if _, err := nf.kafkaSecurity(); err != nil {
+		return err
+	}
+	s := &supervisor{exe: exe, dir: *dir, args: nf.args(), stdout: os.Stderr, withKafka: *kafka, withSASL: *kafka && *kafkaSASL, tls: tls}
 	if prev, err := readPeers(*dir); err == nil {
 		s.peers = prev // a restarted cluster keeps its addresses: the raft log names them
 	}
 	if prev, err := readAddrs(*dir, kafkaFile); err == nil && *kafka {
 		s.kafka = prev // and its clients' bootstrap addresses
+	}
+	if prev, err := readAddrs(*dir, saslFile); err == nil && s.withSASL {
+		s.sasl = prev
 	}
 	if err := s.start(3); err != nil {
 		s.kill()
@@ -191,6 +241,9 @@ func up(args []string) error {
 		fmt.Printf("node %d: %s (data in %s)\n", id, tls.url(s.peers[id], "/"), s.nodeDir(id))
 		if *kafka {
 			fmt.Printf("node %d: Kafka at %s\n", id, s.kafka[id])
+		}
+		if s.withSASL {
+			fmt.Printf("node %d: Kafka SASL/SCRAM at %s\n", id, s.sasl[id])
 		}
 	}
 	if *kafka {

@@ -42,8 +42,16 @@ type nodeConfig struct {
 	// snapshots (0: never).
 	snapshotEntries int
 	// kafka, if set, is every node's Kafka address, this one's included:
-	// the node serves Kafka clients there.
-	kafka map[replica.NodeID]string
+	// the node serves Kafka clients there; kafkaSASL, if set, every
+	// node's SASL/SCRAM listener (SASL_PLAINTEXT), its clients
+	// authenticating by the credentials the cluster's controller keeps.
+	kafka, kafkaSASL map[replica.NodeID]string
+	// kafkaUsers are users whose credentials the brokers set if missing
+	// (-kafka-users); kafkaAuthorize checks every Kafka request against
+	// the cluster's ACLs, which allow kafkaSuperUsers everything.
+	kafkaUsers      map[string]string
+	kafkaAuthorize  bool
+	kafkaSuperUsers []string
 	// logLevel is the least level the node logs.
 	logLevel slog.Level
 	// tls, if set, is the mutual TLS of the nodes' HTTP.

@@ -35,8 +35,12 @@ type supervisor struct {
 	// kafka (picked by start, kept across restarts).
 	withKafka bool
 	kafka     map[replica.NodeID]string
-	mu        sync.Mutex // procs is read by tests' producers too
-	procs     map[replica.NodeID]*exec.Cmd
+	// withSASL has every node serve SASL/SCRAM Kafka clients too, at its
+	// address in sasl.
+	withSASL bool
+	sasl     map[replica.NodeID]string
+	mu       sync.Mutex // procs is read by tests' producers too
+	procs    map[replica.NodeID]*exec.Cmd
 }
 
 // peersFile is where the supervisor writes the nodes' addresses, for the
@@ -44,44 +48,43 @@ type supervisor struct {
 const (
 	peersFile = "peers"
 	kafkaFile = "kafka-peers"
+	saslFile  = "kafka-sasl-peers"
 )
+
+// setOfAddrs is one address of every node: its peer address, Kafka's,
+// its SASL listener's; wanted or not, and the file start writes it to.
+type setOfAddrs struct {
+	want  bool
+	addrs *map[replica.NodeID]string
+	file  string
+}
 
 // start picks a free loopback port for each of n nodes, unless peers are
 // set already, and starts them.
 func (s *supervisor) start(n int) error {
 	s.procs = map[replica.NodeID]*exec.Cmd{}
-	newPeers, newKafka := 0, 0
-	if len(s.peers) != n {
-		newPeers = n
-	}
-	if s.withKafka && len(s.kafka) != n {
-		newKafka = n
-	}
-	addrs, err := loopback.Addrs(newPeers + newKafka)
+	// Each set of addresses is picked once, and kept across restarts:
+	// the raft log names the peers, clients the Kafka addresses.
+	sets := []setOfAddrs{{true, &s.peers, peersFile}, {s.withKafka, &s.kafka, kafkaFile}, {s.withSASL, &s.sasl, saslFile}}
+	missing := slices.DeleteFunc(slices.Clone(sets), func(set setOfAddrs) bool { return !set.want || len(*set.addrs) == n })
+	addrs, err := loopback.Addrs(n * len(missing)) // at once, so that no two are the same
 	if err != nil {
 		return err
 	}
-	if newPeers > 0 {
-		s.peers = map[replica.NodeID]string{}
+	for i, set := range missing {
+		*set.addrs = map[replica.NodeID]string{}
 		for id := range replica.NodeID(n) {
-			s.peers[id+1] = addrs[id]
-		}
-	}
-	if newKafka > 0 {
-		s.kafka = map[replica.NodeID]string{}
-		for id := range replica.NodeID(n) {
-			s.kafka[id+1] = addrs[newPeers+int(id)]
+			(*set.addrs)[id+1] = addrs[i*n+int(id)]
 		}
 	}
 	if err := os.MkdirAll(s.dir, 0o755); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(s.dir, peersFile), []byte(formatPeers(s.peers)+"\n"), 0o644); err != nil {
-		return err
-	}
-	if s.withKafka {
-		if err := os.WriteFile(filepath.Join(s.dir, kafkaFile), []byte(formatPeers(s.kafka)+"\n"), 0o644); err != nil {
-			return err
+	for _, set := range sets {
+		if set.want {
+			if err := os.WriteFile(filepath.Join(s.dir, set.file), []byte(formatPeers(*set.addrs)+"\n"), 0o644); err != nil {
+				return err
+			}
 		}
 	}
 	for _, id := range s.ids() {
@@ -109,6 +112,9 @@ func (s *supervisor) startNode(id replica.NodeID) error {
 	args := append([]string{"node", "-id", fmt.Sprint(id), "-dir", s.nodeDir(id), "-peers", formatPeers(s.peers)}, s.args...)
 	if s.withKafka {
 		args = append(args, "-kafka", formatPeers(s.kafka))
+	}
+	if s.withSASL {
+		args = append(args, "-kafka-sasl", formatPeers(s.sasl))
 	}
 	cmd := exec.Command(s.exe, args...)
 	cmd.Env = append(os.Environ(), s.env...)

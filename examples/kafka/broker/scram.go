@@ -211,6 +211,28 @@ func openUsers(cfg Config) (*credentials, error) {
 	return creds, creds.alter(context.Background(), func(users map[string]map[string]scramCredential) { maps.Copy(users, set) })
 }
 
+// ReadUsers reads a file of NAME:PASSWORD lines, the users of
+// Config.Users; blank lines and lines that begin with # are skipped.
+func ReadUsers(path string) (map[string]string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: users: %w", errCredentials, err)
+	}
+	users := map[string]string{}
+	for i, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, password, ok := strings.Cut(line, ":")
+		if !ok || name == "" || password == "" {
+			return nil, fmt.Errorf("%w: users: %s line %d: want NAME:PASSWORD", errCredentials, path, i+1)
+		}
+		users[name] = password
+	}
+	return users, nil
+}
+
 // passwordCredentials are the credentials of Config.Users for every
 // mechanism.
 func passwordCredentials(passwords map[string]string) (map[string]map[string]scramCredential, error) {

@@ -144,31 +144,6 @@ func (o options) listeners() ([]listener, error) {
 	return ls, nil
 }
 
-// readUsers reads a file of NAME:PASSWORD lines; blank lines and lines
-// that begin with # are skipped.
-func readUsers(path string) (map[string]string, error) {
-	if path == "" {
-		return nil, nil
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("-users: %w", err)
-	}
-	users := map[string]string{}
-	for i, line := range strings.Split(string(data), "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		name, password, ok := strings.Cut(line, ":")
-		if !ok || name == "" || password == "" {
-			return nil, fmt.Errorf("-users: %s line %d: want NAME:PASSWORD", path, i+1)
-		}
-		users[name] = password
-	}
-	return users, nil
-}
-
 func run(logger *slog.Logger, o options) error {
 	policy, err := log.ParseFsyncPolicy(o.fsync)
 	if err != nil {
@@ -178,9 +153,11 @@ func run(logger *slog.Logger, o options) error {
 	if err != nil {
 		return err
 	}
-	users, err := readUsers(o.usersFile)
-	if err != nil {
-		return err
+	var users map[string]string
+	if o.usersFile != "" {
+		if users, err = broker.ReadUsers(o.usersFile); err != nil {
+			return fmt.Errorf("-users: %w", err)
+		}
 	}
 	b, err := broker.Open(broker.Config{
 		DataDir:          o.dir,
