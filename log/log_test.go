@@ -14,9 +14,11 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
+	"github.com/strandlog/strand/metrics"
 	"github.com/strandlog/strand/segment"
 	"github.com/strandlog/strand/vfs"
-	"github.com/stretchr/testify/require"
 )
 
 // memOptions are small segments on an in-memory file system.
@@ -253,7 +255,11 @@ func TestGroupCommitSharesFsyncs(t *testing.T) {
 	st := l.Stats()
 	require.EqualValues(t, writers*each, st.Appends)
 	require.LessOrEqual(t, st.Fsyncs-before, int64(writers*each), "at most one fsync an append")
-	t.Logf("%d appends, %d fsyncs", st.Appends, st.Fsyncs-before)
+	require.EqualValues(t, st.Fsyncs, st.FsyncLatency.Count, "every fsync in the latency histogram")
+	require.Equal(t, st.FsyncTime, st.FsyncLatency.Sum)
+	require.LessOrEqual(t, st.FsyncLatency.Quantile(1), max(2*st.MaxFsync, metrics.LatencyBuckets[0]), "the slowest bucket holds the longest fsync")
+	require.Equal(t, st.HighWatermark, st.LastStableOffset, "no transaction: the last stable offset is the high watermark")
+	t.Logf("%d appends, %d fsyncs, median %v", st.Appends, st.Fsyncs-before, st.FsyncLatency.Quantile(0.5))
 	require.NoError(t, l.Close())
 }
 

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"sync/atomic"
 	"time"
+
+	"github.com/strandlog/strand/metrics"
 )
 
 // Stats are a log's counters since it was opened and its current shape.
@@ -15,6 +17,10 @@ type Stats struct {
 	Fsyncs    int64         // syncs of segment data
 	FsyncTime time.Duration // time spent in them
 	MaxFsync  time.Duration // the longest one
+	// FsyncLatency counts the syncs by how long each took, in
+	// metrics.LatencyBuckets: the distribution an operator alerts on
+	// (Kafka's LogFlushRateAndTimeMs).
+	FsyncLatency metrics.HistogramSnapshot
 
 	// CheckpointError is the error of the last attempt to write the
 	// checkpoint files or a producer-state snapshot, nil if both last
@@ -27,12 +33,17 @@ type Stats struct {
 	OpenFiles int // files open: a segment's log, and its indexes once used; the lock file
 
 	LogStartOffset, HighWatermark, LogEndOffset int64
+	// LastStableOffset bounds what read_committed consumers read: the
+	// first offset of the earliest open transaction, else the high
+	// watermark.
+	LastStableOffset int64
 }
 
 type counters struct {
 	appends, records, bytes atomic.Int64
 	fsyncs, fsyncNanos      atomic.Int64
 	maxFsyncNanos           atomic.Int64
+	fsyncLatency            metrics.Histogram
 	openSegments            atomic.Int64
 	checkpointErr           atomic.Pointer[error] // of the last checkpoint write
 	snapshotErr             atomic.Pointer[error] // of the last snapshot write
@@ -51,6 +62,7 @@ func (c *counters) checkpointError() error {
 func (c *counters) fsync(d time.Duration) {
 	c.fsyncs.Add(1)
 	c.fsyncNanos.Add(int64(d))
+	c.fsyncLatency.Observe(d)
 	for {
 		m := c.maxFsyncNanos.Load()
 		if int64(d) <= m || c.maxFsyncNanos.CompareAndSwap(m, int64(d)) {
@@ -73,17 +85,19 @@ func (l *Log) Stats() Stats {
 	// Segments the log let go of but readers still hold keep all three.
 	files += 3 * (int(l.stats.openSegments.Load()) - segments)
 	return Stats{
-		Appends:         l.stats.appends.Load(),
-		Records:         l.stats.records.Load(),
-		Bytes:           l.stats.bytes.Load(),
-		Fsyncs:          l.stats.fsyncs.Load(),
-		FsyncTime:       time.Duration(l.stats.fsyncNanos.Load()),
-		MaxFsync:        time.Duration(l.stats.maxFsyncNanos.Load()),
-		CheckpointError: l.stats.checkpointError(),
-		Segments:        segments,
-		OpenFiles:       files,
-		LogStartOffset:  l.logStart.Load(),
-		HighWatermark:   l.hw.Load(),
-		LogEndOffset:    l.leo.Load(),
+		Appends:          l.stats.appends.Load(),
+		Records:          l.stats.records.Load(),
+		Bytes:            l.stats.bytes.Load(),
+		Fsyncs:           l.stats.fsyncs.Load(),
+		FsyncTime:        time.Duration(l.stats.fsyncNanos.Load()),
+		MaxFsync:         time.Duration(l.stats.maxFsyncNanos.Load()),
+		FsyncLatency:     l.stats.fsyncLatency.Snapshot(),
+		CheckpointError:  l.stats.checkpointError(),
+		Segments:         segments,
+		OpenFiles:        files,
+		LogStartOffset:   l.logStart.Load(),
+		HighWatermark:    l.hw.Load(),
+		LogEndOffset:     l.leo.Load(),
+		LastStableOffset: l.LastStableOffset(),
 	}
 }
